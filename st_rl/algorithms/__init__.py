@@ -1,0 +1,6 @@
+"""Learning algorithms. Every class usable as an ``algorithm.class_name`` is exported here."""
+
+from st_rl.algorithms import functional
+from st_rl.algorithms.ppo import PPO, NonFiniteLossError
+
+__all__ = ["PPO", "NonFiniteLossError", "functional"]

@@ -1,0 +1,107 @@
+"""PPO math as pure functions of tensors (tested against hand-worked numbers)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    last_values: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over a rollout.
+
+    Args:
+        rewards: ``(T, N)`` rewards (time-outs already bootstrapped).
+        values: ``(T, N)`` value estimates of the states the actions were taken in.
+        dones: ``(T, N)`` episode ended after step t (bool or 0/1).
+        last_values: ``(N,)`` value of the state after the last step.
+        gamma: discount.
+        lam: GAE lambda.
+
+    Returns:
+        ``(returns, advantages)``, both ``(T, N)``; ``returns = advantages + values``.
+    """
+    steps = rewards.shape[0]
+    not_done = 1.0 - dones.to(rewards.dtype)
+    advantages = torch.zeros_like(rewards)
+    gae = torch.zeros_like(last_values)
+    next_values = last_values
+    for t in reversed(range(steps)):
+        delta = rewards[t] + gamma * not_done[t] * next_values - values[t]
+        gae = delta + gamma * lam * not_done[t] * gae
+        advantages[t] = gae
+        next_values = values[t]
+    return advantages + values, advantages
+
+
+def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Zero-mean, unit-std advantages over the whole tensor."""
+    return (advantages - advantages.mean()) / (advantages.std() + eps)
+
+
+def bootstrap_time_outs(
+    rewards: torch.Tensor, values: torch.Tensor, time_outs: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """``r + gamma * V(s) * time_out``: the value of a truncated episode's last state is added back."""
+    return rewards + gamma * values.reshape(rewards.shape) * time_outs.to(rewards.dtype)
+
+
+def clipped_surrogate_loss(
+    log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, clip_param: float
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PPO clipped surrogate loss ``mean(max(-A r, -A clip(r, 1-e, 1+e)))``.
+
+    Returns the loss and ``{"ratio", "surrogate", "surrogate_clipped"}``.
+    """
+    ratio = torch.exp(log_prob - old_log_prob.reshape(log_prob.shape))
+    adv = advantages.reshape(log_prob.shape)
+    surrogate = -adv * ratio
+    surrogate_clipped = -adv * torch.clamp(ratio, 1.0 - clip_param, 1.0 + clip_param)
+    loss = torch.max(surrogate, surrogate_clipped).mean()
+    return loss, {"ratio": ratio, "surrogate": surrogate, "surrogate_clipped": surrogate_clipped}
+
+
+def value_function_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    clip_param: float,
+    use_clipped_value_loss: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Squared value error, optionally with the PPO value clipping.
+
+    Returns the loss and the clipped values (``None`` when clipping is off).
+    """
+    if use_clipped_value_loss:
+        value_clipped = old_values + (values - old_values).clamp(-clip_param, clip_param)
+        loss = torch.max((values - returns).pow(2), (value_clipped - returns).pow(2)).mean()
+        return loss, value_clipped
+    return (returns - values).pow(2).mean(), None
+
+
+def gaussian_kl(
+    old_mu: torch.Tensor, old_sigma: torch.Tensor, mu: torch.Tensor, sigma: torch.Tensor
+) -> torch.Tensor:
+    """KL(old || new) of diagonal Gaussians, summed over the last dim (reference form, with its 1e-5)."""
+    return torch.sum(
+        torch.log(sigma / old_sigma + 1.0e-5)
+        + (old_sigma.pow(2) + (old_mu - mu).pow(2)) / (2.0 * sigma.pow(2))
+        - 0.5,
+        dim=-1,
+    )
+
+
+def adaptive_learning_rate(
+    learning_rate: float, kl_mean: float, desired_kl: float, min_lr: float = 1e-5, max_lr: float = 1e-2
+) -> float:
+    """Adaptive-KL schedule: divide by 1.5 when KL > 2 target, multiply by 1.5 when 0 < KL < target / 2."""
+    if kl_mean > desired_kl * 2.0:
+        return max(min_lr, learning_rate / 1.5)
+    if 0.0 < kl_mean < desired_kl / 2.0:
+        return min(max_lr, learning_rate * 1.5)
+    return learning_rate

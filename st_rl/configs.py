@@ -1,0 +1,112 @@
+"""Typed training configs and the presets of the built-in tasks.
+
+The dataclasses produce the flat st_gym config form (``to_dict()``), which every runner accepts; users can
+equally pass plain dicts in the flat or the nested legged_gym form.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class PolicyCfg:
+    """Policy network settings."""
+
+    class_name: str = "ActorCritic"
+    """Any class exported by ``st_rl.modules`` or ``"package.module:Class"``."""
+    init_noise_std: float = 1.0
+    """Initial action standard deviation."""
+    actor_hidden_dims: list[int] = field(default_factory=lambda: [256, 256, 256])
+    """Hidden sizes of the actor MLP."""
+    critic_hidden_dims: list[int] = field(default_factory=lambda: [256, 256, 256])
+    """Hidden sizes of the critic MLP."""
+    activation: str = "elu"
+    """Activation name."""
+
+
+@dataclass
+class AlgorithmCfg:
+    """PPO settings (defaults of the field: rsl_rl / legged_gym)."""
+
+    class_name: str = "PPO"
+    value_loss_coef: float = 1.0
+    use_clipped_value_loss: bool = True
+    clip_param: float = 0.2
+    entropy_coef: float = 0.01
+    num_learning_epochs: int = 5
+    num_mini_batches: int = 4
+    learning_rate: float = 1e-3
+    schedule: str = "adaptive"
+    gamma: float = 0.99
+    lam: float = 0.95
+    desired_kl: float = 0.01
+    max_grad_norm: float = 1.0
+
+
+@dataclass
+class TrainCfg:
+    """Runner settings plus the policy and algorithm configs (flat st_gym form)."""
+
+    seed: int = 42
+    num_steps_per_env: int = 24
+    max_iterations: int = 300
+    empirical_normalization: bool = False
+    save_interval: int = 50
+    log_interval: int = 1
+    experiment_name: str = "st_rl"
+    run_name: str = ""
+    logger: str = "tensorboard"
+    policy: PolicyCfg = field(default_factory=PolicyCfg)
+    algorithm: AlgorithmCfg = field(default_factory=AlgorithmCfg)
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(dataclasses.asdict(self))
+
+
+@dataclass
+class TaskPreset:
+    """A built-in task with the settings it trains well with."""
+
+    task: str
+    num_envs: int
+    train: TrainCfg
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+
+def _preset_point_mass() -> TaskPreset:
+    cfg = TrainCfg(experiment_name="point_mass", max_iterations=60, save_interval=20)
+    cfg.policy.actor_hidden_dims = [64, 64]
+    cfg.policy.critic_hidden_dims = [64, 64]
+    cfg.algorithm.entropy_coef = 0.0
+    return TaskPreset("point_mass", 256, cfg, description="2-D point mass reaching random goals")
+
+
+def _preset_velocity_tracking() -> TaskPreset:
+    cfg = TrainCfg(experiment_name="velocity_tracking", max_iterations=150, save_interval=50)
+    cfg.empirical_normalization = True
+    cfg.policy.actor_hidden_dims = [128, 64]
+    cfg.policy.critic_hidden_dims = [128, 64]
+    cfg.algorithm.entropy_coef = 0.0
+    return TaskPreset(
+        "velocity_tracking", 512, cfg, description="planar body tracking velocity commands (privileged critic)"
+    )
+
+
+PRESETS = {"point_mass": _preset_point_mass, "velocity_tracking": _preset_velocity_tracking}
+DEFAULT_TASK = "velocity_tracking"
+
+
+def get_preset(task: str) -> TaskPreset:
+    """The preset of a built-in task.
+
+    Raises:
+        ValueError: listing the tasks with presets.
+    """
+    if task not in PRESETS:
+        raise ValueError(f"No training preset for task '{task}'; available: {sorted(PRESETS)}")
+    return PRESETS[task]()

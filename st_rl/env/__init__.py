@@ -1,0 +1,26 @@
+"""Environment contract, adapter for every supported API, and observation layout helpers."""
+
+from st_rl.env.adapter import API_NAMES, EnvAdapter, NonFiniteError, detect_api
+from st_rl.env.layout import (
+    get_obs_slice,
+    get_subobs_by_components,
+    get_subobs_size,
+    normalize_segments,
+    segments_size,
+    substitute_estimated_state,
+)
+from st_rl.env.vec_env import VecEnv
+
+__all__ = [
+    "API_NAMES",
+    "EnvAdapter",
+    "NonFiniteError",
+    "VecEnv",
+    "detect_api",
+    "get_obs_slice",
+    "get_subobs_by_components",
+    "get_subobs_size",
+    "normalize_segments",
+    "segments_size",
+    "substitute_estimated_state",
+]

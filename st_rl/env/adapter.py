@@ -1,0 +1,287 @@
+"""One adapter for every environment API st_rl accepts.
+
+Three APIs are in use (``reference/ancestor_spec.md`` section 1):
+
+* ``"legged_gym"``: ``get_observations() -> Tensor``, ``get_privileged_observations() -> Tensor | None``,
+  ``step(a) -> (obs, privileged_obs, rewards, dones, infos)``.
+* ``"rsl_rl2"`` (st_gym, Isaac Lab rsl_rl 2.x wrappers): ``get_observations() -> (obs, extras)``,
+  ``step(a) -> (obs, rewards, dones, extras)`` with groups in ``extras["observations"]``.
+* ``"tensordict"`` (rsl_rl >= 3, mjlab, Isaac Lab rsl_rl 3.x): observations are a TensorDict (or any mapping)
+  of groups; ``obs_groups`` chooses which groups feed the actor (``"policy"``) and the critic (``"critic"``).
+
+:class:`EnvAdapter` turns each of them into ``(obs, critic_obs, rewards, dones, infos)`` with flat float
+observations on the training device and bool dones, so runners never branch on the API.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from st_rl.env.layout import Shape, normalize_segments
+
+API_NAMES = ("legged_gym", "rsl_rl2", "tensordict")
+
+
+class NonFiniteError(ValueError):
+    """Raised when the environment returns NaN or Inf in observations or rewards."""
+
+
+def detect_api(first_observation: Any) -> str:
+    """Return the API name given what ``env.get_observations()`` returned."""
+    if isinstance(first_observation, torch.Tensor):
+        return "legged_gym"
+    if isinstance(first_observation, (tuple, list)) and len(first_observation) == 2:
+        return "rsl_rl2"
+    if isinstance(first_observation, Mapping) or hasattr(first_observation, "keys"):
+        return "tensordict"
+    raise TypeError(
+        "env.get_observations() returned "
+        f"{type(first_observation).__name__}; expected a Tensor (legged_gym API), an (obs, extras) tuple "
+        "(rsl_rl 2.x / Isaac Lab API) or a TensorDict / mapping of observation groups (rsl_rl >= 3 API)."
+    )
+
+
+def _flatten_group(x: torch.Tensor, num_envs: int) -> torch.Tensor:
+    return x.reshape(num_envs, -1)
+
+
+class EnvAdapter:
+    """Presents any supported environment as ``(obs, critic_obs, rewards, dones, infos)``.
+
+    Args:
+        env: the user's environment (any of the three APIs).
+        device: training device; everything returned is moved there.
+        obs_groups: for mapping observations: ``{"policy": [groups...], "critic": [groups...]}``. Groups of a
+            set are flattened and concatenated in the given order. Defaults to ``"policy"`` (or ``"actor"``)
+            for the actor and ``"critic"`` for the critic when present. Also honoured for the rsl_rl 2.x API.
+        check_finite: ``"rollout"`` (default) accumulates NaN/Inf flags on the device and raises in
+            :meth:`raise_if_nonfinite` (one host sync per rollout), ``"step"`` raises at the offending step
+            (one host sync per step, for debugging), ``"off"`` disables the check.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        device: str | torch.device = "cpu",
+        obs_groups: Mapping[str, Sequence[str]] | None = None,
+        check_finite: str = "rollout",
+    ) -> None:
+        if check_finite not in ("rollout", "step", "off"):
+            raise ValueError(f"check_finite must be 'rollout', 'step' or 'off', got {check_finite!r}")
+        for attr in ("num_envs", "step", "get_observations"):
+            if not hasattr(env, attr):
+                raise TypeError(
+                    f"{type(env).__name__} has no '{attr}': st_rl needs a vectorised environment with "
+                    "num_envs, num_actions, get_observations() and step(actions) (see st_rl.env.VecEnv)."
+                )
+        self.env = env
+        self.device = torch.device(device)
+        self.check_finite = check_finite
+        self.num_envs = int(env.num_envs)
+        first = env.get_observations()
+        self.api = detect_api(first)
+        self._obs_groups = self._resolve_obs_groups(first, obs_groups)
+        self.has_critic_group = self._has_critic(first)
+        priv = self.env.get_privileged_observations() if self.api == "legged_gym" and self.has_critic_group else None
+        obs, critic_obs, _ = self._split_observations(first, priv)
+        self.num_obs = int(obs.shape[-1])
+        self.num_critic_obs = int(critic_obs.shape[-1])
+        num_actions = getattr(env, "num_actions", None)
+        if num_actions is None:
+            raise TypeError(f"{type(env).__name__} has no 'num_actions' attribute.")
+        self.num_actions = int(num_actions)
+        self.obs_segments = self._layout("obs_segments", "policy", first)
+        critic_layout = self._layout("privileged_obs_segments", "critic", first)
+        if critic_layout is None:
+            critic_layout = normalize_segments(getattr(env, "critic_obs_segments", None))
+        self.critic_obs_segments = critic_layout if self.has_critic_group else self.obs_segments
+        self._group_names = ["policy", "critic", "rewards"]
+        self._nonfinite = torch.zeros(len(self._group_names), dtype=torch.bool, device=self.device)
+
+    # ------------------------------------------------------------------ API detection helpers
+    def _resolve_obs_groups(self, first: Any, obs_groups: Mapping[str, Sequence[str]] | None):
+        if self.api == "legged_gym":
+            if obs_groups:
+                raise ValueError("obs_groups applies to environments whose observations are groups; "
+                                 "this environment returns flat tensors (legged_gym API).")
+            return None
+        groups_available = list(self._group_mapping(first).keys())
+        resolved: dict[str, list[str]] = {}
+        if obs_groups:
+            for key, names in obs_groups.items():
+                if key not in ("policy", "critic", "actor"):
+                    raise ValueError(f"obs_groups key '{key}' is not one of 'policy', 'critic' (or 'actor').")
+                names = [names] if isinstance(names, str) else list(names)
+                missing = [n for n in names if n not in groups_available]
+                if missing:
+                    raise ValueError(
+                        f"obs_groups['{key}'] names groups {missing} that the environment does not provide; "
+                        f"available groups: {groups_available}"
+                    )
+                resolved["policy" if key == "actor" else key] = names
+        if "policy" not in resolved:
+            if self.api == "rsl_rl2":
+                resolved["policy"] = []  # the obs tensor step() returns, as the reference runner uses it
+            elif "policy" in groups_available:
+                resolved["policy"] = ["policy"]
+            elif "actor" in groups_available:
+                resolved["policy"] = ["actor"]
+            else:
+                raise ValueError(
+                    f"No actor observation group: the environment provides {groups_available}; set "
+                    "obs_groups={'policy': [...], 'critic': [...]} in the runner config."
+                )
+        if "critic" not in resolved and "critic" in groups_available:
+            resolved["critic"] = ["critic"]
+        return resolved
+
+    def _group_mapping(self, raw: Any) -> Mapping[str, torch.Tensor]:
+        if self.api == "tensordict":
+            return raw
+        if self.api == "rsl_rl2":
+            extras = raw[1] if isinstance(raw, (tuple, list)) else raw
+            return (extras or {}).get("observations", {}) or {}
+        return {}
+
+    def _has_critic(self, first: Any) -> bool:
+        if self.api == "legged_gym":
+            n = getattr(self.env, "num_privileged_obs", None)
+            return bool(n) and self.env.get_privileged_observations() is not None
+        return bool(self._obs_groups and self._obs_groups.get("critic"))
+
+    def _layout(self, attr: str, key: str, first: Any) -> OrderedDict[str, Shape] | None:
+        layout = normalize_segments(getattr(self.env, attr, None))
+        if layout is not None:
+            return layout
+        if self.api == "tensordict" and self._obs_groups and self._obs_groups.get(key):
+            groups = self._group_mapping(first)
+            return OrderedDict((g, tuple(groups[g].shape[1:]) or (1,)) for g in self._obs_groups[key])
+        return None
+
+    def _concat(self, groups: Mapping[str, torch.Tensor], names: list[str]) -> torch.Tensor:
+        parts = [_flatten_group(groups[n], self.num_envs) for n in names]
+        x = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+        return x.to(self.device, torch.float32)
+
+    def _split_observations(self, raw: Any, privileged: torch.Tensor | None):
+        """Return ``(obs, critic_obs, extras)`` from one raw observation payload."""
+        if self.api == "legged_gym":
+            obs = _flatten_group(raw, self.num_envs).to(self.device, torch.float32)
+            critic = obs if privileged is None else privileged.reshape(self.num_envs, -1).to(
+                self.device, torch.float32)
+            return obs, critic, {}
+        groups = self._group_mapping(raw)
+        assert self._obs_groups is not None
+        if self.api == "rsl_rl2" and not self._obs_groups["policy"]:
+            obs = _flatten_group(raw[0], self.num_envs).to(self.device, torch.float32)
+        else:
+            obs = self._concat(groups, self._obs_groups["policy"])
+        critic_names = self._obs_groups.get("critic")
+        critic = self._concat(groups, critic_names) if critic_names else obs
+        extras = dict(raw[1]) if self.api == "rsl_rl2" and raw[1] is not None else {}
+        return obs, critic, extras
+
+    # ------------------------------------------------------------------ public API
+    def get_observations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Current ``(obs, critic_obs, extras)``."""
+        raw = self.env.get_observations()
+        priv = self.env.get_privileged_observations() if self.api == "legged_gym" else None
+        if self.api == "legged_gym" and not self.has_critic_group:
+            priv = None
+        obs, critic, extras = self._split_observations(raw, priv)
+        self._check(obs, critic, None)
+        return obs, critic, extras
+
+    def reset(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Reset every environment and return ``(obs, critic_obs, extras)``."""
+        self.env.reset()
+        return self.get_observations()
+
+    def step(
+        self, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Step the environment; return ``(obs, critic_obs, rewards, dones, infos)`` with bool dones."""
+        out = self.env.step(actions)
+        if self.api == "legged_gym":
+            if len(out) != 5:
+                raise ValueError(f"legged_gym-style env.step must return 5 values, got {len(out)}.")
+            raw_obs, priv, rewards, dones, infos = out
+            obs, critic, _ = self._split_observations(raw_obs, priv if self.has_critic_group else None)
+            infos = dict(infos or {})
+        else:
+            if len(out) != 4:
+                raise ValueError(
+                    f"env.step must return (obs, rewards, dones, extras) for the {self.api} API, got {len(out)} values."
+                )
+            raw_obs, rewards, dones, infos = out
+            infos = dict(infos or {})
+            payload = (raw_obs, infos) if self.api == "rsl_rl2" else raw_obs
+            obs, critic, _ = self._split_observations(payload, None)
+        rewards = rewards.reshape(self.num_envs).to(self.device, torch.float32)
+        dones = dones.reshape(self.num_envs).to(self.device).bool()
+        if "time_outs" in infos and infos["time_outs"] is not None:
+            infos["time_outs"] = infos["time_outs"].reshape(self.num_envs).to(self.device).bool()
+        self._check(obs, critic, rewards)
+        return obs, critic, rewards, dones, infos
+
+    # ------------------------------------------------------------------ finiteness
+    def _check(self, obs: torch.Tensor, critic: torch.Tensor, rewards: torch.Tensor | None) -> None:
+        if self.check_finite == "off":
+            return
+        flags = [~torch.isfinite(obs).all(), ~torch.isfinite(critic).all()]
+        flags.append(~torch.isfinite(rewards).all() if rewards is not None else flags[0] & False)
+        self._nonfinite |= torch.stack(flags)
+        if self.check_finite == "step":
+            self.raise_if_nonfinite()
+
+    def raise_if_nonfinite(self) -> None:
+        """Raise :class:`NonFiniteError` naming the offending groups, if any NaN/Inf was seen."""
+        if self.check_finite == "off":
+            return
+        bad = self._nonfinite.tolist()
+        if any(bad):
+            names = [n for n, b in zip(self._group_names, bad) if b]
+            where = ", ".join(
+                f"observation group '{self._source_name(n)}'" if n != "rewards" else "rewards" for n in names
+            )
+            self._nonfinite.zero_()
+            raise NonFiniteError(
+                f"The environment returned NaN or Inf in {where}. Fix the environment (check divisions, "
+                "resets and observation clipping) or clip the observations; set the runner option "
+                "check_finite='step' to stop at the exact step."
+            )
+
+    def _source_name(self, key: str) -> str:
+        if self._obs_groups and self._obs_groups.get(key):
+            return "+".join(self._obs_groups[key])
+        if key == "critic" and not self.has_critic_group:
+            return "policy"
+        return "privileged" if (key == "critic" and self.api == "legged_gym") else key
+
+    # ------------------------------------------------------------------ passthrough
+    @property
+    def max_episode_length(self) -> int | torch.Tensor:
+        return self.env.max_episode_length
+
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        return self.env.episode_length_buf
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:
+        self.env.episode_length_buf = value
+
+    def randomize_episode_lengths(self) -> None:
+        """Spread episode start times: ``episode_length_buf ~ U[0, max_episode_length)``."""
+        buf = self.env.episode_length_buf
+        max_len = self.env.max_episode_length
+        if isinstance(max_len, torch.Tensor):
+            high = max_len.to(buf.device).float()
+            self.env.episode_length_buf = (torch.rand(buf.shape, device=buf.device) * high).long()
+        else:
+            self.env.episode_length_buf = torch.randint_like(buf, high=int(math.ceil(max_len)))

@@ -1,0 +1,106 @@
+"""Observation layout: named components over a flat observation vector.
+
+A layout (``obs_segments``) is an ordered mapping ``name -> shape``; each component occupies
+``prod(shape)`` contiguous columns of the flat observation, in mapping order. Shapes may be given as ints,
+lists or tuples; they are normalised to tuples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+
+import torch
+
+Shape = tuple[int, ...]
+Segments = Mapping[str, "int | Sequence[int]"]
+
+
+def normalize_shape(shape: int | Sequence[int]) -> Shape:
+    """Return ``shape`` as a tuple of ints (an int ``n`` becomes ``(n,)``)."""
+    if isinstance(shape, int):
+        return (int(shape),)
+    return tuple(int(s) for s in shape)
+
+
+def normalize_segments(segments: Segments | None) -> OrderedDict[str, Shape] | None:
+    """Return an ordered ``name -> tuple shape`` copy of ``segments`` (``None`` stays ``None``)."""
+    if segments is None:
+        return None
+    return OrderedDict((str(k), normalize_shape(v)) for k, v in segments.items())
+
+
+def _names_list(names: str | Iterable[str]) -> list[str]:
+    # A bare string must not match by substring (ancestor bug): treat it as one name.
+    return [names] if isinstance(names, str) else list(names)
+
+
+def segments_size(segments: Segments) -> int:
+    """Total number of columns of a layout."""
+    return sum(math.prod(normalize_shape(s)) for s in segments.values())
+
+
+def get_obs_slice(segments: Segments, component_name: str) -> tuple[slice, Shape]:
+    """Return the column slice and shape of one component.
+
+    Raises:
+        AssertionError: if the component is not in the layout (the message lists the available names).
+    """
+    start = 0
+    for name, shape in segments.items():
+        shape = normalize_shape(shape)
+        size = math.prod(shape)
+        if name == component_name:
+            return slice(start, start + size), shape
+        start += size
+    raise AssertionError(
+        f"Observation component '{component_name}' is not in the layout; available: {list(segments)}"
+    )
+
+
+def get_subobs_size(segments: Segments, component_names: str | Iterable[str]) -> int:
+    """Number of columns taken by the named components."""
+    names = _names_list(component_names)
+    for n in names:
+        get_obs_slice(segments, n)
+    return sum(math.prod(normalize_shape(s)) for k, s in segments.items() if k in names)
+
+
+def get_subobs_by_components(
+    observations: torch.Tensor, component_names: str | Iterable[str], segments: Segments
+) -> torch.Tensor:
+    """Concatenate the named components along the last dim, in layout order (any leading dims)."""
+    names = _names_list(component_names)
+    for n in names:
+        get_obs_slice(segments, n)
+    parts = [observations[..., get_obs_slice(segments, k)[0]] for k in segments if k in names]
+    return torch.cat(parts, dim=-1)
+
+
+def substitute_estimated_state(
+    observations: torch.Tensor,
+    target_components: str | Iterable[str],
+    estimated_state: torch.Tensor,
+    segments: Segments,
+) -> torch.Tensor:
+    """Write consecutive chunks of ``estimated_state`` into the target components, in place.
+
+    Chunks are taken in layout order. Returns ``observations``.
+    """
+    names = _names_list(target_components)
+    for n in names:
+        get_obs_slice(segments, n)
+    expected = get_subobs_size(segments, names)
+    if estimated_state.shape[-1] != expected:
+        raise ValueError(
+            f"estimated_state has {estimated_state.shape[-1]} columns but components {names} take {expected}"
+        )
+    cursor = 0
+    for k in segments:
+        if k in names:
+            sl, _ = get_obs_slice(segments, k)
+            width = sl.stop - sl.start
+            observations[..., sl] = estimated_state[..., cursor : cursor + width]
+            cursor += width
+    return observations

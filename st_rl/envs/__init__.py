@@ -1,0 +1,51 @@
+"""Built-in vectorised tasks (pure PyTorch, native st_rl API) and a small task registry.
+
+Example:
+    >>> from st_rl.envs import make_env
+    >>> env = make_env("point_mass", num_envs=64, seed=0)
+    >>> obs, extras = env.get_observations()
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from st_rl.envs.point_mass import BuiltinTask, PointMass
+from st_rl.envs.velocity_tracking import VelocityTracking
+
+__all__ = ["TASKS", "BuiltinTask", "PointMass", "VelocityTracking", "make_env", "register_task"]
+
+TASKS: dict[str, type] = {}
+
+
+def register_task(name: str, cls: type, *, overwrite: bool = False) -> type:
+    """Register ``cls`` under ``name`` for :func:`make_env`.
+
+    ``cls`` is called as ``cls(num_envs=..., device=..., seed=..., **cfg)``. Re-registering an existing name
+    with a different class raises ``ValueError`` unless ``overwrite`` is set. Returns ``cls``.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"task name must be a non-empty string, got {name!r}")
+    if not overwrite and name in TASKS and TASKS[name] is not cls:
+        raise ValueError(f"task {name!r} is already registered as {TASKS[name].__name__}")
+    TASKS[name] = cls
+    return cls
+
+
+def make_env(
+    name: str, num_envs: int, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
+) -> Any:
+    """Instantiate the registered task ``name``; ``cfg`` goes to the task's constructor.
+
+    Raises:
+        ValueError: ``name`` is not registered (the message lists the available names).
+    """
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; available tasks: {', '.join(sorted(TASKS))}")
+    return TASKS[name](num_envs=num_envs, device=device, seed=seed, **cfg)
+
+
+register_task("point_mass", PointMass)
+register_task("velocity_tracking", VelocityTracking)

@@ -1,0 +1,214 @@
+"""Planar velocity tracking with hidden dynamics parameters: a tiny stand-in for legged locomotion."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from st_rl.envs.point_mass import BuiltinTask
+
+__all__ = ["VelocityTracking"]
+
+GRAVITY = 9.81
+
+
+class VelocityTracking(BuiltinTask):
+    """Track a commanded planar velocity with a body of unknown mass and drag (privileged critic).
+
+    Dynamics (semi-implicit Euler): ``v += dt * (max_force * a - friction * v) / mass``, where ``mass`` (kg) and
+    the linear drag coefficient ``friction`` (N s/m) are drawn per episode and hidden from the actor. The command
+    ``(vx, vy)`` is uniform in ``[-command_range, command_range]^2``, drawn at reset and resampled every
+    ``resampling_time_s`` (when ``episode_length_buf`` is a multiple of that many steps). Episodes start with a
+    uniform velocity in ``[-init_vel_range, init_vel_range]^2``.
+
+    Actor observations (6,): ``base_lin_vel`` (2, plus uniform noise of ``+-vel_noise`` when ``add_noise``),
+    ``commands`` (2), ``last_actions`` (2). Critic observations (8,): the same without noise plus ``mass`` (1)
+    and ``friction`` (1).
+
+    Reward terms (weighted, each multiplied by ``dt``): ``track_lin_vel`` = ``w_track * exp(-|cmd - v|^2 / tracking_sigma)``,
+    ``action_rate`` = ``w_action_rate * |a - a_prev|^2``, ``action_l2`` = ``w_action_l2 * |a|^2``,
+    ``termination`` = ``w_termination`` on failure. Failure ``velocity_error``: ``|cmd - v| > max_velocity_error``;
+    otherwise episodes end by time-out.
+
+    Metrics (also logged as ``Metrics/<name>`` at episode ends): :attr:`tracking_error` and :attr:`CoT`.
+
+    Known solution: :meth:`expert_action` (feed-forward nominal drag plus a P controller on velocity error).
+
+    Args:
+        num_envs: number of parallel environments.
+        device: torch device of all buffers.
+        seed: seed of the private generator; None draws it from the global torch RNG.
+        **cfg: overrides of ``DEFAULT_CFG``: ``dt`` (0.05 s), ``episode_length_s`` (8.0 -> 160 steps),
+            ``clip_actions`` (1.0), ``max_force`` (5.0 N per unit action), ``mass_range`` ((0.5, 2.0) kg),
+            ``friction_range`` ((0.5, 2.0) N s/m), ``command_range`` (1.0 m/s), ``resampling_time_s`` (4.0),
+            ``init_vel_range`` (0.5 m/s), ``add_noise`` (True), ``vel_noise`` (0.05 m/s),
+            ``max_velocity_error`` (2.5 m/s), ``tracking_sigma`` (0.25), ``w_track`` (1.0),
+            ``w_action_rate`` (-0.01), ``w_action_l2`` (-0.002), ``w_termination`` (-20.0),
+            ``cot_eps`` (1e-3), ``expert_kp`` (5.0 N s/m).
+    """
+
+    DEFAULT_CFG: dict[str, Any] = {
+        "dt": 0.05,
+        "episode_length_s": 8.0,
+        "clip_actions": 1.0,
+        "max_force": 5.0,
+        "mass_range": (0.5, 2.0),
+        "friction_range": (0.5, 2.0),
+        "command_range": 1.0,
+        "resampling_time_s": 4.0,
+        "init_vel_range": 0.5,
+        "add_noise": True,
+        "vel_noise": 0.05,
+        "max_velocity_error": 2.5,
+        "tracking_sigma": 0.25,
+        "w_track": 1.0,
+        "w_action_rate": -0.01,
+        "w_action_l2": -0.002,
+        "w_termination": -20.0,
+        "cot_eps": 1e-3,
+        "expert_kp": 5.0,
+    }
+    reward_terms = ("track_lin_vel", "action_rate", "action_l2", "termination")
+    failure_terms = ("velocity_error",)
+    metric_terms = ("tracking_error", "CoT")
+
+    def __init__(
+        self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
+    ) -> None:
+        super().__init__(num_envs, device, seed, cfg)
+        self.obs_segments = OrderedDict([("base_lin_vel", (2,)), ("commands", (2,)), ("last_actions", (2,))])
+        self.privileged_obs_segments = OrderedDict(
+            [*self.obs_segments.items(), ("mass", (1,)), ("friction", (1,))]
+        )
+        self.num_obs = 6
+        self.num_privileged_obs = 8
+        self.num_actions = 2
+        self.resampling_steps = max(1, round(float(self.cfg["resampling_time_s"]) / self.dt))
+        n, dev = self.num_envs, self.device
+        self.base_lin_vel = torch.zeros(n, 2, device=dev)
+        self.commands = torch.zeros(n, 2, device=dev)
+        self.mass = torch.ones(n, 1, device=dev)
+        self.friction = torch.ones(n, 1, device=dev)
+        self.last_actions = torch.zeros(n, 2, device=dev)
+        self.prev_actions = torch.zeros(n, 2, device=dev)
+        self.critic_obs_buf = torch.zeros(n, 8, device=dev)
+        # running sums over the current episode and the values of the last finished one
+        self._err_sq_sum = torch.zeros(n, device=dev)
+        self._cot_sum = torch.zeros(n, device=dev)
+        self._metric_steps = torch.zeros(n, device=dev)
+        self._last_tracking_error = torch.zeros(n, device=dev)
+        self._last_cot = torch.zeros(n, device=dev)
+        self._state_buffers += [
+            "base_lin_vel",
+            "commands",
+            "mass",
+            "friction",
+            "last_actions",
+            "prev_actions",
+            "_err_sq_sum",
+            "_cot_sum",
+            "_metric_steps",
+            "_last_tracking_error",
+            "_last_cot",
+        ]
+        self.reset()
+
+    # ------------------------------------------------------------------ metrics
+    @property
+    def tracking_error(self) -> torch.Tensor:
+        """Per-env RMS velocity-tracking error (m/s) over the current episode (the last finished one while the
+        current episode has no step yet), shape (N,)."""
+        current = torch.sqrt(self._err_sq_sum / self._metric_steps.clamp_min(1.0))
+        return torch.where(self._metric_steps > 0, current, self._last_tracking_error)
+
+    @property
+    def CoT(self) -> torch.Tensor:  # noqa: N802 - name used by the trainers
+        """Per-env mean cost of transport over the current (else last) episode, shape (N,).
+
+        Per step ``|F . v| / (mass * g * |v| + cot_eps)`` with ``F = max_force * a``; it is at most ``|F| / (m g)``.
+        """
+        current = self._cot_sum / self._metric_steps.clamp_min(1.0)
+        return torch.where(self._metric_steps > 0, current, self._last_cot)
+
+    def expert_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """Controller using actor observations only: ``(f_nom * cmd + kp * (cmd - v)) / max_force``.
+
+        ``f_nom`` is the mid-range drag coefficient, so a residual error remains for off-nominal bodies.
+        """
+        vel, cmd = obs[..., 0:2], obs[..., 2:4]
+        f_nom = 0.5 * sum(self.cfg["friction_range"])
+        a = (f_nom * cmd + self.cfg["expert_kp"] * (cmd - vel)) / self.cfg["max_force"]
+        return torch.clamp(a, -self.clip_actions, self.clip_actions)
+
+    # ------------------------------------------------------------------ hooks
+    def _physics_step(self, actions: torch.Tensor) -> None:
+        c = self.cfg
+        force = c["max_force"] * actions
+        vel = (self.base_lin_vel + self.dt * force / self.mass) / (1.0 + self.dt * self.friction / self.mass)
+        self.base_lin_vel = vel
+        self.prev_actions = self.last_actions
+        self.last_actions = actions
+        # metrics
+        err_sq = (self.commands - vel).square().sum(dim=1)
+        speed = vel.norm(dim=1)
+        power = (force * vel).sum(dim=1).abs()
+        cot = power / (self.mass[:, 0] * GRAVITY * speed + c["cot_eps"])
+        self._err_sq_sum = self._err_sq_sum + err_sq
+        self._cot_sum = self._cot_sum + cot
+        self._metric_steps = self._metric_steps + 1.0
+
+    def _compute_rewards(self, actions: torch.Tensor) -> torch.Tensor:
+        c = self.cfg
+        err_sq = (self.commands - self.base_lin_vel).square().sum(dim=1)
+        track = c["w_track"] * torch.exp(-err_sq / c["tracking_sigma"])
+        action_rate = c["w_action_rate"] * (actions - self.prev_actions).square().sum(dim=1)
+        action_l2 = c["w_action_l2"] * actions.square().sum(dim=1)
+        termination = c["w_termination"] * self._compute_failures().any(dim=1).float()
+        return torch.stack([track, action_rate, action_l2, termination], dim=1)
+
+    def _compute_failures(self) -> torch.Tensor:
+        err = (self.commands - self.base_lin_vel).norm(dim=1)
+        return (err > self.cfg["max_velocity_error"])[:, None]
+
+    def _episode_metrics(self) -> torch.Tensor:
+        return torch.stack([self.tracking_error, self.CoT], dim=1)
+
+    def _sample_commands(self) -> torch.Tensor:
+        r = float(self.cfg["command_range"])
+        return self._rand(self.num_envs, 2, low=-r, high=r)
+
+    def _reset_state(self, mask: torch.Tensor) -> None:
+        n, c = self.num_envs, self.cfg
+        m = mask[:, None]
+        self._last_tracking_error = torch.where(mask, self.tracking_error, self._last_tracking_error)
+        self._last_cot = torch.where(mask, self.CoT, self._last_cot)
+        self._err_sq_sum = torch.where(mask, 0.0, self._err_sq_sum)
+        self._cot_sum = torch.where(mask, 0.0, self._cot_sum)
+        self._metric_steps = torch.where(mask, 0.0, self._metric_steps)
+
+        v0 = float(c["init_vel_range"])
+        self.base_lin_vel = torch.where(m, self._rand(n, 2, low=-v0, high=v0), self.base_lin_vel)
+        self.commands = torch.where(m, self._sample_commands(), self.commands)
+        self.mass = torch.where(
+            m, self._rand(n, 1, low=c["mass_range"][0], high=c["mass_range"][1]), self.mass
+        )
+        lo, hi = c["friction_range"]
+        self.friction = torch.where(m, self._rand(n, 1, low=lo, high=hi), self.friction)
+        self.last_actions = torch.where(m, 0.0, self.last_actions)
+        self.prev_actions = torch.where(m, 0.0, self.prev_actions)
+
+    def _post_reset(self, dones: torch.Tensor) -> None:
+        resample = (self._episode_length_buf % self.resampling_steps == 0) & ~dones
+        self.commands = torch.where(resample[:, None], self._sample_commands(), self.commands)
+
+    def _compute_observations(self) -> None:
+        vel_obs = self.base_lin_vel
+        if self.cfg["add_noise"]:
+            nz = float(self.cfg["vel_noise"])
+            vel_obs = vel_obs + self._rand(self.num_envs, 2, low=-nz, high=nz)
+        self.obs_buf = torch.cat([vel_obs, self.commands, self.last_actions], dim=1)
+        self.critic_obs_buf = torch.cat(
+            [self.base_lin_vel, self.commands, self.last_actions, self.mass, self.friction], dim=1
+        )

@@ -1,0 +1,40 @@
+"""Build a policy from its config, filling dimensions and layouts from the environment."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch.nn as nn
+
+
+def build_actor_critic(env: Any, class_name: Any, policy_cfg: dict[str, Any]) -> nn.Module:
+    """Instantiate ``class_name`` with ``policy_cfg`` (copied, never mutated).
+
+    ``num_actor_obs``, ``num_critic_obs`` and ``num_actions`` are filled from ``env`` when missing or
+    ``None``; ``obs_segments`` / ``privileged_obs_segments`` are injected from the env when the config lacks
+    them. ``env`` may be an :class:`st_rl.env.EnvAdapter` or any env with ``num_obs`` /
+    ``num_privileged_obs`` (0 or ``None`` meaning "critic sees the actor observations").
+    """
+    import st_rl.modules as modules
+    from st_rl.utils.config import resolve_class
+
+    cls = resolve_class(class_name, modules, "policy", nn.Module)
+    cfg = copy.deepcopy(dict(policy_cfg))
+    cfg.pop("class_name", None)
+    num_obs = getattr(env, "num_obs", None)
+    num_critic = getattr(env, "num_critic_obs", None)
+    if num_critic is None:
+        num_critic = getattr(env, "num_privileged_obs", None) or num_obs
+    defaults = {"num_actor_obs": num_obs, "num_critic_obs": num_critic, "num_actions": env.num_actions}
+    for key, value in defaults.items():
+        if cfg.get(key) is None:
+            cfg[key] = value
+    obs_segments = getattr(env, "obs_segments", None)
+    critic_segments = getattr(env, "critic_obs_segments", None) or getattr(env, "privileged_obs_segments", None)
+    if cfg.get("obs_segments") is None and obs_segments is not None:
+        cfg["obs_segments"] = obs_segments
+    has_critic_layout = cfg.get("privileged_obs_segments") is not None or cfg.get("critic_obs_segments") is not None
+    if not has_critic_layout and critic_segments is not None:
+        cfg["privileged_obs_segments"] = critic_segments
+    return cls(**cfg)

@@ -1,0 +1,18 @@
+"""Training runners."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from st_rl.runners.on_policy_runner import InferencePolicy, OnPolicyRunner
+
+__all__ = ["InferencePolicy", "OnPolicyRunner", "build_runner"]
+
+
+def build_runner(runner_class_name: Any, *args: Any, **kwargs: Any) -> OnPolicyRunner:
+    """Construct a runner by class name (``"OnPolicyRunner"`` or ``"package.module:Class"``)."""
+    import st_rl.runners as runners
+    from st_rl.utils.config import resolve_class
+
+    cls = resolve_class(runner_class_name or "OnPolicyRunner", runners, "runner")
+    return cls(*args, **kwargs)

@@ -1,0 +1,386 @@
+"""The on-policy training loop: rollout, update, log, checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+import warnings
+from collections import deque
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+import st_rl
+from st_rl.env.adapter import EnvAdapter
+from st_rl.modules.factory import build_actor_critic
+from st_rl.utils import checkpoint as ckpt
+from st_rl.utils.config import TrainConfig, resolve_class, resolve_train_cfg
+from st_rl.utils.logger import (
+    NullWriter,
+    ScalarWriter,
+    Stopwatch,
+    aggregate_episode_infos,
+    format_console_block,
+    format_duration,
+    make_writer,
+)
+from st_rl.utils.utils import store_code_state
+
+
+class InferencePolicy(nn.Module):
+    """Raw observations in, deterministic actions out (the observation normaliser is inside)."""
+
+    def __init__(self, actor_critic: nn.Module, normalizer: nn.Module) -> None:
+        super().__init__()
+        self.actor_critic = actor_critic
+        self.normalizer = normalizer
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return self.actor_critic.act_inference(self.normalizer(observations))
+
+
+class OnPolicyRunner:
+    """Trains an on-policy algorithm (PPO and its presets) on a vectorised environment.
+
+    Args:
+        env: an environment of any supported API (legged_gym 5-tuple, rsl_rl 2.x / st_gym 4-tuple, or
+            TensorDict observation groups).
+        train_cfg: flat (st_gym) or nested (legged_gym) training config; it is copied, never mutated.
+        log_dir: where logs, ``config.json`` and ``model_<it>.pt`` go; ``None`` disables writing.
+        device: training device.
+    """
+
+    def __init__(self, env: Any, train_cfg: Any, log_dir: str | None = None, device: str | torch.device = "cpu"):
+        self.train_cfg: TrainConfig = resolve_train_cfg(train_cfg)
+        self.cfg: dict[str, Any] = self.train_cfg.runner
+        self.policy_cfg = self.train_cfg.policy
+        self.alg_cfg = self.train_cfg.algorithm
+        self.device = torch.device(device)
+        self.log_dir = log_dir
+        seed = self.cfg.get("seed")
+        if seed is not None:
+            ckpt.seed_everything(int(seed))
+
+        self.env = env
+        self.env_adapter = EnvAdapter(
+            env,
+            device=self.device,
+            obs_groups=self.cfg.get("obs_groups"),
+            check_finite=self.cfg.get("check_finite", "rollout"),
+        )
+        self.num_steps_per_env = int(self.cfg.get("num_steps_per_env", 24))
+        self.save_interval = int(self.cfg.get("save_interval", 50))
+        self.log_interval = int(self.cfg.get("log_interval", 1))
+        if self.num_steps_per_env < 1 or self.save_interval < 1 or self.log_interval < 1:
+            raise ValueError("num_steps_per_env, save_interval and log_interval must be >= 1")
+
+        actor_critic = build_actor_critic(self.env_adapter, self.train_cfg.policy_class_name, self.policy_cfg)
+        import st_rl.algorithms as algorithms
+
+        alg_cls = resolve_class(self.train_cfg.algorithm_class_name, algorithms, "algorithm")
+        self.alg = alg_cls(actor_critic, device=self.device, **self.alg_cfg)
+        num_obs, num_critic = self.env_adapter.num_obs, self.env_adapter.num_critic_obs
+        self.alg.init_obs_norm(num_obs, num_critic)
+        critic_shape = [num_critic] if self.env_adapter.has_critic_group else [None]
+        self.alg.init_storage(
+            self.env_adapter.num_envs,
+            self.num_steps_per_env,
+            [num_obs],
+            critic_shape,
+            [self.env_adapter.num_actions],
+            **self.train_cfg.storage,
+        )
+
+        self.writer: ScalarWriter = NullWriter()
+        self.tot_timesteps = 0
+        self.tot_time = 0.0
+        self.current_learning_iteration = 0
+        self.git_status_repos = [st_rl.__file__]
+        self.metrics_velrmsd = torch.zeros((), device=self.device)
+        self.metrics_CoT = torch.zeros((), device=self.device)
+        self._writer_initialised = False
+        if self.log_dir is not None:
+            os.makedirs(self.log_dir, exist_ok=True)
+            self._write_config()
+
+    # ------------------------------------------------------------------ set-up
+    def _write_config(self) -> None:
+        assert self.log_dir is not None
+        data = self.train_cfg.to_dict()
+        env_cfg = getattr(self.env, "cfg", None)
+        if isinstance(env_cfg, dict):
+            from st_rl.utils.config import to_jsonable
+
+            data["env"] = to_jsonable(env_cfg)
+        tmp = os.path.join(self.log_dir, ".config.json.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+        os.replace(tmp, os.path.join(self.log_dir, "config.json"))
+
+    def init_writter(self, init_at_random_ep_len: bool) -> None:  # noqa: D401 - reference spelling
+        """Create the log writer and optionally randomise the episode lengths."""
+        if not self._writer_initialised:
+            self.writer = make_writer(self.cfg.get("logger", "tensorboard"), self.log_dir, self.cfg)
+            self._writer_initialised = True
+        if init_at_random_ep_len:
+            self.env_adapter.randomize_episode_lengths()
+
+    init_writer = init_writter
+
+    # ------------------------------------------------------------------ loop
+    def _normalize(self, obs: torch.Tensor, critic_obs: torch.Tensor, update: bool = True):
+        obs_norm, critic_norm = self.alg.obs_normalizer, self.alg.critic_obs_normalizer
+        if not update:
+            was_training = obs_norm.training
+            obs_norm.eval()
+            critic_norm.eval()
+        obs_n = obs_norm(obs)
+        critic_n = critic_norm(critic_obs) if self.env_adapter.has_critic_group else obs_n
+        if not update and was_training:
+            obs_norm.train()
+            critic_norm.train()
+        return obs_n, critic_n
+
+    def rollout_step(self, obs: torch.Tensor, critic_obs: torch.Tensor, **kwargs: Any):
+        """act -> env.step -> normalise -> process_env_step; returns ``(obs, critic_obs, rewards, dones, infos)``."""
+        actions = self.alg.act(obs, critic_obs)
+        env_device = getattr(self.env, "device", None)
+        if env_device is not None and torch.device(env_device) != actions.device:
+            actions = actions.to(env_device)
+        obs, critic_obs, rewards, dones, infos = self.env_adapter.step(actions)
+        obs, critic_obs = self._normalize(obs, critic_obs)
+        self.alg.process_env_step(rewards, dones, infos)
+        return obs, critic_obs, rewards, dones, infos
+
+    def learn(
+        self, num_learning_iterations: int, init_at_random_ep_len: bool = False, trial: Any = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Train for ``num_learning_iterations`` more iterations.
+
+        Returns:
+            ``(velrmsd, CoT)``: the environment's velocity-tracking RMSD and cost of transport after the last
+            iteration (zero tensors when the environment has no such metrics).
+        """
+        self.init_writter(init_at_random_ep_len)
+        obs, critic_obs, _ = self.env_adapter.get_observations()
+        self.train_mode()
+        # The initial observation only feeds the first action; it does not update the statistics, so a run
+        # resumed from a checkpoint sees exactly the same normaliser updates as an uninterrupted one.
+        obs, critic_obs = self._normalize(obs, critic_obs, update=False)
+
+        n_envs, steps = self.env_adapter.num_envs, self.num_steps_per_env
+        ep_infos: list[dict[str, Any]] = []
+        rframebuffer: deque[float] = deque(maxlen=2000)
+        rewbuffer: deque[float] = deque(maxlen=100)
+        lenbuffer: deque[float] = deque(maxlen=100)
+        cur_reward_sum = torch.zeros(n_envs, device=self.device)
+        cur_episode_length = torch.zeros(n_envs, device=self.device)
+        finished_return = torch.zeros(steps, n_envs, device=self.device)
+        finished_length = torch.zeros(steps, n_envs, device=self.device)
+        finished_mask = torch.zeros(steps, n_envs, dtype=torch.bool, device=self.device)
+        step_rewards = torch.zeros(steps, n_envs, device=self.device)
+
+        start_iter = self.current_learning_iteration
+        tot_iter = start_iter + int(num_learning_iterations)
+        self._learn_start_time = time.perf_counter()
+        self._learn_start_iter = start_iter
+        for it in range(start_iter, tot_iter):
+            watch = Stopwatch()
+            with torch.inference_mode(self.cfg.get("inference_mode_rollout", True)):
+                for i in range(steps):
+                    obs, critic_obs, rewards, dones, infos = self.rollout_step(obs, critic_obs)
+                    cur_reward_sum += rewards
+                    cur_episode_length += 1
+                    finished_return[i] = cur_reward_sum
+                    finished_length[i] = cur_episode_length
+                    finished_mask[i] = dones
+                    step_rewards[i] = rewards
+                    cur_reward_sum.masked_fill_(dones, 0.0)
+                    cur_episode_length.masked_fill_(dones, 0.0)
+                    if "episode" in infos:
+                        ep_infos.append(infos["episode"])
+                    elif "log" in infos:
+                        ep_infos.append(infos["log"])
+                self.env_adapter.raise_if_nonfinite()
+            collection_time = watch.lap()
+            with torch.no_grad():
+                self.alg.compute_returns(critic_obs)
+            # One host sync per iteration for the episode bookkeeping.
+            rewbuffer.extend(finished_return[finished_mask].tolist())
+            lenbuffer.extend(finished_length[finished_mask].tolist())
+            alive = ~finished_mask
+            rframebuffer.extend(step_rewards[alive][-2000:].tolist())
+
+            losses, stats = self.alg.update(it)
+            learn_time = watch.lap()
+            self.current_learning_iteration = it + 1
+            self.evaluation()
+            if trial is not None:
+                trial.report(float(self.metrics_velrmsd), it)
+            self.tot_timesteps += steps * n_envs
+            self.tot_time += collection_time + learn_time
+            if it % self.log_interval == 0 or it == tot_iter - 1:
+                self.log(locals())
+            ep_infos.clear()
+            if self.log_dir is not None and (it + 1) % self.save_interval == 0:
+                self.save(os.path.join(self.log_dir, f"model_{it + 1}.pt"))
+            if it == start_iter and self.log_dir is not None:
+                store_code_state(self.log_dir, self.git_status_repos)
+            if trial is not None and hasattr(trial, "should_prune") and trial.should_prune():
+                break
+        if self.log_dir is not None:
+            final = os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt")
+            if not os.path.exists(final) or self.current_learning_iteration % self.save_interval != 0:
+                self.save(final)
+        self.writer.flush()
+        return self.metrics_velrmsd, self.metrics_CoT
+
+    # ------------------------------------------------------------------ metrics and logs
+    def evaluation(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Read the environment's ``tracking_error`` (or ``lin_vel_rmsd``) and ``CoT``; zeros if absent."""
+
+        def metric(*names: str) -> torch.Tensor:
+            for name in names:
+                val = getattr(self.env, name, None)
+                if val is None:
+                    unwrapped = getattr(self.env, "unwrapped", None)
+                    val = getattr(unwrapped, name, None) if unwrapped is not None and unwrapped is not self.env else None
+                if val is not None:
+                    return torch.as_tensor(val, dtype=torch.float32).to(self.device).mean()
+            return torch.zeros((), device=self.device)
+
+        self.metrics_velrmsd = metric("tracking_error", "lin_vel_rmsd")
+        self.metrics_CoT = metric("CoT")
+        return self.metrics_velrmsd, self.metrics_CoT
+
+    def log(self, locs: dict[str, Any], width: int = 80, pad: int = 35) -> None:
+        """Write scalars to the log writer and print the iteration summary."""
+        it = locs["it"]
+        steps_per_iter = self.num_steps_per_env * self.env_adapter.num_envs
+        iteration_time = locs["collection_time"] + locs["learn_time"]
+        fps = int(steps_per_iter / max(iteration_time, 1e-9))
+        episode = aggregate_episode_infos(locs["ep_infos"])
+        w = self.writer
+        for key, value in episode.items():
+            w.add_scalar(key, value, it)
+        for key, value in locs["losses"].items():
+            w.add_scalar(f"Loss/{key}", value, it)
+        for key, value in locs["stats"].items():
+            w.add_scalar(f"Train/{key}", value, it)
+        w.add_scalar("Loss/learning_rate", self.alg.learning_rate, it)
+        mean_std = float(self.alg.actor_critic.std.mean()) if hasattr(self.alg.actor_critic, "std") else float("nan")
+        w.add_scalar("Policy/mean_noise_std", mean_std, it)
+        w.add_scalar("Perf/total_fps", fps, it)
+        w.add_scalar("Perf/collection time", locs["collection_time"], it)
+        w.add_scalar("Perf/learning_time", locs["learn_time"], it)
+        if self.device.type == "cuda" and torch.cuda.is_available():
+            free, total = torch.cuda.mem_get_info(self.device)
+            w.add_scalar("Perf/gpu_allocated", torch.cuda.memory_allocated(self.device) / 2**30, it)
+            w.add_scalar("Perf/gpu_occupied", (total - free) / 2**30, it)
+        w.add_scalar("Eval/velrmsd", float(self.metrics_velrmsd), it)
+        w.add_scalar("Eval/CoT", float(self.metrics_CoT), it)
+        rewbuffer, lenbuffer, rframe = locs["rewbuffer"], locs["lenbuffer"], locs["rframebuffer"]
+        rows: list[tuple[str, str]] = [
+            ("Computation", f"{fps:.0f} steps/s (collection: {locs['collection_time']:.3f}s, "
+             f"learning {locs['learn_time']:.3f}s)"),
+        ]
+        if rframe:
+            mean_frame = statistics.mean(rframe)
+            w.add_scalar("Train/mean_reward_each_timestep", mean_frame, it)
+            rows.append(("Mean reward per step", f"{mean_frame:.4f}"))
+        if rewbuffer:
+            mean_rew, mean_len = statistics.mean(rewbuffer), statistics.mean(lenbuffer)
+            above = sum(r > mean_rew for r in rewbuffer) / len(rewbuffer)
+            wall = int(self.tot_time)
+            w.add_scalar("Train/mean_reward", mean_rew, it)
+            w.add_scalar("Train/ratio_above_mean_reward", above, it)
+            w.add_scalar("Train/mean_episode_length", mean_len, it)
+            w.add_scalar("Train/mean_reward/time", mean_rew, wall)
+            w.add_scalar("Train/mean_episode_length/time", mean_len, wall)
+            rows += [("Mean episode reward", f"{mean_rew:.4f}"), ("Mean episode length", f"{mean_len:.1f}")]
+        for key, value in locs["losses"].items():
+            rows.append((f"Loss {key}", f"{value:.4f}"))
+        rows.append(("Learning rate", f"{self.alg.learning_rate:.2e}"))
+        rows.append(("Mean action noise std", f"{mean_std:.3f}"))
+        if float(self.metrics_velrmsd) or float(self.metrics_CoT):
+            rows.append(("Eval velrmsd / CoT", f"{float(self.metrics_velrmsd):.4f} / {float(self.metrics_CoT):.4f}"))
+        for key, value in episode.items():
+            rows.append((key, f"{value:.4f}"))
+        done_iters = it + 1 - self._learn_start_iter
+        elapsed = time.perf_counter() - self._learn_start_time
+        remaining = (locs["tot_iter"] - it - 1) * elapsed / max(done_iters, 1)
+        rows += [
+            ("Total timesteps", f"{self.tot_timesteps}"),
+            ("Iteration time", f"{iteration_time:.2f}s"),
+            ("Total time", format_duration(self.tot_time)),
+            ("ETA", format_duration(remaining)),
+        ]
+        title = f"Learning iteration {it + 1}/{locs['tot_iter']}"
+        print(format_console_block(title, rows, width, pad), flush=True)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str, infos: dict[str, Any] | None = None) -> None:
+        """Write a checkpoint atomically: algorithm state, iteration, infos, RNG and env state, config."""
+        state = self.alg.state_dict()
+        state["iter"] = self.current_learning_iteration
+        state["infos"] = infos
+        state["rng_state"] = ckpt.capture_rng_state()
+        state["config"] = self.train_cfg.to_dict()
+        state["format_version"] = ckpt.CHECKPOINT_FORMAT_VERSION
+        state["st_rl_version"] = st_rl.__version__
+        env_state = getattr(self.env, "state_dict", None)
+        if callable(env_state):
+            try:
+                state["env_state"] = env_state()
+                ckpt.check_weights_only_safe(state["env_state"], "env_state")
+            except TypeError as e:
+                warnings.warn(f"Environment state not saved: {e}", stacklevel=2)
+                state.pop("env_state", None)
+        ckpt.save_checkpoint(path, state)
+
+    def load(self, path: str, load_optimizer: bool = True, map_location: Any = None) -> Any:
+        """Restore a checkpoint; returns its ``infos``.
+
+        With ``load_optimizer`` (resuming training) the optimizer, RNG and environment states are restored
+        too, so training continues exactly where it stopped.
+        """
+        state = ckpt.load_checkpoint(path, map_location=map_location)
+        try:
+            self.alg.load_state_dict(state, load_optimizer=load_optimizer)
+        except RuntimeError as e:
+            raise ckpt.CheckpointError(
+                f"Checkpoint {path} does not fit this policy: {str(e).splitlines()[0]} ... Check that the "
+                "policy config (class_name, hidden dims, observation sizes) matches the run that saved it."
+            ) from e
+        self.current_learning_iteration = int(state.get("iter", 0))
+        if load_optimizer:
+            if "rng_state" in state:
+                ckpt.restore_rng_state(state["rng_state"])
+            load_env = getattr(self.env, "load_state_dict", None)
+            if "env_state" in state and callable(load_env):
+                try:
+                    load_env(state["env_state"])
+                except (RuntimeError, KeyError, ValueError) as e:
+                    warnings.warn(f"Environment state in {path} not restored: {e}", stacklevel=2)
+        return state.get("infos")
+
+    def get_inference_policy(self, device: str | torch.device | None = None) -> InferencePolicy:
+        """Eval-mode policy taking raw observations (normalisation inside), optionally moved to ``device``."""
+        self.eval_mode()
+        if device is not None:
+            self.alg.actor_critic.to(device)
+            self.alg.obs_normalizer.to(device)
+        return InferencePolicy(self.alg.actor_critic, self.alg.obs_normalizer)
+
+    def train_mode(self) -> None:
+        self.alg.train_mode()
+
+    def eval_mode(self) -> None:
+        self.alg.eval_mode()
+
+    def add_git_repo_to_log(self, repo_file_path: str) -> None:
+        """Record the git state of another repository in ``<log_dir>/git`` at the first iteration."""
+        self.git_status_repos.append(repo_file_path)

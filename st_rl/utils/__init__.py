@@ -1,0 +1,1 @@
+"""Utilities: observation layout helpers, config resolution, checkpoints, logging."""

@@ -1,0 +1,131 @@
+"""Checkpoint files: atomic writes, weights-only loading, RNG state capture."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import tempfile
+from typing import Any
+
+import numpy as np
+import torch
+
+CHECKPOINT_FORMAT_VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, unreadable or lacks required entries."""
+
+
+def check_weights_only_safe(obj: Any, where: str = "infos") -> None:
+    """Raise ``TypeError`` if ``obj`` holds something ``torch.load(weights_only=True)`` cannot read back."""
+    if obj is None or isinstance(obj, (bool, int, float, str, torch.Tensor, torch.Size)):
+        return
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if not isinstance(k, (str, int)):
+                raise TypeError(f"{where} has a key of type {type(k).__name__}; use str or int keys.")
+            check_weights_only_safe(v, f"{where}[{k!r}]")
+        return
+    if isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            check_weights_only_safe(v, f"{where}[{i}]")
+        return
+    raise TypeError(
+        f"{where} is a {type(obj).__name__}, which a weights-only checkpoint cannot hold; store tensors, "
+        "numbers, strings, lists or dicts."
+    )
+
+
+def save_checkpoint(path: str, state: dict[str, Any]) -> None:
+    """Write ``state`` to ``path`` atomically (temporary file in the same directory, then rename).
+
+    An existing file at ``path`` is replaced only once the new one is completely written.
+    """
+    check_weights_only_safe(state, "checkpoint")
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp_" + os.path.basename(path), dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def load_checkpoint(path: str, map_location: Any = None, required: tuple[str, ...] = ("model_state_dict",)) -> dict:
+    """Load a checkpoint with ``torch.load(weights_only=True)`` and check its required keys.
+
+    Raises:
+        FileNotFoundError: the path does not exist.
+        CheckpointError: the file is not a readable weights-only checkpoint or lacks required keys.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Checkpoint not found: {path}")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as e:
+        raise CheckpointError(
+            f"Cannot read checkpoint {path}: {str(e).splitlines()[0]}. The file may be truncated or corrupt, or "
+            "hold arbitrary Python objects that st_rl refuses to unpickle. If it comes from a source you trust, "
+            "re-save it as a dict of tensors (e.g. torch.save({'model_state_dict': sd}, path))."
+        ) from e
+    if not isinstance(state, dict):
+        raise CheckpointError(f"Checkpoint {path} holds a {type(state).__name__}, expected a dict.")
+    missing = [k for k in required if k not in state]
+    if missing:
+        raise CheckpointError(
+            f"Checkpoint {path} lacks {missing}; it has {sorted(state)}. Is it an st_rl / rsl_rl checkpoint?"
+        )
+    return state
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """The states of the torch (CPU and CUDA), numpy and Python RNGs, in a weights-only-safe form."""
+    np_state = np.random.get_state()
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "keys": torch.from_numpy(np.asarray(np_state[1], dtype=np.int64)),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
+        "python": list(random.getstate()[1]),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    """Restore what :func:`capture_rng_state` captured."""
+    torch.set_rng_state(state["torch"].cpu())
+    np_state = state["numpy"]
+    np.random.set_state(
+        (
+            "MT19937",
+            np_state["keys"].cpu().numpy().astype(np.uint32),
+            np_state["pos"],
+            np_state["has_gauss"],
+            np_state["cached_gaussian"],
+        )
+    )
+    random.setstate((3, tuple(state["python"]), None))
+    if "cuda" in state and torch.cuda.is_available():
+        cuda_states = state["cuda"]
+        if len(cuda_states) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all([s.cpu() for s in cuda_states])
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, numpy and torch (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)

@@ -1,0 +1,113 @@
+"""Training logs: scalar writers (TensorBoard by default) and the console progress block."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+import torch
+
+
+class ScalarWriter(Protocol):
+    """What a log backend must offer (``torch.utils.tensorboard.SummaryWriter`` does)."""
+
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NullWriter:
+    """Discards everything (``logger="none"`` or no log directory)."""
+
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def make_writer(kind: str, log_dir: str | None, cfg: dict[str, Any] | None = None) -> ScalarWriter:
+    """Create the writer for ``cfg["logger"]``.
+
+    Raises:
+        ValueError: for an unknown or unavailable logger.
+    """
+    if log_dir is None or kind in ("none", None):
+        return NullWriter()
+    if kind == "tensorboard":
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as e:  # pragma: no cover - tensorboard is a core dependency
+            raise ValueError("logger='tensorboard' needs the tensorboard package: pip install tensorboard") from e
+        return SummaryWriter(log_dir=log_dir, flush_secs=10)
+    raise ValueError(
+        f"logger={kind!r} is not supported by this st_rl version; use 'tensorboard' or 'none'. "
+        "(W&B and Neptune writers are planned as optional extras.)"
+    )
+
+
+def aggregate_episode_infos(ep_infos: list[dict[str, Any]]) -> dict[str, float]:
+    """Reduce per-step episode dicts to one value per key.
+
+    Keys containing ``_max`` take the NaN-ignoring max, ``_min`` the min, others the NaN-ignoring mean
+    (environments may report NaN for "no episode finished at this step"). Keys without "/" become
+    ``Episode/<key>``; keys with "/" are kept verbatim.
+    """
+    values: dict[str, list[torch.Tensor]] = {}
+    for info in ep_infos:
+        for key, val in info.items():
+            if isinstance(val, dict):
+                continue
+            t = val if isinstance(val, torch.Tensor) else torch.as_tensor(val)
+            values.setdefault(key, []).append(t.detach().float().reshape(-1).cpu())
+    out: dict[str, float] = {}
+    for key, chunks in values.items():
+        data = torch.cat(chunks)
+        data = data[~torch.isnan(data)]
+        if data.numel() == 0:
+            continue
+        if "_max" in key:
+            v = float(data.max())
+        elif "_min" in key:
+            v = float(data.min())
+        else:
+            v = float(data.mean())
+        out[key if "/" in key else f"Episode/{key}"] = v
+    return out
+
+
+def format_duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:d}:{s:02d}"
+
+
+def format_console_block(
+    title: str, rows: Iterable[tuple[str, str]], width: int = 80, pad: int = 35
+) -> str:
+    """A framed block of ``label: value`` rows, as printed each iteration."""
+    lines = ["#" * width, f" \033[1m{title}\033[0m ".center(width + 8), ""]
+    lines += [f"{label + ':':>{pad}} {value}" for label, value in rows]
+    return "\n".join(lines)
+
+
+class Stopwatch:
+    """Wall-clock timer for collection and learning phases."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        dt, self.start = now - self.start, now
+        return dt

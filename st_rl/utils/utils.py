@@ -1,0 +1,131 @@
+"""General utilities: observation layout helpers, trajectory padding, git state, checkpoint discovery."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterable
+
+import torch
+
+from st_rl.env.layout import (
+    get_obs_slice,
+    get_subobs_by_components,
+    get_subobs_size,
+    normalize_segments,
+    segments_size,
+    substitute_estimated_state,
+)
+
+__all__ = [
+    "get_checkpoint_path",
+    "get_obs_slice",
+    "get_subobs_by_components",
+    "get_subobs_size",
+    "normalize_segments",
+    "segments_size",
+    "split_and_pad_trajectories",
+    "store_code_state",
+    "substitute_estimated_state",
+    "unpad_trajectories",
+]
+
+
+def split_and_pad_trajectories(tensor: torch.Tensor, dones: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split ``(T, N, ...)`` data at dones into trajectories, zero-padded to length T.
+
+    A trajectory ends after every step where ``dones`` is set, and at the last step. Columns are ordered env
+    by env (all trajectories of env 0 first).
+
+    Returns:
+        ``(padded (T, n_traj, ...), masks (T, n_traj) bool)``.
+    """
+    dones = dones.reshape(dones.shape[0], dones.shape[1]).bool().clone()
+    dones[-1] = True
+    flat_dones = dones.transpose(1, 0).reshape(-1)
+    done_indices = torch.cat((flat_dones.new_tensor([-1], dtype=torch.int64), flat_dones.nonzero()[:, 0]))
+    lengths = done_indices[1:] - done_indices[:-1]
+    flat = tensor.transpose(1, 0).flatten(0, 1)
+    trajectories = list(torch.split(flat, lengths.tolist()))
+    steps = tensor.shape[0]
+    # A full-length zero trajectory forces the padded length to T; it is dropped again.
+    trajectories.append(flat.new_zeros(steps, *tensor.shape[2:]))
+    padded = torch.nn.utils.rnn.pad_sequence(trajectories, padding_value=0.0)[:, :-1]
+    masks = torch.arange(steps, device=tensor.device).unsqueeze(1) < lengths.unsqueeze(0)
+    return padded, masks
+
+
+def unpad_trajectories(trajectories: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`split_and_pad_trajectories`: back to ``(T, N, ...)``."""
+    steps = masks.shape[0]
+    moved = trajectories.transpose(1, 0)[masks.transpose(1, 0)]
+    return moved.view(-1, steps, *trajectories.shape[2:]).transpose(1, 0)
+
+
+def store_code_state(logdir: str, repositories: Iterable[str]) -> list[str]:
+    """Write ``<logdir>/git/<repo>.diff`` (git status and diff) once per repository.
+
+    Paths that are not inside a git repository are skipped. Returns the files written or already present.
+    """
+    git_dir = os.path.join(logdir, "git")
+    os.makedirs(git_dir, exist_ok=True)
+    written: list[str] = []
+    for path in repositories:
+        start = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+        try:
+            root = subprocess.run(
+                ["git", "rev-parse", "--show-toplevel"], cwd=start, capture_output=True, text=True, check=True
+            ).stdout.strip()
+        except (subprocess.CalledProcessError, FileNotFoundError, NotADirectoryError):
+            continue
+        target = os.path.join(git_dir, os.path.basename(root) + ".diff")
+        if os.path.exists(target):
+            written.append(target)
+            continue
+
+        def git(*args: str, _root: str = root) -> str:
+            return subprocess.run(["git", *args], cwd=_root, capture_output=True, text=True).stdout
+
+        content = (
+            f"--- git commit ---\n{git('rev-parse', 'HEAD')}\n--- git status ---\n{git('status', '--short')}\n"
+            f"--- git diff ---\n{git('diff', 'HEAD')}"
+        )
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(content)
+        written.append(target)
+    return written
+
+
+_MODEL_RE = re.compile(r"model_(\d+)\.pt$")
+
+
+def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | int = "model_.*.pt") -> str:
+    """Find a checkpoint: the newest run directory matching ``load_run``, then the highest-numbered
+    ``model_<it>.pt`` matching ``checkpoint`` (or ``model_<checkpoint>.pt`` for an int).
+
+    Raises:
+        FileNotFoundError: naming what was searched.
+    """
+    if os.path.isfile(log_root):
+        return log_root
+    if not os.path.isdir(log_root):
+        raise FileNotFoundError(f"No log directory at {log_root}")
+    runs = sorted(
+        d for d in os.listdir(log_root) if os.path.isdir(os.path.join(log_root, d)) and re.fullmatch(load_run, d)
+    )
+    candidates = ([os.path.join(log_root, d) for d in runs] or [log_root]) if load_run != "" else [log_root]
+    # A directory that itself holds checkpoints counts as the run.
+    if any(_MODEL_RE.search(f) for f in os.listdir(log_root)):
+        candidates = [log_root]
+    run_dir = candidates[-1]
+    if isinstance(checkpoint, int) or (isinstance(checkpoint, str) and checkpoint.isdigit()):
+        path = os.path.join(run_dir, f"model_{int(checkpoint)}.pt")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"No checkpoint {path}")
+        return path
+    models = [f for f in os.listdir(run_dir) if re.fullmatch(checkpoint, f) and _MODEL_RE.search(f)]
+    if not models:
+        raise FileNotFoundError(f"No checkpoint matching '{checkpoint}' in {run_dir}")
+    models.sort(key=lambda f: int(_MODEL_RE.search(f).group(1)))  # type: ignore[union-attr]
+    return os.path.join(run_dir, models[-1])

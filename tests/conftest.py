@@ -1,0 +1,44 @@
+"""Shared fixtures: small built-in environments and a small training config."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+SMALL_CFG = {
+    "seed": 1,
+    "num_steps_per_env": 16,
+    "save_interval": 2,
+    "empirical_normalization": True,
+    "logger": "tensorboard",
+    "policy": {
+        "class_name": "ActorCritic",
+        "actor_hidden_dims": [32, 32],
+        "critic_hidden_dims": [32, 32],
+        "activation": "elu",
+        "init_noise_std": 1.0,
+    },
+    "algorithm": {
+        "class_name": "PPO",
+        "num_learning_epochs": 2,
+        "num_mini_batches": 2,
+        "learning_rate": 1e-3,
+        "schedule": "adaptive",
+        "gamma": 0.99,
+        "lam": 0.95,
+    },
+}
+
+
+@pytest.fixture
+def small_cfg() -> dict:
+    """A flat (st_gym-form) config for fast runner tests."""
+    return copy.deepcopy(SMALL_CFG)
+
+
+@pytest.fixture(autouse=True)
+def _few_threads():
+    torch.set_num_threads(2)
+    yield
