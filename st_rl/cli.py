@@ -24,7 +24,9 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--task", default=DEFAULT_TASK, help=f"built-in task (default: {DEFAULT_TASK})")
     train.add_argument("--num-envs", type=int, default=None, help="parallel environments (preset default)")
     train.add_argument("--iterations", type=int, default=None, help="learning iterations (preset default)")
-    train.add_argument("--device", default=None, help="training device (default: cuda:0 if present, else cpu)")
+    train.add_argument(
+        "--device", default=None, help="training device (default: cuda:0 if present, else cpu)"
+    )
     train.add_argument("--seed", type=int, default=None, help="random seed (preset default 42)")
     train.add_argument("--log-dir", default=None, help="run directory (default: logs/<task>/<date_time>)")
     train.add_argument("--resume", default=None, help="checkpoint file or run directory to continue from")
@@ -40,7 +42,9 @@ def cmd_tasks() -> int:
     for name in sorted(PRESETS):
         preset = get_preset(name)
         mark = " (default)" if name == DEFAULT_TASK else ""
-        print(f"{name}{mark}: {preset.description}; {preset.num_envs} envs, {preset.train.max_iterations} iterations")
+        print(
+            f"{name}{mark}: {preset.description}; {preset.num_envs} envs, {preset.train.max_iterations} iterations"
+        )
     return 0
 
 
@@ -65,7 +69,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         "logs", cfg["experiment_name"], datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     )
     env = make_env(args.task, num_envs=num_envs, device=device, seed=cfg["seed"], **preset.env_kwargs)
-    runner = build_runner(cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=log_dir, device=device)
+    runner = build_runner(
+        cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=log_dir, device=device
+    )
     if args.resume:
         path = get_checkpoint_path(args.resume)
         print(f"[st-rl] resuming from {path}")

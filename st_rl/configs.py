@@ -93,7 +93,10 @@ def _preset_velocity_tracking() -> TaskPreset:
     cfg.policy.critic_hidden_dims = [128, 64]
     cfg.algorithm.entropy_coef = 0.0
     return TaskPreset(
-        "velocity_tracking", 512, cfg, description="planar body tracking velocity commands (privileged critic)"
+        "velocity_tracking",
+        512,
+        cfg,
+        description="planar body tracking velocity commands (privileged critic)",
     )
 
 

@@ -51,7 +51,9 @@ def test_ppo_learns_builtin_task(task, iterations, threshold):
 
     eval_env = make_env(task, num_envs=256, seed=123)
     learned, err = _episode_return(eval_env, policy)
-    random_return, _ = _episode_return(make_env(task, num_envs=256, seed=123), lambda o: torch.rand(o.shape[0], 2) * 2 - 1)
+    random_return, _ = _episode_return(
+        make_env(task, num_envs=256, seed=123), lambda o: torch.rand(o.shape[0], 2) * 2 - 1
+    )
     print(f"{task}: learned {learned:.3f} random {random_return:.3f} in {elapsed:.1f}s")
     assert random_return < threshold / 2
     assert learned > threshold, f"{task}: return {learned:.3f} <= {threshold} after {iterations} iterations"

@@ -74,13 +74,15 @@ class PPO:
         **kwargs: Any,
     ) -> None:
         if args:
-            raise TypeError(f"{type(self).__name__} takes keyword arguments only after actor_critic; got {args}")
+            raise TypeError(
+                f"{type(self).__name__} takes keyword arguments only after actor_critic; got {args}"
+            )
         if schedule not in ("fixed", "adaptive"):
             raise ValueError(f"schedule must be 'fixed' or 'adaptive', got {schedule!r}")
         if num_learning_epochs < 1 or num_mini_batches < 1:
             raise ValueError("num_learning_epochs and num_mini_batches must be >= 1")
         self.device = torch.device(device)
-        self.actor_critic = actor_critic.to(self.device)
+        self.actor_critic: Any = actor_critic.to(self.device)
         self.num_learning_epochs = int(num_learning_epochs)
         self.num_mini_batches = int(num_mini_batches)
         self.clip_param = clip_param
@@ -104,14 +106,19 @@ class PPO:
 
         optimizer_cls = getattr(optim, optimizer_class_name, None)
         if not (isinstance(optimizer_cls, type) and issubclass(optimizer_cls, optim.Optimizer)):
-            names = sorted(n for n in dir(optim) if isinstance(getattr(optim, n), type)
-                           and issubclass(getattr(optim, n), optim.Optimizer) and n != "Optimizer")
+            names = sorted(
+                n
+                for n in dir(optim)
+                if isinstance(getattr(optim, n), type)
+                and issubclass(getattr(optim, n), optim.Optimizer)
+                and n != "Optimizer"
+            )
             raise ValueError(f"Unknown optimizer_class_name '{optimizer_class_name}'; available: {names}")
-        self.optimizer = optimizer_cls(self.actor_critic.parameters(), lr=learning_rate)
+        self.optimizer: optim.Optimizer = optimizer_cls(self.actor_critic.parameters(), lr=learning_rate)  # type: ignore[call-arg]
         self.transition = RolloutStorage.Transition()
         self.storage: RolloutStorage | None = None
-        self.obs_normalizer: nn.Module = nn.Identity()
-        self.critic_obs_normalizer: nn.Module = nn.Identity()
+        self.obs_normalizer: Any = nn.Identity()
+        self.critic_obs_normalizer: Any = nn.Identity()
         self.current_learning_iteration = 0
 
     def _absorb_extra_kwargs(self, kwargs: dict[str, Any]) -> None:
@@ -148,7 +155,13 @@ class PPO:
         """Allocate the rollout storage."""
         self.transition = RolloutStorage.Transition()
         self.storage = RolloutStorage(
-            num_envs, num_transitions_per_env, actor_obs_shape, critic_obs_shape, action_shape, self.device, **kwargs
+            num_envs,
+            num_transitions_per_env,
+            actor_obs_shape,
+            critic_obs_shape,
+            action_shape,
+            self.device,
+            **kwargs,
         )
 
     # ------------------------------------------------------------------ modes
@@ -167,14 +180,17 @@ class PPO:
         """Sample actions and record what the update needs."""
         if self.actor_critic.is_recurrent:
             self.transition.hidden_states = self.actor_critic.get_hidden_states()
-        self.transition.actions = self.actor_critic.act(obs).detach()
+        actions = self.actor_critic.act(obs).detach()
+        self.transition.actions = actions
         self.transition.values = self.actor_critic.evaluate(critic_obs).detach()
-        self.transition.actions_log_prob = self.actor_critic.get_actions_log_prob(self.transition.actions).detach()
+        self.transition.actions_log_prob = self.actor_critic.get_actions_log_prob(
+            self.transition.actions
+        ).detach()
         self.transition.action_mean = self.actor_critic.action_mean.detach()
         self.transition.action_sigma = self.actor_critic.action_std.detach()
         self.transition.observations = obs
         self.transition.critic_observations = critic_obs
-        return self.transition.actions
+        return actions
 
     def process_env_step(self, rewards: torch.Tensor, dones: torch.Tensor, infos: dict[str, Any]) -> None:
         """Store the step's outcome; time-outs are bootstrapped with ``r += gamma * V * time_out``."""
@@ -183,7 +199,9 @@ class PPO:
         time_outs = infos.get("time_outs")
         if time_outs is not None:
             assert self.transition.values is not None
-            rewards = F.bootstrap_time_outs(rewards, self.transition.values, time_outs.to(self.device), self.gamma)
+            rewards = F.bootstrap_time_outs(
+                rewards, self.transition.values, time_outs.to(self.device), self.gamma
+            )
         self.transition.rewards = rewards
         self.transition.dones = dones
         self.storage.add_transitions(self.transition)
@@ -229,7 +247,10 @@ class PPO:
         if hasattr(self.actor_critic, "clip_std"):
             self.actor_critic.clip_std(min=self.clip_min_std)
         n = max(num_updates, 1)
-        return ({k: float(v) / n for k, v in mean_losses.items()}, {k: float(v) / n for k, v in mean_stats.items()})
+        return (
+            {k: float(v) / n for k, v in mean_losses.items()},
+            {k: float(v) / n for k, v in mean_stats.items()},
+        )
 
     def _check_finite(self, loss: torch.Tensor, losses: dict[str, torch.Tensor]) -> None:
         if not bool(torch.isfinite(loss)):
@@ -253,8 +274,14 @@ class PPO:
         actor_kw: dict[str, Any] = {}
         critic_kw: dict[str, Any] = {}
         if self.actor_critic.is_recurrent:
-            actor_kw = {"masks": minibatch.masks, "hidden_states": hidden.actor if hidden is not None else None}
-            critic_kw = {"masks": minibatch.masks, "hidden_states": hidden.critic if hidden is not None else None}
+            actor_kw = {
+                "masks": minibatch.masks,
+                "hidden_states": hidden.actor if hidden is not None else None,
+            }
+            critic_kw = {
+                "masks": minibatch.masks,
+                "hidden_states": hidden.critic if hidden is not None else None,
+            }
         self.actor_critic.act(minibatch.obs, **actor_kw)
         log_prob = self.actor_critic.get_actions_log_prob(minibatch.actions)
         value = self.actor_critic.evaluate(minibatch.critic_obs, **critic_kw)
@@ -327,7 +354,11 @@ class PPO:
             if "lr_scheduler_state_dict" in state_dict:
                 scheduler.load_state_dict(state_dict["lr_scheduler_state_dict"])
             else:
-                warnings.warn("The checkpoint has no lr scheduler state; the scheduler starts fresh.", stacklevel=2)
+                warnings.warn(
+                    "The checkpoint has no lr scheduler state; the scheduler starts fresh.", stacklevel=2
+                )
         elif scheduler is None and "lr_scheduler_state_dict" in state_dict:
-            warnings.warn("The checkpoint has an lr scheduler state but no scheduler is configured; ignored.",
-                          stacklevel=2)
+            warnings.warn(
+                "The checkpoint has an lr scheduler state but no scheduler is configured; ignored.",
+                stacklevel=2,
+            )

@@ -87,7 +87,11 @@ class EnvAdapter:
         self.api = detect_api(first)
         self._obs_groups = self._resolve_obs_groups(first, obs_groups)
         self.has_critic_group = self._has_critic(first)
-        priv = self.env.get_privileged_observations() if self.api == "legged_gym" and self.has_critic_group else None
+        priv = (
+            self.env.get_privileged_observations()
+            if self.api == "legged_gym" and self.has_critic_group
+            else None
+        )
         obs, critic_obs, _ = self._split_observations(first, priv)
         self.num_obs = int(obs.shape[-1])
         self.num_critic_obs = int(critic_obs.shape[-1])
@@ -107,8 +111,10 @@ class EnvAdapter:
     def _resolve_obs_groups(self, first: Any, obs_groups: Mapping[str, Sequence[str]] | None):
         if self.api == "legged_gym":
             if obs_groups:
-                raise ValueError("obs_groups applies to environments whose observations are groups; "
-                                 "this environment returns flat tensors (legged_gym API).")
+                raise ValueError(
+                    "obs_groups applies to environments whose observations are groups; "
+                    "this environment returns flat tensors (legged_gym API)."
+                )
             return None
         groups_available = list(self._group_mapping(first).keys())
         resolved: dict[str, list[str]] = {}
@@ -172,8 +178,11 @@ class EnvAdapter:
         """Return ``(obs, critic_obs, extras)`` from one raw observation payload."""
         if self.api == "legged_gym":
             obs = _flatten_group(raw, self.num_envs).to(self.device, torch.float32)
-            critic = obs if privileged is None else privileged.reshape(self.num_envs, -1).to(
-                self.device, torch.float32)
+            critic = (
+                obs
+                if privileged is None
+                else privileged.reshape(self.num_envs, -1).to(self.device, torch.float32)
+            )
             return obs, critic, {}
         groups = self._group_mapping(raw)
         assert self._obs_groups is not None

@@ -157,8 +157,11 @@ class ActorCritic(nn.Module):
         return gaussian_entropy(self.action_std)
 
     @torch.no_grad()
-    def clip_std(self, min: float | Sequence[float] | torch.Tensor | None = None,  # noqa: A002
-                 max: float | Sequence[float] | torch.Tensor | None = None) -> None:  # noqa: A002
+    def clip_std(
+        self,
+        min: float | Sequence[float] | torch.Tensor | None = None,  # noqa: A002
+        max: float | Sequence[float] | torch.Tensor | None = None,
+    ) -> None:  # noqa: A002
         """Clip ``std`` in place; bounds may be scalars or per-action values."""
         lo = None if min is None else torch.as_tensor(min, dtype=self.std.dtype, device=self.std.device)
         hi = None if max is None else torch.as_tensor(max, dtype=self.std.dtype, device=self.std.device)

@@ -31,10 +31,14 @@ def build_actor_critic(env: Any, class_name: Any, policy_cfg: dict[str, Any]) ->
         if cfg.get(key) is None:
             cfg[key] = value
     obs_segments = getattr(env, "obs_segments", None)
-    critic_segments = getattr(env, "critic_obs_segments", None) or getattr(env, "privileged_obs_segments", None)
+    critic_segments = getattr(env, "critic_obs_segments", None) or getattr(
+        env, "privileged_obs_segments", None
+    )
     if cfg.get("obs_segments") is None and obs_segments is not None:
         cfg["obs_segments"] = obs_segments
-    has_critic_layout = cfg.get("privileged_obs_segments") is not None or cfg.get("critic_obs_segments") is not None
+    has_critic_layout = (
+        cfg.get("privileged_obs_segments") is not None or cfg.get("critic_obs_segments") is not None
+    )
     if not has_critic_layout and critic_segments is not None:
         cfg["privileged_obs_segments"] = critic_segments
     return cls(**cfg)

@@ -22,7 +22,14 @@ class EmpiricalNormalization(nn.Module):
         until: stop updating once this many samples have been seen (``None``: never stop).
     """
 
-    def __init__(self, shape: int | Sequence[int], eps: float = 1e-2, until: int | float | None = None) -> None:
+    _mean: torch.Tensor
+    _var: torch.Tensor
+    _std: torch.Tensor
+    count: torch.Tensor
+
+    def __init__(
+        self, shape: int | Sequence[int], eps: float = 1e-2, until: int | float | None = None
+    ) -> None:
         super().__init__()
         shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
         self.eps = eps

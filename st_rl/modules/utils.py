@@ -54,7 +54,9 @@ def get_activation(name: str | type[nn.Module]) -> nn.Module:
     """
     cls = get_activation_Cls(name)
     if cls is None:
-        raise ValueError(f"Unknown activation '{name}'; available: {sorted(_ACTIVATIONS)} or any torch.nn name.")
+        raise ValueError(
+            f"Unknown activation '{name}'; available: {sorted(_ACTIVATIONS)} or any torch.nn name."
+        )
     return cls()
 
 

@@ -35,7 +35,7 @@ class InferencePolicy(nn.Module):
 
     def __init__(self, actor_critic: nn.Module, normalizer: nn.Module) -> None:
         super().__init__()
-        self.actor_critic = actor_critic
+        self.actor_critic: Any = actor_critic
         self.normalizer = normalizer
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
@@ -53,7 +53,9 @@ class OnPolicyRunner:
         device: training device.
     """
 
-    def __init__(self, env: Any, train_cfg: Any, log_dir: str | None = None, device: str | torch.device = "cpu"):
+    def __init__(
+        self, env: Any, train_cfg: Any, log_dir: str | None = None, device: str | torch.device = "cpu"
+    ):
         self.train_cfg: TrainConfig = resolve_train_cfg(train_cfg)
         self.cfg: dict[str, Any] = self.train_cfg.runner
         self.policy_cfg = self.train_cfg.policy
@@ -247,7 +249,11 @@ class OnPolicyRunner:
                 val = getattr(self.env, name, None)
                 if val is None:
                     unwrapped = getattr(self.env, "unwrapped", None)
-                    val = getattr(unwrapped, name, None) if unwrapped is not None and unwrapped is not self.env else None
+                    val = (
+                        getattr(unwrapped, name, None)
+                        if unwrapped is not None and unwrapped is not self.env
+                        else None
+                    )
                 if val is not None:
                     return torch.as_tensor(val, dtype=torch.float32).to(self.device).mean()
             return torch.zeros((), device=self.device)
@@ -271,7 +277,9 @@ class OnPolicyRunner:
         for key, value in locs["stats"].items():
             w.add_scalar(f"Train/{key}", value, it)
         w.add_scalar("Loss/learning_rate", self.alg.learning_rate, it)
-        mean_std = float(self.alg.actor_critic.std.mean()) if hasattr(self.alg.actor_critic, "std") else float("nan")
+        mean_std = (
+            float(self.alg.actor_critic.std.mean()) if hasattr(self.alg.actor_critic, "std") else float("nan")
+        )
         w.add_scalar("Policy/mean_noise_std", mean_std, it)
         w.add_scalar("Perf/total_fps", fps, it)
         w.add_scalar("Perf/collection time", locs["collection_time"], it)
@@ -284,8 +292,11 @@ class OnPolicyRunner:
         w.add_scalar("Eval/CoT", float(self.metrics_CoT), it)
         rewbuffer, lenbuffer, rframe = locs["rewbuffer"], locs["lenbuffer"], locs["rframebuffer"]
         rows: list[tuple[str, str]] = [
-            ("Computation", f"{fps:.0f} steps/s (collection: {locs['collection_time']:.3f}s, "
-             f"learning {locs['learn_time']:.3f}s)"),
+            (
+                "Computation",
+                f"{fps:.0f} steps/s (collection: {locs['collection_time']:.3f}s, "
+                f"learning {locs['learn_time']:.3f}s)",
+            ),
         ]
         if rframe:
             mean_frame = statistics.mean(rframe)
@@ -306,7 +317,9 @@ class OnPolicyRunner:
         rows.append(("Learning rate", f"{self.alg.learning_rate:.2e}"))
         rows.append(("Mean action noise std", f"{mean_std:.3f}"))
         if float(self.metrics_velrmsd) or float(self.metrics_CoT):
-            rows.append(("Eval velrmsd / CoT", f"{float(self.metrics_velrmsd):.4f} / {float(self.metrics_CoT):.4f}"))
+            rows.append(
+                ("Eval velrmsd / CoT", f"{float(self.metrics_velrmsd):.4f} / {float(self.metrics_CoT):.4f}")
+            )
         for key, value in episode.items():
             rows.append((key, f"{value:.4f}"))
         done_iters = it + 1 - self._learn_start_iter

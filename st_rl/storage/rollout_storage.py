@@ -87,20 +87,22 @@ class RolloutStorage:
             raise ValueError("RolloutStorage needs obs_shape and actions_shape.")
         self.obs_shape, self.actions_shape = obs_s, act_s
         self.privileged_obs_shape = _shape(privileged_obs_shape)
-        kw = {"device": self.device}
-        self.observations = torch.zeros(T, N, *obs_s, **kw)
+        dev = self.device
+        self.observations = torch.zeros(T, N, *obs_s, device=dev)
         self.privileged_observations = (
-            torch.zeros(T, N, *self.privileged_obs_shape, **kw) if self.privileged_obs_shape is not None else None
+            torch.zeros(T, N, *self.privileged_obs_shape, device=dev)
+            if self.privileged_obs_shape is not None
+            else None
         )
-        self.rewards = torch.zeros(T, N, 1, **kw)
-        self.actions = torch.zeros(T, N, *act_s, **kw)
-        self.dones = torch.zeros(T, N, 1, dtype=torch.uint8, **kw)
-        self.actions_log_prob = torch.zeros(T, N, 1, **kw)
-        self.values = torch.zeros(T, N, 1, **kw)
-        self.returns = torch.zeros(T, N, 1, **kw)
-        self.advantages = torch.zeros(T, N, 1, **kw)
-        self.mu = torch.zeros(T, N, *act_s, **kw)
-        self.sigma = torch.zeros(T, N, *act_s, **kw)
+        self.rewards = torch.zeros(T, N, 1, device=dev)
+        self.actions = torch.zeros(T, N, *act_s, device=dev)
+        self.dones = torch.zeros(T, N, 1, dtype=torch.uint8, device=dev)
+        self.actions_log_prob = torch.zeros(T, N, 1, device=dev)
+        self.values = torch.zeros(T, N, 1, device=dev)
+        self.returns = torch.zeros(T, N, 1, device=dev)
+        self.advantages = torch.zeros(T, N, 1, device=dev)
+        self.mu = torch.zeros(T, N, *act_s, device=dev)
+        self.sigma = torch.zeros(T, N, *act_s, device=dev)
         self.saved_hidden_states: Any = None
         self.step = 0
 
@@ -137,7 +139,8 @@ class RolloutStorage:
             return
         if self.saved_hidden_states is None:
             self.saved_hidden_states = [
-                torch.zeros(self.num_transitions_per_env, *h.shape, device=self.device, dtype=h.dtype) for h in flat
+                torch.zeros(self.num_transitions_per_env, *h.shape, device=self.device, dtype=h.dtype)
+                for h in flat
             ]
             self._hidden_structure = hidden_states
         for buf, h in zip(self.saved_hidden_states, flat):
@@ -164,7 +167,9 @@ class RolloutStorage:
         done = self.dones.clone()
         done[-1] = 1
         flat = done.permute(1, 0, 2).reshape(-1)
-        done_indices = torch.cat((flat.new_tensor([-1], dtype=torch.int64), flat.nonzero(as_tuple=False)[:, 0]))
+        done_indices = torch.cat(
+            (flat.new_tensor([-1], dtype=torch.int64), flat.nonzero(as_tuple=False)[:, 0])
+        )
         trajectory_lengths = done_indices[1:] - done_indices[:-1]
         return trajectory_lengths.float().mean(), self.rewards.mean()
 

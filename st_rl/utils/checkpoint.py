@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import random
+import re
 import tempfile
 from typing import Any
 
@@ -59,7 +60,9 @@ def save_checkpoint(path: str, state: dict[str, Any]) -> None:
         raise
 
 
-def load_checkpoint(path: str, map_location: Any = None, required: tuple[str, ...] = ("model_state_dict",)) -> dict:
+def load_checkpoint(
+    path: str, map_location: Any = None, required: tuple[str, ...] = ("model_state_dict",)
+) -> dict:
     """Load a checkpoint with ``torch.load(weights_only=True)`` and check its required keys.
 
     Raises:
@@ -71,8 +74,11 @@ def load_checkpoint(path: str, map_location: Any = None, required: tuple[str, ..
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as e:
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()] or [type(e).__name__]
+        detail = next((ln for ln in lines if "Unsupported global" in ln), lines[0])
+        detail = re.sub(r"\x1b\[[0-9;]*m", "", detail)
         raise CheckpointError(
-            f"Cannot read checkpoint {path}: {str(e).splitlines()[0]}. The file may be truncated or corrupt, or "
+            f"Cannot read checkpoint {path}: {detail}. The file may be truncated or corrupt, or "
             "hold arbitrary Python objects that st_rl refuses to unpickle. If it comes from a source you trust, "
             "re-save it as a dict of tensors (e.g. torch.save({'model_state_dict': sd}, path))."
         ) from e
@@ -88,7 +94,7 @@ def load_checkpoint(path: str, map_location: Any = None, required: tuple[str, ..
 
 def capture_rng_state() -> dict[str, Any]:
     """The states of the torch (CPU and CUDA), numpy and Python RNGs, in a weights-only-safe form."""
-    np_state = np.random.get_state()
+    np_state: Any = np.random.get_state()
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
         "numpy": {
@@ -98,6 +104,7 @@ def capture_rng_state() -> dict[str, Any]:
             "cached_gaussian": float(np_state[4]),
         },
         "python": list(random.getstate()[1]),
+        "python_gauss_next": random.getstate()[2],
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -117,7 +124,7 @@ def restore_rng_state(state: dict[str, Any]) -> None:
             np_state["cached_gaussian"],
         )
     )
-    random.setstate((3, tuple(state["python"]), None))
+    random.setstate((3, tuple(state["python"]), state.get("python_gauss_next")))
     if "cuda" in state and torch.cuda.is_available():
         cuda_states = state["cuda"]
         if len(cuda_states) == torch.cuda.device_count():

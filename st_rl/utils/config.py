@@ -95,8 +95,9 @@ def to_plain_dict(cfg: Any) -> dict[str, Any]:
     config class/instance (``class_to_dict``)."""
     if isinstance(cfg, dict):
         return copy.deepcopy(cfg)
-    if hasattr(cfg, "to_dict") and callable(cfg.to_dict):
-        return copy.deepcopy(dict(cfg.to_dict()))
+    to_dict = getattr(cfg, "to_dict", None)
+    if callable(to_dict):
+        return copy.deepcopy(dict(to_dict()))  # type: ignore[arg-type]
     if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
         return copy.deepcopy(dataclasses.asdict(cfg))
     if hasattr(cfg, "__dict__") or isinstance(cfg, type):
@@ -171,7 +172,8 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
     if not isinstance(policy, dict) or not isinstance(algorithm, dict):
         raise ValueError(
             "The training config needs 'policy' and 'algorithm' dicts, at the top level (st_gym flat form) or "
-            "next to a 'runner' dict (legged_gym nested form). Got keys: " + str(sorted(cfg) + ["runner"] * (fmt == "nested"))
+            "next to a 'runner' dict (legged_gym nested form). Got keys: "
+            + str(sorted(cfg) + ["runner"] * (fmt == "nested"))
         )
     storage = dict(cfg.pop("storage", None) or {})
     runner.update(cfg)  # flat form: everything else is a runner key

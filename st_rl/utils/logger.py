@@ -45,7 +45,9 @@ def make_writer(kind: str, log_dir: str | None, cfg: dict[str, Any] | None = Non
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError as e:  # pragma: no cover - tensorboard is a core dependency
-            raise ValueError("logger='tensorboard' needs the tensorboard package: pip install tensorboard") from e
+            raise ValueError(
+                "logger='tensorboard' needs the tensorboard package: pip install tensorboard"
+            ) from e
         return SummaryWriter(log_dir=log_dir, flush_secs=10)
     raise ValueError(
         f"logger={kind!r} is not supported by this st_rl version; use 'tensorboard' or 'none'. "
@@ -92,9 +94,7 @@ def format_duration(seconds: float) -> str:
     return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:d}:{s:02d}"
 
 
-def format_console_block(
-    title: str, rows: Iterable[tuple[str, str]], width: int = 80, pad: int = 35
-) -> str:
+def format_console_block(title: str, rows: Iterable[tuple[str, str]], width: int = 80, pad: int = 35) -> str:
     """A framed block of ``label: value`` rows, as printed each iteration."""
     lines = ["#" * width, f" \033[1m{title}\033[0m ".center(width + 8), ""]
     lines += [f"{label + ':':>{pad}} {value}" for label, value in rows]

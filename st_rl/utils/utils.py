@@ -32,7 +32,9 @@ __all__ = [
 ]
 
 
-def split_and_pad_trajectories(tensor: torch.Tensor, dones: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def split_and_pad_trajectories(
+    tensor: torch.Tensor, dones: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Split ``(T, N, ...)`` data at dones into trajectories, zero-padded to length T.
 
     A trajectory ends after every step where ``dones`` is set, and at the last step. Columns are ordered env
@@ -111,14 +113,19 @@ def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | i
         return log_root
     if not os.path.isdir(log_root):
         raise FileNotFoundError(f"No log directory at {log_root}")
-    runs = sorted(
-        d for d in os.listdir(log_root) if os.path.isdir(os.path.join(log_root, d)) and re.fullmatch(load_run, d)
-    )
-    candidates = ([os.path.join(log_root, d) for d in runs] or [log_root]) if load_run != "" else [log_root]
-    # A directory that itself holds checkpoints counts as the run.
     if any(_MODEL_RE.search(f) for f in os.listdir(log_root)):
-        candidates = [log_root]
-    run_dir = candidates[-1]
+        run_dir = log_root  # a run directory itself
+    else:
+        runs = sorted(
+            d
+            for d in os.listdir(log_root)
+            if os.path.isdir(os.path.join(log_root, d))
+            and re.fullmatch(load_run, d)
+            and any(_MODEL_RE.search(f) for f in os.listdir(os.path.join(log_root, d)))
+        )
+        if not runs:
+            raise FileNotFoundError(f"No run directory matching '{load_run}' with model_<it>.pt files in {log_root}")
+        run_dir = os.path.join(log_root, runs[-1])
     if isinstance(checkpoint, int) or (isinstance(checkpoint, str) and checkpoint.isdigit()):
         path = os.path.join(run_dir, f"model_{int(checkpoint)}.pt")
         if not os.path.isfile(path):

@@ -30,8 +30,12 @@ def test_adapter_privileged_critic_every_api(shim):
     base = VelocityTracking(num_envs=8, seed=0)
     env = base if shim is None else shim(base)
     adapter = EnvAdapter(env)
-    expected_api = {None: "rsl_rl2", LeggedGymStyle: "legged_gym", IsaacLabStyle: "rsl_rl2",
-                    TensorDictStyle: "tensordict"}[shim]
+    expected_api = {
+        None: "rsl_rl2",
+        LeggedGymStyle: "legged_gym",
+        IsaacLabStyle: "rsl_rl2",
+        TensorDictStyle: "tensordict",
+    }[shim]
     assert adapter.api == expected_api
     assert adapter.has_critic_group
     assert adapter.num_critic_obs == base.num_privileged_obs > adapter.num_obs == base.num_obs
@@ -74,10 +78,12 @@ def test_layout_comes_from_env_or_groups():
 
 def test_obs_groups_select_and_concatenate_groups():
     base = VelocityTracking(num_envs=3, seed=0)
-    adapter = EnvAdapter(TensorDictStyle(base), obs_groups={"policy": ["policy", "critic"], "critic": ["critic"]})
+    adapter = EnvAdapter(
+        TensorDictStyle(base), obs_groups={"policy": ["policy", "critic"], "critic": ["critic"]}
+    )
     obs, critic, _ = adapter.get_observations()
     assert obs.shape == (3, base.num_obs + base.num_privileged_obs)
-    assert torch.equal(obs[:, base.num_obs:], critic)
+    assert torch.equal(obs[:, base.num_obs :], critic)
     with pytest.raises(ValueError, match="available groups"):
         EnvAdapter(TensorDictStyle(base), obs_groups={"policy": ["camera"]})
 

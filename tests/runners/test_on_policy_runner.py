@@ -59,7 +59,9 @@ def _params(runner: OnPolicyRunner) -> dict[str, torch.Tensor]:
 
 def test_flat_config_builds_and_is_not_mutated(small_cfg, tmp_path):
     before = copy.deepcopy(small_cfg)
-    runner = OnPolicyRunner(VelocityTracking(num_envs=8, seed=0), small_cfg, log_dir=str(tmp_path), device="cpu")
+    runner = OnPolicyRunner(
+        VelocityTracking(num_envs=8, seed=0), small_cfg, log_dir=str(tmp_path), device="cpu"
+    )
     assert small_cfg == before
     ac = runner.alg.actor_critic
     assert ac.num_actor_obs == 6 and ac.num_critic_obs == 8 and ac.num_actions == 2
@@ -135,8 +137,17 @@ def test_log_dir_contents_and_checkpoint_keys(small_cfg, tmp_path):
     assert any(f.startswith("events.out.tfevents") for f in files)
     assert not any(f.startswith(".tmp") for f in files)
     state = torch.load(tmp_path / "model_3.pt", weights_only=True)
-    for key in ("model_state_dict", "optimizer_state_dict", "iter", "infos", "obs_norm_state_dict",
-                "critic_obs_norm_state_dict", "rng_state", "config", "env_state"):
+    for key in (
+        "model_state_dict",
+        "optimizer_state_dict",
+        "iter",
+        "infos",
+        "obs_norm_state_dict",
+        "critic_obs_norm_state_dict",
+        "rng_state",
+        "config",
+        "env_state",
+    ):
         assert key in state, key
     assert state["iter"] == 3
     assert state["config"]["algorithm"]["class_name"] == "PPO"
@@ -151,9 +162,13 @@ def test_checkpoint_round_trip_restores_everything(small_cfg, tmp_path):
     assert other.current_learning_iteration == 2
     for k, v in runner.alg.actor_critic.state_dict().items():
         assert torch.equal(v, other.alg.actor_critic.state_dict()[k]), k
-    for a, b in ((runner.alg.obs_normalizer, other.alg.obs_normalizer),
-                 (runner.alg.critic_obs_normalizer, other.alg.critic_obs_normalizer)):
-        assert torch.equal(a._mean, b._mean) and torch.equal(a._var, b._var) and int(a.count) == int(b.count) > 0
+    for a, b in (
+        (runner.alg.obs_normalizer, other.alg.obs_normalizer),
+        (runner.alg.critic_obs_normalizer, other.alg.critic_obs_normalizer),
+    ):
+        assert (
+            torch.equal(a._mean, b._mean) and torch.equal(a._var, b._var) and int(a.count) == int(b.count) > 0
+        )
     sa, sb = runner.alg.optimizer.state_dict(), other.alg.optimizer.state_dict()
     assert sa["param_groups"][0]["lr"] == sb["param_groups"][0]["lr"] == other.alg.learning_rate
     for idx, st in sa["state"].items():
@@ -162,7 +177,9 @@ def test_checkpoint_round_trip_restores_everything(small_cfg, tmp_path):
 
 def test_resumed_run_matches_uninterrupted_run(small_cfg, tmp_path):
     def make(log):
-        return OnPolicyRunner(VelocityTracking(num_envs=16, seed=0), small_cfg, log_dir=str(log), device="cpu")
+        return OnPolicyRunner(
+            VelocityTracking(num_envs=16, seed=0), small_cfg, log_dir=str(log), device="cpu"
+        )
 
     straight = make(tmp_path / "a")
     straight.learn(4)

@@ -1,0 +1,45 @@
+"""The st-rl command: train the built-in default task, resume, list tasks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from st_rl.cli import main
+
+
+def test_train_writes_logs_checkpoints_and_config(tmp_path, capsys):
+    log_dir = tmp_path / "run"
+    rc = main(["train", "--task", "point_mass", "--num-envs", "16", "--iterations", "3", "--device", "cpu",
+               "--seed", "7", "--log-dir", str(log_dir)])
+    assert rc == 0
+    files = os.listdir(log_dir)
+    assert "config.json" in files and "model_3.pt" in files
+    assert any(f.startswith("events.out.tfevents") for f in files)
+    cfg = json.loads((log_dir / "config.json").read_text())
+    assert cfg["runner"]["seed"] == 7
+    out = capsys.readouterr().out
+    assert "Learning iteration 3/3" in out and '"iterations": 3' in out
+
+    resumed = tmp_path / "resumed"
+    rc = main(["train", "--task", "point_mass", "--num-envs", "16", "--iterations", "2", "--device", "cpu",
+               "--log-dir", str(resumed), "--resume", str(log_dir)])
+    assert rc == 0
+    assert "model_5.pt" in os.listdir(resumed)
+    assert "resuming from" in capsys.readouterr().out
+
+
+def test_tasks_lists_default(capsys):
+    assert main(["tasks"]) == 0
+    out = capsys.readouterr().out
+    assert "velocity_tracking (default)" in out and "point_mass" in out
+
+
+def test_console_script_is_installed():
+    exe = shutil.which("st-rl")
+    cmd = [exe, "tasks"] if exe else [sys.executable, "-m", "st_rl", "tasks"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "point_mass" in result.stdout
