@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-from st_rl.envs.point_mass import BuiltinTask, PointMass
+from st_rl.envs.base import BuiltinTask
+from st_rl.envs.point_mass import PointMass
 from st_rl.envs.velocity_tracking import VelocityTracking
 
 __all__ = ["TASKS", "BuiltinTask", "PointMass", "VelocityTracking", "make_env", "register_task"]

@@ -1,0 +1,241 @@
+"""Base class of the batched built-in tasks.
+
+Both built-in tasks (:class:`PointMass` and :class:`~st_rl.envs.velocity_tracking.VelocityTracking`) are
+written in pure PyTorch, batched over environments and free of host synchronisation inside ``step``: finished
+environments are reset with ``torch.where`` over freshly sampled states, never by indexing with a data-dependent
+mask. They implement st_rl's native API (:class:`st_rl.env.vec_env.VecEnv`, the rsl_rl 2.x / Isaac Lab
+4-tuple).
+
+Rewards follow legged_gym / Isaac Lab: each named term is ``weight * kernel * dt``, so a step's reward is
+small and ``Episode_Reward/<term>`` (episode sum / episode length in seconds) is the term's mean weighted value.
+
+Episode logging (``extras["log"]``) is present on every step. Each value is computed over the environments that
+finished on that step; on a step where none finished the value of the last step with a finished environment is
+repeated (zeros before the first episode ends). This keeps ``step`` free of host syncs while the per-iteration
+mean a trainer takes stays an average over real episodes. Keys:
+
+* ``Episode_Reward/<term>``: mean over finished envs of the term's episode sum divided by the episode length in
+  seconds (``max_episode_length_s``, as Isaac Lab does).
+* ``Episode_Termination/time_out`` and ``Episode_Termination/<failure>``: fraction of the finished envs that
+  ended by that cause.
+* ``Metrics/<name>``: task-specific per-episode metrics, averaged over finished envs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+__all__ = ["BuiltinTask"]
+
+
+class BuiltinTask:
+    """Base class of the built-in batched tasks (native st_rl API).
+
+    Subclasses set ``DEFAULT_CFG``, ``reward_terms``, ``failure_terms`` and ``metric_terms``, create their
+    buffers (listing them in ``_state_buffers`` so :meth:`state_dict` covers them) and implement the hooks
+    ``_physics_step``, ``_compute_rewards``, ``_compute_failures``, ``_reset_state``, ``_compute_observations``
+    and optionally ``_episode_metrics`` / ``_post_reset``.
+
+    Every subclass config has ``dt`` (seconds per step), ``episode_length_s`` and ``clip_actions``.
+    """
+
+    DEFAULT_CFG: dict[str, Any] = {}
+    reward_terms: tuple[str, ...] = ()
+    failure_terms: tuple[str, ...] = ()
+    metric_terms: tuple[str, ...] = ()
+
+    num_obs: int
+    num_privileged_obs: int | None
+    num_actions: int
+    obs_segments: OrderedDict[str, tuple[int, ...]]
+    privileged_obs_segments: OrderedDict[str, tuple[int, ...]] | None
+
+    def __init__(
+        self, num_envs: int, device: str | torch.device, seed: int | None, cfg: dict[str, Any]
+    ) -> None:
+        unknown = sorted(set(cfg) - set(self.DEFAULT_CFG))
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}: unknown config option(s) {unknown}; valid options: "
+                f"{sorted(self.DEFAULT_CFG)}"
+            )
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.cfg: dict[str, Any] = {**self.DEFAULT_CFG, **cfg}
+        self.num_envs = int(num_envs)
+        self.device = torch.device(device)
+        self.dt = float(self.cfg["dt"])
+        self.max_episode_length_s = float(self.cfg["episode_length_s"])
+        self.max_episode_length = max(1, int(math.ceil(self.max_episode_length_s / self.dt - 1e-6)))
+        self.clip_actions = float(self.cfg["clip_actions"])
+
+        self._generator = torch.Generator(device=self.device)
+        if seed is None:
+            seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
+        self._generator.manual_seed(int(seed))
+
+        n, dev = self.num_envs, self.device
+        self._episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
+        self._episode_sums = torch.zeros(n, len(self.reward_terms), device=dev)
+        self._log_names = (
+            [f"Episode_Reward/{t}" for t in self.reward_terms]
+            + ["Episode_Termination/time_out"]
+            + [f"Episode_Termination/{t}" for t in self.failure_terms]
+            + [f"Metrics/{t}" for t in self.metric_terms]
+        )
+        self._log_values = torch.zeros(len(self._log_names), device=dev)
+        self.obs_buf = torch.zeros(n, 0, device=dev)
+        self.critic_obs_buf: torch.Tensor | None = None
+        self._state_buffers: list[str] = ["_episode_length_buf", "_episode_sums", "_log_values", "obs_buf"]
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        """Steps taken in the current episode, long (N,). Writable; an env times out when it reaches
+        ``max_episode_length``."""
+        return self._episode_length_buf
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:
+        value = torch.as_tensor(value, device=self.device)
+        self._episode_length_buf = value.to(dtype=torch.long).expand(self.num_envs).clone()
+
+    @property
+    def unwrapped(self) -> BuiltinTask:
+        """The environment itself (for wrapper-agnostic code)."""
+        return self
+
+    def get_observations(self) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Return the current actor observations and ``{"observations": groups}``."""
+        return self.obs_buf, {"observations": self._obs_groups()}
+
+    def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Reset all environments; return ``(obs, extras)``."""
+        self._reset_envs(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
+        self._compute_observations()
+        return self.get_observations()
+
+    def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Advance all environments by one step.
+
+        Args:
+            actions: (N, num_actions); NaNs are zeroed and values clipped to ``[-clip_actions, clip_actions]``.
+
+        Returns:
+            ``(obs, rewards (N,) float, dones (N,) bool, extras)``; ``extras`` has ``"observations"``,
+            ``"time_outs"`` (bool (N,)) and ``"log"`` (see the module docstring). Finished envs are reset
+            and their returned obs is the first obs of the new episode.
+        """
+        actions = actions.to(device=self.device, dtype=torch.float32).reshape(self.num_envs, self.num_actions)
+        actions = torch.nan_to_num(actions, nan=0.0, posinf=0.0, neginf=0.0)
+        actions = torch.clamp(actions, -self.clip_actions, self.clip_actions)
+
+        self._physics_step(actions)
+        self._episode_length_buf += 1
+        terms = self._compute_rewards(actions) * self.dt  # (N, R): weight * kernel * dt
+        failures = self._compute_failures()  # (N, F) bool
+        failed = failures.any(dim=1)
+        timed_out = self._episode_length_buf >= self.max_episode_length
+        dones = failed | timed_out
+        time_outs = timed_out & ~failed
+        rewards = terms.sum(dim=1)
+        self._episode_sums += terms
+
+        log = self._update_log(dones, time_outs, failures)
+        self._reset_envs(dones)
+        self._post_reset(dones)
+        self._compute_observations()
+        extras = {"observations": self._obs_groups(), "time_outs": time_outs, "log": log}
+        return self.obs_buf, rewards, dones, extras
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Complete simulation state (all buffers and the RNG state)."""
+        state = {name: getattr(self, name).clone() for name in self._state_buffers}
+        if self.critic_obs_buf is not None:
+            state["critic_obs_buf"] = self.critic_obs_buf.clone()
+        state["rng_state"] = self._generator.get_state().clone()
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
+        """Restore a state produced by :meth:`state_dict` (same task, ``num_envs`` and device type)."""
+        expected = set(self._state_buffers) | {"rng_state"}
+        if self.critic_obs_buf is not None:
+            expected.add("critic_obs_buf")
+        missing, unexpected = expected - set(state_dict), set(state_dict) - expected
+        if missing or unexpected:
+            raise KeyError(f"state_dict mismatch: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
+        for name in expected - {"rng_state"}:
+            current = getattr(self, name)
+            value = state_dict[name]
+            if tuple(value.shape) != tuple(current.shape):
+                raise ValueError(
+                    f"state_dict[{name!r}] has shape {tuple(value.shape)}, expected {tuple(current.shape)}"
+                )
+            setattr(self, name, value.to(device=self.device, dtype=current.dtype).clone())
+        self._generator.set_state(state_dict["rng_state"].cpu())
+
+    def seed(self, seed: int) -> int:
+        """Re-seed the private random generator; returns the seed."""
+        self._generator.manual_seed(int(seed))
+        return int(seed)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    # ------------------------------------------------------------------ helpers
+    def _rand(self, *shape: int, low: float = 0.0, high: float = 1.0) -> torch.Tensor:
+        """Uniform samples in ``[low, high)`` from the private generator."""
+        u = torch.rand(*shape, generator=self._generator, device=self.device)
+        return low + (high - low) * u
+
+    def _obs_groups(self) -> dict[str, torch.Tensor]:
+        groups = {"policy": self.obs_buf}
+        if self.critic_obs_buf is not None:
+            groups["critic"] = self.critic_obs_buf
+        return groups
+
+    def _update_log(
+        self, dones: torch.Tensor, time_outs: torch.Tensor, failures: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        done_f = dones.float()
+        count = done_f.sum()
+        denom = count.clamp_min(1.0)
+        parts = [(self._episode_sums * done_f[:, None]).sum(dim=0) / denom / self.max_episode_length_s]
+        parts.append((time_outs.float().sum() / denom).reshape(1))
+        parts.append((failures & dones[:, None]).float().sum(dim=0) / denom)
+        if self.metric_terms:
+            parts.append((self._episode_metrics() * done_f[:, None]).sum(dim=0) / denom)
+        values = torch.cat(parts)
+        self._log_values = torch.where(count > 0, values, self._log_values)
+        return dict(zip(self._log_names, self._log_values.unbind(0)))
+
+    def _reset_envs(self, mask: torch.Tensor) -> None:
+        self._episode_length_buf = torch.where(mask, 0, self._episode_length_buf)
+        self._episode_sums = torch.where(mask[:, None], 0.0, self._episode_sums)
+        self._reset_state(mask)
+
+    # ------------------------------------------------------------------ hooks
+    def _physics_step(self, actions: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def _compute_rewards(self, actions: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _compute_failures(self) -> torch.Tensor:
+        return torch.zeros(self.num_envs, len(self.failure_terms), dtype=torch.bool, device=self.device)
+
+    def _episode_metrics(self) -> torch.Tensor:
+        return torch.zeros(self.num_envs, len(self.metric_terms), device=self.device)
+
+    def _reset_state(self, mask: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def _post_reset(self, dones: torch.Tensor) -> None:
+        """Called after finished envs were reset and before observations are computed."""
+
+    def _compute_observations(self) -> None:
+        raise NotImplementedError
