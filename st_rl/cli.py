@@ -1,4 +1,6 @@
-"""Command line: ``st-rl train`` trains a built-in task; ``st-rl tasks`` lists them."""
+"""Command line: ``st-rl train`` trains a built-in task; ``st-rl tasks`` lists them; ``st-rl play`` evaluates a
+checkpoint (metrics, video, plot; rendering uses ``MUJOCO_GL=egl`` unless set); ``st-rl plot`` draws a run's
+training curves."""
 
 from __future__ import annotations
 
@@ -33,6 +35,61 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: all cores)")
     train.add_argument("--log-interval", type=int, default=None, help="print/log every N iterations")
     sub.add_parser("tasks", help="list the built-in tasks")
+    play = sub.add_parser(
+        "play",
+        help="evaluate a checkpoint: tracking metrics, video and plot",
+        description="Run a checkpoint's deterministic policy and report velocity-tracking metrics; write an MP4 "
+        "of env 0 and a plot of its commanded vs achieved velocities. Rendering uses MUJOCO_GL=egl unless "
+        "MUJOCO_GL is set (MUJOCO_GL=osmesa for software rendering: apt-get install libosmesa6).",
+    )
+    play.add_argument(
+        "--checkpoint", required=True, help="model_<it>.pt, or a run directory (latest checkpoint)"
+    )
+    play.add_argument("--task", default=None, help="task (default: the one the run was trained on)")
+    play.add_argument("--num-envs", type=int, default=16, help="parallel environments (default 16)")
+    play.add_argument("--duration", type=float, default=20.0, help="simulated seconds (default 20)")
+    play.add_argument(
+        "--video", default=None, help="MP4 path (default: play_<iter>.mp4 next to the checkpoint)"
+    )
+    play.add_argument("--no-video", action="store_true", help="do not render a video")
+    play.add_argument(
+        "--plot", default=None, help="PNG path (default: play_<iter>.png next to the checkpoint)"
+    )
+    play.add_argument("--no-plot", action="store_true", help="do not draw the tracking plot")
+    play.add_argument(
+        "--command",
+        type=float,
+        nargs="+",
+        metavar="V",
+        dest="fixed_command",
+        default=None,
+        help="fixed command VX VY YAW for all envs (VX VY for 2-D tasks); default: the task's random commands",
+    )
+    play.add_argument("--device", default="cpu", help="policy device (default: cpu)")
+    play.add_argument("--seed", type=int, default=None, help="environment seed (default: the run's seed)")
+    play.add_argument(
+        "--video-quality",
+        choices=("fast", "medium", "high"),
+        default="medium",
+        help="fast: no shadows (cheap software GL); high: the model's own settings (default: medium)",
+    )
+    play.add_argument("--fps", type=float, default=25.0, help="video frame rate (default 25)")
+    play.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: all cores)")
+    plot = sub.add_parser("plot", help="plot the training curves of a run (TensorBoard event files)")
+    plot.add_argument("log_dir", help="run directory")
+    plot.add_argument("--out", default=None, help="PNG path (default: <log_dir>/training_curves.png)")
+    rec = sub.add_parser("record-motion", help="record reference motion (AMP motion-file format)")
+    rec.add_argument("--out", required=True, help="motion file to write (.pkl)")
+    source = rec.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", help="a trained quadruped checkpoint to record from")
+    source.add_argument("--scripted-trot", action="store_true", help="record an open-loop trot gait")
+    rec.add_argument("--task", default="quadruped_flat")
+    rec.add_argument("--duration", type=float, default=10.0, help="seconds recorded per trajectory")
+    rec.add_argument("--num-trajectories", type=int, default=4)
+    rec.add_argument(
+        "--command", dest="fixed_command", type=float, nargs=3, default=None, metavar=("VX", "VY", "YAW")
+    )
+    rec.add_argument("--seed", type=int, default=0)
     return parser
 
 
@@ -58,6 +115,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     preset = get_preset(args.task)
     cfg = preset.train.to_dict()
+    cfg["task"] = args.task
     if args.seed is not None:
         cfg["seed"] = args.seed
     if args.log_interval is not None:
@@ -93,6 +151,86 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_play(args: argparse.Namespace) -> int:
+    from st_rl.play import set_default_gl_backend
+
+    if not args.no_video:
+        set_default_gl_backend("egl")  # MuJoCo reads MUJOCO_GL when it is imported
+    from st_rl.play import play
+    from st_rl.utils.checkpoint import load_checkpoint
+    from st_rl.utils.utils import get_checkpoint_path
+
+    if args.fixed_command is not None and len(args.fixed_command) not in (2, 3):
+        print("[st-rl] --command takes VX VY YAW (or VX VY)", file=sys.stderr)
+        return 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    path = get_checkpoint_path(args.checkpoint)
+    stem = os.path.splitext(path)[0]
+    it = load_checkpoint(path, map_location="cpu").get("iter")
+    tag = str(it) if it is not None else os.path.basename(stem).replace("model_", "")
+    folder = os.path.dirname(os.path.abspath(path))
+    video = None if args.no_video else (args.video or os.path.join(folder, f"play_{tag}.mp4"))
+    plot = None if args.no_plot else (args.plot or os.path.join(folder, f"play_{tag}.png"))
+    metrics = play(
+        path,
+        task=args.task,
+        num_envs=args.num_envs,
+        duration_s=args.duration,
+        video=video,
+        plot=plot,
+        device=args.device,
+        command=args.fixed_command,
+        seed=args.seed,
+        video_fps=args.fps,
+        video_quality=args.video_quality,
+    )
+    scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) or v is None}
+    print("[st-rl] done: " + json.dumps(scalars))
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from st_rl.plotting import plot_training
+
+    out = plot_training(args.log_dir, args.out)
+    print(f"[st-rl] training curves: {os.path.abspath(out)}")
+    return 0
+
+
+def cmd_record_motion(args: argparse.Namespace) -> int:
+    from st_rl.envs import make_env
+    from st_rl.envs.motion_recorder import record_motion, save_motion_file, scripted_trot_policy
+
+    n = max(1, args.num_trajectories)
+    if args.scripted_trot:
+        env = make_env(args.task, num_envs=n, seed=args.seed, max_push_vel_xy=0.0, noise_level=0.0)
+        policy = scripted_trot_policy(env)
+    else:
+        from st_rl.runners import OnPolicyRunner
+        from st_rl.utils.checkpoint import load_checkpoint
+
+        state = load_checkpoint(args.checkpoint)
+        cfg = state.get("config")
+        if not isinstance(cfg, dict):
+            raise SystemExit(
+                f"{args.checkpoint} holds no training config; record with --scripted-trot instead"
+            )
+        env = make_env(args.task, num_envs=n, seed=args.seed, max_push_vel_xy=0.0)
+        runner = OnPolicyRunner(env, {**cfg, "logger": "none"})
+        runner.load(args.checkpoint, load_optimizer=False)
+        policy = runner.get_inference_policy()
+    motion = record_motion(env, policy, args.duration, env_ids=range(n), command=args.fixed_command)
+    if not motion:
+        raise SystemExit("every recorded trajectory fell before recording started; nothing written")
+    save_motion_file(motion, args.out)
+    frames = sum(len(t["Frames"]) for t in motion.values())
+    print(
+        f"[st-rl] wrote {len(motion)} trajectories ({frames} frames of {len(env.style_fields)} fields) to {args.out}"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
@@ -100,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_train(args)
     if args.command == "tasks":
         return cmd_tasks()
+    if args.command == "play":
+        return cmd_play(args)
+    if args.command == "plot":
+        return cmd_plot(args)
+    if args.command == "record-motion":
+        return cmd_record_motion(args)
     parser.print_help()
     return 1
 

@@ -100,8 +100,27 @@ def _preset_velocity_tracking() -> TaskPreset:
     )
 
 
-PRESETS = {"point_mass": _preset_point_mass, "velocity_tracking": _preset_velocity_tracking}
-DEFAULT_TASK = "velocity_tracking"
+def _preset_quadruped(terrain: str) -> TaskPreset:
+    cfg = TrainCfg(experiment_name=f"quadruped_{terrain}", max_iterations=600, save_interval=50)
+    cfg.empirical_normalization = True
+    cfg.policy.actor_hidden_dims = [256, 128, 64]
+    cfg.policy.critic_hidden_dims = [256, 128, 64]
+    cfg.algorithm.entropy_coef = 0.01
+    return TaskPreset(
+        f"quadruped_{terrain}",
+        1024,
+        cfg,
+        description=f"Go1-class quadruped following velocity commands on {terrain} ground (MuJoCo)",
+    )
+
+
+PRESETS = {
+    "point_mass": _preset_point_mass,
+    "velocity_tracking": _preset_velocity_tracking,
+    "quadruped_flat": lambda: _preset_quadruped("flat"),
+    "quadruped_rough": lambda: _preset_quadruped("rough"),
+}
+DEFAULT_TASK = "quadruped_flat"
 
 
 def get_preset(task: str) -> TaskPreset:

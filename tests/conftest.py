@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import torch
+
+# Offscreen rendering on headless machines: MuJoCo picks its GL backend when first imported.
+os.environ.setdefault("MUJOCO_GL", "egl")
 
 SMALL_CFG = {
     "seed": 1,

@@ -13,8 +13,23 @@ from st_rl.cli import main
 
 def test_train_writes_logs_checkpoints_and_config(tmp_path, capsys):
     log_dir = tmp_path / "run"
-    rc = main(["train", "--task", "point_mass", "--num-envs", "16", "--iterations", "3", "--device", "cpu",
-               "--seed", "7", "--log-dir", str(log_dir)])
+    rc = main(
+        [
+            "train",
+            "--task",
+            "point_mass",
+            "--num-envs",
+            "16",
+            "--iterations",
+            "3",
+            "--device",
+            "cpu",
+            "--seed",
+            "7",
+            "--log-dir",
+            str(log_dir),
+        ]
+    )
     assert rc == 0
     files = os.listdir(log_dir)
     assert "config.json" in files and "model_3.pt" in files
@@ -25,8 +40,23 @@ def test_train_writes_logs_checkpoints_and_config(tmp_path, capsys):
     assert "Learning iteration 3/3" in out and '"iterations": 3' in out
 
     resumed = tmp_path / "resumed"
-    rc = main(["train", "--task", "point_mass", "--num-envs", "16", "--iterations", "2", "--device", "cpu",
-               "--log-dir", str(resumed), "--resume", str(log_dir)])
+    rc = main(
+        [
+            "train",
+            "--task",
+            "point_mass",
+            "--num-envs",
+            "16",
+            "--iterations",
+            "2",
+            "--device",
+            "cpu",
+            "--log-dir",
+            str(resumed),
+            "--resume",
+            str(log_dir),
+        ]
+    )
     assert rc == 0
     assert "model_5.pt" in os.listdir(resumed)
     assert "resuming from" in capsys.readouterr().out
@@ -35,7 +65,7 @@ def test_train_writes_logs_checkpoints_and_config(tmp_path, capsys):
 def test_tasks_lists_default(capsys):
     assert main(["tasks"]) == 0
     out = capsys.readouterr().out
-    assert "velocity_tracking (default)" in out and "point_mass" in out
+    assert "quadruped_flat (default)" in out and "point_mass" in out
 
 
 def test_console_script_is_installed():

@@ -50,3 +50,19 @@ def make_env(
 
 register_task("point_mass", PointMass)
 register_task("velocity_tracking", VelocityTracking)
+
+
+def _quadruped(terrain: str) -> Any:
+    def make(
+        num_envs: int = 1024, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
+    ) -> Any:
+        from st_rl.envs.locomotion import LeggedLocomotion  # imports MuJoCo only when used
+
+        return LeggedLocomotion(num_envs=num_envs, device=device, seed=seed, terrain=terrain, **cfg)
+
+    make.__name__ = f"quadruped_{terrain}"
+    return make
+
+
+register_task("quadruped_flat", _quadruped("flat"))  # type: ignore[arg-type]
+register_task("quadruped_rough", _quadruped("rough"))  # type: ignore[arg-type]

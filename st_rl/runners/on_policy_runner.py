@@ -278,7 +278,9 @@ class OnPolicyRunner:
             w.add_scalar(f"Train/{key}", value, it)
         w.add_scalar("Loss/learning_rate", self.alg.learning_rate, it)
         mean_std = (
-            float(self.alg.actor_critic.std.detach().mean()) if hasattr(self.alg.actor_critic, "std") else float("nan")
+            float(self.alg.actor_critic.std.detach().mean())
+            if hasattr(self.alg.actor_critic, "std")
+            else float("nan")
         )
         w.add_scalar("Policy/mean_noise_std", mean_std, it)
         w.add_scalar("Perf/total_fps", fps, it)

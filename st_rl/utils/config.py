@@ -51,6 +51,7 @@ RUNNER_KEYS: dict[str, str] = {
     "check_finite": "'rollout' (default), 'step' or 'off': NaN/Inf checks of env outputs",
     "clip_actions": "informational; environments clip actions",
     "class_name": "runner class (alternative spelling)",
+    "task": "built-in task name (written by st-rl train; read by st-rl play)",
 }
 
 

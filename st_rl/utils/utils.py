@@ -124,7 +124,9 @@ def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | i
             and any(_MODEL_RE.search(f) for f in os.listdir(os.path.join(log_root, d)))
         )
         if not runs:
-            raise FileNotFoundError(f"No run directory matching '{load_run}' with model_<it>.pt files in {log_root}")
+            raise FileNotFoundError(
+                f"No run directory matching '{load_run}' with model_<it>.pt files in {log_root}"
+            )
         run_dir = os.path.join(log_root, runs[-1])
     if isinstance(checkpoint, int) or (isinstance(checkpoint, str) and checkpoint.isdigit()):
         path = os.path.join(run_dir, f"model_{int(checkpoint)}.pt")

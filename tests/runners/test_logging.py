@@ -17,8 +17,10 @@ def _scalars(log_dir) -> dict[str, list[float]]:
     return {tag: [e.value for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
-@pytest.mark.parametrize("wrap,episode_key", [(None, "Episode_Reward/track_lin_vel"),
-                                              (LeggedGymStyle, "Episode/rew_track_lin_vel")])
+@pytest.mark.parametrize(
+    "wrap,episode_key",
+    [(None, "Episode_Reward/track_lin_vel"), (LeggedGymStyle, "Episode/rew_track_lin_vel")],
+)
 def test_tensorboard_scalars(small_cfg, tmp_path, capsys, wrap, episode_key):
     base = VelocityTracking(num_envs=32, seed=0)
     env = base if wrap is None else wrap(base)
@@ -27,10 +29,23 @@ def test_tensorboard_scalars(small_cfg, tmp_path, capsys, wrap, episode_key):
     runner.learn(3, init_at_random_ep_len=True)
     runner.writer.flush()
     scalars = _scalars(tmp_path)
-    for tag in ("Loss/surrogate_loss", "Loss/value_loss", "Loss/entropy", "Loss/total_loss", "Loss/learning_rate",
-                "Policy/mean_noise_std", "Perf/total_fps", "Perf/collection time", "Perf/learning_time",
-                "Train/mean_reward", "Train/mean_episode_length", "Train/mean_reward_each_timestep",
-                "Eval/velrmsd", "Eval/CoT", episode_key):
+    for tag in (
+        "Loss/surrogate_loss",
+        "Loss/value_loss",
+        "Loss/entropy",
+        "Loss/total_loss",
+        "Loss/learning_rate",
+        "Policy/mean_noise_std",
+        "Perf/total_fps",
+        "Perf/collection time",
+        "Perf/learning_time",
+        "Train/mean_reward",
+        "Train/mean_episode_length",
+        "Train/mean_reward_each_timestep",
+        "Eval/velrmsd",
+        "Eval/CoT",
+        episode_key,
+    ):
         assert tag in scalars, f"missing {tag}; have {sorted(scalars)}"
     assert len(scalars["Loss/value_loss"]) == 3
     out = capsys.readouterr().out
@@ -48,8 +63,17 @@ def test_episode_info_aggregation_rules():
 
     infos = [
         {"terrain_level_max": torch.tensor([1.0, 5.0]), "rew_x": torch.tensor(1.0), "Metrics/a": 2.0},
-        {"terrain_level_max": torch.tensor(3.0), "rew_x": torch.tensor(float("nan")), "Metrics/a": 4.0,
-         "dist_min": torch.tensor([0.5, -1.0])},
+        {
+            "terrain_level_max": torch.tensor(3.0),
+            "rew_x": torch.tensor(float("nan")),
+            "Metrics/a": 4.0,
+            "dist_min": torch.tensor([0.5, -1.0]),
+        },
     ]
     out = aggregate_episode_infos(infos)
-    assert out == {"Episode/terrain_level_max": 5.0, "Episode/rew_x": 1.0, "Metrics/a": 3.0, "Episode/dist_min": -1.0}
+    assert out == {
+        "Episode/terrain_level_max": 5.0,
+        "Episode/rew_x": 1.0,
+        "Metrics/a": 3.0,
+        "Episode/dist_min": -1.0,
+    }

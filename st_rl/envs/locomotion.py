@@ -1,0 +1,733 @@
+"""Legged locomotion on MuJoCo: a quadruped learns to follow velocity commands.
+
+The simulation is MuJoCo's batched API (``mujoco.batch.Batch``: many copies of one model stepped on a thread
+pool). Its state arrays are shared with PyTorch without copies (``torch.from_numpy``), so the task logic is
+vectorised torch code on the CPU; the learner may run on another device (the runner moves observations).
+
+The task follows legged_gym: joint position targets around the standing pose (``q* = q_home + scale * a``),
+decimation (several physics steps per policy step), auto-reset, time-outs, command resampling, observation
+layout as ``obs_segments``, privileged critic observations (base linear velocity, friction, added mass, foot
+contact), named reward terms, domain randomisation (friction, added mass, pushes, observation noise) and
+termination on trunk contact or large tilt. ``tracking_error`` (velocity RMSD, m/s) and ``CoT`` (cost of
+transport) are exposed per environment for ``OnPolicyRunner.evaluation``.
+
+State views (``base_lin_vel``, ``dof_pos``, ...) are computed once per step from the MuJoCo state; code that
+writes ``_qpos`` / ``_qvel`` directly sees the change after the next ``step()``.
+
+Any MJCF robot with a free-joint base, position actuators on its leg joints, foot geoms whose names contain
+``foot`` (or ``foot_geom_names``) and optionally a ``home`` keyframe can be loaded with ``model_path``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import torch
+
+from st_rl.envs.base import BuiltinTask
+
+__all__ = ["DEFAULT_MODEL_PATH", "LeggedLocomotion", "quat_rotate_inverse"]
+
+DEFAULT_MODEL_PATH = os.path.join(os.path.dirname(__file__), "assets", "quadruped.xml")
+
+
+def _import_mujoco() -> Any:
+    try:
+        import mujoco
+        import mujoco.batch  # noqa: F401
+    except ImportError as e:  # pragma: no cover - mujoco is a core dependency
+        raise ImportError(
+            "The legged locomotion task needs MuJoCo >= 3.17 with its batched API: pip install 'mujoco>=3.17'"
+        ) from e
+    if not hasattr(mujoco, "batch"):
+        raise ImportError(f"mujoco {mujoco.__version__} has no mujoco.batch; pip install -U 'mujoco>=3.17'")
+    return mujoco
+
+
+def quat_rotate_inverse(q_wxyz: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Rotate world vectors ``v`` into the frame of unit quaternions ``q`` (w, x, y, z)."""
+    w, xyz = q_wxyz[:, :1], q_wxyz[:, 1:]
+    a = v * (2.0 * w.square() - 1.0)
+    b = torch.cross(xyz, v, dim=-1) * w * 2.0
+    c = xyz * (xyz * v).sum(dim=-1, keepdim=True) * 2.0
+    return a - b + c
+
+
+def _index(ids: list[int]) -> slice | torch.Tensor:
+    """A slice when the ids are contiguous (cheap views), else a long tensor."""
+    if ids == list(range(ids[0], ids[0] + len(ids))):
+        return slice(ids[0], ids[0] + len(ids))
+    return torch.as_tensor(ids, dtype=torch.long)
+
+
+def _yaw_quat(yaw: torch.Tensor) -> torch.Tensor:
+    half = 0.5 * yaw
+    zeros = torch.zeros_like(yaw)
+    return torch.stack([torch.cos(half), zeros, zeros, torch.sin(half)], dim=-1)
+
+
+class LeggedLocomotion(BuiltinTask):
+    """Velocity-command tracking for a legged robot on MuJoCo (flat ground or rough height field).
+
+    Actor observations (``obs_segments``): ``base_ang_vel`` (3), ``projected_gravity`` (3), ``commands`` (3),
+    ``dof_pos`` (relative to the standing pose), ``dof_vel``, ``last_actions`` (one per joint) and, with
+    ``height_scan``, ``height_measurements`` (1, nx, ny). Critic observations add ``base_lin_vel`` (3) in
+    front and ``friction`` (1), ``added_mass`` (1), ``foot_contact`` (feet) at the end, all without noise.
+
+    Reward terms (``reward_scales``; each ``scale * kernel * dt``): ``tracking_lin_vel``,
+    ``tracking_ang_vel``, ``lin_vel_z``, ``ang_vel_xy``, ``orientation``, ``torques``, ``dof_acc``,
+    ``action_rate``, ``feet_air_time``, ``termination``. A term with scale 0 is skipped.
+
+    Args:
+        num_envs: parallel simulations.
+        device: accepted for API symmetry; MuJoCo runs on the CPU, so buffers are CPU tensors.
+        seed: seed of the task's private generator.
+        **cfg: overrides of :attr:`DEFAULT_CFG` (documented there).
+    """
+
+    DEFAULT_CFG: dict[str, Any] = {
+        # time
+        "dt": 0.02,  # policy step (s); must be a multiple of the model timestep
+        "episode_length_s": 20.0,
+        "clip_actions": 10.0,
+        # robot
+        "model_path": None,  # None: the built-in Go1-class quadruped
+        "foot_geom_names": None,  # None: geoms whose name contains "foot"
+        "home_keyframe": "home",
+        "action_scale": 0.25,
+        "nthread": 0,  # MuJoCo threads; 0: torch.get_num_threads()
+        # commands
+        "lin_vel_x": (-1.0, 1.0),
+        "lin_vel_y": (-0.6, 0.6),
+        "ang_vel_yaw": (-1.0, 1.0),
+        "resampling_time_s": 10.0,
+        "zero_command_prob": 0.1,
+        # observations
+        "obs_scale_lin_vel": 2.0,
+        "obs_scale_ang_vel": 0.25,
+        "obs_scale_dof_vel": 0.05,
+        "noise_level": 1.0,
+        "noise_ang_vel": 0.2,
+        "noise_gravity": 0.05,
+        "noise_dof_pos": 0.01,
+        "noise_dof_vel": 1.5,
+        "noise_height": 0.05,
+        # randomisation
+        "friction_range": (0.4, 1.25),
+        "added_mass_range": (-1.0, 2.0),
+        "push_interval_s": 8.0,
+        "max_push_vel_xy": 0.5,
+        "init_joint_scale_range": (0.8, 1.2),
+        "init_base_vel": 0.3,
+        # rewards
+        "tracking_sigma": 0.25,
+        "feet_air_time_target": 0.3,
+        "reward_scales": {
+            "tracking_lin_vel": 1.5,
+            "tracking_ang_vel": 0.75,
+            "lin_vel_z": -2.0,
+            "ang_vel_xy": -0.05,
+            "orientation": -1.0,
+            "torques": -2e-4,
+            "dof_acc": -2.5e-7,
+            "action_rate": -0.01,
+            "feet_air_time": 1.0,
+            "termination": -10.0,
+        },
+        # termination
+        "terminate_on_trunk_contact": True,
+        "max_tilt_rad": 1.0,
+        "min_base_height": 0.12,
+        # terrain
+        "terrain": "flat",  # "flat" or "rough"
+        "terrain_size_m": 16.0,
+        "terrain_resolution_m": 0.1,
+        "terrain_max_height_m": 0.06,
+        "height_scan": None,  # None: on for rough terrain
+        "height_scan_x": (-0.6, 0.6, 7),
+        "height_scan_y": (-0.4, 0.4, 5),
+        # metrics
+        "metric_warmup_s": 1.0,
+        # AMP reference motion: frames of style features in extras["observations"]["ref_obs"]
+        "amp_obs_frame_num": 0,  # H; 0 disables ref_obs
+        "style_fields": None,  # None: root height, base velocities (body frame), joint positions/velocities
+    }
+    failure_terms = ("trunk_contact", "tilt", "base_height")
+    metric_terms = ("tracking_error", "CoT")
+
+    def __init__(
+        self, num_envs: int = 1024, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
+    ) -> None:
+        scales = {**self.DEFAULT_CFG["reward_scales"], **(cfg.pop("reward_scales", None) or {})}
+        unknown_terms = sorted(set(scales) - set(self.DEFAULT_CFG["reward_scales"]))
+        if unknown_terms:
+            raise TypeError(
+                f"LeggedLocomotion: unknown reward terms {unknown_terms}; available: "
+                f"{sorted(self.DEFAULT_CFG['reward_scales'])}"
+            )
+        self.reward_scales = {k: float(v) for k, v in scales.items() if v != 0}
+        self.reward_terms = tuple(self.reward_scales)
+        if str(torch.device(device)) != "cpu":
+            device = "cpu"  # MuJoCo state lives in host memory
+        super().__init__(num_envs, device, seed, {**cfg, "reward_scales": scales})
+        self.mujoco = _import_mujoco()
+        c = self.cfg
+        self.terrain = str(c["terrain"])
+        if self.terrain not in ("flat", "rough"):
+            raise ValueError(f"terrain must be 'flat' or 'rough', got {self.terrain!r}")
+        self.use_height_scan = self.terrain == "rough" if c["height_scan"] is None else bool(c["height_scan"])
+        self._build_model(c["model_path"] or DEFAULT_MODEL_PATH)
+        self._build_buffers()
+        self.reset()
+
+    # ------------------------------------------------------------------ construction
+    def _build_model(self, path: str) -> None:
+        mj = self.mujoco
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"Robot model not found: {path}")
+        spec = mj.MjSpec.from_file(path)
+        if self.terrain == "rough":
+            self._add_height_field(spec)
+        model = spec.compile()
+        self.model = model
+        self.sim_dt = float(model.opt.timestep)
+        decimation = self.dt / self.sim_dt
+        if abs(decimation - round(decimation)) > 1e-6 or round(decimation) < 1:
+            raise ValueError(f"dt={self.dt} is not a multiple of the model timestep {self.sim_dt}")
+        self.decimation = int(round(decimation))
+
+        free = [j for j in range(model.njnt) if model.jnt_type[j] == mj.mjtJoint.mjJNT_FREE]
+        if len(free) != 1:
+            raise ValueError(
+                f"{path}: expected exactly one free joint (the floating base), found {len(free)}"
+            )
+        self.base_body = int(model.jnt_bodyid[free[0]])
+        self.num_actions = int(model.nu)
+        if self.num_actions == 0:
+            raise ValueError(f"{path}: the model has no actuators; add position actuators on the leg joints")
+        trn = model.actuator_trnid[:, 0]
+        self.actuated_qpos = _index([int(model.jnt_qposadr[j]) for j in trn])
+        self.actuated_dof = _index([int(model.jnt_dofadr[j]) for j in trn])
+        self.joint_names = [mj.mj_id2name(model, mj.mjtObj.mjOBJ_JOINT, int(j)) for j in trn]
+        self.kp = torch.as_tensor(model.actuator_gainprm[:, 0], dtype=torch.float32)
+        names = self.cfg["foot_geom_names"]
+        geoms = [mj.mj_id2name(model, mj.mjtObj.mjOBJ_GEOM, g) or "" for g in range(model.ngeom)]
+        if names is None:
+            names = [g for g in geoms if "foot" in g.lower()]
+        if not names:
+            raise ValueError(f"{path}: no foot geoms found; name them '*foot*' or pass foot_geom_names")
+        self.foot_geoms = np.asarray([geoms.index(n) for n in names])
+        self.num_feet = len(names)
+        self.foot_bodies = np.asarray([model.geom_bodyid[g] for g in self.foot_geoms])
+        self.foot_touch_adr, self.trunk_touch_adr = self._find_touch_sensors(model, path)
+        key = mj.mj_name2id(model, mj.mjtObj.mjOBJ_KEY, self.cfg["home_keyframe"])
+        qpos_home = torch.as_tensor(model.key_qpos[key] if key >= 0 else model.qpos0, dtype=torch.float64)
+        self.key_id = key
+        self.default_qpos = qpos_home.clone()
+        self.default_joint_pos = qpos_home[self.actuated_qpos].float()
+        self.total_mass = float(model.body_subtreemass[self.base_body])
+        self.nominal_trunk_mass = float(model.body_mass[self.base_body])
+        self.nominal_foot_friction = float(model.geom_friction[self.foot_geoms[0], 0])
+
+        nthread = int(self.cfg["nthread"]) or torch.get_num_threads()
+        self.batch = mj.batch.Batch(model, nsim=self.num_envs, nthread=nthread)
+        self._qpos = torch.from_numpy(self.batch.bind("qpos"))
+        self._qvel = torch.from_numpy(self.batch.bind("qvel"))
+        self._ctrl = torch.from_numpy(self.batch.bind("ctrl"))
+        self._warm = torch.from_numpy(self.batch.bind("qacc_warmstart"))
+        with warnings.catch_warnings():  # derived fields are read-only views; we only read them
+            warnings.simplefilter("ignore", UserWarning)
+            self._act_force = torch.from_numpy(self.batch.bind("actuator_force"))
+            self._sensordata = torch.from_numpy(self.batch.bind("sensordata"))
+        self._friction = torch.from_numpy(self.batch.expand("geom_friction"))
+        self._body_mass = torch.from_numpy(self.batch.expand("body_mass"))
+
+    def _find_touch_sensors(self, model: Any, path: str) -> tuple[torch.Tensor, int]:
+        """Sensor data addresses of one touch sensor per foot body and one on the base body."""
+        mj = self.mujoco
+        by_body: dict[int, int] = {}
+        for s in range(model.nsensor):
+            if model.sensor_type[s] == mj.mjtSensor.mjSENS_TOUCH:
+                by_body.setdefault(int(model.site_bodyid[model.sensor_objid[s]]), int(model.sensor_adr[s]))
+        missing = [int(b) for b in self.foot_bodies if int(b) not in by_body]
+        if missing or self.base_body not in by_body:
+            raise ValueError(
+                f"{path}: the task reads contacts from touch sensors; add a <touch> sensor on a site of each foot "
+                "body and one on a site enclosing the base body (see the built-in quadruped.xml)."
+            )
+        return torch.as_tensor([by_body[int(b)] for b in self.foot_bodies], dtype=torch.long), by_body[
+            self.base_body
+        ]
+
+    def _add_height_field(self, spec: Any) -> None:
+        """Add a random rough height field (smoothed noise) in place of the flat floor."""
+        mj = self.mujoco
+        c = self.cfg
+        size, res = float(c["terrain_size_m"]), float(c["terrain_resolution_m"])
+        n = int(round(size / res)) + 1
+        gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=self._generator)))
+        noise = torch.rand(1, 1, n, n, generator=gen)
+        kernel = torch.ones(1, 1, 3, 3) / 9.0
+        smooth = torch.nn.functional.conv2d(noise, kernel, padding=1)[0, 0]
+        smooth = (smooth - smooth.min()) / (smooth.max() - smooth.min() + 1e-9)
+        center = n // 2
+        flat = 3  # a flat spawn patch of +-3 cells around the origin
+        smooth[center - flat : center + flat + 1, center - flat : center + flat + 1] = 0.0
+        self.height_map = (smooth * float(c["terrain_max_height_m"])).to(
+            torch.float32
+        )  # (rows = y, cols = x)
+        self.terrain_res = res
+        self.terrain_half = size / 2.0
+        # The flat floor stays: it carries the robot beyond the height field's edges (heights there are 0).
+        hmax = float(c["terrain_max_height_m"])
+        hf = spec.add_hfield(name="terrain", nrow=n, ncol=n, size=[size / 2, size / 2, max(hmax, 1e-3), 0.1])
+        hf.userdata = (self.height_map / max(hmax, 1e-3)).flatten().tolist()
+        spec.worldbody.add_geom(
+            name="terrain",
+            type=mj.mjtGeom.mjGEOM_HFIELD,
+            hfieldname="terrain",
+            contype=1,
+            conaffinity=1,
+            friction=[1.0, 0.02, 0.01],
+            rgba=[0.45, 0.5, 0.45, 1],
+        )
+
+    def _build_buffers(self) -> None:
+        n, a, f = self.num_envs, self.num_actions, self.num_feet
+        c = self.cfg
+        self.obs_segments = OrderedDict(
+            [
+                ("base_ang_vel", (3,)),
+                ("projected_gravity", (3,)),
+                ("commands", (3,)),
+                ("dof_pos", (a,)),
+                ("dof_vel", (a,)),
+                ("last_actions", (a,)),
+            ]
+        )
+        if self.use_height_scan:
+            nx, ny = int(c["height_scan_x"][2]), int(c["height_scan_y"][2])
+            self.obs_segments["height_measurements"] = (1, nx, ny)
+            gx = torch.linspace(c["height_scan_x"][0], c["height_scan_x"][1], nx)
+            gy = torch.linspace(c["height_scan_y"][0], c["height_scan_y"][1], ny)
+            mx, my = torch.meshgrid(gx, gy, indexing="ij")
+            self.scan_points = torch.stack([mx.flatten(), my.flatten()], dim=-1)  # (P, 2) in the yaw frame
+        self.privileged_obs_segments = OrderedDict([("base_lin_vel", (3,))])
+        self.privileged_obs_segments.update(self.obs_segments)
+        self.privileged_obs_segments.update(
+            [("friction", (1,)), ("added_mass", (1,)), ("foot_contact", (f,))]
+        )
+        self.num_obs = sum(math.prod(s) for s in self.obs_segments.values())
+        self.num_privileged_obs = sum(math.prod(s) for s in self.privileged_obs_segments.values())
+
+        z = lambda *shape: torch.zeros(*shape)  # noqa: E731
+        self.commands = z(n, 3)
+        self.actions = z(n, a)
+        self.last_actions = z(n, a)
+        self.last_dof_vel = z(n, a)
+        self.feet_air_time = z(n, f)
+        self.last_contacts = torch.zeros(n, f, dtype=torch.bool)
+        self.foot_contact = torch.zeros(n, f, dtype=torch.bool)
+        self.trunk_contact = torch.zeros(n, dtype=torch.bool)
+        self.added_mass = z(n)
+        self.friction_coef = torch.full((n,), self.nominal_foot_friction)
+        self._err_sq_sum = z(n)
+        self._err_count = z(n)
+        self._power_sum = z(n)
+        self._speed_sum = z(n)
+        self._last_rmsd = z(n)
+        self._last_cot = z(n)
+        self.critic_obs_buf = z(n, self.num_privileged_obs)
+        self.obs_buf = z(n, self.num_obs)
+        self._state_buffers += [
+            "commands", "actions", "last_actions", "last_dof_vel", "feet_air_time", "last_contacts",
+            "foot_contact", "trunk_contact", "added_mass", "friction_coef", "_err_sq_sum", "_err_count",
+            "_power_sum", "_speed_sum", "_last_rmsd", "_last_cot",
+        ]  # fmt: skip
+        self._resample_steps = max(1, int(round(c["resampling_time_s"] / self.dt)))
+        self._push_steps = (
+            max(1, int(round(c["push_interval_s"] / self.dt))) if c["max_push_vel_xy"] > 0 else 0
+        )
+        self._warmup_steps = int(round(c["metric_warmup_s"] / self.dt))
+        self._cache: dict[str, torch.Tensor] = {}
+        self.ref_motion_source: Any = None
+        self.amp_obs_frame_num = int(c["amp_obs_frame_num"])
+        self.style_fields = list(c["style_fields"] or self.default_style_fields())
+        self._style_index = self._style_columns(self.style_fields)
+        if self.amp_obs_frame_num > 0:
+            self.ref_obs_buf = z(n, self.amp_obs_frame_num, len(self.style_fields))
+            self._state_buffers.append("ref_obs_buf")
+
+    # ------------------------------------------------------------------ state views
+    def _cached(self, key: str, fn: Any) -> torch.Tensor:
+        # Derived state is computed once per step; the cache is cleared whenever the MuJoCo state changes.
+        value = self._cache.get(key)
+        if value is None:
+            value = self._cache[key] = fn()
+        return value
+
+    @property
+    def base_quat(self) -> torch.Tensor:
+        return self._cached("quat", lambda: self._qpos[:, 3:7].float())
+
+    @property
+    def base_lin_vel(self) -> torch.Tensor:
+        """Base linear velocity in the base frame (m/s)."""
+        return self._cached("lin", lambda: quat_rotate_inverse(self.base_quat, self._qvel[:, 0:3].float()))
+
+    @property
+    def base_ang_vel(self) -> torch.Tensor:
+        """Base angular velocity in the base frame (rad/s); MuJoCo stores it in the local frame."""
+        return self._cached("ang", lambda: self._qvel[:, 3:6].float())
+
+    @property
+    def projected_gravity(self) -> torch.Tensor:
+        """Gravity direction in the base frame."""
+        g = torch.tensor([[0.0, 0.0, -1.0]]).expand(self.num_envs, 3)
+        return self._cached("grav", lambda: quat_rotate_inverse(self.base_quat, g))
+
+    @property
+    def dof_pos(self) -> torch.Tensor:
+        return self._cached("dof_pos", lambda: self._qpos[:, self.actuated_qpos].float())
+
+    @property
+    def dof_vel(self) -> torch.Tensor:
+        return self._cached("dof_vel", lambda: self._qvel[:, self.actuated_dof].float())
+
+    @property
+    def tracking_error(self) -> torch.Tensor:
+        """Per-env RMS error of the base xy velocity against the command over the current episode (m/s);
+        the last finished episode's value while the current one is shorter than ``metric_warmup_s``."""
+        current = torch.sqrt(self._err_sq_sum / self._err_count.clamp_min(1.0))
+        return torch.where(self._err_count >= self._warmup_steps, current, self._last_rmsd)
+
+    @property
+    def CoT(self) -> torch.Tensor:  # noqa: N802 - name used by the trainers
+        """Per-env cost of transport ``mean(sum |tau * qdot|) / (m g mean(|v_xy|))`` over the episode (m includes
+        the added mass)."""
+        current = self._power_sum / (self._mass_g() * self._speed_sum.clamp_min(1e-3))
+        return torch.where(self._err_count >= self._warmup_steps, current, self._last_cot)
+
+    # ------------------------------------------------------------------ hooks
+    def _physics_step(self, actions: torch.Tensor) -> None:
+        self.last_actions = self.actions
+        self.actions = actions
+        targets = self.default_joint_pos + self.cfg["action_scale"] * actions
+        self._ctrl.copy_(targets.double())
+        self.last_dof_vel = self.dof_vel.clone()
+        self.batch.step(nstep=self.decimation)
+        self._cache.clear()
+        self._update_contacts()
+        if self._push_steps:
+            self._push()
+        self._update_metrics()
+        self._sample_commands_where((self.episode_length_buf + 1) % self._resample_steps == 0)
+
+    def _update_contacts(self) -> None:
+        self.foot_contact = self._sensordata[:, self.foot_touch_adr] > 1.0
+        self.trunk_contact = self._sensordata[:, self.trunk_touch_adr] > 1.0
+
+    def _push(self) -> None:
+        push_now = (self.episode_length_buf + 1) % self._push_steps == 0
+        kick = self._rand(self.num_envs, 2, low=-1.0, high=1.0) * self.cfg["max_push_vel_xy"]
+        self._qvel[:, 0:2] += torch.where(push_now[:, None], kick, torch.zeros_like(kick)).double()
+        self._cache.clear()
+
+    def _update_metrics(self) -> None:
+        v = self.base_lin_vel[:, :2]
+        err = (self.commands[:, :2] - v).square().sum(dim=1)
+        self._err_sq_sum += err
+        self._err_count += 1
+        power = (self._act_force.float() * self.dof_vel).abs().sum(dim=1)
+        self._power_sum += power
+        self._speed_sum += v.norm(dim=1)
+
+    def _compute_rewards(self, actions: torch.Tensor) -> torch.Tensor:
+        c = self.cfg
+        lin, ang = self.base_lin_vel, self.base_ang_vel
+        sigma = c["tracking_sigma"]
+        contact = self.foot_contact
+        first_contact = (self.feet_air_time > 0) & (contact | self.last_contacts)
+        moving = self.commands[:, :2].norm(dim=1) > 0.1
+        air = ((self.feet_air_time - c["feet_air_time_target"]) * first_contact).sum(dim=1) * moving
+        self.feet_air_time = torch.where(contact | self.last_contacts, 0.0, self.feet_air_time + self.dt)
+        self.last_contacts = contact
+        failed = self._failures().any(dim=1)
+        kernels = {
+            "tracking_lin_vel": lambda: torch.exp(
+                -(self.commands[:, :2] - lin[:, :2]).square().sum(1) / sigma
+            ),
+            "tracking_ang_vel": lambda: torch.exp(-(self.commands[:, 2] - ang[:, 2]).square() / sigma),
+            "lin_vel_z": lambda: lin[:, 2].square(),
+            "ang_vel_xy": lambda: ang[:, :2].square().sum(1),
+            "orientation": lambda: self.projected_gravity[:, :2].square().sum(1),
+            "torques": lambda: self._act_force.float().square().sum(1),
+            "dof_acc": lambda: ((self.dof_vel - self.last_dof_vel) / self.dt).square().sum(1),
+            "action_rate": lambda: (actions - self.last_actions).square().sum(1),
+            "feet_air_time": lambda: air,
+            "termination": lambda: failed.float() / self.dt,  # one-off penalty: scale * 1
+        }
+        return torch.stack([self.reward_scales[t] * kernels[t]() for t in self.reward_terms], dim=1)
+
+    def _failures(self) -> torch.Tensor:
+        return self._cached("failures", self._compute_failures_uncached)
+
+    def _compute_failures(self) -> torch.Tensor:
+        return self._failures()
+
+    def _compute_failures_uncached(self) -> torch.Tensor:
+        c = self.cfg
+        trunk = self.trunk_contact & bool(c["terminate_on_trunk_contact"])
+        tilt = self.projected_gravity[:, 2] > -math.cos(float(c["max_tilt_rad"]))
+        height = (
+            self._qpos[:, 2].float() - self._ground_height(self._qpos[:, 0:2].float()) < c["min_base_height"]
+        )
+        return torch.stack([trunk, tilt, height], dim=1)
+
+    def _mass_g(self) -> torch.Tensor:
+        """Weight (N) of each robot including its randomised added mass."""
+        return (self.total_mass + self.added_mass) * 9.81
+
+    def _episode_metrics(self) -> torch.Tensor:
+        rmsd = torch.sqrt(self._err_sq_sum / self._err_count.clamp_min(1.0))
+        cot = self._power_sum / (self._mass_g() * self._speed_sum.clamp_min(1e-3))
+        return torch.stack([rmsd, cot], dim=1)
+
+    def _reset_state(self, mask: torch.Tensor) -> None:
+        n, c = self.num_envs, self.cfg
+        m = mask[:, None]
+        # Episode metrics of the finished episodes are kept for the metric properties.
+        done_metrics = self._episode_metrics()
+        self._last_rmsd = torch.where(mask, done_metrics[:, 0], self._last_rmsd)
+        self._last_cot = torch.where(mask, done_metrics[:, 1], self._last_cot)
+        for name in ("_err_sq_sum", "_err_count", "_power_sum", "_speed_sum"):
+            setattr(self, name, torch.where(mask, 0.0, getattr(self, name)))
+
+        qpos = self.default_qpos.expand(n, -1).clone()
+        lo, hi = c["init_joint_scale_range"]
+        qpos[:, self.actuated_qpos] *= self._rand(n, self.num_actions, low=lo, high=hi).double()
+        qpos[:, 3:7] = _yaw_quat(self._rand(n, low=-math.pi, high=math.pi)).double()
+        if self.terrain == "rough":
+            xy = self._rand(n, 2, low=-0.25, high=0.25)
+            qpos[:, 0:2] = xy.double()
+        qvel = torch.zeros(n, self._qvel.shape[1], dtype=torch.float64)
+        v0 = float(c["init_base_vel"])
+        qvel[:, 0:6] = self._rand(n, 6, low=-v0, high=v0).double() * torch.tensor([1, 1, 0.2, 0.5, 0.5, 0.5])
+        self._qpos.copy_(torch.where(m, qpos, self._qpos))
+        self._qvel.copy_(torch.where(m, qvel, self._qvel))
+        self._warm.copy_(torch.where(m, 0.0, self._warm))
+        default_ctrl = self.default_joint_pos.double().expand(n, -1)
+        self._ctrl.copy_(torch.where(m, default_ctrl, self._ctrl))
+        self._cache.clear()
+
+        for name in ("actions", "last_actions", "feet_air_time"):
+            setattr(self, name, torch.where(m, 0.0, getattr(self, name)))
+        self.last_dof_vel = torch.where(m, qvel[:, self.actuated_dof].float(), self.last_dof_vel)
+        self.last_contacts = self.last_contacts & ~m
+        self.foot_contact = self.foot_contact & ~m
+        self.trunk_contact = self.trunk_contact & ~mask
+        self._sample_commands_where(mask)
+        self._randomize_dynamics(mask)
+
+    def _randomize_dynamics(self, mask: torch.Tensor) -> None:
+        c = self.cfg
+        n = self.num_envs
+        fr = self._rand(n, low=c["friction_range"][0], high=c["friction_range"][1])
+        am = self._rand(n, low=c["added_mass_range"][0], high=c["added_mass_range"][1])
+        self.friction_coef = torch.where(mask, fr, self.friction_coef)
+        self.added_mass = torch.where(mask, am, self.added_mass)
+        ids = torch.nonzero(mask).flatten()  # CPU tensor: no device synchronisation involved
+        if ids.numel() == 0:
+            return
+        for g in self.foot_geoms:
+            self._friction[ids, g, 0] = self.friction_coef[ids].double()
+        self._body_mass[ids, self.base_body] = self.nominal_trunk_mass + self.added_mass[ids].double()
+        self.batch.set_const(ids.numpy().astype(np.int32))
+
+    def _sample_commands_where(self, mask: torch.Tensor) -> None:
+        c = self.cfg
+        n = self.num_envs
+        cmd = torch.stack(
+            [
+                self._rand(n, low=c["lin_vel_x"][0], high=c["lin_vel_x"][1]),
+                self._rand(n, low=c["lin_vel_y"][0], high=c["lin_vel_y"][1]),
+                self._rand(n, low=c["ang_vel_yaw"][0], high=c["ang_vel_yaw"][1]),
+            ],
+            dim=1,
+        )
+        still = self._rand(n) < c["zero_command_prob"]
+        cmd = torch.where(still[:, None], 0.0, cmd)
+        self.commands = torch.where(mask[:, None], cmd, self.commands)
+
+    def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Reset every environment; the reference-motion history starts full of the first frame."""
+        out = super().reset()
+        if self.amp_obs_frame_num > 0:
+            self._update_ref_obs(torch.ones(self.num_envs, dtype=torch.bool))
+        return self.get_observations() if self.amp_obs_frame_num > 0 else out
+
+    def _post_reset(self, dones: torch.Tensor) -> None:
+        if self.amp_obs_frame_num > 0:
+            self._update_ref_obs(dones)
+
+    # ------------------------------------------------------------------ terrain
+    def _ground_height(self, xy: torch.Tensor) -> torch.Tensor:
+        """Terrain height under world points ``xy`` (..., 2) by bilinear interpolation (0 on flat ground)."""
+        if self.terrain != "rough":
+            return torch.zeros(xy.shape[:-1])
+        hm = self.height_map
+        rows, cols = hm.shape
+        gx_raw = (xy[..., 0] + self.terrain_half) / self.terrain_res
+        gy_raw = (xy[..., 1] + self.terrain_half) / self.terrain_res
+        inside = (gx_raw >= 0) & (gx_raw <= cols - 1) & (gy_raw >= 0) & (gy_raw <= rows - 1)
+        gx, gy = gx_raw.clamp(0, cols - 1.001), gy_raw.clamp(0, rows - 1.001)
+        x0, y0 = gx.floor().long(), gy.floor().long()
+        fx, fy = gx - x0, gy - y0
+        h00, h01 = hm[y0, x0], hm[y0, x0 + 1]
+        h10, h11 = hm[y0 + 1, x0], hm[y0 + 1, x0 + 1]
+        height = (h00 * (1 - fx) + h01 * fx) * (1 - fy) + (h10 * (1 - fx) + h11 * fx) * fy
+        return torch.where(inside, height, 0.0)
+
+    def _height_scan(self) -> torch.Tensor:
+        q = self.base_quat
+        yaw = torch.atan2(
+            2 * (q[:, 0] * q[:, 3] + q[:, 1] * q[:, 2]), 1 - 2 * (q[:, 2].square() + q[:, 3].square())
+        )
+        cos, sin = torch.cos(yaw)[:, None], torch.sin(yaw)[:, None]
+        px, py = self.scan_points[:, 0][None], self.scan_points[:, 1][None]
+        base = self._qpos[:, 0:2].float()
+        wx = base[:, :1] + cos * px - sin * py
+        wy = base[:, 1:2] + sin * px + cos * py
+        ground = self._ground_height(torch.stack([wx, wy], dim=-1))
+        return (self._qpos[:, 2:3].float() - 0.3 - ground).clamp(-1.0, 1.0)
+
+    # ------------------------------------------------------------------ observations
+    def _compute_observations(self) -> None:
+        c = self.cfg
+        lin, ang, grav = self.base_lin_vel, self.base_ang_vel, self.projected_gravity
+        cmd_scale = torch.tensor([c["obs_scale_lin_vel"], c["obs_scale_lin_vel"], c["obs_scale_ang_vel"]])
+        parts = [
+            ang * c["obs_scale_ang_vel"],
+            grav,
+            self.commands * cmd_scale,
+            self.dof_pos - self.default_joint_pos,
+            self.dof_vel * c["obs_scale_dof_vel"],
+            self.actions,
+        ]
+        if self.use_height_scan:
+            parts.append(self._height_scan())
+        clean = torch.cat(parts, dim=1)
+        level = float(c["noise_level"])
+        if level > 0:
+            a = self.num_actions
+            noise_vec = [
+                torch.full((3,), c["noise_ang_vel"] * c["obs_scale_ang_vel"]),
+                torch.full((3,), c["noise_gravity"]),
+                torch.zeros(3),
+                torch.full((a,), c["noise_dof_pos"]),
+                torch.full((a,), c["noise_dof_vel"] * c["obs_scale_dof_vel"]),
+                torch.zeros(a),
+            ]
+            if self.use_height_scan:
+                noise_vec.append(torch.full((self.scan_points.shape[0],), c["noise_height"]))
+            scale = torch.cat(noise_vec) * level
+            noisy = clean + scale * self._rand(self.num_envs, clean.shape[1], low=-1.0, high=1.0)
+        else:
+            noisy = clean
+        self.obs_buf = noisy
+        privileged = [
+            lin * c["obs_scale_lin_vel"],
+            clean,
+            self.friction_coef[:, None],
+            self.added_mass[:, None],
+            self.foot_contact.float(),
+        ]
+        self.critic_obs_buf = torch.cat(privileged, dim=1)
+
+    # ------------------------------------------------------------------ reference motion (AMP)
+    def available_style_fields(self) -> list[str]:
+        """Style feature names in the motion-file convention (``ancestor_spec.md`` section 3.1)."""
+        names = [f"root_pos_{a}" for a in "xyz"] + [f"root_rot_{a}" for a in "wxyz"]
+        for frame in ("b", "w"):
+            names += [f"root_vel_{a}_{frame}" for a in "xyz"] + [f"root_ang_vel_{a}_{frame}" for a in "xyz"]
+        names += [f"{j}_dof_pos" for j in self.joint_names] + [f"{j}_dof_vel" for j in self.joint_names]
+        return names
+
+    def default_style_fields(self) -> list[str]:
+        """Root height, body-frame base velocities, joint positions and velocities."""
+        fields = ["root_pos_z"] + [f"root_vel_{a}_b" for a in "xyz"] + [f"root_ang_vel_{a}_b" for a in "xyz"]
+        return (
+            fields + [f"{j}_dof_pos" for j in self.joint_names] + [f"{j}_dof_vel" for j in self.joint_names]
+        )
+
+    def _style_columns(self, fields: list[str]) -> torch.Tensor:
+        available = self.available_style_fields()
+        unknown = [f for f in fields if f not in available]
+        if unknown:
+            raise ValueError(f"Unknown style fields {unknown}; available: {available}")
+        return torch.tensor([available.index(f) for f in fields], dtype=torch.long)
+
+    def all_style_features(self) -> torch.Tensor:
+        """Every field of :meth:`available_style_fields` for every env, (N, F_all)."""
+        q = self.base_quat
+        lin_w = self._qvel[:, 0:3].float()
+        ang_b = self.base_ang_vel
+        ang_w = quat_rotate_inverse(q * torch.tensor([1.0, -1.0, -1.0, -1.0]), ang_b)
+        parts = [
+            self._qpos[:, 0:3].float(), q, quat_rotate_inverse(q, lin_w), ang_b, lin_w, ang_w,
+            self.dof_pos, self.dof_vel,
+        ]  # fmt: skip
+        return torch.cat(parts, dim=1)
+
+    def style_features(self, fields: list[str] | None = None) -> torch.Tensor:
+        """Style features (N, F) of the named fields (default: ``style_fields``)."""
+        index = self._style_index if fields is None else self._style_columns(fields)
+        return self.all_style_features()[:, index]
+
+    def set_ref_motion_source(self, source: Any) -> None:
+        """Provide expert windows: ``source(num_envs) -> (N, H * F)`` is added as ``extras["ref_motion"]``."""
+        self.ref_motion_source = source
+
+    def _update_ref_obs(self, reset_mask: torch.Tensor) -> None:
+        feat = self.style_features()
+        rolled = torch.cat([self.ref_obs_buf[:, 1:], feat[:, None]], dim=1)
+        fresh = feat[:, None].expand_as(self.ref_obs_buf)
+        self.ref_obs_buf = torch.where(reset_mask[:, None, None], fresh, rolled)
+
+    def _obs_groups(self) -> dict[str, torch.Tensor]:
+        groups = super()._obs_groups()
+        if self.amp_obs_frame_num > 0:
+            groups["ref_obs"] = self.ref_obs_buf
+        return groups
+
+    def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        obs, rewards, dones, extras = super().step(actions)
+        if self.ref_motion_source is not None:
+            extras["ref_motion"] = self.ref_motion_source(self.num_envs)
+        return obs, rewards, dones, extras
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Task buffers plus the MuJoCo state (qpos, qvel, ctrl, warm start) and randomised model fields."""
+        state = super().state_dict()
+        for name in ("_qpos", "_qvel", "_ctrl", "_warm", "_friction", "_body_mass"):
+            state["mj" + name] = getattr(self, name).clone()
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
+        self._cache.clear()
+        state = dict(state_dict)
+        mj_state = {k: state.pop(k) for k in list(state) if k.startswith("mj_")}
+        super().load_state_dict(state)
+        for name in ("_qpos", "_qvel", "_ctrl", "_warm", "_friction", "_body_mass"):
+            value = mj_state.get("mj" + name)
+            if value is None or tuple(value.shape) != tuple(getattr(self, name).shape):
+                raise ValueError(f"state_dict lacks a matching 'mj{name}' entry")
+            getattr(self, name).copy_(value)
+        self.batch.set_const()
+        self.batch.forward()

@@ -1,0 +1,131 @@
+"""Record reference motion from the locomotion task into the st_gym motion-file format.
+
+A motion file is a pickle of plain Python data (``ancestor_spec.md`` section 3.1)::
+
+    {trajectory_name: {"Fields": [field names], "Frames": [[values per field] per frame],
+                       "FrameDuration": seconds, "MotionWeight": weight}}
+
+:func:`save_motion_file` writes only lists, floats and strings, and :func:`load_motion_file` reads such a
+file with an unpickler that refuses every class, so loading never executes code from the file.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import pickle
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["load_motion_file", "record_motion", "save_motion_file", "scripted_trot_policy"]
+
+
+def scripted_trot_policy(env: Any, frequency_hz: float = 2.0, thigh_amp: float = 0.3, calf_amp: float = 0.5):
+    """An open-loop trot for the built-in quadruped: diagonal leg pairs (FR+RL, FL+RR) swing in antiphase.
+
+    Returns a callable ``policy(obs) -> actions`` in the task's action units (offsets / ``action_scale``).
+    """
+    names = list(env.joint_names)
+    phase_offset = torch.tensor([0.0 if n[:2] in ("FR", "RL") else math.pi for n in names])
+    is_thigh = torch.tensor([1.0 if "thigh" in n else 0.0 for n in names])
+    is_calf = torch.tensor([1.0 if "calf" in n else 0.0 for n in names])
+    scale = float(env.cfg["action_scale"])
+    step = {"t": 0}
+
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        t = step["t"] * env.dt
+        step["t"] += 1
+        phase = 2 * math.pi * frequency_hz * t + phase_offset
+        swing = torch.clamp(torch.sin(phase), min=0.0)  # lift only during half the cycle
+        offsets = is_thigh * (-thigh_amp * swing) + is_calf * (-calf_amp * swing)
+        return (offsets / scale).expand(obs.shape[0], -1).clone()
+
+    return policy
+
+
+@torch.inference_mode()
+def record_motion(
+    env: Any,
+    policy: Callable[[torch.Tensor], torch.Tensor],
+    duration_s: float = 10.0,
+    fields: Sequence[str] | None = None,
+    env_ids: Sequence[int] = (0,),
+    warmup_s: float = 1.0,
+    command: Sequence[float] | None = None,
+    name: str = "recorded",
+) -> dict[str, dict[str, Any]]:
+    """Run ``policy`` on ``env`` and record the style fields of ``env_ids`` as one trajectory each.
+
+    Frames are recorded every policy step (``FrameDuration = env.dt``) after ``warmup_s``; a trajectory
+    that terminates is cut at the termination.
+    """
+    fields = list(fields or env.default_style_fields())
+    obs, _ = env.get_observations()
+    steps = int(round(duration_s / env.dt))
+    warm = int(round(warmup_s / env.dt))
+    frames: dict[int, list[list[float]]] = {i: [] for i in env_ids}
+    alive = dict.fromkeys(env_ids, True)
+    for k in range(warm + steps):
+        if command is not None:
+            env.commands[:] = torch.as_tensor(command, dtype=torch.float32)
+        obs, _, dones, extras = env.step(policy(obs))
+        feats = env.style_features(fields)
+        for i in env_ids:
+            if bool(dones[i]) and not bool(extras["time_outs"][i]):
+                alive[i] = False
+            if alive[i] and k >= warm:
+                frames[i].append([float(v) for v in feats[i]])
+    return {
+        f"{name}_{i}": {
+            "Fields": fields,
+            "Frames": frames[i],
+            "FrameDuration": float(env.dt),
+            "MotionWeight": 1.0,
+        }
+        for i in env_ids
+        if frames[i]
+    }
+
+
+def save_motion_file(motion: dict[str, dict[str, Any]], path: str) -> None:
+    """Write a motion dict (plain data only) atomically."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(motion, f, protocol=4)
+    os.replace(tmp, path)
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(
+            f"Motion files may only hold plain data; this one references {module}.{name}. Convert it to "
+            "dicts, lists, floats and strings (see st_rl.envs.motion_recorder)."
+        )
+
+
+def load_motion_file(path: str) -> dict[str, dict[str, Any]]:
+    """Read a motion file without executing code from it (no classes are resolved).
+
+    Raises:
+        ValueError: the file is not a motion dict with Fields / Frames / FrameDuration per trajectory.
+    """
+    with open(path, "rb") as f:
+        data = _PlainUnpickler(io.BytesIO(f.read())).load()
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a motion file holds a dict of trajectories, got {type(data).__name__}")
+    for key, traj in data.items():
+        missing = [
+            k for k in ("Fields", "Frames", "FrameDuration") if not isinstance(traj, dict) or k not in traj
+        ]
+        if missing:
+            raise ValueError(f"{path}: trajectory {key!r} lacks {missing}")
+        width = len(traj["Fields"])
+        if any(len(fr) != width for fr in traj["Frames"]):
+            raise ValueError(
+                f"{path}: trajectory {key!r} has frames whose length differs from len(Fields)={width}"
+            )
+    return data

@@ -1,0 +1,193 @@
+"""Plots of training runs (TensorBoard scalars) and of command tracking (:func:`st_rl.play.play`).
+
+Figures are drawn with matplotlib's object API on the Agg canvas, so importing this module never changes the
+global matplotlib backend and works without a display. Needs ``matplotlib`` (``pip install matplotlib``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["TRAINING_TAGS", "find_event_dirs", "plot_tracking", "plot_training", "read_scalars"]
+
+TRAINING_TAGS = (
+    "Train/mean_reward",
+    "Train/mean_episode_length",
+    "Eval/velrmsd",
+    "Eval/CoT",
+    "Loss/value_loss",
+    "Loss/surrogate_loss",
+    "Policy/mean_noise_std",
+    "Perf/total_fps",
+)
+"""The curves :func:`plot_training` draws, in this order, when the run logged them."""
+
+
+def _figure(nrows: int, ncols: int, size: tuple[float, float]) -> tuple[Any, Any]:
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as e:
+        raise ImportError("Plotting needs matplotlib: pip install matplotlib") from e
+    fig = Figure(figsize=size, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def find_event_dirs(log_dir: str) -> list[str]:
+    """Directories under ``log_dir`` (itself included) that hold TensorBoard event files."""
+    found = []
+    for root, _dirs, files in os.walk(log_dir):
+        if any(f.startswith("events.out.tfevents") for f in files):
+            found.append(root)
+    return sorted(found)
+
+
+def read_scalars(log_dir: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """All scalars of the event files under ``log_dir``: ``{tag: (steps, values)}`` sorted by step.
+
+    Several event files (a resumed run, sub-directories) are merged; a later value at the same step wins.
+
+    Raises:
+        FileNotFoundError: no event files under ``log_dir``.
+    """
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    if not os.path.isdir(log_dir):
+        raise FileNotFoundError(f"No log directory at {log_dir}")
+    dirs = find_event_dirs(log_dir)
+    if not dirs:
+        raise FileNotFoundError(
+            f"No TensorBoard event files (events.out.tfevents.*) under {log_dir}; point at a run directory "
+            "trained with logger='tensorboard'."
+        )
+    merged: dict[str, dict[int, tuple[float, float]]] = {}
+    for d in dirs:
+        acc = EventAccumulator(d, size_guidance={"scalars": 0})
+        acc.Reload()
+        for tag in acc.Tags().get("scalars", []):
+            by_step = merged.setdefault(tag, {})
+            for ev in acc.Scalars(tag):
+                old = by_step.get(ev.step)
+                if old is None or ev.wall_time >= old[0]:
+                    by_step[ev.step] = (ev.wall_time, ev.value)
+    out = {}
+    for tag, by_step in merged.items():
+        steps = np.asarray(sorted(by_step), dtype=np.int64)
+        out[tag] = (steps, np.asarray([by_step[s][1] for s in steps], dtype=np.float64))
+    return out
+
+
+def plot_training(log_dir: str, out_png: str | None = None, tags: Sequence[str] | None = None) -> str:
+    """Draw a run's training curves against the iteration as a grid of subplots; returns the PNG path.
+
+    Args:
+        log_dir: a run directory (event files in it or below it).
+        out_png: output path (default ``<log_dir>/training_curves.png``).
+        tags: scalar tags to draw (default :data:`TRAINING_TAGS`; those the run lacks are skipped; if it has
+            none of them, its first 12 scalars in alphabetical order).
+
+    Raises:
+        FileNotFoundError: no event files under ``log_dir``.
+        ValueError: the event files hold no scalars.
+    """
+    scalars = read_scalars(log_dir)
+    if not scalars:
+        raise ValueError(f"The event files under {log_dir} hold no scalars")
+    wanted = [t for t in (tags or TRAINING_TAGS) if t in scalars]
+    if not wanted:
+        wanted = sorted(t for t in scalars if not t.endswith("/time"))[:12]
+    ncols = min(4, len(wanted))
+    nrows = math.ceil(len(wanted) / ncols)
+    fig, axes = _figure(nrows, ncols, (4.0 * ncols, 2.8 * nrows))
+    for i, ax in enumerate(axes.flat):
+        if i >= len(wanted):
+            ax.set_visible(False)
+            continue
+        tag = wanted[i]
+        steps, values = scalars[tag]
+        few = len(values) <= 20
+        ax.plot(
+            steps, values, color="tab:blue", lw=1.0, alpha=1.0 if few else 0.45, marker="o" if few else None
+        )
+        if len(values) > 20:  # add a smoothed curve (EMA) over the noisy raw one
+            ax.plot(steps, _ema(values, 0.9), color="tab:blue", lw=1.6)
+        ax.set_title(tag, fontsize=10)
+        ax.set_xlabel("iteration", fontsize=8)
+        ax.tick_params(labelsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle(os.path.basename(os.path.normpath(log_dir)), fontsize=11)
+    out = out_png or os.path.join(log_dir, "training_curves.png")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    fig.savefig(out, dpi=100)
+    return out
+
+
+def _ema(values: np.ndarray, alpha: float) -> np.ndarray:
+    out = np.empty_like(values)
+    acc = values[0]
+    for i, v in enumerate(values):
+        acc = alpha * acc + (1 - alpha) * v if np.isfinite(v) else acc
+        out[i] = acc
+    return out
+
+
+def plot_tracking(
+    trace: dict[str, Any], out_png: str, title: str = "", metrics: dict[str, Any] | None = None
+) -> str:
+    """Commanded vs achieved vx, vy and yaw rate over time (a ``trace`` of :func:`st_rl.play.evaluate_policy`).
+
+    Falls are marked with red lines, time-outs (other resets) with grey dotted ones, steps left out of the
+    metrics (warm-up after a reset or a command change) with a grey background. Returns ``out_png``.
+    """
+    t = np.asarray(trace["time"])
+    cmd, vel = np.asarray(trace["cmd"]), np.asarray(trace["vel"])
+    done = np.asarray(trace.get("done", np.zeros(len(t), bool)))
+    fall = np.asarray(trace.get("fall", np.zeros(len(t), bool)))
+    counted = np.asarray(trace.get("counted", np.ones(len(t), bool)))
+    labels = ("vx (m/s)", "vy (m/s)", "yaw rate (rad/s)")
+    rows = [i for i in range(3) if np.isfinite(cmd[:, i]).any() or np.isfinite(vel[:, i]).any()]
+    fig, axes = _figure(len(rows), 1, (9.0, 2.2 * len(rows) + 0.6))
+    for ax, i in zip(axes[:, 0], rows):
+        if not counted.all():
+            ax.fill_between(
+                t,
+                0,
+                1,
+                where=~counted,
+                transform=ax.get_xaxis_transform(),
+                color="0.92",
+                step="mid",
+                label="warm-up (not scored)",
+            )
+        ax.plot(t, cmd[:, i], color="black", lw=1.5, ls="--", label="commanded")
+        ax.plot(t, vel[:, i], color="tab:blue", lw=1.0, label="achieved")
+        for x in t[done & ~fall]:
+            ax.axvline(x, color="grey", ls=":", lw=1.0)
+        for x in t[fall]:
+            ax.axvline(x, color="tab:red", lw=1.0)
+        ax.set_ylabel(labels[i], fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=8)
+    axes[0, 0].legend(loc="upper right", fontsize=8)
+    axes[-1, 0].set_xlabel("time (s)", fontsize=9)
+    text = title
+    if metrics:
+        parts = [
+            f"velrmsd {metrics.get('velrmsd', float('nan')):.3f} m/s",
+            f"yaw {metrics.get('yaw_rmsd', float('nan')):.3f} rad/s",
+            f"CoT {metrics.get('CoT', float('nan')):.2f}",
+            f"survival {metrics.get('survival', float('nan')):.2f}",
+        ]
+        text = (text + "\n" if text else "") + "all envs: " + ", ".join(parts)
+    if text:
+        fig.suptitle(text, fontsize=10)
+    os.makedirs(os.path.dirname(os.path.abspath(out_png)), exist_ok=True)
+    fig.savefig(out_png, dpi=100)
+    return out_png
