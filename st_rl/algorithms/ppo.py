@@ -211,7 +211,11 @@ class PPO:
     def compute_returns(self, last_critic_obs: torch.Tensor) -> None:
         """Bootstrap from the last critic observation and compute GAE returns/advantages."""
         assert self.storage is not None
+        # Bootstrapping must not advance a recurrent critic's rollout memory.
+        saved = self.actor_critic.get_hidden_states() if self.actor_critic.is_recurrent else None
         last_values = self.actor_critic.evaluate(last_critic_obs).detach()
+        if saved is not None and hasattr(self.actor_critic, "set_hidden_states"):
+            self.actor_critic.set_hidden_states(saved)
         self.storage.compute_returns(last_values, self.gamma, self.lam)
 
     # ------------------------------------------------------------------ update
@@ -222,7 +226,7 @@ class PPO:
         mean_losses: dict[str, torch.Tensor] = defaultdict(lambda: torch.zeros((), device=self.device))
         mean_stats: dict[str, torch.Tensor] = defaultdict(lambda: torch.zeros((), device=self.device))
         if self.actor_critic.is_recurrent:
-            generator = self.storage.reccurent_mini_batch_generator(  # type: ignore[attr-defined]
+            generator = self.storage.recurrent_mini_batch_generator(
                 self.num_mini_batches, self.num_learning_epochs
             )
         else:

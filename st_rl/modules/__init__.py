@@ -1,14 +1,56 @@
 """Networks and policies. Every class usable as a config ``class_name`` is exported here."""
 
-from st_rl.modules.actor_critic import ActorCritic
+from st_rl.modules.actor_critic import (
+    ActorCritic,
+    DeterministicPolicyMixin,
+    EncoderActorCritic,
+    EncoderStateAc,
+    EstimatorActorHiddenState,
+    StateAc,
+    VisualActorCriticMixin,
+    VisualDeterministicAC,
+)
+from st_rl.modules.actor_critic_recurrent import (
+    ActorCriticRecurrent,
+    AdaptorActorHiddenState,
+    EncoderActorCriticRecurrent,
+    EncoderStateAcRecurrent,
+    PrivilegeStateAcRecurrent,
+    StateAcRecurrent,
+    VisualDeterministicRecurrent,
+)
+from st_rl.modules.conv2d import Conv2dHeadModel, Conv2dModel
 from st_rl.modules.factory import build_actor_critic
+from st_rl.modules.memory import ActorCriticHiddenState, LstmHiddenState, Memory
 from st_rl.modules.mlp import MlpModel
-from st_rl.modules.normalizer import EmpiricalNormalization
+from st_rl.modules.normalizer import EmpiricalNormalization, Normalize, Normalizer, RunningMeanStd
 from st_rl.modules.utils import conv2d_output_shape, get_activation, get_activation_Cls
 
 __all__ = [
     "ActorCritic",
+    "ActorCriticHiddenState",
+    "ActorCriticRecurrent",
+    "Conv2dHeadModel",
+    "Conv2dModel",
+    "EncoderActorCritic",
+    "EncoderActorCriticRecurrent",
+    "EncoderStateAc",
+    "EncoderStateAcRecurrent",
+    "EstimatorActorHiddenState",
+    "StateAc",
+    "StateAcRecurrent",
+    "PrivilegeStateAcRecurrent",
+    "AdaptorActorHiddenState",
+    "VisualDeterministicAC",
+    "VisualDeterministicRecurrent",
+    "DeterministicPolicyMixin",
+    "VisualActorCriticMixin",
     "EmpiricalNormalization",
+    "Normalize",
+    "Normalizer",
+    "RunningMeanStd",
+    "LstmHiddenState",
+    "Memory",
     "MlpModel",
     "build_actor_critic",
     "conv2d_output_shape",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -85,3 +87,81 @@ class EmpiricalNormalization(nn.Module):
             state_dict[key] = torch.tensor(int(self.until or 1e8), dtype=torch.long)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self._count_host = int(self.count.item())
+
+
+class Normalize(nn.Module):
+    """L2-normalise the last dimension."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.normalize(x, p=2.0, dim=-1)
+
+
+class RunningMeanStd:
+    """Running mean and variance in float64 NumPy with parallel-variance merging (count starts at ``epsilon``)."""
+
+    def __init__(self, epsilon: float = 1e-4, shape: Sequence[int] | tuple = ()) -> None:
+        self.mean = np.zeros(shape, dtype=np.float64)
+        self.var = np.ones(shape, dtype=np.float64)
+        self.count = float(epsilon)
+
+    def update(self, x: Any) -> None:
+        """Merge a batch (first axis = samples)."""
+        x = np.asarray(x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
+        self.update_from_moments(x.mean(axis=0), x.var(axis=0), x.shape[0])
+
+    def update_from_moments(self, batch_mean: Any, batch_var: Any, batch_count: int) -> None:
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        new_mean = self.mean + delta * batch_count / total
+        m2 = (
+            self.var * self.count
+            + batch_var * batch_count
+            + np.square(delta) * self.count * batch_count / total
+        )
+        self.mean, self.var, self.count = new_mean, m2 / total, total
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"mean": torch.from_numpy(self.mean.copy()), "var": torch.from_numpy(self.var.copy()),
+                "count": float(self.count)}  # fmt: skip
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.mean = np.asarray(state["mean"], dtype=np.float64)
+        self.var = np.asarray(state["var"], dtype=np.float64)
+        self.count = float(state["count"])
+
+
+class Normalizer(RunningMeanStd):
+    """AMP-style normaliser: ``clip((x - mean) / sqrt(var + epsilon), -clip_obs, clip_obs)``.
+
+    Args:
+        input_dim: feature width.
+        epsilon: added to the variance (and the initial count).
+        clip_obs: symmetric clip of the normalised values.
+    """
+
+    def __init__(self, input_dim: int | Sequence[int], epsilon: float = 1e-4, clip_obs: float = 10.0) -> None:
+        shape = (int(input_dim),) if isinstance(input_dim, int) else tuple(input_dim)
+        super().__init__(epsilon=epsilon, shape=shape)
+        self.epsilon = epsilon
+        self.clip_obs = clip_obs
+
+    def normalize(self, x: Any) -> np.ndarray:
+        """NumPy normalisation (no statistics update)."""
+        return np.clip(
+            (np.asarray(x) - self.mean) / np.sqrt(self.var + self.epsilon), -self.clip_obs, self.clip_obs
+        )
+
+    def normalize_torch(self, x: torch.Tensor, device: Any = None, update: bool = False) -> torch.Tensor:
+        """Torch normalisation on ``device``; ``update=True`` first merges ``x`` into the statistics."""
+        if update:
+            self.update(x)
+        device = device if device is not None else x.device
+        mean = torch.as_tensor(self.mean, dtype=torch.float32, device=device)
+        std = torch.sqrt(torch.as_tensor(self.var + self.epsilon, dtype=torch.float32, device=device))
+        return torch.clamp((x.to(device) - mean) / std, -self.clip_obs, self.clip_obs)
+
+    def update_normalizer(self, rollouts: Iterable[Any], expert_loader: Iterable[Any]) -> None:
+        """Merge policy and expert batches (each an array or the first item of a tuple)."""
+        for source in (rollouts, expert_loader):
+            for batch in source:
+                self.update(batch[0] if isinstance(batch, (tuple, list)) else batch)

@@ -134,7 +134,9 @@ class RolloutStorage:
     def _save_hidden_states(self, hidden_states: Any) -> None:
         if hidden_states is None:
             return
-        flat = _flatten_hidden(hidden_states)
+        from st_rl.utils.collections import tree_flatten
+
+        flat = tree_flatten(hidden_states)
         if any(h is None for h in flat):
             return
         if self.saved_hidden_states is None:
@@ -144,7 +146,7 @@ class RolloutStorage:
             ]
             self._hidden_structure = hidden_states
         for buf, h in zip(self.saved_hidden_states, flat):
-            buf[self.step].copy_(h)
+            buf[self.step].copy_(h.detach())
 
     def clear(self) -> None:
         """Start filling from row 0 again."""
@@ -204,13 +206,61 @@ class RolloutStorage:
         """Build a minibatch from flattened buffers (override hook for subclasses adding fields)."""
         return MiniBatch(**{k: v[idx] for k, v in flat.items()})
 
+    def recurrent_mini_batch_generator(
+        self, num_mini_batches: int, num_epochs: int = 8
+    ) -> Iterator[MiniBatch]:
+        """Yield minibatches of whole trajectories for recurrent policies.
 
-def _flatten_hidden(hidden_states: Any) -> list[Any]:
-    if isinstance(hidden_states, torch.Tensor) or hidden_states is None:
-        return [hidden_states]
-    if isinstance(hidden_states, (tuple, list)):
-        out: list[Any] = []
-        for h in hidden_states:
-            out += _flatten_hidden(h)
-        return out
-    raise TypeError(f"Unsupported hidden state type {type(hidden_states).__name__}")
+        Each minibatch covers ``N // num_mini_batches`` envs. Observations are split at dones into
+        trajectories and zero-padded to length T (``masks`` marks real steps); the other fields stay (T, n, ...)
+        and are matched by unpadding the policy outputs. ``hidden_states`` are the states saved at each
+        trajectory's first step, shaped (layers, n_traj, H). The minibatch order is reshuffled every epoch.
+        """
+        from st_rl.utils.utils import split_and_pad_trajectories
+
+        n_envs = self.num_envs
+        mini_batch_size = n_envs // num_mini_batches
+        if mini_batch_size == 0:
+            raise ValueError(f"num_mini_batches={num_mini_batches} exceeds the number of envs {n_envs}.")
+        padded_obs, traj_masks = split_and_pad_trajectories(self.observations, self.dones)
+        if self.privileged_observations is not None:
+            padded_critic, _ = split_and_pad_trajectories(self.privileged_observations, self.dones)
+        else:
+            padded_critic = padded_obs
+        dones = self.dones[..., 0].bool()
+        first_step = torch.zeros_like(dones)
+        first_step[0] = True
+        first_step[1:] = dones[:-1]
+        # Trajectory j of the padded tensors belongs to env k for cum[k] <= j < cum[k + 1] (env-major order).
+        cum = torch.cat([first_step.new_zeros(1, dtype=torch.long), first_step.sum(0).cumsum(0)]).tolist()
+        hidden_per_traj = None
+        if self.saved_hidden_states is not None:
+            hidden_per_traj = [
+                h.permute(2, 0, 1, 3)[first_step.transpose(0, 1)] for h in self.saved_hidden_states
+            ]
+        for _ in range(num_epochs):
+            for i in torch.randperm(num_mini_batches).tolist():
+                start, stop = i * mini_batch_size, (i + 1) * mini_batch_size
+                t0, t1 = cum[start], cum[stop]
+                hidden = None
+                if hidden_per_traj is not None:
+                    from st_rl.utils.collections import tree_unflatten
+
+                    leaves = [h[t0:t1].transpose(1, 0).contiguous() for h in hidden_per_traj]
+                    hidden = tree_unflatten(self._hidden_structure, leaves)
+                yield MiniBatch(
+                    obs=padded_obs[:, t0:t1],
+                    critic_obs=padded_critic[:, t0:t1],
+                    actions=self.actions[:, start:stop],
+                    values=self.values[:, start:stop],
+                    advantages=self.advantages[:, start:stop],
+                    returns=self.returns[:, start:stop],
+                    old_actions_log_prob=self.actions_log_prob[:, start:stop],
+                    old_mu=self.mu[:, start:stop],
+                    old_sigma=self.sigma[:, start:stop],
+                    hidden_states=hidden,
+                    masks=traj_masks[:, t0:t1],
+                )
+
+    # The reference's spelling, kept for existing code.
+    reccurent_mini_batch_generator = recurrent_mini_batch_generator

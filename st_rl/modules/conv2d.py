@@ -1,0 +1,155 @@
+"""Convolutional encoders for image observations (e.g. depth images)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn as nn
+
+from st_rl.modules.mlp import MlpModel
+from st_rl.modules.utils import conv2d_output_shape, get_activation_Cls
+
+
+def _norm_layer(normlayer: str | type[nn.Module] | None, channels: int) -> nn.Module | None:
+    if normlayer is None:
+        return None
+    if isinstance(normlayer, str):
+        key = normlayer.lower()
+        if key in ("batchnorm", "batchnorm2d", "bn"):
+            return nn.BatchNorm2d(channels)
+        if key in ("layernorm", "groupnorm", "ln"):
+            return nn.GroupNorm(1, channels)  # LayerNorm over (C, H, W), independent of the resolution
+        if key in ("instancenorm", "instancenorm2d"):
+            return nn.InstanceNorm2d(channels)
+        cls = getattr(nn, normlayer, None)
+        if cls is None:
+            raise ValueError(f"Unknown normlayer {normlayer!r}; use 'batchnorm', 'layernorm', 'instancenorm'")
+        return cls(channels)
+    return normlayer(channels)
+
+
+class Conv2dModel(nn.Module):
+    """A stack of ``Conv2d [-> norm] -> activation`` blocks.
+
+    Args:
+        in_channels: input channels.
+        channels: output channels per layer.
+        kernel_sizes: kernel size per layer.
+        strides: stride per layer; with ``use_maxpool`` the convolutions run at stride 1 and a ``MaxPool2d`` of
+            that size downsamples instead.
+        paddings: padding per layer (default 0).
+        nonlinearity: activation class or name.
+        use_maxpool: downsample with max-pooling instead of strides.
+        head_sizes: unused (kept for signature compatibility).
+        normlayer: ``None``, ``"batchnorm"``, ``"layernorm"``, ``"instancenorm"``, a ``torch.nn`` name or class.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        channels: Sequence[int],
+        kernel_sizes: Sequence[int],
+        strides: Sequence[int],
+        paddings: Sequence[int] | None = None,
+        nonlinearity: str | type[nn.Module] = nn.ReLU,
+        use_maxpool: bool = False,
+        head_sizes: Sequence[int] | None = None,
+        normlayer: str | type[nn.Module] | None = None,
+    ) -> None:
+        super().__init__()
+        paddings = list(paddings) if paddings is not None else [0] * len(channels)
+        if not len(channels) == len(kernel_sizes) == len(strides) == len(paddings):
+            raise ValueError("channels, kernel_sizes, strides and paddings must have the same length")
+        act_cls = get_activation_Cls(nonlinearity)
+        if act_cls is None:
+            raise ValueError(f"Unknown nonlinearity {nonlinearity!r}")
+        self.kernel_sizes, self.paddings = list(kernel_sizes), paddings
+        self.strides = list(strides)
+        self.use_maxpool = use_maxpool
+        layers: list[nn.Module] = []
+        last = in_channels
+        for ch, k, s, p in zip(channels, kernel_sizes, strides, paddings):
+            layers.append(nn.Conv2d(last, ch, kernel_size=k, stride=1 if use_maxpool else s, padding=p))
+            norm = _norm_layer(normlayer, ch)
+            if norm is not None:
+                layers.append(norm)
+            layers.append(act_cls())
+            if use_maxpool and s > 1:
+                layers.append(nn.MaxPool2d(s))
+            last = ch
+        self.conv = nn.Sequential(*layers)
+        self.out_channels = last
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+    def conv_out_resolution(self, h: int, w: int) -> tuple[int, int]:
+        """Spatial size after the convolutions for an ``h x w`` input."""
+        for k, s, p in zip(self.kernel_sizes, self.strides, self.paddings):
+            if self.use_maxpool:
+                h, w = conv2d_output_shape(h, w, k, 1, p)
+                if s > 1:
+                    h, w = h // s, w // s
+            else:
+                h, w = conv2d_output_shape(h, w, k, s, p)
+        return h, w
+
+    def conv_out_size(self, h: int, w: int) -> int:
+        """Flattened output size for an ``h x w`` input."""
+        oh, ow = self.conv_out_resolution(h, w)
+        return self.out_channels * oh * ow
+
+
+class Conv2dHeadModel(nn.Module):
+    """``Conv2dModel`` followed by flattening and an ``MlpModel`` head (identity when no sizes are given).
+
+    Input ``(B, C, H, W)`` (any extra leading dims are folded into the batch).
+    """
+
+    def __init__(
+        self,
+        image_shape: Sequence[int],
+        channels: Sequence[int],
+        kernel_sizes: Sequence[int],
+        strides: Sequence[int],
+        hidden_sizes: Sequence[int] | int | None,
+        output_size: int | None = None,
+        paddings: Sequence[int] | None = None,
+        nonlinearity: str | type[nn.Module] = nn.ReLU,
+        use_maxpool: bool = False,
+        normlayer: str | type[nn.Module] | None = None,
+    ) -> None:
+        super().__init__()
+        c, h, w = (int(v) for v in image_shape)
+        self.image_shape = (c, h, w)
+        self.conv = Conv2dModel(
+            c, channels, kernel_sizes, strides, paddings, nonlinearity, use_maxpool, None, normlayer
+        )
+        conv_size = self.conv.conv_out_size(h, w)
+        if conv_size <= 0:
+            raise ValueError(
+                f"The convolutions reduce a {h}x{w} image to nothing; use smaller kernels or strides"
+            )
+        hidden = [hidden_sizes] if isinstance(hidden_sizes, int) else list(hidden_sizes or [])
+        if hidden or output_size is not None:
+            self.head: nn.Module = MlpModel(conv_size, hidden, output_size, nonlinearity)
+            self._output_size = int(output_size) if output_size is not None else int(hidden[-1])
+        else:
+            self.head = nn.Identity()
+            self._output_size = conv_size
+
+    @property
+    def output_size(self) -> int:
+        return self._output_size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-3]
+        y = self.conv(x.reshape(-1, *x.shape[-3:]))
+        y = self.head(y.flatten(1))
+        return y.reshape(*lead, y.shape[-1])
+
+
+def image_numel(shape: Sequence[int]) -> int:
+    return math.prod(int(s) for s in shape)

@@ -1,0 +1,118 @@
+"""Encoders on named observation components.
+
+An encoded component's columns are replaced, in place, by a learned latent of ``encoder_output_size``; the other
+columns keep their values and order. Encoders are ``MlpModel`` (any component) or ``Conv2dHeadModel`` (a
+(C, H, W) image component); both end in an activation, as the reference does.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from st_rl.env.layout import get_obs_slice, normalize_segments
+from st_rl.modules.conv2d import Conv2dHeadModel
+from st_rl.modules.mlp import MlpModel
+
+DEFAULT_ENCODER_OUTPUT_SIZE = 32
+DEFAULT_ENCODER_KWARGS: dict[str, dict[str, Any]] = {
+    "MlpModel": {"hidden_sizes": [128, 64], "nonlinearity": "elu"},
+    "Conv2dHeadModel": {
+        "channels": [16, 32],
+        "kernel_sizes": [5, 3],
+        "strides": [2, 2],
+        "hidden_sizes": [64],
+        "nonlinearity": "elu",
+    },
+}
+
+
+class EncoderLayout:
+    """Where the encoded components sit in a flat observation and how wide the result is."""
+
+    def __init__(self, segments: Mapping[str, Any], component_names: Sequence[str], output_size: int) -> None:
+        segs = normalize_segments(segments)
+        if segs is None:
+            raise ValueError("Encoders need the observation layout: pass obs_segments (name -> shape)")
+        self.segments = segs
+        self.component_names = list(component_names)
+        self.output_size = int(output_size)
+        self.slices = [get_obs_slice(segs, name) for name in self.component_names]
+        self.input_width = sum(math.prod(s) for s in segs.values())
+        encoded = sum(sl.stop - sl.start for sl, _ in self.slices)
+        self.output_width = self.input_width - encoded + len(self.slices) * self.output_size
+        # Pieces in layout order: ("raw", slice) for pass-through columns, ("enc", i) for encoder i.
+        order = sorted(range(len(self.slices)), key=lambda i: self.slices[i][0].start)
+        self.pieces: list[tuple[str, Any]] = []
+        cursor = 0
+        for i in order:
+            sl = self.slices[i][0]
+            if sl.start > cursor:
+                self.pieces.append(("raw", slice(cursor, sl.start)))
+            self.pieces.append(("enc", i))
+            cursor = sl.stop
+        if cursor < self.input_width:
+            self.pieces.append(("raw", slice(cursor, self.input_width)))
+
+    def component_input(self, observations: torch.Tensor, index: int) -> torch.Tensor:
+        sl, shape = self.slices[index]
+        return observations[..., sl].reshape(*observations.shape[:-1], *shape)
+
+    def embed(self, observations: torch.Tensor, encoders: nn.ModuleList) -> torch.Tensor:
+        """Replace each encoded component by its latent (any leading dims)."""
+        if observations.shape[-1] != self.input_width:
+            raise ValueError(
+                f"Observation width {observations.shape[-1]} does not match the layout ({self.input_width} columns: "
+                f"{dict(self.segments)})"
+            )
+        parts = []
+        for kind, ref in self.pieces:
+            if kind == "raw":
+                parts.append(observations[..., ref])
+            else:
+                parts.append(encoders[ref](self.component_input(observations, ref)))
+        return torch.cat(parts, dim=-1)
+
+
+def _as_list(value: Any, n: int, what: str) -> list[Any]:
+    if isinstance(value, (list, tuple)) and not (what == "kwargs" and isinstance(value, Mapping)):
+        if len(value) != n:
+            raise ValueError(f"encoder {what} has {len(value)} entries for {n} encoded components")
+        return list(value)
+    return [copy.deepcopy(value) for _ in range(n)]
+
+
+def build_encoders(
+    layout: EncoderLayout,
+    class_name: str | Sequence[str] = "MlpModel",
+    kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+) -> nn.ModuleList:
+    """One encoder per component of ``layout`` (class names and kwargs may be given once or per component)."""
+    n = len(layout.component_names)
+    classes = _as_list(class_name, n, "class_name")
+    kwargs_list = _as_list(kwargs if kwargs is not None else {}, n, "kwargs")
+    modules = []
+    for i, (cls, kw) in enumerate(zip(classes, kwargs_list)):
+        if cls not in DEFAULT_ENCODER_KWARGS:
+            raise ValueError(
+                f"encoder_class_name {cls!r} is not supported; use 'MlpModel' or 'Conv2dHeadModel'"
+            )
+        merged = {**DEFAULT_ENCODER_KWARGS[cls], **dict(kw or {})}
+        merged.pop("output_size", None)
+        hidden = merged.pop("hidden_sizes", [])
+        hidden = [hidden] if isinstance(hidden, int) else list(hidden or [])
+        _, shape = layout.slices[i]
+        if cls == "MlpModel":
+            modules.append(MlpModel(math.prod(shape), hidden + [layout.output_size], None, **merged))
+        else:
+            if len(shape) != 3:
+                raise ValueError(
+                    f"Conv2dHeadModel encodes (C, H, W) components; '{layout.component_names[i]}' has shape {shape}"
+                )
+            modules.append(Conv2dHeadModel(shape, hidden_sizes=hidden + [layout.output_size], **merged))
+    return nn.ModuleList(modules)

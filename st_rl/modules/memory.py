@@ -1,0 +1,98 @@
+"""Recurrent memory (LSTM or GRU) that owns its rollout hidden state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from st_rl.utils.collections import namedarraytuple
+from st_rl.utils.utils import unpad_trajectories
+
+LstmHiddenState = namedarraytuple("LstmHiddenState", ["hidden", "cell"])
+ActorCriticHiddenState = namedarraytuple("ActorCriticHiddenState", ["actor", "critic"])
+
+
+class Memory(nn.Module):
+    """An LSTM or GRU with two modes.
+
+    * **Rollout mode** (``hidden_states`` not given): ``x`` is (B, D); the stored hidden state is used and
+      updated; returns (B, H).
+    * **Batch mode** (``hidden_states`` given): ``x`` is (T, B, D) padded trajectories starting from
+      ``hidden_states``; returns (T, B, H), or, with ``masks``, the outputs unpadded back to (T, N, H).
+
+    Args:
+        input_size: input width.
+        type: ``"lstm"`` or ``"gru"``.
+        num_layers: stacked layers.
+        hidden_size: hidden width.
+    """
+
+    def __init__(
+        self, input_size: int, type: str = "lstm", num_layers: int = 1, hidden_size: int = 256
+    ) -> None:  # noqa: A002
+        super().__init__()
+        kind = str(type).lower()
+        if kind not in ("lstm", "gru"):
+            raise ValueError(f"Memory type must be 'lstm' or 'gru', got {type!r}")
+        rnn_cls = nn.LSTM if kind == "lstm" else nn.GRU
+        self.rnn = rnn_cls(input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
+        self.memory_type = kind
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.hidden_states: Any = None
+
+    def forward(
+        self, x: torch.Tensor, masks: torch.Tensor | None = None, hidden_states: Any = None
+    ) -> torch.Tensor:
+        if hidden_states is not None:
+            if self.memory_type == "lstm" and not isinstance(hidden_states, tuple):
+                raise ValueError("An LSTM memory needs (hidden, cell) hidden states in batch mode")
+            out, _ = self.rnn(x, tuple(hidden_states) if self.memory_type == "lstm" else hidden_states)
+            return unpad_trajectories(out, masks) if masks is not None else out
+        if self.hidden_states is None:
+            self.hidden_states = self.initial_state(x.shape[0], x.device, x.dtype)
+        state = tuple(self.hidden_states) if self.memory_type == "lstm" else self.hidden_states
+        out, new_state = self.rnn(x.unsqueeze(0), state)
+        self.hidden_states = LstmHiddenState(*new_state) if self.memory_type == "lstm" else new_state
+        return out.squeeze(0)
+
+    def initial_state(
+        self, batch_size: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+    ):
+        """Zero hidden state for ``batch_size`` sequences."""
+        zeros = torch.zeros(self.num_layers, batch_size, self.hidden_size, device=device, dtype=dtype)
+        return LstmHiddenState(zeros, zeros.clone()) if self.memory_type == "lstm" else zeros
+
+    def reset(self, dones: torch.Tensor | None = None) -> None:
+        """Zero the hidden state of the finished sequences (all of them when ``dones`` is None).
+
+        ``dones`` may be bool or 0/1 integers; it is converted to bool before use.
+        """
+        if self.hidden_states is None:
+            return
+        if dones is None:
+            keep = torch.zeros((), dtype=self._first_state().dtype, device=self._first_state().device)
+        else:
+            keep = (~dones.reshape(1, -1, 1).bool()).to(self._first_state().dtype)
+        if self.memory_type == "lstm":
+            self.hidden_states = LstmHiddenState(
+                self.hidden_states.hidden * keep, self.hidden_states.cell * keep
+            )
+        else:
+            self.hidden_states = self.hidden_states * keep
+
+    def _first_state(self) -> torch.Tensor:
+        return self.hidden_states.hidden if self.memory_type == "lstm" else self.hidden_states
+
+    def detach_hidden_states(self) -> None:
+        """Cut the gradient history of the stored hidden state."""
+        if self.hidden_states is None:
+            return
+        if self.memory_type == "lstm":
+            self.hidden_states = LstmHiddenState(
+                self.hidden_states.hidden.detach(), self.hidden_states.cell.detach()
+            )
+        else:
+            self.hidden_states = self.hidden_states.detach()
