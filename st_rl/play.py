@@ -191,6 +191,9 @@ def evaluate_policy(
             actions = policy(_actor_obs(obs))
             obs, rewards, dones, extras = env.step(actions)
             dones = dones.to(dev).bool()
+            reset_policy = getattr(policy, "reset", None)
+            if callable(reset_policy):
+                reset_policy(dones)  # recurrent policies forget finished episodes
             time_outs = extras.get("time_outs") if isinstance(extras, dict) else None
             if time_outs is None:
                 time_outs = torch.zeros_like(dones)
@@ -631,8 +634,14 @@ def play(
     inference = runner.get_inference_policy(device)
     dev = torch.device(device)
 
-    def policy(obs: torch.Tensor) -> torch.Tensor:
-        return inference(obs.to(dev))
+    class _Policy:
+        def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+            return inference(obs.to(dev))
+
+        def reset(self, dones: torch.Tensor) -> None:
+            inference.reset(dones.to(dev))
+
+    policy = _Policy()
 
     iteration = _iteration_of(path, state.get("iter"))
     recorder = None

@@ -13,10 +13,21 @@ from typing import Any
 import torch
 
 from st_rl.envs.base import BuiltinTask
+from st_rl.envs.cue_memory import CueMemory
+from st_rl.envs.image_goal import ImageGoal
 from st_rl.envs.point_mass import PointMass
 from st_rl.envs.velocity_tracking import VelocityTracking
 
-__all__ = ["TASKS", "BuiltinTask", "PointMass", "VelocityTracking", "make_env", "register_task"]
+__all__ = [
+    "TASKS",
+    "BuiltinTask",
+    "PointMass",
+    "VelocityTracking",
+    "make_env",
+    "register_task",
+    "CueMemory",
+    "ImageGoal",
+]
 
 TASKS: dict[str, type] = {}
 
@@ -50,6 +61,8 @@ def make_env(
 
 register_task("point_mass", PointMass)
 register_task("velocity_tracking", VelocityTracking)
+register_task("cue_memory", CueMemory)
+register_task("image_goal", ImageGoal)
 
 
 def _quadruped(terrain: str) -> Any:

@@ -27,6 +27,11 @@ class VelocityTracking(BuiltinTask):
     ``commands`` (2), ``last_actions`` (2). Critic observations (8,): the same without noise plus ``mass`` (1)
     and ``friction`` (1).
 
+    With ``actor_dynamics_slots`` the actor observations (8,) also end with ``mass`` (1) and ``friction`` (1),
+    always filled with zeros: the parameters stay unobservable, the slots are placeholders that a state
+    estimator (e.g. ``StateAcRecurrent`` with ``estimator_target_components=["mass", "friction"]``, trained
+    against the critic's true values) can fill. The critic layout is unchanged.
+
     Reward terms (weighted, each multiplied by ``dt``): ``track_lin_vel`` = ``w_track * exp(-|cmd - v|^2 / tracking_sigma)``,
     ``action_rate`` = ``w_action_rate * |a - a_prev|^2``, ``action_l2`` = ``w_action_l2 * |a|^2``,
     ``termination`` = ``w_termination`` on failure. Failure ``velocity_error``: ``|cmd - v| > max_velocity_error``;
@@ -46,7 +51,7 @@ class VelocityTracking(BuiltinTask):
             ``init_vel_range`` (0.5 m/s), ``add_noise`` (True), ``vel_noise`` (0.05 m/s),
             ``max_velocity_error`` (2.5 m/s), ``tracking_sigma`` (0.25), ``w_track`` (1.0),
             ``w_action_rate`` (-0.01), ``w_action_l2`` (-0.002), ``w_termination`` (-20.0),
-            ``cot_eps`` (1e-3), ``expert_kp`` (5.0 N s/m).
+            ``cot_eps`` (1e-3), ``expert_kp`` (5.0 N s/m), ``actor_dynamics_slots`` (False).
     """
 
     DEFAULT_CFG: dict[str, Any] = {
@@ -69,6 +74,7 @@ class VelocityTracking(BuiltinTask):
         "w_termination": -20.0,
         "cot_eps": 1e-3,
         "expert_kp": 5.0,
+        "actor_dynamics_slots": False,
     }
     reward_terms = ("track_lin_vel", "action_rate", "action_l2", "termination")
     failure_terms = ("velocity_error",)
@@ -82,7 +88,10 @@ class VelocityTracking(BuiltinTask):
         self.privileged_obs_segments = OrderedDict(
             [*self.obs_segments.items(), ("mass", (1,)), ("friction", (1,))]
         )
-        self.num_obs = 6
+        self.actor_dynamics_slots = bool(self.cfg["actor_dynamics_slots"])
+        if self.actor_dynamics_slots:
+            self.obs_segments = OrderedDict(self.privileged_obs_segments)
+        self.num_obs = 8 if self.actor_dynamics_slots else 6
         self.num_privileged_obs = 8
         self.num_actions = 2
         self.resampling_steps = max(1, round(float(self.cfg["resampling_time_s"]) / self.dt))
@@ -208,7 +217,10 @@ class VelocityTracking(BuiltinTask):
         if self.cfg["add_noise"]:
             nz = float(self.cfg["vel_noise"])
             vel_obs = vel_obs + self._rand(self.num_envs, 2, low=-nz, high=nz)
-        self.obs_buf = torch.cat([vel_obs, self.commands, self.last_actions], dim=1)
+        parts = [vel_obs, self.commands, self.last_actions]
+        if self.actor_dynamics_slots:
+            parts.append(torch.zeros(self.num_envs, 2, device=self.device))  # unobservable mass, friction
+        self.obs_buf = torch.cat(parts, dim=1)
         self.critic_obs_buf = torch.cat(
             [self.base_lin_vel, self.commands, self.last_actions, self.mass, self.friction], dim=1
         )

@@ -41,6 +41,10 @@ class InferencePolicy(nn.Module):
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
         return self.actor_critic.act_inference(self.normalizer(observations))
 
+    def reset(self, dones: torch.Tensor | None = None) -> None:
+        """Forget the memory of finished episodes (recurrent policies; a no-op otherwise)."""
+        self.actor_critic.reset(dones)
+
 
 class OnPolicyRunner:
     """Trains an on-policy algorithm (PPO and its presets) on a vectorised environment.

@@ -48,7 +48,7 @@ def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...
         for i, field_value in enumerate(self):
             if field_value is None:
                 continue
-            field_value[loc] = value[i] if same_structure else value
+            field_value[loc] = tuple.__getitem__(value, i) if same_structure else value
 
     def __contains__(self, key):  # noqa: N807
         return key in self._fields
@@ -61,9 +61,9 @@ def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...
         """``(name, value)`` pairs."""
         yield from zip(self._fields, self)
 
-    def get_leading_dims(self):
+    def leading_dims(self):
         """Leading dims shared by all fields."""
-        return get_leading_dims(self)
+        return _leading_dims(self)
 
     namespace = {
         "__getitem__": __getitem__,
@@ -71,7 +71,7 @@ def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...
         "__contains__": __contains__,
         "get": get,
         "items": items,
-        "get_leading_dims": get_leading_dims,
+        "get_leading_dims": leading_dims,
         "__slots__": (),
         "_is_namedarraytuple": True,
     }
@@ -95,6 +95,11 @@ def namedarraytuple_like(example: Any) -> type:
 
 
 def get_leading_dims(value: Any, n_dim: int | None = None) -> tuple[int, ...]:
+    """See :func:`_leading_dims`."""
+    return _leading_dims(value, n_dim)
+
+
+def _leading_dims(value: Any, n_dim: int | None = None) -> tuple[int, ...]:
     """Leading dims common to every array of a (nested) tuple.
 
     Raises:
