@@ -26,7 +26,7 @@ from st_rl.play import evaluate_policy
 from st_rl.runners import OnPolicyRunner
 
 
-def sim_throughput(num_envs: int, steps: int = 200) -> tuple[float, float]:
+def sim_throughput(num_envs: int, steps: int = 200) -> tuple[float, float]:  # noqa: D103
     """(MuJoCo batch steps/s, full task env.step steps/s) with zero actions."""
     env = make_env("quadruped_flat", num_envs=num_envs, seed=0)
     zeros = torch.zeros(num_envs, env.num_actions)
@@ -73,7 +73,7 @@ def main() -> None:
     cfg = preset.train.to_dict()
     cfg.update(seed=args.seed, task=args.task, log_interval=10**9, save_interval=10**9)
     num_envs = args.num_envs or preset.num_envs
-    env = make_env(args.task, num_envs=num_envs, seed=args.seed)
+    env = make_env(args.task, num_envs=num_envs, seed=args.seed, **preset.env_kwargs)
     os.makedirs(args.log_dir, exist_ok=True)
     runner = OnPolicyRunner(env, cfg, log_dir=None, device="cpu")  # checkpoints are saved at the marks
     runner.log = lambda locs, width=80, pad=35: None  # keep the console quiet; the table is the output
@@ -90,7 +90,7 @@ def main() -> None:
             mark = marks.pop(0)
             runner.save(os.path.join(args.log_dir, f"model_{runner.current_learning_iteration}.pt"))
             policy = runner.get_inference_policy()
-            eval_env = make_env(args.task, num_envs=args.eval_envs, seed=1000 + int(mark))
+            eval_env = make_env(args.task, num_envs=args.eval_envs, seed=1000 + int(mark), **preset.env_kwargs)
             m = evaluate_policy(eval_env, policy, args.eval_seconds, warmup_s=1.0)
             runner.train_mode()
             rows.append(

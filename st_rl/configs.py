@@ -101,15 +101,30 @@ def _preset_velocity_tracking() -> TaskPreset:
 
 
 def _preset_quadruped(terrain: str) -> TaskPreset:
-    cfg = TrainCfg(experiment_name=f"quadruped_{terrain}", max_iterations=600, save_interval=50)
-    cfg.empirical_normalization = True
+    # Tuned for a 2-core CPU: 512 robots give more policy updates per minute than legged_gym's 4096; the
+    # observations are already scaled (legged_gym style), so running normalisation stays off; the feet
+    # air-time bonus and the termination penalty are off, because on a small sample budget they keep the
+    # robot standing still (stepping is first penalised for short swings).
+    cfg = TrainCfg(experiment_name=f"quadruped_{terrain}", max_iterations=1000, save_interval=100)
+    cfg.empirical_normalization = False
     cfg.policy.actor_hidden_dims = [256, 128, 64]
     cfg.policy.critic_hidden_dims = [256, 128, 64]
     cfg.algorithm.entropy_coef = 0.01
+    env_kwargs = {
+        "reward_scales": {
+            "tracking_lin_vel": 2.0,
+            "dof_acc": -1e-7,
+            "action_rate": -0.005,
+            "orientation": -0.2,
+            "termination": 0.0,
+            "feet_air_time": 0.0,
+        }
+    }
     return TaskPreset(
         f"quadruped_{terrain}",
-        1024,
+        512,
         cfg,
+        env_kwargs=env_kwargs,
         description=f"Go1-class quadruped following velocity commands on {terrain} ground (MuJoCo)",
     )
 

@@ -498,14 +498,15 @@ def _read_json(path: str) -> dict[str, Any] | None:
 
 
 def _infer_task_from_env_cfg(env_cfg: dict[str, Any]) -> str | None:
-    """The registered task whose constructor config has exactly the keys of ``env_cfg``."""
+    """The registered task whose constructor config keys include all keys of ``env_cfg`` (unique match)."""
     from st_rl.envs import TASKS
 
     if "terrain" in env_cfg and "model_path" in env_cfg:
         name = f"quadruped_{env_cfg['terrain']}"
         return name if name in TASKS else None
     keys = set(env_cfg)
-    matches = [n for n, cls in TASKS.items() if set(getattr(cls, "DEFAULT_CFG", {}) or {}) == keys and keys]
+    # A saved config may predate options added later, so its keys only need to be a subset.
+    matches = [n for n, cls in TASKS.items() if keys and keys <= set(getattr(cls, "DEFAULT_CFG", {}) or {})]
     return matches[0] if len(matches) == 1 else None
 
 

@@ -31,8 +31,8 @@ class CueMemory(BuiltinTask):
     time-out only. Metric ``final_error``: ``|a - target|`` of the last action of the episode.
 
     Reference values (defaults, 1-D): outputting the target at every step returns ``w_match * episode_length_s``
-    = 2.0; copying the cue while it is visible and 0 afterwards returns about 1.0; uniform random actions in
-    [-1, 1] about 0.6.
+    = 2.0; copying the cue while it is visible and 0 afterwards returns about 1.0 (the best a feed-forward
+    policy can do); uniform random actions in [-1, 1] about 0.77.
 
     Args:
         num_envs: number of parallel environments.
