@@ -90,7 +90,9 @@ def main() -> None:
             mark = marks.pop(0)
             runner.save(os.path.join(args.log_dir, f"model_{runner.current_learning_iteration}.pt"))
             policy = runner.get_inference_policy()
-            eval_env = make_env(args.task, num_envs=args.eval_envs, seed=1000 + int(mark), **preset.env_kwargs)
+            eval_env = make_env(
+                args.task, num_envs=args.eval_envs, seed=1000 + int(mark), **preset.env_kwargs
+            )
             m = evaluate_policy(eval_env, policy, args.eval_seconds, warmup_s=1.0)
             runner.train_mode()
             rows.append(

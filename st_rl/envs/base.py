@@ -24,6 +24,7 @@ mean a trainer takes stays an average over real episodes. Keys:
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from typing import Any
 
@@ -32,7 +33,7 @@ import torch
 __all__ = ["BuiltinTask"]
 
 
-class BuiltinTask:
+class BuiltinTask(ABC):
     """Base class of the built-in batched tasks (native st_rl API).
 
     Subclasses set ``DEFAULT_CFG``, ``reward_terms``, ``failure_terms`` and ``metric_terms``, create their
@@ -219,11 +220,13 @@ class BuiltinTask:
         self._reset_state(mask)
 
     # ------------------------------------------------------------------ hooks
+    @abstractmethod
     def _physics_step(self, actions: torch.Tensor) -> None:
-        raise NotImplementedError
+        """Advance the simulation by one policy step."""
 
+    @abstractmethod
     def _compute_rewards(self, actions: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """Unweighted-by-dt reward terms (N, R), already multiplied by their weights."""
 
     def _compute_failures(self) -> torch.Tensor:
         return torch.zeros(self.num_envs, len(self.failure_terms), dtype=torch.bool, device=self.device)
@@ -231,11 +234,13 @@ class BuiltinTask:
     def _episode_metrics(self) -> torch.Tensor:
         return torch.zeros(self.num_envs, len(self.metric_terms), device=self.device)
 
+    @abstractmethod
     def _reset_state(self, mask: torch.Tensor) -> None:
-        raise NotImplementedError
+        """Re-sample the state of the envs where ``mask`` is True (torch.where, no host sync)."""
 
     def _post_reset(self, dones: torch.Tensor) -> None:
         """Called after finished envs were reset and before observations are computed."""
 
+    @abstractmethod
     def _compute_observations(self) -> None:
-        raise NotImplementedError
+        """Fill ``obs_buf`` (and ``critic_obs_buf``)."""

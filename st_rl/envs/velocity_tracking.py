@@ -28,7 +28,7 @@ class VelocityTracking(BuiltinTask):
     and ``friction`` (1).
 
     With ``actor_dynamics_slots`` the actor observations (8,) also end with ``mass`` (1) and ``friction`` (1),
-    always filled with zeros: the parameters stay unobservable, the slots are placeholders that a state
+    always filled with zeros: the parameters stay unobservable, the slots are there for a state
     estimator (e.g. ``StateAcRecurrent`` with ``estimator_target_components=["mass", "friction"]``, trained
     against the critic's true values) can fill. The critic layout is unchanged.
 
