@@ -184,7 +184,7 @@ class BuiltinTask(ABC):
         self._generator.manual_seed(int(seed))
         return int(seed)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook
         """Nothing to release."""
 
     # ------------------------------------------------------------------ helpers
@@ -238,7 +238,7 @@ class BuiltinTask(ABC):
     def _reset_state(self, mask: torch.Tensor) -> None:
         """Re-sample the state of the envs where ``mask`` is True (torch.where, no host sync)."""
 
-    def _post_reset(self, dones: torch.Tensor) -> None:
+    def _post_reset(self, dones: torch.Tensor) -> None:  # noqa: B027 - optional hook
         """Called after finished envs were reset and before observations are computed."""
 
     @abstractmethod

@@ -38,6 +38,28 @@ def split_estimator_hidden(hidden_states: Any) -> tuple[Any, Any]:
     return None, hidden_states
 
 
+def substitute_with_probability(
+    observations: torch.Tensor,
+    estimate: torch.Tensor,
+    components: Sequence[str],
+    segments: Any,
+    prob: float,
+    inference: bool,
+) -> torch.Tensor:
+    """Observations whose ``components`` hold the detached ``estimate``: per sample with probability ``prob``
+    in training, always at inference when ``prob > 0``; unchanged when ``prob <= 0``."""
+    if prob <= 0:
+        return observations
+    observations = observations.clone()
+    if inference:
+        replaced = estimate.detach()
+    else:
+        target = get_subobs_by_components(observations, components, segments)
+        use = torch.rand(estimate.shape[:-1] + (1,), device=estimate.device) < prob
+        replaced = torch.where(use, estimate.detach(), target)
+    return substitute_estimated_state(observations, components, replaced, segments)
+
+
 # Keys that st_rl / st_gym / legged_gym configs pass to every policy class; they are accepted silently.
 COMMON_POLICY_KEYS = frozenset(
     {
@@ -392,17 +414,14 @@ class ActorCritic(nn.Module):
             x = self.memory_s(x, None, est_hidden)  # batch mode stays padded, like the observations
         estimate = self.estimator(x)
         self.estimated_state_ = estimate
-        p = self.replace_state_prob
-        if p <= 0:
-            return observations
-        observations = observations.clone()
-        target = get_subobs_by_components(observations, self.estimator_target_components, segments)
-        if inference:
-            replaced = estimate.detach()  # deterministic at inference: always the estimate
-        else:
-            use = torch.rand(estimate.shape[:-1] + (1,), device=estimate.device) < p
-            replaced = torch.where(use, estimate.detach(), target)
-        return substitute_estimated_state(observations, self.estimator_target_components, replaced, segments)
+        return substitute_with_probability(
+            observations,
+            estimate,
+            self.estimator_target_components,
+            segments,
+            self.replace_state_prob,
+            inference,
+        )
 
     def get_estimated_state(self) -> torch.Tensor:
         """The estimator output of the last ``act`` / ``act_inference`` call."""

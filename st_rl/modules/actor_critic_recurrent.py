@@ -7,13 +7,14 @@ from typing import Any
 
 import torch
 
-from st_rl.env.layout import get_subobs_by_components, get_subobs_size, substitute_estimated_state
+from st_rl.env.layout import get_subobs_by_components, get_subobs_size
 from st_rl.modules.actor_critic import (
     ActorCritic,
     DeterministicPolicyMixin,
     EstimatorActorHiddenState,
     VisualActorCriticMixin,
     split_estimator_hidden,
+    substitute_with_probability,
 )
 from st_rl.modules.memory import ActorCriticHiddenState, Memory
 from st_rl.modules.mlp import MlpModel
@@ -254,18 +255,14 @@ class PrivilegeStateAcRecurrent(StateAcRecurrent):
         x = get_subobs_by_components(observations, self.adaptor_obs_components, segments)
         estimate = self.adaptor(self.memory_p(x, None, adaptor_hidden))
         self.adapted_state_ = estimate
-        p = self.privilege_replace_state_prob
-        if p > 0:
-            observations = observations.clone()
-            target = get_subobs_by_components(observations, self.adaptor_target_components, segments)
-            if inference:
-                replaced = estimate.detach()
-            else:
-                use = torch.rand(estimate.shape[:-1] + (1,), device=estimate.device) < p
-                replaced = torch.where(use, estimate.detach(), target)
-            observations = substitute_estimated_state(
-                observations, self.adaptor_target_components, replaced, segments
-            )
+        observations = substitute_with_probability(
+            observations,
+            estimate,
+            self.adaptor_target_components,
+            segments,
+            self.privilege_replace_state_prob,
+            inference,
+        )
         super().update_distribution(
             observations, masks=masks, hidden_states=inner_hidden, inference=inference, **kwargs
         )
