@@ -98,6 +98,9 @@ class LeggedLocomotion(BuiltinTask):
         # robot
         "model_path": None,  # None: the built-in Go1-class quadruped
         "foot_geom_names": None,  # None: geoms whose name contains "foot"
+        "urdf_kp": 35.0,  # URDF models: position-servo gain of the added actuators
+        "urdf_base_height": 0.35,  # URDF models: initial base height (m) of the added "home" keyframe
+        "urdf_joint_angles": None,  # URDF models: {joint name: standing angle}; missing joints start at 0
         "home_keyframe": "home",
         "action_scale": 0.25,
         "nthread": 0,  # MuJoCo threads; 0: torch.get_num_threads()
@@ -191,6 +194,8 @@ class LeggedLocomotion(BuiltinTask):
         if not os.path.isfile(path):
             raise FileNotFoundError(f"Robot model not found: {path}")
         spec = mj.MjSpec.from_file(path)
+        if path.lower().endswith(".urdf"):
+            self._complete_urdf(spec)
         if self.terrain == "rough":
             self._add_height_field(spec)
         model = spec.compile()
@@ -246,6 +251,49 @@ class LeggedLocomotion(BuiltinTask):
             self._sensordata = torch.from_numpy(self.batch.bind("sensordata"))
         self._friction = torch.from_numpy(self.batch.expand("geom_friction"))
         self._body_mass = torch.from_numpy(self.batch.expand("body_mass"))
+
+    def _complete_urdf(self, spec: Any) -> None:
+        """Turn a parsed URDF into a simulation-ready model: a floating base, a floor, position servos on every
+        joint, touch sensors on the base and on the bodies named ``*foot*``, and a ``home`` keyframe."""
+        mj = self.mujoco
+        c = self.cfg
+        spec.compiler.fusestatic = False
+        root = spec.worldbody.first_body()
+        if root is None:
+            raise ValueError("The URDF has no links")
+        if not root.joints:
+            root.add_freejoint(name="root")
+        if not any(g.type == mj.mjtGeom.mjGEOM_PLANE for g in spec.worldbody.geoms):
+            spec.worldbody.add_geom(name="floor", type=mj.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05],
+                                    friction=[1.0, 0.02, 0.01])  # fmt: skip
+        angles = dict(c["urdf_joint_angles"] or {})
+        home_joints = []
+        for joint in spec.joints:
+            if joint.type not in (mj.mjtJoint.mjJNT_HINGE, mj.mjtJoint.mjJNT_SLIDE):
+                continue
+            act = spec.add_actuator(name=joint.name, target=joint.name, trntype=mj.mjtTrn.mjTRN_JOINT)
+            act.set_to_position(kp=float(c["urdf_kp"]))
+            if joint.range[1] > joint.range[0]:
+                act.ctrlrange = list(joint.range)
+                act.ctrllimited = mj.mjtLimited.mjLIMITED_TRUE
+            if joint.actfrcrange[1] > joint.actfrcrange[0]:
+                act.forcerange = list(joint.actfrcrange)
+                act.forcelimited = mj.mjtLimited.mjLIMITED_TRUE
+            home_joints.append(float(angles.get(joint.name, 0.0)))
+        feet = [b for b in spec.bodies if "foot" in (b.name or "").lower()]
+        if not feet:
+            raise ValueError("The URDF has no links named '*foot*'; name the foot links or use an MJCF model")
+        for body in feet:
+            for i, geom in enumerate(body.geoms):
+                geom.name = geom.name or f"{body.name}_foot_geom{i}"
+            site = body.add_site(name=f"{body.name}_touch_site", size=[0.03, 0.03, 0.03])
+            spec.add_sensor(name=f"{body.name}_touch", type=mj.mjtSensor.mjSENS_TOUCH, objtype=mj.mjtObj.mjOBJ_SITE,
+                            objname=site.name)  # fmt: skip
+        base_site = root.add_site(name="base_touch_site", type=mj.mjtGeom.mjGEOM_BOX, size=[0.2, 0.12, 0.08])
+        spec.add_sensor(name="base_touch", type=mj.mjtSensor.mjSENS_TOUCH, objtype=mj.mjtObj.mjOBJ_SITE,
+                        objname=base_site.name)  # fmt: skip
+        qpos = [0.0, 0.0, float(c["urdf_base_height"]), 1.0, 0.0, 0.0, 0.0, *home_joints]
+        spec.add_key(name=str(c["home_keyframe"]), qpos=qpos, ctrl=home_joints)
 
     def _find_touch_sensors(self, model: Any, path: str) -> tuple[torch.Tensor, int]:
         """Sensor data addresses of one touch sensor per foot body and one on the base body."""
