@@ -337,6 +337,7 @@ class ActorCritic(nn.Module):
         return None
 
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """Not callable by design (the reference contract): an actor-critic has several entry points."""
         raise NotImplementedError("Use act(), act_inference() or evaluate() on an actor-critic.")
 
     def update_distribution(

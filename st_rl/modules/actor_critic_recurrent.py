@@ -40,31 +40,16 @@ class ActorCriticRecurrent(ActorCritic):
 
     def __init__(
         self,
-        num_actor_obs: int,
-        num_critic_obs: int,
-        num_actions: int,
-        actor_hidden_dims: Sequence[int] = (256, 256, 256),
-        critic_hidden_dims: Sequence[int] = (256, 256, 256),
-        activation: str = "elu",
+        *args: Any,
         rnn_type: str = "lstm",
         rnn_hidden_size: int = 256,
         rnn_num_layers: int = 1,
-        init_noise_std: float = 1.0,
         **kwargs: Any,
     ) -> None:
         self.rnn_type = str(rnn_type).lower()
         self.rnn_hidden_size = int(rnn_hidden_size)
         self.rnn_num_layers = int(rnn_num_layers)
-        super().__init__(
-            num_actor_obs,
-            num_critic_obs,
-            num_actions,
-            actor_hidden_dims=actor_hidden_dims,
-            critic_hidden_dims=critic_hidden_dims,
-            activation=activation,
-            init_noise_std=init_noise_std,
-            **kwargs,
-        )
+        super().__init__(*args, **kwargs)
         self.memory_a = Memory(
             self.actor_memory_input_size(), self.rnn_type, self.rnn_num_layers, self.rnn_hidden_size
         )
@@ -105,27 +90,6 @@ class ActorCriticRecurrent(ActorCritic):
         return self.memory_c(self.encode_critic(critic_observations), masks, hidden_states)
 
     # ------------------------------------------------------------------ recurrent API
-    def act(
-        self,
-        observations: torch.Tensor,
-        masks: torch.Tensor | None = None,
-        hidden_states: Any = None,
-        **kw: Any,
-    ):
-        return super().act(observations, masks=masks, hidden_states=hidden_states, **kw)
-
-    def act_inference(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        return super().act_inference(observations, **kwargs)
-
-    def evaluate(
-        self,
-        critic_observations: torch.Tensor,
-        masks: torch.Tensor | None = None,
-        hidden_states: Any = None,
-        **kw: Any,
-    ) -> torch.Tensor:
-        return super().evaluate(critic_observations, masks=masks, hidden_states=hidden_states, **kw)
-
     def reset(self, dones: torch.Tensor | None = None) -> None:
         """Zero the memories of finished envs (bool or 0/1 ``dones``; all envs when None)."""
         self.memory_a.reset(dones)
