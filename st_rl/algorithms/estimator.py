@@ -1,4 +1,4 @@
-"""PPO plus a supervised state-estimator loss."""
+"""Algorithms that also train a supervised state estimator inside the policy."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from st_rl.algorithms.ppo import PPO
+from st_rl.algorithms.tppo import TPPO
 from st_rl.env.layout import get_subobs_by_components
 from st_rl.storage.rollout_storage import MiniBatch
 from st_rl.utils.utils import unpad_trajectories
 
 
-class EstimatorPPO(PPO):
-    """PPO that also trains the policy's state estimator (``StateAc`` and its presets).
+class EstimatorAlgoMixin:
+    """Adds the supervised state-estimator loss to an algorithm (:class:`PPO` or :class:`TPPO`).
 
     The loss ``estimator_loss = mean(sum_dim loss_func(estimate, target))`` compares the estimate of the
     target components with the same components of the critic observations (located with the critic layout),
@@ -25,8 +26,10 @@ class EstimatorPPO(PPO):
             ``"smooth_l1_loss"``, ...).
         estimator_loss_kwargs: extra keyword arguments of that function.
         estimator_loss_coef: weight of the estimator loss.
-        (other arguments as :class:`PPO`)
+        (other arguments as the algorithm it is mixed into)
     """
+
+    actor_critic: Any
 
     def __init__(
         self,
@@ -37,7 +40,7 @@ class EstimatorPPO(PPO):
         estimator_loss_coef: float = 1.0,
         **kwargs: Any,
     ) -> None:
-        super().__init__(actor_critic, *args, **kwargs)
+        super().__init__(actor_critic, *args, **kwargs)  # type: ignore[call-arg]
         if getattr(self.actor_critic, "estimator", None) is None:
             raise ValueError(
                 f"{type(self).__name__} needs a policy with a state estimator (StateAc, StateAcRecurrent, "
@@ -59,7 +62,7 @@ class EstimatorPPO(PPO):
             )
 
     def compute_losses(self, minibatch: MiniBatch):
-        losses, inter_vars, stats = super().compute_losses(minibatch)
+        losses, inter_vars, stats = super().compute_losses(minibatch)  # type: ignore[misc]
         ac = self.actor_critic
         estimate = ac.get_estimated_state()
         target = get_subobs_by_components(
@@ -89,3 +92,11 @@ class EstimatorPPO(PPO):
             )
             losses["adaptor_loss"] = per_dim.sum(dim=-1).mean()
         return losses, inter_vars, stats
+
+
+class EstimatorPPO(EstimatorAlgoMixin, PPO):
+    """PPO plus the state-estimator loss (see :class:`EstimatorAlgoMixin`)."""
+
+
+class EstimatorTPPO(EstimatorAlgoMixin, TPPO):
+    """Teacher-student PPO (:class:`TPPO`) plus the state-estimator loss (see :class:`EstimatorAlgoMixin`)."""

@@ -10,6 +10,7 @@ from st_rl.modules.actor_critic import (
     VisualActorCriticMixin,
     VisualDeterministicAC,
 )
+from st_rl.modules.actor_critic_mutex import ActorCriticClimbMutex, ActorCriticFieldMutex, ActorCriticMutex
 from st_rl.modules.actor_critic_recurrent import (
     ActorCriticRecurrent,
     AdaptorActorHiddenState,
@@ -28,6 +29,9 @@ from st_rl.modules.utils import conv2d_output_shape, get_activation, get_activat
 
 __all__ = [
     "ActorCritic",
+    "ActorCriticMutex",
+    "ActorCriticFieldMutex",
+    "ActorCriticClimbMutex",
     "ActorCriticHiddenState",
     "ActorCriticRecurrent",
     "Conv2dHeadModel",

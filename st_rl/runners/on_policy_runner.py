@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import time
@@ -27,7 +26,7 @@ from st_rl.utils.logger import (
     format_duration,
     make_writer,
 )
-from st_rl.utils.utils import store_code_state
+from st_rl.utils.utils import store_code_state, write_run_config
 
 
 class InferencePolicy(nn.Module):
@@ -121,10 +120,7 @@ class OnPolicyRunner:
             from st_rl.utils.config import to_jsonable
 
             data["env"] = to_jsonable(env_cfg)
-        tmp = os.path.join(self.log_dir, ".config.json.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-        os.replace(tmp, os.path.join(self.log_dir, "config.json"))
+        write_run_config(self.log_dir, data)
 
     def init_writter(self, init_at_random_ep_len: bool) -> None:  # noqa: D401 - reference spelling
         """Create the log writer and optionally randomise the episode lengths."""
@@ -195,6 +191,7 @@ class OnPolicyRunner:
         self._learn_start_iter = start_iter
         for it in range(start_iter, tot_iter):
             watch = Stopwatch()
+            self.alg.current_learning_iteration = it
             with torch.inference_mode(self.cfg.get("inference_mode_rollout", True)):
                 for i in range(steps):
                     obs, critic_obs, rewards, dones, infos = self.rollout_step(obs, critic_obs)
@@ -367,6 +364,14 @@ class OnPolicyRunner:
         too, so training continues exactly where it stopped.
         """
         state = ckpt.load_checkpoint(path, map_location=map_location)
+        manipulator = self.cfg.get("ckpt_manipulator")
+        if manipulator:
+            from st_rl.utils.ckpt_manipulator import get_manipulator
+
+            state = get_manipulator(manipulator)(state, self.alg.state_dict())
+            if self.log_dir is not None:
+                name = os.path.splitext(os.path.basename(path))[0]
+                ckpt.save_checkpoint(os.path.join(self.log_dir, f"{name}_manipulated.pt"), state)
         try:
             self.alg.load_state_dict(state, load_optimizer=load_optimizer)
         except RuntimeError as e:
@@ -375,6 +380,7 @@ class OnPolicyRunner:
                 "policy config (class_name, hidden dims, observation sizes) matches the run that saved it."
             ) from e
         self.current_learning_iteration = int(state.get("iter", 0))
+        self.alg.current_learning_iteration = self.current_learning_iteration
         if load_optimizer:
             if "rng_state" in state:
                 ckpt.restore_rng_state(state["rng_state"])

@@ -1,5 +1,11 @@
-"""Rollout storage and minibatch generators."""
+"""Rollout storage, replay and on-disk datasets."""
 
-from st_rl.storage.rollout_storage import MiniBatch, RolloutStorage
+from st_rl.storage.rollout_storage import (
+    ActionLabelRollout,
+    MiniBatch,
+    QueueRolloutStorage,
+    RolloutStorage,
+    SarsaRolloutStorage,
+)
 
-__all__ = ["MiniBatch", "RolloutStorage"]
+__all__ = ["ActionLabelRollout", "MiniBatch", "QueueRolloutStorage", "RolloutStorage", "SarsaRolloutStorage"]

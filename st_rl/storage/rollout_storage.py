@@ -9,7 +9,13 @@ import torch
 
 
 class MiniBatch(NamedTuple):
-    """One PPO minibatch. ``hidden_states`` and ``masks`` are ``None`` for feed-forward policies."""
+    """One PPO minibatch. ``hidden_states`` and ``masks`` are ``None`` for feed-forward policies.
+
+    Storages that record more than PPO needs fill the optional fields: ``action_labels``
+    (:class:`ActionLabelRollout`), ``next_obs`` / ``next_critic_obs`` (:class:`SarsaRolloutStorage`),
+    ``ref_obs`` / ``ref_motion`` (AMP storage). In recurrent minibatches observation-like fields are padded
+    trajectories ``(T, n_traj, ...)``; the others are ``(T, n_envs, ...)``.
+    """
 
     obs: torch.Tensor
     critic_obs: torch.Tensor
@@ -22,6 +28,11 @@ class MiniBatch(NamedTuple):
     old_sigma: torch.Tensor
     hidden_states: Any = None
     masks: torch.Tensor | None = None
+    action_labels: torch.Tensor | None = None
+    next_obs: torch.Tensor | None = None
+    next_critic_obs: torch.Tensor | None = None
+    ref_obs: torch.Tensor | None = None
+    ref_motion: torch.Tensor | None = None
 
 
 def _shape(shape: int | Sequence[int | None] | None) -> tuple[int, ...] | None:
@@ -80,31 +91,42 @@ class RolloutStorage:
         self.device = torch.device(device)
         self.num_envs = int(num_envs)
         self.num_transitions_per_env = int(num_transitions_per_env)
-        T, N = self.num_transitions_per_env, self.num_envs
         obs_s = _shape(obs_shape)
         act_s = _shape(actions_shape)
         if obs_s is None or act_s is None:
             raise ValueError("RolloutStorage needs obs_shape and actions_shape.")
         self.obs_shape, self.actions_shape = obs_s, act_s
         self.privileged_obs_shape = _shape(privileged_obs_shape)
-        dev = self.device
-        self.observations = torch.zeros(T, N, *obs_s, device=dev)
-        self.privileged_observations = (
-            torch.zeros(T, N, *self.privileged_obs_shape, device=dev)
-            if self.privileged_obs_shape is not None
-            else None
-        )
-        self.rewards = torch.zeros(T, N, 1, device=dev)
-        self.actions = torch.zeros(T, N, *act_s, device=dev)
-        self.dones = torch.zeros(T, N, 1, dtype=torch.uint8, device=dev)
-        self.actions_log_prob = torch.zeros(T, N, 1, device=dev)
-        self.values = torch.zeros(T, N, 1, device=dev)
-        self.returns = torch.zeros(T, N, 1, device=dev)
-        self.advantages = torch.zeros(T, N, 1, device=dev)
-        self.mu = torch.zeros(T, N, *act_s, device=dev)
-        self.sigma = torch.zeros(T, N, *act_s, device=dev)
+        # Names of the time-major (T, N, ...) buffers; subclasses register more. Growing and rotating a
+        # storage (QueueRolloutStorage) acts on exactly these plus the saved hidden states.
+        self._buffer_names: list[str] = []
+        self._alloc_observation_buffers(obs_s)
+        self._alloc("rewards", (1,))
+        self._alloc("actions", act_s)
+        self._alloc("dones", (1,), torch.uint8)
+        self._alloc("actions_log_prob", (1,))
+        self._alloc("values", (1,))
+        self._alloc("returns", (1,))
+        self._alloc("advantages", (1,))
+        self._alloc("mu", act_s)
+        self._alloc("sigma", act_s)
         self.saved_hidden_states: Any = None
         self.step = 0
+
+    def _alloc(self, name: str, shape: Sequence[int], dtype: torch.dtype = torch.float32) -> None:
+        """Allocate a zero buffer ``(T, N, *shape)`` as attribute ``name`` and register it."""
+        buf = torch.zeros(
+            self.num_transitions_per_env, self.num_envs, *shape, dtype=dtype, device=self.device
+        )
+        setattr(self, name, buf)
+        if name not in self._buffer_names:
+            self._buffer_names.append(name)
+
+    def _alloc_observation_buffers(self, obs_shape: tuple[int, ...]) -> None:
+        self._alloc("observations", obs_shape)
+        self.privileged_observations: torch.Tensor | None = None
+        if self.privileged_obs_shape is not None:
+            self._alloc("privileged_observations", self.privileged_obs_shape)
 
     # ------------------------------------------------------------------ filling
     def add_transitions(self, transition: RolloutStorage.Transition) -> None:
@@ -128,8 +150,12 @@ class RolloutStorage:
         self.actions_log_prob[t].copy_(transition.actions_log_prob.view(-1, 1))  # type: ignore[union-attr]
         self.mu[t].copy_(transition.action_mean)  # type: ignore[arg-type]
         self.sigma[t].copy_(transition.action_sigma)  # type: ignore[arg-type]
+        self._add_extra_fields(transition, t)
         self._save_hidden_states(transition.hidden_states)
         self.step += 1
+
+    def _add_extra_fields(self, transition: Any, t: int) -> None:
+        """Copy subclass-specific transition fields into row ``t`` (hook)."""
 
     def _save_hidden_states(self, hidden_states: Any) -> None:
         if hidden_states is None:
@@ -196,11 +222,20 @@ class RolloutStorage:
             "old_mu": self.mu.flatten(0, 1),
             "old_sigma": self.sigma.flatten(0, 1),
         }
+        flat.update({k: v.flatten(0, 1) for k, v in self._extra_minibatch_fields().items()})
         for _ in range(num_epochs):
             indices = torch.randperm(batch_size, device=self.device)
             for i in range(num_mini_batches):
                 idx = indices[i * mini_batch_size : (i + 1) * mini_batch_size]
                 yield self.get_minibatch_from_indices(flat, idx)
+
+    def _extra_minibatch_fields(self) -> dict[str, torch.Tensor]:
+        """Subclass fields that go into minibatches as they are (``(T, N, ...)``, not padded)."""
+        return {}
+
+    def _extra_padded_fields(self) -> dict[str, torch.Tensor]:
+        """Subclass observation-like fields that recurrent minibatches pad into trajectories."""
+        return {}
 
     def get_minibatch_from_indices(self, flat: dict[str, torch.Tensor], idx: torch.Tensor) -> MiniBatch:
         """Build a minibatch from flattened buffers (override hook for subclasses adding fields)."""
@@ -227,6 +262,10 @@ class RolloutStorage:
             padded_critic, _ = split_and_pad_trajectories(self.privileged_observations, self.dones)
         else:
             padded_critic = padded_obs
+        padded_extra = {
+            k: split_and_pad_trajectories(v, self.dones)[0] for k, v in self._extra_padded_fields().items()
+        }
+        plain_extra = self._extra_minibatch_fields()
         dones = self.dones[..., 0].bool()
         first_step = torch.zeros_like(dones)
         first_step[0] = True
@@ -260,7 +299,238 @@ class RolloutStorage:
                     old_sigma=self.sigma[:, start:stop],
                     hidden_states=hidden,
                     masks=traj_masks[:, t0:t1],
+                    **{k: v[:, t0:t1] for k, v in padded_extra.items()},
+                    **{k: v[:, start:stop] for k, v in plain_extra.items()},
                 )
 
     # The reference's spelling, kept for existing code.
     reccurent_mini_batch_generator = recurrent_mini_batch_generator
+
+
+class QueueRolloutStorage(RolloutStorage):
+    """A rollout storage that keeps the last ``buffer_dilation_ratio * T`` steps per env (a ring buffer).
+
+    Each iteration still collects T steps. ``clear()`` keeps the write cursor: while the buffer is shorter
+    than ``ratio * T`` it grows once by ``min(ratio * T - length, T)`` rows (``expand_buffer_once``), so the
+    next iteration appends after the previous one; once the buffer has its full length, writes wrap around
+    and overwrite the oldest rows. Before returns are computed or minibatches drawn the ring is "untied"
+    (:meth:`untie_buffer_loop`): rows are rotated oldest-first, so GAE runs forward in time and recurrent
+    trajectories are contiguous. With ``ratio == 1`` it behaves like :class:`RolloutStorage`.
+
+    Older rows keep the values and log-probabilities of the policy that collected them, so with ratio > 1
+    PPO terms are off-policy; the dilation is meant for supervised (distillation) losses.
+
+    Args:
+        buffer_dilation_ratio: maximum stored length as a multiple of T (>= 1).
+        (other arguments as :class:`RolloutStorage`)
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        num_transitions_per_env: int,
+        *args: Any,
+        buffer_dilation_ratio: float = 1.0,
+        **kwargs: Any,
+    ) -> None:
+        if buffer_dilation_ratio < 1.0:
+            raise ValueError(f"buffer_dilation_ratio must be >= 1, got {buffer_dilation_ratio}")
+        super().__init__(num_envs, num_transitions_per_env, *args, **kwargs)
+        self.buffer_dilation_ratio = float(buffer_dilation_ratio)
+        self.collect_length = int(num_transitions_per_env)
+        self.max_length = max(int(self.buffer_dilation_ratio * self.collect_length), self.collect_length)
+
+    @property
+    def buffer_full(self) -> bool:
+        """Whether the buffer has reached its maximum length."""
+        return self.num_transitions_per_env >= self.max_length
+
+    def add_transitions(self, transition: RolloutStorage.Transition) -> None:
+        if self.step >= self.num_transitions_per_env and self.buffer_full:
+            self.step = 0  # ring wrap: overwrite the oldest row
+        super().add_transitions(transition)
+
+    def clear(self) -> None:
+        """Keep the cursor; grow the buffer once if it is not at full length yet."""
+        if not self.buffer_full:
+            self.expand_buffer_once()
+        elif self.step >= self.num_transitions_per_env:
+            self.step = 0
+
+    def expand_buffer_once(self) -> None:
+        """Append ``min(max_length - length, T)`` zero rows to every buffer, hidden states included."""
+        from st_rl.utils.buffer import buffer_expand
+
+        extra = min(self.max_length - self.num_transitions_per_env, self.collect_length)
+        if extra <= 0:
+            return
+        for name in self._buffer_names:
+            setattr(self, name, buffer_expand(getattr(self, name), extra))
+        if self.saved_hidden_states is not None:
+            self.saved_hidden_states = [buffer_expand(h, extra) for h in self.saved_hidden_states]
+        self.num_transitions_per_env += extra
+
+    def swap_from_cursor(self, buffer: Any, cursor: int | None = None) -> Any:
+        """``buffer`` rotated so the row at ``cursor`` (default: the write cursor) comes first."""
+        from st_rl.utils.buffer import buffer_swap
+
+        return buffer_swap(buffer, self.step if cursor is None else cursor)
+
+    def untie_buffer_loop(self) -> None:
+        """Rotate all buffers oldest-first when writes have wrapped (the cursor is inside the buffer)."""
+        cursor = self.step % self.num_transitions_per_env
+        if not self.buffer_full or cursor == 0:
+            return
+        for name in self._buffer_names:
+            setattr(self, name, self.swap_from_cursor(getattr(self, name), cursor))
+        if self.saved_hidden_states is not None:
+            self.saved_hidden_states = [self.swap_from_cursor(h, cursor) for h in self.saved_hidden_states]
+        self.step = self.num_transitions_per_env
+
+    def compute_returns(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
+        self.untie_buffer_loop()
+        super().compute_returns(last_values, gamma, lam)
+
+    def get_statistics(self) -> tuple[torch.Tensor, torch.Tensor]:
+        self.untie_buffer_loop()
+        return super().get_statistics()
+
+    def mini_batch_generator(self, num_mini_batches: int, num_epochs: int = 8) -> Iterator[MiniBatch]:
+        self.untie_buffer_loop()
+        return super().mini_batch_generator(num_mini_batches, num_epochs)
+
+    def recurrent_mini_batch_generator(
+        self, num_mini_batches: int, num_epochs: int = 8
+    ) -> Iterator[MiniBatch]:
+        self.untie_buffer_loop()
+        return super().recurrent_mini_batch_generator(num_mini_batches, num_epochs)
+
+    reccurent_mini_batch_generator = recurrent_mini_batch_generator
+
+
+class ActionLabelRollout(QueueRolloutStorage):
+    """:class:`QueueRolloutStorage` that also records ``action_labels`` (e.g. a teacher's actions).
+
+    ``Transition.action_labels`` is stored per step and returned as ``MiniBatch.action_labels``, kept through
+    growth and ring rotation.
+    """
+
+    class Transition(RolloutStorage.Transition):
+        def __init__(self) -> None:
+            super().__init__()
+            self.action_labels: torch.Tensor | None = None
+
+    def __init__(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
+        super().__init__(num_envs, num_transitions_per_env, *args, **kwargs)
+        self._alloc("action_labels", self.actions_shape)
+
+    def _add_extra_fields(self, transition: Any, t: int) -> None:
+        super()._add_extra_fields(transition, t)
+        labels = getattr(transition, "action_labels", None)
+        if labels is None:
+            raise ValueError("ActionLabelRollout needs transition.action_labels at every step")
+        self.action_labels[t].copy_(labels)
+
+    def _extra_minibatch_fields(self) -> dict[str, torch.Tensor]:
+        return {**super()._extra_minibatch_fields(), "action_labels": self.action_labels}
+
+
+class SarsaRolloutStorage(RolloutStorage):
+    """:class:`RolloutStorage` that also yields the next observations (``MiniBatch.next_obs`` /
+    ``next_critic_obs``) for SARSA-style or model-learning losses.
+
+    Observations live in one ``(T + 1, N, ...)`` buffer: ``observations`` is rows ``[:-1]`` and
+    ``next_observations`` rows ``[1:]``. The next observation of step t is therefore the observation of step
+    t + 1, which for an env that finished at step t is the first observation of its new episode (mask with
+    ``dones``). The transition's ``next_observations`` / ``next_privileged_observations`` are copied only at
+    the last step (they fill row T). In recurrent minibatches the next observations are padded like the
+    observations.
+    """
+
+    class Transition(RolloutStorage.Transition):
+        def __init__(self) -> None:
+            super().__init__()
+            self.next_observations: torch.Tensor | None = None
+            self.next_privileged_observations: torch.Tensor | None = None
+
+    def _alloc_observation_buffers(self, obs_shape: tuple[int, ...]) -> None:
+        T, N, dev = self.num_transitions_per_env, self.num_envs, self.device
+        self.all_observations = torch.zeros(T + 1, N, *obs_shape, device=dev)
+        self.all_privileged_observations: torch.Tensor | None = None
+        if self.privileged_obs_shape is not None:
+            self.all_privileged_observations = torch.zeros(T + 1, N, *self.privileged_obs_shape, device=dev)
+
+    @property
+    def observations(self) -> torch.Tensor:  # type: ignore[override]
+        return self.all_observations[:-1]
+
+    @observations.setter
+    def observations(self, value: torch.Tensor) -> None:
+        self.all_observations[:-1] = value
+
+    @property
+    def next_observations(self) -> torch.Tensor:
+        return self.all_observations[1:]
+
+    @property
+    def privileged_observations(self) -> torch.Tensor | None:  # type: ignore[override]
+        buf = self.all_privileged_observations
+        return None if buf is None else buf[:-1]
+
+    @privileged_observations.setter
+    def privileged_observations(self, value: torch.Tensor | None) -> None:
+        if value is not None and self.all_privileged_observations is not None:
+            self.all_privileged_observations[:-1] = value
+
+    @property
+    def next_privileged_observations(self) -> torch.Tensor | None:
+        buf = self.all_privileged_observations
+        return None if buf is None else buf[1:]
+
+    def _add_extra_fields(self, transition: Any, t: int) -> None:
+        super()._add_extra_fields(transition, t)
+        if t != self.num_transitions_per_env - 1:
+            return
+        nxt = getattr(transition, "next_observations", None)
+        if nxt is None:
+            raise ValueError(
+                "SarsaRolloutStorage needs transition.next_observations at the last step of the rollout"
+            )
+        self.all_observations[-1].copy_(nxt)
+        if self.all_privileged_observations is not None:
+            nxt_priv = getattr(transition, "next_privileged_observations", None)
+            if nxt_priv is None:
+                raise ValueError(
+                    "SarsaRolloutStorage has a critic buffer and needs transition.next_privileged_observations "
+                    "at the last step of the rollout"
+                )
+            self.all_privileged_observations[-1].copy_(nxt_priv)
+
+    def _next_critic_buffer(self) -> torch.Tensor:
+        nxt = self.next_privileged_observations
+        return nxt if nxt is not None else self.next_observations
+
+    def mini_batch_generator(self, num_mini_batches: int, num_epochs: int = 8) -> Iterator[MiniBatch]:
+        # Feed-forward minibatches take next observations as plain (T, N) fields.
+        self._sarsa_padded = False
+        return super().mini_batch_generator(num_mini_batches, num_epochs)
+
+    def recurrent_mini_batch_generator(
+        self, num_mini_batches: int, num_epochs: int = 8
+    ) -> Iterator[MiniBatch]:
+        self._sarsa_padded = True
+        return super().recurrent_mini_batch_generator(num_mini_batches, num_epochs)
+
+    reccurent_mini_batch_generator = recurrent_mini_batch_generator
+
+    def _extra_minibatch_fields(self) -> dict[str, torch.Tensor]:
+        fields = super()._extra_minibatch_fields()
+        if not getattr(self, "_sarsa_padded", False):
+            fields.update(next_obs=self.next_observations, next_critic_obs=self._next_critic_buffer())
+        return fields
+
+    def _extra_padded_fields(self) -> dict[str, torch.Tensor]:
+        fields = super()._extra_padded_fields()
+        if getattr(self, "_sarsa_padded", False):
+            fields.update(next_obs=self.next_observations, next_critic_obs=self._next_critic_buffer())
+        return fields

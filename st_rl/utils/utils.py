@@ -138,3 +138,45 @@ def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | i
         raise FileNotFoundError(f"No checkpoint matching '{checkpoint}' in {run_dir}")
     models.sort(key=lambda f: int(_MODEL_RE.search(f).group(1)))  # type: ignore[union-attr]
     return os.path.join(run_dir, models[-1])
+
+
+def latest_checkpoint(run_dir: str) -> str | None:
+    """The highest-numbered ``model_<it>.pt`` in ``run_dir``, or ``None`` when there is none."""
+    if not os.path.isdir(run_dir):
+        return None
+    models = [f for f in os.listdir(run_dir) if _MODEL_RE.fullmatch(f)]
+    if not models:
+        return None
+    models.sort(key=lambda f: int(_MODEL_RE.fullmatch(f).group(1)))  # type: ignore[union-attr]
+    return os.path.join(run_dir, models[-1])
+
+
+def read_run_config(run_dir: str) -> dict:
+    """The ``config.json`` a training run wrote into its log directory (runner, policy, algorithm, env).
+
+    Raises:
+        FileNotFoundError: when ``run_dir`` has no ``config.json`` (it must be a training log directory).
+    """
+    import json
+
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"No config.json in {run_dir}: pass the log directory of a training run (OnPolicyRunner writes "
+            "config.json there), or write one with st_rl.utils.utils.write_run_config."
+        )
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_run_config(run_dir: str, config: dict) -> str:
+    """Write ``config`` as ``<run_dir>/config.json`` atomically; returns the path."""
+    import json
+
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, "config.json")
+    tmp = os.path.join(run_dir, ".config.json.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,872 @@
+"""Multi-skill ("mutex") policies: several trained skill policies behind one deployable policy.
+
+A Mutex loads frozen sub-policies from training log directories and, per environment, forwards the action of
+the skill selected by an observation component. It is an inference-time composite: it has no actor MLP, no
+``std`` and no critic of its own, and is never trained.
+
+Each sub-policy directory is a training run (what :class:`~st_rl.runners.OnPolicyRunner` writes):
+
+* ``config.json``: the policy class and keyword arguments (``policy``), and the environment's action scale and
+  observation scales. Both config forms are read:
+
+  - st_rl (OnPolicyRunner): ``{"runner": {"policy_class_name": ...}, "policy": {"class_name": ..., ...},
+    "algorithm": {...}, "env": {<env cfg>}}``; the action scale is ``env.action_scale`` (or
+    ``env.control.action_scale``), the command scale ``env.obs_scales.lin_vel`` (or
+    ``env.normalization.obs_scales.lin_vel``);
+  - legged_gym: ``policy`` plus ``control.action_scale`` and ``normalization.obs_scales.lin_vel``.
+
+  A missing action scale is taken as 1.0 (with a warning); a missing command scale as 1.0.
+* ``model_<it>.pt``: the newest checkpoint's ``model_state_dict`` is loaded (weights-only). When the run used
+  ``empirical_normalization`` the checkpoint's ``obs_norm_state_dict`` is loaded into a frozen
+  :class:`~st_rl.modules.normalizer.EmpiricalNormalization` applied to that sub-policy's input only.
+
+**The Mutex takes RAW observations** (as the environment emits them): every skill normalises them with its own
+training statistics. Build the runner of a Mutex with ``empirical_normalization=False`` (or call it directly).
+
+Action scales: a sub-policy trained with action scale ``s_i`` commands joint targets ``a_i * s_i``; the env that
+runs the Mutex multiplies by ``env_action_scale`` ``e``, so the Mutex outputs ``a_i * s_i / e``. Conversely the
+last-action observation the env reports is in its own scale; :meth:`ActorCriticMutex.recover_last_action`
+multiplies it by ``e / s_i`` before sub-policy ``i`` sees it (so each skill sees its own past actions).
+
+Classes: :class:`ActorCriticMutex` (selection by a skill component: one-hot or index),
+:class:`ActorCriticFieldMutex` (selection by an obstacle-type one-hot with a fallback skill, command
+overrides, selection smoothing, memory resets of unused skills) and :class:`ActorCriticClimbMutex` (a separate
+jump-down skill). None of them is exported from ``st_rl.modules`` yet: in a config use the class path, e.g.
+``"class_name": "st_rl.modules.actor_critic_mutex:ActorCriticFieldMutex"``.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from st_rl.env.layout import get_obs_slice, normalize_segments, segments_size
+from st_rl.modules.actor_critic import COMMON_POLICY_KEYS
+from st_rl.modules.normalizer import EmpiricalNormalization
+from st_rl.modules.utils import warn_unknown_kwargs
+from st_rl.utils.checkpoint import load_checkpoint
+from st_rl.utils.utils import latest_checkpoint, read_run_config
+
+__all__ = [
+    "ActorCriticClimbMutex",
+    "ActorCriticFieldMutex",
+    "ActorCriticMutex",
+    "SubPolicySnapshot",
+    "load_sub_policy",
+    "normalize_cmd_vel_mapping",
+]
+
+CmdVel = float | tuple[float, float]
+
+# Keys of a sub-policy's ``policy`` config that the Mutex supplies itself (its shared dims and layouts).
+_SUPPLIED_POLICY_KEYS = (
+    "class_name",
+    "num_actor_obs",
+    "num_critic_obs",
+    "num_actions",
+    "obs_segments",
+    "privileged_obs_segments",
+    "critic_obs_segments",
+)
+ACTION_SCALE_KEYS = (("control", "action_scale"), ("env", "control", "action_scale"), ("env", "action_scale"))
+CMD_SCALE_KEYS = (
+    ("normalization", "obs_scales", "lin_vel"),
+    ("env", "normalization", "obs_scales", "lin_vel"),
+    ("env", "obs_scales", "lin_vel"),
+)
+
+
+def _lookup(config: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> tuple[Any, str | None]:
+    """The value at the first nested key path present in ``config`` and that path (``(None, None)`` if none)."""
+    for path in paths:
+        node: Any = config
+        for key in path:
+            if not isinstance(node, Mapping) or key not in node:
+                break
+            node = node[key]
+        else:
+            return node, ".".join(path)
+    return None, None
+
+
+# ---------------------------------------------------------------------------- command mappings
+def _normalize_cmd_value(value: Any, where: str) -> CmdVel:
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise ValueError(f"{where}: a command range must be (low, high), got {value!r}")
+        lo, hi = float(value[0]), float(value[1])
+        if lo > hi:
+            raise ValueError(f"{where}: command range ({lo}, {hi}) has low > high")
+        return (lo, hi)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}: a command must be a number or a (low, high) range, got {value!r}")
+    return float(value)
+
+
+def normalize_cmd_vel_mapping(
+    mapping: Mapping[Any, Any] | None, num_policies: int | None = None
+) -> dict[int, CmdVel]:
+    """Normalise a ``cmd_vel_mapping`` ``{policy index: v | (low, high)}``.
+
+    A mapping read back from JSON has string keys and lists; keys become ints and two-element lists become
+    ``(low, high)`` tuples (a range sampled per env), numbers become floats. ``None`` values are dropped.
+
+    Raises:
+        ValueError: a key that is not an integer (or not in ``[0, num_policies)``), or a malformed value.
+    """
+    out: dict[int, CmdVel] = {}
+    for key, value in dict(mapping or {}).items():
+        try:
+            idx = int(key)
+            if isinstance(key, float) and key != idx:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ValueError(f"cmd_vel_mapping keys must be sub-policy indices, got {key!r}") from None
+        if num_policies is not None and not 0 <= idx < num_policies:
+            raise ValueError(f"cmd_vel_mapping key {idx} is not a sub-policy index (0..{num_policies - 1})")
+        if value is None:
+            continue
+        out[idx] = _normalize_cmd_value(value, f"cmd_vel_mapping[{idx}]")
+    return dict(sorted(out.items()))
+
+
+# ---------------------------------------------------------------------------- loading sub-policies
+class SubPolicySnapshot(SimpleNamespace):
+    """What :func:`load_sub_policy` returns: ``policy`` (nn.Module, weights loaded), ``normalizer`` (frozen
+    ``EmpiricalNormalization`` or ``nn.Identity``), ``config`` (the run's config.json), ``checkpoint`` (path),
+    ``action_scale`` (float or list, ``None`` when the config has none) and ``cmd_scale`` (float or ``None``)."""
+
+
+def load_sub_policy(
+    run_dir: str,
+    num_actor_obs: int,
+    num_critic_obs: int,
+    num_actions: int,
+    obs_segments: Mapping[str, Any] | None = None,
+    privileged_obs_segments: Mapping[str, Any] | None = None,
+    class_name: Any = None,
+    map_location: Any = "cpu",
+) -> SubPolicySnapshot:
+    """Build a trained policy from its log directory with the given dims and layouts and load its newest
+    checkpoint (model and, when present, observation normaliser).
+
+    The class is ``class_name`` when given, else the config's ``policy.class_name`` /
+    ``runner.policy_class_name``; keyword arguments are the config's ``policy`` dict, with the dims and layouts
+    replaced by the arguments (the way :func:`~st_rl.modules.factory.build_actor_critic` fills them from an env).
+
+    Raises:
+        FileNotFoundError: ``run_dir`` has no ``config.json`` or no ``model_<it>.pt``.
+        ValueError: the config names no policy class, or the checkpoint does not fit the dims.
+    """
+    import st_rl.modules as modules
+    from st_rl.modules.factory import build_actor_critic
+    from st_rl.utils.config import resolve_class
+
+    config = read_run_config(run_dir)
+    ckpt_path = latest_checkpoint(run_dir)
+    if ckpt_path is None:
+        raise FileNotFoundError(
+            f"No checkpoint model_<it>.pt in {run_dir}: a sub-policy directory must be a training log directory "
+            "with at least one saved model."
+        )
+    policy_cfg = dict(config.get("policy") or {})
+    runner_cfg: Mapping[str, Any] = config["runner"] if isinstance(config.get("runner"), Mapping) else {}
+    name = class_name or policy_cfg.get("class_name") or runner_cfg.get("policy_class_name")
+    if name is None:
+        name = config.get("policy_class_name")
+    if not name:
+        raise ValueError(
+            f"{run_dir}/config.json names no policy class (policy.class_name or runner.policy_class_name); pass "
+            "sub_policy_class_name."
+        )
+    expected = {"num_actor_obs": num_actor_obs, "num_critic_obs": num_critic_obs, "num_actions": num_actions}
+    for key, value in expected.items():
+        trained = policy_cfg.get(key)
+        if trained is not None and int(trained) != int(value):
+            raise ValueError(
+                f"Sub-policy {run_dir} was trained with {key}={trained}, but the Mutex has {key}={value}."
+            )
+    kwargs = {k: v for k, v in policy_cfg.items() if k not in _SUPPLIED_POLICY_KEYS}
+    env_like = SimpleNamespace(
+        num_obs=int(num_actor_obs),
+        num_critic_obs=int(num_critic_obs),
+        num_actions=int(num_actions),
+        obs_segments=obs_segments,
+        privileged_obs_segments=privileged_obs_segments,
+    )
+    policy = build_actor_critic(env_like, resolve_class(name, modules, "policy", nn.Module), kwargs)
+
+    state = load_checkpoint(ckpt_path, map_location=map_location)
+    model_sd = state["model_state_dict"]
+    own = policy.state_dict()
+    dims = f"num_actor_obs={num_actor_obs}, num_critic_obs={num_critic_obs}, num_actions={num_actions}"
+    mismatched = [
+        f"{k}: checkpoint {tuple(v.shape)} vs built {tuple(own[k].shape)}"
+        for k, v in model_sd.items()
+        if k in own and tuple(v.shape) != tuple(own[k].shape)
+    ]
+    missing = sorted(set(own) - set(model_sd))
+    unexpected = sorted(set(model_sd) - set(own))
+    if mismatched or missing or unexpected:
+        raise ValueError(
+            f"The checkpoint {ckpt_path} does not fit a {name} built with the Mutex dims ({dims}): "
+            + "; ".join(
+                mismatched[:4]
+                + ([f"missing keys {missing[:4]}"] if missing else [])
+                + ([f"unexpected keys {unexpected[:4]}"] if unexpected else [])
+            )
+            + ". All sub-policies must be trained on the Mutex's observation and action layout."
+        )
+    policy.load_state_dict(model_sd)
+    policy.eval()
+
+    normalizer: nn.Module = nn.Identity()
+    norm_sd = state.get("obs_norm_state_dict")
+    if norm_sd is not None:
+        width = int(norm_sd["_mean"].shape[-1])
+        if width != int(num_actor_obs):
+            raise ValueError(
+                f"The observation normaliser in {ckpt_path} has {width} columns, but the Mutex has "
+                f"num_actor_obs={num_actor_obs}."
+            )
+        normalizer = EmpiricalNormalization(shape=[width])
+        normalizer.load_state_dict(norm_sd)
+        normalizer.eval()
+
+    action_scale, _ = _lookup(config, ACTION_SCALE_KEYS)
+    cmd_scale, _ = _lookup(config, CMD_SCALE_KEYS)
+    return SubPolicySnapshot(
+        policy=policy,
+        normalizer=normalizer,
+        config=config,
+        checkpoint=ckpt_path,
+        action_scale=action_scale,
+        cmd_scale=None if cmd_scale is None else float(cmd_scale),
+    )
+
+
+# ---------------------------------------------------------------------------- the Mutex
+class ActorCriticMutex(nn.Module):
+    """Several trained skill policies, one selected per environment by a skill observation component.
+
+    Selection rule (:meth:`get_policy_selection`): the component ``skill_selection_component`` either has one
+    column holding the skill index (rounded, clamped to ``[0, K-1]``) or K columns (one per sub-policy) whose
+    argmax is the skill (a one-hot; an all-zero row selects skill 0). The output is the selected sub-policy's
+    action times ``subpolicy_action_scale_<i> / env_action_scale``.
+
+    All sub-policies run once per call on the whole batch (recurrent ones keep their memories up to date);
+    :meth:`reset` fans out to all of them. ``act`` samples from each sub-policy's Gaussian and
+    ``act_inference`` takes its mean; both run under ``no_grad``.
+
+    Args:
+        num_actor_obs, num_critic_obs, num_actions: the shared dims every sub-policy was trained with.
+        sub_policy_class_name: policy class of every sub-policy (default: each run's config).
+        sub_policy_paths: training log directories (``config.json`` + ``model_<it>.pt``), one per skill.
+        obs_segments: actor observation layout (name -> shape), needed to find the named components.
+        privileged_obs_segments: critic layout; ``critic_obs_segments`` is an alias.
+        env_action_scale: action scale of the env the Mutex runs in (number or per-action list).
+        skill_selection_component: the component that selects the skill (see above).
+        last_action_component: the env's last-action component, rescaled for each sub-policy by
+            :meth:`recover_last_action` (``None``: observations are passed unchanged).
+        last_action_columns: ``(start, stop)`` columns of the last action within that component, Python slice
+            semantics (default: all), e.g. ``(36, 48)`` or ``(-12, None)`` for legged_gym's ``proprioception``.
+        **kwargs: ignored with a warning (keys every st_rl config passes are accepted silently).
+
+    Raises:
+        ValueError: no sub-policy, a layout that does not match the dims, a named component not in the layout,
+            or a checkpoint that does not fit the dims.
+        FileNotFoundError: a sub-policy directory without ``config.json`` or checkpoint.
+    """
+
+    env_action_scale: torch.Tensor
+    submodules: Any  # nn.ModuleList of policies (typed loosely: their methods are duck-typed)
+
+    def __init__(
+        self,
+        num_actor_obs: int,
+        num_critic_obs: int,
+        num_actions: int,
+        sub_policy_class_name: Any = None,
+        sub_policy_paths: Sequence[str] | str = (),
+        obs_segments: Mapping[str, Any] | None = None,
+        privileged_obs_segments: Mapping[str, Any] | None = None,
+        critic_obs_segments: Mapping[str, Any] | None = None,
+        env_action_scale: float | Sequence[float] = 0.5,
+        skill_selection_component: str | None = None,
+        last_action_component: str | None = None,
+        last_action_columns: Sequence[int | None] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        warn_unknown_kwargs(type(self).__name__, kwargs, COMMON_POLICY_KEYS)
+        if isinstance(sub_policy_paths, str):
+            sub_policy_paths = [sub_policy_paths]
+        paths = [os.path.expanduser(str(p)) for p in sub_policy_paths]
+        if not paths:
+            raise ValueError(f"{type(self).__name__} needs at least one directory in sub_policy_paths")
+        self.num_actor_obs = int(num_actor_obs)
+        self.num_critic_obs = int(num_critic_obs)
+        self.num_actions = int(num_actions)
+        self.obs_segments = normalize_segments(obs_segments)
+        if privileged_obs_segments is None:
+            privileged_obs_segments = critic_obs_segments
+        critic_segments = normalize_segments(privileged_obs_segments)
+        self.privileged_obs_segments = critic_segments or self.obs_segments
+        for segs, width, which in (
+            (self.obs_segments, self.num_actor_obs, "obs_segments"),
+            (critic_segments, self.num_critic_obs, "privileged_obs_segments"),
+        ):
+            if segs is not None and segments_size(segs) != width:
+                raise ValueError(f"{which} {dict(segs)} take {segments_size(segs)} columns, expected {width}")
+
+        self.sub_policy_paths = paths
+        self.sub_policy_configs: list[dict[str, Any]] = []
+        self.submodules = nn.ModuleList()
+        self.obs_normalizers = nn.ModuleList()
+        self._cmd_scales_from_config: list[float | None] = []
+        for i, path in enumerate(paths):
+            if not os.path.isdir(path):
+                raise FileNotFoundError(
+                    f"Sub-policy {i}: {path} is not a directory (expected a training log dir)"
+                )
+            snap = load_sub_policy(
+                path,
+                self.num_actor_obs,
+                self.num_critic_obs,
+                self.num_actions,
+                self.obs_segments,
+                critic_segments,
+                class_name=sub_policy_class_name,
+            )
+            self.submodules.append(snap.policy)
+            self.obs_normalizers.append(snap.normalizer)
+            self.sub_policy_configs.append(snap.config)
+            self._cmd_scales_from_config.append(snap.cmd_scale)
+            scale = snap.action_scale
+            if scale is None:
+                warnings.warn(
+                    f"Sub-policy {i} ({path}): config.json has no action scale (control.action_scale or "
+                    "env.action_scale); using 1.0.",
+                    stacklevel=2,
+                )
+                scale = 1.0
+            self.register_buffer(f"subpolicy_action_scale_{i}", self._scale_tensor(scale, f"sub-policy {i}"))
+        self.register_buffer("env_action_scale", self._scale_tensor(env_action_scale, "env_action_scale"))
+        for i in range(len(paths)):
+            if bool((self.subpolicy_action_scale(i) == 0).any()):
+                raise ValueError(f"Sub-policy {i} has an action scale of 0")
+
+        recurrent = [m for m in self.submodules if getattr(m, "is_recurrent", False)]
+        self.is_recurrent = bool(recurrent)
+        self.rnn_type: str | None = getattr(recurrent[0], "rnn_type", None) if recurrent else None
+
+        self.skill_selection_component = skill_selection_component
+        self._skill_slice: slice | None = None
+        if skill_selection_component is not None:
+            self._skill_slice = self._component_columns(
+                skill_selection_component, "skill_selection_component"
+            )
+            width = self._skill_slice.stop - self._skill_slice.start
+            if width not in (1, self.num_sub_policies):
+                raise ValueError(
+                    f"skill_selection_component '{skill_selection_component}' has {width} columns; it must hold "
+                    f"the skill index (1 column) or one column per sub-policy ({self.num_sub_policies})."
+                )
+        self.last_action_component = last_action_component
+        self._last_action_slice: slice | None = None
+        if last_action_component is not None:
+            self._last_action_slice = self._component_columns(
+                last_action_component, "last_action_component", last_action_columns
+            )
+            width = self._last_action_slice.stop - self._last_action_slice.start
+            scales = [self.env_action_scale] + [self.subpolicy_action_scale(i) for i in range(len(paths))]
+            if any(s.numel() not in (1, width) for s in scales):
+                raise ValueError(
+                    f"The last-action columns ({width}) do not match the per-action scales "
+                    f"{[tuple(s.shape) for s in scales]}"
+                )
+        self._mean: torch.Tensor | None = None
+
+    # ------------------------------------------------------------------ construction helpers
+    def _scale_tensor(self, scale: Any, where: str) -> torch.Tensor:
+        t = torch.as_tensor(scale, dtype=torch.float32).clone()
+        if t.dim() > 1 or t.numel() not in (1, self.num_actions):
+            raise ValueError(
+                f"{where}: action scale must be a number or {self.num_actions} values, got {scale!r}"
+            )
+        return t.reshape(()) if t.numel() == 1 and t.dim() == 1 else t
+
+    def _component_columns(self, name: str, what: str, columns: Sequence[int | None] | None = None) -> slice:
+        """Absolute column slice of a named component (optionally ``(start, stop)`` within it)."""
+        if self.obs_segments is None:
+            raise ValueError(
+                f"{what}='{name}' needs the observation layout: pass obs_segments (name -> shape)"
+            )
+        if name not in self.obs_segments:
+            raise ValueError(
+                f"{what}: component '{name}' is not in the observation layout; available: {list(self.obs_segments)}"
+            )
+        sl, _ = get_obs_slice(self.obs_segments, name)
+        if columns is None:
+            return sl
+        start, stop = (None if c is None else int(c) for c in columns)
+        sub = range(sl.start, sl.stop)[start:stop]
+        if len(sub) == 0:
+            raise ValueError(
+                f"{what}: columns {tuple(columns)} select nothing of '{name}' ({sl.stop - sl.start} wide)"
+            )
+        return slice(sub.start, sub.stop)
+
+    # ------------------------------------------------------------------ scales
+    @property
+    def num_sub_policies(self) -> int:
+        return len(self.submodules)
+
+    def subpolicy_action_scale(self, index: int) -> torch.Tensor:
+        """Action scale sub-policy ``index`` was trained with (buffer ``subpolicy_action_scale_<index>``)."""
+        scale: torch.Tensor = getattr(self, f"subpolicy_action_scale_{index}")
+        return scale
+
+    def action_scale_ratios(self) -> torch.Tensor:
+        """``subpolicy_action_scale_i / env_action_scale`` for every sub-policy, shape (K, num_actions)."""
+        env = self.env_action_scale.expand(self.num_actions)
+        return torch.stack(
+            [
+                self.subpolicy_action_scale(i).expand(self.num_actions) / env
+                for i in range(self.num_sub_policies)
+            ]
+        )
+
+    # ------------------------------------------------------------------ observations per sub-policy
+    def recover_last_action(self, observations: torch.Tensor, policy_index: int) -> torch.Tensor:
+        """Observations with the env's last action rescaled into sub-policy ``policy_index``'s action units
+        (times ``env_action_scale / subpolicy_action_scale_i``); unchanged without ``last_action_component``."""
+        sl = self._last_action_slice
+        if sl is None:
+            return observations
+        ratio = self.env_action_scale / self.subpolicy_action_scale(policy_index)
+        out = observations.clone()
+        out[..., sl] = observations[..., sl] * ratio
+        return out
+
+    def sub_policy_observations(self, observations: torch.Tensor, policy_index: int) -> torch.Tensor:
+        """The raw observations sub-policy ``policy_index`` receives (before its own normaliser)."""
+        return self.recover_last_action(observations, policy_index)
+
+    # ------------------------------------------------------------------ selection
+    def get_policy_selection(self, observations: torch.Tensor) -> torch.Tensor:
+        """One-hot bool (N, K) of the selected sub-policy per env (see the class docstring)."""
+        k = self.num_sub_policies
+        if self._skill_slice is None:
+            if k == 1:
+                return torch.ones(*observations.shape[:-1], 1, dtype=torch.bool, device=observations.device)
+            raise ValueError(
+                f"{type(self).__name__} with {k} sub-policies needs skill_selection_component (the observation "
+                "component holding the skill index or one-hot)."
+            )
+        x = observations[..., self._skill_slice]
+        if x.shape[-1] == 1:
+            idx = torch.round(x[..., 0]).long().clamp(0, k - 1)
+        else:
+            idx = torch.argmax(x, dim=-1)
+        return nn.functional.one_hot(idx, k).bool()
+
+    def _selection_weights(self, selection: torch.Tensor) -> torch.Tensor:
+        """Blend weight of each sub-policy per env, (N, K)."""
+        return selection.to(torch.float32)
+
+    def _after_act(self, selection: torch.Tensor) -> None:
+        """Hook run after each act call (memory resets of unused skills)."""
+
+    def _prepare(self, observations: torch.Tensor) -> None:
+        """Hook run before each act call (per-env state)."""
+
+    # ------------------------------------------------------------------ policy API
+    def _run(self, observations: torch.Tensor, stochastic: bool, kwargs: Mapping[str, Any]) -> torch.Tensor:
+        if kwargs.get("hidden_states") is not None or kwargs.get("masks") is not None:
+            raise NotImplementedError(
+                f"{type(self).__name__} runs in rollout mode only (sub-policies keep their own hidden states); "
+                "it cannot be trained on stored trajectories."
+            )
+        self._prepare(observations)
+        selection = self.get_policy_selection(observations)
+        weights = self._selection_weights(selection)
+        actions, means = [], []
+        for i, (policy, normalizer) in enumerate(zip(self.submodules, self.obs_normalizers)):
+            x = normalizer(self.sub_policy_observations(observations, i))
+            if stochastic:
+                actions.append(policy.act(x))
+                means.append(policy.action_mean)
+            else:
+                actions.append(policy.act_inference(x))
+        ratios = self.action_scale_ratios().to(observations.dtype)
+        out = self._blend(torch.stack(actions), weights, ratios)
+        self._mean = self._blend(torch.stack(means), weights, ratios) if stochastic else out
+        self._after_act(selection)
+        return out
+
+    @staticmethod
+    def _blend(actions: torch.Tensor, weights: torch.Tensor, ratios: torch.Tensor) -> torch.Tensor:
+        """``sum_i actions_i * ratio_i * w_i``; sub-policies with weight 0 contribute exactly 0 (even NaN)."""
+        w = weights.movedim(-1, 0).unsqueeze(-1).to(actions.dtype)  # (K, N, 1)
+        scaled = actions * ratios.reshape(ratios.shape[0], *([1] * (actions.dim() - 2)), ratios.shape[-1])
+        return torch.where(w > 0, scaled * w, torch.zeros_like(scaled)).sum(dim=0)
+
+    @torch.no_grad()
+    def act(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        """Sampled action of the selected skill(s), rescaled to the env's action scale; ``action_mean`` then
+        holds the deterministic counterpart."""
+        return self._run(observations, True, kwargs)
+
+    @torch.no_grad()
+    def act_inference(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        """Deterministic action of the selected skill(s), rescaled to the env's action scale."""
+        return self._run(observations, False, kwargs)
+
+    @property
+    def action_mean(self) -> torch.Tensor:
+        if self._mean is None:
+            raise RuntimeError("No action yet: call act() or act_inference() first.")
+        return self._mean
+
+    @torch.no_grad()
+    def reset(self, dones: torch.Tensor | None = None) -> None:
+        """Reset the memories of finished envs in every sub-policy (all envs when ``dones`` is None)."""
+        for module in self.submodules:
+            module.reset(dones)
+
+    def get_hidden_states(self) -> Any:
+        """Tuple of the sub-policies' rollout hidden states (``None`` entries for feed-forward ones)."""
+        return tuple(m.get_hidden_states() for m in self.submodules)
+
+    def evaluate(self, critic_observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        raise NotImplementedError(
+            f"{type(self).__name__} is an inference-only composite of skills; it has no critic."
+        )
+
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        raise NotImplementedError("Use act() or act_inference() on a Mutex.")
+
+    def train(self, mode: bool = True) -> ActorCriticMutex:
+        """Set the training flag; the sub-policies' observation normalisers stay frozen (eval) regardless."""
+        super().train(mode)
+        for normalizer in self.obs_normalizers:
+            normalizer.eval()
+        return self
+
+
+class ActorCriticFieldMutex(ActorCriticMutex):
+    """Mutex for obstacle fields: the obstacle type in front of the robot selects the skill.
+
+    Selection (:meth:`get_policy_selection`): columns ``selection_column_offset .. offset+K-1`` of
+    ``selection_component`` (legged_gym's ``engaging_block``: ``[engaged, one-hot obstacle type..., info...]``)
+    are a one-hot over the K sub-policies (a column counts as set when > 0.5; the first set column wins); a
+    row with none set selects sub-policy 0 (walking).
+
+    Per sub-policy ``i`` the observations are adapted before its normaliser: the last action is rescaled
+    (:meth:`recover_last_action`) and, when ``i`` is in ``cmd_vel_mapping``, the forward-velocity command is
+    overridden (:meth:`override_cmd_vel`) by ``cmd_vel_current[i] * cmd_scales[i]``, written at
+    ``command_column`` of ``command_component`` (located through the layout). ``cmd_vel_current`` holds one
+    value per sub-policy and env: the fixed ``v`` or a value drawn uniformly from ``(low, high)`` at the first
+    call and again for every finished env (:meth:`resample_cmd_vel_current`, called by :meth:`reset`).
+    ``cmd_scales[i]`` is the run's ``normalization.obs_scales.lin_vel`` (legged_gym) or
+    ``env.obs_scales.lin_vel`` (st_rl config), 1.0 when absent.
+
+    Smoothing: the last ``action_smoothing_buffer_len`` selections are kept per env (buffer (len, N, K)); the
+    output is ``sum_i a_i * s_i / e * mean(selection_i over the buffer)``, so a switch blends over ``len`` steps.
+    A finished env (:meth:`reset`) restarts its buffer with its next selection.
+
+    Memory resets after each call (recurrent sub-policies), ``reset_non_selected``:
+
+    * ``"all"`` / ``True``: sub-policy ``i`` is reset in the envs where it has no weight in the buffer;
+    * ``"when_skill"``: sub-policy ``i > 0`` is reset in the envs that are neither in skill ``i`` nor walking
+      (skill 0) over the buffer; sub-policy 0 is never reset (skills warm up while walking towards the obstacle);
+    * ``False`` / ``None`` / ``"none"``: never.
+
+    Args:
+        cmd_vel_mapping: ``{sub-policy index: v | (low, high)}``; JSON forms (string keys, lists) are accepted.
+        reset_non_selected: see above.
+        action_smoothing_buffer_len: number of selections averaged (1: no smoothing).
+        selection_component: component that selects the skill (default ``"engaging_block"``).
+        selection_column_offset: first one-hot column within it (default 1).
+        command_component: component holding the velocity command (default ``"commands"``).
+        command_column: column of the forward velocity within it (default 0; legged_gym's ``proprioception``: 9).
+        last_action_component: the env's last-action component (default ``"last_actions"``; ``None`` disables
+            the rescaling); ``last_action_columns`` as in :class:`ActorCriticMutex`.
+        (other arguments as :class:`ActorCriticMutex`)
+    """
+
+    cmd_vel_low: torch.Tensor
+    cmd_vel_high: torch.Tensor
+    cmd_scales: torch.Tensor
+
+    def __init__(
+        self,
+        *args: Any,
+        cmd_vel_mapping: Mapping[Any, Any] | None = None,
+        reset_non_selected: str | bool | None = "all",
+        action_smoothing_buffer_len: int = 1,
+        selection_component: str = "engaging_block",
+        selection_column_offset: int = 1,
+        command_component: str = "commands",
+        command_column: int = 0,
+        last_action_component: str | None = "last_actions",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, last_action_component=last_action_component, **kwargs)
+        k = self.num_sub_policies
+        self.cmd_vel_mapping = normalize_cmd_vel_mapping(cmd_vel_mapping, k)
+        if reset_non_selected is True or reset_non_selected == "all":
+            self.reset_non_selected: str | None = "all"
+        elif reset_non_selected is None or reset_non_selected is False or reset_non_selected == "none":
+            self.reset_non_selected = None
+        elif reset_non_selected == "when_skill":
+            self.reset_non_selected = "when_skill"
+        else:
+            raise ValueError(
+                f"reset_non_selected must be 'all' (or True), 'when_skill' or False/None, got {reset_non_selected!r}"
+            )
+        self.action_smoothing_buffer_len = int(action_smoothing_buffer_len)
+        if self.action_smoothing_buffer_len < 1:
+            raise ValueError("action_smoothing_buffer_len must be >= 1")
+
+        self.selection_component = selection_component
+        self.selection_column_offset = int(selection_column_offset)
+        self._selection_slice = self._component_columns(selection_component, "selection_component")
+        needed = self.selection_column_offset + self._num_selectable() + self._extra_selection_columns()
+        width = self._selection_slice.stop - self._selection_slice.start
+        if self.selection_column_offset < 0 or width < needed:
+            raise ValueError(
+                f"selection_component '{selection_component}' has {width} columns; selecting among "
+                f"{self._num_selectable()} sub-policies from column {self.selection_column_offset} needs {needed}."
+            )
+
+        self.command_component = command_component
+        self.command_column = int(command_column)
+        self._cmd_mapped = [i in self.cmd_vel_mapping for i in range(k)]
+        self._cmd_index: int | None = None
+        if any(self._cmd_mapped):
+            cmd = self._component_columns(command_component, "command_component")
+            if not 0 <= self.command_column < cmd.stop - cmd.start:
+                raise ValueError(
+                    f"command_column {self.command_column} is outside '{command_component}' "
+                    f"({cmd.stop - cmd.start} columns)"
+                )
+            self._cmd_index = cmd.start + self.command_column
+        lows = [0.0] * k
+        highs = [0.0] * k
+        for i, value in self.cmd_vel_mapping.items():
+            lows[i], highs[i] = value if isinstance(value, tuple) else (value, value)
+        self.register_buffer("cmd_vel_low", torch.tensor(lows), persistent=False)
+        self.register_buffer("cmd_vel_high", torch.tensor(highs), persistent=False)
+        self.register_buffer(
+            "cmd_scales", torch.tensor([1.0 if s is None else s for s in self._cmd_scales_from_config])
+        )
+        # per-env state, created at the first call (its batch size is unknown until then)
+        self.cmd_vel_current: torch.Tensor | None = None  # (K, N)
+        self.action_smoothing_buffer: torch.Tensor | None = None  # (len, N, K)
+        self._restart: torch.Tensor | None = None  # (N,) bool: restart the smoothing buffer
+
+    # ------------------------------------------------------------------ hooks for the climb variant
+    def _num_selectable(self) -> int:
+        """Sub-policies selected by the one-hot columns."""
+        return self.num_sub_policies
+
+    def _extra_selection_columns(self) -> int:
+        return 0
+
+    # ------------------------------------------------------------------ per-env state
+    def _prepare(self, observations: torch.Tensor) -> None:
+        n = observations.shape[0]
+        cur = self.cmd_vel_current
+        if cur is None or cur.shape[1] != n or cur.device != observations.device:
+            self.cmd_vel_current = torch.zeros(self.num_sub_policies, n, device=observations.device)
+            self.resample_cmd_vel_current(None)
+            self.action_smoothing_buffer = None
+            self._restart = torch.zeros(n, dtype=torch.bool, device=observations.device)
+
+    def _sample_cmd_vel(self, n: int, device: torch.device) -> torch.Tensor:
+        low, high = self.cmd_vel_low.to(device), self.cmd_vel_high.to(device)
+        u = torch.rand(self.num_sub_policies, n, device=device)
+        return low[:, None] + (high - low)[:, None] * u
+
+    @torch.no_grad()
+    def resample_cmd_vel_current(self, dones: torch.Tensor | None = None) -> None:
+        """Draw new commands (fixed values stay fixed, ranges are sampled per env) for the finished envs, or
+        all envs when ``dones`` is None. A no-op before the first call (commands are drawn then)."""
+        cur = self.cmd_vel_current
+        if cur is None:
+            return
+        new = self._sample_cmd_vel(cur.shape[1], cur.device)
+        if dones is None:
+            self.cmd_vel_current = new
+        else:
+            self.cmd_vel_current = torch.where(dones.reshape(1, -1).to(cur.device).bool(), new, cur)
+
+    def override_cmd_vel(self, observations: torch.Tensor, policy_index: int) -> torch.Tensor:
+        """Observations with the forward-velocity command set to ``cmd_vel_current[i] * cmd_scales[i]`` for
+        sub-policy ``i`` in ``cmd_vel_mapping`` (unchanged otherwise)."""
+        if not self._cmd_mapped[policy_index]:
+            return observations
+        self._prepare(observations)
+        assert self.cmd_vel_current is not None and self._cmd_index is not None
+        value = self.cmd_vel_current[policy_index] * self.cmd_scales[policy_index]
+        out = observations.clone()
+        out[..., self._cmd_index] = value.to(out.dtype)
+        return out
+
+    def sub_policy_observations(self, observations: torch.Tensor, policy_index: int) -> torch.Tensor:
+        return self.override_cmd_vel(self.recover_last_action(observations, policy_index), policy_index)
+
+    # ------------------------------------------------------------------ selection
+    def get_policy_selection(self, observations: torch.Tensor) -> torch.Tensor:
+        m = self._num_selectable()
+        start = self._selection_slice.start + self.selection_column_offset
+        cols = observations[..., start : start + m] > 0.5
+        idx = torch.argmax(cols.to(torch.uint8), dim=-1)  # first set column; 0 when none is set
+        return nn.functional.one_hot(idx, m).bool()
+
+    def _selection_weights(self, selection: torch.Tensor) -> torch.Tensor:
+        sel = selection.to(torch.float32)
+        buf, restart = self.action_smoothing_buffer, self._restart
+        if buf is None or buf.shape[1:] != sel.shape:
+            buf = sel.unsqueeze(0).expand(self.action_smoothing_buffer_len, *sel.shape).clone()
+        else:
+            rolled = torch.cat([buf[1:], sel.unsqueeze(0)], dim=0)
+            if restart is not None:
+                rolled = torch.where(restart[None, :, None], sel.unsqueeze(0).expand_as(rolled), rolled)
+            buf = rolled
+        self.action_smoothing_buffer = buf
+        self._restart = torch.zeros(sel.shape[0], dtype=torch.bool, device=sel.device)
+        return buf.mean(dim=0)
+
+    def _after_act(self, selection: torch.Tensor) -> None:
+        if self.reset_non_selected is None or self.action_smoothing_buffer is None:
+            return
+        active = self.action_smoothing_buffer.sum(dim=0) > 0  # (N, K)
+        for i, module in enumerate(self.submodules):
+            if not getattr(module, "is_recurrent", False):
+                continue
+            if self.reset_non_selected == "all":
+                module.reset(~active[:, i])
+            elif i > 0:
+                module.reset(~active[:, i] & ~active[:, 0])
+
+    @torch.no_grad()
+    def reset(self, dones: torch.Tensor | None = None) -> None:
+        """Resample the commands and restart the smoothing buffer of finished envs, then reset the
+        sub-policies' memories."""
+        self.resample_cmd_vel_current(dones)
+        if self._restart is not None:
+            if dones is None:
+                self._restart = torch.ones_like(self._restart)
+            else:
+                self._restart = self._restart | dones.reshape(-1).to(self._restart.device).bool()
+        super().reset(dones)
+
+
+class ActorCriticClimbMutex(ActorCriticFieldMutex):
+    """Field Mutex with a separate jump-down skill.
+
+    The jump-down policy (``jump_down_policy_path``) is appended as the last sub-policy. The one-hot columns
+    select among the other sub-policies; when the obstacle is a jump (sub-policy ``JUMP_OBSTACLE_ID``) and the
+    last column of the selection component (the obstacle height) is <= 0, the jump-down policy is selected
+    instead of the jump-up one.
+
+    Args:
+        jump_down_policy_path: training log directory of the jump-down skill (``climb_down_policy_path`` is
+            accepted as a deprecated alias).
+        jump_down_vel: its forward-velocity command, ``v`` or ``(low, high)``; ``None`` (default): the same
+            command as the jump-up skill (when that one is in ``cmd_vel_mapping``).
+        (other arguments as :class:`ActorCriticFieldMutex`)
+    """
+
+    JUMP_OBSTACLE_ID = 3
+
+    def __init__(
+        self,
+        num_actor_obs: int,
+        num_critic_obs: int,
+        num_actions: int,
+        sub_policy_class_name: Any = None,
+        sub_policy_paths: Sequence[str] | str = (),
+        *,
+        jump_down_policy_path: str | None = None,
+        jump_down_vel: Any = None,
+        climb_down_policy_path: str | None = None,
+        cmd_vel_mapping: Mapping[Any, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if climb_down_policy_path is not None:
+            if jump_down_policy_path is not None and os.path.abspath(
+                climb_down_policy_path
+            ) != os.path.abspath(jump_down_policy_path):
+                raise ValueError(
+                    "Both jump_down_policy_path and its old name climb_down_policy_path are given, with different "
+                    "directories; keep jump_down_policy_path."
+                )
+            warnings.warn(
+                "climb_down_policy_path is a deprecated name; use jump_down_policy_path.",
+                FutureWarning,
+                stacklevel=2,
+            )
+            jump_down_policy_path = climb_down_policy_path
+        if jump_down_policy_path is None:
+            raise ValueError(
+                f"{type(self).__name__} needs jump_down_policy_path (the jump-down skill's log dir)"
+            )
+        paths = [sub_policy_paths] if isinstance(sub_policy_paths, str) else list(sub_policy_paths)
+        paths.append(jump_down_policy_path)
+        k = len(paths)
+        jump = self.JUMP_OBSTACLE_ID
+        if not 0 <= jump < k - 1:
+            raise ValueError(
+                f"{type(self).__name__} selects the jump-up skill at index JUMP_OBSTACLE_ID={jump}, but only "
+                f"{k - 1} sub-policies precede the jump-down one."
+            )
+        mapping = normalize_cmd_vel_mapping(cmd_vel_mapping, k)
+        follows_jump = jump_down_vel is None and jump in mapping
+        if jump_down_vel is not None:
+            mapping[k - 1] = _normalize_cmd_value(jump_down_vel, "jump_down_vel")
+        elif follows_jump:
+            mapping[k - 1] = mapping[jump]  # values are copied from the jump-up row at every resample
+        self.jump_down_vel = None if jump_down_vel is None else mapping[k - 1]
+        super().__init__(
+            num_actor_obs,
+            num_critic_obs,
+            num_actions,
+            sub_policy_class_name,
+            paths,
+            cmd_vel_mapping=mapping,
+            **kwargs,
+        )
+        self._jump_down_follows_jump = follows_jump
+
+    def _num_selectable(self) -> int:
+        return self.num_sub_policies - 1
+
+    def _extra_selection_columns(self) -> int:
+        return 1  # the obstacle height (last column) must not be a one-hot column
+
+    @torch.no_grad()
+    def resample_cmd_vel_current(self, dones: torch.Tensor | None = None) -> None:
+        super().resample_cmd_vel_current(dones)
+        cur = self.cmd_vel_current
+        if cur is not None and getattr(self, "_jump_down_follows_jump", False):
+            jump = self.JUMP_OBSTACLE_ID
+            self.cmd_vel_current = torch.cat([cur[:-1], cur[jump : jump + 1]], dim=0)
+
+    def get_policy_selection(self, observations: torch.Tensor) -> torch.Tensor:
+        sel = super().get_policy_selection(observations)  # (N, K-1)
+        jump = self.JUMP_OBSTACLE_ID
+        height = observations[..., self._selection_slice.stop - 1]
+        down = sel[..., jump] & (height <= 0)
+        up = sel[..., jump] & ~down
+        sel = torch.cat([sel[..., :jump], up.unsqueeze(-1), sel[..., jump + 1 :], down.unsqueeze(-1)], dim=-1)
+        return sel
