@@ -37,7 +37,7 @@ def as_schedule(value: Any, iteration_scale: float, what: str = "teacher_act_pro
     if isinstance(value, str):
         return GET_PROB_FUNC(value, iteration_scale)
     if callable(value):
-        return value
+        return value  # type: ignore[return-value]
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         constant = float(value)
         return lambda _x: constant

@@ -343,18 +343,24 @@ class TPPO(PPO):
         self.use_teacher_act_mask = torch.where(dones.bool(), draw, self.use_teacher_act_mask)
 
     def collect_transition_from_dataset(self, transition: Any, infos: dict[str, Any]) -> None:
-        """Record a dataset transition: the student acts on the (normalised) dataset observations, the
-        dataset's actions are the labels, and the dataset's reward/done close the step."""
+        """Record a dataset transition as if the dataset's action had been executed.
+
+        The student acts on the (normalised) dataset observations to record its values and distribution; the
+        dataset's action is both the executed action (with its log-probability under the student's rollout
+        distribution) and the label; the dataset's reward and done close the step.
+        """
         obs = transition.observation
         critic_obs = getattr(transition, "privileged_observation", None)
         if critic_obs is None:
             critic_obs = obs
         PPO.act(self, obs, critic_obs)
-        self.transition.action_labels = transition.action.to(self.device)
-        PPO.process_env_step(
-            self, transition.reward.to(self.device), transition.done.to(self.device).bool(), infos
-        )
-        self.teacher_actor_critic.reset(transition.done.to(self.device).bool())
+        actions = transition.action.to(self.device)
+        self.transition.actions = actions
+        self.transition.actions_log_prob = self.actor_critic.get_actions_log_prob(actions).detach()
+        self.transition.action_labels = actions
+        dones = transition.done.to(self.device).reshape(-1).bool()
+        PPO.process_env_step(self, transition.reward.to(self.device).reshape(-1), dones, infos)
+        self.teacher_actor_critic.reset(dones)
 
     def compute_returns(self, last_critic_obs: torch.Tensor) -> None:
         if self.using_ppo:

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from st_rl.runners.dagger_saver import DaggerSaver
+from st_rl.runners.demonstration import DemonstrationSaver
 from st_rl.runners.on_policy_runner import InferencePolicy, OnPolicyRunner
+from st_rl.runners.two_stage_runner import TwoStageRunner
 
-__all__ = ["InferencePolicy", "OnPolicyRunner", "build_runner"]
+__all__ = [
+    "DaggerSaver",
+    "DemonstrationSaver",
+    "InferencePolicy",
+    "OnPolicyRunner",
+    "TwoStageRunner",
+    "build_runner",
+]
 
 
 def build_runner(runner_class_name: Any, *args: Any, **kwargs: Any) -> OnPolicyRunner:

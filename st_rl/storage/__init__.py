@@ -1,5 +1,6 @@
 """Rollout storage, replay and on-disk datasets."""
 
+from st_rl.storage.rollout_files import RolloutDataset, RolloutFileBase
 from st_rl.storage.rollout_storage import (
     ActionLabelRollout,
     MiniBatch,
@@ -8,4 +9,12 @@ from st_rl.storage.rollout_storage import (
     SarsaRolloutStorage,
 )
 
-__all__ = ["ActionLabelRollout", "MiniBatch", "QueueRolloutStorage", "RolloutStorage", "SarsaRolloutStorage"]
+__all__ = [
+    "ActionLabelRollout",
+    "MiniBatch",
+    "QueueRolloutStorage",
+    "RolloutDataset",
+    "RolloutFileBase",
+    "RolloutStorage",
+    "SarsaRolloutStorage",
+]

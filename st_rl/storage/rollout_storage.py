@@ -60,6 +60,19 @@ class RolloutStorage:
         **kwargs: tolerated for subclasses (e.g. ``amp_obs_shape``).
     """
 
+    # Time-major (T, N, ...) buffers, allocated in __init__ through _alloc().
+    observations: torch.Tensor
+    privileged_observations: torch.Tensor | None
+    rewards: torch.Tensor
+    actions: torch.Tensor
+    dones: torch.Tensor
+    actions_log_prob: torch.Tensor
+    values: torch.Tensor
+    returns: torch.Tensor
+    advantages: torch.Tensor
+    mu: torch.Tensor
+    sigma: torch.Tensor
+
     class Transition:
         """The fields of one environment step, filled by the algorithm."""
 
@@ -124,7 +137,7 @@ class RolloutStorage:
 
     def _alloc_observation_buffers(self, obs_shape: tuple[int, ...]) -> None:
         self._alloc("observations", obs_shape)
-        self.privileged_observations: torch.Tensor | None = None
+        self.privileged_observations = None
         if self.privileged_obs_shape is not None:
             self._alloc("privileged_observations", self.privileged_obs_shape)
 
@@ -414,6 +427,8 @@ class ActionLabelRollout(QueueRolloutStorage):
     ``Transition.action_labels`` is stored per step and returned as ``MiniBatch.action_labels``, kept through
     growth and ring rotation.
     """
+
+    action_labels: torch.Tensor
 
     class Transition(RolloutStorage.Transition):
         def __init__(self) -> None:

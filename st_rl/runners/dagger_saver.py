@@ -1,0 +1,281 @@
+"""DAgger data collection: the student being trained drives, the teacher labels.
+
+:class:`DaggerSaver` runs beside a training run (e.g. a TwoStageRunner distilling from the dataset): before
+every collection round it loads the newest ``model_<it>.pt`` of ``training_policy_logdir`` into a student
+built from that run's ``config.json``, and each env executes the teacher's action with probability
+``teacher_act_prob(student iteration)`` (drawn per env and round), the student's otherwise. The stored
+``actions`` are always the teacher's labels for the visited observations.
+
+Example:
+    >>> saver = DaggerSaver(env, teacher, "data/dagger_run", training_policy_logdir="logs/student/run1",
+    ...                     teacher_act_prob="exp", update_times_scale=500, min_timesteps=1e6)
+    >>> saver.collect_and_save()
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from st_rl.algorithms.schedules import as_schedule
+from st_rl.modules.factory import build_actor_critic
+from st_rl.modules.normalizer import EmpiricalNormalization
+from st_rl.runners.demonstration import DemonstrationSaver
+from st_rl.utils.checkpoint import CheckpointError, load_checkpoint
+from st_rl.utils.config import class_label
+from st_rl.utils.logger import (
+    NullWriter,
+    ScalarWriter,
+    aggregate_episode_infos,
+    format_console_block,
+    make_writer,
+)
+from st_rl.utils.utils import latest_checkpoint, read_run_config
+
+__all__ = ["DaggerSaver"]
+
+_MODEL_ITER_RE = re.compile(r"model_(\d+)\.pt$")
+
+
+class DaggerSaver(DemonstrationSaver):
+    """A :class:`DemonstrationSaver` whose rollouts are driven by the student being trained.
+
+    Args:
+        *args: the :class:`DemonstrationSaver` arguments; its ``policy`` is the teacher.
+        training_policy_logdir: log directory of the student's training run (``config.json`` and
+            ``model_<it>.pt``). It may have no checkpoint yet: the student then keeps its initial weights.
+        teacher_act_prob: ``"exp"``, ``"linear"``, ``"tanh"`` (schedules over the student's iteration with
+            scale ``update_times_scale``), a constant probability, or a callable ``iteration -> prob``.
+        update_times_scale: scale of the named schedules.
+        action_sample_std: if ``> 0``, the student's std is set to this value and its actions are sampled
+            (``act``); otherwise the student acts deterministically (``act_inference``).
+        log_to_tensorboard: write episode statistics to ``<logdir>/collector_<first two tokens of the
+            save_dir name>``.
+        checkpoint_retries: attempts to read a checkpoint that fails to load (being written), 0.5 s apart.
+        **kwargs: further :class:`DemonstrationSaver` keyword arguments.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        training_policy_logdir: str,
+        teacher_act_prob: str | float | Callable[[int], float] = "exp",
+        update_times_scale: float = 5000,
+        action_sample_std: float = 0.0,
+        log_to_tensorboard: bool = False,
+        checkpoint_retries: int = 5,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.training_policy_logdir = os.fspath(training_policy_logdir)
+        self.update_times_scale = update_times_scale
+        self.teacher_act_prob = as_schedule(teacher_act_prob, update_times_scale)
+        self.action_sample_std = float(action_sample_std)
+        self.log_to_tensorboard = bool(log_to_tensorboard)
+        self.checkpoint_retries = max(1, int(checkpoint_retries))
+        self.metadata.update(
+            training_policy_logdir=self.training_policy_logdir,
+            update_times_scale=update_times_scale,
+            action_sample_std=self.action_sample_std,
+            teacher_act_prob=(
+                teacher_act_prob
+                if isinstance(teacher_act_prob, (str, int, float))
+                else class_label(teacher_act_prob)
+            ),
+        )
+        self.tb_writer: ScalarWriter = NullWriter()
+        if self.log_to_tensorboard:
+            tokens = os.path.basename(os.path.normpath(self.save_dir)).split("_")[:2]
+            self.tb_log_dir = os.path.join(self.training_policy_logdir, "_".join(["collector", *tokens]))
+            self.tb_writer = make_writer("tensorboard", self.tb_log_dir)
+        self.training_policy: Any = None
+        self.training_obs_normalizer: nn.Module = nn.Identity()
+        self.training_policy_iteration = 0
+        self.collector_iteration = 0
+        self.loaded_checkpoint: str | None = None
+        self._loaded_file_iter = -1
+        self._reported_no_checkpoint = False
+        self.rollout_episode_infos: list[dict[str, Any]] = []
+        self.use_teacher_act_mask = torch.ones(self.env.num_envs, dtype=torch.bool, device=self.device)
+
+    # ------------------------------------------------------------------ student
+    def init_traj_handlers(self) -> None:
+        super().init_traj_handlers()
+        if self.training_policy is None:
+            self.build_training_policy()
+
+    def init_storage_buffer(self) -> None:
+        super().init_storage_buffer()
+        self.rollout_episode_infos = []
+
+    def build_training_policy(self) -> None:
+        """Build a fresh student from ``<training_policy_logdir>/config.json``.
+
+        Raises:
+            FileNotFoundError: the directory has no ``config.json``.
+            ValueError: the config names no policy class.
+        """
+        config = read_run_config(self.training_policy_logdir)
+        runner_cfg = config.get("runner") or {}
+        policy_cfg = dict(config.get("policy") or {})
+        class_name = runner_cfg.get("policy_class_name") or policy_cfg.get("class_name")
+        if not class_name:
+            raise ValueError(
+                f"{self.training_policy_logdir}/config.json names no policy class: expected "
+                "runner.policy_class_name or policy.class_name."
+            )
+        self.training_policy = build_actor_critic(self.env, class_name, policy_cfg).to(self.device)
+        self.training_policy.eval()
+        algorithm_cfg = config.get("algorithm") or {}
+        normalize = algorithm_cfg.get(
+            "empirical_normalization", runner_cfg.get("empirical_normalization", False)
+        )
+        self.training_obs_normalizer = self._new_normalizer() if normalize else nn.Identity()
+        self.training_policy_iteration = 0
+        self._loaded_file_iter = -1
+        self.loaded_checkpoint = None
+        self._apply_action_std()
+
+    def _new_normalizer(self) -> nn.Module:
+        return EmpiricalNormalization(shape=[self.env.num_obs], until=int(1e8)).to(self.device).eval()
+
+    def _apply_action_std(self) -> None:
+        if self.action_sample_std <= 0:
+            return
+        std = getattr(self.training_policy, "std", None)
+        if not isinstance(std, torch.Tensor):
+            raise ValueError(
+                f"action_sample_std > 0 needs a student with a 'std' parameter; "
+                f"{type(self.training_policy).__name__} has none."
+            )
+        with torch.no_grad():
+            std.fill_(self.action_sample_std)
+
+    def _read_checkpoint(self, path: str) -> dict[str, Any] | None:
+        for attempt in range(self.checkpoint_retries):
+            try:
+                return load_checkpoint(path, map_location=self.device)
+            except FileNotFoundError:
+                return None  # replaced between listing and reading; the next round sees the newer file
+            except CheckpointError as e:
+                if attempt + 1 == self.checkpoint_retries:
+                    warnings.warn(
+                        f"DaggerSaver: cannot load {path} ({e}); keeping the current student.", stacklevel=3
+                    )
+                    return None
+                time.sleep(0.5)  # probably still being written
+        return None
+
+    def load_latest_training_policy(self) -> None:
+        """Load the newest ``model_<it>.pt`` (if newer than the loaded one) and resample the teacher mask."""
+        if self.training_policy is None:
+            self.build_training_policy()
+        path = latest_checkpoint(self.training_policy_logdir)
+        if path is None:
+            if not self._reported_no_checkpoint:
+                print(
+                    f"DaggerSaver: no model_<it>.pt in {self.training_policy_logdir} yet; the student keeps its "
+                    "initial weights until the training run saves one.",
+                    flush=True,
+                )
+                self._reported_no_checkpoint = True
+        else:
+            match = _MODEL_ITER_RE.search(path)
+            file_iter = int(match.group(1)) if match else 0
+            if file_iter > self._loaded_file_iter:
+                state = self._read_checkpoint(path)
+                if state is not None:
+                    self._load_student_state(state, path, file_iter)
+        prob = float(self.teacher_act_prob(self.training_policy_iteration))
+        self.current_teacher_act_prob = prob
+        self.use_teacher_act_mask = torch.rand(self.env.num_envs, device=self.device) < prob
+
+    def _load_student_state(self, state: dict[str, Any], path: str, file_iter: int) -> None:
+        try:
+            self.training_policy.load_state_dict(state["model_state_dict"])
+        except RuntimeError as e:
+            raise CheckpointError(
+                f"{path} does not fit the student built from {self.training_policy_logdir}/config.json: "
+                f"{str(e).splitlines()[0]}"
+            ) from e
+        if "obs_norm_state_dict" in state:
+            if not isinstance(self.training_obs_normalizer, EmpiricalNormalization):
+                self.training_obs_normalizer = self._new_normalizer()
+            self.training_obs_normalizer.load_state_dict(state["obs_norm_state_dict"])
+            self.training_obs_normalizer.eval()
+        self.training_policy.eval()
+        self.training_policy_iteration = int(state.get("iter", file_iter))
+        self._loaded_file_iter = file_iter
+        self.loaded_checkpoint = path
+        self._apply_action_std()
+        print(
+            f"DaggerSaver: student loaded from {path} (iteration {self.training_policy_iteration})",
+            flush=True,
+        )
+
+    def get_student_actions(self) -> torch.Tensor:
+        """The student's actions for the current actor observations (its own normalisation)."""
+        x = self.training_obs_normalizer(self.obs)
+        if self.action_sample_std > 0:
+            actions = self.training_policy.act(x)
+        else:
+            actions = self.training_policy.act_inference(x)
+        return self._check_actions(actions, "student")
+
+    # ------------------------------------------------------------------ collection hooks
+    def get_transition(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any], Any, Any]:
+        """Execute the student's actions (the teacher's where the mask is set); return the teacher labels."""
+        teacher_actions = self.get_policy_actions()
+        student_actions = self.get_student_actions()
+        actions = torch.where(self.use_teacher_act_mask[:, None], teacher_actions, student_actions)
+        n_obs, n_critic_obs, rewards, dones, infos = self.env.step(actions)
+        return teacher_actions, rewards, dones, infos, n_obs, n_critic_obs
+
+    def add_transition(self, step_i: int, infos: dict[str, Any]) -> None:
+        super().add_transition(step_i, infos)
+        episode = infos.get("episode", infos.get("log"))
+        if episode:
+            self.rollout_episode_infos.append(episode)
+
+    def policy_reset(self, dones: torch.Tensor) -> None:
+        super().policy_reset(dones)
+        if self.training_policy is not None:
+            self.training_policy.reset(dones)
+
+    def check_stop(self) -> bool:
+        """Reload the newest student (and resample the mask), then check the collection targets."""
+        self.load_latest_training_policy()
+        return super().check_stop()
+
+    def print_log(self) -> None:
+        """Episode statistics of the round (console and, if enabled, TensorBoard), then the progress."""
+        stats = aggregate_episode_infos(self.rollout_episode_infos)
+        step = self.collector_iteration
+        for key, value in stats.items():
+            self.tb_writer.add_scalar(key, value, step)
+        prob = getattr(
+            self, "current_teacher_act_prob", float(self.teacher_act_prob(self.training_policy_iteration))
+        )
+        self.tb_writer.add_scalar("Collector/teacher_act_prob", prob, step)
+        self.tb_writer.add_scalar("Collector/training_policy_iteration", self.training_policy_iteration, step)
+        self.tb_writer.add_scalar("Collector/total_timesteps", self.total_timesteps, step)
+        rows = [
+            ("Student iteration", str(self.training_policy_iteration)),
+            ("Teacher act prob", f"{prob:.3f}"),
+        ]
+        rows += [(key, f"{value:.4f}") for key, value in stats.items()]
+        print(format_console_block(f"DAgger collection round {step + 1}", rows), flush=True)
+        self.collector_iteration += 1
+        self.rollout_episode_infos = []
+        super().print_log()
+
+    def close(self) -> None:
+        super().close()
+        self.tb_writer.flush()

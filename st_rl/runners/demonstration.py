@@ -1,0 +1,521 @@
+"""Record demonstrations: run a policy on a vectorised environment and write trajectories to disk.
+
+The dataset layout (read back by :class:`st_rl.storage.rollout_files.rollout_dataset.RolloutDataset`; see
+``docs/datasets.md``)::
+
+    <save_dir>/metadata.json
+    <save_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz     # frames [a, b) of trajectory k
+
+Each environment writes one trajectory directory at a time; its rollout of ``rollout_storage_length`` steps
+is split at dones, and a new directory starts after every done. Files store RAW (un-normalised)
+observations, whatever normaliser the policy uses.
+
+Example:
+    >>> from st_rl.envs import make_env
+    >>> env = make_env("velocity_tracking", num_envs=64, seed=0)
+    >>> class Expert:
+    ...     def act_inference(self, obs):
+    ...         return env.expert_action(obs)
+    >>> saver = DemonstrationSaver(env, Expert(), "data/vt_expert", min_timesteps=10_000, min_episodes=50)
+    >>> saver.collect_and_save(config={"task": "velocity_tracking"})
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from st_rl.env.adapter import EnvAdapter
+from st_rl.env.layout import get_obs_slice, segments_size
+from st_rl.storage.rollout_files.rollout_dataset import (
+    DATASET_FORMAT,
+    DATASET_FORMAT_VERSION,
+    METADATA_FILE,
+    TRAJ_DIR_RE,
+    TRAJ_FILE_RE,
+    get_frame_range,
+    read_metadata,
+    trajectory_file_name,
+    write_json_atomic,
+    write_trajectory_file,
+)
+from st_rl.utils.config import to_jsonable
+from st_rl.utils.data_compresser import get_compresser
+
+__all__ = ["DemonstrationSaver"]
+
+
+def _segments_json(segments: Mapping[str, Any] | None) -> dict[str, list[int]] | None:
+    if segments is None:
+        return None
+    return {str(k): [int(s) for s in v] for k, v in segments.items()}
+
+
+class DemonstrationSaver:
+    """Collect trajectories of ``policy`` acting in ``env`` and save them as a demonstration dataset.
+
+    Collection runs in rounds of ``rollout_storage_length`` steps until at least ``min_timesteps`` frames
+    and ``min_episodes`` finished trajectories are on disk. An existing ``save_dir`` is continued: new
+    trajectories get the next free numbers (empty ``trajectory_<k>`` directories are reused) and the
+    totals continue from ``metadata.json``.
+
+    Args:
+        env: a vectorised environment of any API st_rl supports (wrapped in :class:`EnvAdapter`), or an
+            :class:`EnvAdapter`.
+        policy: the demonstrator: an object with ``act_inference(obs)`` (``act(obs)`` when ``demo_by_sample``)
+            and optionally ``reset(dones)``, or a plain callable ``obs -> actions``.
+        save_dir: dataset directory (created if missing).
+        rollout_storage_length: steps per collection round (the longest file).
+        min_timesteps: stop once at least this many frames are saved ...
+        min_episodes: ... and at least this many trajectories finished (ended by a done and were kept).
+        success_traj_only: delete trajectories that ended by a termination; those that survived to the
+            time-out (``infos["time_outs"]``) are kept. "Success" means "not terminated": a trajectory still
+            running when collection stops is kept too (it ends without a done).
+        use_critic_obs: feed the policy the critic (privileged) observations instead of the actor ones.
+        obs_disassemble_mapping: ``{component: compression type}`` (e.g. ``{"forward_depth":
+            "normalized_image"}``): observations are stored per component of ``env.obs_segments`` as
+            ``obs_<component>``, the mapped ones compressed (see :mod:`st_rl.utils.data_compresser`).
+        demo_by_sample: sample actions with ``policy.act`` instead of ``policy.act_inference``.
+        obs_normalizer: applied to the actor observations the policy sees (e.g. a trained runner's
+            ``alg.obs_normalizer``; used in eval mode). Files keep raw observations.
+        critic_obs_normalizer: the same for critic observations (``use_critic_obs``).
+        device: device of the rollout buffers and policy inputs (default: ``env.device`` or CPU).
+
+    Raises:
+        ValueError: bad arguments (unknown components or compression types, no ``obs_segments``...).
+        TypeError: the policy lacks ``act_inference`` / ``act`` and is not callable.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        policy: Any,
+        save_dir: str,
+        rollout_storage_length: int = 64,
+        min_timesteps: int | float = 1e6,
+        min_episodes: int = 10000,
+        success_traj_only: bool = False,
+        use_critic_obs: bool = False,
+        obs_disassemble_mapping: Mapping[str, str] | None = None,
+        demo_by_sample: bool = False,
+        obs_normalizer: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        critic_obs_normalizer: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        device: str | torch.device | None = None,
+    ) -> None:
+        self._started = False
+        self._closed = False
+        if int(rollout_storage_length) < 1:
+            raise ValueError(f"rollout_storage_length must be >= 1, got {rollout_storage_length}")
+        target: str | torch.device = device if device is not None else (getattr(env, "device", None) or "cpu")
+        self.env = env if isinstance(env, EnvAdapter) else EnvAdapter(env, device=target)
+        self.raw_env = self.env.env
+        self.device = self.env.device
+        self.policy = policy
+        if demo_by_sample and not callable(getattr(policy, "act", None)):
+            raise TypeError(f"demo_by_sample=True needs policy.act(obs); {type(policy).__name__} has none")
+        if not callable(getattr(policy, "act_inference", None)) and not callable(policy):
+            raise TypeError(
+                f"policy must have act_inference(obs) or be callable obs -> actions; got {type(policy).__name__}"
+            )
+        self.save_dir = os.fspath(save_dir)
+        self.rollout_storage_length = int(rollout_storage_length)
+        self.min_timesteps = min_timesteps
+        self.min_episodes = min_episodes
+        self.success_traj_only = bool(success_traj_only)
+        self.use_critic_obs = bool(use_critic_obs)
+        self.demo_by_sample = bool(demo_by_sample)
+        self.obs_normalizer = obs_normalizer
+        self.critic_obs_normalizer = critic_obs_normalizer
+        self.obs_disassemble_mapping = dict(obs_disassemble_mapping) if obs_disassemble_mapping else None
+        self._check_disassemble_mapping()
+
+        self.total_timesteps = 0
+        self.total_traj_completed = 0
+        self.total_traj_discarded = 0
+        self.total_traj_truncated = 0
+        self.traj_idxs = np.zeros(0, dtype=np.int64)
+        self.dumped_traj_lengths = np.zeros(0, dtype=np.int64)
+        self._free_traj_idxs: list[int] = []
+        self._next_traj_idx = 0
+        self._warned_no_timeouts = False
+        self._cpu: dict[str, np.ndarray] = {}
+        self.metadata: dict[str, Any] = self._build_metadata(config=None)
+
+    # ------------------------------------------------------------------ set-up
+    def _check_disassemble_mapping(self) -> None:
+        mapping = self.obs_disassemble_mapping
+        if not mapping:
+            return
+        segments = self.env.obs_segments
+        if segments is None:
+            raise ValueError(
+                "obs_disassemble_mapping needs the environment's obs_segments (component layout); this "
+                "environment has none. Drop obs_disassemble_mapping or give the env an obs_segments attribute."
+            )
+        if segments_size(segments) != self.env.num_obs:
+            raise ValueError(
+                f"env.obs_segments adds up to {segments_size(segments)} columns but observations have "
+                f"{self.env.num_obs}; fix obs_segments before recording per component."
+            )
+        for name, kind in mapping.items():
+            if name not in segments:
+                raise ValueError(
+                    f"obs_disassemble_mapping names component {name!r}, which is not in env.obs_segments "
+                    f"{list(segments)}"
+                )
+            get_compresser(kind)
+
+    def _build_metadata(self, config: Any) -> dict[str, Any]:
+        env = self.env
+        policy_name = getattr(self.policy, "__qualname__", None) or type(self.policy).__name__
+        return {
+            "format": DATASET_FORMAT,
+            "format_version": DATASET_FORMAT_VERSION,
+            "file_format": "npz",
+            "config": to_jsonable(config),
+            "env": type(self.raw_env).__name__,
+            "policy": policy_name,
+            "rollout_storage_length": self.rollout_storage_length,
+            "success_traj_only": self.success_traj_only,
+            "min_timesteps": self.min_timesteps,
+            "min_episodes": self.min_episodes,
+            "use_critic_obs": self.use_critic_obs,
+            "demo_by_sample": self.demo_by_sample,
+            "num_envs": env.num_envs,
+            "num_obs": env.num_obs,
+            "num_critic_obs": env.num_critic_obs if env.has_critic_group else None,
+            "num_actions": env.num_actions,
+            "obs_segments": _segments_json(env.obs_segments),
+            "critic_obs_segments": _segments_json(env.critic_obs_segments) if env.has_critic_group else None,
+            "obs_disassemble_mapping": self.obs_disassemble_mapping,
+            "total_timesteps": 0,
+            "total_trajectories": 0,
+            "discarded_trajectories": 0,
+            "truncated_trajectories": 0,
+        }
+
+    def _traj_dir(self, traj_idx: int) -> str:
+        return os.path.join(self.save_dir, f"trajectory_{int(traj_idx)}")
+
+    @staticmethod
+    def _traj_files(traj_dir: str) -> list[str]:
+        if not os.path.isdir(traj_dir):
+            return []
+        return [n for n in os.listdir(traj_dir) if TRAJ_FILE_RE.fullmatch(n)]
+
+    def _check_compatible(self, previous: Mapping[str, Any]) -> None:
+        for key in ("num_obs", "num_critic_obs", "num_actions", "obs_segments", "obs_disassemble_mapping"):
+            if key in previous and previous[key] != self.metadata[key]:
+                raise ValueError(
+                    f"{self.save_dir} already holds a dataset recorded with {key}={previous[key]!r}, but this "
+                    f"recording has {key}={self.metadata[key]!r}. Use another save_dir, or the same environment "
+                    "and settings as the existing recording."
+                )
+
+    def init_traj_handlers(self) -> None:
+        """Assign a trajectory directory to every env, continuing an existing dataset in ``save_dir``."""
+        os.makedirs(self.save_dir, exist_ok=True)
+        existing: dict[int, bool] = {}  # index -> has trajectory files
+        for name in os.listdir(self.save_dir):
+            match = TRAJ_DIR_RE.fullmatch(name)
+            if match and os.path.isdir(os.path.join(self.save_dir, name)):
+                existing[int(match.group(1))] = bool(self._traj_files(os.path.join(self.save_dir, name)))
+        previous = read_metadata(self.save_dir)
+        non_empty = [k for k, has in existing.items() if has]
+        if non_empty or previous is not None:
+            if previous is not None:
+                self._check_compatible(previous)
+            frames = sum(
+                b - a
+                for k in non_empty
+                for a, b in (get_frame_range(f) for f in self._traj_files(self._traj_dir(k)))
+            )
+            prev = previous or {}
+            self.total_timesteps = int(frames)
+            self.total_traj_completed = int(prev.get("total_trajectories", len(non_empty)))
+            self.total_traj_discarded = int(prev.get("discarded_trajectories", 0))
+            self.total_traj_truncated = int(prev.get("truncated_trajectories", 0))
+            print(
+                f"DemonstrationSaver: continuing the dataset in {self.save_dir} ({len(non_empty)} trajectories, "
+                f"{self.total_timesteps} timesteps on disk). The environment configuration must match the "
+                "earlier recording.",
+                flush=True,
+            )
+        else:
+            self.total_timesteps = self.total_traj_completed = 0
+            self.total_traj_discarded = self.total_traj_truncated = 0
+        self._free_traj_idxs = sorted(k for k, has in existing.items() if not has)
+        self._next_traj_idx = max(existing) + 1 if existing else 0
+        n = self.env.num_envs
+        self.traj_idxs = np.array([self._allocate_traj_idx() for _ in range(n)], dtype=np.int64)
+        self.dumped_traj_lengths = np.zeros(n, dtype=np.int64)
+        self._update_metadata_totals()
+        self._started = True
+        self._closed = False
+
+    def _allocate_traj_idx(self) -> int:
+        while self._free_traj_idxs:
+            idx = self._free_traj_idxs.pop(0)
+            if not self._traj_files(self._traj_dir(idx)):
+                os.makedirs(self._traj_dir(idx), exist_ok=True)
+                return idx
+        while self._traj_files(self._traj_dir(self._next_traj_idx)):
+            self._next_traj_idx += 1
+        idx = self._next_traj_idx
+        self._next_traj_idx += 1
+        os.makedirs(self._traj_dir(idx), exist_ok=True)
+        return idx
+
+    def init_storage_buffer(self) -> None:
+        """Preallocate the ``(T, N, ...)`` rollout buffers of one collection round."""
+        t, n, dev = self.rollout_storage_length, self.env.num_envs, self.device
+        self.buffers: dict[str, torch.Tensor] = {
+            "observations": torch.zeros(t, n, self.env.num_obs, device=dev),
+            "actions": torch.zeros(t, n, self.env.num_actions, device=dev),
+            "rewards": torch.zeros(t, n, device=dev),
+            "dones": torch.zeros(t, n, dtype=torch.bool, device=dev),
+            "timeouts": torch.zeros(t, n, dtype=torch.bool, device=dev),
+        }
+        if self.env.has_critic_group:
+            self.buffers["privileged_observations"] = torch.zeros(t, n, self.env.num_critic_obs, device=dev)
+        self.transition_has_timeouts = False
+
+    # ------------------------------------------------------------------ collection
+    def check_stop(self) -> bool:
+        """Whether both ``min_timesteps`` and ``min_episodes`` are reached."""
+        return self.total_traj_completed >= self.min_episodes and self.total_timesteps >= self.min_timesteps
+
+    @staticmethod
+    def _apply_normalizer(normalizer: Any, x: torch.Tensor) -> torch.Tensor:
+        if normalizer is None:
+            return x
+        if isinstance(normalizer, nn.Module) and normalizer.training:
+            normalizer.eval()  # never update a trained runner's statistics with demonstration data
+            try:
+                return normalizer(x)
+            finally:
+                normalizer.train()
+        return normalizer(x)
+
+    def get_policy_actions(self) -> torch.Tensor:
+        """The demonstrator's actions for the current observations (normalised as the policy expects)."""
+        if self.use_critic_obs:
+            x = self._apply_normalizer(self.critic_obs_normalizer, self.critic_obs)
+        else:
+            x = self._apply_normalizer(self.obs_normalizer, self.obs)
+        if self.demo_by_sample:
+            actions = self.policy.act(x)
+        else:
+            act = getattr(self.policy, "act_inference", None)
+            actions = act(x) if callable(act) else self.policy(x)
+        return self._check_actions(actions, "policy")
+
+    def _check_actions(self, actions: Any, who: str) -> torch.Tensor:
+        actions = torch.as_tensor(actions)
+        n, a = self.env.num_envs, self.env.num_actions
+        if actions.numel() != n * a:
+            raise ValueError(
+                f"the {who} returned actions of shape {tuple(actions.shape)}, expected ({n}, {a})"
+            )
+        return actions.reshape(n, a).to(self.device, torch.float32)
+
+    def get_transition(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any], Any, Any]:
+        """Act and step: ``(actions to store, rewards, dones, infos, next obs, next critic obs)``."""
+        actions = self.get_policy_actions()
+        n_obs, n_critic_obs, rewards, dones, infos = self.env.step(actions)
+        return actions, rewards, dones, infos, n_obs, n_critic_obs
+
+    def build_transition(
+        self, step_i: int, actions: torch.Tensor, rewards: torch.Tensor, dones: torch.Tensor, infos: dict
+    ) -> None:
+        """Write the current observations, stored actions, rewards and dones at ``step_i``."""
+        b = self.buffers
+        b["observations"][step_i] = self.obs
+        if "privileged_observations" in b:
+            b["privileged_observations"][step_i] = self.critic_obs
+        b["actions"][step_i] = actions
+        b["rewards"][step_i] = rewards
+        b["dones"][step_i] = dones
+
+    def add_transition(self, step_i: int, infos: dict[str, Any]) -> None:
+        """Record the step's time-outs (all False when the environment reports none)."""
+        time_outs = infos.get("time_outs")
+        if time_outs is None:
+            self.buffers["timeouts"][step_i] = False
+            if self.success_traj_only and not self._warned_no_timeouts:
+                warnings.warn(
+                    "success_traj_only: the environment reports no infos['time_outs'], so every done counts as "
+                    "a termination and its trajectory is deleted.",
+                    stacklevel=2,
+                )
+                self._warned_no_timeouts = True
+        else:
+            self.transition_has_timeouts = True
+            self.buffers["timeouts"][step_i] = time_outs.reshape(-1).to(self.device).bool()
+
+    def policy_reset(self, dones: torch.Tensor) -> None:
+        """Reset the memory of finished envs (no host sync: called with the dones mask every step)."""
+        reset = getattr(self.policy, "reset", None)
+        if callable(reset):
+            reset(dones)
+
+    @torch.inference_mode()
+    def collect_step(self, step_i: int) -> None:
+        """One environment step, recorded at row ``step_i`` of the buffers."""
+        actions, rewards, dones, infos, n_obs, n_critic_obs = self.get_transition()
+        self.build_transition(step_i, actions, rewards, dones, infos)
+        self.add_transition(step_i, infos)
+        self.policy_reset(dones)
+        self.obs, self.critic_obs = n_obs, n_critic_obs
+
+    # ------------------------------------------------------------------ writing
+    def wrap_up_trajectory(self, env_i: int, step_slice: slice) -> dict[str, np.ndarray]:
+        """The arrays of one file: rows ``step_slice`` of env ``env_i`` of the current round."""
+        data = self._cpu
+        obs = data["observations"][step_slice, env_i]
+        length = obs.shape[0]
+        out: dict[str, np.ndarray] = {}
+        if self.obs_disassemble_mapping:
+            segments = self.env.obs_segments
+            assert segments is not None
+            for name, shape in segments.items():
+                component = obs[:, get_obs_slice(segments, name)[0]].reshape(length, *shape)
+                if name in self.obs_disassemble_mapping:
+                    component = get_compresser(self.obs_disassemble_mapping[name])[0](component)
+                out["obs_" + name] = np.ascontiguousarray(component)
+        else:
+            out["observations"] = np.ascontiguousarray(obs)
+        if "privileged_observations" in data:
+            out["privileged_observations"] = np.ascontiguousarray(
+                data["privileged_observations"][step_slice, env_i]
+            )
+        out["actions"] = np.ascontiguousarray(data["actions"][step_slice, env_i])
+        out["rewards"] = np.ascontiguousarray(data["rewards"][step_slice, env_i])
+        out["dones"] = np.ascontiguousarray(data["dones"][step_slice, env_i])
+        out["timeouts"] = np.ascontiguousarray(data["timeouts"][step_slice, env_i])
+        out["values"] = np.zeros(length, dtype=np.float32)
+        return out
+
+    def dump_to_file(self, env_i: int, step_slice: slice) -> str:
+        """Append rows ``step_slice`` of env ``env_i`` to its current trajectory; returns the file path."""
+        start = int(self.dumped_traj_lengths[env_i])
+        stop = start + (step_slice.stop - step_slice.start)
+        path = os.path.join(self._traj_dir(self.traj_idxs[env_i]), trajectory_file_name(start, stop))
+        write_trajectory_file(path, self.wrap_up_trajectory(env_i, step_slice))
+        self.dumped_traj_lengths[env_i] = stop
+        self.total_timesteps += stop - start
+        return path
+
+    def update_traj_handler(self, env_i: int, step_slice: slice) -> None:
+        """Env ``env_i`` finished a trajectory at the last row of ``step_slice``: keep it (or delete it when
+        ``success_traj_only`` and it terminated) and start a new trajectory directory."""
+        last = step_slice.stop - 1
+        terminated = bool(self._cpu["dones"][last, env_i]) and not bool(self._cpu["timeouts"][last, env_i])
+        traj_dir = self._traj_dir(self.traj_idxs[env_i])
+        self.dumped_traj_lengths[env_i] = 0
+        if self.success_traj_only and terminated:
+            # last file first: what remains is always a valid prefix for a reader scanning meanwhile
+            for name in sorted(self._traj_files(traj_dir), key=get_frame_range, reverse=True):
+                start, stop = get_frame_range(name)
+                os.remove(os.path.join(traj_dir, name))
+                self.total_timesteps -= stop - start
+            self.total_traj_discarded += 1
+            return  # the emptied directory receives the env's next trajectory
+        self.total_traj_completed += 1
+        self.traj_idxs[env_i] = self._allocate_traj_idx()
+
+    def save_steps(self) -> None:
+        """Write the round's data: each env's rows are split after every done."""
+        self._cpu = {k: v.cpu().numpy() for k, v in self.buffers.items()}
+        dones = self._cpu["dones"]
+        steps = self.rollout_storage_length
+        for env_i in range(self.env.num_envs):
+            start = 0
+            for done_idx in np.nonzero(dones[:, env_i])[0].tolist():
+                self.dump_to_file(env_i, slice(start, done_idx + 1))
+                self.update_traj_handler(env_i, slice(start, done_idx + 1))
+                start = done_idx + 1
+            if start < steps:
+                self.dump_to_file(env_i, slice(start, steps))
+        self._cpu = {}
+        self.dump_metadata()
+
+    def _update_metadata_totals(self) -> None:
+        self.metadata["total_timesteps"] = int(self.total_timesteps)
+        self.metadata["total_trajectories"] = int(self.total_traj_completed)
+        self.metadata["discarded_trajectories"] = int(self.total_traj_discarded)
+        self.metadata["truncated_trajectories"] = int(self.total_traj_truncated)
+
+    def dump_metadata(self) -> None:
+        """Write ``metadata.json`` (atomically) with the current totals."""
+        os.makedirs(self.save_dir, exist_ok=True)
+        self._update_metadata_totals()
+        write_json_atomic(os.path.join(self.save_dir, METADATA_FILE), to_jsonable(self.metadata))
+
+    # ------------------------------------------------------------------ main loop
+    def collect_and_save(self, config: Any = None) -> None:
+        """Collect rounds until :meth:`check_stop`, writing files after each round, then :meth:`close`.
+
+        Args:
+            config: anything JSON-friendly describing the recording (stored as ``metadata["config"]``).
+        """
+        self.metadata["config"] = to_jsonable(config)
+        if not self._started or self._closed:
+            self.init_traj_handlers()
+        self.init_storage_buffer()
+        self.dump_metadata()
+        self.obs, self.critic_obs, _ = self.env.reset()
+        self.policy_reset(torch.ones(self.env.num_envs, dtype=torch.bool, device=self.device))
+        self._round_start = self._collect_start = time.monotonic()
+        while not self.check_stop():
+            for step_i in range(self.rollout_storage_length):
+                self.collect_step(step_i)
+            self.env.raise_if_nonfinite()
+            self.save_steps()
+            self.print_log()
+        self.close()
+
+    def print_log(self) -> None:
+        """Print the progress of the collection."""
+        now = time.monotonic()
+        round_time = now - getattr(self, "_round_start", now)
+        self._round_start = now
+        fps = self.rollout_storage_length * self.env.num_envs / max(round_time, 1e-9)
+        elapsed = now - getattr(self, "_collect_start", now)
+        print(
+            f"DemonstrationSaver: {self.total_timesteps}/{int(self.min_timesteps)} timesteps, "
+            f"{self.total_traj_completed}/{int(self.min_episodes)} trajectories "
+            f"({self.total_traj_discarded} discarded), {fps:.0f} steps/s, {elapsed:.1f} s elapsed",
+            flush=True,
+        )
+
+    def close(self) -> None:
+        """Remove empty trajectory directories and write the final metadata (idempotent)."""
+        if not self._started or self._closed:
+            return
+        self._closed = True
+        self.total_traj_truncated += int((self.dumped_traj_lengths > 0).sum())
+        for idx in {*self.traj_idxs.tolist(), *self._free_traj_idxs}:
+            traj_dir = self._traj_dir(idx)
+            if os.path.isdir(traj_dir) and not os.listdir(traj_dir):
+                os.rmdir(traj_dir)
+        self.dump_metadata()
+        print(
+            f"DemonstrationSaver: saved {self.total_timesteps} timesteps, {self.total_traj_completed} "
+            f"trajectories in {self.save_dir}",
+            flush=True,
+        )
+
+    def __del__(self) -> None:
+        try:
+            if getattr(self, "_started", False) and not getattr(self, "_closed", True):
+                self.close()
+        except Exception:  # never raise from a finaliser
+            pass

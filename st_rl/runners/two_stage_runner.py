@@ -1,0 +1,123 @@
+"""Two-stage training: learn from a recorded dataset first, then from the environment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from st_rl.runners.on_policy_runner import OnPolicyRunner
+
+
+class TwoStageRunner(OnPolicyRunner):
+    """:class:`OnPolicyRunner` whose first ``pretrain_iterations`` iterations replay a demonstration dataset.
+
+    While pretraining, each rollout step takes one transition per env from a
+    :class:`~st_rl.storage.rollout_files.rollout_dataset.RolloutDataset` built from the runner config's
+    ``pretrain_dataset`` (``data_dir``, ``dataset_loops``, ``random_shuffle_traj_order``,
+    ``keep_latest_n_trajs``, ``starting_frame_range``; legged_gym's stale ``scan_dir`` is accepted) and hands
+    it to ``alg.collect_transition_from_dataset`` (the dataset's actions become the action labels, so the
+    algorithm must be of the TPPO family). The dataset's raw observations go through the student's
+    normalisers like environment observations. When the dataset is exhausted, or once
+    ``current_learning_iteration >= pretrain_iterations``, steps come from the environment again (the
+    observation is refreshed from the environment and the policy memory is reset at the switch).
+    ``pretrain_iterations < 0`` pretrains for as long as the dataset lasts. ``log_interval`` defaults to 50.
+    Dataset statistics are logged as ``Perf/dataset_<key>``.
+    """
+
+    def __init__(
+        self, env: Any, train_cfg: Any, log_dir: str | None = None, device: str | torch.device = "cpu"
+    ) -> None:
+        super().__init__(env, train_cfg, log_dir=log_dir, device=device)
+        from st_rl.storage.rollout_files.rollout_dataset import rollout_dataset_from_config
+
+        if "log_interval" not in self.cfg:
+            self.log_interval = 50
+        self.pretrain_iterations = int(self.cfg.get("pretrain_iterations", 0))
+        if self.cfg.get("pretrain_dataset") is None:
+            raise ValueError(
+                "TwoStageRunner needs 'pretrain_dataset' in the runner config, e.g. "
+                "{'data_dir': 'logs/demos', 'dataset_loops': 1}; record one with DemonstrationSaver."
+            )
+        if not hasattr(self.alg, "collect_transition_from_dataset"):
+            raise ValueError(
+                f"TwoStageRunner pretrains with the dataset's actions as labels, which needs an algorithm of the "
+                f"TPPO family (TPPO, EstimatorTPPO); got {type(self.alg).__name__}."
+            )
+        self.rollout_dataset = rollout_dataset_from_config(
+            self.cfg["pretrain_dataset"], self.env_adapter.num_envs, self.device
+        )
+        self._from_dataset = False
+        self._dataset_checked = False
+
+    def is_pretraining(self) -> bool:
+        """Whether the current iteration still learns from the dataset."""
+        return self.pretrain_iterations < 0 or self.current_learning_iteration < self.pretrain_iterations
+
+    def _check_dataset_widths(self, transition: Any) -> None:
+        width = transition.observation.shape[-1]
+        if width != self.env_adapter.num_obs:
+            raise ValueError(
+                f"The pretrain dataset's observations have {width} columns but the environment's have "
+                f"{self.env_adapter.num_obs}: record the dataset on the same task/observation layout."
+            )
+        priv = getattr(transition, "privileged_observation", None)
+        if (
+            self.env_adapter.has_critic_group
+            and priv is not None
+            and priv.shape[-1] != self.env_adapter.num_critic_obs
+        ):
+            raise ValueError(
+                f"The pretrain dataset's privileged observations have {priv.shape[-1]} columns but the "
+                f"environment's critic observations have {self.env_adapter.num_critic_obs}."
+            )
+        self._dataset_checked = True
+
+    def rollout_step(self, obs: torch.Tensor, critic_obs: torch.Tensor, **kwargs: Any):
+        if self.is_pretraining():
+            transition, infos = self.rollout_dataset.get_transition_batch()
+            if transition is not None:
+                if not self._dataset_checked:
+                    self._check_dataset_widths(transition)
+                return self._dataset_step(transition, infos)
+        if self._from_dataset:
+            # Back to the environment: its own observation, fresh policy memory.
+            self._from_dataset = False
+            obs, critic_obs, _ = self.env_adapter.get_observations()
+            obs, critic_obs = self._normalize(obs, critic_obs, update=False)
+            self.alg.actor_critic.reset(
+                torch.ones(self.env_adapter.num_envs, dtype=torch.bool, device=self.device)
+            )
+        return super().rollout_step(obs, critic_obs, **kwargs)
+
+    def _dataset_step(self, transition: Any, infos: dict[str, Any]):
+        self._from_dataset = True
+        dev = self.device
+
+        def field(name: str, fallback: str) -> torch.Tensor:
+            value = getattr(transition, name, None)
+            if value is None or not self.env_adapter.has_critic_group:
+                value = getattr(transition, fallback)
+            return value.to(dev)
+
+        obs, critic_obs = self._normalize(
+            transition.observation.to(dev), field("privileged_observation", "observation")
+        )
+        next_obs, next_critic = self._normalize(
+            transition.next_observation.to(dev),
+            field("next_privileged_observation", "next_observation"),
+            update=False,
+        )
+        rewards = transition.reward.to(dev).reshape(-1).float()
+        dones = transition.done.to(dev).reshape(-1).bool()
+        step_infos: dict[str, Any] = {}
+        if "time_outs" in infos:
+            step_infos["time_outs"] = infos["time_outs"].to(dev).reshape(-1)
+        normalized = transition._replace(
+            observation=obs, privileged_observation=critic_obs, reward=rewards, done=dones
+        )
+        self.alg.collect_transition_from_dataset(normalized, step_infos)
+        for key, value in infos.items():
+            if key != "time_outs":
+                self.writer.add_scalar(f"Perf/dataset_{key}", float(value), self.current_learning_iteration)
+        return next_obs, next_critic, rewards, dones, step_infos

@@ -1,0 +1,140 @@
+"""Base class of datasets that replay recorded rollouts as if they came from a vectorised environment.
+
+A subclass keeps one *handler* per environment slot (which trajectory and frame it is reading) and fills
+transition buffers from files. Consumers use it like an environment step:
+
+>>> batch, infos = dataset.get_transition_batch()   # one transition per env slot, shape (N, ...)
+>>> if batch is None:                                # the dataset is exhausted
+...     ...
+
+or iterate over it (``for batch in dataset``), or ask for whole sequences with ``get_batch(T)`` (shape
+``(T, N, ...)``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import IterableDataset
+
+__all__ = ["DatasetExhausted", "RolloutFileBase"]
+
+
+class DatasetExhausted(Exception):
+    """Raised inside a dataset when no trajectory is left to hand out (all allowed loops are used)."""
+
+
+class RolloutFileBase(IterableDataset, ABC):
+    """Abstract rollout-file dataset with one handler per environment slot.
+
+    Args:
+        data_dir: directory (or list of directories) holding the recorded data.
+        num_envs: number of environment slots ``N`` served in parallel.
+        device: device of the returned tensors. It is used as given: asking for ``"cuda"`` on a machine
+            without CUDA raises (pass ``device="cpu"``).
+
+    Subclasses implement :meth:`reset_all`, :meth:`refresh_handlers`, :meth:`get_buffer` and
+    :meth:`fill_transition`; the latter raises :class:`DatasetExhausted` when the data runs out.
+    """
+
+    def __init__(
+        self, data_dir: str | Sequence[str], num_envs: int, device: str | torch.device = "cuda"
+    ) -> None:
+        super().__init__()
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError(
+                f"{type(self).__name__}: device {str(device)!r} was requested but CUDA is not available; "
+                "pass device='cpu'."
+            )
+        self.data_dir = data_dir
+        self.num_envs = int(num_envs)
+        self.all_env_ids = torch.arange(self.num_envs, device=self.device)
+        self._initialized = False
+        self.exhausted = False
+
+    # ------------------------------------------------------------------ public API
+    def reset(self, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
+        """Reset every handler (``env_ids=None``: re-read the data, start over) or give new trajectories to
+        the handlers of ``env_ids``."""
+        if env_ids is None:
+            self.exhausted = False
+            self.reset_all()
+            self._initialized = True
+            env_ids = self.all_env_ids
+        elif not self._initialized:
+            self.reset()
+            return
+        try:
+            self.refresh_handlers(env_ids)
+        except DatasetExhausted:
+            self.exhausted = True
+
+    def get_batch(self, num_transitions_per_env: int | None = None) -> Any:
+        """The next transitions of every env slot: fields of shape ``(N, ...)``, or ``(T, N, ...)`` with
+        ``num_transitions_per_env=T``. Resets lazily on the first call.
+
+        Returns:
+            The filled buffer (new tensors on each call), or ``None`` when the dataset is exhausted.
+        """
+        if not self._initialized:
+            self.reset()
+        if self.exhausted:
+            return None
+        buffer = self.get_buffer(num_transitions_per_env)
+        try:
+            if num_transitions_per_env is None:
+                self.fill_transition(buffer)
+            else:
+                for t in range(int(num_transitions_per_env)):
+                    self.fill_transition(buffer[t])
+        except DatasetExhausted:
+            self.exhausted = True
+            return None
+        return buffer
+
+    def get_transition_batch(self) -> tuple[Any, dict[str, torch.Tensor]]:
+        """One transition per env slot, as an environment step would give it.
+
+        Returns:
+            ``(buffer, {"time_outs": buffer.timeout})`` (``{}`` when the buffer has no timeout field), or
+            ``(None, {})`` when the dataset is exhausted.
+        """
+        buffer = self.get_batch()
+        if buffer is None:
+            return None, {}
+        timeout = getattr(buffer, "timeout", None)
+        return buffer, ({"time_outs": timeout} if timeout is not None else {})
+
+    def __iter__(self) -> RolloutFileBase:
+        self.reset()
+        return self
+
+    def __next__(self) -> Any:
+        batch = self.get_batch()
+        if batch is None:
+            raise StopIteration
+        return batch
+
+    # ------------------------------------------------------------------ subclass hooks
+    @abstractmethod
+    def reset_all(self) -> None:
+        """Re-read the data and rebuild the per-env handlers (before :meth:`refresh_handlers` of all envs)."""
+
+    @abstractmethod
+    def refresh_handlers(self, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
+        """Give new trajectories to the handlers of ``env_ids`` (all when ``None``)."""
+
+    @abstractmethod
+    def get_buffer(self, num_transitions_per_env: int | None = None) -> Any:
+        """A new, unfilled buffer with leading dims ``(N,)`` or ``(T, N)``."""
+
+    @abstractmethod
+    def fill_transition(self, buffer: Any, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
+        """Write the next transition of each env of ``env_ids`` (all when ``None``) into ``buffer``
+        (leading dim N) and advance the handlers."""
