@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Callable, Iterable
+from typing import IO, Any
 
 import torch
 
@@ -169,14 +171,32 @@ def read_run_config(run_dir: str) -> dict:
         return json.load(f)
 
 
-def write_run_config(run_dir: str, config: dict) -> str:
-    """Write ``config`` as ``<run_dir>/config.json`` atomically; returns the path."""
+def atomic_write(path: str, write: Callable[[IO[Any]], None], mode: str = "wb") -> None:
+    """Write a file atomically: ``write(f)`` fills a temporary file in the same directory, which then
+    replaces ``path``; on any error the temporary file is removed and ``path`` is untouched."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path), suffix=".tmp", dir=directory)
+    try:
+        encoding = None if "b" in mode else "utf-8"
+        with open(fd, mode, encoding=encoding) as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    """Write ``data`` as indented JSON atomically."""
     import json
 
+    atomic_write(path, lambda f: json.dump(data, f, indent=2), mode="w")
+
+
+def write_run_config(run_dir: str, config: dict) -> str:
+    """Write ``config`` as ``<run_dir>/config.json`` atomically; returns the path."""
     os.makedirs(run_dir, exist_ok=True)
     path = os.path.join(run_dir, "config.json")
-    tmp = os.path.join(run_dir, ".config.json.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2)
-    os.replace(tmp, path)
+    write_json_atomic(path, config)
     return path

@@ -30,7 +30,6 @@ import math
 import os
 import pickle
 import re
-import tempfile
 import time
 import warnings
 import zipfile
@@ -46,6 +45,7 @@ from st_rl.env.layout import normalize_segments
 from st_rl.storage.rollout_files.base import DatasetExhausted, RolloutFileBase
 from st_rl.utils.collections import namedarraytuple
 from st_rl.utils.data_compresser import get_compresser
+from st_rl.utils.utils import atomic_write, write_json_atomic
 
 __all__ = [
     "DATASET_FORMAT",
@@ -102,31 +102,8 @@ def write_trajectory_file(path: str, arrays: Mapping[str, np.ndarray]) -> None:
     for key, value in arrays.items():
         if np.asarray(value).dtype == object:
             raise TypeError(f"array {key!r} has dtype object; trajectory files hold numeric arrays only")
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path), suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            savez: Any = np.savez  # keyword names are array names
-            savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
-def write_json_atomic(path: str, data: Any) -> None:
-    """Write ``data`` as indented JSON atomically."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path), suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    savez: Any = np.savez  # keyword names are array names
+    atomic_write(path, lambda f: savez(f, **{k: np.asarray(v) for k, v in arrays.items()}))
 
 
 # ---------------------------------------------------------------------------------------------- reading
