@@ -34,6 +34,17 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", default=None, help="checkpoint file or run directory to continue from")
     train.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: all cores)")
     train.add_argument("--log-interval", type=int, default=None, help="print/log every N iterations")
+    train.add_argument(
+        "--motion",
+        default=None,
+        help="reference-motion file (st-rl record-motion): train with AMP (APPO) towards that gait",
+    )
+    train.add_argument(
+        "--style-reward-coef",
+        type=float,
+        default=0.03,
+        help="AMP style reward weight per step (default 0.03)",
+    )
     sub.add_parser("tasks", help="list the built-in tasks")
     play = sub.add_parser(
         "play",
@@ -89,6 +100,12 @@ def _build_parser() -> argparse.ArgumentParser:
     rec.add_argument(
         "--command", dest="fixed_command", type=float, nargs=3, default=None, metavar=("VX", "VY", "YAW")
     )
+    rec.add_argument(
+        "--fields",
+        default="default",
+        help="style fields: 'default' (root height, base velocities, joints), 'joints' (joint positions and "
+        "velocities) or a comma-separated list",
+    )
     rec.add_argument("--seed", type=int, default=0)
     return parser
 
@@ -126,7 +143,20 @@ def cmd_train(args: argparse.Namespace) -> int:
     log_dir = args.log_dir or os.path.join(
         "logs", cfg["experiment_name"], datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     )
-    env = make_env(args.task, num_envs=num_envs, device=device, seed=cfg["seed"], **preset.env_kwargs)
+    env_kwargs = dict(preset.env_kwargs)
+    loader = None
+    if args.motion:
+        from st_rl.configs import amp_train_config
+        from st_rl.datasets import MotionLoader
+
+        dt = make_env(args.task, num_envs=1, seed=0).dt
+        loader = MotionLoader(args.motion, amp_obs_frame_num=2, time_between_frames=dt, device=device)
+        env_kwargs.update(amp_obs_frame_num=2, style_fields=loader.style_fields)
+        cfg = amp_train_config(cfg, args.style_reward_coef)
+        print(f"[st-rl] AMP towards {args.motion}: {len(loader.style_fields)} style fields, 2-frame windows")
+    env = make_env(args.task, num_envs=num_envs, device=device, seed=cfg["seed"], **env_kwargs)
+    if loader is not None:
+        env.set_ref_motion_source(loader)
     runner = build_runner(
         cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=log_dir, device=device
     )
@@ -220,14 +250,23 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
         runner = OnPolicyRunner(env, {**cfg, "logger": "none"})
         runner.load(args.checkpoint, load_optimizer=False)
         policy = runner.get_inference_policy()
-    motion = record_motion(env, policy, args.duration, env_ids=range(n), command=args.fixed_command)
+    if args.fields == "joints":
+        from st_rl.envs.motion_recorder import joint_style_fields
+
+        fields = joint_style_fields(env)
+    elif args.fields == "default":
+        fields = None
+    else:
+        fields = [f.strip() for f in args.fields.split(",") if f.strip()]
+    motion = record_motion(
+        env, policy, args.duration, fields=fields, env_ids=range(n), command=args.fixed_command
+    )
     if not motion:
         raise SystemExit("every recorded trajectory fell before recording started; nothing written")
     save_motion_file(motion, args.out)
     frames = sum(len(t["Frames"]) for t in motion.values())
-    print(
-        f"[st-rl] wrote {len(motion)} trajectories ({frames} frames of {len(env.style_fields)} fields) to {args.out}"
-    )
+    n_fields = len(next(iter(motion.values()))["Fields"])
+    print(f"[st-rl] wrote {len(motion)} trajectories ({frames} frames of {n_fields} fields) to {args.out}")
     return 0
 
 

@@ -147,3 +147,32 @@ def get_preset(task: str) -> TaskPreset:
     if task not in PRESETS:
         raise ValueError(f"No training preset for task '{task}'; available: {sorted(PRESETS)}")
     return PRESETS[task]()
+
+
+def amp_train_config(
+    train_cfg: dict[str, Any],
+    style_reward_coef: float = 0.03,
+    discriminator_hidden_dims: tuple[int, ...] = (256, 128),
+    recurrent: bool = False,
+) -> dict[str, Any]:
+    """Turn a flat PPO training config into its AMP form (``AmpPolicyRunner``, ``APPO``, an AMP policy).
+
+    The discriminator's ``input_dim`` is left ``None`` (filled from the environment's ``ref_obs`` windows).
+    ``style_reward_coef`` is in task-reward units per step: the built-in quadruped's task rewards are scaled by
+    ``dt`` (at most about 0.055 per step), so 0.03 weighs the gait style at roughly half the tracking reward.
+    """
+    cfg = copy.deepcopy(train_cfg)
+    cfg["runner_class_name"] = "AmpPolicyRunner"
+    cfg["policy"] = {
+        **cfg["policy"],
+        "class_name": "AmpActorCriticRecurrent" if recurrent else "AmpActorCritic",
+        "amp_discriminator": {
+            "input_dim": None,
+            "style_reward_coef": style_reward_coef,
+            "hidden_dims": list(discriminator_hidden_dims),
+            "discriminator_grad_pen": 5.0,
+            "task_reward_lerp": 0.0,
+        },
+    }
+    cfg["algorithm"] = {**cfg["algorithm"], "class_name": "APPO", "discriminator_loss_coef": 1.0}
+    return cfg

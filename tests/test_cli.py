@@ -73,3 +73,42 @@ def test_console_script_is_installed():
     cmd = [exe, "tasks"] if exe else [sys.executable, "-m", "st_rl", "tasks"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "point_mass" in result.stdout
+
+
+def test_record_motion_then_train_with_amp_then_play(tmp_path, capsys):
+    motion = tmp_path / "trot.motion"
+    rc = main(
+        ["record-motion", "--scripted-trot", "--fields", "joints", "--duration", "1", "--num-trajectories", "2",
+         "--out", str(motion)]
+    )  # fmt: skip
+    assert rc == 0 and motion.exists()
+    from st_rl.envs.motion_recorder import load_motion_file
+
+    traj = next(iter(load_motion_file(str(motion)).values()))
+    assert len(traj["Fields"]) == 24 and all(f.endswith(("_dof_pos", "_dof_vel")) for f in traj["Fields"])
+    log_dir = tmp_path / "amp"
+    rc = main(
+        ["train", "--task", "quadruped_flat", "--num-envs", "16", "--iterations", "2", "--device", "cpu",
+         "--log-dir", str(log_dir), "--motion", str(motion)]
+    )  # fmt: skip
+    assert rc == 0
+    cfg = json.loads((log_dir / "config.json").read_text())
+    assert (
+        cfg["runner"]["runner_class_name"] == "AmpPolicyRunner" and cfg["algorithm"]["class_name"] == "APPO"
+    )
+    assert cfg["policy"]["amp_discriminator"]["input_dim"] == 48  # 2 frames x 24 joint fields, from the env
+    assert "AMP towards" in capsys.readouterr().out
+    rc = main(
+        [
+            "play",
+            "--checkpoint",
+            str(log_dir),
+            "--num-envs",
+            "2",
+            "--duration",
+            "1",
+            "--no-video",
+            "--no-plot",
+        ]
+    )
+    assert rc == 0

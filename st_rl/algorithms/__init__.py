@@ -1,12 +1,16 @@
 """Learning algorithms. Every class usable as an ``algorithm.class_name`` is exported here."""
 
 from st_rl.algorithms import functional
+from st_rl.algorithms.appo import APPO, ATPPO, APPOAlgoMixin
 from st_rl.algorithms.estimator import EstimatorAlgoMixin, EstimatorPPO, EstimatorTPPO
 from st_rl.algorithms.ppo import PPO, NonFiniteLossError
 from st_rl.algorithms.schedules import GET_PROB_FUNC
 from st_rl.algorithms.tppo import TPPO
 
 __all__ = [
+    "APPO",
+    "APPOAlgoMixin",
+    "ATPPO",
     "GET_PROB_FUNC",
     "PPO",
     "TPPO",

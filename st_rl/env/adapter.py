@@ -193,6 +193,10 @@ class EnvAdapter:
         critic_names = self._obs_groups.get("critic")
         critic = self._concat(groups, critic_names) if critic_names else obs
         extras = dict(raw[1]) if self.api == "rsl_rl2" and raw[1] is not None else {}
+        if self.api == "tensordict" and "ref_obs" in groups:
+            extras["observations"] = {
+                "ref_obs": groups["ref_obs"]
+            }  # AMP windows, as the other APIs carry them
         return obs, critic, extras
 
     # ------------------------------------------------------------------ public API
@@ -230,7 +234,9 @@ class EnvAdapter:
             raw_obs, rewards, dones, infos = out
             infos = dict(infos or {})
             payload = (raw_obs, infos) if self.api == "rsl_rl2" else raw_obs
-            obs, critic, _ = self._split_observations(payload, None)
+            obs, critic, split_extras = self._split_observations(payload, None)
+            if self.api == "tensordict" and "observations" in split_extras:
+                infos["observations"] = {**(infos.get("observations") or {}), **split_extras["observations"]}
         rewards = rewards.reshape(self.num_envs).to(self.device, torch.float32)
         dones = dones.reshape(self.num_envs).to(self.device).bool()
         if "time_outs" in infos and infos["time_outs"] is not None:
@@ -284,6 +290,17 @@ class EnvAdapter:
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor) -> None:
         self.env.episode_length_buf = value
+
+    @property
+    def amp_obs_dim(self) -> int | None:
+        """Width of one flattened AMP window: the env's ``amp_obs_dim`` attribute, else the width of
+        ``extras["observations"]["ref_obs"]``; None without either."""
+        declared = getattr(self.env, "amp_obs_dim", None)
+        if declared:
+            return int(declared)
+        _, _, extras = self.get_observations()
+        ref = (extras.get("observations") or {}).get("ref_obs")
+        return int(ref[0].numel()) if ref is not None else None
 
     def randomize_episode_lengths(self) -> None:
         """Spread episode start times: ``episode_length_buf ~ U[0, max_episode_length)``."""

@@ -20,7 +20,15 @@ from typing import Any
 
 import torch
 
-__all__ = ["load_motion_file", "record_motion", "save_motion_file", "scripted_trot_policy"]
+__all__ = [
+    "collect_style_windows",
+    "joint_style_fields",
+    "load_motion_file",
+    "record_motion",
+    "record_scripted_trot",
+    "save_motion_file",
+    "scripted_trot_policy",
+]
 
 
 def scripted_trot_policy(env: Any, frequency_hz: float = 2.0, thigh_amp: float = 0.3, calf_amp: float = 0.5):
@@ -129,3 +137,57 @@ def load_motion_file(path: str) -> dict[str, dict[str, Any]]:
                 f"{path}: trajectory {key!r} has frames whose length differs from len(Fields)={width}"
             )
     return data
+
+
+def joint_style_fields(env: Any) -> list[str]:
+    """Style fields describing a gait independent of heading and speed: joint positions and velocities."""
+    return [f"{j}_dof_pos" for j in env.joint_names] + [f"{j}_dof_vel" for j in env.joint_names]
+
+
+def record_scripted_trot(
+    task: str,
+    path: str,
+    seed: int = 0,
+    fields: Sequence[str] | None = None,
+    num_robots: int = 8,
+    duration_s: float = 10.0,
+) -> list[str]:
+    """Record the scripted trot of the built-in quadruped (no pushes, no noise, zero command) to ``path``.
+
+    Returns the recorded style fields (default: :func:`joint_style_fields`).
+    """
+    from st_rl.envs import make_env
+
+    env = make_env(task, num_envs=num_robots, seed=seed, max_push_vel_xy=0.0, noise_level=0.0)
+    fields = list(fields or joint_style_fields(env))
+    motion = record_motion(
+        env,
+        scripted_trot_policy(env),
+        duration_s,
+        fields=fields,
+        env_ids=range(num_robots),
+        command=[0.0, 0.0, 0.0],
+    )
+    if not motion:
+        raise RuntimeError("every scripted-trot robot fell before recording started")
+    save_motion_file(motion, path)
+    return fields
+
+
+@torch.inference_mode()
+def collect_style_windows(
+    env: Any, policy: Callable[[torch.Tensor], torch.Tensor], duration_s: float, warmup_s: float = 1.0
+) -> torch.Tensor:
+    """Run ``policy`` from a reset and gather the flattened ``ref_obs`` windows of robots that did not just
+    finish, after ``warmup_s`` (the task needs ``amp_obs_frame_num > 0``). Returns ``(M, H * F)``."""
+    env.reset()
+    obs, extras = env.get_observations()
+    if "ref_obs" not in (extras.get("observations") or {}):
+        raise ValueError("the environment provides no ref_obs windows; build it with amp_obs_frame_num > 0")
+    out = []
+    for k in range(int(round(duration_s / env.dt))):
+        obs, _, dones, extras = env.step(policy(obs))
+        if k * env.dt >= warmup_s:
+            alive = ~dones
+            out.append(extras["observations"]["ref_obs"][alive].reshape(int(alive.sum()), -1))
+    return torch.cat(out)

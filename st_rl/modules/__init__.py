@@ -20,6 +20,12 @@ from st_rl.modules.actor_critic_recurrent import (
     StateAcRecurrent,
     VisualDeterministicRecurrent,
 )
+from st_rl.modules.amp_discriminator import (
+    AmpActorCritic,
+    AmpActorCriticRecurrent,
+    AMPDiscriminator,
+    EncoderAmpActorCriticRecurrent,
+)
 from st_rl.modules.conv2d import Conv2dHeadModel, Conv2dModel
 from st_rl.modules.factory import build_actor_critic
 from st_rl.modules.memory import ActorCriticHiddenState, LstmHiddenState, Memory
@@ -28,6 +34,10 @@ from st_rl.modules.normalizer import EmpiricalNormalization, Normalize, Normaliz
 from st_rl.modules.utils import conv2d_output_shape, get_activation, get_activation_Cls
 
 __all__ = [
+    "AMPDiscriminator",
+    "AmpActorCritic",
+    "AmpActorCriticRecurrent",
+    "EncoderAmpActorCriticRecurrent",
     "ActorCritic",
     "ActorCriticMutex",
     "ActorCriticFieldMutex",

@@ -13,7 +13,8 @@ def build_actor_critic(env: Any, class_name: Any, policy_cfg: dict[str, Any]) ->
 
     ``num_actor_obs``, ``num_critic_obs`` and ``num_actions`` are filled from ``env`` when missing or
     ``None``; ``obs_segments`` / ``privileged_obs_segments`` are injected from the env when the config lacks
-    them. ``env`` may be an :class:`st_rl.env.EnvAdapter` or any env with ``num_obs`` /
+    them. An ``amp_discriminator`` config without ``input_dim`` gets the width of the env's ``ref_obs``
+    windows. ``env`` may be an :class:`st_rl.env.EnvAdapter` or any env with ``num_obs`` /
     ``num_privileged_obs`` (0 or ``None`` meaning "critic sees the actor observations").
     """
     import st_rl.modules as modules
@@ -41,4 +42,9 @@ def build_actor_critic(env: Any, class_name: Any, policy_cfg: dict[str, Any]) ->
     )
     if not has_critic_layout and critic_segments is not None:
         cfg["privileged_obs_segments"] = critic_segments
+    amp = cfg.get("amp_discriminator")
+    if isinstance(amp, dict) and amp.get("input_dim") is None:
+        amp_dim = getattr(env, "amp_obs_dim", None)
+        if amp_dim:
+            cfg["amp_discriminator"] = {**amp, "input_dim": int(amp_dim)}
     return cls(**cfg)

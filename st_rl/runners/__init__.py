@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from st_rl.runners.amp_policy_runner import AmpPolicyRunner
 from st_rl.runners.dagger_saver import DaggerSaver
 from st_rl.runners.demonstration import DemonstrationSaver
 from st_rl.runners.on_policy_runner import InferencePolicy, OnPolicyRunner
 from st_rl.runners.two_stage_runner import TwoStageRunner
 
 __all__ = [
+    "AmpPolicyRunner",
     "DaggerSaver",
     "DemonstrationSaver",
     "InferencePolicy",

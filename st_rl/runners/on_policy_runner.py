@@ -83,6 +83,14 @@ class OnPolicyRunner:
             raise ValueError("num_steps_per_env, save_interval and log_interval must be >= 1")
 
         actor_critic = build_actor_critic(self.env_adapter, self.train_cfg.policy_class_name, self.policy_cfg)
+        amp_cfg = self.policy_cfg.get("amp_discriminator")
+        if (
+            isinstance(amp_cfg, dict)
+            and amp_cfg.get("input_dim") is None
+            and hasattr(actor_critic, "discriminator")
+        ):
+            # Saved configs record the width taken from the environment (a private copy of the user's config).
+            amp_cfg["input_dim"] = int(actor_critic.discriminator.input_dim)
         import st_rl.algorithms as algorithms
 
         alg_cls = resolve_class(self.train_cfg.algorithm_class_name, algorithms, "algorithm")

@@ -549,3 +549,51 @@ class SarsaRolloutStorage(RolloutStorage):
         if getattr(self, "_sarsa_padded", False):
             fields.update(next_obs=self.next_observations, next_critic_obs=self._next_critic_buffer())
         return fields
+
+
+class AmpRolloutStorage(ActionLabelRollout):
+    """:class:`ActionLabelRollout` that also records AMP windows: ``ref_obs`` (the policy's style-feature
+    window after each step) and ``ref_motion`` (a reference-motion window), both raw (unnormalised), returned
+    as ``MiniBatch.ref_obs`` / ``MiniBatch.ref_motion``. Extending the action-label storage lets ATPPO keep the
+    teacher's labels and the buffer dilation.
+
+    Args:
+        amp_obs_shape: shape of one flattened window, e.g. ``(H * F,)``.
+        (other arguments as :class:`ActionLabelRollout`)
+    """
+
+    ref_obs: torch.Tensor
+    ref_motion: torch.Tensor
+
+    class Transition(ActionLabelRollout.Transition):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ref_obs: torch.Tensor | None = None
+            self.ref_motion: torch.Tensor | None = None
+
+    def __init__(
+        self,
+        num_envs: int,
+        num_transitions_per_env: int,
+        *args: Any,
+        amp_obs_shape: int | Sequence[int] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(num_envs, num_transitions_per_env, *args, **kwargs)
+        shape = _shape(amp_obs_shape)
+        if shape is None:
+            raise ValueError("AmpRolloutStorage needs amp_obs_shape, e.g. (frames * style_features,)")
+        self.amp_obs_shape = shape
+        self._alloc("ref_obs", shape)
+        self._alloc("ref_motion", shape)
+
+    def _add_extra_fields(self, transition: Any, t: int) -> None:
+        super()._add_extra_fields(transition, t)
+        for name in ("ref_obs", "ref_motion"):
+            value = getattr(transition, name, None)
+            if value is None:
+                raise ValueError(f"AmpRolloutStorage needs transition.{name} at every step")
+            getattr(self, name)[t].copy_(value.reshape(self.num_envs, *self.amp_obs_shape))
+
+    def _extra_minibatch_fields(self) -> dict[str, torch.Tensor]:
+        return {**super()._extra_minibatch_fields(), "ref_obs": self.ref_obs, "ref_motion": self.ref_motion}

@@ -1,0 +1,291 @@
+"""Reference motions for AMP: load motion files, sample interpolated windows, and supply them to environments.
+
+Motion files are the st_gym format (``ancestor_spec.md`` section 3.1): a pickled (or joblib) dict
+``{trajectory_name: {"Fields": [...], "Frames": [[...], ...], "FrameDuration": s, "MotionWeight": w}}``.
+They are read with :func:`st_rl.envs.motion_recorder.load_motion_file`, which resolves no classes, so a
+file can never run code. A window is ``amp_obs_frame_num`` frames ``time_between_frames`` apart of the
+selected ``style_fields``, flattened frame-major into ``(H * F,)`` -- the layout of the environment's
+``extras["observations"]["ref_obs"]`` with ``(N, H, F)`` flattened.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["AMPLoader", "AmpObservationWrapper", "MotionLoader", "gait_distance"]
+
+
+class MotionLoader:
+    """Reference-motion windows sampled from motion files, on the training device.
+
+    Sampling: a trajectory is drawn with probability proportional to its ``MotionWeight``; the window start
+    time is uniform over the times at which the whole window fits (``random_start``) or 0; frames between
+    stored frames are linearly interpolated (``root_rot_*`` quaternion fields are re-normalised after
+    interpolation).
+
+    Args:
+        motion_files: one path or a list (directories are searched for ``*.pkl`` / ``*.pickle`` files).
+        style_fields: the fields forming a frame, in order (default: the first file's fields).
+        amp_obs_frame_num: frames per window (H).
+        time_between_frames: seconds between the window's frames (the environment's policy ``dt``).
+        random_start: random window start times (else every window starts at t = 0).
+        frame_begin / frame_end: use only stored frames ``[frame_begin, frame_end)`` of each trajectory.
+        device: where the frames live.
+        generator: optional ``torch.Generator`` for reproducible sampling.
+
+    Raises:
+        FileNotFoundError: a motion file does not exist.
+        ValueError: a field is missing from a trajectory, or a trajectory is shorter than one window.
+    """
+
+    def __init__(
+        self,
+        motion_files: str | Sequence[str],
+        style_fields: Sequence[str] | None = None,
+        amp_obs_frame_num: int = 2,
+        time_between_frames: float = 0.02,
+        random_start: bool = True,
+        frame_begin: int | None = None,
+        frame_end: int | None = None,
+        device: str | torch.device = "cpu",
+        generator: torch.Generator | None = None,
+    ) -> None:
+        from st_rl.envs.motion_recorder import load_motion_file
+
+        if amp_obs_frame_num < 1:
+            raise ValueError(f"amp_obs_frame_num must be >= 1, got {amp_obs_frame_num}")
+        if time_between_frames <= 0:
+            raise ValueError(f"time_between_frames must be > 0, got {time_between_frames}")
+        self.device = torch.device(device)
+        self.amp_obs_frame_num = int(amp_obs_frame_num)
+        self.time_between_frames = float(time_between_frames)
+        self.random_start = random_start
+        self.generator = generator
+        paths = self._expand_paths(motion_files)
+        frames: list[torch.Tensor] = []
+        starts, lengths, durations, weights, names = [], [], [], [], []
+        offset = 0
+        self.style_fields: list[str] = list(style_fields) if style_fields is not None else []
+        window_s = (self.amp_obs_frame_num - 1) * self.time_between_frames
+        for path in paths:
+            for name, traj in load_motion_file(path).items():
+                fields = list(traj["Fields"])
+                if not self.style_fields:
+                    self.style_fields = fields
+                missing = [f for f in self.style_fields if f not in fields]
+                if missing:
+                    raise ValueError(
+                        f"Trajectory '{name}' in {path} lacks style fields {missing}; it has {fields}. Record the "
+                        "motion with these fields or choose style_fields among them."
+                    )
+                data = np.asarray(traj["Frames"], dtype=np.float32)[frame_begin:frame_end]
+                if data.ndim != 2 or data.shape[1] != len(fields):
+                    raise ValueError(f"Trajectory '{name}' in {path}: Frames must be (T, {len(fields)})")
+                cols = [fields.index(f) for f in self.style_fields]
+                dt = float(traj["FrameDuration"])
+                duration = (data.shape[0] - 1) * dt
+                if duration + 1e-9 < window_s or data.shape[0] < 2:
+                    raise ValueError(
+                        f"Trajectory '{name}' in {path} lasts {duration:.3f} s, shorter than one window of "
+                        f"{self.amp_obs_frame_num} frames {self.time_between_frames} s apart."
+                    )
+                frames.append(torch.from_numpy(data[:, cols]))
+                starts.append(offset)
+                lengths.append(data.shape[0])
+                durations.append(duration)
+                weights.append(float(traj.get("MotionWeight", 1.0)))
+                names.append(name)
+                offset += data.shape[0]
+        if not frames:
+            raise ValueError(f"No trajectories in {paths}")
+        self.trajectory_names = names
+        self.frames = torch.cat(frames).to(self.device)
+        self.traj_start = torch.tensor(starts, dtype=torch.long, device=self.device)
+        self.traj_len = torch.tensor(lengths, dtype=torch.long, device=self.device)
+        self.traj_duration = torch.tensor(durations, dtype=torch.float32, device=self.device)
+        self.frame_duration = torch.tensor(
+            [durations[i] / (lengths[i] - 1) for i in range(len(lengths))], device=self.device
+        )
+        w = torch.tensor(weights, dtype=torch.float32)
+        if (w < 0).any() or w.sum() <= 0:
+            raise ValueError(f"MotionWeight values must be >= 0 with a positive sum, got {weights}")
+        self.traj_weights = (w / w.sum()).to(self.device)
+        self._quat_cols = [i for i, f in enumerate(self.style_fields) if f.startswith("root_rot_")]
+
+    @staticmethod
+    def _expand_paths(motion_files: str | Sequence[str]) -> list[str]:
+        items = [motion_files] if isinstance(motion_files, str) else list(motion_files)
+        paths: list[str] = []
+        for item in items:
+            if os.path.isdir(item):
+                paths += sorted(
+                    os.path.join(item, f)
+                    for f in os.listdir(item)
+                    if f.endswith((".pkl", ".pickle", ".motion"))
+                )
+            elif os.path.isfile(item):
+                paths.append(item)
+            else:
+                raise FileNotFoundError(f"Motion file {item} does not exist")
+        return paths
+
+    @property
+    def num_style_features(self) -> int:
+        return len(self.style_fields)
+
+    @property
+    def amp_obs_dim(self) -> int:
+        """Width of one flattened window (H x F)."""
+        return self.amp_obs_frame_num * self.num_style_features
+
+    def sample_trajectories(self, n: int) -> torch.Tensor:
+        """``n`` trajectory indices drawn by ``MotionWeight``."""
+        return torch.multinomial(self.traj_weights, n, replacement=True, generator=self.generator)
+
+    def sample_times(self, traj_ids: torch.Tensor) -> torch.Tensor:
+        """Window start times: uniform over the times where a whole window fits (or 0)."""
+        latest = (
+            self.traj_duration[traj_ids] - (self.amp_obs_frame_num - 1) * self.time_between_frames
+        ).clamp(min=0.0)
+        if not self.random_start:
+            return torch.zeros_like(latest)
+        u = torch.rand(traj_ids.shape[0], device=self.device, generator=self.generator)
+        return u * latest
+
+    def get_frames(self, traj_ids: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
+        """Frames ``(..., F)`` of the given trajectories at the given times (linear interpolation)."""
+        pos = (times / self.frame_duration[traj_ids]).clamp(min=0.0)
+        last = (self.traj_len[traj_ids] - 1).to(pos.dtype)
+        pos = torch.minimum(pos, last)
+        i0 = pos.floor().long()
+        i1 = torch.minimum(i0 + 1, self.traj_len[traj_ids] - 1)
+        alpha = (pos - i0.to(pos.dtype)).unsqueeze(-1)
+        base = self.traj_start[traj_ids]
+        frame = (1 - alpha) * self.frames[base + i0] + alpha * self.frames[base + i1]
+        if len(self._quat_cols) == 4:
+            q = frame[..., self._quat_cols]
+            frame[..., self._quat_cols] = q / q.norm(dim=-1, keepdim=True).clamp(min=1e-8)
+        return frame
+
+    def sample_windows(self, n: int) -> torch.Tensor:
+        """``n`` windows ``(n, H * F)``, frames ``time_between_frames`` apart, frame-major."""
+        traj = self.sample_trajectories(n)
+        t0 = self.sample_times(traj)
+        offsets = torch.arange(self.amp_obs_frame_num, device=self.device) * self.time_between_frames
+        times = t0[:, None] + offsets[None, :]
+        frames = self.get_frames(traj[:, None].expand_as(times), times)
+        return frames.reshape(n, -1)
+
+    def __call__(self, num_envs: int) -> torch.Tensor:
+        """Same as :meth:`sample_windows`; lets a loader be an environment's ``ref_motion`` source."""
+        return self.sample_windows(num_envs)
+
+    def feed_forward_generator(self, num_mini_batch: int, mini_batch_size: int) -> Iterator[torch.Tensor]:
+        """Yield ``num_mini_batch`` batches of windows ``(mini_batch_size, H * F)``."""
+        for _ in range(num_mini_batch):
+            yield self.sample_windows(mini_batch_size)
+
+
+AMPLoader = MotionLoader  # the reference's name (st_rl.datasets.motion_loader.AMPLoader)
+
+
+class AmpObservationWrapper:
+    """Give AMP data to an environment that has none: ``ref_obs`` from its own state and ``ref_motion`` from a
+    :class:`MotionLoader`.
+
+    After every ``step`` (and in ``get_observations`` extras) the wrapper adds
+    ``extras["observations"]["ref_obs"]``, shape ``(N, H, F)``: the last H frames of
+    ``style_features(env) -> (N, F)`` (reset to the current frame for envs that just finished), and
+    ``extras["ref_motion"]``, shape ``(N, H * F)``, sampled from the loader. Works for the legged_gym
+    (5-tuple) and the rsl_rl 2.x / st_gym (4-tuple) APIs; every other attribute is the wrapped env's.
+
+    Args:
+        env: the environment.
+        motion_loader: reference windows (its ``amp_obs_frame_num`` sets H).
+        style_features: ``f(env) -> (N, F)`` features in the loader's ``style_fields`` order.
+    """
+
+    def __init__(
+        self, env: Any, motion_loader: MotionLoader, style_features: Callable[[Any], torch.Tensor]
+    ) -> None:
+        self.env = env
+        self.motion_loader = motion_loader
+        self.style_features_fn = style_features
+        feats = self._features()
+        if feats.shape[-1] != motion_loader.num_style_features:
+            raise ValueError(
+                f"style_features(env) returns {feats.shape[-1]} features but the motion loader's frames have "
+                f"{motion_loader.num_style_features} ({motion_loader.style_fields})"
+            )
+        self.ref_obs_buf = feats[:, None].repeat(1, motion_loader.amp_obs_frame_num, 1)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["env"], name)
+
+    @property
+    def unwrapped(self) -> Any:
+        return getattr(self.env, "unwrapped", self.env)
+
+    @property
+    def amp_obs_dim(self) -> int:
+        """Width of one flattened window (what the discriminator's ``input_dim`` must be)."""
+        return self.motion_loader.amp_obs_dim
+
+    def _features(self) -> torch.Tensor:
+        return self.style_features_fn(self.env).float()
+
+    def _add(self, extras: dict[str, Any] | None) -> dict[str, Any]:
+        extras = dict(extras or {})
+        groups = dict(extras.get("observations") or {})
+        groups["ref_obs"] = self.ref_obs_buf
+        extras["observations"] = groups
+        extras["ref_motion"] = self.motion_loader.sample_windows(self.ref_obs_buf.shape[0]).to(
+            self.ref_obs_buf.device
+        )
+        return extras
+
+    def _roll(self, dones: torch.Tensor) -> None:
+        feats = self._features().to(self.ref_obs_buf.device)
+        rolled = torch.cat([self.ref_obs_buf[:, 1:], feats[:, None]], dim=1)
+        fresh = feats[:, None].expand_as(self.ref_obs_buf)
+        self.ref_obs_buf = torch.where(dones.reshape(-1, 1, 1).bool(), fresh, rolled)
+
+    def step(self, actions: torch.Tensor) -> Any:
+        out = self.env.step(actions)
+        if len(out) == 5:  # legged_gym: obs, privileged, rewards, dones, infos
+            obs, priv, rew, dones, infos = out
+            self._roll(dones)
+            return obs, priv, rew, dones, self._add(infos)
+        obs, rew, dones, extras = out
+        self._roll(dones)
+        return obs, rew, dones, self._add(extras)
+
+    def get_observations(self) -> Any:
+        out = self.env.get_observations()
+        if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict):
+            return out[0], self._add(out[1])
+        return out
+
+
+def gait_distance(policy_windows: torch.Tensor, reference_windows: torch.Tensor) -> float:
+    """How far a policy's gait is from a reference gait, in reference standard deviations.
+
+    Both inputs are windows of style features ``(M, D)`` / ``(K, D)`` (e.g. joint positions and velocities
+    over H frames). Every feature is standardised with the reference windows' mean and standard deviation
+    (clamped at 1e-3); the distance is the mean over policy windows of the Euclidean distance to the nearest
+    reference window, divided by ``sqrt(D)``. 0 means every policy window appears in the reference; a policy
+    whose windows sit one standard deviation away in every feature scores about 1.
+    """
+    ref = reference_windows.reshape(reference_windows.shape[0], -1).double()
+    pol = policy_windows.reshape(policy_windows.shape[0], -1).double()
+    if ref.shape[1] != pol.shape[1]:
+        raise ValueError(f"window widths differ: policy {pol.shape[1]}, reference {ref.shape[1]}")
+    mean, std = ref.mean(0), ref.std(0).clamp(min=1e-3)
+    zr, zp = (ref - mean) / std, (pol - mean) / std
+    nearest = torch.cat([torch.cdist(chunk, zr).min(dim=1).values for chunk in zp.split(1024)])
+    return float(nearest.mean() / ref.shape[1] ** 0.5)

@@ -1,0 +1,147 @@
+"""Adversarial Motion Priors: the discriminator and the actor-critics that carry one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from st_rl.modules.actor_critic import ActorCritic
+from st_rl.modules.actor_critic_recurrent import ActorCriticRecurrent, EncoderActorCriticRecurrent
+from st_rl.modules.utils import get_activation_Cls
+
+__all__ = [
+    "AMPDiscriminator",
+    "AmpActorCritic",
+    "AmpActorCriticRecurrent",
+    "AmpMixin",
+    "EncoderAmpActorCriticRecurrent",
+]
+
+
+class AMPDiscriminator(nn.Module):
+    """Least-squares AMP discriminator ``d = D(x)`` on windows of style features.
+
+    Trained (by APPO) towards ``d = +1`` on reference-motion windows and ``d = -1`` on policy windows, with
+    the gradient penalty ``discriminator_grad_pen * mean_batch(||dD/dx||^2)`` on reference windows.
+
+    Style reward (the AMP paper, Peng et al. 2021): ``style = style_reward_coef * max(0, 1 - 0.25 (d - 1)^2)``.
+    Combination with the task reward ``task``:
+
+    * ``task_reward_lerp == 0`` (default): ``combined = task + style`` -- the style reward is added to the
+      environment's (already weighted) task reward;
+    * ``0 < task_reward_lerp <= 1``: ``combined = (1 - task_reward_lerp) * style + task_reward_lerp * task``.
+
+    Args:
+        input_dim: width of one window (``H`` frames x ``F`` style features), or ``None`` to be filled from
+            the environment by the policy factory.
+        style_reward_coef: scale of the style reward.
+        hidden_dims: hidden layer sizes of the MLP trunk.
+        task_reward_lerp: see above.
+        discriminator_grad_pen: weight of the gradient penalty.
+        activation: hidden activation (``"relu"`` as in the AMP paper).
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        style_reward_coef: float = 1.0,
+        hidden_dims: Sequence[int] = (1024, 512),
+        task_reward_lerp: float = 0.0,
+        discriminator_grad_pen: float = 5.0,
+        activation: str = "relu",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        if input_dim is None or int(input_dim) < 1:
+            raise ValueError(
+                "AMPDiscriminator needs input_dim (frames x style features); leave it None in the policy's "
+                "amp_discriminator config only when the environment provides extras['observations']['ref_obs']."
+            )
+        if not 0.0 <= task_reward_lerp <= 1.0:
+            raise ValueError(f"task_reward_lerp must be in [0, 1], got {task_reward_lerp}")
+        if kwargs:
+            import warnings
+
+            warnings.warn(f"AMPDiscriminator ignores unknown arguments: {sorted(kwargs)}", stacklevel=2)
+        self.input_dim = int(input_dim)
+        self.style_reward_coef = float(style_reward_coef)
+        self.task_reward_lerp = float(task_reward_lerp)
+        self.discriminator_grad_pen = float(discriminator_grad_pen)
+        act_cls = get_activation_Cls(activation)
+        if act_cls is None:
+            raise ValueError(f"Unknown activation {activation!r}")
+        layers: list[nn.Module] = []
+        width = self.input_dim
+        for h in hidden_dims:
+            layers += [nn.Linear(width, int(h)), act_cls()]
+            width = int(h)
+        self.trunk = nn.Sequential(*layers)
+        self.amp_linear = nn.Linear(width, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Discriminator output ``(..., 1)`` for windows ``(..., input_dim)``."""
+        return self.amp_linear(self.trunk(x))
+
+    def compute_grad_pen(self, expert_x: torch.Tensor) -> torch.Tensor:
+        """``discriminator_grad_pen * mean_batch(sum_features (dD/dx)^2)`` on reference windows."""
+        x = expert_x.detach().reshape(-1, self.input_dim).clone().requires_grad_(True)
+        d = self(x)
+        (grad,) = torch.autograd.grad(d.sum(), x, create_graph=True)
+        return self.discriminator_grad_pen * grad.pow(2).sum(dim=-1).mean()
+
+    def style_reward(self, d: torch.Tensor) -> torch.Tensor:
+        """``style_reward_coef * max(0, 1 - 0.25 (d - 1)^2)``."""
+        return self.style_reward_coef * torch.clamp(1 - 0.25 * (d - 1) ** 2, min=0.0)
+
+    def combine(self, style: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
+        """The reward the policy is trained on (see the class docstring)."""
+        lerp = self.task_reward_lerp
+        if lerp == 0.0:
+            return task + style
+        return (1.0 - lerp) * style + lerp * task
+
+    @torch.no_grad()
+    def predict_style_reward(
+        self, x: torch.Tensor, task_reward: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(style, task, combined)`` rewards, each of shape (N,), for (normalised) windows ``x``."""
+        was_training = self.training
+        self.eval()
+        d = self(x.reshape(x.shape[0], -1)).reshape(-1)
+        self.train(was_training)
+        style = self.style_reward(d)
+        task = task_reward.reshape(-1)
+        return style, task, self.combine(style, task)
+
+
+class AmpMixin:
+    """Adds ``self.discriminator`` (an :class:`AMPDiscriminator` built from the ``amp_discriminator`` config).
+
+    The discriminator is part of the model: it is saved in ``model_state_dict`` and its parameters are
+    optimised by the algorithm's optimizer (APPO's discriminator losses only reach it).
+    """
+
+    def __init__(self, *args: Any, amp_discriminator: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not amp_discriminator:
+            raise ValueError(
+                f"{type(self).__name__} needs an 'amp_discriminator' dict in the policy config, e.g. "
+                "{'input_dim': None, 'style_reward_coef': 1.0, 'hidden_dims': [512, 256], "
+                "'discriminator_grad_pen': 10.0, 'task_reward_lerp': 0.0}."
+            )
+        self.discriminator = AMPDiscriminator(**dict(amp_discriminator))
+
+
+class AmpActorCritic(AmpMixin, ActorCritic):
+    """:class:`ActorCritic` with an AMP discriminator."""
+
+
+class AmpActorCriticRecurrent(AmpMixin, ActorCriticRecurrent):
+    """:class:`ActorCriticRecurrent` with an AMP discriminator."""
+
+
+class EncoderAmpActorCriticRecurrent(AmpMixin, EncoderActorCriticRecurrent):
+    """:class:`EncoderActorCriticRecurrent` with an AMP discriminator (encoder defaults as usual)."""

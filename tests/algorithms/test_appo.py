@@ -1,0 +1,524 @@
+"""AMP: discriminator math, APPO/ATPPO losses and bookkeeping, storage, replay, motion loader, configs."""
+
+import math
+import pickle
+import warnings
+
+import pytest
+import torch
+
+from st_rl.algorithms import APPO, ATPPO
+from st_rl.algorithms.appo import MissingAmpDataError
+from st_rl.datasets import AmpObservationWrapper, MotionLoader
+from st_rl.envs import make_env
+from st_rl.envs.motion_recorder import save_motion_file
+from st_rl.modules import (
+    ActorCritic,
+    AmpActorCritic,
+    AmpActorCriticRecurrent,
+    AMPDiscriminator,
+    EncoderAmpActorCriticRecurrent,
+)
+from st_rl.storage import AmpRolloutStorage, ReplayBuffer
+from st_rl.utils.checkpoint import save_checkpoint
+
+NUM_OBS, NUM_ACT, AMP_DIM = 4, 2, 2
+
+
+def linear_discriminator(w=(1.0, 2.0), b=0.5, **kw):
+    disc = AMPDiscriminator(input_dim=len(w), hidden_dims=[], **kw)
+    with torch.no_grad():
+        disc.amp_linear.weight.copy_(torch.tensor([w]))
+        disc.amp_linear.bias.fill_(b)
+    return disc
+
+
+# ------------------------------------------------------------------ discriminator math
+def test_discriminator_output_and_gradient_penalty_by_hand():
+    disc = linear_discriminator(discriminator_grad_pen=10.0)
+    x = torch.tensor([[1.0, 1.0], [0.0, -1.0]])
+    torch.testing.assert_close(disc(x), torch.tensor([[3.5], [-1.5]]))
+    # dD/dx = w = (1, 2) for every sample: ||w||^2 = 5, times the weight 10.
+    assert float(disc.compute_grad_pen(x).detach()) == pytest.approx(50.0)
+
+
+def test_gradient_penalty_of_nonlinear_discriminator_matches_finite_differences():
+    torch.manual_seed(0)
+    disc = AMPDiscriminator(input_dim=3, hidden_dims=[8], discriminator_grad_pen=1.0, activation="tanh")
+    x = torch.randn(4, 3, dtype=torch.float64)
+    disc = disc.double()
+    eps = 1e-6
+    grads = torch.zeros_like(x)
+    for i in range(3):
+        dx = torch.zeros_like(x)
+        dx[:, i] = eps
+        grads[:, i] = ((disc(x + dx) - disc(x - dx)) / (2 * eps)).squeeze(-1)
+    assert float(disc.compute_grad_pen(x).detach()) == pytest.approx(
+        float(grads.pow(2).sum(-1).mean()), rel=1e-6
+    )
+
+
+def test_style_reward_and_combination_by_hand():
+    # d = x0 (w = (1, 0), b = 0): style = max(0, 1 - (d - 1)^2 / 4).
+    disc = linear_discriminator(w=(1.0, 0.0), b=0.0, style_reward_coef=2.0)
+    x = torch.tensor([[1.0, 0.0], [0.0, 0.0], [-1.0, 0.0], [3.5, 0.0]])
+    task = torch.tensor([1.0, 1.0, 1.0, 1.0])
+    style, task_out, combined = disc.predict_style_reward(x, task)
+    torch.testing.assert_close(style, 2.0 * torch.tensor([1.0, 0.75, 0.0, 0.0]))
+    torch.testing.assert_close(task_out, task)
+    torch.testing.assert_close(combined, task + style)  # task_reward_lerp = 0: added
+    lerp = linear_discriminator(w=(1.0, 0.0), b=0.0, task_reward_lerp=0.25)
+    style, _, combined = lerp.predict_style_reward(x, task)
+    torch.testing.assert_close(combined, 0.75 * style + 0.25 * task)
+
+
+def test_discriminator_rejects_missing_input_dim_and_bad_lerp():
+    with pytest.raises(ValueError, match="input_dim"):
+        AMPDiscriminator(input_dim=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="task_reward_lerp"):
+        AMPDiscriminator(input_dim=2, task_reward_lerp=1.5)
+
+
+# ------------------------------------------------------------------ policies
+@pytest.mark.parametrize("cls", [AmpActorCritic, AmpActorCriticRecurrent])
+def test_amp_policies_carry_and_save_the_discriminator(cls):
+    ac = cls(NUM_OBS, NUM_OBS, NUM_ACT, amp_discriminator={"input_dim": AMP_DIM, "hidden_dims": [8]})
+    assert isinstance(ac.discriminator, AMPDiscriminator)
+    assert any(k.startswith("discriminator.") for k in ac.state_dict())
+    with pytest.raises(ValueError, match="amp_discriminator"):
+        cls(NUM_OBS, NUM_OBS, NUM_ACT)
+
+
+def test_encoder_amp_recurrent_builds_with_default_encoder_kwargs():
+    ac = EncoderAmpActorCriticRecurrent(
+        7,
+        7,
+        NUM_ACT,
+        obs_segments={"proprio": (3,), "scan": (4,)},
+        encoder_component_names=["scan"],
+        amp_discriminator={"input_dim": AMP_DIM},
+        rnn_type="gru",
+    )
+    out = ac.act(torch.randn(5, 7))
+    assert out.shape == (5, NUM_ACT) and ac.discriminator.input_dim == AMP_DIM
+
+
+# ------------------------------------------------------------------ APPO
+def make_appo(num_envs=4, steps=3, cls=APPO, **kwargs):
+    torch.manual_seed(0)
+    ac = AmpActorCritic(
+        NUM_OBS,
+        NUM_OBS,
+        NUM_ACT,
+        actor_hidden_dims=[8],
+        critic_hidden_dims=[8],
+        amp_discriminator={"input_dim": AMP_DIM, "hidden_dims": [], "discriminator_grad_pen": 10.0},
+    )
+    alg = cls(ac, **kwargs)
+    alg.init_obs_norm(NUM_OBS, NUM_OBS)
+    alg.init_storage(num_envs, steps, [NUM_OBS], [None], [NUM_ACT])
+    return alg
+
+
+def amp_infos(ref_obs, ref_motion, **extra):
+    return {"observations": {"ref_obs": ref_obs}, "ref_motion": ref_motion, **extra}
+
+
+def test_shared_normaliser_fed_by_both_streams_and_saved():
+    alg = make_appo()
+    with torch.inference_mode():
+        alg.act(torch.randn(4, NUM_OBS), torch.randn(4, NUM_OBS))
+        alg.process_env_step(
+            torch.zeros(4),
+            torch.zeros(4, dtype=torch.bool),
+            amp_infos(torch.zeros(4, 1, 2), torch.full((4, 2), 2.0)),
+        )
+    torch.testing.assert_close(alg.amp_normalizer.mean, torch.ones(2))  # mean of 0s and 2s
+    assert alg.ref_obs_normalizer is alg.ref_motion_normalizer is alg.amp_normalizer
+    state = alg.state_dict()
+    assert "amp_norm_state_dict" in state and int(state["amp_norm_state_dict"]["count"]) == 8
+    other = make_appo()
+    other.load_state_dict(state)
+    torch.testing.assert_close(other.amp_normalizer.mean, torch.ones(2))
+
+
+def test_rewards_are_combined_and_logged():
+    alg = make_appo()
+    infos = amp_infos(torch.zeros(4, 2), torch.zeros(4, 2), log={"Episode_Reward/track": torch.tensor(0.3)})
+    with torch.inference_mode():
+        alg.act(torch.randn(4, NUM_OBS), torch.randn(4, NUM_OBS))
+        alg.process_env_step(torch.ones(4), torch.zeros(4, dtype=torch.bool), infos)
+    log = infos["log"]
+    assert {"Episode_Reward/style_reward", "Episode_Reward/task_reward", "Episode_Reward/track"} <= set(log)
+    assert float(log["Episode_Reward/task_reward"]) == 1.0
+    style = float(log["Episode_Reward/style_reward"])
+    # The stored reward is task + style (lerp 0): 1 + style for every env.
+    torch.testing.assert_close(alg.storage.rewards[0, :, 0], torch.full((4,), 1.0 + style))
+    torch.testing.assert_close(alg.storage.action_labels[0], alg.storage.actions[0])
+
+
+def test_discriminator_losses_by_hand_and_weighted():
+    alg = make_appo(discriminator_loss_coef=0.5, amp_replay_buffer_size=0)
+    assert alg.discriminator_expert_loss_coef == alg.discriminator_policy_loss_coef == 0.5
+    assert alg.discriminator_grad_pen_loss_coef == 0.5
+    disc = alg.actor_critic.discriminator
+    with torch.no_grad():
+        disc.amp_linear.weight.copy_(torch.tensor([[1.0, 2.0]]))
+        disc.amp_linear.bias.fill_(0.5)
+    alg.amp_normalizer.eps = 0.0  # fresh statistics (mean 0, std 1): normalisation is the identity
+    ref_obs = torch.tensor([[1.0, 1.0], [0.0, 0.0]])  # d = 3.5, 0.5
+    ref_motion = torch.tensor([[0.0, 0.0], [1.0, 0.0]])  # d = 0.5, 1.5
+    from st_rl.storage.rollout_storage import MiniBatch
+
+    z = torch.zeros(2, 1)
+    mb = MiniBatch(
+        obs=torch.zeros(2, NUM_OBS), critic_obs=torch.zeros(2, NUM_OBS), actions=torch.zeros(2, NUM_ACT),
+        values=z, advantages=z, returns=z, old_actions_log_prob=z.squeeze(-1), old_mu=torch.zeros(2, NUM_ACT),
+        old_sigma=torch.ones(2, NUM_ACT), action_labels=torch.zeros(2, NUM_ACT), ref_obs=ref_obs, ref_motion=ref_motion,
+    )  # fmt: skip
+    losses, _, stats = alg.compute_losses(mb)
+    assert float(losses["discriminator_expert_loss"].detach()) == pytest.approx(
+        0.5 * ((0.5 - 1) ** 2 + (1.5 - 1) ** 2) / 2
+    )
+    assert float(losses["discriminator_policy_loss"].detach()) == pytest.approx(
+        0.5 * ((3.5 + 1) ** 2 + (0.5 + 1) ** 2) / 2
+    )
+    assert float(losses["discriminator_grad_pen_loss"].detach()) == pytest.approx(50.0)
+    assert float(stats["discriminator_accuracy"]) == pytest.approx(0.5)  # experts right, policy wrong
+    assert "mimic_loss" not in losses and "dagger_loss" not in losses
+    alg.mimic_loss_coef = 1.0
+    alg.dagger_loss_coef = 1.0
+    losses, _, _ = alg.compute_losses(mb)
+    assert float(losses["mimic_loss"]) == pytest.approx((math.sqrt(2) + 1.0) / 2)
+    alg.discriminator_loss_coef = 0.0
+    losses, _, _ = alg.compute_losses(mb)
+    assert not any(k.startswith("discriminator") for k in losses)
+
+
+def test_update_trains_discriminator_and_fills_replay():
+    alg = make_appo(num_envs=8, steps=4, num_learning_epochs=4, learning_rate=1e-2, amp_replay_buffer_size=64)
+    for it in range(15):
+        with torch.inference_mode():
+            for _ in range(4):
+                alg.act(torch.randn(8, NUM_OBS), torch.randn(8, NUM_OBS))
+                # Policy windows near (-1, -1), reference windows near (+1, +1): separable.
+                infos = amp_infos(torch.randn(8, 2) * 0.1 - 1, torch.randn(8, 2) * 0.1 + 1)
+                alg.process_env_step(torch.zeros(8), torch.zeros(8, dtype=torch.bool), infos)
+            alg.compute_returns(torch.randn(8, NUM_OBS))
+        _, stats = alg.update(it)
+    assert stats["discriminator_accuracy"] == 1.0
+    # The gradient penalty (weight 10) keeps the linear discriminator's slope small, but the sign is right.
+    assert stats["discriminator_expert_d"] > 0.05 and stats["discriminator_policy_d"] < -0.05
+    assert alg.amp_replay.num_samples == 64
+
+
+def test_missing_amp_data_is_explained():
+    alg = make_appo()
+    with torch.inference_mode():
+        alg.act(torch.randn(4, NUM_OBS), torch.randn(4, NUM_OBS))
+        with pytest.raises(MissingAmpDataError, match="AmpObservationWrapper"):
+            alg.process_env_step(torch.zeros(4), torch.zeros(4, dtype=torch.bool), {})
+        with pytest.raises(MissingAmpDataError, match="ref_motion"):
+            alg.process_env_step(
+                torch.zeros(4),
+                torch.zeros(4, dtype=torch.bool),
+                {"observations": {"ref_obs": torch.zeros(4, 2)}},
+            )
+        with pytest.raises(ValueError, match="discriminator expects"):
+            alg.process_env_step(
+                torch.zeros(4),
+                torch.zeros(4, dtype=torch.bool),
+                amp_infos(torch.zeros(4, 3), torch.zeros(4, 3)),
+            )
+
+
+def test_amp_obs_dim_inferred_and_st_gym_placeholder_tolerated():
+    with pytest.warns(UserWarning, match="using 2"):
+        alg = make_appo(amp_obs_dim=7)
+    assert alg.amp_obs_dim == 2 and alg.storage.ref_obs.shape[-1] == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert make_appo(amp_obs_dim=2, bc_loss_coef=0.001).amp_obs_dim == 2
+    with pytest.raises(ValueError, match="AMP discriminator"):
+        APPO(ActorCritic(NUM_OBS, NUM_OBS, NUM_ACT))
+
+
+def test_atppo_keeps_teacher_labels_and_dilation(tmp_path):
+    torch.manual_seed(5)
+    teacher = ActorCritic(NUM_OBS, NUM_OBS, NUM_ACT, actor_hidden_dims=[8], critic_hidden_dims=[8])
+    path = tmp_path / "teacher.pt"
+    save_checkpoint(str(path), {"model_state_dict": teacher.state_dict()})
+    alg = make_appo(
+        cls=ATPPO,
+        teacher_policy={"teacher_ac_path": str(path), "actor_hidden_dims": [8], "critic_hidden_dims": [8]},
+        teacher_act_prob=0.0,
+        buffer_dilation_ratio=2.0,
+    )
+    assert isinstance(alg.storage, AmpRolloutStorage) and alg.storage.max_length == 6
+    alg.use_teacher_act_mask = torch.zeros(4, dtype=torch.bool)  # the student acts
+    obs = torch.randn(4, NUM_OBS)
+    with torch.inference_mode():
+        actions = alg.act(obs, obs)
+        alg.process_env_step(
+            torch.zeros(4), torch.zeros(4, dtype=torch.bool), amp_infos(torch.zeros(4, 2), torch.ones(4, 2))
+        )
+    torch.testing.assert_close(alg.storage.action_labels[0], teacher.act_inference(obs))
+    assert not torch.allclose(alg.storage.action_labels[0], actions)
+
+
+# ------------------------------------------------------------------ storage and replay
+def test_amp_storage_minibatches_carry_windows():
+    st = AmpRolloutStorage(4, 3, [NUM_OBS], [None], [NUM_ACT], amp_obs_shape=(AMP_DIM,))
+    for t in range(3):
+        tr = st.Transition()
+        tr.observations = torch.full((4, NUM_OBS), float(t))
+        tr.actions = torch.zeros(4, NUM_ACT)
+        tr.action_labels = torch.zeros(4, NUM_ACT)
+        tr.rewards, tr.dones, tr.values = torch.zeros(4), torch.zeros(4, dtype=torch.bool), torch.zeros(4, 1)
+        tr.actions_log_prob, tr.action_mean, tr.action_sigma = (
+            torch.zeros(4),
+            torch.zeros(4, 2),
+            torch.ones(4, 2),
+        )
+        tr.ref_obs = torch.full((4, 1, AMP_DIM), float(t))
+        tr.ref_motion = torch.full((4, AMP_DIM), -float(t))
+        st.add_transitions(tr)
+    for mb in st.mini_batch_generator(2, 1):
+        torch.testing.assert_close(mb.ref_obs[:, 0], mb.obs[:, 0])
+        torch.testing.assert_close(mb.ref_motion[:, 0], -mb.obs[:, 0])
+    for mb in st.recurrent_mini_batch_generator(2, 1):
+        assert mb.ref_obs.shape == (3, 2, AMP_DIM)
+    with pytest.raises(ValueError, match="amp_obs_shape"):
+        AmpRolloutStorage(4, 3, [NUM_OBS], [None], [NUM_ACT])
+
+
+def test_replay_buffer_ring_insert_and_sampling():
+    buf = ReplayBuffer(2, 5)
+    buf.insert(torch.arange(6.0).reshape(3, 2))
+    assert buf.num_samples == 3 and buf.step == 3
+    buf.insert(torch.arange(6.0, 14.0).reshape(4, 2), -torch.arange(6.0, 14.0).reshape(4, 2))
+    assert buf.num_samples == 5 and buf.step == 2
+    # Rows 0..1 were overwritten by the last two inserted states (10, 11) and (12, 13).
+    assert buf.states[:, 0].tolist() == [10.0, 12.0, 4.0, 6.0, 8.0]
+    s, s2 = next(buf.feed_forward_generator(1, 50))
+    assert s.shape == (50, 2)
+    assert set(s[:, 0].tolist()) <= {10.0, 12.0, 4.0, 6.0, 8.0}
+    from st_rl.storage.reply_buffer import ReplayBuffer as Alias
+
+    assert Alias is ReplayBuffer
+
+
+# ------------------------------------------------------------------ motion data
+def write_motion(tmp_path, name="m.pkl", frames=None, weight=1.0, dt=0.1):
+    frames = frames if frames is not None else [[float(i), 10.0 * i, 0.5] for i in range(5)]
+    motion = {
+        "walk": {"Fields": ["a", "b", "c"], "Frames": frames, "FrameDuration": dt, "MotionWeight": weight}
+    }
+    path = str(tmp_path / name)
+    save_motion_file(motion, path)
+    return path
+
+
+def test_motion_loader_interpolates_windows_by_hand(tmp_path):
+    loader = MotionLoader(
+        write_motion(tmp_path), style_fields=["b", "a"], amp_obs_frame_num=3, time_between_frames=0.05
+    )
+    traj = torch.zeros(2, dtype=torch.long)
+    frames = loader.get_frames(traj, torch.tensor([0.125, 0.4]))
+    # t = 0.125 s is frame 1.25: a = 1.25, b = 12.5; t = 0.4 is the last frame.
+    torch.testing.assert_close(frames, torch.tensor([[12.5, 1.25], [40.0, 4.0]]))
+    windows = loader.sample_windows(64)
+    assert windows.shape == (64, 6) and loader.amp_obs_dim == 6
+    w = windows.reshape(64, 3, 2)
+    torch.testing.assert_close(w[:, 1, 1] - w[:, 0, 1], torch.full((64,), 0.5))  # 0.05 s apart = half a frame
+    assert float(w[:, -1, 1].max()) <= 4.0 + 1e-6  # windows fit inside the trajectory
+
+
+def test_motion_loader_weights_and_errors(tmp_path):
+    a = write_motion(tmp_path, "a.pkl", frames=[[0.0, 0.0, 0.0]] * 4, weight=3.0)
+    b = write_motion(tmp_path, "b.pkl", frames=[[1.0, 1.0, 1.0]] * 4, weight=1.0)
+    loader = MotionLoader(
+        [a, b], amp_obs_frame_num=2, time_between_frames=0.1, generator=torch.Generator().manual_seed(0)
+    )
+    share = float(loader.sample_windows(4000)[:, 0].mean())
+    assert share == pytest.approx(0.25, abs=0.03)
+    assert MotionLoader(str(tmp_path), amp_obs_frame_num=2, time_between_frames=0.1).frames.shape[0] == 8
+    with pytest.raises(ValueError, match="lacks style fields"):
+        MotionLoader(a, style_fields=["zzz"])
+    with pytest.raises(ValueError, match="shorter than one window"):
+        MotionLoader(a, amp_obs_frame_num=10, time_between_frames=0.1)
+    with pytest.raises(FileNotFoundError):
+        MotionLoader(str(tmp_path / "none.pkl"))
+
+
+class _Evil:
+    def __reduce__(self):
+        return (print, ("pwned",))
+
+
+def test_motion_loader_never_runs_code_from_files(tmp_path):
+    path = tmp_path / "evil.pkl"
+    with open(path, "wb") as f:
+        pickle.dump({"walk": {"Fields": ["a"], "Frames": [[0.0]], "FrameDuration": 0.1, "x": _Evil()}}, f)
+    with pytest.raises(pickle.UnpicklingError, match="plain data"):
+        MotionLoader(str(path))
+
+
+def test_amp_observation_wrapper_supplies_windows(tmp_path):
+    path = write_motion(tmp_path, frames=[[0.1 * i, -0.1 * i, 0.0] for i in range(30)], dt=0.05)
+    loader = MotionLoader(path, style_fields=["a", "b"], amp_obs_frame_num=3, time_between_frames=0.05)
+    env = AmpObservationWrapper(
+        make_env("velocity_tracking", num_envs=4, seed=0), loader, lambda e: e.base_lin_vel
+    )
+    assert env.num_envs == 4  # attributes pass through
+    _, extras = env.get_observations()
+    assert extras["observations"]["ref_obs"].shape == (4, 3, 2) and extras["ref_motion"].shape == (4, 6)
+    before = env.base_lin_vel.clone()
+    _, _, dones, extras = env.step(torch.zeros(4, 2))
+    ref = extras["observations"]["ref_obs"]
+    torch.testing.assert_close(ref[:, -1], env.base_lin_vel)
+    torch.testing.assert_close(ref[~dones, -2], before[~dones])
+    with pytest.raises(ValueError, match="features"):
+        AmpObservationWrapper(env.env, loader, lambda e: torch.zeros(4, 5))
+
+
+# ------------------------------------------------------------------ runner with the st_gym config form
+def test_st_gym_amp_config_builds_and_trains(tmp_path):
+    from st_rl.runners import AmpPolicyRunner, build_runner
+
+    path = write_motion(tmp_path, frames=[[0.5, 0.0, 0.0]] * 40, dt=0.05)
+    loader = MotionLoader(path, style_fields=["a", "b"], amp_obs_frame_num=2, time_between_frames=0.05)
+    env = AmpObservationWrapper(
+        make_env("velocity_tracking", num_envs=16, seed=0), loader, lambda e: e.base_lin_vel
+    )
+    cfg = {
+        "runner_class_name": "AmpPolicyRunner",
+        "seed": 1,
+        "num_steps_per_env": 8,
+        "save_interval": 50,
+        "empirical_normalization": True,
+        "logger": "tensorboard",
+        "storage": {"amp_obs_shape": (4,)},
+        "policy": {
+            "class_name": "AmpActorCriticRecurrent",
+            "init_noise_std": 1.2,
+            "actor_hidden_dims": [32, 16],
+            "critic_hidden_dims": [32, 16],
+            "activation": "elu",
+            "rnn_type": "lstm",
+            "num_actor_obs": None,
+            "num_critic_obs": None,
+            "num_actions": None,
+            "amp_discriminator": {
+                "input_dim": None,
+                "style_reward_coef": 1.0,
+                "discriminator_grad_pen": 10.0,
+                "hidden_dims": [32, 32],
+                "task_reward_lerp": 0.0,
+            },
+        },
+        "algorithm": {
+            "class_name": "APPO",
+            "num_learning_epochs": 2,
+            "num_mini_batches": 2,
+            "learning_rate": 1e-3,
+            "schedule": "adaptive",
+            "gamma": 0.99,
+            "lam": 0.95,
+            "entropy_coef": 0.01,
+            "discriminator_loss_coef": 1.0,
+            "mimic_loss_coef": 0.0,
+            "amp_obs_dim": 2,
+            "bc_loss_coef": 0.001,
+        },
+    }
+    runner = build_runner(cfg["runner_class_name"], env, cfg, log_dir=str(tmp_path / "run"))
+    assert isinstance(runner, AmpPolicyRunner)
+    assert runner.alg.actor_critic.discriminator.input_dim == 4  # filled from ref_obs (2 frames x 2 features)
+    runner.learn(3)
+    ckpt = torch.load(str(tmp_path / "run" / "model_3.pt"), weights_only=True)
+    assert "amp_norm_state_dict" in ckpt and any(
+        k.startswith("discriminator.") for k in ckpt["model_state_dict"]
+    )
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tmp_path / "run"))
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    assert {
+        "Episode_Reward/style_reward",
+        "Episode_Reward/task_reward",
+        "Loss/discriminator_expert_loss",
+    } <= set(tags)
+    with pytest.raises(ValueError, match="AMP algorithms"):
+        bad = dict(cfg, algorithm={"class_name": "PPO"}, policy=dict(cfg["policy"], class_name="ActorCritic"))
+        build_runner("AmpPolicyRunner", make_env("velocity_tracking", num_envs=4, seed=0), bad)
+
+
+def _amp_flat_cfg(algorithm: dict) -> dict:
+    return {
+        "seed": 3,
+        "num_steps_per_env": 8,
+        "logger": "none",
+        "policy": {
+            "class_name": "AmpActorCritic",
+            "actor_hidden_dims": [16],
+            "critic_hidden_dims": [16],
+            "amp_discriminator": {"input_dim": None, "hidden_dims": [16]},
+        },
+        "algorithm": {"num_learning_epochs": 1, "num_mini_batches": 2, **algorithm},
+    }
+
+
+def _wrapped(api_shim=None, n=8):
+    loader = MotionLoader.__new__(MotionLoader)  # a tiny in-memory loader: constant reference windows
+    loader.amp_obs_frame_num, loader.style_fields = 2, ["vx", "vy"]
+    loader.sample_windows = lambda k: torch.full((k, 4), 0.5)  # type: ignore[method-assign]
+    base = make_env("velocity_tracking", num_envs=n, seed=0)
+    env = api_shim(base) if api_shim is not None else base
+    return AmpObservationWrapper(
+        env, loader, lambda e: e.unwrapped.base_lin_vel if hasattr(e, "unwrapped") else e.base_lin_vel
+    )
+
+
+def test_amp_runner_on_legged_gym_api_with_trial_reports():
+    from st_rl.envs.api_shims import LeggedGymStyle
+    from st_rl.runners import AmpPolicyRunner
+
+    class Trial:
+        def __init__(self):
+            self.reports = []
+
+        def report(self, value, step):
+            self.reports.append((value, step))
+
+    env = _wrapped(LeggedGymStyle)
+    runner = AmpPolicyRunner(env, _amp_flat_cfg({"class_name": "APPO"}))
+    assert runner.env_adapter.api == "legged_gym" and runner.alg.amp_obs_dim == 4
+    trial = Trial()
+    runner.learn(2, trial=trial)
+    assert [s for _, s in trial.reports] == [0, 1]
+    assert runner.alg.amp_normalizer.count > 0
+
+
+def test_amp_runner_with_atppo(tmp_path):
+    from st_rl.runners import AmpPolicyRunner
+
+    torch.manual_seed(5)
+    teacher = ActorCritic(8, 8, 2, actor_hidden_dims=[16], critic_hidden_dims=[16])
+    path = tmp_path / "teacher.pt"
+    save_checkpoint(str(path), {"model_state_dict": teacher.state_dict()})
+    cfg = _amp_flat_cfg(
+        {
+            "class_name": "ATPPO",
+            "teacher_policy": {
+                "teacher_ac_path": str(path),
+                "actor_hidden_dims": [16],
+                "critic_hidden_dims": [16],
+            },
+            "buffer_dilation_ratio": 2.0,
+        }
+    )
+    runner = AmpPolicyRunner(_wrapped(), cfg)
+    runner.learn(2)
+    assert isinstance(runner.alg, ATPPO) and runner.alg.storage.num_transitions_per_env == 16
