@@ -137,7 +137,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg["seed"] = args.seed
     if args.log_interval is not None:
         cfg["log_interval"] = args.log_interval
-    device = args.device or _default_device()
+    from st_rl.utils.distributed import init_distributed
+
+    # Under torchrun each rank joins the process group, trains on its own GPU and steps its own robots.
+    info, rank_device = init_distributed(
+        args.device or _default_device(), float(cfg.get("distributed_timeout_s", 600.0))
+    )
+    device = str(rank_device)
     num_envs = args.num_envs or preset.num_envs
     iterations = args.iterations if args.iterations is not None else cfg["max_iterations"]
     log_dir = args.log_dir or os.path.join(
@@ -153,8 +159,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         loader = MotionLoader(args.motion, amp_obs_frame_num=2, time_between_frames=dt, device=device)
         env_kwargs.update(amp_obs_frame_num=2, style_fields=loader.style_fields)
         cfg = amp_train_config(cfg, args.style_reward_coef)
-        print(f"[st-rl] AMP towards {args.motion}: {len(loader.style_fields)} style fields, 2-frame windows")
-    env = make_env(args.task, num_envs=num_envs, device=device, seed=cfg["seed"], **env_kwargs)
+        if info.is_main:
+            print(
+                f"[st-rl] AMP towards {args.motion}: {len(loader.style_fields)} style fields, 2-frame windows"
+            )
+    env = make_env(args.task, num_envs=num_envs, device=device, seed=cfg["seed"] + info.rank, **env_kwargs)
     if loader is not None:
         env.set_ref_motion_source(loader)
     runner = build_runner(
@@ -162,14 +171,25 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     if args.resume:
         path = get_checkpoint_path(args.resume)
-        print(f"[st-rl] resuming from {path}")
+        if info.is_main:
+            print(f"[st-rl] resuming from {path}")
         runner.load(path)
-    print(
-        f"[st-rl] training '{args.task}' with {num_envs} envs on {device} for {iterations} iterations; "
-        f"logs and checkpoints in {os.path.abspath(log_dir)}",
-        flush=True,
-    )
-    velrmsd, cot = runner.learn(iterations, init_at_random_ep_len=True)
+    ranks = f" x {info.world_size} ranks" if info.enabled else ""
+    if info.is_main:
+        print(
+            f"[st-rl] training '{args.task}' with {num_envs} envs{ranks} on {device} for {iterations} iterations; "
+            f"logs and checkpoints in {os.path.abspath(log_dir)}",
+            flush=True,
+        )
+    try:
+        velrmsd, cot = runner.learn(iterations, init_at_random_ep_len=True)
+    finally:
+        if info.enabled:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+    if not info.is_main:
+        return 0
     summary = {
         "task": args.task,
         "iterations": runner.current_learning_iteration,

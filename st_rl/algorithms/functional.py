@@ -40,8 +40,11 @@ def compute_gae(
 
 
 def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """Zero-mean, unit-std advantages over the whole tensor."""
-    return (advantages - advantages.mean()) / (advantages.std() + eps)
+    """Zero-mean, unit-std advantages over the whole tensor (over all ranks' tensors in a multi-rank run)."""
+    from st_rl.utils.distributed import global_mean_std
+
+    mean, std = global_mean_std(advantages)
+    return (advantages - mean) / (std + eps)
 
 
 def bootstrap_time_outs(

@@ -14,6 +14,7 @@ import torch.optim as optim
 from st_rl.algorithms import functional as F
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.rollout_storage import MiniBatch, RolloutStorage
+from st_rl.utils import distributed as dist_utils
 
 # Keys that st_gym's PPO config form carries for every algorithm (AMP / BC settings); plain PPO accepts and
 # ignores them silently. Anything else unknown is reported.
@@ -238,12 +239,19 @@ class PPO:
             for name, value in losses.items():
                 loss = loss + getattr(self, name + "_coef", 1.0) * value
                 mean_losses[name] += value.detach()
-            self._check_finite(loss, losses)
             mean_losses["total_loss"] += loss.detach()
             for name, value in stats.items():
                 mean_stats[name] += value.detach()
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            if dist_utils.is_distributed():
+                # One bucketed all-reduce averages the gradients; the non-finite flag rides along, so all ranks
+                # raise together.
+                loss.backward()
+                if dist_utils.all_reduce_gradients(self._trainable, ~torch.isfinite(loss)):
+                    self._check_finite(loss, losses, any_rank=True)
+            else:
+                self._check_finite(loss, losses)
+                loss.backward()
             nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm)
             self.optimizer.step()
             num_updates += 1
@@ -256,11 +264,20 @@ class PPO:
             {k: float(v) / n for k, v in mean_stats.items()},
         )
 
-    def _check_finite(self, loss: torch.Tensor, losses: dict[str, torch.Tensor]) -> None:
-        if not bool(torch.isfinite(loss)):
+    @property
+    def _trainable(self) -> list[nn.Parameter]:
+        return [p for p in self.actor_critic.parameters() if p.requires_grad]
+
+    def _check_finite(
+        self, loss: torch.Tensor, losses: dict[str, torch.Tensor], any_rank: bool = False
+    ) -> None:
+        if any_rank or not bool(torch.isfinite(loss)):
             bad = [k for k, v in losses.items() if not bool(torch.isfinite(v).all())]
+            where = f" (on rank {dist_utils.dist.get_rank()})" if bad and dist_utils.is_distributed() else ""
+            if any_rank and not bad:
+                where = " on another rank"
             raise NonFiniteLossError(
-                f"Non-finite loss at learning iteration {self.current_learning_iteration} in {bad or ['total_loss']}. "
+                f"Non-finite loss at learning iteration {self.current_learning_iteration} in {bad or ['total_loss']}{where}. "
                 "The parameters were not updated. Typical causes: exploding observations (enable "
                 "empirical_normalization or clip observations), a too high learning_rate, or rewards of very "
                 "large magnitude."
@@ -298,7 +315,7 @@ class PPO:
         if self.desired_kl is not None and self.schedule == "adaptive":
             with torch.inference_mode():
                 kl = F.gaussian_kl(minibatch.old_mu, minibatch.old_sigma, mu, sigma)
-                kl_mean = float(kl.mean())
+                kl_mean = float(dist_utils.all_reduce_mean(kl.mean()))  # same learning rate on every rank
             self.learning_rate = F.adaptive_learning_rate(self.learning_rate, kl_mean, self.desired_kl)
             for group in self.optimizer.param_groups:
                 group["lr"] = self.learning_rate

@@ -254,6 +254,18 @@ class EnvAdapter:
         if self.check_finite == "step":
             self.raise_if_nonfinite()
 
+    def sync_nonfinite(self) -> None:
+        """Multi-rank runs: share the NaN/Inf flags of all ranks, so that all raise (or none does)."""
+        from st_rl.utils.distributed import is_distributed
+
+        if self.check_finite == "off" or not is_distributed():
+            return
+        import torch.distributed as dist
+
+        flags = self._nonfinite.to(torch.int32)
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        self._nonfinite.copy_(flags.bool())
+
     def raise_if_nonfinite(self) -> None:
         """Raise :class:`NonFiniteError` naming the offending groups, if any NaN/Inf was seen."""
         if self.check_finite == "off":

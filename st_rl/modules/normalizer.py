@@ -9,12 +9,14 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from st_rl.utils.distributed import reduce_moments
+
 
 class EmpiricalNormalization(nn.Module):
     """Normalise with running mean and variance: ``(x - mean) / (std + eps)``.
 
     Statistics are updated from every batch seen in training mode (frozen in ``eval()``) until ``count``
-    reaches ``until``. The merge of batch moments is exact (the statistics after several batches equal those
+    reaches ``until``; in a multi-rank run (``torch.distributed``) each update merges the batches of all ranks. The merge of batch moments is exact (the statistics after several batches equal those
     of the concatenated data). ``count`` is a buffer, so it is saved and restored with the state dict, and
     buffers are updated in place, so updating inside ``torch.inference_mode`` is safe.
 
@@ -64,9 +66,11 @@ class EmpiricalNormalization(nn.Module):
         n = x.shape[0]
         if n == 0:
             return
+        var_x, mean_x = torch.var_mean(x, dim=0, keepdim=True, correction=0)
+        # In a multi-rank run every rank merges the moments of all ranks' batches, so statistics stay equal.
+        n, mean_x, var_x = reduce_moments(n, mean_x, var_x)
         count_new = self._count_host + n
         rate = n / count_new
-        var_x, mean_x = torch.var_mean(x, dim=0, keepdim=True, correction=0)
         delta = mean_x - self._mean
         self._mean.add_(rate * delta)
         self._var.add_(rate * (var_x - self._var + delta * (mean_x - self._mean)))

@@ -16,6 +16,7 @@ import st_rl
 from st_rl.env.adapter import EnvAdapter
 from st_rl.modules.factory import build_actor_critic
 from st_rl.utils import checkpoint as ckpt
+from st_rl.utils import distributed as dist_utils
 from st_rl.utils.config import TrainConfig, resolve_class, resolve_train_cfg
 from st_rl.utils.logger import (
     NullWriter,
@@ -63,11 +64,17 @@ class OnPolicyRunner:
         self.cfg: dict[str, Any] = self.train_cfg.runner
         self.policy_cfg = self.train_cfg.policy
         self.alg_cfg = self.train_cfg.algorithm
-        self.device = torch.device(device)
+        # Under torchrun: join the process group; a CUDA run trains on cuda:<LOCAL_RANK>.
+        self.dist, self.device = dist_utils.init_distributed(
+            device, float(self.cfg.get("distributed_timeout_s", 600.0))
+        )
         self.log_dir = log_dir
+        self.is_main_process = self.dist.is_main
         seed = self.cfg.get("seed")
         if seed is not None:
-            ckpt.seed_everything(int(seed))
+            # Rank-specific RNG streams (exploration noise, env randomisation drawn from torch); the model is
+            # broadcast from rank 0 below, so its initialisation does not depend on the rank.
+            ckpt.seed_everything(int(seed) + self.dist.rank)
 
         self.env = env
         self.env_adapter = EnvAdapter(
@@ -107,6 +114,9 @@ class OnPolicyRunner:
             **self.train_cfg.storage,
         )
 
+        if self.dist.enabled:
+            self._sync_ranks_at_start()
+
         self.writer: ScalarWriter = NullWriter()
         self.tot_timesteps = 0
         self.tot_time = 0.0
@@ -115,11 +125,38 @@ class OnPolicyRunner:
         self.metrics_velrmsd = torch.zeros((), device=self.device)
         self.metrics_CoT = torch.zeros((), device=self.device)
         self._writer_initialised = False
-        if self.log_dir is not None:
+        self._last_saved_iteration = -1
+        if self.log_dir is not None and self.is_main_process:
             os.makedirs(self.log_dir, exist_ok=True)
             self._write_config()
 
     # ------------------------------------------------------------------ set-up
+    def _normalizers(self) -> list[nn.Module]:
+        names = ("obs_normalizer", "critic_obs_normalizer", "amp_normalizer")
+        found: list[nn.Module] = []
+        for name in names:
+            module = getattr(self.alg, name, None)
+            if isinstance(module, nn.Module) and all(module is not m for m in found):
+                found.append(module)
+        return found
+
+    def _sync_ranks_at_start(self) -> None:
+        """Check that ranks agree on the batch layout and copy rank 0's model and statistics to all ranks."""
+        import torch.distributed as dist
+
+        counts: list[Any] = [None] * self.dist.world_size
+        dist.all_gather_object(counts, (self.env_adapter.num_envs, self.num_steps_per_env))
+        if len(set(counts)) != 1:
+            raise ValueError(
+                f"Every rank must run the same number of environments and steps per iteration; got (num_envs, "
+                f"num_steps_per_env) per rank = {counts}."
+            )
+        dist_utils.broadcast_module(self.alg.actor_critic)
+        for module in self._normalizers():
+            dist_utils.broadcast_module(module)
+            if hasattr(module, "_count_host"):
+                module._count_host = int(module.count)  # type: ignore[union-attr]
+
     def _write_config(self) -> None:
         assert self.log_dir is not None
         data = self.train_cfg.to_dict()
@@ -133,7 +170,8 @@ class OnPolicyRunner:
     def init_writter(self, init_at_random_ep_len: bool) -> None:  # noqa: D401 - reference spelling
         """Create the log writer and optionally randomise the episode lengths."""
         if not self._writer_initialised:
-            self.writer = make_writer(self.cfg.get("logger", "tensorboard"), self.log_dir, self.cfg)
+            if self.is_main_process:
+                self.writer = make_writer(self.cfg.get("logger", "tensorboard"), self.log_dir, self.cfg)
             self._writer_initialised = True
         if init_at_random_ep_len:
             self.env_adapter.randomize_episode_lengths()
@@ -215,6 +253,8 @@ class OnPolicyRunner:
                         ep_infos.append(infos["episode"])
                     elif "log" in infos:
                         ep_infos.append(infos["log"])
+                if self.dist.enabled:
+                    self.env_adapter.sync_nonfinite()  # every rank raises together
                 self.env_adapter.raise_if_nonfinite()
             collection_time = watch.lap()
             with torch.no_grad():
@@ -231,21 +271,20 @@ class OnPolicyRunner:
             self.evaluation()
             if trial is not None:
                 trial.report(float(self.metrics_velrmsd), it)
-            self.tot_timesteps += steps * n_envs
+            self.tot_timesteps += steps * n_envs * self.dist.world_size
             self.tot_time += collection_time + learn_time
-            if it % self.log_interval == 0 or it == tot_iter - 1:
+            if self.is_main_process and (it % self.log_interval == 0 or it == tot_iter - 1):
                 self.log(locals())
             ep_infos.clear()
             if self.log_dir is not None and (it + 1) % self.save_interval == 0:
                 self.save(os.path.join(self.log_dir, f"model_{it + 1}.pt"))
-            if it == start_iter and self.log_dir is not None:
+            if it == start_iter and self.log_dir is not None and self.is_main_process:
                 store_code_state(self.log_dir, self.git_status_repos)
             if trial is not None and hasattr(trial, "should_prune") and trial.should_prune():
                 break
-        if self.log_dir is not None:
-            final = os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt")
-            if not os.path.exists(final) or self.current_learning_iteration % self.save_interval != 0:
-                self.save(final)
+        if self.log_dir is not None and self._last_saved_iteration != self.current_learning_iteration:
+            # Decided without looking at the file system: every rank must take part in save().
+            self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
         self.writer.flush()
         return self.metrics_velrmsd, self.metrics_CoT
 
@@ -274,7 +313,7 @@ class OnPolicyRunner:
     def log(self, locs: dict[str, Any], width: int = 80, pad: int = 35) -> None:
         """Write scalars to the log writer and print the iteration summary."""
         it = locs["it"]
-        steps_per_iter = self.num_steps_per_env * self.env_adapter.num_envs
+        steps_per_iter = self.num_steps_per_env * self.env_adapter.num_envs * self.dist.world_size
         iteration_time = locs["collection_time"] + locs["learn_time"]
         fps = int(steps_per_iter / max(iteration_time, 1e-9))
         episode = aggregate_episode_infos(locs["ep_infos"])
@@ -348,6 +387,19 @@ class OnPolicyRunner:
     # ------------------------------------------------------------------ persistence
     def save(self, path: str, infos: dict[str, Any] | None = None) -> None:
         """Write a checkpoint atomically: algorithm state, iteration, infos, RNG and env state, config."""
+        rng_per_rank = env_per_rank = None
+        self._last_saved_iteration = self.current_learning_iteration
+        if self.dist.enabled:
+            # Collective: every rank calls save(); rank 0 writes each rank's RNG and environment state.
+            import torch.distributed as dist
+
+            mine = (ckpt.capture_rng_state(), self._env_state())
+            gathered: list[Any] = [None] * self.dist.world_size
+            dist.all_gather_object(gathered, mine)
+            rng_per_rank = [g[0] for g in gathered]
+            env_per_rank = [g[1] for g in gathered]
+            if not self.is_main_process:
+                return
         state = self.alg.state_dict()
         state["iter"] = self.current_learning_iteration
         state["infos"] = infos
@@ -355,15 +407,26 @@ class OnPolicyRunner:
         state["config"] = self.train_cfg.to_dict()
         state["format_version"] = ckpt.CHECKPOINT_FORMAT_VERSION
         state["st_rl_version"] = st_rl.__version__
-        env_state = getattr(self.env, "state_dict", None)
-        if callable(env_state):
-            try:
-                state["env_state"] = env_state()
-                ckpt.check_weights_only_safe(state["env_state"], "env_state")
-            except TypeError as e:
-                warnings.warn(f"Environment state not saved: {e}", stacklevel=2)
-                state.pop("env_state", None)
+        env_state = self._env_state()
+        if env_state is not None:
+            state["env_state"] = env_state
+        if rng_per_rank is not None:
+            state["rng_state_per_rank"] = rng_per_rank
+            state["env_state_per_rank"] = env_per_rank
         ckpt.save_checkpoint(path, state)
+        self._last_saved_iteration = self.current_learning_iteration
+
+    def _env_state(self) -> Any:
+        env_state = getattr(self.env, "state_dict", None)
+        if not callable(env_state):
+            return None
+        try:
+            value = env_state()
+            ckpt.check_weights_only_safe(value, "env_state")
+            return value
+        except TypeError as e:
+            warnings.warn(f"Environment state not saved: {e}", stacklevel=2)
+            return None
 
     def load(self, path: str, load_optimizer: bool = True, map_location: Any = None) -> Any:
         """Restore a checkpoint; returns its ``infos``.
@@ -390,12 +453,29 @@ class OnPolicyRunner:
         self.current_learning_iteration = int(state.get("iter", 0))
         self.alg.current_learning_iteration = self.current_learning_iteration
         if load_optimizer:
-            if "rng_state" in state:
-                ckpt.restore_rng_state(state["rng_state"])
+            rng_state, env_state = state.get("rng_state"), state.get("env_state")
+            per_rank = state.get("rng_state_per_rank")
+            if self.dist.enabled:
+                if isinstance(per_rank, list) and len(per_rank) == self.dist.world_size:
+                    rng_state = per_rank[self.dist.rank]
+                    env_state = (state.get("env_state_per_rank") or [None] * len(per_rank))[self.dist.rank]
+                else:
+                    warnings.warn(
+                        f"{path} was saved by a run with another number of ranks; every rank reseeds from the "
+                        "config seed + rank instead of restoring its RNG and environment state.",
+                        stacklevel=2,
+                    )
+                    rng_state = env_state = None
+                    if self.cfg.get("seed") is not None:
+                        ckpt.seed_everything(
+                            int(self.cfg["seed"]) + self.dist.rank + self.current_learning_iteration
+                        )
+            if rng_state is not None:
+                ckpt.restore_rng_state(rng_state)
             load_env = getattr(self.env, "load_state_dict", None)
-            if "env_state" in state and callable(load_env):
+            if env_state is not None and callable(load_env):
                 try:
-                    load_env(state["env_state"])
+                    load_env(env_state)
                 except (RuntimeError, KeyError, ValueError) as e:
                     warnings.warn(f"Environment state in {path} not restored: {e}", stacklevel=2)
         return state.get("infos")

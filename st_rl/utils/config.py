@@ -52,6 +52,7 @@ RUNNER_KEYS: dict[str, str] = {
     "clip_actions": "informational; environments clip actions",
     "class_name": "runner class (alternative spelling)",
     "task": "built-in task name (written by st-rl train; read by st-rl play)",
+    "distributed_timeout_s": "multi-rank runs: seconds before a blocked collective fails (default 600)",
     "ckpt_manipulator": "function applied to a checkpoint before loading it (e.g. 'replace_encoder0')",
     "pretrain_iterations": "TwoStageRunner: iterations fed from pretrain_dataset before RL (negative: forever)",
     "pretrain_dataset": "TwoStageRunner: RolloutDataset arguments (data_dir, dataset_loops, ...)",

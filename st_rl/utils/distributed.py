@@ -1,0 +1,173 @@
+"""Multi-process training with ``torch.distributed`` (launched by ``torchrun``).
+
+Each rank steps its own environments and keeps its own rollout storage; what must agree is synchronised:
+
+* parameters and normaliser statistics are broadcast from rank 0 at start;
+* gradients are averaged with one bucketed all-reduce per optimizer step (a flag for non-finite losses rides
+  in the same bucket, so every rank raises together instead of leaving the others blocked);
+* the adaptive-KL learning rate uses the mean KL of all ranks;
+* advantages are normalised with the mean and standard deviation of all ranks' rollouts;
+* ``EmpiricalNormalization`` merges the moments of all ranks' batches (count-weighted) at every update.
+
+The backend follows the device (``nccl`` for CUDA, ``gloo`` for CPU); collectives time out after
+``timeout_s`` so a failed rank cannot block the others forever.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+__all__ = [
+    "DistributedInfo",
+    "all_reduce_gradients",
+    "all_reduce_mean",
+    "broadcast_module",
+    "global_mean_std",
+    "init_distributed",
+    "is_distributed",
+    "reduce_moments",
+    "world_size",
+]
+
+
+@dataclass(frozen=True)
+class DistributedInfo:
+    """Where this process stands in a multi-process run (a single process is rank 0 of 1)."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def is_distributed() -> bool:
+    """Whether a process group with more than one rank is active."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def world_size() -> int:
+    return dist.get_world_size() if is_distributed() else 1
+
+
+def init_distributed(
+    device: str | torch.device, timeout_s: float = 600.0
+) -> tuple[DistributedInfo, torch.device]:
+    """Join the process group described by ``torchrun``'s environment (``WORLD_SIZE``, ``RANK``,
+    ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``), if any.
+
+    Returns the rank information and the device this rank should train on: ``cuda:<LOCAL_RANK>`` when a CUDA
+    device was asked for (each rank owns one GPU), else the device given.
+
+    Raises:
+        RuntimeError: a CUDA run with more local ranks than visible GPUs.
+    """
+    device = torch.device(device)
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size <= 1:
+        return DistributedInfo(), device
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device.type == "cuda":
+        if local_rank >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"LOCAL_RANK {local_rank} has no GPU: {torch.cuda.device_count()} visible. Launch at most one rank "
+                "per GPU (torchrun --nproc_per_node=<number of GPUs>)."
+            )
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        # Make NCCL timeouts raise instead of hanging (older/newer spellings).
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+    if not dist.is_initialized():
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=float(timeout_s)))
+    return DistributedInfo(
+        rank=dist.get_rank(), local_rank=local_rank, world_size=dist.get_world_size()
+    ), device
+
+
+def broadcast_module(module: torch.nn.Module, src: int = 0) -> None:
+    """Copy every parameter and buffer of ``module`` from rank ``src`` to all ranks (in place)."""
+    if not is_distributed():
+        return
+    with torch.no_grad():
+        for tensor in list(module.parameters()) + list(module.buffers()):
+            dist.broadcast(tensor.data, src=src)
+
+
+def all_reduce_gradients(parameters: list[torch.nn.Parameter], nonfinite: torch.Tensor | None = None) -> bool:
+    """Average the gradients of ``parameters`` over all ranks with one all-reduce.
+
+    ``nonfinite`` (a 0-d bool/float tensor: this rank's loss was NaN/Inf) travels in the same bucket; the
+    return value says whether **any** rank had a non-finite loss (a host sync, once per optimizer step).
+    Parameters without a gradient contribute zeros, so every rank reduces the same layout.
+    """
+    flag = torch.zeros(1, device=parameters[0].device) if nonfinite is None else nonfinite.float().reshape(1)
+    if not is_distributed():
+        return bool(flag.item())
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
+    bucket = torch.cat([g.reshape(-1) for g in grads] + [flag.to(grads[0].dtype)])
+    dist.all_reduce(bucket, op=dist.ReduceOp.SUM)
+    any_bad = bool(bucket[-1].item() > 0)
+    bucket = bucket[:-1] / dist.get_world_size()
+    offset = 0
+    for p, g in zip(parameters, grads):
+        n = g.numel()
+        if p.grad is None:
+            p.grad = bucket[offset : offset + n].view_as(p).clone()
+        else:
+            p.grad.copy_(bucket[offset : offset + n].view_as(p))
+        offset += n
+    return any_bad
+
+
+def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
+    """The mean of ``value`` over ranks (returned as a new tensor; identity on one rank)."""
+    if not is_distributed():
+        return value
+    out = value.detach().clone().float()
+    dist.all_reduce(out, op=dist.ReduceOp.SUM)
+    return out / dist.get_world_size()
+
+
+def global_mean_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and (Bessel-corrected) standard deviation of ``x`` over all elements of all ranks."""
+    if not is_distributed():
+        return x.mean(), x.std()
+    flat = x.detach().reshape(-1).double()
+    stats = torch.stack([flat.new_tensor(float(flat.numel())), flat.sum(), flat.square().sum()])
+    dist.all_reduce(stats, op=dist.ReduceOp.SUM)
+    n, s, ss = stats[0], stats[1], stats[2]
+    mean = s / n
+    var = (ss - n * mean * mean) / (n - 1).clamp(min=1.0)
+    return mean.to(x.dtype), var.clamp(min=0.0).sqrt().to(x.dtype)
+
+
+def reduce_moments(
+    n_local: int, mean: torch.Tensor, var: torch.Tensor
+) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """Merge per-rank batch moments (population variance) into those of the joined batch.
+
+    ``n_local`` must be the same on every rank (the runner checks the env counts agree), so the joined
+    count is known on the host without a sync.
+    """
+    if not is_distributed():
+        return n_local, mean, var
+    size = dist.get_world_size()
+    # Sums of x and x^2 in float64 (count-weighted, all ranks have n_local samples).
+    packed = torch.cat([mean.double().reshape(-1), (var.double() + mean.double() ** 2).reshape(-1)])
+    dist.all_reduce(packed, op=dist.ReduceOp.SUM)
+    d = mean.numel()
+    g_mean = packed[:d] / size
+    g_var = (packed[d:] / size - g_mean**2).clamp(min=0.0)
+    return n_local * size, g_mean.reshape(mean.shape).to(mean.dtype), g_var.reshape(var.shape).to(var.dtype)

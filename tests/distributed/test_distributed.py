@@ -1,0 +1,102 @@
+"""Multi-rank training with torch.distributed (2 CPU ranks, gloo, launched by torchrun)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from st_rl.algorithms import PPO
+from st_rl.algorithms.functional import normalize_advantages
+from st_rl.modules import ActorCritic
+
+WORKER = os.path.join(os.path.dirname(__file__), "dist_worker.py")
+
+
+def torchrun(mode: str, out: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        WORKER,
+        mode,
+        out,
+    ]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_two_rank_update_equals_single_rank_update_on_joined_batch(tmp_path):
+    proc = torchrun("update", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
+    # Rank 0's initial parameters were broadcast; both ranks end with the same parameters.
+    for k in r0["pre"]:
+        assert torch.equal(r0["pre"][k], r1["pre"][k]), k
+        torch.testing.assert_close(r0["post"][k], r1["post"][k], rtol=0, atol=1e-7)
+    assert r0["lr"] == r1["lr"]
+
+    # Normaliser statistics equal those of the joined data (all raw observations both ranks stepped).
+    for key, raw in (("obs_norm", "raw_obs"), ("critic_norm", "raw_critic")):
+        joined = torch.cat([r0[raw], r1[raw]], dim=1).reshape(-1, r0[raw].shape[-1])
+        var, mean = torch.var_mean(joined, dim=0, correction=0)
+        for r in (r0, r1):
+            torch.testing.assert_close(r[key]["_mean"][0], mean, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(r[key]["_var"][0], var, rtol=1e-4, atol=1e-6)
+            assert int(r[key]["count"]) == joined.shape[0]
+
+    # A single-rank PPO update from the same parameters on the joined batch (envs side by side).
+    s0, s1 = r0["storage"], r1["storage"]
+    T, n = s0["observations"].shape[:2]
+    ac = ActorCritic(6, 8, 2, actor_hidden_dims=[32, 32], critic_hidden_dims=[32, 32])
+    ac.load_state_dict(r0["pre"])
+    alg = PPO(ac, num_learning_epochs=2, num_mini_batches=1, learning_rate=1e-3, schedule="adaptive", gamma=0.99,
+              lam=0.95, entropy_coef=0.01)  # fmt: skip
+    alg.init_obs_norm(6, 8)
+    alg.init_storage(2 * n, T, [6], [8], [2])
+    st = alg.storage
+    for name in s0:
+        getattr(st, name).copy_(torch.cat([s0[name], s1[name]], dim=1))
+    raw_advantages = st.returns - st.values  # GAE is per env: the joined returns are the ranks' returns
+    st.advantages.copy_(normalize_advantages(raw_advantages))  # normalised over the joined batch
+    st.step = T
+    alg.update(0)
+    assert alg.learning_rate == pytest.approx(r0["lr"])
+    for k, v in ac.state_dict().items():
+        torch.testing.assert_close(r0["post"][k], v, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_two_rank_training_reaches_the_single_rank_threshold_and_resumes(tmp_path):
+    start = time.perf_counter()
+    proc = torchrun("learn", str(tmp_path), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "learn.json").read_text())
+    print(f"2-rank velocity_tracking return {result['return']:.3f} in {time.perf_counter() - start:.1f}s")
+    assert result["return"] > 6.5  # the single-rank learning test's threshold (tests/test_learning.py)
+    assert result["tot_timesteps"] == 30 * 24 * 128 * 2  # counted over both ranks
+    assert result["resumed_iteration"] == 31
+    assert "model_30.pt" in result["files"] and "model_31.pt" in result["files"]
+    assert sum(f.startswith("events.out.tfevents") for f in result["files"]) == 1  # only rank 0 logs
+
+
+def test_failing_rank_does_not_block_the_others(tmp_path):
+    start = time.perf_counter()
+    proc = torchrun("fail", str(tmp_path), timeout=240)
+    elapsed = time.perf_counter() - start
+    assert proc.returncode != 0
+    assert "rank 1 fails on purpose" in proc.stderr
+    assert elapsed < 120
+
+
+def test_nonfinite_env_output_raises_on_every_rank(tmp_path):
+    torchrun("nan", str(tmp_path), timeout=240)
+    messages = [(tmp_path / f"nan{r}.txt").read_text() for r in (0, 1)]
+    assert all("NaN or Inf" in m for m in messages)
