@@ -97,7 +97,8 @@ class OnPolicyRunner:
             and hasattr(actor_critic, "discriminator")
         ):
             # Saved configs record the width taken from the environment (a private copy of the user's config).
-            amp_cfg["input_dim"] = int(actor_critic.discriminator.input_dim)
+            discriminator: Any = actor_critic.discriminator
+            amp_cfg["input_dim"] = int(discriminator.input_dim)
         import st_rl.algorithms as algorithms
 
         alg_cls = resolve_class(self.train_cfg.algorithm_class_name, algorithms, "algorithm")
