@@ -51,7 +51,7 @@ def make_task_env(
 
 
 def train(
-    task: str, cfg: dict, env: Any, minutes: float, log_dir: str
+    task: str, cfg: dict, env: Any, minutes: float, log_dir: str, iterations: int | None = None
 ) -> tuple[Any, list[tuple[int, float]]]:
     runner = build_runner(cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=None)
     curve: list[tuple[int, float]] = []
@@ -63,11 +63,12 @@ def train(
 
     runner.log = capture
     spent, first = 0.0, True
-    while spent < minutes * 60:
+    while (spent < minutes * 60) if iterations is None else (runner.current_learning_iteration < iterations):
         t0 = time.perf_counter()
         runner.learn(1, init_at_random_ep_len=first)
         spent += time.perf_counter() - t0
         first = False
+    runner.train_minutes = spent / 60.0
     os.makedirs(log_dir, exist_ok=True)
     runner.save(os.path.join(log_dir, f"model_{runner.current_learning_iteration}.pt"))
     return runner, curve
@@ -79,6 +80,12 @@ def main() -> None:
     )
     parser.add_argument("--task", default="quadruped_flat")
     parser.add_argument("--minutes", type=float, default=20.0, help="training wall-clock budget per method")
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        help="training budget in iterations per method (overrides --minutes)",
+    )
     parser.add_argument("--num-envs", type=int, default=None)
     parser.add_argument("--style-reward-coef", type=float, default=0.03)
     parser.add_argument("--seed", type=int, default=42)
@@ -103,7 +110,9 @@ def main() -> None:
     for method in args.methods:
         cfg = amp_train_config(base, args.style_reward_coef) if method == "APPO" else copy.deepcopy(base)
         env = make_task_env(args.task, num_envs, args.seed, fields, loader, preset.env_kwargs)
-        runner, curve = train(args.task, cfg, env, args.minutes, os.path.join(args.log_dir, method))
+        runner, curve = train(
+            args.task, cfg, env, args.minutes, os.path.join(args.log_dir, method), args.iterations
+        )
         runners[method] = runner
         policy = runner.get_inference_policy()
         eval_env = make_task_env(args.task, 128, 1000, fields, loader, preset.env_kwargs)
@@ -113,6 +122,7 @@ def main() -> None:
         )
         results[method] = {
             "iterations": runner.current_learning_iteration,
+            "minutes": runner.train_minutes,
             "velrmsd": metrics["velrmsd"],
             "survival": metrics["survival"],
             "gait_distance": gait_distance(windows, reference),
@@ -145,7 +155,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for method, r in results.items():
         style = f"{r['style']:.3f}" if "style" in r else "-"
-        print(f"| {method} | {args.minutes:.0f} | {r['iterations']} | {r['velrmsd']:.3f} | {r['survival']:.3f} | "
+        print(f"| {method} | {r['minutes']:.1f} | {r['iterations']} | {r['velrmsd']:.3f} | {r['survival']:.3f} | "
               f"{r['gait_distance']:.3f} | {style} |")  # fmt: skip
 
 

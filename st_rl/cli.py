@@ -46,6 +46,13 @@ def _build_parser() -> argparse.ArgumentParser:
         help="AMP style reward weight per step (default 0.03)",
     )
     sub.add_parser("tasks", help="list the built-in tasks")
+    from st_rl.tune import add_arguments as add_tune_arguments
+
+    add_tune_arguments(
+        sub.add_parser(
+            "tune", help="hyperparameter search on a built-in task (Optuna: pip install st-rl[tune])"
+        )
+    )
     play = sub.add_parser(
         "play",
         help="evaluate a checkpoint: tracking metrics, video and plot",
@@ -53,8 +60,11 @@ def _build_parser() -> argparse.ArgumentParser:
         "of env 0 and a plot of its commanded vs achieved velocities. Rendering uses MUJOCO_GL=egl unless "
         "MUJOCO_GL is set (MUJOCO_GL=osmesa for software rendering: apt-get install libosmesa6).",
     )
-    play.add_argument(
-        "--checkpoint", required=True, help="model_<it>.pt, or a run directory (latest checkpoint)"
+    play_source = play.add_mutually_exclusive_group(required=True)
+    play_source.add_argument("--checkpoint", help="model_<it>.pt, or a run directory (latest checkpoint)")
+    play_source.add_argument(
+        "--policy",
+        help="an exported policy.onnx / policy.pt (st-rl export): deployment check without st_rl model classes",
     )
     play.add_argument("--task", default=None, help="task (default: the one the run was trained on)")
     play.add_argument("--num-envs", type=int, default=16, help="parallel environments (default 16)")
@@ -86,6 +96,12 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     play.add_argument("--fps", type=float, default=25.0, help="video frame rate (default 25)")
     play.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: all cores)")
+    play.add_argument(
+        "--upload",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="attach the video and plot to the run's W&B / Neptune run (default: when the run used one)",
+    )
     plot = sub.add_parser("plot", help="plot the training curves of a run (TensorBoard event files)")
     plot.add_argument("log_dir", help="run directory")
     plot.add_argument("--out", default=None, help="PNG path (default: <log_dir>/training_curves.png)")
@@ -107,6 +123,25 @@ def _build_parser() -> argparse.ArgumentParser:
         "velocities) or a comma-separated list",
     )
     rec.add_argument("--seed", type=int, default=0)
+    export = sub.add_parser(
+        "export",
+        help="export a checkpoint's policy to ONNX / TorchScript with metadata (policy.onnx, policy.pt, policy.json)",
+    )
+    export.add_argument(
+        "--checkpoint", required=True, help="model_<it>.pt, or a run directory (latest checkpoint)"
+    )
+    export.add_argument("--out", default=None, help="output folder (default: <run dir>/exported)")
+    export.add_argument(
+        "--format",
+        nargs="+",
+        choices=("onnx", "torchscript"),
+        default=["onnx", "torchscript"],
+        dest="formats",
+    )
+    export.add_argument("--task", default=None, help="task (default: the one the run was trained on)")
+    export.add_argument(
+        "--no-check", action="store_true", help="skip running the files against the eager policy"
+    )
     return parser
 
 
@@ -119,6 +154,7 @@ def cmd_tasks() -> int:
         print(
             f"{name}{mark}: {preset.description}; {preset.num_envs} envs, {preset.train.max_iterations} iterations"
         )
+    print("gym:<Gymnasium id> (e.g. gym:HalfCheetah-v5): a Gymnasium task with Box spaces (st-rl[gymnasium])")
     return 0
 
 
@@ -215,6 +251,8 @@ def cmd_play(args: argparse.Namespace) -> int:
         return 2
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.policy:
+        return _cmd_play_exported(args)
     path = get_checkpoint_path(args.checkpoint)
     stem = os.path.splitext(path)[0]
     it = load_checkpoint(path, map_location="cpu").get("iter")
@@ -236,7 +274,62 @@ def cmd_play(args: argparse.Namespace) -> int:
         video_quality=args.video_quality,
     )
     scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) or v is None}
+    if args.upload is not False:
+        from st_rl.utils.writers import attach_files_to_run
+
+        backend = attach_files_to_run(os.path.dirname(path), [video, plot], required=bool(args.upload))
+        if backend:
+            print(f"[st-rl] attached the video and plot to the run's {backend} run")
     print("[st-rl] done: " + json.dumps(scalars))
+    return 0
+
+
+def _cmd_play_exported(args: argparse.Namespace) -> int:
+    from st_rl.play import play_exported
+
+    stem = os.path.splitext(os.path.abspath(args.policy))[0]
+    video = None if args.no_video else (args.video or f"{stem}_play.mp4")
+    plot = None if args.no_plot else (args.plot or f"{stem}_play.png")
+    metrics = play_exported(
+        args.policy,
+        task=args.task,
+        num_envs=args.num_envs,
+        duration_s=args.duration,
+        video=video,
+        plot=plot,
+        command=args.fixed_command,
+        seed=args.seed,
+        video_fps=args.fps,
+        video_quality=args.video_quality,
+    )
+    scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) or v is None}
+    print("[st-rl] done: " + json.dumps(scalars))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from st_rl.export import ExportError, export_policy
+    from st_rl.utils.utils import get_checkpoint_path
+
+    path = get_checkpoint_path(args.checkpoint)
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(path)), "exported")
+    try:
+        result = export_policy(path, out, args.formats, task=args.task, check=not args.no_check)
+    except ExportError as e:
+        print(f"[st-rl] export failed: {e}", file=sys.stderr)
+        return 1
+    meta = result.metadata
+    names = (
+        " ".join(s["name"] for s in meta["inputs"]) + " -> " + " ".join(s["name"] for s in meta["outputs"])
+    )
+    for fmt, file in result.files.items():
+        err = result.max_abs_error.get(fmt, float("nan"))
+        print(f"[st-rl] wrote {fmt}: {os.path.abspath(file)} (max |action - eager| {err:.2g})")
+    print(f"[st-rl] wrote metadata: {os.path.abspath(result.metadata_path)}")
+    print(
+        f"[st-rl] {meta['policy_class']} from {path} (iteration {meta['iteration']}): {names}; "
+        f"{meta['num_obs']} observations, {meta['num_actions']} actions"
+    )
     return 0
 
 
@@ -303,6 +396,12 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_plot(args)
     if args.command == "record-motion":
         return cmd_record_motion(args)
+    if args.command == "export":
+        return cmd_export(args)
+    if args.command == "tune":
+        from st_rl.tune import main as tune_main
+
+        return tune_main(args)
     parser.print_help()
     return 1
 

@@ -129,6 +129,54 @@ def _preset_quadruped(terrain: str) -> TaskPreset:
     )
 
 
+def gymnasium_mujoco_preset(env_id: str = "HalfCheetah-v5", total_steps: int = 1_000_000) -> TaskPreset:
+    """PPO settings for Gymnasium MuJoCo tasks (CleanRL's ``ppo_continuous_action`` defaults).
+
+    One environment collecting 2048 steps per iteration, 10 epochs of 32 minibatches (64 samples), Adam at a
+    fixed 3e-4, gamma 0.99, lambda 0.95, clip 0.2, no entropy bonus, gradient norm 0.5, separate 64x64 tanh
+    actor and critic, running observation normalisation (the runner's ``empirical_normalization``) and reward
+    normalisation by the discounted-return std with a +-10 clip (done by the Gymnasium adapter, see
+    ``env_kwargs``). CleanRL's value loss is ``0.5 * 0.5 * mse``; st_rl's is ``mse``, hence
+    ``value_loss_coef=0.25``. CleanRL anneals the learning rate linearly; st_rl's PPO keeps it fixed.
+
+    Args:
+        env_id: Gymnasium id of a task with Box observation and action spaces (``HalfCheetah-v5``, ``Ant-v5``...).
+        total_steps: environment steps of a full run (sets ``max_iterations``).
+    """
+    steps_per_iter = 2048
+    cfg = TrainCfg(
+        seed=1,
+        num_steps_per_env=steps_per_iter,
+        max_iterations=-(-int(total_steps) // steps_per_iter),
+        empirical_normalization=True,
+        save_interval=100,
+        experiment_name=f"gym_{env_id}",
+    )
+    cfg.policy.actor_hidden_dims = [64, 64]
+    cfg.policy.critic_hidden_dims = [64, 64]
+    cfg.policy.activation = "tanh"
+    cfg.policy.init_noise_std = 1.0
+    alg = cfg.algorithm
+    alg.learning_rate = 3e-4
+    alg.schedule = "fixed"
+    alg.gamma = 0.99
+    alg.lam = 0.95
+    alg.num_learning_epochs = 10
+    alg.num_mini_batches = 32
+    alg.clip_param = 0.2
+    alg.entropy_coef = 0.0
+    alg.value_loss_coef = 0.25
+    alg.use_clipped_value_loss = True
+    alg.max_grad_norm = 0.5
+    return TaskPreset(
+        f"gym:{env_id}",
+        1,
+        cfg,
+        env_kwargs={"normalize_reward": True, "reward_gamma": 0.99, "clip_reward": 10.0},
+        description=f"Gymnasium {env_id} (needs st-rl[gymnasium]); CleanRL-style PPO, 1M steps",
+    )
+
+
 PRESETS = {
     "point_mass": _preset_point_mass,
     "velocity_tracking": _preset_velocity_tracking,
@@ -139,13 +187,19 @@ DEFAULT_TASK = "quadruped_flat"
 
 
 def get_preset(task: str) -> TaskPreset:
-    """The preset of a built-in task.
+    """The preset of a built-in task, or of a Gymnasium MuJoCo task named ``"gym:<id>"`` (e.g.
+    ``"gym:HalfCheetah-v5"``, see :func:`gymnasium_mujoco_preset`).
 
     Raises:
         ValueError: listing the tasks with presets.
     """
+    if task.startswith("gym:"):
+        return gymnasium_mujoco_preset(task.removeprefix("gym:"))
     if task not in PRESETS:
-        raise ValueError(f"No training preset for task '{task}'; available: {sorted(PRESETS)}")
+        raise ValueError(
+            f"No training preset for task '{task}'; available: {sorted(PRESETS)} and 'gym:<Gymnasium id>' "
+            "(e.g. 'gym:HalfCheetah-v5')"
+        )
     return PRESETS[task]()
 
 

@@ -26,6 +26,7 @@ GPU or Mesa EGL, the default :func:`play` sets when the variable is unset) or ``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -40,10 +41,13 @@ import numpy as np
 import torch
 
 __all__ = [
+    "LoadedRun",
     "VideoRecorder",
     "evaluate_policy",
     "format_summary",
+    "load_run",
     "play",
+    "play_exported",
     "render_frame",
     "set_default_gl_backend",
 ]
@@ -550,6 +554,162 @@ def _iteration_of(path: str, state_iter: Any) -> int | str:
     return int(m.group(1)) if m else os.path.splitext(os.path.basename(path))[0]
 
 
+@dataclasses.dataclass
+class LoadedRun:
+    """A runner rebuilt from a checkpoint by :func:`load_run`.
+
+    Attributes:
+        path: the checkpoint file.
+        state: the loaded checkpoint dictionary.
+        runner: the runner, weights loaded (no optimizer).
+        env: its environment.
+        task: the task name the environment was made from (None when ``env`` was passed in).
+        iteration: the checkpoint's iteration (or its file stem).
+        train_cfg: the stored training config (``config.json`` without ``env``, else the checkpoint's).
+        env_cfg: the stored env config used to build the environment (None: task defaults).
+        seed: the environment seed used.
+    """
+
+    path: str
+    state: dict[str, Any]
+    runner: Any
+    env: Any
+    task: str | None
+    iteration: int | str
+    train_cfg: dict[str, Any]
+    env_cfg: dict[str, Any] | None
+    seed: int | None
+
+
+def load_run(
+    checkpoint: str,
+    task: str | None = None,
+    num_envs: int = 16,
+    device: str = "cpu",
+    seed: int | None = None,
+    env: Any = None,
+) -> LoadedRun:
+    """Rebuild the runner of a checkpoint on its training task and load its weights (without the optimizer).
+
+    The training config is ``config.json`` next to the checkpoint when present, else the checkpoint's
+    ``config``. The task is the run's (``runner.task`` in ``config.json`` or the checkpoint, else inferred from the
+    stored env config) unless ``task`` is given; when it is the run's task the stored env config (``config.json``
+    key ``env``) is reused.
+
+    Args:
+        checkpoint: a ``model_<it>.pt`` file, or a run directory (its highest-numbered checkpoint).
+        task: registered task name; overrides the stored one.
+        num_envs: parallel environments.
+        device: policy device.
+        seed: environment seed (default: the run's seed).
+        env: use this environment instead of making one (``task`` is then only recorded).
+
+    Raises:
+        ValueError: the checkpoint has no training config, or its task cannot be told.
+    """
+    from st_rl.runners import build_runner
+    from st_rl.utils import checkpoint as ckpt
+    from st_rl.utils.utils import get_checkpoint_path
+
+    path = get_checkpoint_path(checkpoint)
+    state = ckpt.load_checkpoint(path, map_location="cpu")
+    ckpt_cfg = state.get("config") if isinstance(state.get("config"), dict) else None
+    run_cfg = _read_json(os.path.join(os.path.dirname(os.path.abspath(path)), "config.json"))
+    train_cfg = {k: v for k, v in (run_cfg or {}).items() if k != "env"} or ckpt_cfg
+    if not train_cfg:
+        raise ValueError(
+            f"{path} has no stored training config (key 'config') and there is no config.json next to it; "
+            "save checkpoints with OnPolicyRunner.save, or put the run's config.json beside the file."
+        )
+    stored_task = _stored_task(run_cfg, ckpt_cfg)
+    if task is not None and stored_task is not None and task != stored_task:
+        warnings.warn(f"using task {task!r}; the run was trained on {stored_task!r}", stacklevel=3)
+    name = task or stored_task
+    env_cfg = (run_cfg or {}).get("env") if stored_task == name else None
+    runner_cfg = train_cfg.get("runner", train_cfg)
+    if seed is None:
+        seed = runner_cfg.get("seed") if isinstance(runner_cfg, dict) else None
+    if env is None:
+        if name is None:
+            raise ValueError(
+                f"Cannot tell which task {path} was trained on: neither config.json next to it nor the "
+                "checkpoint's config names one (key runner.task). Pass it: task='quadruped_flat' (CLI: --task "
+                "quadruped_flat)."
+            )
+        env = _make_env_from_cfg(name, num_envs, device, seed, env_cfg or {})
+    train_cfg = json.loads(json.dumps(train_cfg))  # a private copy
+    runner = build_runner(
+        train_cfg.get("runner", {}).get("runner_class_name")
+        or train_cfg.get("runner_class_name")
+        or "OnPolicyRunner",
+        env,
+        train_cfg,
+        log_dir=None,
+        device=device,
+    )
+    runner.load(path, load_optimizer=False, map_location=device)
+    return LoadedRun(
+        path=path,
+        state=state,
+        runner=runner,
+        env=env,
+        task=name,
+        iteration=_iteration_of(path, state.get("iter")),
+        train_cfg=train_cfg,
+        env_cfg=env_cfg,
+        seed=seed,
+    )
+
+
+def _evaluate_and_report(
+    env: Any,
+    policy: Callable[[torch.Tensor], torch.Tensor],
+    *,
+    task: str,
+    source: str,
+    label: str,
+    duration_s: float,
+    video: str | None,
+    plot: str | None,
+    command: Sequence[float] | None,
+    record_env: int,
+    video_fps: float,
+    video_size: tuple[int, int],
+    video_quality: str,
+    camera: str | None,
+    verbose: bool,
+) -> dict[str, Any]:
+    """The evaluation shared by :func:`play` and :func:`play_exported`: metrics, video, plot and summary."""
+    _check_locomotion_env(env)
+    recorder = None
+    if video is not None:
+        recorder = VideoRecorder(
+            env, video, record_env, video_fps, video_size[0], video_size[1], camera, video_quality
+        )
+    try:
+        metrics = evaluate_policy(env, policy, duration_s, record_env, recorder, command=command)
+    finally:
+        if recorder is not None:
+            recorder.close()
+    if plot is not None:
+        from st_rl.plotting import plot_tracking
+
+        title = f"{task} - {os.path.basename(source)} - env {record_env}"
+        plot_tracking(metrics["trace"], plot, title=title, metrics=metrics)
+    metrics.update(
+        task=task,
+        video=os.path.abspath(video) if video else None,
+        video_frames=recorder.num_frames if recorder is not None else 0,
+        plot=os.path.abspath(plot) if plot else None,
+    )
+    if verbose:
+        print(format_summary(metrics, f"[st-rl play] {task}, {label}"))
+        for key in ("video", "plot"):
+            if metrics[key]:
+                print(f"{key}: {metrics[key]}")
+    return metrics
+
+
 def play(
     checkpoint: str,
     task: str | None = None,
@@ -570,10 +730,8 @@ def play(
 ) -> dict[str, Any]:
     """Evaluate a checkpoint's deterministic policy; optionally film env ``record_env`` and plot its tracking.
 
-    The runner is rebuilt from the checkpoint's stored training config (``config.json`` next to the checkpoint
-    when present, else the checkpoint's ``config``) and loaded without the optimizer. The task is the run's
-    (``runner.task`` in ``config.json`` or the checkpoint, else inferred from the stored env config) unless
-    ``task`` is given; when it is the run's task the stored env config (``config.json`` key ``env``) is reused.
+    The runner is rebuilt by :func:`load_run` (stored training config, the run's task and env config unless
+    ``task`` is given) and loaded without the optimizer.
 
     Args:
         checkpoint: a ``model_<it>.pt`` file, or a run directory (its highest-numbered checkpoint).
@@ -593,46 +751,10 @@ def play(
     """
     if video is not None:
         set_default_gl_backend("egl")
-    from st_rl.runners import build_runner
-    from st_rl.utils import checkpoint as ckpt
-    from st_rl.utils.utils import get_checkpoint_path
-
-    path = get_checkpoint_path(checkpoint)
-    state = ckpt.load_checkpoint(path, map_location="cpu")
-    ckpt_cfg = state.get("config") if isinstance(state.get("config"), dict) else None
-    run_cfg = _read_json(os.path.join(os.path.dirname(os.path.abspath(path)), "config.json"))
-    train_cfg = {k: v for k, v in (run_cfg or {}).items() if k != "env"} or ckpt_cfg
-    if not train_cfg:
-        raise ValueError(f"{path} has no stored training config and there is no config.json next to it")
-    stored_task = _stored_task(run_cfg, ckpt_cfg)
-    if task is not None and stored_task is not None and task != stored_task:
-        warnings.warn(f"playing task {task!r}; the run was trained on {stored_task!r}", stacklevel=2)
-    name = task or stored_task
-    if name is None:
-        raise ValueError(
-            f"Cannot tell which task {path} was trained on: neither config.json next to it nor the checkpoint's "
-            "config names one (key runner.task). Pass it: play(..., task='quadruped_flat') or "
-            "st-rl play --checkpoint PATH --task quadruped_flat."
-        )
-    env_cfg = (run_cfg or {}).get("env") if stored_task == name else None
-    runner_cfg = train_cfg.get("runner", train_cfg)
-    if seed is None:
-        seed = runner_cfg.get("seed") if isinstance(runner_cfg, dict) else None
-
-    train_cfg = json.loads(json.dumps(train_cfg))  # a private copy
-    env = _make_env_from_cfg(name, num_envs, device, seed, env_cfg or {})
-    _check_locomotion_env(env)
-    runner = build_runner(
-        train_cfg.get("runner", {}).get("runner_class_name")
-        or train_cfg.get("runner_class_name")
-        or "OnPolicyRunner",
-        env,
-        train_cfg,
-        log_dir=None,
-        device=device,
-    )
-    runner.load(path, load_optimizer=False, map_location=device)
-    inference = runner.get_inference_policy(device)
+    run = load_run(checkpoint, task, num_envs, device, seed)
+    assert run.task is not None
+    _check_locomotion_env(run.env)
+    inference = run.runner.get_inference_policy(device)
     dev = torch.device(device)
 
     class _Policy:
@@ -642,37 +764,108 @@ def play(
         def reset(self, dones: torch.Tensor) -> None:
             inference.reset(dones.to(dev))
 
-    policy = _Policy()
-
-    iteration = _iteration_of(path, state.get("iter"))
-    recorder = None
-    if video is not None:
-        recorder = VideoRecorder(
-            env, video, record_env, video_fps, video_size[0], video_size[1], camera, video_quality
-        )
-    try:
-        metrics = evaluate_policy(env, policy, duration_s, record_env, recorder, command=command)
-    finally:
-        if recorder is not None:
-            recorder.close()
-    if plot is not None:
-        from st_rl.plotting import plot_tracking
-
-        title = f"{name} - {os.path.basename(path)} - env {record_env}"
-        plot_tracking(metrics["trace"], plot, title=title, metrics=metrics)
-    metrics.update(
-        task=name,
-        checkpoint=os.path.abspath(path),
-        iteration=iteration,
-        video=os.path.abspath(video) if video else None,
-        video_frames=recorder.num_frames if recorder is not None else 0,
-        plot=os.path.abspath(plot) if plot else None,
+    metrics = _evaluate_and_report(
+        run.env,
+        _Policy(),
+        task=run.task,
+        source=run.path,
+        label=f"{os.path.basename(run.path)} (iteration {run.iteration})",
+        duration_s=duration_s,
+        video=video,
+        plot=plot,
+        command=command,
+        record_env=record_env,
+        video_fps=video_fps,
+        video_size=video_size,
+        video_quality=video_quality,
+        camera=camera,
+        verbose=verbose,
     )
-    if verbose:
-        print(
-            format_summary(metrics, f"[st-rl play] {name}, {os.path.basename(path)} (iteration {iteration})")
+    metrics.update(checkpoint=os.path.abspath(run.path), iteration=run.iteration)
+    return metrics
+
+
+def play_exported(
+    policy_path: str,
+    task: str | None = None,
+    num_envs: int = 16,
+    duration_s: float = 20.0,
+    video: str | None = None,
+    plot: str | None = None,
+    command: Sequence[float] | None = None,
+    *,
+    seed: int | None = None,
+    record_env: int = 0,
+    video_fps: float = 25.0,
+    video_size: tuple[int, int] = (640, 360),
+    video_quality: str = "medium",
+    camera: str | None = "track",
+    verbose: bool = True,
+) -> dict[str, Any]:
+    """Deployment check: drive a task with an exported policy file alone (no st_rl model class involved).
+
+    ``policy_path`` (``policy.onnx``, run by onnxruntime, or TorchScript ``policy.pt``) is loaded with its
+    metadata (:func:`st_rl.deploy.load_exported_policy`); the task named there (or ``task``) is made with the
+    stored env config, raw observations are fed to the file and the hidden state of recurrent policies is carried
+    between steps and zeroed for environments that reset. The evaluation, video and plot are those of :func:`play`.
+
+    Args:
+        policy_path: the exported file.
+        task: registered task name (default: the metadata's ``task``).
+        seed: environment seed (default: the metadata's ``seed``).
+        (other arguments as :func:`play`)
+
+    Returns:
+        The metrics of :func:`evaluate_policy` plus ``task``, ``policy``, ``format``, ``iteration``, ``video`` and
+        ``plot``.
+
+    Raises:
+        ValueError: no task is known, or the task's observation/action sizes differ from the file's.
+    """
+    if video is not None:
+        set_default_gl_backend("egl")
+    from st_rl.deploy import OnnxPolicy, load_exported_policy
+
+    policy = load_exported_policy(policy_path)
+    meta = policy.metadata
+    stored_task = meta.get("task")
+    if task is not None and stored_task is not None and task != stored_task:
+        warnings.warn(f"playing task {task!r}; the policy was exported from {stored_task!r}", stacklevel=2)
+    name = task or stored_task
+    if name is None:
+        raise ValueError(
+            f"{policy_path} does not name its task (metadata key 'task'); pass task='quadruped_flat' "
+            "(CLI: --task quadruped_flat)."
         )
-        for key in ("video", "plot"):
-            if metrics[key]:
-                print(f"{key}: {metrics[key]}")
+    env_cfg = meta.get("env_cfg") if name == stored_task else None
+    if seed is None:
+        seed = meta.get("seed")
+    env = _make_env_from_cfg(name, num_envs, "cpu", seed, env_cfg or {})
+    num_obs, num_actions = int(env.num_obs), int(env.num_actions)
+    if (num_obs, num_actions) != (policy.num_obs, policy.num_actions):
+        raise ValueError(
+            f"{policy_path} takes {policy.num_obs} observations and gives {policy.num_actions} actions; task "
+            f"{name!r} has {num_obs} and {num_actions}. Play it on the task it was exported from "
+            f"({stored_task!r})."
+        )
+    fmt = "onnx" if isinstance(policy, OnnxPolicy) else "torchscript"
+    iteration = meta.get("iteration")
+    metrics = _evaluate_and_report(
+        env,
+        policy,
+        task=name,
+        source=policy_path,
+        label=f"{os.path.basename(policy_path)} ({fmt}, iteration {iteration})",
+        duration_s=duration_s,
+        video=video,
+        plot=plot,
+        command=command,
+        record_env=record_env,
+        video_fps=video_fps,
+        video_size=video_size,
+        video_quality=video_quality,
+        camera=camera,
+        verbose=verbose,
+    )
+    metrics.update(policy=os.path.abspath(policy_path), format=fmt, iteration=iteration)
     return metrics

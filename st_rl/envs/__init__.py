@@ -54,8 +54,14 @@ def make_env(
     Raises:
         ValueError: ``name`` is not registered (the message lists the available names).
     """
+    if name.startswith("gym:"):  # a Gymnasium task through st_rl.env.adapters (needs st-rl[gymnasium])
+        from st_rl.env.adapters.gymnasium import make_gymnasium_env
+
+        return make_gymnasium_env(name.removeprefix("gym:"), num_envs, seed=seed, device=device, **cfg)
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; available tasks: {', '.join(sorted(TASKS))}")
+        raise ValueError(
+            f"unknown task {name!r}; available tasks: {', '.join(sorted(TASKS))}, or 'gym:<Gymnasium id>'"
+        )
     return TASKS[name](num_envs=num_envs, device=device, seed=seed, **cfg)
 
 

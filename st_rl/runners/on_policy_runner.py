@@ -7,6 +7,7 @@ import statistics
 import time
 import warnings
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -160,24 +161,31 @@ class OnPolicyRunner:
 
     def _write_config(self) -> None:
         assert self.log_dir is not None
-        data = self.train_cfg.to_dict()
-        env_cfg = getattr(self.env, "cfg", None)
-        if isinstance(env_cfg, dict):
-            from st_rl.utils.config import to_jsonable
-
-            data["env"] = to_jsonable(env_cfg)
-        write_run_config(self.log_dir, data)
+        write_run_config(self.log_dir, self._logged_config())
 
     def init_writter(self, init_at_random_ep_len: bool) -> None:  # noqa: D401 - reference spelling
         """Create the log writer and optionally randomise the episode lengths."""
         if not self._writer_initialised:
             if self.is_main_process:
                 self.writer = make_writer(self.cfg.get("logger", "tensorboard"), self.log_dir, self.cfg)
+                log_config = getattr(self.writer, "log_config", None)
+                if callable(log_config) and self.log_dir is not None:
+                    log_config(self._logged_config())
             self._writer_initialised = True
         if init_at_random_ep_len:
             self.env_adapter.randomize_episode_lengths()
 
     init_writer = init_writter
+
+    def _logged_config(self) -> dict[str, Any]:
+        """The resolved config (plus the environment's ``cfg``) as given to a writer's ``log_config``."""
+        from st_rl.utils.config import to_jsonable
+
+        data = self.train_cfg.to_dict()
+        env_cfg = getattr(self.env, "cfg", None)
+        if isinstance(env_cfg, dict):
+            data["env"] = to_jsonable(env_cfg)
+        return data
 
     # ------------------------------------------------------------------ loop
     def _normalize(self, obs: torch.Tensor, critic_obs: torch.Tensor, update: bool = True):
@@ -205,9 +213,23 @@ class OnPolicyRunner:
         return obs, critic_obs, rewards, dones, infos
 
     def learn(
-        self, num_learning_iterations: int, init_at_random_ep_len: bool = False, trial: Any = None
+        self,
+        num_learning_iterations: int,
+        init_at_random_ep_len: bool = False,
+        trial: Any = None,
+        trial_metric: str | Callable[[dict[str, float]], float] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Train for ``num_learning_iterations`` more iterations.
+
+        Args:
+            num_learning_iterations: iterations to run.
+            init_at_random_ep_len: randomise the episode lengths first.
+            trial: an Optuna-style trial: after each iteration ``trial.report(value, it)`` is called and
+                training stops early when ``trial.should_prune()`` is true.
+            trial_metric: the reported value: a name among ``"velrmsd"`` (default), ``"CoT"``,
+                ``"mean_reward"`` (mean training episode return) and ``"mean_episode_length"``, or a callable
+                taking that dict and returning a float. NaN values (e.g. no episode finished yet) are not
+                reported.
 
         Returns:
             ``(velrmsd, CoT)``: the environment's velocity-tracking RMSD and cost of transport after the last
@@ -271,7 +293,9 @@ class OnPolicyRunner:
             self.current_learning_iteration = it + 1
             self.evaluation()
             if trial is not None:
-                trial.report(float(self.metrics_velrmsd), it)
+                value = self._trial_value(trial_metric, rewbuffer, lenbuffer)
+                if value == value:  # not NaN
+                    trial.report(value, it)
             self.tot_timesteps += steps * n_envs * self.dist.world_size
             self.tot_time += collection_time + learn_time
             if self.is_main_process and (it % self.log_interval == 0 or it == tot_iter - 1):
@@ -290,6 +314,30 @@ class OnPolicyRunner:
         return self.metrics_velrmsd, self.metrics_CoT
 
     # ------------------------------------------------------------------ metrics and logs
+    def _trial_value(
+        self,
+        trial_metric: str | Callable[[dict[str, float]], float] | None,
+        rewbuffer: deque[float],
+        lenbuffer: deque[float],
+    ) -> float:
+        """The value ``learn`` reports to its trial (see ``trial_metric``)."""
+        nan = float("nan")
+        metrics = {
+            "velrmsd": float(self.metrics_velrmsd),
+            "CoT": float(self.metrics_CoT),
+            "mean_reward": statistics.mean(rewbuffer) if rewbuffer else nan,
+            "mean_episode_length": statistics.mean(lenbuffer) if lenbuffer else nan,
+        }
+        if trial_metric is None:
+            return metrics["velrmsd"]
+        if callable(trial_metric):
+            return float(trial_metric(metrics))
+        if trial_metric not in metrics:
+            raise ValueError(
+                f"Unknown trial_metric {trial_metric!r}; use one of {sorted(metrics)} or a callable"
+            )
+        return metrics[trial_metric]
+
     def evaluation(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Read the environment's ``tracking_error`` (or ``lin_vel_rmsd``) and ``CoT``; zeros if absent."""
 
@@ -416,6 +464,9 @@ class OnPolicyRunner:
             state["env_state_per_rank"] = env_per_rank
         ckpt.save_checkpoint(path, state)
         self._last_saved_iteration = self.current_learning_iteration
+        save_model = getattr(self.writer, "save_model", None)
+        if callable(save_model):  # W&B / Neptune / custom writers upload the checkpoint
+            save_model(path, self.current_learning_iteration)
 
     def _env_state(self) -> Any:
         env_state = getattr(self.env, "state_dict", None)

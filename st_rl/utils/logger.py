@@ -11,7 +11,12 @@ import torch
 
 
 class ScalarWriter(Protocol):
-    """What a log backend must offer (``torch.utils.tensorboard.SummaryWriter`` does)."""
+    """What a log backend must offer (``torch.utils.tensorboard.SummaryWriter`` does).
+
+    Writers may also offer the optional hooks the runner calls when present: ``log_config(cfg: dict)`` (once,
+    when the writer is created), ``save_model(path: str, it: int)`` (after each checkpoint) and
+    ``save_file(path: str)`` (``st-rl play --upload``). See ``docs/logging.md``.
+    """
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None: ...
 
@@ -33,12 +38,26 @@ class NullWriter:
         pass
 
 
-def make_writer(kind: str, log_dir: str | None, cfg: dict[str, Any] | None = None) -> ScalarWriter:
+LOGGERS = ("tensorboard", "wandb", "neptune", "none")
+"""The built-in ``logger`` names; a custom writer is a class, ``"pkg.mod:Class"`` or ``{"class_name": ...}``."""
+
+
+def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = None) -> ScalarWriter:
     """Create the writer for ``cfg["logger"]``.
 
+    Args:
+        kind: ``"tensorboard"`` (default), ``"wandb"``, ``"neptune"``, ``"none"``/None, or a custom writer: a
+            class, ``"package.module:Class"`` or ``{"class_name": ..., **kwargs}``, built as
+            ``Class(log_dir=log_dir, cfg=cfg, **kwargs)``.
+        log_dir: run directory; None disables logging (a :class:`NullWriter`).
+        cfg: the runner config (the W&B / Neptune keys are read from it).
+
     Raises:
-        ValueError: for an unknown or unavailable logger.
+        ValueError: for an unknown logger, or a W&B / Neptune logger without its project.
+        MissingLoggerPackageError: (also a ``ValueError``) the logger's package is not installed.
+        TypeError: a custom writer that cannot be built or has no ``add_scalar``.
     """
+    cfg = cfg or {}
     if log_dir is None or kind in ("none", None):
         return NullWriter()
     if kind == "tensorboard":
@@ -49,9 +68,25 @@ def make_writer(kind: str, log_dir: str | None, cfg: dict[str, Any] | None = Non
                 "logger='tensorboard' needs the tensorboard package: pip install tensorboard"
             ) from e
         return SummaryWriter(log_dir=log_dir, flush_secs=10)
+    if kind == "wandb":
+        from st_rl.utils.writers import WandbWriter
+
+        return WandbWriter(log_dir, cfg)
+    if kind == "neptune":
+        from st_rl.utils.writers import NeptuneWriter
+
+        return NeptuneWriter(log_dir, cfg)
+    if isinstance(kind, (dict, type)) or (isinstance(kind, str) and ":" in kind):
+        from st_rl.utils.writers import build_custom_writer
+
+        return build_custom_writer(kind, log_dir, cfg)
+    import difflib
+
+    close = difflib.get_close_matches(str(kind), LOGGERS, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ValueError(
-        f"logger={kind!r} is not supported by this st_rl version; use 'tensorboard' or 'none'. "
-        "(W&B and Neptune writers are planned as optional extras.)"
+        f"Unknown logger {kind!r}.{hint} Use one of {list(LOGGERS)}, or a custom writer: a class, "
+        "'package.module:Class' or {'class_name': ..., **kwargs} (see docs/logging.md)."
     )
 
 

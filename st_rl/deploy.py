@@ -1,0 +1,201 @@
+"""Run an exported policy (``policy.onnx`` or TorchScript ``policy.pt``) without any st_rl model class.
+
+This is the deployment side of :mod:`st_rl.export`: it reads the metadata (the ``policy.json`` sidecar, or the
+copy embedded in the file), loads the network with onnxruntime or ``torch.jit.load`` and carries the recurrent
+hidden state between calls itself. It imports nothing from ``st_rl.modules`` / ``st_rl.runners``, so a passing
+``st-rl play --policy`` run shows that the exported file alone drives the robot.
+
+Example:
+    >>> policy = load_exported_policy("export/policy.onnx")
+    >>> actions = policy(obs)          # (N, num_obs) raw observations -> (N, num_actions)
+    >>> policy.reset(dones)            # zero the hidden state of finished episodes (recurrent policies)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = [
+    "EXPORT_FORMAT_VERSION",
+    "METADATA_KEY",
+    "ExportedPolicy",
+    "OnnxPolicy",
+    "TorchScriptPolicy",
+    "load_exported_policy",
+    "read_policy_metadata",
+    "sidecar_path",
+]
+
+EXPORT_FORMAT_VERSION = 1
+# Key of the full metadata JSON in ONNX ``metadata_props`` and name of the TorchScript extra file.
+METADATA_KEY = "st_rl_metadata"
+
+
+def sidecar_path(policy_path: str) -> str:
+    """The JSON sidecar of an exported file: ``policy.onnx`` -> ``policy.json``."""
+    return os.path.splitext(policy_path)[0] + ".json"
+
+
+def _jit_load(path: str, **kwargs: Any) -> Any:
+    """``torch.jit.load`` without its deprecation warning (TorchScript is what libtorch C++ loads)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.load(path, map_location="cpu", **kwargs)
+
+
+def _embedded_metadata(path: str) -> dict[str, Any] | None:
+    if path.endswith(".onnx"):
+        try:
+            import onnx
+        except ImportError:
+            return None
+        model = onnx.load(path, load_external_data=False)
+        for prop in model.metadata_props:
+            if prop.key == METADATA_KEY:
+                return json.loads(prop.value)
+        return None
+    extra = {METADATA_KEY: ""}
+    try:
+        _jit_load(path, _extra_files=extra)
+    except RuntimeError as e:
+        raise ValueError(
+            f"{path} is not a TorchScript policy ({str(e).splitlines()[0]}). For a training checkpoint use "
+            "st-rl play --checkpoint, or export it first: st-rl export --checkpoint PATH."
+        ) from e
+    return json.loads(extra[METADATA_KEY]) if extra[METADATA_KEY] else None
+
+
+def read_policy_metadata(path: str) -> dict[str, Any]:
+    """Metadata of an exported policy: the JSON sidecar next to it, else the copy embedded in the file.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: neither a sidecar nor embedded metadata was found.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Exported policy not found: {path}")
+    side = sidecar_path(path)
+    if os.path.isfile(side):
+        with open(side, encoding="utf-8") as f:
+            return json.load(f)
+    meta = _embedded_metadata(path)
+    if meta is None:
+        raise ValueError(
+            f"{path} carries no st_rl metadata and there is no {os.path.basename(side)} next to it; export it "
+            "with st-rl export (or st_rl.export.export_policy)."
+        )
+    return meta
+
+
+class ExportedPolicy:
+    """Raw observations in, actions out; keeps the recurrent state between calls.
+
+    Args:
+        metadata: the export metadata (``inputs``, ``outputs``, ``states``, ``num_obs``, ``num_actions``).
+        path: the exported file.
+    """
+
+    def __init__(self, metadata: dict[str, Any], path: str) -> None:
+        self.metadata = metadata
+        self.path = path
+        self.num_obs = int(metadata["num_obs"])
+        self.num_actions = int(metadata["num_actions"])
+        self.obs_name: str = metadata["inputs"][0]["name"]
+        self.state_specs: list[dict[str, Any]] = list(metadata.get("states") or [])
+        self.output_names: list[str] = [o["name"] for o in metadata["outputs"]]
+        self.states: dict[str, np.ndarray] = {}
+
+    @property
+    def is_recurrent(self) -> bool:
+        return bool(self.state_specs)
+
+    def initial_states(self, batch_size: int) -> dict[str, np.ndarray]:
+        """Zero hidden states ``{input name: (layers, batch, hidden)}`` for ``batch_size`` environments."""
+        out = {}
+        for spec in self.state_specs:
+            layers, _, hidden = spec["shape"]
+            out[spec["input"]] = np.zeros((int(layers), batch_size, int(hidden)), dtype=np.float32)
+        return out
+
+    def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One network call: ``{input name: array}`` -> ``{output name: array}``."""
+        raise NotImplementedError
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actions for raw observations ``obs`` (N, num_obs); the hidden state advances by one step."""
+        x = obs.detach().to("cpu", torch.float32).numpy()
+        if x.ndim != 2 or x.shape[1] != self.num_obs:
+            raise ValueError(f"{self.path} takes observations (N, {self.num_obs}); got {tuple(x.shape)}")
+        n = x.shape[0]
+        if self.state_specs and (not self.states or next(iter(self.states.values())).shape[1] != n):
+            self.states = self.initial_states(n)
+        result = self.run(x, self.states)
+        self.states = {spec["input"]: result[spec["output"]] for spec in self.state_specs}
+        return torch.from_numpy(np.ascontiguousarray(result[self.output_names[0]])).to(obs.device)
+
+    def reset(self, dones: torch.Tensor | None = None) -> None:
+        """Zero the hidden state of finished environments (all when ``dones`` is None)."""
+        if not self.states:
+            return
+        if dones is None:
+            self.states = {}
+            return
+        keep = (~dones.detach().to("cpu").reshape(-1).bool()).numpy().astype(np.float32)
+        self.states = {k: v * keep[None, :, None] for k, v in self.states.items()}
+
+
+class OnnxPolicy(ExportedPolicy):
+    """An :class:`ExportedPolicy` run by an ``onnxruntime.InferenceSession`` (``self.session``)."""
+
+    def __init__(self, path: str, metadata: dict[str, Any] | None = None, num_threads: int | None = None):
+        try:
+            import onnxruntime as ort
+        except ImportError as e:
+            raise ImportError("Running an ONNX policy needs onnxruntime: pip install 'st-rl[export]'") from e
+        super().__init__(metadata or read_policy_metadata(path), path)
+        options = ort.SessionOptions()
+        if num_threads:
+            options.intra_op_num_threads = int(num_threads)
+            options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+    def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        feeds = {self.obs_name: obs, **states}
+        values = self.session.run(self.output_names, feeds)
+        return {name: np.asarray(v) for name, v in zip(self.output_names, values)}
+
+
+class TorchScriptPolicy(ExportedPolicy):
+    """An :class:`ExportedPolicy` run by a ``torch.jit.load`` module (``self.module``)."""
+
+    def __init__(self, path: str, metadata: dict[str, Any] | None = None) -> None:
+        super().__init__(metadata or read_policy_metadata(path), path)
+        self.module = _jit_load(path)
+        self.module.eval()
+
+    def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        args = [torch.from_numpy(obs)] + [torch.from_numpy(states[s["input"]]) for s in self.state_specs]
+        with torch.no_grad():
+            out = self.module(*args)
+        values = out if isinstance(out, (tuple, list)) else (out,)
+        return {name: v.numpy() for name, v in zip(self.output_names, values)}
+
+
+def load_exported_policy(path: str, num_threads: int | None = None) -> ExportedPolicy:
+    """Load ``policy.onnx`` (onnxruntime) or ``policy.pt`` (TorchScript) with its metadata.
+
+    Raises:
+        ValueError: the extension is neither ``.onnx`` nor ``.pt`` / ``.ts``, or the metadata is missing.
+    """
+    meta = read_policy_metadata(path)
+    if path.endswith(".onnx"):
+        return OnnxPolicy(path, meta, num_threads)
+    if path.endswith((".pt", ".ts")):
+        return TorchScriptPolicy(path, meta)
+    raise ValueError(f"Cannot tell the format of {path}: expected a .onnx (ONNX) or .pt (TorchScript) file")

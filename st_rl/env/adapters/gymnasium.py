@@ -1,0 +1,355 @@
+"""Gymnasium vector environments (``SyncVectorEnv``, ``AsyncVectorEnv``, ``gymnasium.make_vec``) for st_rl.
+
+:class:`GymnasiumVecEnv` presents a Gymnasium 1.x vector env through st_rl's native API (the rsl_rl 2.x
+generation that :class:`st_rl.env.EnvAdapter` accepts): ``get_observations() -> (obs, extras)`` and
+``step(actions) -> (obs, rewards, dones, extras)`` with torch float32 tensors on the training device.
+
+* ``terminated | truncated`` become ``dones``; ``extras["time_outs"]`` is ``truncated & ~terminated``, so PPO
+  bootstraps truncated episodes and not terminated ones.
+* Autoreset: with ``SAME_STEP`` autoreset (what :func:`make_gymnasium_env` configures) the observation of a
+  finished env is already its first observation after the reset. For ``NEXT_STEP`` (Gymnasium's default) and
+  ``DISABLED`` envs the adapter resets the finished sub-environments at once with
+  ``reset(options={"reset_mask": dones})``, so Gymnasium never takes a reset step whose reward would be
+  counted: every transition st_rl stores is a real one.
+* Episode statistics of the rewards the vector env returns (before the optional reward normalisation of this
+  adapter) go to ``extras["log"]`` as ``Episode/return`` and ``Episode/length`` (mean over the episodes that
+  ended in the step); the runner logs them. :attr:`GymnasiumVecEnv.episode_returns` keeps the recent ones.
+* Actions are clipped to the action space (``clip_actions=True``), as CleanRL's ``ClipAction`` does.
+* Optional reward normalisation (``normalize_reward=True``): rewards divided by the running standard deviation
+  of the discounted return, then clipped to ``+-clip_reward`` (Gymnasium's ``NormalizeReward`` plus a clip,
+  as in CleanRL's PPO). Its statistics are part of :meth:`GymnasiumVecEnv.state_dict`, so resumes are exact.
+
+Needs ``gymnasium>=1.1`` (``pip install "st-rl[gymnasium]"``; MuJoCo tasks need its ``mujoco`` extra).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["GymnasiumVecEnv", "make_gymnasium_env"]
+
+_INSTALL_HINT = 'pip install "st-rl[gymnasium]"  (or: pip install "gymnasium[mujoco]>=1.1")'
+
+
+def _import_gymnasium() -> Any:
+    """Import gymnasium, checking that it is a 1.x version with autoreset modes and partial resets."""
+    try:
+        import gymnasium
+    except ImportError as exc:
+        raise ImportError(f"The Gymnasium adapter needs the 'gymnasium' package: {_INSTALL_HINT}") from exc
+    try:
+        from gymnasium.vector import AutoresetMode  # noqa: F401 - presence check (gymnasium >= 1.1)
+    except ImportError as exc:
+        raise ImportError(
+            f"gymnasium {getattr(gymnasium, '__version__', '?')} is too old: st_rl needs gymnasium>=1.1 "
+            f"(vector autoreset modes and reset_mask). Upgrade with: {_INSTALL_HINT}"
+        ) from exc
+    return gymnasium
+
+
+class _RunningMeanStd:
+    """Running mean and variance of a scalar stream (parallel Welford update), in float64."""
+
+    def __init__(self) -> None:
+        self.mean = 0.0
+        self.var = 1.0
+        self.count = 1e-4
+
+    def update(self, x: np.ndarray) -> None:
+        batch_mean, batch_var, n = float(np.mean(x)), float(np.var(x)), x.size
+        delta = batch_mean - self.mean
+        total = self.count + n
+        self.mean += delta * n / total
+        m2 = self.var * self.count + batch_var * n + delta**2 * self.count * n / total
+        self.var = m2 / total
+        self.count = total
+
+
+class GymnasiumVecEnv:
+    """A Gymnasium 1.x vector env in st_rl's native API (see the module docstring for the semantics).
+
+    Args:
+        env: a ``gymnasium.vector.VectorEnv`` with ``Box`` observation and action spaces (``SyncVectorEnv``,
+            ``AsyncVectorEnv`` or ``gymnasium.make_vec(...)``), any autoreset mode.
+        device: training device of the returned tensors.
+        seed: seed of the first reset (and of the action space); ``None`` leaves the env unseeded.
+        clip_actions: clip actions to the action space's bounds before stepping.
+        normalize_reward: divide rewards by the running std of the discounted return (see module docstring).
+        reward_gamma: discount of that return (use the PPO ``gamma``).
+        clip_reward: after normalisation, clip rewards to ``+-clip_reward`` (``None``: no clip).
+        max_episode_length: episode limit in steps; default: the env spec's ``max_episode_steps`` (else 1000).
+        stats_window: how many finished episodes :attr:`episode_returns` / :attr:`episode_lengths` keep.
+
+    Raises:
+        ImportError: gymnasium missing or older than 1.1.
+        TypeError: not a vector env, or a non-``Box`` observation or action space (the message names the fix).
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        clip_actions: bool = True,
+        normalize_reward: bool = False,
+        reward_gamma: float = 0.99,
+        clip_reward: float | None = 10.0,
+        max_episode_length: int | None = None,
+        stats_window: int = 100,
+    ) -> None:
+        gym = _import_gymnasium()
+        from gymnasium.vector import AutoresetMode, VectorEnv
+
+        if not isinstance(env, VectorEnv):
+            kind = "a single gymnasium.Env" if isinstance(env, gym.Env) else type(env).__name__
+            raise TypeError(
+                f"GymnasiumVecEnv needs a gymnasium vector env, got {kind}. Create one with "
+                "st_rl.env.adapters.make_gymnasium_env(env_id, num_envs) or gymnasium.make_vec(env_id, num_envs)."
+            )
+        obs_space: Any = env.single_observation_space
+        act_space: Any = env.single_action_space
+        if not isinstance(act_space, gym.spaces.Box):
+            raise TypeError(
+                f"st_rl's policies output continuous actions, but this env's action space is {act_space}. "
+                "Use a task with a Box action space (e.g. the MuJoCo tasks) or wrap the env so that it takes "
+                "continuous actions."
+            )
+        if not isinstance(obs_space, gym.spaces.Box):
+            raise TypeError(
+                f"The observation space {obs_space} is not a Box. Flatten it first, e.g. "
+                "gymnasium.wrappers.vector.FlattenObservation(env), or pass wrappers=[FlattenObservation] to "
+                "make_gymnasium_env."
+            )
+        mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        self.autoreset_mode = mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
+        self.env = env
+        self.device = torch.device(device)
+        self.num_envs = int(env.num_envs)
+        self.num_obs = int(np.prod(obs_space.shape))
+        self.num_privileged_obs = 0
+        self.num_actions = int(np.prod(act_space.shape))
+        self._act_shape = (self.num_envs, *act_space.shape)
+        self._low = np.broadcast_to(act_space.low, act_space.shape).astype(np.float32)
+        self._high = np.broadcast_to(act_space.high, act_space.shape).astype(np.float32)
+        self.clip_actions = bool(clip_actions)
+        self.normalize_reward = bool(normalize_reward)
+        self.reward_gamma = float(reward_gamma)
+        self.clip_reward = clip_reward
+        spec_limit = getattr(getattr(env, "spec", None), "max_episode_steps", None)
+        self.max_episode_length = int(max_episode_length or spec_limit or 1000)
+        self._episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
+        self._ep_length = np.zeros(self.num_envs, dtype=np.int64)
+        self._discounted = np.zeros(self.num_envs, dtype=np.float64)
+        self._return_rms = _RunningMeanStd()
+        self.episode_returns: deque[float] = deque(maxlen=stats_window)
+        self.episode_lengths: deque[int] = deque(maxlen=stats_window)
+        self.num_episodes = 0
+        self.total_steps = 0
+        if seed is not None:
+            env.action_space.seed(int(seed))
+        obs, _ = env.reset(seed=None if seed is None else int(seed))
+        self._obs = self._to_tensor(obs)
+
+    # ------------------------------------------------------------------ helpers
+    def _to_tensor(self, x: Any) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(x), dtype=torch.float32).reshape(self.num_envs, -1).to(self.device)
+
+    # ------------------------------------------------------------------ native API
+    def get_observations(self) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Current ``(obs, {"observations": {"policy": obs}})``."""
+        return self._obs, {"observations": {"policy": self._obs}}
+
+    def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Reset every sub-environment; return ``(obs, extras)``. Running episode statistics restart."""
+        obs, _ = self.env.reset(seed=seed)
+        self._obs = self._to_tensor(obs)
+        self._ep_return[:] = 0.0
+        self._ep_length[:] = 0
+        self._discounted[:] = 0.0
+        self._episode_length_buf.zero_()
+        return self.get_observations()
+
+    def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Step all sub-environments; return ``(obs, rewards, dones, extras)``.
+
+        The observation of a finished env is its first observation of the next episode; ``extras`` holds
+        ``"observations"``, ``"time_outs"`` (truncated and not terminated) and, when episodes ended,
+        ``"log"`` with ``Episode/return`` and ``Episode/length``.
+        """
+        a = actions.detach().to("cpu", torch.float32).numpy().reshape(self._act_shape)
+        if self.clip_actions:
+            a = np.clip(a, self._low, self._high)
+        obs, rew, terminated, truncated, _ = self.env.step(a)
+        rew = np.asarray(rew, dtype=np.float64).reshape(self.num_envs)
+        terminated = np.asarray(terminated, dtype=bool).reshape(self.num_envs)
+        truncated = np.asarray(truncated, dtype=bool).reshape(self.num_envs)
+        dones = terminated | truncated
+        self.total_steps += self.num_envs
+        self._ep_return += rew
+        self._ep_length += 1
+        extras: dict[str, Any] = {}
+        if dones.any():
+            finished_r, finished_l = self._ep_return[dones], self._ep_length[dones]
+            self.episode_returns.extend(finished_r.tolist())
+            self.episode_lengths.extend(finished_l.tolist())
+            self.num_episodes += int(dones.sum())
+            extras["log"] = {
+                "Episode/return": float(finished_r.mean()),
+                "Episode/length": float(finished_l.mean()),
+            }
+            self._ep_return[dones] = 0.0
+            self._ep_length[dones] = 0
+            if self.autoreset_mode.name != "SAME_STEP":
+                # NEXT_STEP / DISABLED: reset the finished envs now, so no reset step (whose reward would
+                # be spurious) is ever taken and the returned obs is the first one of the new episode.
+                obs, _ = self.env.reset(options={"reset_mask": dones.copy()})
+        if self.normalize_reward:
+            self._discounted = self._discounted * self.reward_gamma + rew
+            self._return_rms.update(self._discounted)
+            rew = rew / np.sqrt(self._return_rms.var + 1e-8)
+            if self.clip_reward is not None:
+                rew = np.clip(rew, -self.clip_reward, self.clip_reward)
+            self._discounted[dones] = 0.0
+        self._obs = self._to_tensor(obs)
+        dones_t = torch.as_tensor(dones, device=self.device)
+        self._episode_length_buf += 1
+        self._episode_length_buf[dones_t] = 0
+        extras["observations"] = {"policy": self._obs}
+        extras["time_outs"] = torch.as_tensor(truncated & ~terminated, device=self.device)
+        rewards = torch.as_tensor(rew, dtype=torch.float32).to(self.device)
+        return self._obs, rewards, dones_t, extras
+
+    # ------------------------------------------------------------------ attributes the runner reads
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        """Steps since each sub-environment's last reset (informational).
+
+        Gymnasium's ``TimeLimit`` keeps its own counter, so writing this buffer (``init_at_random_ep_len``)
+        does not shorten episodes: it only changes this counter.
+        """
+        return self._episode_length_buf
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:
+        self._episode_length_buf = value.to(self.device, torch.long)
+
+    @property
+    def unwrapped(self) -> Any:
+        """The Gymnasium vector env."""
+        return self.env
+
+    @property
+    def cfg(self) -> dict[str, Any]:
+        """Settings recorded in the run's ``config.json``."""
+        spec = getattr(self.env, "spec", None)
+        return {
+            "env_id": getattr(spec, "id", None),
+            "num_envs": self.num_envs,
+            "autoreset_mode": self.autoreset_mode.name,
+            "clip_actions": self.clip_actions,
+            "normalize_reward": self.normalize_reward,
+            "reward_gamma": self.reward_gamma,
+            "clip_reward": self.clip_reward,
+            "max_episode_length": self.max_episode_length,
+        }
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Reward-normalisation statistics (what a resumed run needs to continue identically)."""
+        return {
+            "return_rms": torch.tensor(
+                [self._return_rms.mean, self._return_rms.var, self._return_rms.count], dtype=torch.float64
+            ),
+            "discounted_return": torch.as_tensor(self._discounted.copy()),
+        }
+
+    def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        mean, var, count = (float(v) for v in state_dict["return_rms"].tolist())
+        self._return_rms.mean, self._return_rms.var, self._return_rms.count = mean, var, count
+        discounted = state_dict["discounted_return"].cpu().numpy().astype(np.float64)
+        if discounted.shape != self._discounted.shape:
+            raise ValueError(
+                f"discounted_return has shape {discounted.shape}, this env has {self.num_envs} sub-environments"
+            )
+        self._discounted = discounted
+
+    def seed(self, seed: int) -> int:
+        """Reset every sub-environment with ``seed`` (sub-env ``i`` gets ``seed + i``)."""
+        self.reset(seed=int(seed))
+        return int(seed)
+
+    def close(self) -> None:
+        """Close the Gymnasium env (terminates AsyncVectorEnv workers)."""
+        self.env.close()
+
+
+def make_gymnasium_env(
+    env_id: str,
+    num_envs: int = 1,
+    seed: int | None = 0,
+    device: str | torch.device = "cpu",
+    vectorization_mode: str = "sync",
+    normalize_reward: bool = False,
+    reward_gamma: float = 0.99,
+    clip_reward: float | None = 10.0,
+    clip_actions: bool = True,
+    wrappers: Sequence[Callable[[Any], Any]] | None = None,
+    **env_kwargs: Any,
+) -> GymnasiumVecEnv:
+    """Create ``num_envs`` copies of a registered Gymnasium task as one st_rl environment.
+
+    The vector env uses ``SAME_STEP`` autoreset. Example::
+
+        env = make_gymnasium_env("HalfCheetah-v5", num_envs=1, seed=1, normalize_reward=True)
+        runner = OnPolicyRunner(env, get_preset("gym:HalfCheetah-v5").train.to_dict(), log_dir=None)
+
+    Args:
+        env_id: Gymnasium id, e.g. ``"HalfCheetah-v5"``, ``"Ant-v5"``, ``"Pendulum-v1"``.
+        num_envs: number of sub-environments.
+        seed: seed of the first reset (sub-env ``i`` gets ``seed + i``); ``None``: unseeded.
+        device: training device of the returned tensors.
+        vectorization_mode: ``"sync"`` (one process) or ``"async"`` (one worker process per sub-env).
+        normalize_reward: see :class:`GymnasiumVecEnv`.
+        reward_gamma: discount of the reward normalisation's return.
+        clip_reward: clip of normalised rewards.
+        clip_actions: clip actions to the action space.
+        wrappers: single-env wrapper constructors applied to each sub-environment.
+        **env_kwargs: passed to the task's constructor (e.g. ``ctrl_cost_weight=0.1``).
+
+    Raises:
+        ImportError: gymnasium (or the task's simulator, e.g. MuJoCo) is not installed.
+        ValueError: unknown ``vectorization_mode``.
+    """
+    gym = _import_gymnasium()
+    from gymnasium.vector import AutoresetMode
+
+    if vectorization_mode not in ("sync", "async"):
+        raise ValueError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
+    try:
+        vec = gym.make_vec(
+            env_id,
+            num_envs=int(num_envs),
+            vectorization_mode=vectorization_mode,
+            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+            wrappers=list(wrappers) if wrappers else None,
+            **env_kwargs,
+        )
+    except gym.error.DependencyNotInstalled as exc:
+        raise ImportError(
+            f"{env_id} needs a simulator that is not installed ({exc}). For the MuJoCo tasks: {_INSTALL_HINT}"
+        ) from exc
+    return GymnasiumVecEnv(
+        vec,
+        device=device,
+        seed=seed,
+        clip_actions=clip_actions,
+        normalize_reward=normalize_reward,
+        reward_gamma=reward_gamma,
+        clip_reward=clip_reward,
+    )

@@ -1,0 +1,81 @@
+"""Isaac Lab environments (``isaaclab_rl.rsl_rl.RslRlVecEnvWrapper``) for st_rl.
+
+Isaac Lab's rsl_rl wrapper already speaks one of the APIs :class:`st_rl.env.EnvAdapter` accepts, in either
+generation:
+
+* rsl_rl 2.x generation (st_gym, Isaac Lab up to 2.1): ``get_observations() -> (obs, extras)`` with
+  ``extras["observations"]`` holding the groups (``"policy"``, optional ``"critic"``), ``step(actions) ->
+  (obs, rewards, dones (long 0/1), extras)`` with ``extras["time_outs"]`` (infinite-horizon tasks) and
+  ``extras["log"]``, attributes ``num_envs``, ``num_actions``, ``num_obs``, ``num_privileged_obs`` (0 without
+  a critic group), ``max_episode_length``, writable ``episode_length_buf``, ``device``.
+* TensorDict generation (rsl_rl >= 3, Isaac Lab >= 2.2): ``get_observations() -> TensorDict`` of groups,
+  ``step(actions) -> (TensorDict, rewards, dones, extras)``; no ``num_obs`` / ``num_privileged_obs``.
+
+So this adapter does not translate anything: :func:`wrap_isaaclab` checks the interface and tells the user what
+is wrong (a raw ``ManagerBasedRLEnv`` / ``DirectRLEnv`` instead of the wrapper, missing attributes) before a
+runner is built. Choose the observation groups with the runner's ``obs_groups`` config key. Isaac Lab itself
+cannot be installed on st_rl's CI machines; the tests check this adapter against fakes that implement the
+documented interface of both generations.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from st_rl.env.adapters._common import observation_api, require_attributes
+
+__all__ = ["isaaclab_generation", "wrap_isaaclab"]
+
+_REQUIRED = (
+    "num_envs",
+    "num_actions",
+    "device",
+    "max_episode_length",
+    "episode_length_buf",
+    "get_observations",
+    "step",
+)
+_FIX = (
+    "Wrap the Isaac Lab environment with isaaclab_rl.rsl_rl.RslRlVecEnvWrapper(env) (the wrapper Isaac Lab's "
+    "rsl_rl scripts use) and pass the wrapper to st_rl."
+)
+
+
+def isaaclab_generation(env: Any) -> str:
+    """``"rsl_rl2"`` (``(obs, extras)`` observations) or ``"tensordict"`` (TensorDict of groups)."""
+    return observation_api(env)
+
+
+def wrap_isaaclab(env: Any) -> Any:
+    """Check that ``env`` is an Isaac Lab ``RslRlVecEnvWrapper`` (either generation) and return it.
+
+    Example::
+
+        env = gym.make("Isaac-Velocity-Flat-Anymal-D-v0", cfg=env_cfg)   # inside Isaac Lab's app launcher
+        env = wrap_isaaclab(RslRlVecEnvWrapper(env))
+        runner = OnPolicyRunner(env, train_cfg, log_dir, device=env.device)
+
+    Args:
+        env: the wrapped Isaac Lab environment.
+
+    Returns:
+        ``env`` itself: :class:`st_rl.env.EnvAdapter` handles both generations natively.
+
+    Raises:
+        TypeError: ``env`` is a raw Isaac Lab env (not wrapped), lacks attributes of the interface, or its
+            ``get_observations()`` returns a bare tensor (the legged_gym API, not Isaac Lab's).
+    """
+    if not hasattr(env, "num_actions") and (
+        hasattr(getattr(env, "unwrapped", None), "observation_manager")
+        or hasattr(getattr(env, "unwrapped", None), "_get_observations")
+    ):
+        raise TypeError(f"{type(env).__name__} is a raw Isaac Lab environment. {_FIX}")
+    require_attributes(env, _REQUIRED, "an Isaac Lab RslRlVecEnvWrapper", _FIX)
+    api = isaaclab_generation(env)
+    if api == "legged_gym":
+        raise TypeError(
+            f"{type(env).__name__}.get_observations() returns a bare tensor (the legged_gym API). Isaac Lab's "
+            "RslRlVecEnvWrapper returns (obs, extras) or a TensorDict; pass a legged_gym env to the runner "
+            "directly instead."
+        )
+    return env

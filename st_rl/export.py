@@ -1,0 +1,503 @@
+"""Export a trained policy for deployment: ONNX (``policy.onnx``), TorchScript (``policy.pt``) and metadata.
+
+The exported network is the deterministic actor exactly as :meth:`OnPolicyRunner.get_inference_policy` runs it:
+raw observations -> observation normaliser (running statistics baked in; identity when training used none) ->
+estimators / encoders / memories -> action mean. The critic, the action noise and any discriminator are left out.
+
+Inputs and outputs (``B`` = batch, dynamic; ``L`` = ``rnn_num_layers``, ``H`` = ``rnn_hidden_size``):
+
+* feed-forward: ``obs`` (B, num_obs) -> ``actions`` (B, num_actions)
+* recurrent GRU: ``obs``, ``h_in`` (L, B, H) -> ``actions``, ``h_out`` (L, B, H)
+* recurrent LSTM: ``obs``, ``h_in``, ``c_in`` -> ``actions``, ``h_out``, ``c_out``
+* a state estimator with its own memory adds ``estimator_h_in`` (/ ``estimator_c_in``) and the matching
+  outputs, a privileged-state adaptor ``adaptor_h_in`` ... (listed in the metadata's ``states``).
+
+Feed the zero state at the start of an episode and each call's ``*_out`` to the next call. The metadata
+(``policy.json``; also embedded: ONNX ``metadata_props``, TorchScript extra file ``st_rl_metadata``) is described
+in ``docs/export.md``; :mod:`st_rl.deploy` runs the files without st_rl model classes.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+import st_rl
+from st_rl.deploy import EXPORT_FORMAT_VERSION, METADATA_KEY, load_exported_policy
+
+__all__ = ["ExportError", "ExportResult", "FORMATS", "export_policy"]
+
+FORMATS = ("onnx", "torchscript")
+FILE_NAMES = {"onnx": "{name}.onnx", "torchscript": "{name}.pt"}
+DEFAULT_OPSET = 17
+# Memories on the actor's path, in the order they run: (attribute, input/output name prefix, role).
+ACTOR_MEMORIES = (("memory_p", "adaptor_", "adaptor"), ("memory_s", "estimator_", "estimator"),
+                  ("memory_a", "", "actor"))  # fmt: skip
+
+
+class ExportError(ValueError):
+    """A policy or checkpoint cannot be exported (the message names the problem and the fix)."""
+
+
+@dataclasses.dataclass
+class ExportResult:
+    """What :func:`export_policy` wrote.
+
+    Attributes:
+        files: format -> path of the written network (``"onnx"``, ``"torchscript"``).
+        metadata_path: the ``policy.json`` sidecar.
+        metadata: its content.
+        max_abs_error: format -> largest |exported - eager| action difference of the self-check (NaN unchecked).
+    """
+
+    files: dict[str, str]
+    metadata_path: str
+    metadata: dict[str, Any]
+    max_abs_error: dict[str, float]
+
+
+class _ActorExport(nn.Module):
+    """Normaliser + actor of a policy with the memories' hidden states as explicit inputs and outputs."""
+
+    def __init__(
+        self, actor_critic: nn.Module, normalizer: nn.Module, memories: list[tuple[str, str]]
+    ) -> None:
+        super().__init__()
+        self.actor_critic: Any = actor_critic
+        self.normalizer = normalizer
+        self.memory_attrs = [attr for attr, _ in memories]
+        self.memory_kinds = [kind for _, kind in memories]
+
+    def forward(self, obs: torch.Tensor, *states: torch.Tensor) -> Any:
+        from st_rl.modules.memory import LstmHiddenState
+
+        i = 0
+        for attr, kind in zip(self.memory_attrs, self.memory_kinds):
+            memory = getattr(self.actor_critic, attr)
+            if kind == "lstm":
+                memory.hidden_states = LstmHiddenState(states[i], states[i + 1])
+                i += 2
+            else:
+                memory.hidden_states = states[i]
+                i += 1
+        actions = self.actor_critic.act_inference(self.normalizer(obs))
+        if not self.memory_attrs:
+            return actions
+        outputs = [actions]
+        for attr, kind in zip(self.memory_attrs, self.memory_kinds):
+            hidden = getattr(self.actor_critic, attr).hidden_states
+            outputs += [hidden.hidden, hidden.cell] if kind == "lstm" else [hidden]
+        return tuple(outputs)
+
+
+def _detached_copy(module: nn.Module) -> nn.Module:
+    """A deep copy of ``module`` without its cached per-call values (action means, rollout hidden states)."""
+    saved: list[tuple[nn.Module, str, Any]] = []
+    for sub in module.modules():
+        for key, value in list(vars(sub).items()):
+            if key.startswith("_") and key != "_mean":
+                continue
+            if isinstance(value, torch.Tensor) or (key == "hidden_states" and value is not None):
+                saved.append((sub, key, value))
+    for sub, key, _ in saved:
+        object.__setattr__(sub, key, None)
+    try:
+        return copy.deepcopy(module)
+    finally:
+        for sub, key, value in saved:
+            object.__setattr__(sub, key, value)
+
+
+def _actor_memories(actor_critic: nn.Module) -> list[tuple[str, str, str, Any]]:
+    """``(attribute, name prefix, role, Memory)`` of the memories on the actor path, in running order."""
+    from st_rl.modules.memory import Memory
+
+    found = []
+    for attr, prefix, role in ACTOR_MEMORIES:
+        memory = getattr(actor_critic, attr, None)
+        if isinstance(memory, Memory):
+            found.append((attr, prefix, role, memory))
+    known = {id(m) for *_, m in found} | {id(getattr(actor_critic, "memory_c", None))}
+    others = [n for n, m in actor_critic.named_modules() if isinstance(m, Memory) and id(m) not in known]
+    if others:
+        raise ExportError(
+            f"{type(actor_critic).__name__} has memories the exporter does not know ({others}); only memory_a, "
+            "memory_s (estimator) and memory_p (adaptor) are carried as explicit hidden states."
+        )
+    return found
+
+
+def _check_supported(actor_critic: nn.Module) -> None:
+    from st_rl.modules.actor_critic_mutex import ActorCriticMutex
+
+    if isinstance(actor_critic, ActorCriticMutex):
+        raise ExportError(
+            f"{type(actor_critic).__name__} (a multi-skill Mutex) cannot be exported: it selects skills, resamples "
+            "commands and smooths actions with per-env Python state. Export each skill's run separately "
+            "(st-rl export --checkpoint <skill run>) and switch between them in the deployment code."
+        )
+    if not callable(getattr(actor_critic, "act_inference", None)):
+        raise ExportError(f"{type(actor_critic).__name__} has no act_inference(); it is not an st_rl policy")
+
+
+def _segments_json(segments: Any) -> dict[str, list[int]] | None:
+    if not segments:
+        return None
+    from st_rl.env.layout import normalize_segments
+
+    segs = normalize_segments(segments)
+    return {str(k): [int(d) for d in v] for k, v in segs.items()} if segs else None
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().tolist()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+def _env_metadata(env: Any, env_cfg: dict[str, Any] | None) -> dict[str, Any]:
+    """Robot-side facts: action scale, joint order and default positions, dt, action clip."""
+    cfg = env_cfg if isinstance(env_cfg, dict) else None
+    if cfg is None and env is not None and isinstance(getattr(env, "cfg", None), dict):
+        cfg = env.cfg
+    cfg = cfg or {}
+    action_scale = cfg.get("action_scale")
+    if action_scale is None and isinstance(cfg.get("control"), dict):
+        action_scale = cfg["control"].get("action_scale")
+    joint_names = getattr(env, "joint_names", None) if env is not None else None
+    default_pos = getattr(env, "default_joint_pos", None) if env is not None else None
+    dt = getattr(env, "dt", None) if env is not None else None
+    return {
+        "action_scale": _jsonable(action_scale),
+        "clip_actions": _jsonable(cfg.get("clip_actions")),
+        "joint_names": _jsonable(list(joint_names)) if joint_names is not None else None,
+        "default_joint_pos": _jsonable(default_pos) if default_pos is not None else None,
+        "dt": float(dt) if dt is not None else None,
+    }
+
+
+def _io_spec(
+    num_obs: int, num_actions: int, memories: list[tuple[str, str, str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    inputs = [{"name": "obs", "shape": ["batch", num_obs], "dtype": "float32"}]
+    outputs = [{"name": "actions", "shape": ["batch", num_actions], "dtype": "float32"}]
+    states = []
+    for _, prefix, role, memory in memories:
+        shape = [int(memory.num_layers), "batch", int(memory.hidden_size)]
+        parts = ["h", "c"] if memory.memory_type == "lstm" else ["h"]
+        for part in parts:
+            name_in, name_out = f"{prefix}{part}_in", f"{prefix}{part}_out"
+            inputs.append({"name": name_in, "shape": shape, "dtype": "float32"})
+            outputs.append({"name": name_out, "shape": shape, "dtype": "float32"})
+            states.append({"input": name_in, "output": name_out, "shape": shape, "memory": role,
+                           "rnn_type": memory.memory_type})  # fmt: skip
+    return inputs, outputs, states
+
+
+def _example_inputs(
+    num_obs: int, states: list[dict[str, Any]], batch: int, generator: torch.Generator
+) -> tuple[torch.Tensor, ...]:
+    obs = torch.randn(batch, num_obs, generator=generator)
+    hidden = [torch.randn(s["shape"][0], batch, s["shape"][2], generator=generator) * 0.5 for s in states]
+    return (obs, *hidden)
+
+
+def _write_onnx(
+    module: nn.Module,
+    example: tuple[torch.Tensor, ...],
+    path: str,
+    inputs: list[dict[str, Any]],
+    outputs: list[dict[str, Any]],
+    metadata: dict[str, Any],
+    opset: int,
+) -> None:
+    try:
+        import onnx
+    except ImportError as e:
+        raise ExportError(
+            "ONNX export needs onnx (and onnxruntime to run it): pip install 'st-rl[export]'"
+        ) from e
+    dynamic_axes: dict[str, dict[int, str]] = {}
+    for spec in inputs + outputs:
+        dynamic_axes[spec["name"]] = {spec["shape"].index("batch"): "batch"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer and exporter deprecation chatter
+        torch.onnx.export(
+            module,
+            example,
+            path,
+            input_names=[s["name"] for s in inputs],
+            output_names=[s["name"] for s in outputs],
+            dynamic_axes=dynamic_axes,
+            opset_version=opset,
+            dynamo=False,  # the TorchScript-based exporter: robust for LSTM/GRU with explicit states
+        )
+    model = onnx.load(path)
+    props = {METADATA_KEY: json.dumps(metadata)}
+    for key, value in metadata.items():
+        props[key] = value if isinstance(value, str) else json.dumps(value)
+    onnx.helper.set_model_props(model, props)
+    model.producer_name = "st_rl"
+    model.producer_version = st_rl.__version__
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def _write_torchscript(
+    module: nn.Module, example: tuple[torch.Tensor, ...], path: str, metadata: dict[str, Any]
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TracerWarnings (Python-side shape checks), TorchScript deprecation
+        traced = torch.jit.trace(module, example, check_trace=False)
+        torch.jit.save(traced, path, _extra_files={METADATA_KEY: json.dumps(metadata)})
+
+
+def _self_check(
+    module: nn.Module,
+    path: str,
+    num_obs: int,
+    states: list[dict[str, Any]],
+    tolerance: float,
+) -> float:
+    """Largest action difference between the eager module and the exported file (3 steps, batch 1 and 7)."""
+    try:
+        policy = load_exported_policy(path)
+    except ImportError as e:
+        warnings.warn(f"{path} not checked: {e}", stacklevel=3)
+        return float("nan")
+    gen = torch.Generator().manual_seed(0)
+    worst = 0.0
+    for batch in (1, 7):
+        example = _example_inputs(num_obs, states, batch, gen)
+        hidden = {s["input"]: example[1 + i].numpy() for i, s in enumerate(states)}
+        for _ in range(3):
+            obs = torch.randn(batch, num_obs, generator=gen)
+            with torch.no_grad():
+                ref = module(obs, *[torch.from_numpy(hidden[s["input"]]) for s in states])
+            ref_out = ref if isinstance(ref, tuple) else (ref,)
+            got = policy.run(obs.numpy(), hidden)
+            worst = max(worst, float((torch.from_numpy(got["actions"]) - ref_out[0]).abs().max()))
+            hidden = {s["input"]: got[s["output"]] for s in states}
+    if not worst <= tolerance:
+        raise ExportError(
+            f"{path} disagrees with the eager policy by {worst:.3g} (> {tolerance:g}); the policy probably has "
+            "data-dependent Python control flow the tracer cannot capture. Please report it with the policy config."
+        )
+    return worst
+
+
+def _source_objects(
+    source: Any, env: Any, task: str | None, device: str
+) -> tuple[nn.Module, nn.Module, Any, dict[str, Any]]:
+    """``(actor_critic, normalizer, env, info)`` of a runner or a checkpoint path."""
+    if isinstance(source, (str, os.PathLike)):
+        from st_rl.play import load_run
+
+        try:
+            run = load_run(str(source), task=task, num_envs=1, device=device, env=env)
+        except (ValueError, TypeError) as e:
+            standalone = _policy_without_env(str(source))
+            if standalone is None:
+                raise ExportError(f"Cannot rebuild the policy of {source}: {e}") from e
+            return standalone
+        runner = run.runner
+        info = {
+            "source_checkpoint": os.path.abspath(run.path),
+            "iteration": run.iteration,
+            "task": run.task,
+            "env_cfg": run.env_cfg,
+            "seed": run.seed,
+            "train_cfg": run.train_cfg,
+        }
+        env = run.env
+    else:
+        runner = source
+        if not hasattr(runner, "alg") or not hasattr(runner.alg, "actor_critic"):
+            raise ExportError(
+                f"export_policy takes a checkpoint path, a run directory or an OnPolicyRunner; got "
+                f"{type(source).__name__}"
+            )
+        env = env if env is not None else getattr(runner, "env", None)
+        env_cfg = getattr(env, "cfg", None)
+        train_cfg = runner.train_cfg.to_dict() if hasattr(runner, "train_cfg") else {}
+        info = {
+            "source_checkpoint": None,
+            "iteration": int(getattr(runner, "current_learning_iteration", 0)),
+            "task": task
+            or (runner.cfg.get("task") if isinstance(getattr(runner, "cfg", None), dict) else None),
+            "env_cfg": env_cfg if isinstance(env_cfg, dict) else None,
+            "seed": runner.cfg.get("seed") if isinstance(getattr(runner, "cfg", None), dict) else None,
+            "train_cfg": train_cfg,
+        }
+    normalizer = getattr(runner.alg, "obs_normalizer", None)
+    if normalizer is None:
+        normalizer = nn.Identity()
+    return runner.alg.actor_critic, normalizer, env, info
+
+
+def _policy_without_env(checkpoint: str) -> tuple[nn.Module, nn.Module, Any, dict[str, Any]] | None:
+    """Build a checkpoint's policy from its stored config alone when that holds every dimension, else None."""
+    from types import SimpleNamespace
+
+    from st_rl.modules.factory import build_actor_critic
+    from st_rl.modules.normalizer import EmpiricalNormalization
+    from st_rl.utils import checkpoint as ckpt
+    from st_rl.utils.config import resolve_train_cfg
+    from st_rl.utils.utils import get_checkpoint_path
+
+    path = get_checkpoint_path(checkpoint)
+    state = ckpt.load_checkpoint(path, map_location="cpu")
+    cfg = state.get("config")
+    if not isinstance(cfg, dict):
+        return None
+    train_cfg = resolve_train_cfg(cfg)
+    dims = [train_cfg.policy.get(k) for k in ("num_actor_obs", "num_critic_obs", "num_actions")]
+    if any(d is None for d in dims):
+        return None
+    shell = SimpleNamespace(num_obs=dims[0], num_critic_obs=dims[1], num_actions=dims[2])
+    actor_critic = build_actor_critic(shell, train_cfg.policy_class_name, train_cfg.policy)
+    actor_critic.load_state_dict(state["model_state_dict"])
+    norm_state = state.get("obs_norm_state_dict")
+    normalizer: nn.Module = nn.Identity()
+    if norm_state:
+        normalizer = EmpiricalNormalization(shape=list(norm_state["_mean"].shape[1:]))
+        normalizer.load_state_dict(norm_state)
+    info = {
+        "source_checkpoint": os.path.abspath(path),
+        "iteration": state.get("iter"),
+        "task": train_cfg.runner.get("task"),
+        "env_cfg": None,
+        "seed": train_cfg.runner.get("seed"),
+        "train_cfg": train_cfg.to_dict(),
+    }
+    return actor_critic, normalizer, None, info
+
+
+def export_policy(
+    checkpoint_or_runner: Any,
+    out_dir: str,
+    formats: Sequence[str] = FORMATS,
+    *,
+    env: Any = None,
+    task: str | None = None,
+    name: str = "policy",
+    opset: int = DEFAULT_OPSET,
+    check: bool = True,
+    tolerance: float = 1e-4,
+    device: str = "cpu",
+) -> ExportResult:
+    """Export the deterministic actor (with the observation normaliser) to ONNX and/or TorchScript.
+
+    Args:
+        checkpoint_or_runner: a ``model_<it>.pt`` checkpoint or run directory (the runner is rebuilt on one
+            environment of the stored task, see :func:`st_rl.play.load_run`), or a trained ``OnPolicyRunner``.
+        out_dir: folder for ``<name>.onnx``, ``<name>.pt`` and ``<name>.json`` (created).
+        formats: any of ``"onnx"``, ``"torchscript"``.
+        env: environment for the observation layout / robot metadata (default: the runner's, or one made from the
+            checkpoint's task).
+        task: task name for a checkpoint whose task is not stored (and recorded in the metadata).
+        name: file stem.
+        opset: ONNX opset.
+        check: run each written file (onnxruntime / ``torch.jit.load``) on random inputs for a few steps and
+            compare with the eager policy.
+        tolerance: largest action difference the check accepts.
+        device: device the runner is rebuilt on (export itself runs on the CPU).
+
+    Returns:
+        An :class:`ExportResult` (paths, metadata, self-check errors).
+
+    Raises:
+        ExportError: unknown format, unsupported policy (multi-skill Mutex), a checkpoint without config/task, or
+            a failed self-check.
+    """
+    formats = [str(f).lower() for f in ([formats] if isinstance(formats, str) else formats)]
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown or not formats:
+        raise ExportError(f"unknown export format(s) {unknown or formats}; choose from {list(FORMATS)}")
+    actor_critic, normalizer, env, info = _source_objects(checkpoint_or_runner, env, task, device)
+    _check_supported(actor_critic)
+
+    actor_critic = _detached_copy(actor_critic).to("cpu").eval()
+    normalizer = _detached_copy(normalizer).to("cpu").eval()
+    for p in list(actor_critic.parameters()) + list(normalizer.parameters()):
+        p.requires_grad_(False)
+    memories = _actor_memories(actor_critic)
+    module = _ActorExport(
+        actor_critic, normalizer, [(attr, m.memory_type) for attr, _, _, m in memories]
+    ).eval()
+
+    num_obs = int(getattr(actor_critic, "num_actor_obs", 0) or getattr(env, "num_obs", 0))
+    num_actions = int(getattr(actor_critic, "num_actions", 0) or getattr(env, "num_actions", 0))
+    if not num_obs or not num_actions:
+        raise ExportError("cannot tell the observation / action width of the policy; pass env=")
+    inputs, outputs, states = _io_spec(num_obs, num_actions, memories)
+    actor_memory = next((m for _, _, role, m in memories if role == "actor"), None)
+    segments = getattr(actor_critic, "obs_segments", None) or getattr(env, "obs_segments", None)
+    train_cfg = info.pop("train_cfg") or {}
+    policy_cfg = train_cfg.get("policy", {}) if isinstance(train_cfg, dict) else {}
+    os.makedirs(out_dir, exist_ok=True)
+    files = {fmt: os.path.join(out_dir, FILE_NAMES[fmt].format(name=name)) for fmt in formats}
+    metadata: dict[str, Any] = {
+        "format_version": EXPORT_FORMAT_VERSION,
+        "st_rl_version": st_rl.__version__,
+        "policy_class": type(actor_critic).__name__,
+        "source_checkpoint": info["source_checkpoint"],
+        "iteration": _jsonable(info["iteration"]),
+        "task": info["task"],
+        "seed": _jsonable(info["seed"]),
+        "num_obs": num_obs,
+        "num_actions": num_actions,
+        "obs_segments": _segments_json(segments),
+        "obs_normalization": "empirical" if not isinstance(normalizer, nn.Identity) else "none",
+        **_env_metadata(env, info["env_cfg"]),
+        "recurrent": bool(memories),
+        "rnn_type": actor_memory.memory_type if actor_memory is not None else None,
+        "rnn_hidden_size": int(actor_memory.hidden_size) if actor_memory is not None else None,
+        "rnn_num_layers": int(actor_memory.num_layers) if actor_memory is not None else None,
+        "inputs": inputs,
+        "outputs": outputs,
+        "states": states,
+        "files": {fmt: os.path.basename(p) for fmt, p in files.items()},
+        "onnx_opset": opset if "onnx" in formats else None,
+        "policy_cfg": _jsonable(policy_cfg),
+        "env_cfg": _jsonable(info["env_cfg"]),
+    }
+    example = _example_inputs(num_obs, states, 3, torch.Generator().manual_seed(1))
+    metadata_path = os.path.join(out_dir, f"{name}.json")
+    with open(metadata_path, "w", encoding="utf-8") as f:
+        json.dump(metadata, f, indent=2)
+        f.write("\n")
+    errors: dict[str, float] = {}
+    with torch.no_grad():
+        module(*example)  # fills per-call caches (action mean, estimates) that the tracer inspects
+        for fmt, path in files.items():
+            try:
+                if fmt == "onnx":
+                    _write_onnx(module, example, path, inputs, outputs, metadata, opset)
+                else:
+                    _write_torchscript(module, example, path, metadata)
+            except ExportError:
+                raise
+            except Exception as e:
+                raise ExportError(
+                    f"{fmt} export of {type(actor_critic).__name__} failed: {type(e).__name__}: "
+                    f"{str(e).splitlines()[0] if str(e) else ''}"
+                ) from e
+            errors[fmt] = _self_check(module, path, num_obs, states, tolerance) if check else float("nan")
+    return ExportResult(files=files, metadata_path=metadata_path, metadata=metadata, max_abs_error=errors)

@@ -1,0 +1,545 @@
+"""Hyperparameter search on the built-in tasks with Optuna (``st-rl tune``).
+
+Each trial trains a built-in task's preset with sampled hyperparameters for a small budget, then scores the
+trained policy on a fresh evaluation environment:
+
+* ``objective="return"`` (default, maximised): mean return of one full episode per evaluation environment,
+  deterministic policy (:func:`evaluate_return`). During training the runner reports the mean training
+  episode return to the trial after each iteration, so the pruner compares like with like.
+* ``objective="velrmsd"`` (minimised; velocity-command tasks only): velocity-tracking RMSD measured by
+  :func:`st_rl.play.evaluate_policy`; the runner reports its own ``Eval/velrmsd`` during training.
+
+Studies live in an Optuna storage (default: a SQLite file ``<log_root>/<study>.db``) and are loaded when they
+exist, so a second invocation adds trials and several workers can share one study. Each trial logs to
+``<log_root>/<study>/trial_<n>``. Optuna is imported on use (``pip install st-rl[tune]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+DEFAULT_SPACE: dict[str, list[Any]] = {
+    "algorithm.learning_rate": ["log", 1e-4, 1e-2],
+    "algorithm.entropy_coef": ["float", 0.0, 0.01],
+    "algorithm.gamma": ["float", 0.95, 0.999],
+    "algorithm.lam": ["float", 0.9, 0.99],
+    "algorithm.num_learning_epochs": ["int", 2, 8],
+    "algorithm.num_mini_batches": ["categorical", 2, 4, 8],
+    "algorithm.clip_param": ["float", 0.1, 0.3],
+    "policy.hidden_width": ["categorical", 32, 64, 128, 256],
+}
+"""The PPO search space: ``dotted.key -> [kind, ...]`` (see :func:`parse_space`)."""
+
+OBJECTIVES: dict[str, tuple[str, str, str]] = {
+    # name: (direction, metric the runner reports during training, description)
+    "return": ("maximize", "mean_reward", "mean episode return on a fresh evaluation env"),
+    "velrmsd": ("minimize", "velrmsd", "velocity-tracking RMSD (m/s) on a fresh evaluation env"),
+}
+SPACE_KINDS = ("float", "log", "int", "int_log", "categorical")
+DEFAULT_TASK = "velocity_tracking"
+DEFAULT_LOG_ROOT = os.path.join("logs", "tune")
+
+
+def _optuna() -> Any:
+    from st_rl.utils.writers import import_optional
+
+    return import_optional("optuna", "tune", "st-rl tune")
+
+
+# ----------------------------------------------------------------------------------------------- search space
+def parse_space(space: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate a search-space spec.
+
+    Each key is a dotted config path: ``algorithm.<key>``, ``policy.<key>``, ``env.<key>`` (an environment
+    keyword argument) or a runner key (``num_steps_per_env``); ``policy.hidden_width`` sets every layer of
+    ``actor_hidden_dims`` and ``critic_hidden_dims`` (keeping the preset's depth). Each value is
+    ``["float", low, high]``, ``["log", low, high]`` (log-uniform float), ``["int", low, high]``,
+    ``["int_log", low, high]``, ``["categorical", choice, ...]``, or a plain value (fixed, not searched).
+
+    Returns:
+        A copy of ``space`` (lists for the searched entries).
+
+    Raises:
+        ValueError: naming the bad entry and the accepted forms.
+    """
+    out: dict[str, Any] = {}
+    forms = "['float'|'log'|'int'|'int_log', low, high], ['categorical', choice, ...] or a fixed value"
+    for key, spec in space.items():
+        if not isinstance(key, str) or not key or key.startswith(".") or key.endswith("."):
+            raise ValueError(f"search-space key {key!r} must be a dotted config path like 'algorithm.gamma'")
+        if isinstance(spec, (list, tuple)) and spec and isinstance(spec[0], str) and spec[0] in SPACE_KINDS:
+            kind, args = spec[0], list(spec[1:])
+            if kind == "categorical":
+                if not args:
+                    raise ValueError(f"search space {key!r}: 'categorical' needs at least one choice")
+            else:
+                if len(args) != 2 or not all(isinstance(a, (int, float)) for a in args) or args[0] >= args[1]:
+                    raise ValueError(f"search space {key!r}: {kind!r} needs [low, high] with low < high")
+                if kind in ("log", "int_log") and args[0] <= 0:
+                    raise ValueError(f"search space {key!r}: {kind!r} needs low > 0")
+            out[key] = [kind, *args]
+        elif isinstance(spec, (list, tuple)) and spec and isinstance(spec[0], str):
+            raise ValueError(f"search space {key!r}: unknown kind {spec[0]!r}; use {forms}")
+        else:
+            out[key] = copy.deepcopy(spec)
+    return out
+
+
+def load_space(spec: str) -> dict[str, Any]:
+    """Read a search space: inline JSON (``'{"algorithm.gamma": ["float", 0.9, 0.99]}'``), a ``.json`` file or
+    a ``.yaml``/``.yml`` file (needs PyYAML). The result replaces :data:`DEFAULT_SPACE`.
+
+    Raises:
+        ValueError: unreadable or invalid spec.
+    """
+    text = spec.strip()
+    try:
+        if text.startswith("{"):
+            data = json.loads(text)
+        elif spec.endswith((".yaml", ".yml")):
+            import yaml
+
+            with open(spec) as f:
+                data = yaml.safe_load(f)
+        else:
+            with open(spec) as f:
+                data = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read the search space {spec!r}: {e}") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"search space {spec!r} must be a mapping of dotted config keys to specs")
+    return parse_space(data)
+
+
+def suggest(trial: Any, space: Mapping[str, Any]) -> dict[str, Any]:
+    """Draw one value per entry of a parsed ``space`` (fixed values are returned as they are)."""
+    values: dict[str, Any] = {}
+    for key, spec in space.items():
+        if not (isinstance(spec, list) and spec and spec[0] in SPACE_KINDS):
+            values[key] = spec
+            continue
+        kind, args = spec[0], spec[1:]
+        if kind == "float":
+            values[key] = trial.suggest_float(key, float(args[0]), float(args[1]))
+        elif kind == "log":
+            values[key] = trial.suggest_float(key, float(args[0]), float(args[1]), log=True)
+        elif kind == "int":
+            values[key] = trial.suggest_int(key, int(args[0]), int(args[1]))
+        elif kind == "int_log":
+            values[key] = trial.suggest_int(key, int(args[0]), int(args[1]), log=True)
+        else:
+            values[key] = trial.suggest_categorical(key, list(args))
+    return values
+
+
+def apply_params(
+    train_cfg: dict[str, Any], env_kwargs: dict[str, Any], params: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Write dotted-key values into copies of a flat training config and the environment keyword arguments.
+
+    Raises:
+        ValueError: a key whose section is not a dict of the config.
+    """
+    cfg, env_kw = copy.deepcopy(train_cfg), copy.deepcopy(env_kwargs)
+    for key, value in params.items():
+        if key == "policy.hidden_width":
+            policy = cfg.setdefault("policy", {})
+            for dims in ("actor_hidden_dims", "critic_hidden_dims"):
+                depth = len(policy.get(dims) or [0, 0])
+                policy[dims] = [int(value)] * depth
+            continue
+        *path, leaf = key.split(".")
+        target: Any = env_kw if path[:1] == ["env"] else cfg
+        for part in path[1:] if path[:1] == ["env"] else path:
+            if not isinstance(target.get(part), dict):
+                raise ValueError(
+                    f"search-space key {key!r}: the config has no section {part!r}; use algorithm.<key>, "
+                    "policy.<key>, env.<key> or a runner key"
+                )
+            target = target[part]
+        target[leaf] = value
+    return cfg, env_kw
+
+
+# ----------------------------------------------------------------------------------------------- evaluation
+@torch.no_grad()
+def evaluate_return(runner: Any, env: Any, num_steps: int | None = None) -> float:
+    """Mean return of the first episode of every environment of ``env`` under ``runner``'s deterministic policy.
+
+    The environments are reset first; the run lasts ``num_steps`` steps (default: the task's
+    ``max_episode_length``), and an episode still running at the end counts with its partial return.
+    """
+    from st_rl.env.adapter import EnvAdapter
+
+    adapter = EnvAdapter(
+        env, device=runner.device, obs_groups=runner.cfg.get("obs_groups"), check_finite="off"
+    )
+    policy = runner.get_inference_policy()
+    obs, _, _ = adapter.reset()
+    n = adapter.num_envs
+    steps = int(num_steps or int(torch.as_tensor(adapter.max_episode_length).max()))
+    returns = torch.zeros(n, device=runner.device)
+    running = torch.ones(n, dtype=torch.bool, device=runner.device)
+    policy.reset(torch.ones(n, dtype=torch.bool, device=runner.device))
+    for _ in range(max(1, steps)):
+        actions = policy(obs)
+        obs, _, rewards, dones, _ = adapter.step(actions)
+        returns += rewards.to(returns.device) * running
+        running &= ~dones.to(running.device).bool()
+        policy.reset(dones)
+        if not running.any():
+            break
+    runner.train_mode()
+    return float(returns.mean())
+
+
+def evaluate_velrmsd(runner: Any, env: Any, duration_s: float | None = None) -> float:
+    """Velocity-tracking RMSD of ``runner``'s deterministic policy on ``env`` (see :mod:`st_rl.play`)."""
+    from st_rl.play import evaluate_policy
+
+    policy = runner.get_inference_policy()
+    if duration_s is None:
+        duration_s = float(getattr(env, "max_episode_length_s", 10.0))
+    metrics = evaluate_policy(env, policy, duration_s)
+    runner.train_mode()
+    return float(metrics["velrmsd"])
+
+
+# ----------------------------------------------------------------------------------------------- study
+def default_storage(log_root: str, study_name: str) -> str:
+    """``sqlite:///<log_root>/<study_name>.db``."""
+    return f"sqlite:///{os.path.join(log_root, study_name)}.db"
+
+
+def _prepare_storage(storage: str) -> None:
+    if storage.startswith("sqlite:///"):
+        folder = os.path.dirname(storage[len("sqlite:///") :])
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+
+
+def make_pruner(name: str | None) -> Any:
+    """``"median"`` (Optuna's ``MedianPruner(n_startup_trials=3, n_warmup_steps=2)``) or ``"none"``."""
+    optuna = _optuna()
+    if name in (None, "none"):
+        return optuna.pruners.NopPruner()
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=2)
+    raise ValueError(f"unknown pruner {name!r}; use 'median' or 'none'")
+
+
+def open_study(
+    study_name: str,
+    storage: str,
+    objective: str = "return",
+    task: str = DEFAULT_TASK,
+    pruner: Any = None,
+    sampler: Any = None,
+) -> Any:
+    """Create the study, or load it when it exists (``load_if_exists=True``).
+
+    Raises:
+        ValueError: the stored study was made for another task or objective.
+    """
+    optuna = _optuna()
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
+    _prepare_storage(storage)
+    study = optuna.create_study(
+        study_name=study_name,
+        storage=storage,
+        direction=OBJECTIVES[objective][0],
+        pruner=pruner if pruner is not None else make_pruner("median"),
+        sampler=sampler,
+        load_if_exists=True,
+    )
+    attrs = study.user_attrs
+    for key, value in (("task", task), ("objective", objective)):
+        if key in attrs and attrs[key] != value:
+            raise ValueError(
+                f"study {study_name!r} in {storage} was created with {key}={attrs[key]!r}, not {value!r}; "
+                "pick another --study-name or the same settings"
+            )
+        if key not in attrs:
+            study.set_user_attr(key, value)
+    return study
+
+
+def load_existing_study(study_name: str, storage: str) -> Any:
+    """Load a study that must already exist.
+
+    Raises:
+        ValueError: the storage or the study does not exist (listing the studies it has).
+    """
+    optuna = _optuna()
+    if storage.startswith("sqlite:///") and not os.path.isfile(storage[len("sqlite:///") :]):
+        raise ValueError(f"no study storage at {storage}; run st-rl tune first (or pass --storage)")
+    try:
+        return optuna.load_study(study_name=study_name, storage=storage)
+    except KeyError as e:
+        names = optuna.get_all_study_names(storage)
+        raise ValueError(f"no study {study_name!r} in {storage}; it has {names}") from e
+
+
+def run_study(
+    task: str = DEFAULT_TASK,
+    n_trials: int = 10,
+    iterations: int | None = None,
+    num_envs: int | None = None,
+    *,
+    study_name: str | None = None,
+    storage: str | None = None,
+    log_root: str = DEFAULT_LOG_ROOT,
+    space: Mapping[str, Any] | None = None,
+    objective: str = "return",
+    eval_envs: int = 64,
+    eval_steps: int | None = None,
+    pruner: Any = None,
+    sampler: Any = None,
+    seed: int | None = None,
+    device: str = "cpu",
+    logger: str = "tensorboard",
+    log_interval: int | None = None,
+    timeout_s: float | None = None,
+    verbose: bool = True,
+    summary_top: int = 5,
+) -> Any:
+    """Run (or continue) a study of ``n_trials`` more trials on a built-in task's preset.
+
+    Args:
+        task: built-in task name.
+        n_trials: trials to add in this call.
+        iterations: learning iterations per trial (default: a fifth of the preset's).
+        num_envs: training environments per trial (default: the preset's).
+        study_name: default: the task name.
+        storage: Optuna storage URL (default ``sqlite:///<log_root>/<study_name>.db``).
+        log_root: trial ``i`` logs to ``<log_root>/<study_name>/trial_<i>``.
+        space: search space (default :data:`DEFAULT_SPACE`; see :func:`parse_space`).
+        objective: ``"return"`` (maximise) or ``"velrmsd"`` (minimise).
+        eval_envs: environments of the evaluation env.
+        eval_steps: evaluation steps (``return``) or seconds (``velrmsd``); default one episode.
+        pruner: an Optuna pruner (default ``make_pruner("median")``).
+        sampler: an Optuna sampler (default TPE).
+        seed: training seed of every trial (default the preset's); the evaluation env uses ``seed + 10000``.
+        device: training device.
+        logger: runner logger of every trial.
+        log_interval: print/log every N iterations (default: about 5 blocks per trial).
+        timeout_s: stop starting trials after this many seconds.
+        verbose: print one line per trial and, at the end, the summary of the ``summary_top`` best trials.
+        summary_top: rows of the summary table.
+
+    Returns:
+        The ``optuna.Study``.
+    """
+    optuna = _optuna()
+    from st_rl.algorithms import NonFiniteLossError
+    from st_rl.configs import get_preset
+    from st_rl.envs import make_env
+    from st_rl.runners import build_runner
+
+    preset = get_preset(task)
+    study_name = study_name or task
+    storage = storage or default_storage(log_root, study_name)
+    space = parse_space(DEFAULT_SPACE if space is None else space)
+    direction, report_metric, _ = OBJECTIVES.get(objective, (None, None, None))
+    if direction is None:
+        raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
+    if objective == "velrmsd":
+        from st_rl.play import _check_locomotion_env
+
+        _check_locomotion_env(make_env(task, num_envs=1, seed=0, **preset.env_kwargs))
+    iterations = int(iterations or max(1, preset.train.max_iterations // 5))
+    num_envs = int(num_envs or preset.num_envs)
+    base_seed = int(preset.train.seed if seed is None else seed)
+    study = open_study(study_name, storage, objective, task, pruner, sampler)
+
+    def train_trial(trial: Any) -> float:
+        params = suggest(trial, space)
+        cfg = preset.train.to_dict()
+        cfg.update(task=task, seed=base_seed, logger=logger, save_interval=max(1, iterations))
+        cfg["log_interval"] = log_interval or max(1, iterations // 5)
+        cfg, env_kwargs = apply_params(cfg, preset.env_kwargs, params)
+        log_dir = os.path.join(log_root, study_name, f"trial_{trial.number}")
+        trial.set_user_attr("log_dir", log_dir)
+        env = make_env(task, num_envs=num_envs, device=device, seed=base_seed, **env_kwargs)
+        runner = build_runner(
+            cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=log_dir, device=device
+        )
+        try:
+            runner.learn(iterations, init_at_random_ep_len=True, trial=trial, trial_metric=report_metric)
+        finally:
+            runner.writer.close()
+        done = runner.current_learning_iteration
+        trial.set_user_attr("iterations", done)
+        if done < iterations:
+            raise optuna.TrialPruned(f"pruned after {done}/{iterations} iterations")
+        eval_env = make_env(task, num_envs=eval_envs, device=device, seed=base_seed + 10000, **env_kwargs)
+        if objective == "velrmsd":
+            value = evaluate_velrmsd(runner, eval_env, eval_steps)
+        else:
+            value = evaluate_return(runner, eval_env, eval_steps)
+        if not math.isfinite(value):
+            raise FloatingPointError(f"trial {trial.number}: the objective is {value}")
+        return value
+
+    def report(study: Any, trial: Any) -> None:
+        if verbose:
+            value = "" if trial.value is None else f" value={trial.value:.4g}"
+            print(
+                f"[st-rl tune] trial {trial.number} {trial.state.name.lower()}{value} "
+                f"params={_format_params(trial.params)}",
+                flush=True,
+            )
+
+    study.optimize(
+        train_trial,
+        n_trials=n_trials,
+        timeout=timeout_s,
+        catch=(NonFiniteLossError, FloatingPointError),
+        callbacks=[report],
+    )
+    if verbose:
+        print(format_summary(study, top=summary_top, storage=storage))
+    return study
+
+
+# ----------------------------------------------------------------------------------------------- summary
+def _format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _format_params(params: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k.split('.')[-1]}={_format_value(v)}" for k, v in params.items())
+
+
+def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
+    """A table of the ``top`` best completed trials (value and params), with trial counts per state."""
+    optuna = _optuna()
+    states = optuna.trial.TrialState
+    trials = study.get_trials(deepcopy=False)
+    counts = {s.name.lower(): sum(t.state == s for t in trials) for s in states}
+    objective = study.user_attrs.get("objective", "?")
+    description = OBJECTIVES.get(objective, ("", "", objective))[2]
+    direction = study.direction.name.lower()
+    where = f" ({storage})" if storage else ""
+    lines = [
+        f"Study {study.study_name!r}{where}, task {study.user_attrs.get('task', '?')!r}: {len(trials)} trials "
+        f"({counts.get('complete', 0)} complete, {counts.get('pruned', 0)} pruned, {counts.get('fail', 0)} "
+        f"failed, {counts.get('running', 0)} running)",
+        f"Objective: {description} ({direction})",
+    ]
+    complete = [t for t in trials if t.state == states.COMPLETE and t.value is not None]
+    if not complete:
+        lines.append("No completed trial yet.")
+        return "\n".join(lines)
+    complete.sort(key=lambda t: t.value, reverse=direction == "maximize")
+    best = complete[0]
+    lines.append(
+        f"Best trial {best.number}: value {best.value:.6g} (log dir {best.user_attrs.get('log_dir')})"
+    )
+    keys = sorted({k for t in complete[:top] for k in t.params})
+    header = ["rank", "trial", "value", *[k.split(".")[-1] for k in keys]]
+    rows = [
+        [str(i + 1), str(t.number), f"{t.value:.5g}", *[_format_value(t.params.get(k, "-")) for k in keys]]
+        for i, t in enumerate(complete[:top])
+    ]
+    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
+    for row in [header, *rows]:
+        lines.append("  ".join(cell.rjust(w) for cell, w in zip(row, widths)))
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``st-rl tune``."""
+    parser.add_argument("--task", default=DEFAULT_TASK, help=f"built-in task (default: {DEFAULT_TASK})")
+    parser.add_argument("--trials", type=int, default=20, help="trials to add in this call (default 20)")
+    parser.add_argument(
+        "--iterations", type=int, default=None, help="learning iterations per trial (default: preset / 5)"
+    )
+    parser.add_argument("--num-envs", type=int, default=None, help="training envs per trial (preset default)")
+    parser.add_argument("--study-name", default=None, help="study name (default: the task name)")
+    parser.add_argument(
+        "--storage", default=None, help="Optuna storage URL (default: sqlite:///<log-root>/<study>.db)"
+    )
+    parser.add_argument(
+        "--log-root",
+        default=DEFAULT_LOG_ROOT,
+        help="trial logs in <log-root>/<study>/trial_<n> (default logs/tune)",
+    )
+    parser.add_argument(
+        "--space", default=None, help="search space: a JSON/YAML file or inline JSON (replaces the default)"
+    )
+    parser.add_argument(
+        "--objective",
+        choices=sorted(OBJECTIVES),
+        default="return",
+        help="return: mean evaluation episode return (maximise, default); velrmsd: tracking RMSD (minimise)",
+    )
+    parser.add_argument("--eval-envs", type=int, default=64, help="evaluation environments (default 64)")
+    parser.add_argument(
+        "--eval-steps", type=int, default=None, help="evaluation steps (default: one episode)"
+    )
+    parser.add_argument("--pruner", choices=("median", "none"), default="median", help="(default median)")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="training seed of every trial (preset default)"
+    )
+    parser.add_argument("--device", default="cpu", help="training device (default cpu)")
+    parser.add_argument("--logger", default="tensorboard", help="logger of every trial (default tensorboard)")
+    parser.add_argument("--log-interval", type=int, default=None, help="print/log every N iterations")
+    parser.add_argument("--timeout", type=float, default=None, help="stop starting trials after N seconds")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    parser.add_argument("--top", type=int, default=5, help="rows of the summary table (default 5)")
+    parser.add_argument(
+        "--summary", action="store_true", help="print the summary of an existing study and exit (no training)"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``st-rl tune`` with parsed arguments."""
+    study_name = args.study_name or args.task
+    storage = args.storage or default_storage(args.log_root, study_name)
+    try:
+        if args.summary:
+            study = load_existing_study(study_name, storage)
+            print(format_summary(study, top=args.top, storage=storage))
+            return 0
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        _optuna().logging.set_verbosity(_optuna().logging.WARNING)  # one line per trial is printed instead
+        space = load_space(args.space) if args.space else None
+        run_study(
+            args.task,
+            args.trials,
+            args.iterations,
+            args.num_envs,
+            study_name=study_name,
+            storage=storage,
+            log_root=args.log_root,
+            space=space,
+            objective=args.objective,
+            eval_envs=args.eval_envs,
+            eval_steps=args.eval_steps,
+            pruner=make_pruner(args.pruner),
+            seed=args.seed,
+            device=args.device,
+            logger=args.logger,
+            log_interval=args.log_interval,
+            timeout_s=args.timeout,
+            summary_top=args.top,
+        )
+    except ValueError as e:
+        print(f"[st-rl tune] error: {e}", file=sys.stderr)
+        return 2
+    return 0

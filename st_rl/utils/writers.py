@@ -1,0 +1,434 @@
+"""Experiment-tracking writers: Weights & Biases, Neptune and user-defined writers.
+
+Every writer implements the runner's writer API (see :class:`st_rl.utils.logger.ScalarWriter`):
+``add_scalar(tag, value, step)``, ``flush()``, ``close()`` and the optional hooks ``log_config(cfg)``,
+``save_model(path, it)`` and ``save_file(path)``. :class:`WandbWriter` and :class:`NeptuneWriter` also write
+TensorBoard event files into the run directory (as rsl_rl does), import their library only when they are built
+(``pip install st-rl[wandb]`` / ``st-rl[neptune]``) and start the remote run on first use, so building one
+never contacts a server. The runner builds writers on rank 0 only.
+
+When the remote run starts, the writer records how to find it again in ``<log_dir>/logger_run.json``;
+:func:`attach_files_to_run` (``st-rl play --upload``) uses it to add the play video and plot to that run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+RUN_INFO_FILE = "logger_run.json"
+"""Written into the run directory when a W&B or Neptune run starts: backend, project, mode and run id."""
+
+_MEDIA_VIDEO = (".mp4", ".gif", ".webm")
+_MEDIA_IMAGE = (".png", ".jpg", ".jpeg")
+
+
+class MissingLoggerPackageError(ImportError, ValueError):
+    """The package a logger needs is not installed (also a ``ValueError``, as ``make_writer`` documents)."""
+
+
+def import_optional(module: str, extra: str, feature: str | None = None) -> Any:
+    """Import ``module`` or raise :class:`MissingLoggerPackageError` naming the extra that installs it.
+
+    Args:
+        module: module name (``"wandb"``, ``"neptune"``, ``"optuna"``).
+        extra: the st-rl extra that installs it.
+        feature: what needs it, for the message (default: ``logger='<extra>'``).
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        alternative = "" if feature else ", or set logger='tensorboard'"
+        raise MissingLoggerPackageError(
+            f"{feature or f'logger={extra!r}'} needs the {module!r} package, which is not installed: "
+            f"pip install 'st-rl[{extra}]' (or pip install {module}){alternative}."
+        ) from e
+
+
+class TrackingWriter:
+    """Base of the W&B and Neptune writers: local TensorBoard files plus a lazily started remote run.
+
+    Subclasses implement ``_init_run``, ``_log_scalar``, ``_log_config``, ``_upload`` and ``_finish``.
+
+    Args:
+        log_dir: run directory (TensorBoard files, ``logger_run.json``).
+        tensorboard: also write TensorBoard event files into ``log_dir``.
+    """
+
+    backend = ""
+
+    def __init__(self, log_dir: str, tensorboard: bool = True) -> None:
+        self.log_dir = log_dir
+        self._tb: Any = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=log_dir, flush_secs=10)
+        self._run: Any = None
+        self._closed = False
+
+    # -- remote run
+    @property
+    def run(self) -> Any:
+        """The library's run object (started on first access)."""
+        if self._run is None:
+            if self._closed:
+                raise RuntimeError(f"this {type(self).__name__} is closed; build a new writer")
+            self._run = self._init_run()
+            self._write_run_info()
+        return self._run
+
+    @property
+    def started(self) -> bool:
+        """Whether the remote run has been started."""
+        return self._run is not None
+
+    def run_info(self) -> dict[str, Any]:
+        """What :func:`attach_files_to_run` needs to find the run again (written to ``logger_run.json``)."""
+        return {"logger": self.backend}
+
+    def _write_run_info(self) -> None:
+        os.makedirs(self.log_dir, exist_ok=True)
+        with open(os.path.join(self.log_dir, RUN_INFO_FILE), "w") as f:
+            json.dump(self.run_info(), f, indent=2)
+
+    # -- writer API
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
+        """Log one scalar (TensorBoard file and remote run)."""
+        value = float(scalar_value)
+        if self._tb is not None:
+            self._tb.add_scalar(tag, value, global_step)
+        self._log_scalar(self.run, tag, value, global_step)
+
+    def log_config(self, cfg: dict[str, Any]) -> None:
+        """Record the training config in the run."""
+        self._log_config(self.run, cfg)
+
+    def save_model(self, path: str, it: int) -> None:
+        """Upload the checkpoint ``path`` written at iteration ``it``."""
+        self._upload(self.run, path, f"model_{it}", kind="model")
+
+    def save_file(self, path: str, name: str | None = None) -> None:
+        """Upload any file (videos and images are also shown as media)."""
+        self._upload(self.run, path, name or os.path.basename(path), kind="file")
+
+    def flush(self) -> None:
+        if self._tb is not None:
+            self._tb.flush()
+        if self._run is not None:
+            self._flush_remote(self._run)
+
+    def close(self) -> None:
+        """Flush and finish the remote run; the writer cannot be used afterwards."""
+        self.flush()
+        if self._tb is not None:
+            self._tb.close()
+        if self._run is not None:
+            self._finish(self._run)
+            self._run = None
+        self._closed = True
+
+    # -- backend hooks
+    def _init_run(self) -> Any:
+        raise NotImplementedError
+
+    def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None:
+        raise NotImplementedError
+
+    def _log_config(self, run: Any, cfg: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _upload(self, run: Any, path: str, name: str, kind: str) -> None:
+        raise NotImplementedError
+
+    def _flush_remote(self, run: Any) -> None:
+        pass
+
+    def _finish(self, run: Any) -> None:
+        raise NotImplementedError
+
+
+class WandbWriter(TrackingWriter):
+    """Weights & Biases writer (``logger="wandb"``).
+
+    Scalars are logged against a ``global_step`` metric (the runner's iteration; the ``*/time`` curves use
+    seconds), so ``wandb.log`` never sees a decreasing step. ``wandb.init`` runs on first use.
+
+    Args:
+        log_dir: run directory; W&B files go to ``<log_dir>/wandb`` unless ``WANDB_DIR`` is set.
+        cfg: runner config; reads ``wandb_project`` (required, or ``WANDB_PROJECT``), ``wandb_entity``,
+            ``wandb_mode`` (``"online"``, ``"offline"``, ``"disabled"``; default ``WANDB_MODE`` or online),
+            ``wandb_run_id`` (continue that run) and ``run_name``.
+        tensorboard: also write TensorBoard event files into ``log_dir``.
+
+    Raises:
+        MissingLoggerPackageError: wandb is not installed.
+        ValueError: no project is configured.
+    """
+
+    backend = "wandb"
+
+    def __init__(self, log_dir: str, cfg: dict[str, Any] | None = None, tensorboard: bool = True) -> None:
+        self.wandb = import_optional("wandb", "wandb")
+        cfg = cfg or {}
+        self.project = cfg.get("wandb_project") or os.environ.get("WANDB_PROJECT")
+        if not self.project:
+            raise ValueError(
+                "logger='wandb' needs a project: set wandb_project in the training config (or WANDB_PROJECT)."
+            )
+        self.entity = cfg.get("wandb_entity")
+        self.mode = cfg.get("wandb_mode")
+        self.run_id = cfg.get("wandb_run_id")
+        self.run_name = cfg.get("run_name") or os.path.basename(os.path.normpath(log_dir))
+        self._pending_step: int | None = None
+        self._pending: dict[str, float] = {}
+        self._last_step = 0
+        super().__init__(log_dir, tensorboard)
+
+    def _init_run(self) -> Any:
+        kwargs: dict[str, Any] = {"project": self.project, "name": self.run_name}
+        if not os.environ.get("WANDB_DIR"):
+            kwargs["dir"] = self.log_dir
+        if self.entity:
+            kwargs["entity"] = self.entity
+        if self.mode:
+            kwargs["mode"] = self.mode
+        if self.run_id:
+            kwargs.update(id=self.run_id, resume="allow")
+        run = self.wandb.init(**kwargs)
+        run.define_metric("global_step")
+        run.define_metric("*", step_metric="global_step")
+        return run
+
+    def run_info(self) -> dict[str, Any]:
+        run = self._run
+        return {
+            "logger": "wandb",
+            "wandb_project": self.project,
+            "wandb_entity": self.entity or getattr(run, "entity", None),
+            "wandb_mode": self.mode,
+            "wandb_run_id": getattr(run, "id", None),
+            "url": getattr(run, "url", None),
+        }
+
+    def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None:
+        step = self._last_step if step is None else int(step)
+        if self._pending_step is not None and step != self._pending_step:
+            self._flush_remote(run)
+        self._pending_step = step
+        self._pending[tag] = value
+
+    def _flush_remote(self, run: Any) -> None:
+        if self._pending_step is not None and self._pending:
+            run.log({**self._pending, "global_step": self._pending_step})
+            self._last_step = self._pending_step
+        self._pending, self._pending_step = {}, None
+
+    def _log_config(self, run: Any, cfg: dict[str, Any]) -> None:
+        run.config.update(cfg, allow_val_change=True)
+
+    def _upload(self, run: Any, path: str, name: str, kind: str) -> None:
+        path = os.path.abspath(path)
+        run.save(path, base_path=os.path.dirname(path), policy="now")
+        ext = os.path.splitext(path)[1].lower()
+        if kind == "file" and ext in _MEDIA_VIDEO + _MEDIA_IMAGE:
+            self._flush_remote(run)
+            media = self.wandb.Video(path) if ext in _MEDIA_VIDEO else self.wandb.Image(path)
+            run.log({f"media/{os.path.splitext(name)[0]}": media, "global_step": self._last_step})
+
+    def _finish(self, run: Any) -> None:
+        run.finish()
+
+
+class NeptuneWriter(TrackingWriter):
+    """Neptune writer (``logger="neptune"``; the ``neptune`` 1.x client).
+
+    Scalars go to series ``run[tag]``, the config to ``run["config"]``, checkpoints to
+    ``run["model/checkpoints/model_<it>"]`` and other files to ``run["files/<name>"]``.
+
+    Args:
+        log_dir: run directory.
+        cfg: runner config; reads ``neptune_project`` (or ``NEPTUNE_PROJECT``; required unless the mode is
+            ``"offline"`` or ``"debug"``), ``neptune_mode`` (``"async"``, ``"sync"``, ``"offline"``,
+            ``"debug"``, ``"read-only"``; default ``NEPTUNE_MODE`` or async), ``neptune_run_id`` (continue that
+            run) and ``run_name``. The API token comes from ``NEPTUNE_API_TOKEN``.
+        tensorboard: also write TensorBoard event files into ``log_dir``.
+
+    Raises:
+        MissingLoggerPackageError: neptune is not installed.
+        ValueError: no project is configured for an online mode.
+    """
+
+    backend = "neptune"
+
+    def __init__(self, log_dir: str, cfg: dict[str, Any] | None = None, tensorboard: bool = True) -> None:
+        self.neptune = import_optional("neptune", "neptune")
+        cfg = cfg or {}
+        self.mode = cfg.get("neptune_mode") or os.environ.get("NEPTUNE_MODE")
+        self.project = cfg.get("neptune_project") or os.environ.get("NEPTUNE_PROJECT")
+        if not self.project and self.mode not in ("offline", "debug"):
+            raise ValueError(
+                "logger='neptune' needs a project: set neptune_project in the training config (or "
+                "NEPTUNE_PROJECT), or neptune_mode='offline' / 'debug' to log without a server."
+            )
+        self.run_id = cfg.get("neptune_run_id")
+        self.run_name = cfg.get("run_name") or os.path.basename(os.path.normpath(log_dir))
+        super().__init__(log_dir, tensorboard)
+
+    def _init_run(self) -> Any:
+        kwargs: dict[str, Any] = {"project": self.project, "name": self.run_name}
+        if self.mode:
+            kwargs["mode"] = self.mode
+        if self.run_id:
+            kwargs["with_id"] = self.run_id
+        return self.neptune.init_run(**kwargs)
+
+    def run_info(self) -> dict[str, Any]:
+        run_id = None
+        if self._run is not None and self.mode != "offline":  # offline runs have no id before syncing
+            try:
+                run_id = self._run["sys/id"].fetch()
+            except Exception:  # noqa: BLE001 - the id is only a convenience for later uploads
+                run_id = None
+        return {
+            "logger": "neptune",
+            "neptune_project": self.project,
+            "neptune_mode": self.mode,
+            "neptune_run_id": run_id,
+        }
+
+    def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None:
+        if step is None:
+            run[tag].append(value)
+        else:
+            run[tag].append(value, step=step)
+
+    def _log_config(self, run: Any, cfg: dict[str, Any]) -> None:
+        from neptune.utils import stringify_unsupported
+
+        run["config"] = stringify_unsupported(cfg)
+
+    def _upload(self, run: Any, path: str, name: str, kind: str) -> None:
+        field = f"model/checkpoints/{name}" if kind == "model" else f"files/{os.path.splitext(name)[0]}"
+        run[field].upload(os.path.abspath(path))
+
+    def _finish(self, run: Any) -> None:
+        run.stop()
+
+
+class _WriterAdapter:
+    """Adds no-op ``flush``/``close`` to a custom writer that lacks them (attributes are forwarded)."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.writer, name)
+
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
+        self.writer.add_scalar(tag, scalar_value, global_step)
+
+    def flush(self) -> None:
+        fn = getattr(self.writer, "flush", None)
+        if callable(fn):
+            fn()
+
+    def close(self) -> None:
+        fn = getattr(self.writer, "close", None)
+        if callable(fn):
+            fn()
+
+
+def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Any:
+    """Build a user-defined writer: ``MyWriter(log_dir=log_dir, cfg=cfg, **kwargs)``.
+
+    Args:
+        spec: a class, ``"package.module:Class"``, or ``{"class_name": <class or string>, **kwargs}``.
+        log_dir: run directory.
+        cfg: the runner config.
+
+    Raises:
+        ValueError: the class cannot be resolved.
+        TypeError: it cannot be built with these arguments or has no ``add_scalar``.
+    """
+    import sys
+
+    from st_rl.utils.config import resolve_class
+
+    kwargs: dict[str, Any] = {}
+    if isinstance(spec, dict):
+        kwargs = {k: v for k, v in spec.items() if k != "class_name"}
+        spec = spec.get("class_name")
+        if spec is None:
+            raise ValueError("logger dict needs a 'class_name' (a class or 'package.module:Class')")
+    cls = resolve_class(spec, sys.modules[__name__], "logger")
+    try:
+        inspect.signature(cls).bind(log_dir=log_dir, cfg=cfg, **kwargs)
+    except TypeError as e:
+        raise TypeError(
+            f"custom writer {cls.__qualname__} must accept {cls.__name__}(log_dir=..., cfg=..., **kwargs) "
+            f"with kwargs {sorted(kwargs)}: {e}"
+        ) from e
+    writer = cls(log_dir=log_dir, cfg=cfg, **kwargs)
+    if not callable(getattr(writer, "add_scalar", None)):
+        raise TypeError(
+            f"custom writer {cls.__qualname__} has no add_scalar(tag, value, step) method; see docs/logging.md"
+        )
+    if not (callable(getattr(writer, "flush", None)) and callable(getattr(writer, "close", None))):
+        return _WriterAdapter(writer)
+    return writer
+
+
+def read_run_info(run_dir: str) -> dict[str, Any] | None:
+    """The ``logger_run.json`` of a run directory, or None when the run used no W&B/Neptune logger."""
+    path = os.path.join(run_dir, RUN_INFO_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: bool = False) -> str | None:
+    """Upload files (a play video, a plot) to the W&B or Neptune run that trained ``run_dir``.
+
+    Args:
+        run_dir: the training run directory (holds ``logger_run.json`` when it used W&B or Neptune).
+        files: paths to upload; ``None`` entries are skipped.
+        required: raise when the run used no W&B/Neptune logger (instead of returning None).
+
+    Returns:
+        The backend name the files went to, or None when there was nothing to attach to.
+
+    Raises:
+        ValueError: ``required`` and the run has no W&B/Neptune run recorded.
+    """
+    info = read_run_info(run_dir)
+    paths = [p for p in files if p]
+    if info is None:
+        if required:
+            raise ValueError(
+                f"{run_dir} has no {RUN_INFO_FILE}: the run was not logged with logger='wandb' or "
+                "'neptune', so there is no run to attach files to. Drop --upload."
+            )
+        return None
+    if not paths:
+        return None
+    backend = info.get("logger")
+    cls: type[TrackingWriter]
+    if backend == "wandb":
+        cls = WandbWriter
+    elif backend == "neptune":
+        cls = NeptuneWriter
+    else:
+        raise ValueError(f"{os.path.join(run_dir, RUN_INFO_FILE)} names an unknown logger {backend!r}")
+    writer = cls(run_dir, info, tensorboard=False)
+    try:
+        for path in paths:
+            writer.save_file(path)
+    finally:
+        writer.close()
+    return backend
