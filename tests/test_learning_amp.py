@@ -16,7 +16,7 @@ from st_rl.envs import make_env
 from st_rl.envs.motion_recorder import collect_style_windows, record_scripted_trot
 from st_rl.runners import build_runner
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 TASK, ENVS, ITERATIONS = "quadruped_flat", 256, 30
 

@@ -17,7 +17,7 @@ from st_rl.configs import get_preset
 from st_rl.envs import make_env
 from st_rl.runners import OnPolicyRunner
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def episode_return(env, policy, use_critic_obs: bool = False) -> float:

@@ -84,7 +84,8 @@ def test_two_rank_training_reaches_the_single_rank_threshold_and_resumes(tmp_pat
     assert result["tot_timesteps"] == 30 * 24 * 128 * 2  # counted over both ranks
     assert result["resumed_iteration"] == 31
     assert "model_30.pt" in result["files"] and "model_31.pt" in result["files"]
-    assert sum(f.startswith("events.out.tfevents") for f in result["files"]) == 1  # only rank 0 logs
+    # Rank 0 writes one event file per runner (the trained one and the resumed one); rank 1 writes none.
+    assert sum(f.startswith("events.out.tfevents") for f in result["files"]) == 2
 
 
 def test_failing_rank_does_not_block_the_others(tmp_path):
@@ -93,7 +94,7 @@ def test_failing_rank_does_not_block_the_others(tmp_path):
     elapsed = time.perf_counter() - start
     assert proc.returncode != 0
     assert "rank 1 fails on purpose" in proc.stderr
-    assert elapsed < 120
+    assert elapsed < 300  # no hang: the collective timeout is 15 s
 
 
 def test_nonfinite_env_output_raises_on_every_rank(tmp_path):
