@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import abc
 import json
 import os
 import warnings
@@ -93,7 +94,7 @@ def read_policy_metadata(path: str) -> dict[str, Any]:
     return meta
 
 
-class ExportedPolicy:
+class ExportedPolicy(abc.ABC):
     """Raw observations in, actions out; keeps the recurrent state between calls.
 
     Args:
@@ -123,9 +124,9 @@ class ExportedPolicy:
             out[spec["input"]] = np.zeros((int(layers), batch_size, int(hidden)), dtype=np.float32)
         return out
 
+    @abc.abstractmethod
     def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One network call: ``{input name: array}`` -> ``{output name: array}``."""
-        raise NotImplementedError
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
         """Actions for raw observations ``obs`` (N, num_obs); the hidden state advances by one step."""

@@ -13,6 +13,7 @@ When the remote run starts, the writer records how to find it again in ``<log_di
 
 from __future__ import annotations
 
+import abc
 import importlib
 import inspect
 import json
@@ -49,7 +50,7 @@ def import_optional(module: str, extra: str, feature: str | None = None) -> Any:
         ) from e
 
 
-class TrackingWriter:
+class TrackingWriter(abc.ABC):
     """Base of the W&B and Neptune writers: local TensorBoard files plus a lazily started remote run.
 
     Subclasses implement ``_init_run``, ``_log_scalar``, ``_log_config``, ``_upload`` and ``_finish``.
@@ -133,23 +134,28 @@ class TrackingWriter:
         self._closed = True
 
     # -- backend hooks
+    @abc.abstractmethod
     def _init_run(self) -> Any:
-        raise NotImplementedError
+        """Backend hook."""
 
+    @abc.abstractmethod
     def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None:
-        raise NotImplementedError
+        """Backend hook."""
 
+    @abc.abstractmethod
     def _log_config(self, run: Any, cfg: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Backend hook."""
 
+    @abc.abstractmethod
     def _upload(self, run: Any, path: str, name: str, kind: str) -> None:
-        raise NotImplementedError
+        """Backend hook."""
 
-    def _flush_remote(self, run: Any) -> None:
-        pass
+    def _flush_remote(self, run: Any) -> None:  # noqa: B027 - optional hook, no-op by default
+        """Push buffered data to the service (optional)."""
 
+    @abc.abstractmethod
     def _finish(self, run: Any) -> None:
-        raise NotImplementedError
+        """Backend hook."""
 
 
 class WandbWriter(TrackingWriter):
