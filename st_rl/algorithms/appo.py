@@ -86,7 +86,7 @@ class APPOAlgoMixin:
             )
         disc_dim = int(discriminator.input_dim)
         if amp_obs_dim is not None and int(amp_obs_dim) != disc_dim:
-            # st_gym's dataclass default (amp_obs_dim=2) is a placeholder: the discriminator decides.
+            # st_gym's dataclass default (amp_obs_dim=2) is not the real width: the discriminator decides.
             import warnings
 
             warnings.warn(
