@@ -147,13 +147,13 @@ def test_demonstrations_then_two_stage_runner(teacher, tmp_path):
     }
     cfg["algorithm"]["teacher_act_prob"] = 0.0  # after pretraining the student acts on its own
     cfg["runner_class_name"] = "TwoStageRunner"
-    cfg["pretrain_iterations"] = 10
+    cfg["pretrain_iterations"] = 20
     cfg["pretrain_dataset"] = {"data_dir": demo_dir, "dataset_loops": -1, "random_shuffle_traj_order": True}
     runner = build_runner("TwoStageRunner", make_env("velocity_tracking", num_envs=128, seed=7), cfg)
     eval_env = make_env("velocity_tracking", num_envs=256, seed=123)
     untrained = episode_return(eval_env, runner.get_inference_policy())
     runner.train_mode()
-    runner.learn(10)  # dataset only
+    runner.learn(20)  # dataset only
     assert runner.rollout_dataset is not None and not runner.is_pretraining()
     pretrained = episode_return(eval_env, runner.get_inference_policy())
     runner.train_mode()
