@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import statistics
 import time
 from typing import Any
@@ -33,10 +34,19 @@ CLEANRL_PPO_1M = {"HalfCheetah": (1442.64, 46.03)}
 
 
 def run_one(
-    task: str, seed: int, steps: int, last_episodes: int, device: str, log_interval: int
+    task: str,
+    seed: int,
+    steps: int,
+    last_episodes: int,
+    device: str,
+    log_interval: int,
+    num_envs: int | None = None,
 ) -> dict[str, Any]:
-    """Train one seed; return its final training return and throughput."""
-    preset = gymnasium_mujoco_preset(task, total_steps=steps)
+    """Train one seed; return its final training return and throughput.
+
+    ``num_envs`` overrides the preset's number of environments, keeping the batch per iteration.
+    """
+    preset = gymnasium_mujoco_preset(task, total_steps=steps, num_envs=num_envs)
     cfg = preset.train.to_dict()
     cfg["seed"] = seed
     cfg["log_interval"] = log_interval
@@ -59,6 +69,21 @@ def run_one(
     }
 
 
+def _run_job(job: tuple) -> dict[str, Any]:
+    task, seed, steps, last_episodes, device, log_interval, threads, num_envs = job
+    torch.set_num_threads(threads)
+    return run_one(task, seed, steps, last_episodes, device, log_interval, num_envs)
+
+
+def _report(r: dict[str, Any], last_episodes: int) -> None:
+    print(
+        f"[bench_gymnasium] {r['task']} seed {r['seed']}: return {r['return']:.1f} over the last "
+        f"{min(last_episodes, r['episodes'])} of {r['episodes']} episodes, {r['steps']} steps in "
+        f"{r['seconds']:.0f} s ({r['steps_per_s']:.0f} steps/s)",
+        flush=True,
+    )
+
+
 def format_table(results: list[dict[str, Any]]) -> str:
     """One row per task: seeds, mean and std of the per-seed returns, steps/s, CleanRL's reference."""
     lines = [
@@ -68,13 +93,14 @@ def format_table(results: list[dict[str, Any]]) -> str:
     for task in dict.fromkeys(r["task"] for r in results):
         rows = [r for r in results if r["task"] == task]
         vals = [r["return"] for r in rows]
-        std = statistics.stdev(vals) if len(vals) > 1 else 0.0
+        finite = [v for v in vals if math.isfinite(v)]
+        mean = statistics.mean(finite) if finite else math.nan
+        std = statistics.stdev(finite) if len(finite) > 1 else float("nan") if not finite else 0.0
         sps = statistics.mean(r["steps_per_s"] for r in rows)
         ref = CLEANRL_PPO_1M.get(task.split("-")[0])
         ref_s = f"{ref[0]:.0f} +- {ref[1]:.0f}" if ref else "-"
         lines.append(
-            f"{task:<16} {len(rows):>5} {rows[0]['steps']:>9} {statistics.mean(vals):>9.1f} {std:>8.1f} "
-            f"{sps:>8.0f}   {ref_s}"
+            f"{task:<16} {len(rows):>5} {rows[0]['steps']:>9} {mean:>9.1f} {std:>8.1f} {sps:>8.0f}   {ref_s}"
         )
     return "\n".join(lines)
 
@@ -94,19 +120,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--log-interval", type=int, default=50, help="print the runner's block every N iterations"
     )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="seeds trained in parallel processes (one per core)"
+    )
+    parser.add_argument(
+        "--num-envs", type=int, default=None, help="override the preset's number of environments"
+    )
     parser.add_argument("--json", default=None, help="also write the per-seed results to this file")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    jobs = [
+        (
+            task,
+            seed,
+            args.steps,
+            args.last_episodes,
+            args.device,
+            args.log_interval,
+            args.threads,
+            args.num_envs,
+        )
+        for task in args.tasks
+        for seed in args.seeds
+    ]
     results = []
-    for task in args.tasks:
-        for seed in args.seeds:
-            r = run_one(task, seed, args.steps, args.last_episodes, args.device, args.log_interval)
-            print(
-                f"[bench_gymnasium] {task} seed {seed}: return {r['return']:.1f} over the last "
-                f"{min(args.last_episodes, r['episodes'])} of {r['episodes']} episodes, {r['steps']} steps in "
-                f"{r['seconds']:.0f} s ({r['steps_per_s']:.0f} steps/s)",
-                flush=True,
-            )
+    if args.workers > 1:
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(args.workers) as pool:
+            for r in pool.imap(_run_job, jobs):
+                _report(r, args.last_episodes)
+                results.append(r)
+    else:
+        for job in jobs:
+            r = _run_job(job)
+            _report(r, args.last_episodes)
             results.append(r)
     print(format_table(results))
     if args.json:

@@ -129,24 +129,32 @@ def _preset_quadruped(terrain: str) -> TaskPreset:
     )
 
 
-def gymnasium_mujoco_preset(env_id: str = "HalfCheetah-v5", total_steps: int = 1_000_000) -> TaskPreset:
+def gymnasium_mujoco_preset(
+    env_id: str = "HalfCheetah-v5", total_steps: int = 1_000_000, num_envs: int | None = None
+) -> TaskPreset:
     """PPO settings for Gymnasium MuJoCo tasks (CleanRL's ``ppo_continuous_action`` defaults).
 
-    One environment collecting 2048 steps per iteration, 10 epochs of 32 minibatches (64 samples), Adam at a
-    fixed 3e-4, gamma 0.99, lambda 0.95, clip 0.2, no entropy bonus, gradient norm 0.5, separate 64x64 tanh
+    One environment collecting 2048 steps per iteration, 10 epochs of 32 minibatches (64 samples), Adam from
+    3e-4 (annealed, below), gamma 0.99, lambda 0.95, clip 0.2, no entropy bonus, gradient norm 0.5, separate 64x64 tanh
     actor and critic, running observation normalisation (the runner's ``empirical_normalization``) and reward
     normalisation by the discounted-return std with a +-10 clip (done by the Gymnasium adapter, see
     ``env_kwargs``). CleanRL's value loss is ``0.5 * 0.5 * mse``; st_rl's is ``mse``, hence
-    ``value_loss_coef=0.25``. CleanRL anneals the learning rate linearly; st_rl's PPO keeps it fixed.
+    ``value_loss_coef=0.25``. The learning rate anneals linearly to 0 over ``max_iterations`` (``schedule="linear"``),
+    as in CleanRL.
 
     Args:
         env_id: Gymnasium id of a task with Box observation and action spaces (``HalfCheetah-v5``, ``Ant-v5``...).
         total_steps: environment steps of a full run (sets ``max_iterations``).
+        num_envs: environments stepped together (default 1); 2048 must divide by it, each collects
+            ``2048 / num_envs`` steps per iteration, so the batch and the number of updates stay the same.
     """
     steps_per_iter = 2048
+    n = 1 if num_envs is None else int(num_envs)
+    if n < 1 or steps_per_iter % n:
+        raise ValueError(f"num_envs must be a divisor of {steps_per_iter}, got {num_envs}")
     cfg = TrainCfg(
         seed=1,
-        num_steps_per_env=steps_per_iter,
+        num_steps_per_env=steps_per_iter // n,
         max_iterations=-(-int(total_steps) // steps_per_iter),
         empirical_normalization=True,
         save_interval=100,
@@ -158,7 +166,7 @@ def gymnasium_mujoco_preset(env_id: str = "HalfCheetah-v5", total_steps: int = 1
     cfg.policy.init_noise_std = 1.0
     alg = cfg.algorithm
     alg.learning_rate = 3e-4
-    alg.schedule = "fixed"
+    alg.schedule = "linear"
     alg.gamma = 0.99
     alg.lam = 0.95
     alg.num_learning_epochs = 10
@@ -170,7 +178,7 @@ def gymnasium_mujoco_preset(env_id: str = "HalfCheetah-v5", total_steps: int = 1
     alg.max_grad_norm = 0.5
     return TaskPreset(
         f"gym:{env_id}",
-        1,
+        n,
         cfg,
         env_kwargs={"normalize_reward": True, "reward_gamma": 0.99, "clip_reward": 10.0},
         description=f"Gymnasium {env_id} (needs st-rl[gymnasium]); CleanRL-style PPO, 1M steps",

@@ -109,6 +109,13 @@ class APPOAlgoMixin:
             else None
         )
 
+    def _grad_clip_groups(self) -> list[list[nn.Parameter]]:
+        """The policy and the discriminator are clipped separately: the discriminator's (gradient-penalty)
+        gradients must not shrink the policy's step through a shared norm."""
+        disc = {id(p) for p in self.actor_critic.discriminator.parameters()}
+        policy = [p for p in self.actor_critic.parameters() if id(p) not in disc]
+        return [policy, list(self.actor_critic.discriminator.parameters())]
+
     # ------------------------------------------------------------------ set-up
     def init_storage(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
         """An :class:`AmpRolloutStorage` (keeping ATPPO's action labels and dilation)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
@@ -19,6 +20,23 @@ from st_rl.utils import distributed as dist_utils
 # Keys that st_gym's PPO config form carries for every algorithm (AMP / BC settings); plain PPO accepts and
 # ignores them silently. Anything else unknown is reported.
 _TOLERATED_KEYS = frozenset({"class_name", "amp_obs_dim", "bc_loss_coef"})
+
+
+def make_optimizer(optimizer_cls: type[optim.Optimizer], params: Any, lr: float) -> optim.Optimizer:
+    """``optimizer_cls(params, lr=lr)``, with the fused kernel where the class and device support it.
+
+    Fused Adam/AdamW/SGD update every tensor in one kernel (on CPU about 4x faster than the per-tensor loop
+    for the small networks of locomotion policies); the update rule is the same.
+    """
+    params = list(params)
+    if "fused" in inspect.signature(optimizer_cls.__init__).parameters and all(
+        p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params
+    ):
+        try:
+            return optimizer_cls(params, lr=lr, fused=True)  # type: ignore[call-arg]
+        except (RuntimeError, TypeError, ValueError):
+            pass  # this torch build has no fused kernel for the device: use the default implementation
+    return optimizer_cls(params, lr=lr)  # type: ignore[call-arg]
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -46,8 +64,11 @@ class PPO:
         use_clipped_value_loss: PPO value clipping.
         clip_min_std: lower bound of the policy std after each update (scalar or per action).
         optimizer_class_name: any ``torch.optim`` class name.
-        schedule: ``"fixed"`` or ``"adaptive"`` (adaptive-KL learning rate).
+        schedule: ``"fixed"``, ``"adaptive"`` (adaptive-KL learning rate) or ``"linear"`` (annealed from
+            ``learning_rate`` at iteration 0 to 0 at ``lr_anneal_iterations``, as CleanRL does).
         desired_kl: KL target of the adaptive schedule.
+        lr_anneal_iterations: length of the ``"linear"`` schedule in learning iterations (the runner fills
+            it from ``max_iterations`` when not given).
         device: training device.
         empirical_normalization: normalise observations with running statistics.
     """
@@ -69,6 +90,7 @@ class PPO:
         optimizer_class_name: str = "Adam",
         schedule: str = "fixed",
         desired_kl: float | None = 0.01,
+        lr_anneal_iterations: int | None = None,
         device: str | torch.device = "cpu",
         empirical_normalization: bool = False,
         *args: Any,
@@ -78,8 +100,13 @@ class PPO:
             raise TypeError(
                 f"{type(self).__name__} takes keyword arguments only after actor_critic; got {args}"
             )
-        if schedule not in ("fixed", "adaptive"):
-            raise ValueError(f"schedule must be 'fixed' or 'adaptive', got {schedule!r}")
+        if schedule not in ("fixed", "adaptive", "linear"):
+            raise ValueError(f"schedule must be 'fixed', 'adaptive' or 'linear', got {schedule!r}")
+        if schedule == "linear" and (lr_anneal_iterations is None or int(lr_anneal_iterations) < 1):
+            raise ValueError(
+                "schedule='linear' needs lr_anneal_iterations >= 1 (the number of learning iterations over "
+                f"which the learning rate decays to 0), got {lr_anneal_iterations!r}"
+            )
         if num_learning_epochs < 1 or num_mini_batches < 1:
             raise ValueError("num_learning_epochs and num_mini_batches must be >= 1")
         self.device = torch.device(device)
@@ -101,6 +128,8 @@ class PPO:
         )
         self.schedule = schedule
         self.desired_kl = desired_kl
+        self.initial_learning_rate = float(learning_rate)
+        self.lr_anneal_iterations = None if lr_anneal_iterations is None else int(lr_anneal_iterations)
         self.empirical_normalization = empirical_normalization
         self.optimizer_class_name = optimizer_class_name
         self._absorb_extra_kwargs(kwargs)
@@ -115,7 +144,9 @@ class PPO:
                 and n != "Optimizer"
             )
             raise ValueError(f"Unknown optimizer_class_name '{optimizer_class_name}'; available: {names}")
-        self.optimizer: optim.Optimizer = optimizer_cls(self.actor_critic.parameters(), lr=learning_rate)  # type: ignore[call-arg]
+        self.optimizer: optim.Optimizer = make_optimizer(
+            optimizer_cls, self.actor_critic.parameters(), learning_rate
+        )
         self.transition = RolloutStorage.Transition()
         self.storage: RolloutStorage | None = None
         self.obs_normalizer: Any = nn.Identity()
@@ -224,6 +255,8 @@ class PPO:
         """Run the PPO epochs over the stored rollout; return the mean losses and stats."""
         assert self.storage is not None
         self.current_learning_iteration = current_learning_iteration
+        if self.schedule == "linear":
+            self._anneal_learning_rate(current_learning_iteration)
         mean_losses: dict[str, torch.Tensor] = defaultdict(lambda: torch.zeros((), device=self.device))
         mean_stats: dict[str, torch.Tensor] = defaultdict(lambda: torch.zeros((), device=self.device))
         if self.actor_critic.is_recurrent:
@@ -232,6 +265,7 @@ class PPO:
             )
         else:
             generator = self.storage.mini_batch_generator(self.num_mini_batches, self.num_learning_epochs)
+        clip_groups = self._grad_clip_groups()
         num_updates = 0
         for minibatch in generator:
             losses, _, stats = self.compute_losses(minibatch)
@@ -252,7 +286,8 @@ class PPO:
             else:
                 self._check_finite(loss, losses)
                 loss.backward()
-            nn.utils.clip_grad_norm_(self.actor_critic.parameters(), self.max_grad_norm)
+            for group in clip_groups:
+                nn.utils.clip_grad_norm_(group, self.max_grad_norm)
             self.optimizer.step()
             num_updates += 1
         self.storage.clear()
@@ -263,6 +298,18 @@ class PPO:
             {k: float(v) / n for k, v in mean_losses.items()},
             {k: float(v) / n for k, v in mean_stats.items()},
         )
+
+    def _anneal_learning_rate(self, iteration: int) -> None:
+        """``learning_rate = initial * (1 - iteration / lr_anneal_iterations)``, floored at 0."""
+        assert self.lr_anneal_iterations is not None
+        frac = max(0.0, 1.0 - iteration / self.lr_anneal_iterations)
+        self.learning_rate = self.initial_learning_rate * frac
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate
+
+    def _grad_clip_groups(self) -> list[list[nn.Parameter]]:
+        """Parameter sets whose gradient norms are clipped to ``max_grad_norm`` separately (default: one)."""
+        return [list(self.actor_critic.parameters())]
 
     @property
     def _trainable(self) -> list[nn.Parameter]:

@@ -103,6 +103,13 @@ class OnPolicyRunner:
         import st_rl.algorithms as algorithms
 
         alg_cls = resolve_class(self.train_cfg.algorithm_class_name, algorithms, "algorithm")
+        if (
+            self.alg_cfg.get("schedule") == "linear"
+            and self.alg_cfg.get("lr_anneal_iterations") is None
+            and self.cfg.get("max_iterations") is not None
+        ):
+            # The linear schedule decays over the configured run length (recorded in config.json).
+            self.alg_cfg["lr_anneal_iterations"] = int(self.cfg["max_iterations"])
         self.alg = alg_cls(actor_critic, device=self.device, **self.alg_cfg)
         num_obs, num_critic = self.env_adapter.num_obs, self.env_adapter.num_critic_obs
         self.alg.init_obs_norm(num_obs, num_critic)

@@ -120,6 +120,25 @@ def make_appo(num_envs=4, steps=3, cls=APPO, **kwargs):
     return alg
 
 
+def test_policy_and_discriminator_gradients_are_clipped_separately():
+    alg = make_appo(max_grad_norm=1.0)
+    groups = alg._grad_clip_groups()
+    disc = {id(p) for p in alg.actor_critic.discriminator.parameters()}
+    assert [id(p) for p in groups[1]] == [id(p) for p in alg.actor_critic.discriminator.parameters()]
+    assert not {id(p) for p in groups[0]} & disc
+    assert len(groups[0]) + len(groups[1]) == len(list(alg.actor_critic.parameters()))
+    # A huge discriminator gradient leaves a small policy gradient untouched by clipping.
+    for p in groups[0]:
+        p.grad = torch.full_like(p, 1e-4)
+    for p in groups[1]:
+        p.grad = torch.full_like(p, 100.0)
+    before = [p.grad.clone() for p in groups[0]]
+    for group in groups:
+        torch.nn.utils.clip_grad_norm_(group, alg.max_grad_norm)
+    assert all(torch.equal(b, p.grad) for b, p in zip(before, groups[0]))
+    assert float(torch.nn.utils.get_total_norm([p.grad for p in groups[1]])) == pytest.approx(1.0, rel=1e-5)
+
+
 def amp_infos(ref_obs, ref_motion, **extra):
     return {"observations": {"ref_obs": ref_obs}, "ref_motion": ref_motion, **extra}
 

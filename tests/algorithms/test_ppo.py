@@ -289,6 +289,20 @@ def test_fixed_schedule_keeps_lr():
     assert ppo.learning_rate == 1e-3 and ppo.optimizer.param_groups[0]["lr"] == 1e-3
 
 
+def test_linear_schedule_anneals_to_zero_by_hand():
+    ppo = make_ppo(schedule="linear", learning_rate=4e-3, lr_anneal_iterations=8)
+    for it, expected in ((0, 4e-3), (2, 3e-3), (6, 1e-3), (8, 0.0), (9, 0.0)):
+        collect(ppo)
+        ppo.update(it)
+        assert ppo.learning_rate == pytest.approx(expected), it
+        assert all(g["lr"] == pytest.approx(expected) for g in ppo.optimizer.param_groups)
+
+
+def test_linear_schedule_needs_its_length():
+    with pytest.raises(ValueError, match="lr_anneal_iterations"):
+        PPO(ActorCritic(3, 3, 1, [4], [4]), schedule="linear")
+
+
 def test_nan_loss_raises_before_parameters_change():
     ppo = make_ppo()
     collect(ppo)

@@ -260,3 +260,15 @@ def test_git_state_is_stored(small_cfg, tmp_path):
     runner.learn(1)
     diffs = os.listdir(tmp_path / "git")
     assert diffs and all(d.endswith(".diff") for d in diffs)
+
+
+def test_linear_schedule_length_comes_from_max_iterations(small_cfg):
+    small_cfg["algorithm"].update(schedule="linear", learning_rate=2e-3)
+    small_cfg["max_iterations"] = 4
+    before = copy.deepcopy(small_cfg)
+    runner = OnPolicyRunner(PointMass(num_envs=4, seed=0), small_cfg)
+    assert small_cfg == before  # the user's config is not touched
+    assert runner.alg.lr_anneal_iterations == 4
+    runner.learn(3)
+    # update(it) of the last iteration (it = 2) used 2e-3 * (1 - 2 / 4)
+    assert runner.alg.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)

@@ -118,6 +118,19 @@ def test_wandb_offline_run_records_scalars_config_and_checkpoints(small_cfg, tmp
     assert "play_2.png" in files
     assert history["media/play_2/_type"] == ["image-file"]  # shown as an image in the W&B run
 
+    # ... and the play video (a real MP4 written the way st-rl play writes it), shown as a video.
+    import imageio.v2 as imageio
+    import numpy as np
+
+    video = tmp_path / "play_2.mp4"
+    with imageio.get_writer(str(video), fps=10, codec="libx264", macro_block_size=1) as w:
+        for k in range(5):
+            w.append_data(np.full((32, 32, 3), 40 * k, dtype=np.uint8))
+    assert attach_files_to_run(str(log_dir), [None, str(video)]) == "wandb"
+    history, _, files = _wandb_run_content(str(wandb_offline))
+    assert "play_2.mp4" in files
+    assert history["media/play_2/_type"][-1] == "video-file"
+
 
 def test_neptune_debug_run_records_scalars_config_and_checkpoints(small_cfg, tmp_path, monkeypatch):
     pytest.importorskip("neptune")
