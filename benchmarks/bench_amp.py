@@ -4,7 +4,9 @@ Example (the numbers in RESULTS.md):
     python benchmarks/bench_amp.py --minutes 20
 
 1. Records a reference gait: the scripted open-loop trot (diagonal leg pairs in antiphase, 2 Hz) on the
-   built-in quadruped, 8 robots x 10 s, style fields = the 12 joint positions and 12 joint velocities.
+   built-in quadruped, 10 s per robot, style fields = the 12 joint positions and 12 joint velocities;
+   ``--reference walk`` (default): 27 robots walking with 9 strides x 3 hip swings (forward, backward,
+   turning); ``--reference trot``: 8 robots trotting in place.
 2. Trains APPO (AmpActorCritic, 2-frame windows, style reward added to the task reward) and, with the same
    wall-clock budget, plain PPO (the ``quadruped_flat`` preset) on the same task.
 3. Evaluates both deterministic policies on fresh robots with commands over the whole range: velocity
@@ -91,12 +93,23 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--log-dir", default="logs/bench_amp")
     parser.add_argument("--methods", nargs="+", default=["APPO", "PPO"])
+    parser.add_argument(
+        "--reference",
+        choices=["trot", "walk"],
+        default="walk",
+        help="trot: the scripted trot in place; walk: scripted trots with 9 strides x 3 hip swings (moving)",
+    )
+    parser.add_argument(
+        "--ppo-checkpoint",
+        default=None,
+        help="evaluate this PPO checkpoint (same preset and seed) instead of training PPO again",
+    )
     args = parser.parse_args()
     print(f"# {platform.machine()} with {os.cpu_count()} cores, torch {torch.__version__}")
 
     os.makedirs(args.log_dir, exist_ok=True)
     motion_path = os.path.join(args.log_dir, "trot.motion")
-    fields = record_scripted_trot(args.task, motion_path, seed=args.seed)
+    fields = record_scripted_trot(args.task, motion_path, seed=args.seed, moving=args.reference == "walk")
     preset = get_preset(args.task)
     num_envs = args.num_envs or preset.num_envs
     probe = make_env(args.task, num_envs=1, seed=0)
@@ -110,9 +123,14 @@ def main() -> None:
     for method in args.methods:
         cfg = amp_train_config(base, args.style_reward_coef) if method == "APPO" else copy.deepcopy(base)
         env = make_task_env(args.task, num_envs, args.seed, fields, loader, preset.env_kwargs)
-        runner, curve = train(
-            args.task, cfg, env, args.minutes, os.path.join(args.log_dir, method), args.iterations
-        )
+        if method == "PPO" and args.ppo_checkpoint:
+            runner, curve = build_runner("OnPolicyRunner", env, cfg, log_dir=None), []
+            runner.load(args.ppo_checkpoint)
+            runner.train_minutes = float("nan")
+        else:
+            runner, curve = train(
+                args.task, cfg, env, args.minutes, os.path.join(args.log_dir, method), args.iterations
+            )
         runners[method] = runner
         policy = runner.get_inference_policy()
         eval_env = make_task_env(args.task, 128, 1000, fields, loader, preset.env_kwargs)

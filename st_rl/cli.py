@@ -110,6 +110,12 @@ def _build_parser() -> argparse.ArgumentParser:
     source = rec.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", help="a trained quadruped checkpoint to record from")
     source.add_argument("--scripted-trot", action="store_true", help="record an open-loop trot gait")
+    source.add_argument(
+        "--scripted-walk",
+        action="store_true",
+        help="record open-loop trots that walk: strides spread over the trajectories from -0.4 to 0.4 rad "
+        "(backward to forward, about -0.6 to 0.6 m/s)",
+    )
     rec.add_argument("--task", default="quadruped_flat")
     rec.add_argument("--duration", type=float, default=10.0, help="seconds recorded per trajectory")
     rec.add_argument("--num-trajectories", type=int, default=4)
@@ -346,9 +352,10 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
     from st_rl.envs.motion_recorder import record_motion, save_motion_file, scripted_trot_policy
 
     n = max(1, args.num_trajectories)
-    if args.scripted_trot:
+    if args.scripted_trot or args.scripted_walk:
         env = make_env(args.task, num_envs=n, seed=args.seed, max_push_vel_xy=0.0, noise_level=0.0)
-        policy = scripted_trot_policy(env)
+        stride = torch.linspace(-0.4, 0.4, n) if args.scripted_walk and n > 1 else 0.0
+        policy = scripted_trot_policy(env, stride=stride)
     else:
         from st_rl.runners import OnPolicyRunner
         from st_rl.utils.checkpoint import load_checkpoint

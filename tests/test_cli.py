@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 
+import torch
+
 from st_rl.cli import main
 
 
@@ -112,3 +114,17 @@ def test_record_motion_then_train_with_amp_then_play(tmp_path, capsys):
         ]
     )
     assert rc == 0
+
+
+def test_record_motion_scripted_walk_spreads_strides(tmp_path):
+    motion = tmp_path / "walk.motion"
+    rc = main(
+        ["record-motion", "--scripted-walk", "--duration", "1", "--num-trajectories", "3", "--out", str(motion)]
+    )  # fmt: skip
+    assert rc == 0
+    from st_rl.envs.motion_recorder import load_motion_file
+
+    trajectories = load_motion_file(str(motion))
+    assert 1 <= len(trajectories) <= 3
+    frames = [torch.tensor(t["Frames"]) for t in trajectories.values()]
+    assert all(0 < f.shape[0] <= 50 for f in frames)  # 1 s at the task's 50 Hz, cut if the robot fell

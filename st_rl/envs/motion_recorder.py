@@ -31,15 +31,29 @@ __all__ = [
 ]
 
 
-def scripted_trot_policy(env: Any, frequency_hz: float = 2.0, thigh_amp: float = 0.3, calf_amp: float = 0.5):
+def scripted_trot_policy(
+    env: Any,
+    frequency_hz: float = 2.0,
+    thigh_amp: float = 0.3,
+    calf_amp: float = 0.5,
+    stride: float | torch.Tensor = 0.0,
+    hip_amp: float | torch.Tensor = 0.0,
+):
     """An open-loop trot for the built-in quadruped: diagonal leg pairs (FR+RL, FL+RR) swing in antiphase.
+
+    ``stride`` (rad) swings the thighs fore-aft with the gait cycle (forward in the air, backward on the
+    ground), so the robot walks: on flat ground about +-0.6 m/s at +-0.4. ``hip_amp`` (rad) swings the hip
+    (abduction) joints the same way, which turns the robot. Both may be per-robot tensors of shape (N,).
 
     Returns a callable ``policy(obs) -> actions`` in the task's action units (offsets / ``action_scale``).
     """
     names = list(env.joint_names)
     phase_offset = torch.tensor([0.0 if n[:2] in ("FR", "RL") else math.pi for n in names])
+    is_hip = torch.tensor([1.0 if "hip" in n else 0.0 for n in names])
     is_thigh = torch.tensor([1.0 if "thigh" in n else 0.0 for n in names])
     is_calf = torch.tensor([1.0 if "calf" in n else 0.0 for n in names])
+    stride_t = torch.as_tensor(stride, dtype=torch.float32).reshape(-1, 1)
+    hip_t = torch.as_tensor(hip_amp, dtype=torch.float32).reshape(-1, 1)
     scale = float(env.cfg["action_scale"])
     step = {"t": 0}
 
@@ -48,8 +62,13 @@ def scripted_trot_policy(env: Any, frequency_hz: float = 2.0, thigh_amp: float =
         step["t"] += 1
         phase = 2 * math.pi * frequency_hz * t + phase_offset
         swing = torch.clamp(torch.sin(phase), min=0.0)  # lift only during half the cycle
-        offsets = is_thigh * (-thigh_amp * swing) + is_calf * (-calf_amp * swing)
-        return (offsets / scale).expand(obs.shape[0], -1).clone()
+        fore_aft = torch.cos(phase)  # +1 at lift-off (leg back), -1 at touch-down (leg forward)
+        offsets = (
+            is_thigh * (-thigh_amp * swing + stride_t * fore_aft)
+            + is_calf * (-calf_amp * swing)
+            + is_hip * (hip_t * fore_aft)
+        )
+        return (offsets / scale).expand(obs.shape[0], -1).to(obs.device).clone()
 
     return policy
 
@@ -151,18 +170,29 @@ def record_scripted_trot(
     fields: Sequence[str] | None = None,
     num_robots: int = 8,
     duration_s: float = 10.0,
+    moving: bool = False,
 ) -> list[str]:
     """Record the scripted trot of the built-in quadruped (no pushes, no noise, zero command) to ``path``.
+
+    With ``moving=True`` the reference covers walking, not only trotting in place: ``num_robots`` is
+    ignored and 27 robots trot with every combination of 9 strides in [-0.4, 0.4] rad (about -0.6 to 0.6
+    m/s) and 3 hip swings (-0.15, 0, 0.15 rad, turning), one trajectory each.
 
     Returns the recorded style fields (default: :func:`joint_style_fields`).
     """
     from st_rl.envs import make_env
 
+    stride: float | torch.Tensor = 0.0
+    hip: float | torch.Tensor = 0.0
+    if moving:
+        grid = torch.cartesian_prod(torch.linspace(-0.4, 0.4, 9), torch.tensor([-0.15, 0.0, 0.15]))
+        stride, hip = grid[:, 0], grid[:, 1]
+        num_robots = grid.shape[0]
     env = make_env(task, num_envs=num_robots, seed=seed, max_push_vel_xy=0.0, noise_level=0.0)
     fields = list(fields or joint_style_fields(env))
     motion = record_motion(
         env,
-        scripted_trot_policy(env),
+        scripted_trot_policy(env, stride=stride, hip_amp=hip),
         duration_s,
         fields=fields,
         env_ids=range(num_robots),
