@@ -1,13 +1,13 @@
 """PPO on Gymnasium MuJoCo tasks with the ``gym:<id>`` preset, compared with CleanRL's published returns.
 
-Trains ``st_rl.configs.gymnasium_mujoco_preset`` (CleanRL ``ppo_continuous_action`` settings: 1 env x 2048
-steps, 10 epochs x 32 minibatches, lr 3e-4, observation and reward normalisation) for ``--steps`` environment
-steps per seed and reports, like CleanRL, the training episodic return: the mean undiscounted return of the
-last ``--last-episodes`` episodes of each seed (raw rewards, before reward normalisation), then mean and
-standard deviation over seeds.
+Trains ``st_rl.configs.gymnasium_mujoco_preset`` (CleanRL ``ppo_continuous_action`` settings with 8 envs x
+256 steps per iteration instead of 1 x 2048, 10 epochs x 32 minibatches, lr 3e-4 annealed linearly,
+observation and reward normalisation) for ``--steps`` environment steps per seed and reports, like CleanRL,
+the training episodic return: the mean undiscounted return of the last ``--last-episodes`` episodes of each
+seed (raw rewards, before reward normalisation), then mean and standard deviation over seeds.
 
-    python benchmarks/bench_gymnasium.py --tasks HalfCheetah-v5 Ant-v5 --seeds 1 2 3 --steps 1000000
-    python benchmarks/bench_gymnasium.py --tasks HalfCheetah-v5 --seeds 1 --steps 20000   # smoke run
+    python benchmarks/bench_gymnasium.py --tasks HalfCheetah-v5 Ant-v5 --seeds 1 2 3 --steps 1000000 --workers 2
+    python benchmarks/bench_gymnasium.py --tasks HalfCheetah-v5 --seeds 1 --steps 20480   # smoke run
 
 Needs ``pip install "st-rl[gymnasium]"``. The reference column is CleanRL's PPO after 1M steps on the v4 tasks
 (v5 differs slightly: e.g. Ant-v5 excludes contact forces from the observation by default).

@@ -132,9 +132,10 @@ def _preset_quadruped(terrain: str) -> TaskPreset:
 def gymnasium_mujoco_preset(
     env_id: str = "HalfCheetah-v5", total_steps: int = 1_000_000, num_envs: int | None = None
 ) -> TaskPreset:
-    """PPO settings for Gymnasium MuJoCo tasks (CleanRL's ``ppo_continuous_action`` defaults).
+    """PPO settings for Gymnasium MuJoCo tasks (CleanRL's ``ppo_continuous_action`` settings, 8 environments).
 
-    One environment collecting 2048 steps per iteration, 10 epochs of 32 minibatches (64 samples), Adam from
+    8 environments collecting 256 steps each per iteration (CleanRL: 1 x 2048; the same 2048-sample batch and
+    number of updates, about 2x the throughput on CPU), 10 epochs of 32 minibatches (64 samples), Adam from
     3e-4 (annealed, below), gamma 0.99, lambda 0.95, clip 0.2, no entropy bonus, gradient norm 0.5, separate 64x64 tanh
     actor and critic, running observation normalisation (the runner's ``empirical_normalization``) and reward
     normalisation by the discounted-return std with a +-10 clip (done by the Gymnasium adapter, see
@@ -145,11 +146,11 @@ def gymnasium_mujoco_preset(
     Args:
         env_id: Gymnasium id of a task with Box observation and action spaces (``HalfCheetah-v5``, ``Ant-v5``...).
         total_steps: environment steps of a full run (sets ``max_iterations``).
-        num_envs: environments stepped together (default 1); 2048 must divide by it, each collects
+        num_envs: environments stepped together (default 8); 2048 must divide by it, each collects
             ``2048 / num_envs`` steps per iteration, so the batch and the number of updates stay the same.
     """
     steps_per_iter = 2048
-    n = 1 if num_envs is None else int(num_envs)
+    n = 8 if num_envs is None else int(num_envs)
     if n < 1 or steps_per_iter % n:
         raise ValueError(f"num_envs must be a divisor of {steps_per_iter}, got {num_envs}")
     cfg = TrainCfg(

@@ -156,17 +156,21 @@ def test_gymnasium_clear_errors():
 
 
 def test_gymnasium_preset_and_make_env_route():
-    from st_rl.configs import get_preset
+    from st_rl.configs import get_preset, gymnasium_mujoco_preset
     from st_rl.envs import make_env
 
     preset = get_preset("gym:HalfCheetah-v5")
     cfg = preset.train.to_dict()
-    assert preset.task == "gym:HalfCheetah-v5" and preset.num_envs == 1
-    assert cfg["num_steps_per_env"] == 2048 and cfg["max_iterations"] == 489  # ceil(1e6 / 2048)
+    assert preset.task == "gym:HalfCheetah-v5" and preset.num_envs == 8
+    assert cfg["num_steps_per_env"] == 256 and cfg["max_iterations"] == 489  # ceil(1e6 / 2048)
     assert cfg["empirical_normalization"] is True
     alg = cfg["algorithm"]
     assert (alg["learning_rate"], alg["gamma"], alg["lam"], alg["clip_param"]) == (3e-4, 0.99, 0.95, 0.2)
-    assert (alg["num_learning_epochs"], alg["num_mini_batches"], alg["schedule"]) == (10, 32, "fixed")
+    assert (alg["num_learning_epochs"], alg["num_mini_batches"], alg["schedule"]) == (10, 32, "linear")
+    single = gymnasium_mujoco_preset("HalfCheetah-v5", num_envs=1)
+    assert single.num_envs == 1 and single.train.num_steps_per_env == 2048  # CleanRL's layout
+    with pytest.raises(ValueError, match="divisor of 2048"):
+        gymnasium_mujoco_preset("HalfCheetah-v5", num_envs=3)
     assert preset.env_kwargs["normalize_reward"] is True
     env = make_env("gym:Pendulum-v1", num_envs=3, seed=0, normalize_reward=True)
     assert isinstance(env, GymnasiumVecEnv) and env.num_envs == 3 and env.normalize_reward
