@@ -53,9 +53,24 @@ def make_task_env(
 
 
 def train(
-    task: str, cfg: dict, env: Any, minutes: float, log_dir: str, iterations: int | None = None
+    task: str,
+    cfg: dict,
+    env: Any,
+    minutes: float,
+    log_dir: str,
+    iterations: int | None = None,
+    init_from: str | None = None,
 ) -> tuple[Any, list[tuple[int, float]]]:
     runner = build_runner(cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=None)
+    if init_from:
+        state = torch.load(init_from, map_location="cpu", weights_only=True)
+        missing, unexpected = runner.alg.actor_critic.load_state_dict(state["model_state_dict"], strict=False)
+        if unexpected or any(not k.startswith("discriminator.") for k in missing):
+            raise ValueError(f"{init_from} does not fit the APPO policy: {missing=} {unexpected=}")
+        if "obs_norm_state_dict" in state:
+            runner.alg.obs_normalizer.load_state_dict(state["obs_norm_state_dict"])
+        if "critic_obs_norm_state_dict" in state:
+            runner.alg.critic_obs_normalizer.load_state_dict(state["critic_obs_norm_state_dict"])
     curve: list[tuple[int, float]] = []
 
     def capture(locs: dict, width: int = 80, pad: int = 35) -> None:
@@ -100,6 +115,12 @@ def main() -> None:
         help="trot: the scripted trot in place; walk: scripted trots with 9 strides x 3 hip swings (moving)",
     )
     parser.add_argument(
+        "--appo-init",
+        default=None,
+        help="start APPO from this PPO checkpoint's policy, critic and observation normaliser (the "
+        "discriminator starts fresh): style is added to a policy that already tracks",
+    )
+    parser.add_argument(
         "--ppo-checkpoint",
         default=None,
         help="evaluate this PPO checkpoint (same preset and seed) instead of training PPO again",
@@ -128,8 +149,9 @@ def main() -> None:
             runner.load(args.ppo_checkpoint)
             runner.train_minutes = float("nan")
         else:
+            init = args.appo_init if method == "APPO" else None
             runner, curve = train(
-                args.task, cfg, env, args.minutes, os.path.join(args.log_dir, method), args.iterations
+                args.task, cfg, env, args.minutes, os.path.join(args.log_dir, method), args.iterations, init
             )
         runners[method] = runner
         policy = runner.get_inference_policy()
