@@ -112,9 +112,9 @@ class APPOAlgoMixin:
     def _grad_clip_groups(self) -> list[list[nn.Parameter]]:
         """The policy and the discriminator are clipped separately: the discriminator's (gradient-penalty)
         gradients must not shrink the policy's step through a shared norm."""
-        disc = {id(p) for p in self.actor_critic.discriminator.parameters()}
-        policy = [p for p in self.actor_critic.parameters() if id(p) not in disc]
-        return [policy, list(self.actor_critic.discriminator.parameters())]
+        disc = list(self.actor_critic.discriminator.parameters())
+        disc_ids = {id(p) for p in disc}
+        return [[p for p in self.actor_critic.parameters() if id(p) not in disc_ids], disc]
 
     # ------------------------------------------------------------------ set-up
     def init_storage(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
