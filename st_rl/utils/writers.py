@@ -243,8 +243,12 @@ class WandbWriter(TrackingWriter):
         ext = os.path.splitext(path)[1].lower()
         if kind == "file" and ext in _MEDIA_VIDEO + _MEDIA_IMAGE:
             self._flush_remote(run)
-            media = self.wandb.Video(path) if ext in _MEDIA_VIDEO else self.wandb.Image(path)
-            run.log({f"media/{os.path.splitext(name)[0]}": media, "global_step": self._last_step})
+            stem = os.path.splitext(name)[0]
+            if ext in _MEDIA_VIDEO:
+                key, media = f"videos/{stem}", self.wandb.Video(path)
+            else:
+                key, media = f"images/{stem}", self.wandb.Image(path)
+            run.log({key: media, "global_step": self._last_step})
 
     def _finish(self, run: Any) -> None:
         run.finish()
@@ -254,7 +258,7 @@ class NeptuneWriter(TrackingWriter):
     """Neptune writer (``logger="neptune"``; the ``neptune`` 1.x client).
 
     Scalars go to series ``run[tag]``, the config to ``run["config"]``, checkpoints to
-    ``run["model/checkpoints/model_<it>"]`` and other files to ``run["files/<name>"]``.
+    ``run["model/checkpoints/model_<it>"]`` and other files to ``run["files/<stem>/<extension>"]``.
 
     Args:
         log_dir: run directory.
@@ -319,7 +323,11 @@ class NeptuneWriter(TrackingWriter):
         run["config"] = stringify_unsupported(cfg)
 
     def _upload(self, run: Any, path: str, name: str, kind: str) -> None:
-        field = f"model/checkpoints/{name}" if kind == "model" else f"files/{os.path.splitext(name)[0]}"
+        if kind == "model":
+            field = f"model/checkpoints/{name}"
+        else:  # play_2.mp4 -> files/play_2/mp4, so a video and a plot of one name both stay
+            stem, ext = os.path.splitext(name)
+            field = f"files/{stem}/{ext.lstrip('.') or 'file'}"
         run[field].upload(os.path.abspath(path))
 
     def _finish(self, run: Any) -> None:

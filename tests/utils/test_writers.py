@@ -103,33 +103,33 @@ def test_wandb_offline_run_records_scalars_config_and_checkpoints(small_cfg, tmp
     info = json.loads((log_dir / RUN_INFO_FILE).read_text())
     assert info["logger"] == "wandb" and info["wandb_project"] == "st-rl-test" and info["wandb_run_id"]
 
-    # st-rl play --upload: attach a plot to the same (offline) run.
-    plot = tmp_path / "play_2.png"
+    # st-rl play --upload: attach the play plot and video (a real MP4 written the way st-rl play writes it)
+    # to the same (offline) run, in one call as st-rl play does.
+    plot, video = _play_plot_and_video(tmp_path)
+    assert attach_files_to_run(str(log_dir), [str(video), str(plot), None]) == "wandb"
+    history, _, files = _wandb_run_content(str(wandb_offline))
+    assert {"play_2.png", "play_2.mp4"} <= files
+    assert history["images/play_2/_type"] == ["image-file"]  # shown as an image in the W&B run
+    assert history["videos/play_2/_type"] == ["video-file"]  # ... and the video as a video
+
+
+def _play_plot_and_video(tmp_path) -> tuple:
+    """A PNG plot and a 5-frame H.264 MP4, named as st-rl play names them for iteration 2."""
+    import imageio.v2 as imageio
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plot, video = tmp_path / "play_2.png", tmp_path / "play_2.mp4"
     plt.plot([0, 1])
     plt.savefig(plot)
     plt.close("all")
-    assert attach_files_to_run(str(log_dir), [str(plot), None]) == "wandb"
-    history, _, files = _wandb_run_content(str(wandb_offline))
-    assert "play_2.png" in files
-    assert history["media/play_2/_type"] == ["image-file"]  # shown as an image in the W&B run
-
-    # ... and the play video (a real MP4 written the way st-rl play writes it), shown as a video.
-    import imageio.v2 as imageio
-    import numpy as np
-
-    video = tmp_path / "play_2.mp4"
     with imageio.get_writer(str(video), fps=10, codec="libx264", macro_block_size=1) as w:
         for k in range(5):
             w.append_data(np.full((32, 32, 3), 40 * k, dtype=np.uint8))
-    assert attach_files_to_run(str(log_dir), [None, str(video)]) == "wandb"
-    history, _, files = _wandb_run_content(str(wandb_offline))
-    assert "play_2.mp4" in files
-    assert history["media/play_2/_type"][-1] == "video-file"
+    return plot, video
 
 
 def test_neptune_debug_run_records_scalars_config_and_checkpoints(small_cfg, tmp_path, monkeypatch):
@@ -145,6 +145,10 @@ def test_neptune_debug_run_records_scalars_config_and_checkpoints(small_cfg, tmp
     assert run["config/algorithm/learning_rate"].fetch() == pytest.approx(1e-3)
     structure = run.get_structure()
     assert {"model_1", "model_2"} <= set(structure["model"]["checkpoints"])
+    plot, video = _play_plot_and_video(tmp_path)
+    runner.writer.save_file(str(plot))  # type: ignore[attr-defined]
+    runner.writer.save_file(str(video))  # type: ignore[attr-defined]
+    assert set(run.get_structure()["files"]["play_2"]) == {"png", "mp4"}  # one name, both files kept
     runner.writer.close()
     assert _tb_files(log_dir)
 
