@@ -60,7 +60,7 @@ def train(
     log_dir: str,
     iterations: int | None = None,
     init_from: str | None = None,
-) -> tuple[Any, list[tuple[int, float]]]:
+) -> tuple[Any, list[tuple[int, float, float]]]:
     runner = build_runner(cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=None)
     if init_from:
         state = torch.load(init_from, map_location="cpu", weights_only=True)
@@ -71,12 +71,13 @@ def train(
             runner.alg.obs_normalizer.load_state_dict(state["obs_norm_state_dict"])
         if "critic_obs_norm_state_dict" in state:
             runner.alg.critic_obs_normalizer.load_state_dict(state["critic_obs_norm_state_dict"])
-    curve: list[tuple[int, float]] = []
+    curve: list[tuple[int, float, float]] = []
 
     def capture(locs: dict, width: int = 80, pad: int = 35) -> None:
         ep = aggregate_episode_infos(locs["ep_infos"])
         if "Episode_Reward/style_reward" in ep:
-            curve.append((locs["it"], ep["Episode_Reward/style_reward"]))
+            track = float(ep.get("Metrics/tracking_error", float("nan")))
+            curve.append((locs["it"], ep["Episode_Reward/style_reward"], track))
 
     runner.log = capture
     spent, first = 0.0, True
@@ -105,6 +106,14 @@ def main() -> None:
     )
     parser.add_argument("--num-envs", type=int, default=None)
     parser.add_argument("--style-reward-coef", type=float, default=0.03)
+    parser.add_argument(
+        "--style-ramp",
+        type=int,
+        nargs=2,
+        default=None,
+        metavar=("START", "END"),
+        help="APPO: no style reward before iteration START, full weight from END",
+    )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--log-dir", default="logs/bench_amp")
     parser.add_argument("--methods", nargs="+", default=["APPO", "PPO"])
@@ -142,7 +151,11 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {}
     runners: dict[str, Any] = {}
     for method in args.methods:
-        cfg = amp_train_config(base, args.style_reward_coef) if method == "APPO" else copy.deepcopy(base)
+        cfg = (
+            amp_train_config(base, args.style_reward_coef, style_reward_ramp=args.style_ramp)
+            if method == "APPO"
+            else copy.deepcopy(base)
+        )
         env = make_task_env(args.task, num_envs, args.seed, fields, loader, preset.env_kwargs)
         if method == "PPO" and args.ppo_checkpoint:
             runner, curve = build_runner("OnPolicyRunner", env, cfg, log_dir=None), []
@@ -175,9 +188,12 @@ def main() -> None:
     if "APPO" in runners:
         alg = runners["APPO"].alg
         curve = results["APPO"]["curve"]
-        print("\nAPPO logged mean style reward per step (first 10 iterations, then every 10%):")
+        print(
+            "\nAPPO logged mean style reward per step / training tracking error m/s "
+            "(first 10 iterations, then every 10%):"
+        )
         picks = curve[:10] + curve[10 :: max(1, len(curve) // 10)] + curve[-1:]
-        print(", ".join(f"it {it}: {v:.4f}" for it, v in picks))
+        print(", ".join(f"it {it}: {v:.4f} / {t:.3f}" for it, v, t in picks))
         for r in results.values():
             x = (r["windows"] - alg.amp_normalizer._mean) / (alg.amp_normalizer._std + alg.amp_normalizer.eps)
             style, _, _ = alg.actor_critic.discriminator.predict_style_reward(x, torch.zeros(x.shape[0]))

@@ -45,6 +45,14 @@ def _build_parser() -> argparse.ArgumentParser:
         default=0.03,
         help="AMP style reward weight per step (default 0.03)",
     )
+    train.add_argument(
+        "--style-ramp",
+        type=int,
+        nargs=2,
+        default=None,
+        metavar=("START", "END"),
+        help="AMP: no style reward before iteration START, full weight from END (learn the task first)",
+    )
     sub.add_parser("tasks", help="list the built-in tasks")
     from st_rl.tune import add_arguments as add_tune_arguments
 
@@ -200,7 +208,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         dt = make_env(args.task, num_envs=1, seed=0).dt
         loader = MotionLoader(args.motion, amp_obs_frame_num=2, time_between_frames=dt, device=device)
         env_kwargs.update(amp_obs_frame_num=2, style_fields=loader.style_fields)
-        cfg = amp_train_config(cfg, args.style_reward_coef)
+        cfg = amp_train_config(cfg, args.style_reward_coef, style_reward_ramp=args.style_ramp)
         if info.is_main:
             print(
                 f"[st-rl] AMP towards {args.motion}: {len(loader.style_fields)} style fields, 2-frame windows"

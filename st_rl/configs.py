@@ -217,8 +217,12 @@ def amp_train_config(
     style_reward_coef: float = 0.03,
     discriminator_hidden_dims: tuple[int, ...] = (256, 128),
     recurrent: bool = False,
+    style_reward_ramp: tuple[int, int] | list[int] | None = None,
 ) -> dict[str, Any]:
     """Turn a flat PPO training config into its AMP form (``AmpPolicyRunner``, ``APPO``, an AMP policy).
+
+    ``style_reward_ramp=(start, end)`` keeps the style reward off until iteration ``start`` and ramps it to
+    full weight at ``end`` (see :class:`st_rl.algorithms.APPO`).
 
     The discriminator's ``input_dim`` is left ``None`` (filled from the environment's ``ref_obs`` windows).
     ``style_reward_coef`` is in task-reward units per step: the built-in quadruped's task rewards are scaled by
@@ -238,4 +242,6 @@ def amp_train_config(
         },
     }
     cfg["algorithm"] = {**cfg["algorithm"], "class_name": "APPO", "discriminator_loss_coef": 1.0}
+    if style_reward_ramp is not None:
+        cfg["algorithm"]["style_reward_ramp"] = list(style_reward_ramp)
     return cfg

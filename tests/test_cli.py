@@ -91,13 +91,14 @@ def test_record_motion_then_train_with_amp_then_play(tmp_path, capsys):
     log_dir = tmp_path / "amp"
     rc = main(
         ["train", "--task", "quadruped_flat", "--num-envs", "16", "--iterations", "2", "--device", "cpu",
-         "--log-dir", str(log_dir), "--motion", str(motion)]
+         "--log-dir", str(log_dir), "--motion", str(motion), "--style-ramp", "1", "3"]
     )  # fmt: skip
     assert rc == 0
     cfg = json.loads((log_dir / "config.json").read_text())
     assert (
         cfg["runner"]["runner_class_name"] == "AmpPolicyRunner" and cfg["algorithm"]["class_name"] == "APPO"
     )
+    assert cfg["algorithm"]["style_reward_ramp"] == [1, 3]
     assert cfg["policy"]["amp_discriminator"]["input_dim"] == 48  # 2 frames x 24 joint fields, from the env
     assert "AMP towards" in capsys.readouterr().out
     rc = main(

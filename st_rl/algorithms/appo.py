@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -60,9 +61,16 @@ class APPOAlgoMixin:
         mimic_loss_coef: weight of ``mimic_loss`` (0: not computed).
         amp_obs_dim: window width; inferred from the discriminator's ``input_dim`` when None.
         amp_replay_buffer_size: capacity of the replay of past policy windows (0: none).
+        style_reward_ramp: ``(start, end)`` learning iterations: the style reward the policy receives is
+            off before ``start`` and rises linearly to its full weight at ``end`` (the discriminator trains
+            throughout). None (default): full weight from the start. Useful when the style reward, easy to
+            collect early, would otherwise win over a slowly learned task reward. The logged
+            ``Episode_Reward/style_reward`` is the discriminator's reward before this weight;
+            ``Train/style_reward_weight`` is the weight.
     """
 
     actor_critic: Any
+    current_learning_iteration: int
     device: torch.device
     transition: Any
     storage: Any
@@ -75,6 +83,7 @@ class APPOAlgoMixin:
         mimic_loss_coef: float = 0.0,
         amp_obs_dim: int | None = None,
         amp_replay_buffer_size: int = 100_000,
+        style_reward_ramp: Sequence[int] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(actor_critic, *args, **kwargs)  # type: ignore[call-arg]
@@ -108,6 +117,17 @@ class APPOAlgoMixin:
             if amp_replay_buffer_size > 0
             else None
         )
+        self.style_reward_ramp = _check_ramp(style_reward_ramp)
+
+    def style_reward_weight(self, iteration: int | None = None) -> float:
+        """The ``style_reward_ramp`` weight at ``iteration`` (default: the current learning iteration)."""
+        if self.style_reward_ramp is None:
+            return 1.0
+        it = self.current_learning_iteration if iteration is None else iteration
+        start, end = self.style_reward_ramp
+        if it < start:
+            return 0.0
+        return 1.0 if it >= end else (it - start) / (end - start)
 
     def _grad_clip_groups(self) -> list[list[nn.Parameter]]:
         """The policy and the discriminator are clipped separately: the discriminator's (gradient-penalty)
@@ -192,9 +212,11 @@ class APPOAlgoMixin:
             self.amp_normalizer.update(torch.cat([ref_obs, ref_motion]))
         self.transition.ref_obs = ref_obs
         self.transition.ref_motion = ref_motion
-        style, task, combined = self.actor_critic.discriminator.predict_style_reward(
-            self._normalize(ref_obs), rewards
-        )
+        disc = self.actor_critic.discriminator
+        style, task, combined = disc.predict_style_reward(self._normalize(ref_obs), rewards)
+        weight = self.style_reward_weight()
+        if weight != 1.0:
+            combined = disc.combine(weight * style, task)
         key = "episode" if isinstance(infos.get("episode"), dict) else "log"
         log = dict(infos.get(key) or {})
         log["Episode_Reward/style_reward"] = style.mean()
@@ -204,6 +226,8 @@ class APPOAlgoMixin:
 
     def update(self, current_learning_iteration: int = 0) -> tuple[dict[str, float], dict[str, float]]:
         result = super().update(current_learning_iteration)  # type: ignore[misc]
+        if self.style_reward_ramp is not None:
+            result[1]["style_reward_weight"] = self.style_reward_weight(current_learning_iteration)
         if self.amp_replay is not None:
             # This rollout's policy windows become "past policy" samples for the next updates.
             self.amp_replay.insert(self.storage.ref_obs.reshape(-1, self.amp_obs_dim))
@@ -269,3 +293,20 @@ class APPO(APPOAlgoMixin, PPO):
 class ATPPO(APPOAlgoMixin, TPPO):
     """Teacher-student PPO (:class:`TPPO`) with Adversarial Motion Priors; the teacher's action labels and the
     buffer dilation are kept."""
+
+
+def _check_ramp(ramp: Sequence[int] | None) -> tuple[int, int] | None:
+    if ramp is None:
+        return None
+    values = list(ramp) if isinstance(ramp, (list, tuple)) else None
+    if (
+        values is None
+        or len(values) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+        or not 0 <= values[0] <= values[1]
+    ):
+        raise ValueError(
+            f"style_reward_ramp must be two learning iterations [start, end] with 0 <= start <= end "
+            f"(the style reward is off before start and full from end), got {ramp!r}"
+        )
+    return values[0], values[1]

@@ -176,6 +176,32 @@ def test_rewards_are_combined_and_logged():
     torch.testing.assert_close(alg.storage.action_labels[0], alg.storage.actions[0])
 
 
+def test_style_reward_ramp_weights_by_hand():
+    alg = make_appo(style_reward_ramp=[2, 6])
+    assert [alg.style_reward_weight(it) for it in (0, 2, 3, 4, 6, 9)] == [0.0, 0.0, 0.25, 0.5, 1.0, 1.0]
+    step = make_appo(style_reward_ramp=(3, 3))
+    assert [step.style_reward_weight(it) for it in (2, 3)] == [0.0, 1.0]
+    assert make_appo().style_reward_weight(0) == 1.0
+    for bad in ([3, 2], [-1, 2], [1], "0,5", [0.5, 2]):
+        with pytest.raises(ValueError, match="style_reward_ramp"):
+            make_appo(style_reward_ramp=bad)
+
+
+@pytest.mark.parametrize(("iteration", "weight"), [(1, 0.0), (4, 0.5), (8, 1.0)])
+def test_style_reward_ramp_scales_the_trained_reward_not_the_logged_style(iteration, weight):
+    alg = make_appo(style_reward_ramp=[2, 6])
+    alg.current_learning_iteration = iteration  # the runner sets it before each rollout
+    infos = amp_infos(torch.zeros(4, 2), torch.zeros(4, 2))
+    with torch.inference_mode():
+        alg.act(torch.randn(4, NUM_OBS), torch.randn(4, NUM_OBS))
+        alg.process_env_step(torch.ones(4), torch.zeros(4, dtype=torch.bool), infos)
+    style = float(infos["log"]["Episode_Reward/style_reward"])
+    assert style > 0.1  # the discriminator's reward, logged before the ramp weight
+    torch.testing.assert_close(alg.storage.rewards[0, :, 0], torch.full((4,), 1.0 + weight * style))
+    _, stats = alg.update(iteration)
+    assert stats["style_reward_weight"] == weight
+
+
 def test_discriminator_losses_by_hand_and_weighted():
     alg = make_appo(discriminator_loss_coef=0.5, amp_replay_buffer_size=0)
     assert alg.discriminator_expert_loss_coef == alg.discriminator_policy_loss_coef == 0.5
