@@ -33,6 +33,8 @@ from st_rl.envs import make_env
 from st_rl.envs.motion_recorder import collect_style_windows, record_scripted_trot
 from st_rl.play import evaluate_policy
 from st_rl.runners import build_runner
+from st_rl.utils.checkpoint import load_checkpoint
+from st_rl.utils.ckpt_manipulator import add_amp_discriminator
 from st_rl.utils.logger import aggregate_episode_infos
 
 
@@ -62,15 +64,9 @@ def train(
     init_from: str | None = None,
 ) -> tuple[Any, list[tuple[int, float, float]]]:
     runner = build_runner(cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=None)
-    if init_from:
-        state = torch.load(init_from, map_location="cpu", weights_only=True)
-        missing, unexpected = runner.alg.actor_critic.load_state_dict(state["model_state_dict"], strict=False)
-        if unexpected or any(not k.startswith("discriminator.") for k in missing):
-            raise ValueError(f"{init_from} does not fit the APPO policy: {missing=} {unexpected=}")
-        if "obs_norm_state_dict" in state:
-            runner.alg.obs_normalizer.load_state_dict(state["obs_norm_state_dict"])
-        if "critic_obs_norm_state_dict" in state:
-            runner.alg.critic_obs_normalizer.load_state_dict(state["critic_obs_norm_state_dict"])
+    if init_from:  # APPO from a PPO checkpoint, counting its iterations from 0
+        state = add_amp_discriminator(load_checkpoint(init_from, "cpu"), runner.alg.state_dict())
+        runner.alg.load_state_dict(state, load_optimizer=False)
     curve: list[tuple[int, float, float]] = []
 
     def capture(locs: dict, width: int = 80, pad: int = 35) -> None:
@@ -130,6 +126,11 @@ def main() -> None:
         "discriminator starts fresh): style is added to a policy that already tracks",
     )
     parser.add_argument(
+        "--appo-checkpoint",
+        default=None,
+        help="evaluate this APPO checkpoint (same preset, reference and style coef) instead of training APPO",
+    )
+    parser.add_argument(
         "--ppo-checkpoint",
         default=None,
         help="evaluate this PPO checkpoint (same preset and seed) instead of training PPO again",
@@ -157,9 +158,13 @@ def main() -> None:
             else copy.deepcopy(base)
         )
         env = make_task_env(args.task, num_envs, args.seed, fields, loader, preset.env_kwargs)
-        if method == "PPO" and args.ppo_checkpoint:
-            runner, curve = build_runner("OnPolicyRunner", env, cfg, log_dir=None), []
-            runner.load(args.ppo_checkpoint)
+        checkpoint = {"PPO": args.ppo_checkpoint, "APPO": args.appo_checkpoint}.get(method)
+        if checkpoint:
+            runner, curve = (
+                build_runner(cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=None),
+                [],
+            )
+            runner.load(checkpoint)
             runner.train_minutes = float("nan")
         else:
             init = args.appo_init if method == "APPO" else None
@@ -170,6 +175,13 @@ def main() -> None:
         policy = runner.get_inference_policy()
         eval_env = make_task_env(args.task, 128, 1000, fields, loader, preset.env_kwargs)
         metrics = evaluate_policy(eval_env, policy, 20.0, warmup_s=1.0)
+        ac, norm = runner.alg.actor_critic, runner.alg.obs_normalizer
+        sampled = evaluate_policy(  # the training-time policy: actions drawn with its learned noise
+            make_task_env(args.task, 128, 1000, fields, loader, preset.env_kwargs),
+            lambda obs, ac=ac, norm=norm: ac.act(norm(obs)),
+            20.0,
+            warmup_s=1.0,
+        )
         windows = collect_style_windows(
             make_task_env(args.task, 128, 2000, fields, loader, preset.env_kwargs), policy, 10.0
         )
@@ -178,6 +190,7 @@ def main() -> None:
             "minutes": runner.train_minutes,
             "velrmsd": metrics["velrmsd"],
             "survival": metrics["survival"],
+            "velrmsd_sampled": sampled["velrmsd"],
             "gait_distance": gait_distance(windows, reference),
             "windows": windows,
             "curve": curve,
@@ -188,12 +201,13 @@ def main() -> None:
     if "APPO" in runners:
         alg = runners["APPO"].alg
         curve = results["APPO"]["curve"]
-        print(
-            "\nAPPO logged mean style reward per step / training tracking error m/s "
-            "(first 10 iterations, then every 10%):"
-        )
-        picks = curve[:10] + curve[10 :: max(1, len(curve) // 10)] + curve[-1:]
-        print(", ".join(f"it {it}: {v:.4f} / {t:.3f}" for it, v, t in picks))
+        if curve:
+            print(
+                "\nAPPO logged mean style reward per step / training tracking error m/s "
+                "(first 10 iterations, then every 10%):"
+            )
+            picks = curve[:10] + curve[10 :: max(1, len(curve) // 10)] + curve[-1:]
+            print(", ".join(f"it {it}: {v:.4f} / {t:.3f}" for it, v, t in picks))
         for r in results.values():
             x = (r["windows"] - alg.amp_normalizer._mean) / (alg.amp_normalizer._std + alg.amp_normalizer.eps)
             style, _, _ = alg.actor_critic.discriminator.predict_style_reward(x, torch.zeros(x.shape[0]))
@@ -206,12 +220,13 @@ def main() -> None:
 
     print()
     print(
-        "| method | train min | iterations | velrmsd m/s | survival | gait distance to trot | style score (trained D, 0..1) |"
+        "| method | train min | iterations | velrmsd m/s | survival | velrmsd, sampled actions | "
+        "gait distance to reference | style score (trained D, 0..1) |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for method, r in results.items():
         style = f"{r['style']:.3f}" if "style" in r else "-"
-        print(f"| {method} | {r['minutes']:.1f} | {r['iterations']} | {r['velrmsd']:.3f} | {r['survival']:.3f} | "
+        print(f"| {method} | {r['minutes']:.1f} | {r['iterations']} | {r['velrmsd']:.3f} | {r['survival']:.3f} | {r['velrmsd_sampled']:.3f} | "
               f"{r['gait_distance']:.3f} | {style} |")  # fmt: skip
 
 

@@ -31,7 +31,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--seed", type=int, default=None, help="random seed (preset default 42)")
     train.add_argument("--log-dir", default=None, help="run directory (default: logs/<task>/<date_time>)")
-    train.add_argument("--resume", default=None, help="checkpoint file or run directory to continue from")
+    train.add_argument(
+        "--resume",
+        default=None,
+        help="checkpoint file or run directory to continue from (with --motion, a PPO checkpoint gets AMP added)",
+    )
     train.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: all cores)")
     train.add_argument("--log-interval", type=int, default=None, help="print/log every N iterations")
     train.add_argument(
@@ -213,17 +217,27 @@ def cmd_train(args: argparse.Namespace) -> int:
             print(
                 f"[st-rl] AMP towards {args.motion}: {len(loader.style_fields)} style fields, 2-frame windows"
             )
+    resume_path = get_checkpoint_path(args.resume) if args.resume else None
+    if resume_path is not None and loader is not None and not _has_discriminator(resume_path):
+        # AMP on top of a policy trained without it (docs/amp.md): policy, critic and normalisers from the
+        # checkpoint, a fresh discriminator and optimizer.
+        cfg["ckpt_manipulator"] = "add_amp_discriminator"
     env = make_env(args.task, num_envs=num_envs, device=device, seed=cfg["seed"] + info.rank, **env_kwargs)
     if loader is not None:
         env.set_ref_motion_source(loader)
     runner = build_runner(
         cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=log_dir, device=device
     )
-    if args.resume:
-        path = get_checkpoint_path(args.resume)
+    if resume_path is not None:
         if info.is_main:
-            print(f"[st-rl] resuming from {path}")
-        runner.load(path)
+            if cfg.get("ckpt_manipulator") == "add_amp_discriminator":
+                print(
+                    f"[st-rl] adding AMP to the policy in {resume_path}: its policy, critic and normalisers, "
+                    "a fresh discriminator and optimizer"
+                )
+            else:
+                print(f"[st-rl] resuming from {resume_path}")
+        runner.load(resume_path)
     ranks = f" x {info.world_size} ranks" if info.enabled else ""
     if info.is_main:
         print(
@@ -249,6 +263,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     }
     print("[st-rl] done: " + json.dumps(summary))
     return 0
+
+
+def _has_discriminator(path: str) -> bool:
+    from st_rl.utils.checkpoint import load_checkpoint
+
+    return any(
+        k.startswith("discriminator.") for k in load_checkpoint(path, map_location="cpu")["model_state_dict"]
+    )
 
 
 def cmd_play(args: argparse.Namespace) -> int:

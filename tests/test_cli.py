@@ -117,6 +117,30 @@ def test_record_motion_then_train_with_amp_then_play(tmp_path, capsys):
     assert rc == 0
 
 
+def test_train_with_motion_from_a_ppo_run_adds_amp_then_resumes_it(tmp_path, capsys):
+    from st_rl.utils.checkpoint import load_checkpoint
+
+    motion, ppo_dir, amp_dir = tmp_path / "trot.motion", tmp_path / "ppo", tmp_path / "amp"
+    assert main(["record-motion", "--scripted-trot", "--duration", "1", "--num-trajectories", "2",
+                 "--out", str(motion)]) == 0  # fmt: skip
+    common = ["train", "--task", "quadruped_flat", "--num-envs", "16", "--device", "cpu"]
+    assert main([*common, "--iterations", "2", "--log-dir", str(ppo_dir)]) == 0
+    capsys.readouterr()
+    rc = main([*common, "--iterations", "1", "--log-dir", str(amp_dir), "--motion", str(motion),
+               "--resume", str(ppo_dir)])  # fmt: skip
+    assert rc == 0
+    assert "adding AMP to the policy in" in capsys.readouterr().out
+    ppo, amp = load_checkpoint(str(ppo_dir / "model_2.pt")), load_checkpoint(str(amp_dir / "model_3.pt"))
+    assert amp["iter"] == 3 and any(k.startswith("discriminator.") for k in amp["model_state_dict"])
+    assert set(ppo["model_state_dict"]) < set(amp["model_state_dict"])
+    assert (amp_dir / "model_2_manipulated.pt").exists()  # what was loaded, for reproducibility
+    # An AMP run resumes as usual (its discriminator and optimizer included).
+    assert main([*common, "--iterations", "1", "--log-dir", str(amp_dir), "--motion", str(motion),
+                 "--resume", str(amp_dir)]) == 0  # fmt: skip
+    assert "resuming from" in capsys.readouterr().out
+    assert load_checkpoint(str(amp_dir / "model_4.pt"))["iter"] == 4
+
+
 def test_record_motion_scripted_walk_spreads_strides(tmp_path):
     motion = tmp_path / "walk.motion"
     rc = main(

@@ -51,7 +51,50 @@ def replace_encoder0(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> di
     return {"model_state_dict": model, "iter": src.get("iter", 0), "infos": src.get("infos")}
 
 
-MANIPULATORS: dict[str, Manipulator] = {"replace_encoder0": replace_encoder0}
+def add_amp_discriminator(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> dict[str, Any]:
+    """Start AMP (APPO / ATPPO) from a checkpoint without a discriminator, e.g. a trained PPO policy.
+
+    The policy, critic, observation normalisers and iteration come from ``src``; the discriminator and the
+    AMP normaliser keep their fresh state; the optimizer starts fresh (its parameter set changed). This is
+    the "learn the task first, then add the style" recipe of docs/amp.md (``st-rl train --motion M --resume
+    <PPO run>`` applies it by itself).
+
+    Raises:
+        ValueError: ``src`` already has a discriminator (resume it as it is), or the current model has none.
+        KeyError: the policy or critic of ``src`` does not have the current model's parameters.
+    """
+    current: dict[str, torch.Tensor] = algo_state_dict["model_state_dict"]
+    source: dict[str, torch.Tensor] = src["model_state_dict"]
+    if not any(k.startswith("discriminator.") for k in current):
+        raise ValueError(
+            "add_amp_discriminator: the current policy has no AMP discriminator (use APPO/ATPPO)"
+        )
+    if any(k.startswith("discriminator.") for k in source):
+        raise ValueError(
+            "add_amp_discriminator: the checkpoint already has a discriminator; resume it without a manipulator"
+        )
+    model = {k: (v if k.startswith("discriminator.") else source.get(k)) for k, v in current.items()}
+    missing = [k for k, v in model.items() if v is None]
+    unexpected = [k for k in source if k not in current]
+    if missing or unexpected:
+        raise KeyError(
+            f"add_amp_discriminator: the checkpoint's policy does not match this one (missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}); use the same policy class family and hidden dims as the run that "
+            "saved it"
+        )
+    out: dict[str, Any] = {"model_state_dict": model, "iter": src.get("iter", 0), "infos": src.get("infos")}
+    for key in ("obs_norm_state_dict", "critic_obs_norm_state_dict"):
+        if key in src:
+            out[key] = src[key]
+    if "amp_norm_state_dict" in algo_state_dict:
+        out["amp_norm_state_dict"] = algo_state_dict["amp_norm_state_dict"]
+    return out
+
+
+MANIPULATORS: dict[str, Manipulator] = {
+    "replace_encoder0": replace_encoder0,
+    "add_amp_discriminator": add_amp_discriminator,
+}
 
 
 def get_manipulator(name: str | Manipulator) -> Manipulator:

@@ -90,3 +90,69 @@ def test_runner_applies_manipulator_on_load(tmp_path, small_cfg):
         assert torch.equal(now[key], expected), key
     assert (tmp_path / "b" / "model_1_manipulated.pt").exists()
     assert second.current_learning_iteration == 1
+
+
+def _ppo_and_appo(hidden=(8,)):
+    from st_rl.algorithms import APPO, PPO
+    from st_rl.modules import ActorCritic, AmpActorCritic
+
+    torch.manual_seed(0)
+    ppo = PPO(
+        ActorCritic(5, 5, 2, actor_hidden_dims=list(hidden), critic_hidden_dims=[8]),
+        empirical_normalization=True,
+    )
+    ppo.init_obs_norm(5, 5)
+    ppo.obs_normalizer.update(torch.randn(64, 5) * 3 + 2)
+    ppo.critic_obs_normalizer.update(torch.randn(64, 5) - 1)
+    torch.manual_seed(1)
+    amp = AmpActorCritic(
+        5,
+        5,
+        2,
+        actor_hidden_dims=[8],
+        critic_hidden_dims=[8],
+        amp_discriminator={"input_dim": 4, "hidden_dims": [6]},
+    )
+    appo = APPO(amp, empirical_normalization=True)
+    appo.init_obs_norm(5, 5)
+    return ppo, appo
+
+
+def test_add_amp_discriminator_takes_the_policy_and_keeps_a_fresh_discriminator():
+    from st_rl.utils.ckpt_manipulator import add_amp_discriminator
+
+    ppo, appo = _ppo_and_appo()
+    src = {**ppo.state_dict(), "iter": 600, "infos": None}
+    fresh = copy.deepcopy(appo.state_dict())
+    out = add_amp_discriminator(src, appo.state_dict())
+    assert "optimizer_state_dict" not in out and out["iter"] == 600
+    appo.load_state_dict(out, load_optimizer=False)
+    for key, value in appo.actor_critic.state_dict().items():
+        expected = (
+            fresh["model_state_dict"][key]
+            if key.startswith("discriminator.")
+            else src["model_state_dict"][key]
+        )
+        assert torch.equal(value, expected), key
+    assert any(k.startswith("discriminator.") for k in out["model_state_dict"])
+    torch.testing.assert_close(appo.obs_normalizer.mean, ppo.obs_normalizer.mean)
+    torch.testing.assert_close(appo.critic_obs_normalizer.mean, ppo.critic_obs_normalizer.mean)
+    assert int(appo.amp_normalizer.count) == 0  # the AMP statistics start fresh
+    assert get_manipulator("add_amp_discriminator") is add_amp_discriminator
+
+
+def test_add_amp_discriminator_rejects_mismatches():
+    from st_rl.utils.ckpt_manipulator import add_amp_discriminator
+
+    ppo, appo = _ppo_and_appo(hidden=(16,))
+    with pytest.raises(
+        RuntimeError, match="size mismatch"
+    ):  # same keys, other shapes: load_state_dict says so
+        appo.load_state_dict(add_amp_discriminator(ppo.state_dict(), appo.state_dict()), load_optimizer=False)
+    ppo, appo = _ppo_and_appo(hidden=(8, 8))
+    with pytest.raises(KeyError, match="does not match"):
+        add_amp_discriminator(ppo.state_dict(), appo.state_dict())
+    with pytest.raises(ValueError, match="already has a discriminator"):
+        add_amp_discriminator(appo.state_dict(), appo.state_dict())
+    with pytest.raises(ValueError, match="no AMP discriminator"):
+        add_amp_discriminator(ppo.state_dict(), ppo.state_dict())
