@@ -218,7 +218,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                 f"[st-rl] AMP towards {args.motion}: {len(loader.style_fields)} style fields, 2-frame windows"
             )
     resume_path = get_checkpoint_path(args.resume) if args.resume else None
-    if resume_path is not None and loader is not None and not _has_discriminator(resume_path):
+    add_amp = resume_path is not None and loader is not None and not _has_discriminator(resume_path)
+    if add_amp:
         # AMP on top of a policy trained without it (docs/amp.md): policy, critic and normalisers from the
         # checkpoint, a fresh discriminator and optimizer.
         cfg["ckpt_manipulator"] = "add_amp_discriminator"
@@ -230,7 +231,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     if resume_path is not None:
         if info.is_main:
-            if cfg.get("ckpt_manipulator") == "add_amp_discriminator":
+            if add_amp:
                 print(
                     f"[st-rl] adding AMP to the policy in {resume_path}: its policy, critic and normalisers, "
                     "a fresh discriminator and optimizer"
