@@ -175,10 +175,10 @@ def main() -> None:
         policy = runner.get_inference_policy()
         eval_env = make_task_env(args.task, 128, 1000, fields, loader, preset.env_kwargs)
         metrics = evaluate_policy(eval_env, policy, 20.0, warmup_s=1.0)
-        ac, norm = runner.alg.actor_critic, runner.alg.obs_normalizer
+        ac = runner.alg.actor_critic
         sampled = evaluate_policy(  # the training-time policy: actions drawn with its learned noise
             make_task_env(args.task, 128, 1000, fields, loader, preset.env_kwargs),
-            lambda obs, ac=ac, norm=norm: ac.act(norm(obs)),
+            lambda obs, ac=ac: ac.act(obs),
             20.0,
             warmup_s=1.0,
         )
@@ -209,10 +209,10 @@ def main() -> None:
             picks = curve[:10] + curve[10 :: max(1, len(curve) // 10)] + curve[-1:]
             print(", ".join(f"it {it}: {v:.4f} / {t:.3f}" for it, v, t in picks))
         for r in results.values():
-            x = (r["windows"] - alg.amp_normalizer._mean) / (alg.amp_normalizer._std + alg.amp_normalizer.eps)
+            x = alg.amp_normalizer.normalize(r["windows"])
             style, _, _ = alg.actor_critic.discriminator.predict_style_reward(x, torch.zeros(x.shape[0]))
             r["style"] = float(style.mean()) / args.style_reward_coef
-        ref_x = (reference - alg.amp_normalizer._mean) / (alg.amp_normalizer._std + alg.amp_normalizer.eps)
+        ref_x = alg.amp_normalizer.normalize(reference)
         ref_style, _, _ = alg.actor_critic.discriminator.predict_style_reward(
             ref_x, torch.zeros(ref_x.shape[0])
         )

@@ -46,7 +46,6 @@ def bench(task: str, num_envs: int, steps: int, hidden: list[int], iterations: i
 
     collect, update = 0.0, 0.0
     obs, critic, _ = runner.env_adapter.get_observations()
-    obs, critic = runner._normalize(obs, critic)
     runner.train_mode()
     for _ in range(iterations):
         sync()

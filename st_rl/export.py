@@ -38,9 +38,6 @@ __all__ = ["ExportError", "ExportResult", "FORMATS", "export_policy"]
 FORMATS = ("onnx", "torchscript")
 FILE_NAMES = {"onnx": "{name}.onnx", "torchscript": "{name}.pt"}
 DEFAULT_OPSET = 17
-# Memories on the actor's path, in the order they run: (attribute, input/output name prefix, role).
-ACTOR_MEMORIES = (("memory_p", "adaptor_", "adaptor"), ("memory_s", "estimator_", "estimator"),
-                  ("memory_a", "", "actor"))  # fmt: skip
 
 
 class ExportError(ValueError):
@@ -65,36 +62,32 @@ class ExportResult:
 
 
 class _ActorExport(nn.Module):
-    """Normaliser + actor of a policy with the memories' hidden states as explicit inputs and outputs."""
+    """The policy's deterministic actor (normaliser inside) with its memories' hidden states as explicit inputs
+    and outputs."""
 
-    def __init__(
-        self, actor_critic: nn.Module, normalizer: nn.Module, memories: list[tuple[str, str]]
-    ) -> None:
+    def __init__(self, actor_critic: nn.Module, memories: list[Any]) -> None:
         super().__init__()
         self.actor_critic: Any = actor_critic
-        self.normalizer = normalizer
-        self.memory_attrs = [attr for attr, _ in memories]
-        self.memory_kinds = [kind for _, kind in memories]
+        self.memories = memories  # plain list: the modules stay registered in actor_critic only
 
     def forward(self, obs: torch.Tensor, *states: torch.Tensor) -> Any:
         from st_rl.modules.memory import LstmHiddenState
 
         i = 0
-        for attr, kind in zip(self.memory_attrs, self.memory_kinds):
-            memory = getattr(self.actor_critic, attr)
-            if kind == "lstm":
+        for memory in self.memories:
+            if memory.memory_type == "lstm":
                 memory.hidden_states = LstmHiddenState(states[i], states[i + 1])
                 i += 2
             else:
                 memory.hidden_states = states[i]
                 i += 1
-        actions = self.actor_critic.act_inference(self.normalizer(obs))
-        if not self.memory_attrs:
+        actions = self.actor_critic.act_inference(obs)
+        if not self.memories:
             return actions
         outputs = [actions]
-        for attr, kind in zip(self.memory_attrs, self.memory_kinds):
-            hidden = getattr(self.actor_critic, attr).hidden_states
-            outputs += [hidden.hidden, hidden.cell] if kind == "lstm" else [hidden]
+        for memory in self.memories:
+            hidden = memory.hidden_states
+            outputs += [hidden.hidden, hidden.cell] if memory.memory_type == "lstm" else [hidden]
         return tuple(outputs)
 
 
@@ -116,23 +109,13 @@ def _detached_copy(module: nn.Module) -> nn.Module:
             object.__setattr__(sub, key, value)
 
 
-def _actor_memories(actor_critic: nn.Module) -> list[tuple[str, str, str, Any]]:
-    """``(attribute, name prefix, role, Memory)`` of the memories on the actor path, in running order."""
-    from st_rl.modules.memory import Memory
+ROLE_PREFIXES = {"adaptor": "adaptor_", "estimator": "estimator_", "actor": ""}
 
-    found = []
-    for attr, prefix, role in ACTOR_MEMORIES:
-        memory = getattr(actor_critic, attr, None)
-        if isinstance(memory, Memory):
-            found.append((attr, prefix, role, memory))
-    known = {id(m) for *_, m in found} | {id(getattr(actor_critic, "memory_c", None))}
-    others = [n for n, m in actor_critic.named_modules() if isinstance(m, Memory) and id(m) not in known]
-    if others:
-        raise ExportError(
-            f"{type(actor_critic).__name__} has memories the exporter does not know ({others}); only memory_a, "
-            "memory_s (estimator) and memory_p (adaptor) are carried as explicit hidden states."
-        )
-    return found
+
+def _actor_memories(actor_critic: Any) -> list[tuple[str, str, Any]]:
+    """``(name prefix, role, Memory)`` of the memories on the actor path, in running order, as the policy
+    declares them (:meth:`~st_rl.modules.ActorCritic.actor_memories`)."""
+    return [(ROLE_PREFIXES[role], role, memory) for role, memory in actor_critic.actor_memories()]
 
 
 def _check_supported(actor_critic: nn.Module) -> None:
@@ -144,8 +127,10 @@ def _check_supported(actor_critic: nn.Module) -> None:
             "commands and smooths actions with per-env Python state. Export each skill's run separately "
             "(st-rl export --checkpoint <skill run>) and switch between them in the deployment code."
         )
-    if not callable(getattr(actor_critic, "act_inference", None)):
-        raise ExportError(f"{type(actor_critic).__name__} has no act_inference(); it is not an st_rl policy")
+    from st_rl.modules.actor_critic import ActorCritic
+
+    if not isinstance(actor_critic, ActorCritic):
+        raise ExportError(f"{type(actor_critic).__name__} is not an st_rl policy (ActorCritic family)")
 
 
 def _segments_json(segments: Any) -> dict[str, list[int]] | None:
@@ -193,12 +178,12 @@ def _env_metadata(env: Any, env_cfg: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _io_spec(
-    num_obs: int, num_actions: int, memories: list[tuple[str, str, str, Any]]
+    num_obs: int, num_actions: int, memories: list[tuple[str, str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     inputs = [{"name": "obs", "shape": ["batch", num_obs], "dtype": "float32"}]
     outputs = [{"name": "actions", "shape": ["batch", num_actions], "dtype": "float32"}]
     states = []
-    for _, prefix, role, memory in memories:
+    for prefix, role, memory in memories:
         shape = [int(memory.num_layers), "batch", int(memory.hidden_size)]
         parts = ["h", "c"] if memory.memory_type == "lstm" else ["h"]
         for part in parts:
@@ -304,8 +289,8 @@ def _self_check(
 
 def _source_objects(
     source: Any, env: Any, task: str | None, device: str
-) -> tuple[nn.Module, nn.Module, Any, dict[str, Any]]:
-    """``(actor_critic, normalizer, env, info)`` of a runner or a checkpoint path."""
+) -> tuple[nn.Module, Any, dict[str, Any]]:
+    """``(actor_critic, env, info)`` of a runner or a checkpoint path."""
     if isinstance(source, (str, os.PathLike)):
         from st_rl.play import load_run
 
@@ -345,18 +330,14 @@ def _source_objects(
             "seed": runner.cfg.get("seed") if isinstance(getattr(runner, "cfg", None), dict) else None,
             "train_cfg": train_cfg,
         }
-    normalizer = getattr(runner.alg, "obs_normalizer", None)
-    if normalizer is None:
-        normalizer = nn.Identity()
-    return runner.alg.actor_critic, normalizer, env, info
+    return runner.alg.actor_critic, env, info
 
 
-def _policy_without_env(checkpoint: str) -> tuple[nn.Module, nn.Module, Any, dict[str, Any]] | None:
+def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]] | None:
     """Build a checkpoint's policy from its stored config alone when that holds every dimension, else None."""
     from types import SimpleNamespace
 
     from st_rl.modules.factory import build_actor_critic
-    from st_rl.modules.normalizer import EmpiricalNormalization
     from st_rl.utils import checkpoint as ckpt
     from st_rl.utils.config import resolve_train_cfg
     from st_rl.utils.utils import get_checkpoint_path
@@ -372,12 +353,12 @@ def _policy_without_env(checkpoint: str) -> tuple[nn.Module, nn.Module, Any, dic
         return None
     shell = SimpleNamespace(num_obs=dims[0], num_critic_obs=dims[1], num_actions=dims[2])
     actor_critic = build_actor_critic(shell, train_cfg.policy_class_name, train_cfg.policy)
-    actor_critic.load_state_dict(state["model_state_dict"])
-    norm_state = state.get("obs_norm_state_dict")
-    normalizer: nn.Module = nn.Identity()
-    if norm_state:
-        normalizer = EmpiricalNormalization(shape=list(norm_state["_mean"].shape[1:]))
-        normalizer.load_state_dict(norm_state)
+    model = state["model_state_dict"]
+    actor_critic.enable_obs_normalization(
+        actor=any(k.startswith("actor_obs_normalizer.") for k in model),
+        critic=any(k.startswith("critic_obs_normalizer.") for k in model),
+    )
+    actor_critic.load_state_dict(model)
     info = {
         "source_checkpoint": os.path.abspath(path),
         "iteration": state.get("iter"),
@@ -386,7 +367,7 @@ def _policy_without_env(checkpoint: str) -> tuple[nn.Module, nn.Module, Any, dic
         "seed": train_cfg.runner.get("seed"),
         "train_cfg": train_cfg.to_dict(),
     }
-    return actor_critic, normalizer, None, info
+    return actor_critic, None, info
 
 
 def export_policy(
@@ -430,25 +411,19 @@ def export_policy(
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown or not formats:
         raise ExportError(f"unknown export format(s) {unknown or formats}; choose from {list(FORMATS)}")
-    actor_critic, normalizer, env, info = _source_objects(checkpoint_or_runner, env, task, device)
+    actor_critic, env, info = _source_objects(checkpoint_or_runner, env, task, device)
     _check_supported(actor_critic)
 
-    actor_critic = _detached_copy(actor_critic).to("cpu").eval()
-    normalizer = _detached_copy(normalizer).to("cpu").eval()
-    for p in list(actor_critic.parameters()) + list(normalizer.parameters()):
+    actor_critic: Any = _detached_copy(actor_critic).to("cpu").eval()
+    for p in actor_critic.parameters():
         p.requires_grad_(False)
     memories = _actor_memories(actor_critic)
-    module = _ActorExport(
-        actor_critic, normalizer, [(attr, m.memory_type) for attr, _, _, m in memories]
-    ).eval()
+    module = _ActorExport(actor_critic, [m for _, _, m in memories]).eval()
 
-    num_obs = int(getattr(actor_critic, "num_actor_obs", 0) or getattr(env, "num_obs", 0))
-    num_actions = int(getattr(actor_critic, "num_actions", 0) or getattr(env, "num_actions", 0))
-    if not num_obs or not num_actions:
-        raise ExportError("cannot tell the observation / action width of the policy; pass env=")
+    num_obs, num_actions = int(actor_critic.num_actor_obs), int(actor_critic.num_actions)
     inputs, outputs, states = _io_spec(num_obs, num_actions, memories)
-    actor_memory = next((m for _, _, role, m in memories if role == "actor"), None)
-    segments = getattr(actor_critic, "obs_segments", None) or getattr(env, "obs_segments", None)
+    actor_memory = next((m for _, role, m in memories if role == "actor"), None)
+    segments = actor_critic.obs_segments or getattr(env, "obs_segments", None)
     train_cfg = info.pop("train_cfg") or {}
     policy_cfg = train_cfg.get("policy", {}) if isinstance(train_cfg, dict) else {}
     os.makedirs(out_dir, exist_ok=True)
@@ -464,7 +439,7 @@ def export_policy(
         "num_obs": num_obs,
         "num_actions": num_actions,
         "obs_segments": _segments_json(segments),
-        "obs_normalization": "empirical" if not isinstance(normalizer, nn.Identity) else "none",
+        "obs_normalization": "empirical" if actor_critic.actor_obs_normalization else "none",
         **_env_metadata(env, info["env_cfg"]),
         "recurrent": bool(memories),
         "rnn_type": actor_memory.memory_type if actor_memory is not None else None,

@@ -90,9 +90,10 @@ def test_runner_trial_metric_is_configurable(small_cfg):
     runner = OnPolicyRunner(VelocityTracking(num_envs=16, seed=0), small_cfg)
     default, custom = _RecordingTrial(), _RecordingTrial()
     runner.learn(1, trial=default)  # backward compatible: reports velrmsd
-    assert len(default.reports) == 1 and default.reports[0][0] == pytest.approx(float(runner.metrics_velrmsd))
+    velrmsd, _ = runner.evaluation()
+    assert len(default.reports) == 1 and default.reports[0][0] == pytest.approx(float(velrmsd))
     runner.learn(1, trial=custom, trial_metric=lambda m: m["CoT"] + 1.0)
-    assert custom.reports == [(pytest.approx(float(runner.metrics_CoT) + 1.0), 1)]
+    assert custom.reports == [(pytest.approx(float(runner.task_metrics["CoT"]) + 1.0), 1)]
     with pytest.raises(ValueError, match="Unknown trial_metric 'reward'"):
         runner.learn(1, trial=_RecordingTrial(), trial_metric="reward")
 

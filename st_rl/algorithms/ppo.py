@@ -1,11 +1,10 @@
-"""Proximal Policy Optimization."""
+"""Proximal Policy Optimization with extensions (AMP, distillation, estimator, RND, symmetry, your own)."""
 
 from __future__ import annotations
 
 import inspect
 import warnings
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
@@ -13,13 +12,14 @@ import torch.nn as nn
 import torch.optim as optim
 
 from st_rl.algorithms import functional as F
-from st_rl.modules.normalizer import EmpiricalNormalization
-from st_rl.storage.rollout_storage import MiniBatch, RolloutStorage
+from st_rl.algorithms.extensions.base import Extension, StorageLayout
+from st_rl.storage.rollout_storage import MiniBatch, RolloutStorage, Transition
 from st_rl.utils import distributed as dist_utils
 
 # Keys that st_gym's PPO config form carries for every algorithm (AMP / BC settings); plain PPO accepts and
 # ignores them silently. Anything else unknown is reported.
 _TOLERATED_KEYS = frozenset({"class_name", "amp_obs_dim", "bc_loss_coef"})
+PPO_LOSSES = ("surrogate_loss", "value_loss", "entropy")
 
 
 def make_optimizer(optimizer_cls: type[optim.Optimizer], params: Any, lr: float) -> optim.Optimizer:
@@ -39,26 +39,72 @@ def make_optimizer(optimizer_cls: type[optim.Optimizer], params: Any, lr: float)
     return optimizer_cls(params, lr=lr)  # type: ignore[call-arg]
 
 
+def optimizer_class(name: str) -> type[optim.Optimizer]:
+    """A ``torch.optim`` optimizer class by name.
+
+    Raises:
+        ValueError: unknown name (the message lists the available ones).
+    """
+    cls = optim.__dict__.get(name)
+    if isinstance(cls, type) and issubclass(cls, optim.Optimizer) and cls is not optim.Optimizer:
+        return cls
+    names = sorted(
+        n
+        for n, c in optim.__dict__.items()
+        if isinstance(c, type) and issubclass(c, optim.Optimizer) and c is not optim.Optimizer
+    )
+    raise ValueError(f"Unknown optimizer_class_name '{name}'; available: {names}")
+
+
+def compute_returns(storage: RolloutStorage, last_values: torch.Tensor, gamma: float, lam: float) -> None:
+    """GAE returns and globally normalised advantages of the stored rollout, written into the storage."""
+    storage.untie_buffer_loop()  # ring storages: oldest step first
+    returns, advantages = F.compute_gae(
+        storage.rewards[..., 0],
+        storage.values[..., 0],
+        storage.dones[..., 0],
+        last_values.reshape(-1),
+        gamma,
+        lam,
+    )
+    storage.returns.copy_(returns.unsqueeze(-1))
+    storage.advantages.copy_(F.normalize_advantages(advantages).unsqueeze(-1))
+
+
+def _make_extension(spec: Extension | dict[str, Any]) -> Extension:
+    """An extension object from itself or from a config dict with ``class_name``."""
+    if not isinstance(spec, dict):
+        return spec
+    import st_rl.algorithms.extensions as namespace
+    from st_rl.utils.config import resolve_class
+
+    kwargs = dict(spec)
+    cls = resolve_class(kwargs.pop("class_name", None), namespace, "extension", Extension)
+    return cls(**kwargs)
+
+
 class NonFiniteLossError(FloatingPointError):
     """Raised when a loss becomes NaN or Inf (before the optimizer step, so parameters stay intact)."""
 
 
 class PPO:
-    """PPO with clipped surrogate and value losses, entropy bonus, GAE and an adaptive-KL learning rate.
+    """PPO with clipped surrogate and value losses, entropy bonus, GAE and an adaptive-KL learning rate, plus
+    a list of extensions (see :mod:`st_rl.algorithms.extensions`).
 
-    Every loss returned by :meth:`compute_losses` is weighted by the attribute ``<name>_coef`` (default 1):
-    ``value_loss_coef`` and ``entropy_coef`` are constructor arguments, and any other ``<name>_coef`` keyword
-    (e.g. ``surrogate_loss_coef=0.5``) is accepted and applied.
+    The total loss of a minibatch is ``sum(weight[name] * loss[name])`` over PPO's losses
+    (``surrogate_loss``, ``value_loss``, ``entropy`` = ``-mean(H)``) and every extension's. PPO's weights are
+    ``surrogate_loss_coef`` (1), ``value_loss_coef`` and ``entropy_coef``; extensions weigh their own losses.
 
     Args:
-        actor_critic: the policy (e.g. :class:`st_rl.modules.ActorCritic`).
+        actor_critic: the policy (e.g. :class:`st_rl.modules.ActorCritic`); it takes raw observations and owns
+            its observation normalisers.
         num_learning_epochs: passes over the rollout per update.
         num_mini_batches: minibatches per epoch.
         clip_param: PPO ratio clip (also the value clip).
         gamma: discount.
         lam: GAE lambda.
         value_loss_coef: weight of ``value_loss``.
-        entropy_coef: weight of ``entropy`` (which is ``-mean(H)``).
+        entropy_coef: weight of ``entropy``.
         learning_rate: initial learning rate.
         max_grad_norm: gradient norm clip.
         use_clipped_value_loss: PPO value clipping.
@@ -70,7 +116,19 @@ class PPO:
         lr_anneal_iterations: length of the ``"linear"`` schedule in learning iterations (the runner fills
             it from ``max_iterations`` when not given).
         device: training device.
-        empirical_normalization: normalise observations with running statistics.
+        empirical_normalization: the policy normalises its observations with running statistics (PPO enables
+            the policy's normalisers if it was built without them).
+        extensions: extension objects, or config dicts ``{"class_name": "pkg.module:Class", **kwargs}`` (short
+            names resolve in :mod:`st_rl.algorithms.extensions`); their names must be unique.
+        rnd_cfg: keyword arguments of :class:`~st_rl.algorithms.extensions.rnd.RandomNetworkDistillation`
+            (curiosity); None: off.
+        symmetry_cfg: keyword arguments of :class:`~st_rl.algorithms.extensions.symmetry.Symmetry`; None: off.
+        use_ppo_loss: with False the PPO losses are skipped (and returns not computed): the extensions'
+            losses alone train the policy (pure distillation / DAgger).
+        buffer_dilation_ratio: keep this many rollouts' worth of steps in a ring storage (>= 1).
+        lr_scheduler_class_name: a ``torch.optim.lr_scheduler`` class, stepped once per update.
+        lr_scheduler: its keyword arguments.
+        **kwargs: ``<name>_coef`` weights of other losses; st_gym's per-algorithm keys are tolerated.
     """
 
     def __init__(
@@ -94,6 +152,13 @@ class PPO:
         device: str | torch.device = "cpu",
         empirical_normalization: bool = False,
         *args: Any,
+        extensions: Iterable[Extension | dict[str, Any]] = (),
+        rnd_cfg: dict[str, Any] | None = None,
+        symmetry_cfg: dict[str, Any] | None = None,
+        use_ppo_loss: bool = True,
+        buffer_dilation_ratio: float = 1.0,
+        lr_scheduler_class_name: str | None = None,
+        lr_scheduler: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         if args:
@@ -109,6 +174,8 @@ class PPO:
             )
         if num_learning_epochs < 1 or num_mini_batches < 1:
             raise ValueError("num_learning_epochs and num_mini_batches must be >= 1")
+        if buffer_dilation_ratio < 1.0:
+            raise ValueError(f"buffer_dilation_ratio must be >= 1, got {buffer_dilation_ratio}")
         self.device = torch.device(device)
         self.actor_critic: Any = actor_critic.to(self.device)
         self.num_learning_epochs = int(num_learning_epochs)
@@ -118,6 +185,7 @@ class PPO:
         self.lam = lam
         self.value_loss_coef = value_loss_coef
         self.entropy_coef = entropy_coef
+        self.surrogate_loss_coef = float(kwargs.pop("surrogate_loss_coef", 1.0))
         self.learning_rate = learning_rate
         self.max_grad_norm = max_grad_norm
         self.use_clipped_value_loss = use_clipped_value_loss
@@ -130,50 +198,133 @@ class PPO:
         self.desired_kl = desired_kl
         self.initial_learning_rate = float(learning_rate)
         self.lr_anneal_iterations = None if lr_anneal_iterations is None else int(lr_anneal_iterations)
-        self.empirical_normalization = empirical_normalization
+        self.use_ppo_loss = bool(use_ppo_loss)
+        self.buffer_dilation_ratio = float(buffer_dilation_ratio)
         self.optimizer_class_name = optimizer_class_name
+        self.extra_loss_coefs: dict[str, float] = {}
         self._absorb_extra_kwargs(kwargs)
+        self.empirical_normalization = bool(empirical_normalization)
+        if self.empirical_normalization and not self.actor_critic.actor_obs_normalization:
+            self.actor_critic.enable_obs_normalization()
 
-        optimizer_cls = getattr(optim, optimizer_class_name, None)
-        if not (isinstance(optimizer_cls, type) and issubclass(optimizer_cls, optim.Optimizer)):
-            names = sorted(
-                n
-                for n in dir(optim)
-                if isinstance(getattr(optim, n), type)
-                and issubclass(getattr(optim, n), optim.Optimizer)
-                and n != "Optimizer"
-            )
-            raise ValueError(f"Unknown optimizer_class_name '{optimizer_class_name}'; available: {names}")
-        self.optimizer: optim.Optimizer = make_optimizer(
-            optimizer_cls, self.actor_critic.parameters(), learning_rate
-        )
-        self.transition = RolloutStorage.Transition()
+        self.extensions: dict[str, Extension] = {}
+        self._ordered: list[Extension] = []
         self.storage: RolloutStorage | None = None
-        self.obs_normalizer: Any = nn.Identity()
-        self.critic_obs_normalizer: Any = nn.Identity()
-        self.current_learning_iteration = 0
+        for ext in self._default_extensions(rnd_cfg, symmetry_cfg, list(extensions)):
+            self.add_extension(ext)
+
+        self.optimizer: optim.Optimizer = make_optimizer(
+            optimizer_class(optimizer_class_name), self.actor_critic.parameters(), learning_rate
+        )
+        self.lr_scheduler: Any = None
+        if lr_scheduler_class_name is not None:
+            sched_cls = getattr(torch.optim.lr_scheduler, lr_scheduler_class_name, None)
+            if sched_cls is None:
+                raise ValueError(
+                    f"Unknown lr_scheduler_class_name {lr_scheduler_class_name!r} (torch.optim.lr_scheduler)"
+                )
+            if self.schedule == "adaptive":
+                warnings.warn(
+                    "Both an lr scheduler and schedule='adaptive' are set; the scheduler decides the learning "
+                    "rate after each update.",
+                    stacklevel=2,
+                )
+            self.lr_scheduler = sched_cls(self.optimizer, **dict(lr_scheduler or {}))
+        self.transition = Transition()
 
     def _absorb_extra_kwargs(self, kwargs: dict[str, Any]) -> None:
         unknown = []
         for key, value in kwargs.items():
             if key.endswith("_coef"):
-                setattr(self, key, value)
+                self.extra_loss_coefs[key[: -len("_coef")]] = value
             elif key not in _TOLERATED_KEYS:
                 unknown.append(key)
         if unknown:
             warnings.warn(f"{type(self).__name__} ignores unknown arguments: {sorted(unknown)}", stacklevel=3)
 
+    @staticmethod
+    def _default_extensions(
+        rnd_cfg: dict[str, Any] | None, symmetry_cfg: dict[str, Any] | None, extensions: list[Any]
+    ) -> list[Extension]:
+        extensions = [_make_extension(e) for e in extensions]
+        if rnd_cfg is not None:
+            from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
+
+            extensions.append(RandomNetworkDistillation(**dict(rnd_cfg)))
+        if symmetry_cfg is not None:
+            from st_rl.algorithms.extensions.symmetry import Symmetry
+
+            extensions.append(Symmetry(**dict(symmetry_cfg)))
+        return extensions
+
+    # ------------------------------------------------------------------ extensions
+    def add_extension(self, extension: Extension) -> Extension:
+        """Attach an extension (before ``init_storage``); returns it."""
+        if not isinstance(extension, Extension):
+            raise TypeError(f"extensions must be Extension instances, got {type(extension).__name__}")
+        if extension.name in self.extensions:
+            raise ValueError(f"two extensions are named {extension.name!r}")
+        if self.storage is not None:
+            raise RuntimeError("add extensions before init_storage(): they register storage fields")
+        extension.setup(self.actor_critic, self.device)
+        for module in extension.modules():
+            module.to(self.device)
+        extension.iteration = self.current_learning_iteration
+        self.extensions[extension.name] = extension
+        # Extensions that run extra policy forward passes go last (they overwrite the policy's cached outputs).
+        self._ordered = sorted(self.extensions.values(), key=lambda e: e.reruns_policy)
+        return extension
+
+    @property
+    def policy(self) -> Any:
+        """The policy (``actor_critic``)."""
+        return self.actor_critic
+
+    @property
+    def current_learning_iteration(self) -> int:
+        return self.__dict__.get("_iteration", 0)
+
+    @current_learning_iteration.setter
+    def current_learning_iteration(self, value: int) -> None:
+        self._iteration = int(value)
+        for ext in self.__dict__.get("extensions", {}).values():
+            ext.iteration = self._iteration
+
+    @property
+    def obs_normalizer(self) -> nn.Module:
+        """The policy's actor observation normaliser (identity when normalisation is off)."""
+        return self.actor_critic.actor_obs_normalizer
+
+    @property
+    def critic_obs_normalizer(self) -> nn.Module:
+        """The policy's critic observation normaliser (identity when normalisation is off)."""
+        return self.actor_critic.critic_obs_normalizer
+
+    def loss_weight(self, name: str) -> float:
+        """Weight of loss ``name`` in the total loss."""
+        if name == "surrogate_loss":
+            return self.surrogate_loss_coef
+        if name == "value_loss":
+            return self.value_loss_coef
+        if name == "entropy":
+            return self.entropy_coef
+        for ext in self._ordered:
+            weights = ext.loss_weights()
+            if name in weights:
+                return float(weights[name])
+        return float(self.extra_loss_coefs.get(name, 1.0))
+
     # ------------------------------------------------------------------ set-up
+    def attach_env(self, env: Any) -> None:
+        """Hand the training environment to every extension (runners call this once)."""
+        for ext in self._ordered:
+            ext.attach_env(env)
+
     def init_obs_norm(self, num_obs: int, num_critic_obs: int) -> None:
-        """Create the observation normalisers (running statistics, or identity when disabled)."""
+        """Kept for existing scripts: the policy owns its normalisers; this enables them when
+        ``empirical_normalization`` is set."""
         if self.empirical_normalization:
-            self.obs_normalizer = EmpiricalNormalization(shape=[num_obs], until=int(1e8)).to(self.device)
-            self.critic_obs_normalizer = EmpiricalNormalization(shape=[num_critic_obs], until=int(1e8)).to(
-                self.device
-            )
-        else:
-            self.obs_normalizer = nn.Identity().to(self.device)
-            self.critic_obs_normalizer = nn.Identity().to(self.device)
+            self.actor_critic.enable_obs_normalization()
 
     def init_storage(
         self,
@@ -184,81 +335,158 @@ class PPO:
         action_shape: Sequence[int],
         **kwargs: Any,
     ) -> None:
-        """Allocate the rollout storage."""
-        self.transition = RolloutStorage.Transition()
-        self.storage = RolloutStorage(
+        """Allocate the rollout storage with PPO's fields and every extension's."""
+        storage = RolloutStorage(
             num_envs,
             num_transitions_per_env,
             actor_obs_shape,
             critic_obs_shape,
             action_shape,
             self.device,
+            buffer_dilation_ratio=self.buffer_dilation_ratio,
+            ring=self.buffer_dilation_ratio > 1.0,
             **kwargs,
         )
+        layout = StorageLayout(
+            storage.num_envs,
+            storage.num_transitions_per_env,
+            storage.obs_shape,
+            storage.privileged_obs_shape,
+            storage.actions_shape,
+            dict(kwargs),
+        )
+        for ext in self._ordered:
+            for name, field in ext.storage_fields(layout).items():
+                storage.register(name, field)
+        self.transition = Transition()
+        self.storage = storage
 
     # ------------------------------------------------------------------ modes
     def train_mode(self) -> None:
         self.actor_critic.train()
-        self.obs_normalizer.train()
-        self.critic_obs_normalizer.train()
+        for ext in self._ordered:
+            ext.train(True)
 
     def eval_mode(self) -> None:
         self.actor_critic.eval()
-        self.obs_normalizer.eval()
-        self.critic_obs_normalizer.eval()
+        for ext in self._ordered:
+            ext.train(False)
+
+    def modules(self) -> list[nn.Module]:
+        """The policy and every extension's modules (what a multi-rank run broadcasts from rank 0)."""
+        return [self.actor_critic] + [m for ext in self._ordered for m in ext.modules()]
 
     # ------------------------------------------------------------------ rollout
     def act(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
-        """Sample actions and record what the update needs."""
-        if self.actor_critic.is_recurrent:
-            self.transition.hidden_states = self.actor_critic.get_hidden_states()
-        actions = self.actor_critic.act(obs).detach()
-        self.transition.actions = actions
-        self.transition.values = self.actor_critic.evaluate(critic_obs).detach()
-        self.transition.actions_log_prob = self.actor_critic.get_actions_log_prob(
-            self.transition.actions
-        ).detach()
-        self.transition.action_mean = self.actor_critic.action_mean.detach()
-        self.transition.action_sigma = self.actor_critic.action_std.detach()
-        self.transition.observations = obs
-        self.transition.critic_observations = critic_obs
+        """Sample actions for raw observations and record what the update needs."""
+        policy, t = self.actor_critic, self.transition
+        if policy.is_recurrent:
+            t.hidden_states = policy.get_hidden_states()
+        actions = policy.act(obs).detach()
+        t.values = policy.evaluate(critic_obs).detach()
+        t.action_mean = policy.action_mean.detach()
+        t.action_sigma = policy.action_std.detach()
+        t.observations = obs
+        t.critic_observations = critic_obs
+        t.actions = actions
+        for ext in self._ordered:
+            replaced = ext.on_act(obs, critic_obs, t)
+            if replaced is not None:
+                t.actions = actions = replaced
+        # Executed actions (a teacher's, say) are scored under the policy's rollout distribution.
+        t.actions_log_prob = policy.get_actions_log_prob(actions).detach()
         return actions
 
-    def process_env_step(self, rewards: torch.Tensor, dones: torch.Tensor, infos: dict[str, Any]) -> None:
-        """Store the step's outcome; time-outs are bootstrapped with ``r += gamma * V * time_out``."""
+    def process_env_step(
+        self,
+        rewards: torch.Tensor,
+        dones: torch.Tensor,
+        infos: dict[str, Any],
+        next_obs: torch.Tensor | None = None,
+        next_critic_obs: torch.Tensor | None = None,
+    ) -> None:
+        """Store the step's outcome and update the policy's observation statistics with ``next_obs``.
+
+        Extensions may change the rewards first; time-outs are then bootstrapped with
+        ``r += gamma * V * time_out``.
+        """
         assert self.storage is not None, "call init_storage() before collecting data"
-        rewards = rewards.clone()
+        t = self.transition
+        for ext in self._ordered:
+            rewards = ext.on_env_step(rewards, dones, infos, t, next_obs, next_critic_obs)
         time_outs = infos.get("time_outs")
         if time_outs is not None:
-            assert self.transition.values is not None
-            rewards = F.bootstrap_time_outs(
-                rewards, self.transition.values, time_outs.to(self.device), self.gamma
-            )
-        self.transition.rewards = rewards
-        self.transition.dones = dones
-        self.storage.add_transitions(self.transition)
-        self.transition.clear()
+            rewards = F.bootstrap_time_outs(rewards, t.values, time_outs.to(self.device), self.gamma)
+        t.rewards = rewards
+        t.dones = dones
+        self.storage.add_transitions(t)
+        t.clear()
         self.actor_critic.reset(dones)
+        if next_obs is not None:
+            self.actor_critic.update_normalization(next_obs, next_critic_obs)
+
+    def collect_transition_from_dataset(self, transition: Any, infos: dict[str, Any]) -> None:
+        """Record a dataset transition as if the dataset's action had been executed.
+
+        The policy acts on the dataset's raw observations to record its values and distribution (its
+        observation statistics are updated with them); the dataset's action is the executed action (with its
+        log-probability under the policy's rollout distribution), extensions see it through
+        ``on_dataset_step`` (e.g. as the action label); the dataset's reward and done close the step.
+        """
+        obs = transition.observation.to(self.device)
+        critic_obs = transition.privileged_observation
+        critic_obs = obs if critic_obs is None else critic_obs.to(self.device)
+        policy, t = self.actor_critic, self.transition
+        policy.update_normalization(obs, critic_obs)
+        if policy.is_recurrent:
+            t.hidden_states = policy.get_hidden_states()
+        policy.act(obs)
+        t.values = policy.evaluate(critic_obs).detach()
+        t.action_mean = policy.action_mean.detach()
+        t.action_sigma = policy.action_std.detach()
+        t.observations, t.critic_observations = obs, critic_obs
+        t.actions = transition.action.to(self.device)
+        t.actions_log_prob = policy.get_actions_log_prob(t.actions).detach()
+        for ext in self._ordered:
+            ext.on_dataset_step(t)
+        dones = transition.done.to(self.device).reshape(-1).bool()
+        rewards = transition.reward.to(self.device).reshape(-1)
+        time_outs = infos.get("time_outs")
+        if time_outs is not None:
+            rewards = F.bootstrap_time_outs(rewards, t.values, time_outs.to(self.device), self.gamma)
+        t.rewards, t.dones = rewards, dones
+        assert self.storage is not None
+        self.storage.add_transitions(t)
+        t.clear()
+        policy.reset(dones)
 
     def compute_returns(self, last_critic_obs: torch.Tensor) -> None:
-        """Bootstrap from the last critic observation and compute GAE returns/advantages."""
+        """Bootstrap from the last critic observation and compute GAE returns/advantages (skipped when the PPO
+        losses are off)."""
         assert self.storage is not None
+        if not self.use_ppo_loss:
+            return
+        policy = self.actor_critic
         # Bootstrapping must not advance a recurrent critic's rollout memory.
-        saved = self.actor_critic.get_hidden_states() if self.actor_critic.is_recurrent else None
-        last_values = self.actor_critic.evaluate(last_critic_obs).detach()
-        if saved is not None and hasattr(self.actor_critic, "set_hidden_states"):
-            self.actor_critic.set_hidden_states(saved)
-        self.storage.compute_returns(last_values, self.gamma, self.lam)
+        saved = policy.get_hidden_states() if policy.is_recurrent else None
+        last_values = policy.evaluate(last_critic_obs).detach()
+        if saved is not None:
+            policy.set_hidden_states(saved)
+        compute_returns(self.storage, last_values, self.gamma, self.lam)
 
     # ------------------------------------------------------------------ update
-    def update(self, current_learning_iteration: int = 0) -> tuple[dict[str, float], dict[str, float]]:
-        """Run the PPO epochs over the stored rollout; return the mean losses and stats."""
+    def update(
+        self, current_learning_iteration: int | None = None
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """Run the epochs over the stored rollout; return the mean losses and stats."""
         assert self.storage is not None
-        self.current_learning_iteration = current_learning_iteration
+        if current_learning_iteration is not None:
+            self.current_learning_iteration = current_learning_iteration
         if self.schedule == "linear":
-            self._anneal_learning_rate(current_learning_iteration)
-        mean_losses: dict[str, torch.Tensor] = defaultdict(lambda: torch.zeros((), device=self.device))
-        mean_stats: dict[str, torch.Tensor] = defaultdict(lambda: torch.zeros((), device=self.device))
+            self._anneal_learning_rate(self.current_learning_iteration)
+        zeros = torch.zeros((), device=self.device)
+        mean_losses: dict[str, torch.Tensor] = {}
+        mean_stats: dict[str, torch.Tensor] = {}
         if self.actor_critic.is_recurrent:
             generator = self.storage.recurrent_mini_batch_generator(
                 self.num_mini_batches, self.num_learning_epochs
@@ -266,22 +494,28 @@ class PPO:
         else:
             generator = self.storage.mini_batch_generator(self.num_mini_batches, self.num_learning_epochs)
         clip_groups = self._grad_clip_groups()
+        own_optimizers = [ext for ext in self._ordered if ext.optimizer is not None]
+        trainable = self._trainable
         num_updates = 0
         for minibatch in generator:
+            for ext in self._ordered:
+                minibatch = ext.transform_minibatch(minibatch)
             losses, _, stats = self.compute_losses(minibatch)
-            loss = torch.zeros((), device=self.device)
+            loss = zeros
             for name, value in losses.items():
-                loss = loss + getattr(self, name + "_coef", 1.0) * value
-                mean_losses[name] += value.detach()
-            mean_losses["total_loss"] += loss.detach()
+                loss = loss + self.loss_weight(name) * value
+                mean_losses[name] = mean_losses.get(name, zeros) + value.detach()
+            mean_losses["total_loss"] = mean_losses.get("total_loss", zeros) + loss.detach()
             for name, value in stats.items():
-                mean_stats[name] += value.detach()
+                mean_stats[name] = mean_stats.get(name, zeros) + value.detach()
             self.optimizer.zero_grad(set_to_none=True)
+            for ext in own_optimizers:
+                ext.optimizer.zero_grad(set_to_none=True)  # type: ignore[union-attr]
             if dist_utils.is_distributed():
                 # One bucketed all-reduce averages the gradients; the non-finite flag rides along, so all ranks
                 # raise together.
                 loss.backward()
-                if dist_utils.all_reduce_gradients(self._trainable, ~torch.isfinite(loss)):
+                if dist_utils.all_reduce_gradients(trainable, ~torch.isfinite(loss)):
                     self._check_finite(loss, losses, any_rank=True)
             else:
                 self._check_finite(loss, losses)
@@ -289,15 +523,21 @@ class PPO:
             for group in clip_groups:
                 nn.utils.clip_grad_norm_(group, self.max_grad_norm)
             self.optimizer.step()
+            for ext in own_optimizers:
+                ext.optimizer.step()  # type: ignore[union-attr]
             num_updates += 1
         self.storage.clear()
-        if hasattr(self.actor_critic, "clip_std"):
-            self.actor_critic.clip_std(min=self.clip_min_std)
+        self.actor_critic.clip_std(min=self.clip_min_std)
+        for ext in self._ordered:
+            ext.after_update(self.storage)
+        if self.lr_scheduler is not None:
+            self.lr_scheduler.step()
+            self.learning_rate = self.optimizer.param_groups[0]["lr"]
         n = max(num_updates, 1)
-        return (
-            {k: float(v) / n for k, v in mean_losses.items()},
-            {k: float(v) / n for k, v in mean_stats.items()},
-        )
+        out_stats = {k: float(v) / n for k, v in mean_stats.items()}
+        for ext in self._ordered:
+            out_stats.update({k: float(v) for k, v in ext.log_scalars().items()})
+        return {k: float(v) / n for k, v in mean_losses.items()}, out_stats
 
     def _anneal_learning_rate(self, iteration: int) -> None:
         """``learning_rate = initial * (1 - iteration / lr_anneal_iterations)``, floored at 0."""
@@ -308,12 +548,18 @@ class PPO:
             group["lr"] = self.learning_rate
 
     def _grad_clip_groups(self) -> list[list[nn.Parameter]]:
-        """Parameter sets whose gradient norms are clipped to ``max_grad_norm`` separately (default: one)."""
-        return [list(self.actor_critic.parameters())]
+        """Parameter sets whose gradient norms are clipped to ``max_grad_norm`` separately: the policy, each
+        extension's policy-side group and each extension's own parameters."""
+        apart = [group for ext in self._ordered for group in ext.clip_groups()]
+        apart_ids = {id(p) for group in apart for p in group}
+        policy = [p for p in self.actor_critic.parameters() if id(p) not in apart_ids]
+        own = [ext.parameters() for ext in self._ordered if ext.parameters()]
+        return [policy, *apart, *own]
 
     @property
     def _trainable(self) -> list[nn.Parameter]:
-        return [p for p in self.actor_critic.parameters() if p.requires_grad]
+        params = list(self.actor_critic.parameters()) + [p for e in self._ordered for p in e.parameters()]
+        return [p for p in params if p.requires_grad]
 
     def _check_finite(
         self, loss: torch.Tensor, losses: dict[str, torch.Tensor], any_rank: bool = False
@@ -333,15 +579,17 @@ class PPO:
     def compute_losses(
         self, minibatch: MiniBatch
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """Losses ``surrogate_loss``, ``value_loss`` and ``entropy`` for one minibatch.
+        """Losses of one minibatch: PPO's ``surrogate_loss``, ``value_loss`` and ``entropy`` (unless
+        ``use_ppo_loss`` is off), then every extension's.
 
         Returns ``(losses, inter_vars, stats)``. With ``schedule="adaptive"`` the learning rate is adapted
         here from the KL between the rollout policy and the current one.
         """
+        policy = self.actor_critic
         hidden = minibatch.hidden_states
         actor_kw: dict[str, Any] = {}
         critic_kw: dict[str, Any] = {}
-        if self.actor_critic.is_recurrent:
+        if policy.is_recurrent:
             actor_kw = {
                 "masks": minibatch.masks,
                 "hidden_states": hidden.actor if hidden is not None else None,
@@ -350,15 +598,33 @@ class PPO:
                 "masks": minibatch.masks,
                 "hidden_states": hidden.critic if hidden is not None else None,
             }
-        self.actor_critic.act(minibatch.obs, **actor_kw)
-        log_prob = self.actor_critic.get_actions_log_prob(minibatch.actions)
-        value = self.actor_critic.evaluate(minibatch.critic_obs, **critic_kw)
-        mu = self.actor_critic.action_mean
-        sigma = self.actor_critic.action_std
-        entropy = self.actor_critic.entropy
-
+        policy.act(minibatch.obs, **actor_kw)
+        losses: dict[str, torch.Tensor] = {}
         inter_vars: dict[str, torch.Tensor] = {}
         stats: dict[str, torch.Tensor] = {}
+        if self.use_ppo_loss:
+            self._ppo_losses(minibatch, critic_kw, losses, inter_vars, stats)
+        for ext in self._ordered:
+            for name, value in ext.losses(minibatch).items():
+                if name in losses:
+                    raise ValueError(
+                        f"extension {ext.name!r} returns loss {name!r}, which another term returns"
+                    )
+                losses[name] = value
+        return losses, inter_vars, stats
+
+    def _ppo_losses(
+        self,
+        minibatch: MiniBatch,
+        critic_kw: dict[str, Any],
+        losses: dict[str, torch.Tensor],
+        inter_vars: dict[str, torch.Tensor],
+        stats: dict[str, torch.Tensor],
+    ) -> None:
+        policy = self.actor_critic
+        log_prob = policy.get_actions_log_prob(minibatch.actions)
+        mu, sigma, entropy = policy.action_mean, policy.action_std, policy.entropy
+        value = policy.evaluate(minibatch.critic_obs, **critic_kw)
         if self.desired_kl is not None and self.schedule == "adaptive":
             with torch.inference_mode():
                 kl = F.gaussian_kl(minibatch.old_mu, minibatch.old_sigma, mu, sigma)
@@ -368,7 +634,6 @@ class PPO:
                 group["lr"] = self.learning_rate
             inter_vars["kl"] = kl
             stats["kl"] = kl.mean()
-
         surrogate_loss, surr_vars = F.clipped_surrogate_loss(
             log_prob, minibatch.old_actions_log_prob, minibatch.advantages, self.clip_param
         )
@@ -378,55 +643,49 @@ class PPO:
         )
         if value_clipped is not None:
             inter_vars["value_clipped"] = value_clipped
-        losses = {"surrogate_loss": surrogate_loss, "value_loss": value_loss, "entropy": -entropy.mean()}
+        losses.update(surrogate_loss=surrogate_loss, value_loss=value_loss, entropy=-entropy.mean())
         with torch.no_grad():
             stats["clip_fraction"] = ((surr_vars["ratio"] - 1.0).abs() > self.clip_param).float().mean()
-        return losses, inter_vars, stats
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
-        """Model, optimizer and (when used) normaliser and scheduler states."""
+        """Model (with its normalisers), optimizer, scheduler and every extension's checkpoint entries."""
         state: dict[str, Any] = {
             "model_state_dict": self.actor_critic.state_dict(),
             "optimizer_state_dict": self.optimizer.state_dict(),
         }
-        scheduler = getattr(self, "lr_scheduler", None)
-        if scheduler is not None:
-            state["lr_scheduler_state_dict"] = scheduler.state_dict()
-        if self.empirical_normalization:
-            state["obs_norm_state_dict"] = self.obs_normalizer.state_dict()
-            state["critic_obs_norm_state_dict"] = self.critic_obs_normalizer.state_dict()
+        if self.lr_scheduler is not None:
+            state["lr_scheduler_state_dict"] = self.lr_scheduler.state_dict()
+        for ext in self._ordered:
+            for key, value in ext.state_dict().items():
+                if key in state:
+                    raise ValueError(
+                        f"extension {ext.name!r} writes checkpoint entry {key!r}, which is taken"
+                    )
+                state[key] = value
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any], load_optimizer: bool = True) -> None:
-        """Restore what :meth:`state_dict` saved; the optimizer and scheduler only when ``load_optimizer``."""
+        """Restore what :meth:`state_dict` saved (checkpoints of earlier formats are migrated); the optimizer
+        and scheduler only when ``load_optimizer``."""
+        from st_rl.utils.checkpoint import migrate_checkpoint
+
+        state_dict = migrate_checkpoint(state_dict)
         self.actor_critic.load_state_dict(state_dict["model_state_dict"])
         if load_optimizer and "optimizer_state_dict" in state_dict:
             self.optimizer.load_state_dict(state_dict["optimizer_state_dict"])
             self.learning_rate = self.optimizer.param_groups[0]["lr"]
-        for key, normalizer in (
-            ("obs_norm_state_dict", self.obs_normalizer),
-            ("critic_obs_norm_state_dict", self.critic_obs_normalizer),
-        ):
-            if key not in state_dict:
-                continue
-            if isinstance(normalizer, EmpiricalNormalization):
-                normalizer.load_state_dict(state_dict[key])
-            else:
-                warnings.warn(
-                    f"The checkpoint has '{key}' but empirical_normalization is off: the statistics are ignored.",
-                    stacklevel=2,
-                )
-        scheduler = getattr(self, "lr_scheduler", None)
-        if scheduler is not None and load_optimizer:
+        if self.lr_scheduler is not None and load_optimizer:
             if "lr_scheduler_state_dict" in state_dict:
-                scheduler.load_state_dict(state_dict["lr_scheduler_state_dict"])
+                self.lr_scheduler.load_state_dict(state_dict["lr_scheduler_state_dict"])
             else:
                 warnings.warn(
                     "The checkpoint has no lr scheduler state; the scheduler starts fresh.", stacklevel=2
                 )
-        elif scheduler is None and "lr_scheduler_state_dict" in state_dict:
+        elif self.lr_scheduler is None and "lr_scheduler_state_dict" in state_dict:
             warnings.warn(
                 "The checkpoint has an lr scheduler state but no scheduler is configured; ignored.",
                 stacklevel=2,
             )
+        for ext in self._ordered:
+            ext.load_state_dict(state_dict, load_optimizer=load_optimizer)

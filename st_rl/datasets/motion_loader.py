@@ -191,7 +191,7 @@ class MotionLoader:
             yield self.sample_windows(mini_batch_size)
 
 
-AMPLoader = MotionLoader  # the reference's name (st_rl.datasets.motion_loader.AMPLoader)
+AMPLoader = MotionLoader  # reference name (st_rl/compat.py)
 
 
 class AmpObservationWrapper:

@@ -314,6 +314,40 @@ class EnvAdapter:
         ref = (extras.get("observations") or {}).get("ref_obs")
         return int(ref[0].numel()) if ref is not None else None
 
+    # ------------------------------------------------------------------ task metrics
+    # st_gym environments expose their metrics as attributes; the first found of each list is used.
+    LEGACY_METRIC_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+        "velrmsd": ("tracking_error", "lin_vel_rmsd"),
+        "CoT": ("CoT",),
+    }
+    # learn() returns these two (st_gym scripts unpack them), 0 when the environment has no such metric.
+    RETURNED_METRICS = ("velrmsd", "CoT")
+
+    def task_metrics(self) -> dict[str, torch.Tensor]:
+        """The environment's task metrics as scalar tensors on the training device.
+
+        An environment declares them with a ``task_metrics()`` method returning ``{name: tensor}`` (per-env
+        values are averaged); otherwise the st_gym attributes are read: ``tracking_error`` or ``lin_vel_rmsd``
+        as ``velrmsd`` and ``CoT``. Environments without metrics return ``{}``.
+        """
+        declared: Any = getattr(self.env, "task_metrics", None)
+        items: list[tuple[str, Any]] = []
+        if declared is not None:
+            items = list(declared().items())
+        else:
+            base = getattr(self.env, "unwrapped", self.env)
+            for name, attrs in self.LEGACY_METRIC_ATTRIBUTES.items():
+                value = next((v for v in (getattr(base, a, None) for a in attrs) if v is not None), None)
+                if value is not None:
+                    items.append((name, value))
+        return {k: torch.as_tensor(v, dtype=torch.float32).to(self.device).mean() for k, v in items}
+
+    def returned_metrics(self, metrics: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """What ``learn()`` returns: the :attr:`RETURNED_METRICS` of ``metrics`` (zero tensors when absent)."""
+        zero = torch.zeros((), device=self.device)
+        first, second = (metrics.get(name, zero) for name in self.RETURNED_METRICS)
+        return first, second
+
     def randomize_episode_lengths(self) -> None:
         """Spread episode start times: ``episode_length_buf ~ U[0, max_episode_length)``."""
         buf = self.env.episode_length_buf

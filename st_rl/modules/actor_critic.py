@@ -25,6 +25,7 @@ from st_rl.env.layout import (
 from st_rl.modules.distribution import gaussian_entropy, gaussian_log_prob, gaussian_sample
 from st_rl.modules.encoder import DEFAULT_ENCODER_OUTPUT_SIZE, EncoderLayout, build_encoders
 from st_rl.modules.mlp import MlpModel, mlp_layers
+from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.modules.utils import warn_unknown_kwargs
 from st_rl.utils.collections import namedarraytuple
 
@@ -88,6 +89,10 @@ class ActorCritic(nn.Module):
         obs_segments: actor observation layout (name -> shape).
         privileged_obs_segments: critic observation layout; ``critic_obs_segments`` is an alias. Defaults to
             ``obs_segments``.
+        actor_obs_normalization: normalise the actor observations with running statistics
+            (``actor_obs_normalizer``, an :class:`EmpiricalNormalization`; identity when off). The policy takes
+            raw observations everywhere; the statistics are updated only by :meth:`update_normalization`.
+        critic_obs_normalization: the same for the critic observations (default: as the actor).
         **kwargs: ignored with a warning, except keys every st_rl config passes (``class_name``, ...).
     """
 
@@ -122,6 +127,8 @@ class ActorCritic(nn.Module):
         visual_component_name: str = "forward_depth",
         visual_kwargs: Mapping[str, Any] | None = None,
         visual_latent_size: int = 256,
+        actor_obs_normalization: bool = False,
+        critic_obs_normalization: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -166,6 +173,8 @@ class ActorCritic(nn.Module):
             )
 
         self.estimator: Any = None
+        self.discriminator: Any = None  # an AMPDiscriminator part (AMP presets); trained by the AMP extension
+        self.adaptor: Any = None  # a privileged-state adaptor part (PrivilegeStateAcRecurrent)
         self.memory_s: Any = None
         self.estimated_state_: torch.Tensor | None = None
         self.use_actor_rnn = bool(use_actor_rnn)
@@ -191,8 +200,79 @@ class ActorCritic(nn.Module):
         self.critic = nn.Sequential(*mlp_layers(critic_in, self.critic_hidden_dims, 1, activation))
         self.std = nn.Parameter(self.init_noise_std * torch.ones(self.num_actions))
         self._mean: torch.Tensor | None = None
+        self.actor_obs_normalizer: nn.Module = nn.Identity()
+        self.critic_obs_normalizer: nn.Module = nn.Identity()
+        self.actor_obs_normalization = False
+        self.critic_obs_normalization = False
+        if actor_obs_normalization or critic_obs_normalization:
+            self.enable_obs_normalization(
+                bool(actor_obs_normalization),
+                bool(
+                    actor_obs_normalization if critic_obs_normalization is None else critic_obs_normalization
+                ),
+            )
         if self.supports_estimator and hasattr(self, "_estimator_args"):
             self._build_estimator(*self._estimator_args)
+
+    # ------------------------------------------------------------------ observation normalisation
+    def enable_obs_normalization(self, actor: bool = True, critic: bool = True) -> None:
+        """Give the policy running-statistics normalisers (fresh statistics) for its actor / critic inputs."""
+        device = self.std.device
+        if actor and not self.actor_obs_normalization:
+            self.actor_obs_normalizer = EmpiricalNormalization([self.num_actor_obs], until=int(1e8)).to(
+                device
+            )
+            self.actor_obs_normalization = True
+        if critic and not self.critic_obs_normalization:
+            self.critic_obs_normalizer = EmpiricalNormalization([self.num_critic_obs], until=int(1e8)).to(
+                device
+            )
+            self.critic_obs_normalization = True
+
+    @torch.no_grad()
+    def update_normalization(self, obs: torch.Tensor, critic_obs: torch.Tensor | None = None) -> None:
+        """Merge a batch of raw observations into the normalisers' running statistics."""
+        if self.actor_obs_normalization:
+            self.actor_obs_normalizer.update(obs)  # type: ignore[operator]
+        if self.critic_obs_normalization:
+            self.critic_obs_normalizer.update(obs if critic_obs is None else critic_obs)  # type: ignore[operator]
+
+    def normalize_actor_obs(self, obs: torch.Tensor) -> torch.Tensor:
+        """Raw actor observations as the actor's networks see them."""
+        return self.actor_obs_normalizer.normalize(obs) if self.actor_obs_normalization else obs  # type: ignore[operator]
+
+    def normalize_critic_obs(self, critic_obs: torch.Tensor) -> torch.Tensor:
+        """Raw critic observations as the critic's networks see them."""
+        if not self.critic_obs_normalization:
+            return critic_obs
+        return self.critic_obs_normalizer.normalize(critic_obs)  # type: ignore[operator]
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> Any:
+        """``nn.Module.load_state_dict``, tolerant of normaliser statistics: statistics for a normaliser the
+        policy does not have are ignored, and a normaliser missing from ``state_dict`` keeps its statistics,
+        each with a warning."""
+        state = dict(state_dict)
+        own = self.state_dict()
+        for prefix, enabled in (("actor_obs_normalizer.", self.actor_obs_normalization),
+                                ("critic_obs_normalizer.", self.critic_obs_normalization)):  # fmt: skip
+            keys = [k for k in state if k.startswith(prefix)]
+            if keys and not enabled:
+                warnings.warn(
+                    f"The checkpoint has observation statistics ({prefix[:-1]}) but this policy does not normalise "
+                    "its observations (empirical_normalization is off): the statistics are ignored.",
+                    stacklevel=2,
+                )
+                for k in keys:
+                    del state[k]
+            elif enabled and not keys:
+                warnings.warn(
+                    f"The checkpoint has no observation statistics for {prefix[:-1]}; they start fresh.",
+                    stacklevel=2,
+                )
+                state.update({k: v for k, v in own.items() if k.startswith(prefix)})
+        return super().load_state_dict(state, strict=strict, assign=assign)
 
     # ------------------------------------------------------------------ encoders
     supports_encoders = False
@@ -271,9 +351,11 @@ class ActorCritic(nn.Module):
             )
 
     def embed_visual_latent(self, observations: torch.Tensor) -> torch.Tensor:
-        """Observations with the image component replaced by its latent."""
+        """Normalised observations with the image component replaced by its latent (the input of
+        :meth:`act_with_embedded_latent`)."""
         if self.visual_layout is None:
             raise RuntimeError(f"{type(self).__name__} has no visual encoder")
+        observations = self.normalize_actor_obs(observations)
         return self.visual_layout.embed(observations, nn.ModuleList([self.visual_encoder]))
 
     def encode_critic(self, critic_observations: torch.Tensor) -> torch.Tensor:
@@ -285,7 +367,7 @@ class ActorCritic(nn.Module):
     def get_encoder_latent(
         self, observations: torch.Tensor, obs_component: str, critic: bool = False
     ) -> torch.Tensor:
-        """Latent of one encoded component.
+        """Latent of one encoded component of raw observations.
 
         Raises:
             ValueError: the component has no encoder on that side.
@@ -299,7 +381,8 @@ class ActorCritic(nn.Module):
             )
         i = layout.component_names.index(obs_component)
         modules = self._critic_encoder_modules() if critic else self.encoders
-        return modules[i](layout.component_input(observations, i))
+        x = self.normalize_critic_obs(observations) if critic else self.normalize_actor_obs(observations)
+        return modules[i](layout.component_input(x, i))
 
     # ------------------------------------------------------------------ composition hooks
     def encoded_actor_width(self) -> int:
@@ -336,6 +419,18 @@ class ActorCritic(nn.Module):
         """Hidden states to store with a transition (``None`` for feed-forward policies)."""
         return None
 
+    def set_hidden_states(self, hidden_states: Any) -> None:
+        """Restore rollout hidden states returned by :meth:`get_hidden_states` (no-op for feed-forward)."""
+
+    def detach_hidden_states(self) -> None:
+        """Cut the gradient history of the rollout hidden states (no-op for feed-forward)."""
+
+    def actor_memories(self) -> list[tuple[str, Any]]:
+        """``(role, Memory)`` of the memories on the actor's path in running order (roles ``"adaptor"``,
+        ``"estimator"``, ``"actor"``); what an exporter carries as explicit hidden states. Empty for
+        feed-forward policies."""
+        return []
+
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         """Not callable by design (the reference contract): an actor-critic has several entry points."""
         raise NotImplementedError("Use act(), act_inference() or evaluate() on an actor-critic.")
@@ -348,7 +443,25 @@ class ActorCritic(nn.Module):
         inference: bool = False,
         **kwargs: Any,
     ) -> None:
-        """Compute the action mean for ``observations`` (estimator, encoders, memory, then the actor MLP)."""
+        """Compute the action distribution for raw ``observations`` (normaliser, estimator, encoders, memory,
+        then the actor MLP)."""
+        self.distribution_from_normalized(
+            self.normalize_actor_obs(observations),
+            masks=masks,
+            hidden_states=hidden_states,
+            inference=inference,
+            **kwargs,
+        )
+
+    def distribution_from_normalized(
+        self,
+        observations: torch.Tensor,
+        masks: torch.Tensor | None = None,
+        hidden_states: Any = None,
+        inference: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        """:meth:`update_distribution` after the normaliser."""
         est_hidden, actor_hidden = split_estimator_hidden(hidden_states)
         if self.estimator is not None and not self.use_actor_rnn:
             observations = self._estimate_and_substitute(observations, est_hidden, inference)
@@ -431,8 +544,8 @@ class ActorCritic(nn.Module):
         return self.estimated_state_
 
     def evaluate(self, critic_observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """State value, shape ``(..., 1)``."""
-        return self.critic(self.critic_features(critic_observations, **kwargs))
+        """State value of raw critic observations, shape ``(..., 1)``."""
+        return self.critic(self.critic_features(self.normalize_critic_obs(critic_observations), **kwargs))
 
     def get_actions_log_prob(self, actions: torch.Tensor) -> torch.Tensor:
         """Log-probability of ``actions`` under the last distribution, summed over actions."""

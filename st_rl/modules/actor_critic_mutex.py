@@ -17,11 +17,12 @@ Each sub-policy directory is a training run (what :class:`~st_rl.runners.OnPolic
 
   A missing action scale is taken as 1.0 (with a warning); a missing command scale as 1.0.
 * ``model_<it>.pt``: the newest checkpoint's ``model_state_dict`` is loaded (weights-only). When the run used
-  ``empirical_normalization`` the checkpoint's ``obs_norm_state_dict`` is loaded into a frozen
-  :class:`~st_rl.modules.normalizer.EmpiricalNormalization` applied to that sub-policy's input only.
+  ``empirical_normalization`` the sub-policy carries its observation statistics inside (checkpoints of the
+  older format, with a separate ``obs_norm_state_dict``, are migrated on load).
 
 **The Mutex takes RAW observations** (as the environment emits them): every skill normalises them with its own
-training statistics. Build the runner of a Mutex with ``empirical_normalization=False`` (or call it directly).
+training statistics, inside the sub-policy. Build the runner of a Mutex with ``empirical_normalization=False``
+(or call it directly).
 
 Action scales: a sub-policy trained with action scale ``s_i`` commands joint targets ``a_i * s_i``; the env that
 runs the Mutex multiplies by ``env_action_scale`` ``e``, so the Mutex outputs ``a_i * s_i / e``. Conversely the
@@ -48,7 +49,6 @@ import torch.nn as nn
 
 from st_rl.env.layout import get_obs_slice, normalize_segments, segments_size
 from st_rl.modules.actor_critic import COMMON_POLICY_KEYS
-from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.modules.utils import warn_unknown_kwargs
 from st_rl.utils.checkpoint import load_checkpoint
 from st_rl.utils.utils import latest_checkpoint, read_run_config
@@ -138,8 +138,9 @@ def normalize_cmd_vel_mapping(
 
 # ---------------------------------------------------------------------------- loading sub-policies
 class SubPolicySnapshot(SimpleNamespace):
-    """What :func:`load_sub_policy` returns: ``policy`` (nn.Module, weights loaded), ``normalizer`` (frozen
-    ``EmpiricalNormalization`` or ``nn.Identity``), ``config`` (the run's config.json), ``checkpoint`` (path),
+    """What :func:`load_sub_policy` returns: ``policy`` (nn.Module, weights and observation statistics loaded),
+    ``normalizer`` (the policy's own actor normaliser: ``EmpiricalNormalization`` or ``nn.Identity``),
+    ``config`` (the run's config.json), ``checkpoint`` (path),
     ``action_scale`` (float or list, ``None`` when the config has none) and ``cmd_scale`` (float or ``None``)."""
 
 
@@ -204,6 +205,10 @@ def load_sub_policy(
 
     state = load_checkpoint(ckpt_path, map_location=map_location)
     model_sd = state["model_state_dict"]
+    policy.enable_obs_normalization(
+        actor=any(k.startswith("actor_obs_normalizer.") for k in model_sd),
+        critic=any(k.startswith("critic_obs_normalizer.") for k in model_sd),
+    )
     own = policy.state_dict()
     dims = f"num_actor_obs={num_actor_obs}, num_critic_obs={num_critic_obs}, num_actions={num_actions}"
     mismatched = [
@@ -226,24 +231,11 @@ def load_sub_policy(
     policy.load_state_dict(model_sd)
     policy.eval()
 
-    normalizer: nn.Module = nn.Identity()
-    norm_sd = state.get("obs_norm_state_dict")
-    if norm_sd is not None:
-        width = int(norm_sd["_mean"].shape[-1])
-        if width != int(num_actor_obs):
-            raise ValueError(
-                f"The observation normaliser in {ckpt_path} has {width} columns, but the Mutex has "
-                f"num_actor_obs={num_actor_obs}."
-            )
-        normalizer = EmpiricalNormalization(shape=[width])
-        normalizer.load_state_dict(norm_sd)
-        normalizer.eval()
-
     action_scale, _ = _lookup(config, ACTION_SCALE_KEYS)
     cmd_scale, _ = _lookup(config, CMD_SCALE_KEYS)
     return SubPolicySnapshot(
         policy=policy,
-        normalizer=normalizer,
+        normalizer=policy.actor_obs_normalizer,
         config=config,
         checkpoint=ckpt_path,
         action_scale=action_scale,
@@ -328,7 +320,6 @@ class ActorCriticMutex(nn.Module):
         self.sub_policy_paths = paths
         self.sub_policy_configs: list[dict[str, Any]] = []
         self.submodules = nn.ModuleList()
-        self.obs_normalizers = nn.ModuleList()
         self._cmd_scales_from_config: list[float | None] = []
         for i, path in enumerate(paths):
             if not os.path.isdir(path):
@@ -345,7 +336,6 @@ class ActorCriticMutex(nn.Module):
                 class_name=sub_policy_class_name,
             )
             self.submodules.append(snap.policy)
-            self.obs_normalizers.append(snap.normalizer)
             self.sub_policy_configs.append(snap.config)
             self._cmd_scales_from_config.append(snap.cmd_scale)
             scale = snap.action_scale
@@ -498,8 +488,8 @@ class ActorCriticMutex(nn.Module):
         selection = self.get_policy_selection(observations)
         weights = self._selection_weights(selection)
         actions, means = [], []
-        for i, (policy, normalizer) in enumerate(zip(self.submodules, self.obs_normalizers)):
-            x = normalizer(self.sub_policy_observations(observations, i))
+        for i, policy in enumerate(self.submodules):
+            x = self.sub_policy_observations(observations, i)
             if stochastic:
                 actions.append(policy.act(x))
                 means.append(policy.action_mean)
@@ -552,13 +542,6 @@ class ActorCriticMutex(nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         raise NotImplementedError("Use act() or act_inference() on a Mutex.")
-
-    def train(self, mode: bool = True) -> ActorCriticMutex:
-        """Set the training flag; the sub-policies' observation normalisers stay frozen (eval) regardless."""
-        super().train(mode)
-        for normalizer in self.obs_normalizers:
-            normalizer.eval()
-        return self
 
 
 class ActorCriticFieldMutex(ActorCriticMutex):

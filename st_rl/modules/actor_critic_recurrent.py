@@ -121,6 +121,10 @@ class ActorCriticRecurrent(ActorCritic):
         if self.memory_s is not None:
             self.memory_s.detach_hidden_states()
 
+    def actor_memories(self) -> list[tuple[str, Any]]:
+        memories: list[tuple[str, Any]] = [("estimator", self.memory_s)] if self.memory_s is not None else []
+        return memories + [("actor", self.memory_a)]
+
     def clone_hidden_states(self) -> Any:
         """A copy of the rollout hidden states."""
         return tree_map(lambda t: t.clone(), self.get_hidden_states())
@@ -204,7 +208,7 @@ class PrivilegeStateAcRecurrent(StateAcRecurrent):
         )
         self.adapted_state_: torch.Tensor | None = None
 
-    def update_distribution(
+    def distribution_from_normalized(
         self,
         observations: torch.Tensor,
         masks: torch.Tensor | None = None,
@@ -227,7 +231,7 @@ class PrivilegeStateAcRecurrent(StateAcRecurrent):
             self.privilege_replace_state_prob,
             inference,
         )
-        super().update_distribution(
+        super().distribution_from_normalized(
             observations, masks=masks, hidden_states=inner_hidden, inference=inference, **kwargs
         )
 
@@ -257,3 +261,6 @@ class PrivilegeStateAcRecurrent(StateAcRecurrent):
     def detach_hidden_states(self) -> None:
         super().detach_hidden_states()
         self.memory_p.detach_hidden_states()
+
+    def actor_memories(self) -> list[tuple[str, Any]]:
+        return [("adaptor", self.memory_p), *super().actor_memories()]

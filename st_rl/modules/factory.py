@@ -8,25 +8,19 @@ from typing import Any
 import torch.nn as nn
 
 
-def build_actor_critic(env: Any, class_name: Any, policy_cfg: dict[str, Any]) -> nn.Module:
-    """Instantiate ``class_name`` with ``policy_cfg`` (copied, never mutated).
+def resolve_policy_kwargs(env: Any, policy_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The policy's keyword arguments: ``policy_cfg`` (copied, without ``class_name``) completed from ``env``.
 
-    ``num_actor_obs``, ``num_critic_obs`` and ``num_actions`` are filled from ``env`` when missing or
-    ``None``; ``obs_segments`` / ``privileged_obs_segments`` are injected from the env when the config lacks
-    them. An ``amp_discriminator`` config without ``input_dim`` gets the width of the env's ``ref_obs``
-    windows. ``env`` may be an :class:`st_rl.env.EnvAdapter` or any env with ``num_obs`` /
-    ``num_privileged_obs`` (0 or ``None`` meaning "critic sees the actor observations").
+    ``num_actor_obs``, ``num_critic_obs`` and ``num_actions`` are filled when missing or ``None``;
+    ``obs_segments`` / ``privileged_obs_segments`` are injected when the config lacks them; an
+    ``amp_discriminator`` config without ``input_dim`` gets the width of the env's AMP windows. ``env`` may be
+    an :class:`st_rl.env.EnvAdapter` or any env with ``num_obs`` / ``num_privileged_obs`` (0 or ``None``
+    meaning "critic sees the actor observations").
     """
-    import st_rl.modules as modules
-    from st_rl.utils.config import resolve_class
-
-    cls = resolve_class(class_name, modules, "policy", nn.Module)
     cfg = copy.deepcopy(dict(policy_cfg))
     cfg.pop("class_name", None)
     num_obs = getattr(env, "num_obs", None)
-    num_critic = getattr(env, "num_critic_obs", None)
-    if num_critic is None:
-        num_critic = getattr(env, "num_privileged_obs", None) or num_obs
+    num_critic = getattr(env, "num_critic_obs", None) or getattr(env, "num_privileged_obs", None) or num_obs
     defaults = {"num_actor_obs": num_obs, "num_critic_obs": num_critic, "num_actions": env.num_actions}
     for key, value in defaults.items():
         if cfg.get(key) is None:
@@ -47,4 +41,32 @@ def build_actor_critic(env: Any, class_name: Any, policy_cfg: dict[str, Any]) ->
         amp_dim = getattr(env, "amp_obs_dim", None)
         if amp_dim:
             cfg["amp_discriminator"] = {**amp, "input_dim": int(amp_dim)}
+    return cfg
+
+
+def fill_missing(cfg: dict[str, Any], resolved: dict[str, Any]) -> None:
+    """Replace the ``None`` values of ``cfg`` (recursively in dicts) by those of ``resolved``, in place.
+
+    Used on the runner's private copy of the config, so that ``config.json`` records the sizes that were
+    taken from the environment.
+    """
+    for key, value in cfg.items():
+        if value is None and resolved.get(key) is not None:
+            cfg[key] = copy.deepcopy(resolved[key])
+        elif isinstance(value, dict) and isinstance(resolved.get(key), dict):
+            fill_missing(value, resolved[key])
+
+
+def build_actor_critic(env: Any, class_name: Any, policy_cfg: dict[str, Any]) -> Any:
+    """Instantiate ``class_name`` with ``policy_cfg`` (copied, never mutated), completed from ``env`` by
+    :func:`resolve_policy_kwargs` (``env=None``: the config is complete)."""
+    import st_rl.modules as modules
+    from st_rl.utils.config import resolve_class
+
+    cls = resolve_class(class_name, modules, "policy", nn.Module)
+    if env is None:
+        cfg = copy.deepcopy(dict(policy_cfg))
+        cfg.pop("class_name", None)
+    else:
+        cfg = resolve_policy_kwargs(env, policy_cfg)
     return cls(**cfg)

@@ -55,6 +55,10 @@ class EmpiricalNormalization(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training:
             self.update(x)
+        return self.normalize(x)
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """``(x - mean) / (std + eps)`` with the current statistics (never updates them)."""
         return (x - self._mean) / (self._std + self.eps)
 
     @torch.no_grad()

@@ -22,9 +22,7 @@ class AmpPolicyRunner(OnPolicyRunner):
         self, env: Any, train_cfg: Any, log_dir: str | None = None, device: str | torch.device = "cpu"
     ) -> None:
         super().__init__(env, train_cfg, log_dir=log_dir, device=device)
-        from st_rl.algorithms.appo import APPOAlgoMixin
-
-        if not isinstance(self.alg, APPOAlgoMixin):
+        if "amp" not in self.alg.extensions:
             raise ValueError(
                 f"AmpPolicyRunner trains AMP algorithms (APPO, ATPPO); got {type(self.alg).__name__}. Use "
                 "OnPolicyRunner for the others."

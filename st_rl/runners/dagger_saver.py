@@ -26,7 +26,6 @@ import torch.nn as nn
 
 from st_rl.algorithms.schedules import as_schedule
 from st_rl.modules.factory import build_actor_critic
-from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.runners.demonstration import DemonstrationSaver
 from st_rl.utils.checkpoint import CheckpointError, load_checkpoint
 from st_rl.utils.config import class_label
@@ -96,7 +95,6 @@ class DaggerSaver(DemonstrationSaver):
             self.tb_log_dir = os.path.join(self.training_policy_logdir, "_".join(["collector", *tokens]))
             self.tb_writer = make_writer("tensorboard", self.tb_log_dir)
         self.training_policy: Any = None
-        self.training_obs_normalizer: nn.Module = nn.Identity()
         self.training_policy_iteration = 0
         self.collector_iteration = 0
         self.loaded_checkpoint: str | None = None
@@ -131,20 +129,23 @@ class DaggerSaver(DemonstrationSaver):
                 f"{self.training_policy_logdir}/config.json names no policy class: expected "
                 "runner.policy_class_name or policy.class_name."
             )
-        self.training_policy = build_actor_critic(self.env, class_name, policy_cfg).to(self.device)
-        self.training_policy.eval()
         algorithm_cfg = config.get("algorithm") or {}
         normalize = algorithm_cfg.get(
             "empirical_normalization", runner_cfg.get("empirical_normalization", False)
         )
-        self.training_obs_normalizer = self._new_normalizer() if normalize else nn.Identity()
+        if normalize:
+            policy_cfg.setdefault("actor_obs_normalization", True)
+        self.training_policy = build_actor_critic(self.env, class_name, policy_cfg).to(self.device)
+        self.training_policy.eval()
         self.training_policy_iteration = 0
         self._loaded_file_iter = -1
         self.loaded_checkpoint = None
         self._apply_action_std()
 
-    def _new_normalizer(self) -> nn.Module:
-        return EmpiricalNormalization(shape=[self.env.num_obs], until=int(1e8)).to(self.device).eval()
+    @property
+    def training_obs_normalizer(self) -> nn.Module:
+        """The student's own actor observation normaliser (inside the student policy)."""
+        return self.training_policy.actor_obs_normalizer
 
     def _apply_action_std(self) -> None:
         if self.action_sample_std <= 0:
@@ -198,18 +199,18 @@ class DaggerSaver(DemonstrationSaver):
         self.use_teacher_act_mask = torch.rand(self.env.num_envs, device=self.device) < prob
 
     def _load_student_state(self, state: dict[str, Any], path: str, file_iter: int) -> None:
+        model = state["model_state_dict"]
+        self.training_policy.enable_obs_normalization(
+            actor=any(k.startswith("actor_obs_normalizer.") for k in model),
+            critic=any(k.startswith("critic_obs_normalizer.") for k in model),
+        )
         try:
-            self.training_policy.load_state_dict(state["model_state_dict"])
+            self.training_policy.load_state_dict(model)
         except RuntimeError as e:
             raise CheckpointError(
                 f"{path} does not fit the student built from {self.training_policy_logdir}/config.json: "
                 f"{str(e).splitlines()[0]}"
             ) from e
-        if "obs_norm_state_dict" in state:
-            if not isinstance(self.training_obs_normalizer, EmpiricalNormalization):
-                self.training_obs_normalizer = self._new_normalizer()
-            self.training_obs_normalizer.load_state_dict(state["obs_norm_state_dict"])
-            self.training_obs_normalizer.eval()
         self.training_policy.eval()
         self.training_policy_iteration = int(state.get("iter", file_iter))
         self._loaded_file_iter = file_iter
@@ -222,11 +223,10 @@ class DaggerSaver(DemonstrationSaver):
 
     def get_student_actions(self) -> torch.Tensor:
         """The student's actions for the current actor observations (its own normalisation)."""
-        x = self.training_obs_normalizer(self.obs)
         if self.action_sample_std > 0:
-            actions = self.training_policy.act(x)
+            actions = self.training_policy.act(self.obs)
         else:
-            actions = self.training_policy.act_inference(x)
+            actions = self.training_policy.act_inference(self.obs)
         return self._check_actions(actions, "student")
 
     # ------------------------------------------------------------------ collection hooks

@@ -58,6 +58,15 @@ def _segments_json(segments: Mapping[str, Any] | None) -> dict[str, list[int]] |
     return {str(k): [int(s) for s in v] for k, v in segments.items()}
 
 
+def _belongs_to(normalizer: Any, policy: Any) -> bool:
+    """Whether ``normalizer`` is a module of ``policy`` (a policy that normalises its own observations)."""
+    return (
+        isinstance(normalizer, nn.Module)
+        and isinstance(policy, nn.Module)
+        and any(m is normalizer for m in policy.modules())
+    )
+
+
 class DemonstrationSaver:
     """Collect trajectories of ``policy`` acting in ``env`` and save them as a demonstration dataset.
 
@@ -83,8 +92,9 @@ class DemonstrationSaver:
             "normalized_image"}``): observations are stored per component of ``env.obs_segments`` as
             ``obs_<component>``, the mapped ones compressed (see :mod:`st_rl.utils.data_compresser`).
         demo_by_sample: sample actions with ``policy.act`` instead of ``policy.act_inference``.
-        obs_normalizer: applied to the actor observations the policy sees (e.g. a trained runner's
-            ``alg.obs_normalizer``; used in eval mode). Files keep raw observations.
+        obs_normalizer: applied to the actor observations before a policy that does not normalise them
+            itself (used in eval mode). st_rl policies normalise inside: their own normaliser (e.g. a trained
+            runner's ``alg.obs_normalizer``) is not applied twice. Files keep raw observations.
         critic_obs_normalizer: the same for critic observations (``use_critic_obs``).
         device: device of the rollout buffers and policy inputs (default: ``env.device`` or CPU).
 
@@ -131,8 +141,10 @@ class DemonstrationSaver:
         self.success_traj_only = bool(success_traj_only)
         self.use_critic_obs = bool(use_critic_obs)
         self.demo_by_sample = bool(demo_by_sample)
-        self.obs_normalizer = obs_normalizer
-        self.critic_obs_normalizer = critic_obs_normalizer
+        self.obs_normalizer = None if _belongs_to(obs_normalizer, policy) else obs_normalizer
+        self.critic_obs_normalizer = (
+            None if _belongs_to(critic_obs_normalizer, policy) else critic_obs_normalizer
+        )
         self.obs_disassemble_mapping = dict(obs_disassemble_mapping) if obs_disassemble_mapping else None
         self._check_disassemble_mapping()
 

@@ -15,7 +15,7 @@ import torch.nn as nn
 
 import st_rl
 from st_rl.env.adapter import EnvAdapter
-from st_rl.modules.factory import build_actor_critic
+from st_rl.modules.factory import build_actor_critic, fill_missing, resolve_policy_kwargs
 from st_rl.utils import checkpoint as ckpt
 from st_rl.utils import distributed as dist_utils
 from st_rl.utils.config import TrainConfig, resolve_class, resolve_train_cfg
@@ -32,12 +32,16 @@ from st_rl.utils.utils import store_code_state, write_run_config
 
 
 class InferencePolicy(nn.Module):
-    """Raw observations in, deterministic actions out (the observation normaliser is inside)."""
+    """Raw observations in, deterministic actions out (the policy normalises its observations itself).
 
-    def __init__(self, actor_critic: nn.Module, normalizer: nn.Module) -> None:
+    ``normalizer`` is applied before the policy; it is the identity unless given (kept for callers that pair
+    a policy with an external normaliser).
+    """
+
+    def __init__(self, actor_critic: nn.Module, normalizer: nn.Module | None = None) -> None:
         super().__init__()
         self.actor_critic: Any = actor_critic
-        self.normalizer = normalizer
+        self.normalizer = normalizer if normalizer is not None else nn.Identity()
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
         return self.actor_critic.act_inference(self.normalizer(observations))
@@ -90,29 +94,25 @@ class OnPolicyRunner:
         if self.num_steps_per_env < 1 or self.save_interval < 1 or self.log_interval < 1:
             raise ValueError("num_steps_per_env, save_interval and log_interval must be >= 1")
 
-        actor_critic = build_actor_critic(self.env_adapter, self.train_cfg.policy_class_name, self.policy_cfg)
-        amp_cfg = self.policy_cfg.get("amp_discriminator")
-        if (
-            isinstance(amp_cfg, dict)
-            and amp_cfg.get("input_dim") is None
-            and hasattr(actor_critic, "discriminator")
-        ):
-            # Saved configs record the width taken from the environment (a private copy of the user's config).
-            discriminator: Any = actor_critic.discriminator
-            amp_cfg["input_dim"] = int(discriminator.input_dim)
+        alg_cfg = self.alg_cfg
+        policy_kwargs = resolve_policy_kwargs(self.env_adapter, self.policy_cfg)
+        fill_missing(self.policy_cfg, policy_kwargs)  # config.json records sizes taken from the environment
+        if alg_cfg.get("empirical_normalization"):
+            policy_kwargs.setdefault("actor_obs_normalization", True)  # the policy owns its normalisers
+        actor_critic = build_actor_critic(None, self.train_cfg.policy_class_name, policy_kwargs)
         import st_rl.algorithms as algorithms
 
         alg_cls = resolve_class(self.train_cfg.algorithm_class_name, algorithms, "algorithm")
         if (
-            self.alg_cfg.get("schedule") == "linear"
-            and self.alg_cfg.get("lr_anneal_iterations") is None
+            alg_cfg.get("schedule") == "linear"
+            and alg_cfg.get("lr_anneal_iterations") is None
             and self.cfg.get("max_iterations") is not None
         ):
             # The linear schedule decays over the configured run length (recorded in config.json).
-            self.alg_cfg["lr_anneal_iterations"] = int(self.cfg["max_iterations"])
-        self.alg = alg_cls(actor_critic, device=self.device, **self.alg_cfg)
+            alg_cfg["lr_anneal_iterations"] = int(self.cfg["max_iterations"])
+        self.alg = alg_cls(actor_critic, device=self.device, **alg_cfg)
+        self.alg.attach_env(self.env)
         num_obs, num_critic = self.env_adapter.num_obs, self.env_adapter.num_critic_obs
-        self.alg.init_obs_norm(num_obs, num_critic)
         critic_shape = [num_critic] if self.env_adapter.has_critic_group else [None]
         self.alg.init_storage(
             self.env_adapter.num_envs,
@@ -131,8 +131,7 @@ class OnPolicyRunner:
         self.tot_time = 0.0
         self.current_learning_iteration = 0
         self.git_status_repos = [st_rl.__file__]
-        self.metrics_velrmsd = torch.zeros((), device=self.device)
-        self.metrics_CoT = torch.zeros((), device=self.device)
+        self.task_metrics: dict[str, torch.Tensor] = {}
         self._writer_initialised = False
         self._last_saved_iteration = -1
         if self.log_dir is not None and self.is_main_process:
@@ -140,15 +139,6 @@ class OnPolicyRunner:
             self._write_config()
 
     # ------------------------------------------------------------------ set-up
-    def _normalizers(self) -> list[nn.Module]:
-        names = ("obs_normalizer", "critic_obs_normalizer", "amp_normalizer")
-        found: list[nn.Module] = []
-        for name in names:
-            module = getattr(self.alg, name, None)
-            if isinstance(module, nn.Module) and all(module is not m for m in found):
-                found.append(module)
-        return found
-
     def _sync_ranks_at_start(self) -> None:
         """Check that ranks agree on the batch layout and copy rank 0's model and statistics to all ranks."""
         import torch.distributed as dist
@@ -160,17 +150,14 @@ class OnPolicyRunner:
                 f"Every rank must run the same number of environments and steps per iteration; got (num_envs, "
                 f"num_steps_per_env) per rank = {counts}."
             )
-        dist_utils.broadcast_module(self.alg.actor_critic)
-        for module in self._normalizers():
+        for module in self.alg.modules():  # the policy with its normalisers, and every extension's modules
             dist_utils.broadcast_module(module)
-            if hasattr(module, "_count_host"):
-                module._count_host = int(module.count)  # type: ignore[union-attr]
 
     def _write_config(self) -> None:
         assert self.log_dir is not None
         write_run_config(self.log_dir, self._logged_config())
 
-    def init_writter(self, init_at_random_ep_len: bool) -> None:  # noqa: D401 - reference spelling
+    def init_writer(self, init_at_random_ep_len: bool) -> None:
         """Create the log writer and optionally randomise the episode lengths."""
         if not self._writer_initialised:
             if self.is_main_process:
@@ -182,7 +169,7 @@ class OnPolicyRunner:
         if init_at_random_ep_len:
             self.env_adapter.randomize_episode_lengths()
 
-    init_writer = init_writter
+    init_writter = init_writer  # reference name (st_rl/compat.py)
 
     def _logged_config(self) -> dict[str, Any]:
         """The resolved config (plus the environment's ``cfg``) as given to a writer's ``log_config``."""
@@ -195,28 +182,14 @@ class OnPolicyRunner:
         return data
 
     # ------------------------------------------------------------------ loop
-    def _normalize(self, obs: torch.Tensor, critic_obs: torch.Tensor, update: bool = True):
-        obs_norm, critic_norm = self.alg.obs_normalizer, self.alg.critic_obs_normalizer
-        if not update:
-            was_training = obs_norm.training
-            obs_norm.eval()
-            critic_norm.eval()
-        obs_n = obs_norm(obs)
-        critic_n = critic_norm(critic_obs) if self.env_adapter.has_critic_group else obs_n
-        if not update and was_training:
-            obs_norm.train()
-            critic_norm.train()
-        return obs_n, critic_n
-
     def rollout_step(self, obs: torch.Tensor, critic_obs: torch.Tensor, **kwargs: Any):
-        """act -> env.step -> normalise -> process_env_step; returns ``(obs, critic_obs, rewards, dones, infos)``."""
+        """act -> env.step -> process_env_step; returns ``(obs, critic_obs, rewards, dones, infos)``."""
         actions = self.alg.act(obs, critic_obs)
         env_device = getattr(self.env, "device", None)
         if env_device is not None and torch.device(env_device) != actions.device:
             actions = actions.to(env_device)
         obs, critic_obs, rewards, dones, infos = self.env_adapter.step(actions)
-        obs, critic_obs = self._normalize(obs, critic_obs)
-        self.alg.process_env_step(rewards, dones, infos)
+        self.alg.process_env_step(rewards, dones, infos, obs, critic_obs)
         return obs, critic_obs, rewards, dones, infos
 
     def learn(
@@ -233,21 +206,21 @@ class OnPolicyRunner:
             init_at_random_ep_len: randomise the episode lengths first.
             trial: an Optuna-style trial: after each iteration ``trial.report(value, it)`` is called and
                 training stops early when ``trial.should_prune()`` is true.
-            trial_metric: the reported value: a name among ``"velrmsd"`` (default), ``"CoT"``,
-                ``"mean_reward"`` (mean training episode return) and ``"mean_episode_length"``, or a callable
-                taking that dict and returning a float. NaN values (e.g. no episode finished yet) are not
-                reported.
+            trial_metric: the reported value: the name of a task metric of the environment (default: the
+                first reported one, the velocity-tracking RMSD), ``"mean_reward"`` (mean training episode
+                return) or ``"mean_episode_length"``, or a callable taking that dict and returning a float.
+                NaN values (e.g. no episode finished yet) are not reported.
 
         Returns:
-            ``(velrmsd, CoT)``: the environment's velocity-tracking RMSD and cost of transport after the last
-            iteration (zero tensors when the environment has no such metrics).
+            The environment's two reported task metrics after the last iteration, as st_gym scripts expect:
+            velocity-tracking RMSD and cost of transport (zero tensors when the environment has no such
+            metrics; see :meth:`st_rl.env.EnvAdapter.task_metrics`).
         """
-        self.init_writter(init_at_random_ep_len)
+        self.init_writer(init_at_random_ep_len)
         obs, critic_obs, _ = self.env_adapter.get_observations()
         self.train_mode()
-        # The initial observation only feeds the first action; it does not update the statistics, so a run
-        # resumed from a checkpoint sees exactly the same normaliser updates as an uninterrupted one.
-        obs, critic_obs = self._normalize(obs, critic_obs, update=False)
+        # The initial observation only feeds the first action; it does not update the policy's observation
+        # statistics, so a run resumed from a checkpoint sees exactly the same updates as an uninterrupted one.
 
         n_envs, steps = self.env_adapter.num_envs, self.num_steps_per_env
         ep_infos: list[dict[str, Any]] = []
@@ -318,7 +291,7 @@ class OnPolicyRunner:
             # Decided without looking at the file system: every rank must take part in save().
             self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
         self.writer.flush()
-        return self.metrics_velrmsd, self.metrics_CoT
+        return self.env_adapter.returned_metrics(self.task_metrics)
 
     # ------------------------------------------------------------------ metrics and logs
     def _trial_value(
@@ -329,14 +302,15 @@ class OnPolicyRunner:
     ) -> float:
         """The value ``learn`` reports to its trial (see ``trial_metric``)."""
         nan = float("nan")
+        zero = torch.zeros(())
         metrics = {
-            "velrmsd": float(self.metrics_velrmsd),
-            "CoT": float(self.metrics_CoT),
-            "mean_reward": statistics.mean(rewbuffer) if rewbuffer else nan,
-            "mean_episode_length": statistics.mean(lenbuffer) if lenbuffer else nan,
+            name: float(self.task_metrics.get(name, zero)) for name in self.env_adapter.RETURNED_METRICS
         }
+        metrics.update({name: float(value) for name, value in self.task_metrics.items()})
+        metrics["mean_reward"] = statistics.mean(rewbuffer) if rewbuffer else nan
+        metrics["mean_episode_length"] = statistics.mean(lenbuffer) if lenbuffer else nan
         if trial_metric is None:
-            return metrics["velrmsd"]
+            return metrics[self.env_adapter.RETURNED_METRICS[0]]
         if callable(trial_metric):
             return float(trial_metric(metrics))
         if trial_metric not in metrics:
@@ -346,25 +320,10 @@ class OnPolicyRunner:
         return metrics[trial_metric]
 
     def evaluation(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Read the environment's ``tracking_error`` (or ``lin_vel_rmsd``) and ``CoT``; zeros if absent."""
-
-        def metric(*names: str) -> torch.Tensor:
-            for name in names:
-                val = getattr(self.env, name, None)
-                if val is None:
-                    unwrapped = getattr(self.env, "unwrapped", None)
-                    val = (
-                        getattr(unwrapped, name, None)
-                        if unwrapped is not None and unwrapped is not self.env
-                        else None
-                    )
-                if val is not None:
-                    return torch.as_tensor(val, dtype=torch.float32).to(self.device).mean()
-            return torch.zeros((), device=self.device)
-
-        self.metrics_velrmsd = metric("tracking_error", "lin_vel_rmsd")
-        self.metrics_CoT = metric("CoT")
-        return self.metrics_velrmsd, self.metrics_CoT
+        """Read the environment's task metrics (:meth:`st_rl.env.EnvAdapter.task_metrics`); returns the two
+        that :meth:`learn` returns."""
+        self.task_metrics = self.env_adapter.task_metrics()
+        return self.env_adapter.returned_metrics(self.task_metrics)
 
     def log(self, locs: dict[str, Any], width: int = 80, pad: int = 35) -> None:
         """Write scalars to the log writer and print the iteration summary."""
@@ -394,8 +353,9 @@ class OnPolicyRunner:
             free, total = torch.cuda.mem_get_info(self.device)
             w.add_scalar("Perf/gpu_allocated", torch.cuda.memory_allocated(self.device) / 2**30, it)
             w.add_scalar("Perf/gpu_occupied", (total - free) / 2**30, it)
-        w.add_scalar("Eval/velrmsd", float(self.metrics_velrmsd), it)
-        w.add_scalar("Eval/CoT", float(self.metrics_CoT), it)
+        metrics = {name: float(value) for name, value in self.task_metrics.items()}
+        for name, value in metrics.items():
+            w.add_scalar(f"Eval/{name}", value, it)
         rewbuffer, lenbuffer, rframe = locs["rewbuffer"], locs["lenbuffer"], locs["rframebuffer"]
         rows: list[tuple[str, str]] = [
             (
@@ -422,10 +382,8 @@ class OnPolicyRunner:
             rows.append((f"Loss {key}", f"{value:.4f}"))
         rows.append(("Learning rate", f"{self.alg.learning_rate:.2e}"))
         rows.append(("Mean action noise std", f"{mean_std:.3f}"))
-        if float(self.metrics_velrmsd) or float(self.metrics_CoT):
-            rows.append(
-                ("Eval velrmsd / CoT", f"{float(self.metrics_velrmsd):.4f} / {float(self.metrics_CoT):.4f}")
-            )
+        if any(metrics.values()):
+            rows.append(("Eval " + " / ".join(metrics), " / ".join(f"{v:.4f}" for v in metrics.values())))
         for key, value in episode.items():
             rows.append((key, f"{value:.4f}"))
         done_iters = it + 1 - self._learn_start_iter
@@ -540,12 +498,12 @@ class OnPolicyRunner:
         return state.get("infos")
 
     def get_inference_policy(self, device: str | torch.device | None = None) -> InferencePolicy:
-        """Eval-mode policy taking raw observations (normalisation inside), optionally moved to ``device``."""
+        """Eval-mode policy taking raw observations (the policy's normaliser inside), optionally moved to
+        ``device``."""
         self.eval_mode()
         if device is not None:
             self.alg.actor_critic.to(device)
-            self.alg.obs_normalizer.to(device)
-        return InferencePolicy(self.alg.actor_critic, self.alg.obs_normalizer)
+        return InferencePolicy(self.alg.actor_critic)
 
     def train_mode(self) -> None:
         self.alg.train_mode()

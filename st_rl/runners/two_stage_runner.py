@@ -17,8 +17,8 @@ class TwoStageRunner(OnPolicyRunner):
     ``pretrain_dataset`` (``data_dir``, ``dataset_loops``, ``random_shuffle_traj_order``,
     ``keep_latest_n_trajs``, ``starting_frame_range``; legged_gym's stale ``scan_dir`` is accepted) and hands
     it to ``alg.collect_transition_from_dataset`` (the dataset's actions become the action labels, so the
-    algorithm must be of the TPPO family). The dataset's raw observations go through the student's
-    normalisers like environment observations. When the dataset is exhausted, or once
+    algorithm must record them: the TPPO family). The dataset's raw observations update the student's
+    observation statistics like environment observations. When the dataset is exhausted, or once
     ``current_learning_iteration >= pretrain_iterations``, steps come from the environment again (the
     observation is refreshed from the environment and the policy memory is reset at the switch).
     ``pretrain_iterations < 0`` pretrains for as long as the dataset lasts. ``log_interval`` defaults to 50.
@@ -39,7 +39,7 @@ class TwoStageRunner(OnPolicyRunner):
                 "TwoStageRunner needs 'pretrain_dataset' in the runner config, e.g. "
                 "{'data_dir': 'logs/demos', 'dataset_loops': 1}; record one with DemonstrationSaver."
             )
-        if not hasattr(self.alg, "collect_transition_from_dataset"):
+        if self.alg.storage is None or not self.alg.storage.has_field("action_labels"):
             raise ValueError(
                 f"TwoStageRunner pretrains with the dataset's actions as labels, which needs an algorithm of the "
                 f"TPPO family (TPPO, EstimatorTPPO); got {type(self.alg).__name__}."
@@ -84,7 +84,6 @@ class TwoStageRunner(OnPolicyRunner):
             # Back to the environment: its own observation, fresh policy memory.
             self._from_dataset = False
             obs, critic_obs, _ = self.env_adapter.get_observations()
-            obs, critic_obs = self._normalize(obs, critic_obs, update=False)
             self.alg.actor_critic.reset(
                 torch.ones(self.env_adapter.num_envs, dtype=torch.bool, device=self.device)
             )
@@ -100,23 +99,18 @@ class TwoStageRunner(OnPolicyRunner):
                 value = getattr(transition, fallback)
             return value.to(dev)
 
-        obs, critic_obs = self._normalize(
-            transition.observation.to(dev), field("privileged_observation", "observation")
-        )
-        next_obs, next_critic = self._normalize(
-            transition.next_observation.to(dev),
-            field("next_privileged_observation", "next_observation"),
-            update=False,
-        )
+        obs, critic_obs = transition.observation.to(dev), field("privileged_observation", "observation")
+        next_obs = transition.next_observation.to(dev)
+        next_critic = field("next_privileged_observation", "next_observation")
         rewards = transition.reward.to(dev).reshape(-1).float()
         dones = transition.done.to(dev).reshape(-1).bool()
         step_infos: dict[str, Any] = {}
         if "time_outs" in infos:
             step_infos["time_outs"] = infos["time_outs"].to(dev).reshape(-1)
-        normalized = transition._replace(
+        raw = transition._replace(
             observation=obs, privileged_observation=critic_obs, reward=rewards, done=dones
         )
-        self.alg.collect_transition_from_dataset(normalized, step_infos)
+        self.alg.collect_transition_from_dataset(raw, step_infos)
         for key, value in infos.items():
             if key != "time_outs":
                 self.writer.add_scalar(f"Perf/dataset_{key}", float(value), self.current_learning_iteration)

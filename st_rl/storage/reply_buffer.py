@@ -1,4 +1,4 @@
-"""Alias of :mod:`st_rl.storage.replay_buffer` under the reference's file name (``reply_buffer.py``)."""
+"""Reference name (st_rl/compat.py): :mod:`st_rl.storage.replay_buffer` under the reference's file name."""
 
 from st_rl.storage.replay_buffer import ReplayBuffer
 

@@ -1,38 +1,125 @@
-"""Preallocated on-policy rollout storage with minibatch generators."""
+"""Preallocated on-policy rollout storage whose fields are registered by name.
+
+PPO registers the fields every on-policy update needs (observations, actions, rewards, dones, values,
+log-probabilities, action mean and std, returns, advantages); each algorithm extension registers the fields
+it records (a teacher's ``action_labels``, AMP's ``ref_obs`` / ``ref_motion``, ...). Options cover the
+ring/queue behaviour (``buffer_dilation_ratio``: keep several rollouts' worth of steps) and next
+observations (``next_observations``: SARSA-style ``next_obs`` in minibatches). The reference's storage
+classes are thin configurations of :class:`RolloutStorage` (:class:`QueueRolloutStorage`,
+:class:`ActionLabelRollout`, :class:`SarsaRolloutStorage`, :class:`AmpRolloutStorage`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
+from st_rl.utils.buffer import buffer_expand, buffer_swap
+from st_rl.utils.collections import tree_flatten, tree_unflatten
+from st_rl.utils.utils import split_and_pad_trajectories
 
-class MiniBatch(NamedTuple):
-    """One PPO minibatch. ``hidden_states`` and ``masks`` are ``None`` for feed-forward policies.
+__all__ = [
+    "ActionLabelRollout",
+    "AmpRolloutStorage",
+    "Field",
+    "MiniBatch",
+    "QueueRolloutStorage",
+    "RolloutStorage",
+    "SarsaRolloutStorage",
+    "Transition",
+]
 
-    Storages that record more than PPO needs fill the optional fields: ``action_labels``
-    (:class:`ActionLabelRollout`), ``next_obs`` / ``next_critic_obs`` (:class:`SarsaRolloutStorage`),
-    ``ref_obs`` / ``ref_motion`` (AMP storage). In recurrent minibatches observation-like fields are padded
-    trajectories ``(T, n_traj, ...)``; the others are ``(T, n_envs, ...)``.
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """A registered storage field: one ``(T, N, *shape)`` buffer.
+
+    Attributes:
+        shape: shape of one env's value at one step.
+        dtype: buffer dtype.
+        trajectory: observation-like: recurrent minibatches pad it into trajectories ``(T, n_traj, ...)``;
+            otherwise recurrent minibatches keep it ``(T, n_envs, ...)``.
+        minibatch: name in minibatches (the field name when None); ``""`` keeps the field out of minibatches.
+        transition: name of the transition attribute it is filled from (the field name when None); ``""``
+            means it is not filled from transitions (computed after the rollout, like ``returns``).
     """
 
-    obs: torch.Tensor
-    critic_obs: torch.Tensor
-    actions: torch.Tensor
-    values: torch.Tensor
-    advantages: torch.Tensor
-    returns: torch.Tensor
-    old_actions_log_prob: torch.Tensor
-    old_mu: torch.Tensor
-    old_sigma: torch.Tensor
-    hidden_states: Any = None
-    masks: torch.Tensor | None = None
-    action_labels: torch.Tensor | None = None
-    next_obs: torch.Tensor | None = None
-    next_critic_obs: torch.Tensor | None = None
-    ref_obs: torch.Tensor | None = None
-    ref_motion: torch.Tensor | None = None
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+    trajectory: bool = False
+    minibatch: str | None = None
+    transition: str | None = None
+
+
+class Transition:
+    """The values of one environment step, by field name (attribute access).
+
+    Unset fields read as ``None``. The algorithm fills it during ``act`` / ``process_env_step``.
+    """
+
+    def __init__(self, **values: Any) -> None:
+        object.__setattr__(self, "_values", dict(values))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._values.get(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._values[name] = value
+
+    def get(self, name: str, default: Any = None) -> Any:
+        value = self._values.get(name)
+        return default if value is None else value
+
+    def clear(self) -> None:
+        self._values.clear()
+
+
+class MiniBatch:
+    """One minibatch: tensors by name with attribute access.
+
+    PPO's fields are ``obs``, ``critic_obs``, ``actions``, ``values``, ``advantages``, ``returns``,
+    ``old_actions_log_prob``, ``old_mu``, ``old_sigma``; recurrent minibatches add ``hidden_states`` and
+    ``masks`` (``None`` in feed-forward ones). Registered extra fields appear under their minibatch name. In
+    recurrent minibatches trajectory fields are padded ``(T, n_traj, ...)``, the others ``(T, n_envs, ...)``.
+    """
+
+    __slots__ = ("_fields",)
+    _ALWAYS = ("hidden_states", "masks")
+
+    def __init__(self, **fields: Any) -> None:
+        for name in self._ALWAYS:
+            fields.setdefault(name, None)
+        object.__setattr__(self, "_fields", fields)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._fields[name]
+        except KeyError:
+            raise AttributeError(
+                f"the minibatch has no field {name!r} (fields: {sorted(self._fields)}); the storage records only "
+                "the fields registered by the algorithm and its extensions"
+            ) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("MiniBatch is immutable; use _replace(**fields)")
+
+    def __contains__(self, name: str) -> bool:
+        return self._fields.get(name) is not None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        value = self._fields.get(name)
+        return default if value is None else value
+
+    def keys(self) -> list[str]:
+        return list(self._fields)
+
+    def _replace(self, **fields: Any) -> MiniBatch:
+        return MiniBatch(**{**self._fields, **fields})
 
 
 def _shape(shape: int | Sequence[int | None] | None) -> tuple[int, ...] | None:
@@ -54,42 +141,19 @@ class RolloutStorage:
         num_transitions_per_env: T.
         obs_shape: actor observation shape, e.g. ``[num_obs]``.
         privileged_obs_shape: critic observation shape; ``[None]`` or ``None`` means "no separate critic
-            observations" (the critic buffer then aliases the actor one).
+            observations" (minibatches then use the actor observations as ``critic_obs``).
         actions_shape: e.g. ``[num_actions]``.
         device: where the buffers live.
-        **kwargs: tolerated for subclasses (e.g. ``amp_obs_shape``).
+        fields: extra fields to register, ``{name: Field}`` (more can be added with :meth:`register`).
+        buffer_dilation_ratio: >= 1. With ``ring=True`` the buffer grows by one rollout at each
+            :meth:`clear` until it holds ``ratio * T`` steps, then new steps overwrite the oldest ones;
+            returns and minibatches always see the steps oldest first.
+        ring: keep the cursor across :meth:`clear` and wrap instead of overflowing (queue behaviour).
+        next_observations: also keep the observation after each step (``next_obs`` / ``next_critic_obs`` in
+            minibatches): observations live in one ``(T + 1, N, ...)`` buffer, and the transition's
+            ``next_observations`` (and ``next_privileged_observations``) fill row T at the last step.
+        **kwargs: ignored (the reference passes storage-class-specific keys to every storage).
     """
-
-    # Time-major (T, N, ...) buffers, allocated in __init__ through _alloc().
-    observations: torch.Tensor
-    privileged_observations: torch.Tensor | None
-    rewards: torch.Tensor
-    actions: torch.Tensor
-    dones: torch.Tensor
-    actions_log_prob: torch.Tensor
-    values: torch.Tensor
-    returns: torch.Tensor
-    advantages: torch.Tensor
-    mu: torch.Tensor
-    sigma: torch.Tensor
-
-    class Transition:
-        """The fields of one environment step, filled by the algorithm."""
-
-        def __init__(self) -> None:
-            self.observations: torch.Tensor | None = None
-            self.critic_observations: torch.Tensor | None = None
-            self.actions: torch.Tensor | None = None
-            self.rewards: torch.Tensor | None = None
-            self.dones: torch.Tensor | None = None
-            self.values: torch.Tensor | None = None
-            self.actions_log_prob: torch.Tensor | None = None
-            self.action_mean: torch.Tensor | None = None
-            self.action_sigma: torch.Tensor | None = None
-            self.hidden_states: Any = None
-
-        def clear(self) -> None:
-            self.__init__()
 
     def __init__(
         self,
@@ -99,82 +163,155 @@ class RolloutStorage:
         privileged_obs_shape: int | Sequence[int | None] | None,
         actions_shape: int | Sequence[int],
         device: str | torch.device = "cpu",
+        *,
+        fields: dict[str, Field] | None = None,
+        buffer_dilation_ratio: float = 1.0,
+        ring: bool = False,
+        next_observations: bool = False,
         **kwargs: Any,
     ) -> None:
+        if buffer_dilation_ratio < 1.0:
+            raise ValueError(f"buffer_dilation_ratio must be >= 1, got {buffer_dilation_ratio}")
+        if next_observations and (ring or buffer_dilation_ratio > 1.0):
+            raise ValueError(
+                "next_observations cannot be combined with a ring buffer / buffer_dilation_ratio"
+            )
         self.device = torch.device(device)
         self.num_envs = int(num_envs)
         self.num_transitions_per_env = int(num_transitions_per_env)
-        obs_s = _shape(obs_shape)
-        act_s = _shape(actions_shape)
+        self.collect_length = self.num_transitions_per_env
+        self.buffer_dilation_ratio = float(buffer_dilation_ratio)
+        self.max_length = max(int(self.buffer_dilation_ratio * self.collect_length), self.collect_length)
+        self.ring = bool(ring) or self.buffer_dilation_ratio > 1.0
+        self.has_next_observations = bool(next_observations)
+        obs_s, act_s = _shape(obs_shape), _shape(actions_shape)
         if obs_s is None or act_s is None:
             raise ValueError("RolloutStorage needs obs_shape and actions_shape.")
         self.obs_shape, self.actions_shape = obs_s, act_s
         self.privileged_obs_shape = _shape(privileged_obs_shape)
-        # Names of the time-major (T, N, ...) buffers; subclasses register more. Growing and rotating a
-        # storage (QueueRolloutStorage) acts on exactly these plus the saved hidden states.
-        self._buffer_names: list[str] = []
-        self._alloc_observation_buffers(obs_s)
-        self._alloc("rewards", (1,))
-        self._alloc("actions", act_s)
-        self._alloc("dones", (1,), torch.uint8)
-        self._alloc("actions_log_prob", (1,))
-        self._alloc("values", (1,))
-        self._alloc("returns", (1,))
-        self._alloc("advantages", (1,))
-        self._alloc("mu", act_s)
-        self._alloc("sigma", act_s)
-        self.saved_hidden_states: Any = None
+        self.fields: dict[str, Field] = {}
+        self.buffers: dict[str, torch.Tensor] = {}
+        self._all_obs: dict[str, torch.Tensor] = {}  # (T + 1, N, ...) buffers with next_observations
+
+        self.register("observations", Field(obs_s, trajectory=True, minibatch="obs"))
+        if self.privileged_obs_shape is not None:
+            self.register(
+                "privileged_observations",
+                Field(self.privileged_obs_shape, trajectory=True, minibatch="critic_obs",
+                      transition="critic_observations"),
+            )  # fmt: skip
+        self.register("actions", Field(act_s))
+        self.register("rewards", Field((1,), minibatch=""))
+        self.register("dones", Field((1,), torch.uint8, minibatch=""))
+        self.register("values", Field((1,)))
+        self.register("actions_log_prob", Field((1,), minibatch="old_actions_log_prob"))
+        self.register("mu", Field(act_s, minibatch="old_mu", transition="action_mean"))
+        self.register("sigma", Field(act_s, minibatch="old_sigma", transition="action_sigma"))
+        self.register("returns", Field((1,), transition=""))
+        self.register("advantages", Field((1,), transition=""))
+        for name, spec in (fields or {}).items():
+            self.register(name, spec)
+        self.saved_hidden_states: list[torch.Tensor] | None = None
+        self._hidden_structure: Any = None
         self.step = 0
 
-    def _alloc(self, name: str, shape: Sequence[int], dtype: torch.dtype = torch.float32) -> None:
-        """Allocate a zero buffer ``(T, N, *shape)`` as attribute ``name`` and register it."""
-        buf = torch.zeros(
-            self.num_transitions_per_env, self.num_envs, *shape, dtype=dtype, device=self.device
-        )
-        setattr(self, name, buf)
-        if name not in self._buffer_names:
-            self._buffer_names.append(name)
+    # ------------------------------------------------------------------ fields
+    def register(self, name: str, field: Field) -> None:
+        """Allocate a zero ``(T, N, *field.shape)`` buffer named ``name`` (also readable as an attribute).
 
-    def _alloc_observation_buffers(self, obs_shape: tuple[int, ...]) -> None:
-        self._alloc("observations", obs_shape)
-        self.privileged_observations = None
-        if self.privileged_obs_shape is not None:
-            self._alloc("privileged_observations", self.privileged_obs_shape)
+        Registering an existing name again with the same spec is a no-op; a different spec is an error.
+        """
+        if name in self.fields:
+            if self.fields[name] != field:
+                raise ValueError(f"storage field {name!r} is already registered as {self.fields[name]}")
+            return
+        shape = tuple(int(s) for s in field.shape)
+        field = dataclasses.replace(field, shape=shape)
+        T, N = self.num_transitions_per_env, self.num_envs
+        if self.has_next_observations and field.trajectory:
+            full = torch.zeros(T + 1, N, *shape, dtype=field.dtype, device=self.device)
+            self._all_obs[name] = full
+            self.buffers[name] = full[:-1]
+        else:
+            self.buffers[name] = torch.zeros(T, N, *shape, dtype=field.dtype, device=self.device)
+        self.fields[name] = field
+
+    def has_field(self, name: str) -> bool:
+        """Whether a field ``name`` is registered."""
+        return name in self.fields
+
+    def __getattr__(self, name: str) -> Any:
+        buffers = self.__dict__.get("buffers")
+        if buffers is not None and name in buffers:
+            return buffers[name]
+        if name == "privileged_observations":
+            return None
+        raise AttributeError(f"{type(self).__name__} has no attribute or field {name!r}")
+
+    @property
+    def next_observations(self) -> torch.Tensor:
+        """Observations after each step (``next_observations=True`` only)."""
+        return self._next("observations")
+
+    @property
+    def next_privileged_observations(self) -> torch.Tensor | None:
+        return self._next("privileged_observations") if "privileged_observations" in self.fields else None
+
+    def _next(self, name: str) -> torch.Tensor:
+        if not self.has_next_observations:
+            raise AttributeError("this storage keeps no next observations (next_observations=False)")
+        return self._all_obs[name][1:]
+
+    Transition = Transition
 
     # ------------------------------------------------------------------ filling
-    def add_transitions(self, transition: RolloutStorage.Transition) -> None:
+    def add_transitions(self, transition: Transition) -> None:
         """Copy one transition into row ``step``.
 
         Raises:
-            AssertionError: when the storage is full (call ``clear()`` after each update).
+            AssertionError: when the storage is full and not a ring (call ``clear()`` after each update).
+            ValueError: when a registered field is missing from the transition.
         """
-        assert self.step < self.num_transitions_per_env, (
-            f"Rollout storage overflow: it holds {self.num_transitions_per_env} steps per env; call clear() "
-            "after each update."
-        )
+        if self.step >= self.num_transitions_per_env:
+            assert self.ring and self.buffer_full, (
+                f"Rollout storage overflow: it holds {self.num_transitions_per_env} steps per env; call clear() "
+                "after each update."
+            )
+            self.step = 0  # ring wrap: overwrite the oldest row
         t = self.step
-        self.observations[t].copy_(transition.observations)  # type: ignore[arg-type]
-        if self.privileged_observations is not None:
-            self.privileged_observations[t].copy_(transition.critic_observations)  # type: ignore[arg-type]
-        self.actions[t].copy_(transition.actions)  # type: ignore[arg-type]
-        self.rewards[t].copy_(transition.rewards.view(-1, 1))  # type: ignore[union-attr]
-        self.dones[t].copy_(transition.dones.view(-1, 1))  # type: ignore[union-attr]
-        self.values[t].copy_(transition.values.view(-1, 1))  # type: ignore[union-attr]
-        self.actions_log_prob[t].copy_(transition.actions_log_prob.view(-1, 1))  # type: ignore[union-attr]
-        self.mu[t].copy_(transition.action_mean)  # type: ignore[arg-type]
-        self.sigma[t].copy_(transition.action_sigma)  # type: ignore[arg-type]
-        self._add_extra_fields(transition, t)
+        for name, field in self.fields.items():
+            source = name if field.transition is None else field.transition
+            if not source:
+                continue
+            value = getattr(transition, source)
+            if value is None:
+                raise ValueError(
+                    f"transition.{source} is missing: the storage field {name!r} is registered and needs a value "
+                    "at every step"
+                )
+            buf = self.buffers[name]
+            buf[t].copy_(value.reshape(buf.shape[1:]))
+        if self.has_next_observations and t == self.num_transitions_per_env - 1:
+            self._add_next_observations(transition)
         self._save_hidden_states(transition.hidden_states)
         self.step += 1
 
-    def _add_extra_fields(self, transition: Any, t: int) -> None:
-        """Copy subclass-specific transition fields into row ``t`` (hook)."""
+    def _add_next_observations(self, transition: Transition) -> None:
+        for name, source in (("observations", "next_observations"),
+                             ("privileged_observations", "next_privileged_observations")):  # fmt: skip
+            if name not in self._all_obs:
+                continue
+            value = getattr(transition, source)
+            if value is None:
+                raise ValueError(
+                    f"transition.{source} is missing: a storage with next observations needs it at the last "
+                    "step of the rollout"
+                )
+            self._all_obs[name][-1].copy_(value)
 
     def _save_hidden_states(self, hidden_states: Any) -> None:
         if hidden_states is None:
             return
-        from st_rl.utils.collections import tree_flatten
-
         flat = tree_flatten(hidden_states)
         if any(h is None for h in flat):
             return
@@ -188,23 +325,52 @@ class RolloutStorage:
             buf[self.step].copy_(h.detach())
 
     def clear(self) -> None:
-        """Start filling from row 0 again."""
-        self.step = 0
+        """Start the next rollout. A ring keeps its cursor and grows once while shorter than its maximum."""
+        if not self.ring:
+            self.step = 0
+        elif not self.buffer_full:
+            self.expand_buffer_once()
+        elif self.step >= self.num_transitions_per_env:
+            self.step = 0
 
-    # ------------------------------------------------------------------ returns
-    def compute_returns(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
-        """GAE returns and globally normalised advantages."""
-        # Imported here: st_rl.algorithms imports this module.
-        from st_rl.algorithms.functional import compute_gae, normalize_advantages
+    # ------------------------------------------------------------------ ring / queue
+    @property
+    def buffer_full(self) -> bool:
+        """Whether the buffer has reached its maximum length."""
+        return self.num_transitions_per_env >= self.max_length
 
-        returns, advantages = compute_gae(
-            self.rewards[..., 0], self.values[..., 0], self.dones[..., 0], last_values.reshape(-1), gamma, lam
-        )
-        self.returns.copy_(returns.unsqueeze(-1))
-        self.advantages.copy_(normalize_advantages(advantages).unsqueeze(-1))
+    def expand_buffer_once(self) -> None:
+        """Append ``min(max_length - length, T)`` zero rows to every buffer, hidden states included."""
+        extra = min(self.max_length - self.num_transitions_per_env, self.collect_length)
+        if extra <= 0:
+            return
+        for name in self.buffers:
+            self.buffers[name] = buffer_expand(self.buffers[name], extra)
+        if self.saved_hidden_states is not None:
+            self.saved_hidden_states = [buffer_expand(h, extra) for h in self.saved_hidden_states]
+        self.num_transitions_per_env += extra
 
+    def swap_from_cursor(self, buffer: Any, cursor: int | None = None) -> Any:
+        """``buffer`` rotated so the row at ``cursor`` (default: the write cursor) comes first."""
+        return buffer_swap(buffer, self.step if cursor is None else cursor)
+
+    def untie_buffer_loop(self) -> None:
+        """Rotate all buffers oldest-first when writes have wrapped (the cursor is inside the buffer)."""
+        if not self.ring:
+            return
+        cursor = self.step % self.num_transitions_per_env
+        if not self.buffer_full or cursor == 0:
+            return
+        for name in self.buffers:
+            self.buffers[name] = self.swap_from_cursor(self.buffers[name], cursor)
+        if self.saved_hidden_states is not None:
+            self.saved_hidden_states = [self.swap_from_cursor(h, cursor) for h in self.saved_hidden_states]
+        self.step = self.num_transitions_per_env
+
+    # ------------------------------------------------------------------ statistics
     def get_statistics(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean trajectory length and mean reward per step (the storage is not modified)."""
+        """Mean trajectory length and mean reward per step (the stored steps are not modified)."""
+        self.untie_buffer_loop()
         done = self.dones.clone()
         done[-1] = 1
         flat = done.permute(1, 0, 2).reshape(-1)
@@ -215,70 +381,68 @@ class RolloutStorage:
         return trajectory_lengths.float().mean(), self.rewards.mean()
 
     # ------------------------------------------------------------------ sampling
-    def _critic_buffer(self) -> torch.Tensor:
-        return self.privileged_observations if self.privileged_observations is not None else self.observations
+    def _minibatch_fields(self) -> dict[str, tuple[Field, torch.Tensor]]:
+        """``{minibatch name: (field, buffer)}`` of every field minibatches carry (``critic_obs`` included)."""
+        out: dict[str, tuple[Field, torch.Tensor]] = {}
+        for name, field in self.fields.items():
+            if field.minibatch == "":
+                continue
+            out[field.minibatch or name] = (field, self.buffers[name])
+        if "critic_obs" not in out:
+            out["critic_obs"] = out["obs"]
+        if self.has_next_observations:
+            obs_field = self.fields["observations"]
+            out["next_obs"] = (obs_field, self.next_observations)
+            nxt_critic = self.next_privileged_observations
+            out["next_critic_obs"] = (
+                obs_field,
+                nxt_critic if nxt_critic is not None else self.next_observations,
+            )
+        return out
 
     def mini_batch_generator(self, num_mini_batches: int, num_epochs: int = 8) -> Iterator[MiniBatch]:
         """Yield flat minibatches; the sample order is reshuffled every epoch, the remainder is dropped."""
+        self.untie_buffer_loop()
         batch_size = self.num_envs * self.num_transitions_per_env
         mini_batch_size = batch_size // num_mini_batches
         if mini_batch_size == 0:
             raise ValueError(f"num_mini_batches={num_mini_batches} exceeds the batch size {batch_size}.")
-        flat = {
-            "obs": self.observations.flatten(0, 1),
-            "critic_obs": self._critic_buffer().flatten(0, 1),
-            "actions": self.actions.flatten(0, 1),
-            "values": self.values.flatten(0, 1),
-            "returns": self.returns.flatten(0, 1),
-            "advantages": self.advantages.flatten(0, 1),
-            "old_actions_log_prob": self.actions_log_prob.flatten(0, 1),
-            "old_mu": self.mu.flatten(0, 1),
-            "old_sigma": self.sigma.flatten(0, 1),
-        }
-        flat.update({k: v.flatten(0, 1) for k, v in self._extra_minibatch_fields().items()})
+        flat = {name: buf.flatten(0, 1) for name, (_, buf) in self._minibatch_fields().items()}
         for _ in range(num_epochs):
             indices = torch.randperm(batch_size, device=self.device)
             for i in range(num_mini_batches):
                 idx = indices[i * mini_batch_size : (i + 1) * mini_batch_size]
-                yield self.get_minibatch_from_indices(flat, idx)
-
-    def _extra_minibatch_fields(self) -> dict[str, torch.Tensor]:
-        """Subclass fields that go into minibatches as they are (``(T, N, ...)``, not padded)."""
-        return {}
-
-    def _extra_padded_fields(self) -> dict[str, torch.Tensor]:
-        """Subclass observation-like fields that recurrent minibatches pad into trajectories."""
-        return {}
-
-    def get_minibatch_from_indices(self, flat: dict[str, torch.Tensor], idx: torch.Tensor) -> MiniBatch:
-        """Build a minibatch from flattened buffers (override hook for subclasses adding fields)."""
-        return MiniBatch(**{k: v[idx] for k, v in flat.items()})
+                yield MiniBatch(**{k: v[idx] for k, v in flat.items()})
 
     def recurrent_mini_batch_generator(
         self, num_mini_batches: int, num_epochs: int = 8
     ) -> Iterator[MiniBatch]:
         """Yield minibatches of whole trajectories for recurrent policies.
 
-        Each minibatch covers ``N // num_mini_batches`` envs. Observations are split at dones into
-        trajectories and zero-padded to length T (``masks`` marks real steps); the other fields stay (T, n, ...)
-        and are matched by unpadding the policy outputs. ``hidden_states`` are the states saved at each
-        trajectory's first step, shaped (layers, n_traj, H). The minibatch order is reshuffled every epoch.
+        Each minibatch covers ``N // num_mini_batches`` envs. Trajectory fields (observations and registered
+        observation-like fields) are split at dones and zero-padded to length T (``masks`` marks real steps);
+        the other fields stay (T, n, ...) and are matched by unpadding the policy outputs. ``hidden_states``
+        are the states saved at each trajectory's first step, shaped (layers, n_traj, H). The minibatch order
+        is reshuffled every epoch.
         """
-        from st_rl.utils.utils import split_and_pad_trajectories
-
+        self.untie_buffer_loop()
         n_envs = self.num_envs
         mini_batch_size = n_envs // num_mini_batches
         if mini_batch_size == 0:
             raise ValueError(f"num_mini_batches={num_mini_batches} exceeds the number of envs {n_envs}.")
-        padded_obs, traj_masks = split_and_pad_trajectories(self.observations, self.dones)
-        if self.privileged_observations is not None:
-            padded_critic, _ = split_and_pad_trajectories(self.privileged_observations, self.dones)
-        else:
-            padded_critic = padded_obs
-        padded_extra = {
-            k: split_and_pad_trajectories(v, self.dones)[0] for k, v in self._extra_padded_fields().items()
-        }
-        plain_extra = self._extra_minibatch_fields()
+        padded: dict[str, torch.Tensor] = {}
+        plain: dict[str, torch.Tensor] = {}
+        traj_masks: torch.Tensor | None = None
+        done_by_buffer: dict[int, torch.Tensor] = {}  # critic_obs may alias obs: pad it once
+        for name, (field, buf) in self._minibatch_fields().items():
+            if not field.trajectory:
+                plain[name] = buf
+            elif id(buf) in done_by_buffer:
+                padded[name] = done_by_buffer[id(buf)]
+            else:
+                padded[name], traj_masks = split_and_pad_trajectories(buf, self.dones)
+                done_by_buffer[id(buf)] = padded[name]
+        assert traj_masks is not None
         dones = self.dones[..., 0].bool()
         first_step = torch.zeros_like(dones)
         first_step[0] = True
@@ -296,280 +460,60 @@ class RolloutStorage:
                 t0, t1 = cum[start], cum[stop]
                 hidden = None
                 if hidden_per_traj is not None:
-                    from st_rl.utils.collections import tree_unflatten
-
                     leaves = [h[t0:t1].transpose(1, 0).contiguous() for h in hidden_per_traj]
                     hidden = tree_unflatten(self._hidden_structure, leaves)
                 yield MiniBatch(
-                    obs=padded_obs[:, t0:t1],
-                    critic_obs=padded_critic[:, t0:t1],
-                    actions=self.actions[:, start:stop],
-                    values=self.values[:, start:stop],
-                    advantages=self.advantages[:, start:stop],
-                    returns=self.returns[:, start:stop],
-                    old_actions_log_prob=self.actions_log_prob[:, start:stop],
-                    old_mu=self.mu[:, start:stop],
-                    old_sigma=self.sigma[:, start:stop],
                     hidden_states=hidden,
                     masks=traj_masks[:, t0:t1],
-                    **{k: v[:, t0:t1] for k, v in padded_extra.items()},
-                    **{k: v[:, start:stop] for k, v in plain_extra.items()},
+                    **{k: v[:, t0:t1] for k, v in padded.items()},
+                    **{k: v[:, start:stop] for k, v in plain.items()},
                 )
 
-    # The reference's spelling, kept for existing code.
-    reccurent_mini_batch_generator = recurrent_mini_batch_generator
+    reccurent_mini_batch_generator = recurrent_mini_batch_generator  # reference name (st_rl/compat.py)
 
 
 class QueueRolloutStorage(RolloutStorage):
-    """A rollout storage that keeps the last ``buffer_dilation_ratio * T`` steps per env (a ring buffer).
-
-    Each iteration still collects T steps. ``clear()`` keeps the write cursor: while the buffer is shorter
-    than ``ratio * T`` it grows once by ``min(ratio * T - length, T)`` rows (``expand_buffer_once``), so the
-    next iteration appends after the previous one; once the buffer has its full length, writes wrap around
-    and overwrite the oldest rows. Before returns are computed or minibatches drawn the ring is "untied"
-    (:meth:`untie_buffer_loop`): rows are rotated oldest-first, so GAE runs forward in time and recurrent
-    trajectories are contiguous. With ``ratio == 1`` it behaves like :class:`RolloutStorage`.
-
-    Older rows keep the values and log-probabilities of the policy that collected them, so with ratio > 1
-    PPO terms are off-policy; the dilation is meant for supervised (distillation) losses.
-
-    Args:
-        buffer_dilation_ratio: maximum stored length as a multiple of T (>= 1).
-        (other arguments as :class:`RolloutStorage`)
+    """A ring :class:`RolloutStorage`: ``clear()`` keeps the collected steps; with ``buffer_dilation_ratio``
+    > 1 the buffer grows by one rollout per update up to ``ratio * T`` steps, then the oldest are overwritten.
     """
 
-    def __init__(
-        self,
-        num_envs: int,
-        num_transitions_per_env: int,
-        *args: Any,
-        buffer_dilation_ratio: float = 1.0,
-        **kwargs: Any,
-    ) -> None:
-        if buffer_dilation_ratio < 1.0:
-            raise ValueError(f"buffer_dilation_ratio must be >= 1, got {buffer_dilation_ratio}")
+    def __init__(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("ring", True)
         super().__init__(num_envs, num_transitions_per_env, *args, **kwargs)
-        self.buffer_dilation_ratio = float(buffer_dilation_ratio)
-        self.collect_length = int(num_transitions_per_env)
-        self.max_length = max(int(self.buffer_dilation_ratio * self.collect_length), self.collect_length)
-
-    @property
-    def buffer_full(self) -> bool:
-        """Whether the buffer has reached its maximum length."""
-        return self.num_transitions_per_env >= self.max_length
-
-    def add_transitions(self, transition: RolloutStorage.Transition) -> None:
-        if self.step >= self.num_transitions_per_env and self.buffer_full:
-            self.step = 0  # ring wrap: overwrite the oldest row
-        super().add_transitions(transition)
-
-    def clear(self) -> None:
-        """Keep the cursor; grow the buffer once if it is not at full length yet."""
-        if not self.buffer_full:
-            self.expand_buffer_once()
-        elif self.step >= self.num_transitions_per_env:
-            self.step = 0
-
-    def expand_buffer_once(self) -> None:
-        """Append ``min(max_length - length, T)`` zero rows to every buffer, hidden states included."""
-        from st_rl.utils.buffer import buffer_expand
-
-        extra = min(self.max_length - self.num_transitions_per_env, self.collect_length)
-        if extra <= 0:
-            return
-        for name in self._buffer_names:
-            setattr(self, name, buffer_expand(getattr(self, name), extra))
-        if self.saved_hidden_states is not None:
-            self.saved_hidden_states = [buffer_expand(h, extra) for h in self.saved_hidden_states]
-        self.num_transitions_per_env += extra
-
-    def swap_from_cursor(self, buffer: Any, cursor: int | None = None) -> Any:
-        """``buffer`` rotated so the row at ``cursor`` (default: the write cursor) comes first."""
-        from st_rl.utils.buffer import buffer_swap
-
-        return buffer_swap(buffer, self.step if cursor is None else cursor)
-
-    def untie_buffer_loop(self) -> None:
-        """Rotate all buffers oldest-first when writes have wrapped (the cursor is inside the buffer)."""
-        cursor = self.step % self.num_transitions_per_env
-        if not self.buffer_full or cursor == 0:
-            return
-        for name in self._buffer_names:
-            setattr(self, name, self.swap_from_cursor(getattr(self, name), cursor))
-        if self.saved_hidden_states is not None:
-            self.saved_hidden_states = [self.swap_from_cursor(h, cursor) for h in self.saved_hidden_states]
-        self.step = self.num_transitions_per_env
-
-    def compute_returns(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
-        self.untie_buffer_loop()
-        super().compute_returns(last_values, gamma, lam)
-
-    def get_statistics(self) -> tuple[torch.Tensor, torch.Tensor]:
-        self.untie_buffer_loop()
-        return super().get_statistics()
-
-    def mini_batch_generator(self, num_mini_batches: int, num_epochs: int = 8) -> Iterator[MiniBatch]:
-        self.untie_buffer_loop()
-        return super().mini_batch_generator(num_mini_batches, num_epochs)
-
-    def recurrent_mini_batch_generator(
-        self, num_mini_batches: int, num_epochs: int = 8
-    ) -> Iterator[MiniBatch]:
-        self.untie_buffer_loop()
-        return super().recurrent_mini_batch_generator(num_mini_batches, num_epochs)
-
-    reccurent_mini_batch_generator = recurrent_mini_batch_generator
 
 
 class ActionLabelRollout(QueueRolloutStorage):
-    """:class:`QueueRolloutStorage` that also records ``action_labels`` (e.g. a teacher's actions).
-
-    ``Transition.action_labels`` is stored per step and returned as ``MiniBatch.action_labels``, kept through
-    growth and ring rotation.
-    """
-
-    action_labels: torch.Tensor
-
-    class Transition(RolloutStorage.Transition):
-        def __init__(self) -> None:
-            super().__init__()
-            self.action_labels: torch.Tensor | None = None
+    """:class:`QueueRolloutStorage` that also records ``action_labels`` (e.g. a teacher's actions), returned
+    as ``MiniBatch.action_labels`` and kept through growth and ring rotation."""
 
     def __init__(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
         super().__init__(num_envs, num_transitions_per_env, *args, **kwargs)
-        self._alloc("action_labels", self.actions_shape)
-
-    def _add_extra_fields(self, transition: Any, t: int) -> None:
-        super()._add_extra_fields(transition, t)
-        labels = getattr(transition, "action_labels", None)
-        if labels is None:
-            raise ValueError("ActionLabelRollout needs transition.action_labels at every step")
-        self.action_labels[t].copy_(labels)
-
-    def _extra_minibatch_fields(self) -> dict[str, torch.Tensor]:
-        return {**super()._extra_minibatch_fields(), "action_labels": self.action_labels}
+        self.register("action_labels", Field(self.actions_shape))
 
 
 class SarsaRolloutStorage(RolloutStorage):
     """:class:`RolloutStorage` that also yields the next observations (``MiniBatch.next_obs`` /
     ``next_critic_obs``) for SARSA-style or model-learning losses.
 
-    Observations live in one ``(T + 1, N, ...)`` buffer: ``observations`` is rows ``[:-1]`` and
-    ``next_observations`` rows ``[1:]``. The next observation of step t is therefore the observation of step
-    t + 1, which for an env that finished at step t is the first observation of its new episode (mask with
-    ``dones``). The transition's ``next_observations`` / ``next_privileged_observations`` are copied only at
-    the last step (they fill row T). In recurrent minibatches the next observations are padded like the
-    observations.
+    The next observation of step t is the observation of step t + 1, which for an env that finished at step
+    t is the first observation of its new episode (mask with ``dones``). The transition's
+    ``next_observations`` / ``next_privileged_observations`` are needed at the last step only.
     """
 
-    class Transition(RolloutStorage.Transition):
-        def __init__(self) -> None:
-            super().__init__()
-            self.next_observations: torch.Tensor | None = None
-            self.next_privileged_observations: torch.Tensor | None = None
-
-    def _alloc_observation_buffers(self, obs_shape: tuple[int, ...]) -> None:
-        T, N, dev = self.num_transitions_per_env, self.num_envs, self.device
-        self.all_observations = torch.zeros(T + 1, N, *obs_shape, device=dev)
-        self.all_privileged_observations: torch.Tensor | None = None
-        if self.privileged_obs_shape is not None:
-            self.all_privileged_observations = torch.zeros(T + 1, N, *self.privileged_obs_shape, device=dev)
-
-    @property
-    def observations(self) -> torch.Tensor:  # type: ignore[override]
-        return self.all_observations[:-1]
-
-    @observations.setter
-    def observations(self, value: torch.Tensor) -> None:
-        self.all_observations[:-1] = value
-
-    @property
-    def next_observations(self) -> torch.Tensor:
-        return self.all_observations[1:]
-
-    @property
-    def privileged_observations(self) -> torch.Tensor | None:  # type: ignore[override]
-        buf = self.all_privileged_observations
-        return None if buf is None else buf[:-1]
-
-    @privileged_observations.setter
-    def privileged_observations(self, value: torch.Tensor | None) -> None:
-        if value is not None and self.all_privileged_observations is not None:
-            self.all_privileged_observations[:-1] = value
-
-    @property
-    def next_privileged_observations(self) -> torch.Tensor | None:
-        buf = self.all_privileged_observations
-        return None if buf is None else buf[1:]
-
-    def _add_extra_fields(self, transition: Any, t: int) -> None:
-        super()._add_extra_fields(transition, t)
-        if t != self.num_transitions_per_env - 1:
-            return
-        nxt = getattr(transition, "next_observations", None)
-        if nxt is None:
-            raise ValueError(
-                "SarsaRolloutStorage needs transition.next_observations at the last step of the rollout"
-            )
-        self.all_observations[-1].copy_(nxt)
-        if self.all_privileged_observations is not None:
-            nxt_priv = getattr(transition, "next_privileged_observations", None)
-            if nxt_priv is None:
-                raise ValueError(
-                    "SarsaRolloutStorage has a critic buffer and needs transition.next_privileged_observations "
-                    "at the last step of the rollout"
-                )
-            self.all_privileged_observations[-1].copy_(nxt_priv)
-
-    def _next_critic_buffer(self) -> torch.Tensor:
-        nxt = self.next_privileged_observations
-        return nxt if nxt is not None else self.next_observations
-
-    def mini_batch_generator(self, num_mini_batches: int, num_epochs: int = 8) -> Iterator[MiniBatch]:
-        # Feed-forward minibatches take next observations as plain (T, N) fields.
-        self._sarsa_padded = False
-        return super().mini_batch_generator(num_mini_batches, num_epochs)
-
-    def recurrent_mini_batch_generator(
-        self, num_mini_batches: int, num_epochs: int = 8
-    ) -> Iterator[MiniBatch]:
-        self._sarsa_padded = True
-        return super().recurrent_mini_batch_generator(num_mini_batches, num_epochs)
-
-    reccurent_mini_batch_generator = recurrent_mini_batch_generator
-
-    def _extra_minibatch_fields(self) -> dict[str, torch.Tensor]:
-        fields = super()._extra_minibatch_fields()
-        if not getattr(self, "_sarsa_padded", False):
-            fields.update(next_obs=self.next_observations, next_critic_obs=self._next_critic_buffer())
-        return fields
-
-    def _extra_padded_fields(self) -> dict[str, torch.Tensor]:
-        fields = super()._extra_padded_fields()
-        if getattr(self, "_sarsa_padded", False):
-            fields.update(next_obs=self.next_observations, next_critic_obs=self._next_critic_buffer())
-        return fields
+    def __init__(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
+        kwargs["next_observations"] = True
+        super().__init__(num_envs, num_transitions_per_env, *args, **kwargs)
 
 
 class AmpRolloutStorage(ActionLabelRollout):
-    """:class:`ActionLabelRollout` that also records AMP windows: ``ref_obs`` (the policy's style-feature
-    window after each step) and ``ref_motion`` (a reference-motion window), both raw (unnormalised), returned
-    as ``MiniBatch.ref_obs`` / ``MiniBatch.ref_motion``. Extending the action-label storage lets ATPPO keep the
-    teacher's labels and the buffer dilation.
+    """:class:`ActionLabelRollout` that also records AMP windows ``ref_obs`` (the policy's style-feature window
+    after each step) and ``ref_motion`` (a reference-motion window), both raw, as ``MiniBatch.ref_obs`` /
+    ``MiniBatch.ref_motion``.
 
     Args:
         amp_obs_shape: shape of one flattened window, e.g. ``(H * F,)``.
         (other arguments as :class:`ActionLabelRollout`)
     """
-
-    ref_obs: torch.Tensor
-    ref_motion: torch.Tensor
-
-    class Transition(ActionLabelRollout.Transition):
-        def __init__(self) -> None:
-            super().__init__()
-            self.ref_obs: torch.Tensor | None = None
-            self.ref_motion: torch.Tensor | None = None
 
     def __init__(
         self,
@@ -584,16 +528,5 @@ class AmpRolloutStorage(ActionLabelRollout):
         if shape is None:
             raise ValueError("AmpRolloutStorage needs amp_obs_shape, e.g. (frames * style_features,)")
         self.amp_obs_shape = shape
-        self._alloc("ref_obs", shape)
-        self._alloc("ref_motion", shape)
-
-    def _add_extra_fields(self, transition: Any, t: int) -> None:
-        super()._add_extra_fields(transition, t)
-        for name in ("ref_obs", "ref_motion"):
-            value = getattr(transition, name, None)
-            if value is None:
-                raise ValueError(f"AmpRolloutStorage needs transition.{name} at every step")
-            getattr(self, name)[t].copy_(value.reshape(self.num_envs, *self.amp_obs_shape))
-
-    def _extra_minibatch_fields(self) -> dict[str, torch.Tensor]:
-        return {**super()._extra_minibatch_fields(), "ref_obs": self.ref_obs, "ref_motion": self.ref_motion}
+        self.register("ref_obs", Field(shape))
+        self.register("ref_motion", Field(shape))

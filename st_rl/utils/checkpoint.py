@@ -12,7 +12,11 @@ from typing import Any
 import numpy as np
 import torch
 
-CHECKPOINT_FORMAT_VERSION = 1
+# 2: the observation normalisers live in the policy (``model_state_dict["actor_obs_normalizer.*"]``).
+# 1: they were separate entries (``obs_norm_state_dict``, ``critic_obs_norm_state_dict``), as in rsl_rl 2.x.
+CHECKPOINT_FORMAT_VERSION = 2
+_NORMALIZER_ENTRIES = (("obs_norm_state_dict", "actor_obs_normalizer."),
+                       ("critic_obs_norm_state_dict", "critic_obs_normalizer."))  # fmt: skip
 
 
 class CheckpointError(ValueError):
@@ -63,7 +67,8 @@ def save_checkpoint(path: str, state: dict[str, Any]) -> None:
 def load_checkpoint(
     path: str, map_location: Any = None, required: tuple[str, ...] = ("model_state_dict",)
 ) -> dict:
-    """Load a checkpoint with ``torch.load(weights_only=True)`` and check its required keys.
+    """Load a checkpoint with ``torch.load(weights_only=True)``, check its required keys and migrate it to the
+    current format (:func:`migrate_checkpoint`).
 
     Raises:
         FileNotFoundError: the path does not exist.
@@ -89,7 +94,46 @@ def load_checkpoint(
         raise CheckpointError(
             f"Checkpoint {path} lacks {missing}; it has {sorted(state)}. Is it an st_rl / rsl_rl checkpoint?"
         )
+    return migrate_checkpoint(state)
+
+
+def migrate_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint in the current format (a new dict; ``state`` is not modified).
+
+    Format 1 (st_rl before the policy owned its normalisers, rsl_rl 2.x) keeps the observation statistics in
+    ``obs_norm_state_dict`` / ``critic_obs_norm_state_dict``; they move into ``model_state_dict`` under
+    ``actor_obs_normalizer.`` / ``critic_obs_normalizer.``. A run without separate critic observations never
+    updated its critic normaliser (count 0): the critic statistics become the actor's, which is what that run
+    applied to the critic.
+    """
+    if not any(entry in state for entry, _ in _NORMALIZER_ENTRIES):
+        return state
+    state = dict(state)
+    model = dict(state.get("model_state_dict") or {})
+    actor = state.pop("obs_norm_state_dict", None)
+    critic = state.pop("critic_obs_norm_state_dict", None)
+    if _unused(critic) and not _unused(actor) and _same_shape(actor, critic):
+        critic = actor
+    for stats, (_, prefix) in zip((actor, critic), _NORMALIZER_ENTRIES):
+        if isinstance(stats, dict) and not any(k.startswith(prefix) for k in model):
+            model.update({prefix + k: v for k, v in stats.items()})
+    state["model_state_dict"] = model
     return state
+
+
+def _unused(stats: Any) -> bool:
+    count = stats.get("count") if isinstance(stats, dict) else None
+    return isinstance(count, torch.Tensor) and int(count) == 0
+
+
+def _same_shape(a: Any, b: Any) -> bool:
+    return (
+        isinstance(a, dict)
+        and isinstance(b, dict)
+        and isinstance(a.get("_mean"), torch.Tensor)
+        and isinstance(b.get("_mean"), torch.Tensor)
+        and a["_mean"].shape == b["_mean"].shape
+    )
 
 
 def capture_rng_state() -> dict[str, Any]:

@@ -83,9 +83,6 @@ def add_amp_discriminator(src: dict[str, Any], algo_state_dict: dict[str, Any]) 
             "saved it"
         )
     out: dict[str, Any] = {"model_state_dict": model, "iter": src.get("iter", 0), "infos": src.get("infos")}
-    for key in ("obs_norm_state_dict", "critic_obs_norm_state_dict"):
-        if key in src:
-            out[key] = src[key]
     if "amp_norm_state_dict" in algo_state_dict:
         out["amp_norm_state_dict"] = algo_state_dict["amp_norm_state_dict"]
     return out

@@ -173,7 +173,7 @@ def test_rewards_are_combined_and_logged():
     style = float(log["Episode_Reward/style_reward"])
     # The stored reward is task + style (lerp 0): 1 + style for every env.
     torch.testing.assert_close(alg.storage.rewards[0, :, 0], torch.full((4,), 1.0 + style))
-    torch.testing.assert_close(alg.storage.action_labels[0], alg.storage.actions[0])
+    assert not alg.storage.has_field("action_labels")  # plain APPO records no teacher labels
 
 
 def test_style_reward_ramp_weights_by_hand():
@@ -204,8 +204,8 @@ def test_style_reward_ramp_scales_the_trained_reward_not_the_logged_style(iterat
 
 def test_discriminator_losses_by_hand_and_weighted():
     alg = make_appo(discriminator_loss_coef=0.5, amp_replay_buffer_size=0)
-    assert alg.discriminator_expert_loss_coef == alg.discriminator_policy_loss_coef == 0.5
-    assert alg.discriminator_grad_pen_loss_coef == 0.5
+    for name in ("discriminator_expert_loss", "discriminator_policy_loss", "discriminator_grad_pen_loss"):
+        assert alg.loss_weight(name) == 0.5
     disc = alg.actor_critic.discriminator
     with torch.no_grad():
         disc.amp_linear.weight.copy_(torch.tensor([[1.0, 2.0]]))
@@ -221,7 +221,8 @@ def test_discriminator_losses_by_hand_and_weighted():
         values=z, advantages=z, returns=z, old_actions_log_prob=z.squeeze(-1), old_mu=torch.zeros(2, NUM_ACT),
         old_sigma=torch.ones(2, NUM_ACT), action_labels=torch.zeros(2, NUM_ACT), ref_obs=ref_obs, ref_motion=ref_motion,
     )  # fmt: skip
-    losses, _, stats = alg.compute_losses(mb)
+    losses, _, _ = alg.compute_losses(mb)
+    stats = alg.amp.log_scalars()
     assert float(losses["discriminator_expert_loss"].detach()) == pytest.approx(
         0.5 * ((0.5 - 1) ** 2 + (1.5 - 1) ** 2) / 2
     )
@@ -231,11 +232,11 @@ def test_discriminator_losses_by_hand_and_weighted():
     assert float(losses["discriminator_grad_pen_loss"].detach()) == pytest.approx(50.0)
     assert float(stats["discriminator_accuracy"]) == pytest.approx(0.5)  # experts right, policy wrong
     assert "mimic_loss" not in losses and "dagger_loss" not in losses
-    alg.mimic_loss_coef = 1.0
-    alg.dagger_loss_coef = 1.0
+    alg.amp.mimic_loss_coef = 1.0
     losses, _, _ = alg.compute_losses(mb)
     assert float(losses["mimic_loss"]) == pytest.approx((math.sqrt(2) + 1.0) / 2)
-    alg.discriminator_loss_coef = 0.0
+    assert alg.loss_weight("mimic_loss") == 1.0
+    alg.amp.discriminator_loss_coef = 0.0
     losses, _, _ = alg.compute_losses(mb)
     assert not any(k.startswith("discriminator") for k in losses)
 
@@ -299,7 +300,8 @@ def test_atppo_keeps_teacher_labels_and_dilation(tmp_path):
         teacher_act_prob=0.0,
         buffer_dilation_ratio=2.0,
     )
-    assert isinstance(alg.storage, AmpRolloutStorage) and alg.storage.max_length == 6
+    assert alg.storage.has_field("action_labels") and alg.storage.has_field("ref_obs")
+    assert alg.storage.max_length == 6
     alg.use_teacher_act_mask = torch.zeros(4, dtype=torch.bool)  # the student acts
     obs = torch.randn(4, NUM_OBS)
     with torch.inference_mode():

@@ -134,7 +134,7 @@ def test_tolerated_kwargs_do_not_warn():
             bc_loss_coef=0.001,
             discriminator_loss_coef=0.7,
         )
-    assert ppo.discriminator_loss_coef == 0.7
+    assert ppo.loss_weight("discriminator_loss") == 0.7  # a `<name>_coef` weighs the loss `<name>`
 
 
 def test_invalid_schedule_raises():
@@ -330,12 +330,9 @@ def test_state_dict_round_trip_through_checkpoint_file(tmp_path):
     src = _trained(seed=0)
     assert src.learning_rate == pytest.approx(1.5e-3)
     sd = src.state_dict()
-    assert set(sd) == {
-        "model_state_dict",
-        "optimizer_state_dict",
-        "obs_norm_state_dict",
-        "critic_obs_norm_state_dict",
-    }
+    assert set(sd) == {"model_state_dict", "optimizer_state_dict"}
+    # the policy owns its normalisers: their statistics are part of the model state
+    assert {"actor_obs_normalizer._mean", "critic_obs_normalizer.count"} <= set(sd["model_state_dict"])
     save_checkpoint(str(tmp_path / "model_1.pt"), sd)
     loaded = load_checkpoint(str(tmp_path / "model_1.pt"))
 
@@ -353,7 +350,8 @@ def test_state_dict_round_trip_through_checkpoint_file(tmp_path):
         s_norm, d_norm = getattr(src, attr), getattr(dst, attr)
         assert torch.equal(s_norm._mean, d_norm._mean) and torch.equal(s_norm._var, d_norm._var)
         assert int(d_norm.count) == int(s_norm.count)
-    # PPO.act does not normalise (the runner does): the counts are the samples fed above
+    # acting never updates the statistics (process_env_step with next observations does): the counts are the
+    # samples fed above
     assert int(dst.obs_normalizer.count) == 10 and int(dst.critic_obs_normalizer.count) == 6
 
 

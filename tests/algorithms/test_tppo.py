@@ -171,9 +171,8 @@ def test_unknown_distill_target_and_kl_rejected(tmp_path):
 def test_teacher_sees_raw_observations_through_its_own_normaliser(tmp_path):
     alg, teacher, norm = make_tppo(tmp_path, student_norm=True)
     raw_critic = torch.randn(4, NUM_CRITIC) * 2 + 3
-    alg.critic_obs_normalizer.train()
-    student_view = alg.critic_obs_normalizer(raw_critic)  # what the runner hands to the algorithm
-    labels = alg.teacher_actions(torch.zeros(4, NUM_OBS), student_view)
+    alg.actor_critic.update_normalization(torch.zeros(4, NUM_OBS), raw_critic)  # the student's own statistics
+    labels = alg.teacher_actions(torch.zeros(4, NUM_OBS), raw_critic)  # the algorithm gets raw observations
     norm.eval()
     torch.testing.assert_close(labels, teacher.act_inference(norm(raw_critic)), atol=1e-5, rtol=1e-5)
 
@@ -257,7 +256,8 @@ def test_tanh_target_by_hand(tmp_path):
     alg, _, _ = make_tppo(tmp_path, distill_target="tanh", using_ppo=False)
     _zero_output_student(alg)
     labels = torch.tensor([[0.0, 0.6]])  # p = 0.5 vs targets 0.5 and 0.8
-    losses, _, stats = alg.compute_losses(_fixed_minibatch(labels))
+    losses, _, _ = alg.compute_losses(_fixed_minibatch(labels))
+    stats = alg.distillation.log_scalars()
     bce = -(0.5 * math.log(0.5) * 2) / 2 - (0.8 * math.log(0.5) + 0.2 * math.log(0.5)) / 2
     assert float(losses["distillation_loss"].detach()) == pytest.approx(2 * bce, rel=1e-5)
     assert float(stats["l1distance"]) == pytest.approx(0.6, rel=1e-5)
@@ -360,7 +360,7 @@ def test_latent_distillation_loss_names(tmp_path):
     )
     alg.init_obs_norm(6, 6)
     alg.init_storage(4, 3, [6], [None], [NUM_ACT])
-    assert alg.distill_latent_scan_coef == 0.3
+    assert alg.loss_weight("distill_latent_scan") == 0.3
     with torch.inference_mode():
         for _ in range(3):
             obs = torch.randn(4, 6)

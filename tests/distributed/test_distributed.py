@@ -55,8 +55,14 @@ def test_two_rank_update_equals_single_rank_update_on_joined_batch(tmp_path):
     # A single-rank PPO update from the same parameters on the joined batch (envs side by side).
     s0, s1 = r0["storage"], r1["storage"]
     T, n = s0["observations"].shape[:2]
-    ac = ActorCritic(6, 8, 2, actor_hidden_dims=[32, 32], critic_hidden_dims=[32, 32])
-    ac.load_state_dict(r0["pre"])
+    ac = ActorCritic(
+        6, 8, 2, actor_hidden_dims=[32, 32], critic_hidden_dims=[32, 32], actor_obs_normalization=True
+    )
+    # The broadcast initial parameters, with the statistics the ranks normalised the stored raw observations by.
+    state = dict(r0["pre"])
+    state.update({f"actor_obs_normalizer.{k}": v for k, v in r0["obs_norm"].items()})
+    state.update({f"critic_obs_normalizer.{k}": v for k, v in r0["critic_norm"].items()})
+    ac.load_state_dict(state)
     alg = PPO(ac, num_learning_epochs=2, num_mini_batches=1, learning_rate=1e-3, schedule="adaptive", gamma=0.99,
               lam=0.95, entropy_coef=0.01)  # fmt: skip
     alg.init_obs_norm(6, 8)

@@ -214,9 +214,10 @@ def test_runs_wrote_what_the_mutex_reads(runs):
     cfg_a, cfg_b = read_run_config(runs["A"]), read_run_config(runs["B"])
     assert cfg_a["env"]["action_scale"] == SCALE_A and cfg_b["env"]["action_scale"] == SCALE_B
     assert cfg_a["env"]["obs_scales"]["lin_vel"] == CMD_SCALE
-    state = torch.load(latest_checkpoint(runs["A"]), weights_only=True)
-    assert "obs_norm_state_dict" in state  # A normalises, B does not
-    assert "obs_norm_state_dict" not in torch.load(latest_checkpoint(runs["B"]), weights_only=True)
+    model_a = torch.load(latest_checkpoint(runs["A"]), weights_only=True)["model_state_dict"]
+    model_b = torch.load(latest_checkpoint(runs["B"]), weights_only=True)["model_state_dict"]
+    assert "actor_obs_normalizer._mean" in model_a  # A normalises (inside its policy), B does not
+    assert not any(k.startswith("actor_obs_normalizer") for k in model_b)
 
 
 def test_mutex_selects_per_env_and_matches_each_sub_policy(runs):
@@ -227,8 +228,8 @@ def test_mutex_selects_per_env_and_matches_each_sub_policy(runs):
     )
     assert float(mutex.env_action_scale) == ENV_SCALE
     assert not mutex.is_recurrent and mutex.rnn_type is None
-    # A's normaliser was loaded (frozen) and differs from identity
-    assert not torch.allclose(mutex.obs_normalizers[0]._mean, torch.zeros(1, NUM_OBS))
+    # A's normaliser was loaded (inside its policy) and differs from identity
+    assert not torch.allclose(mutex.submodules[0].actor_obs_normalizer._mean, torch.zeros(1, NUM_OBS))
 
     obs = with_skill(raw_obs(), [0, 0, 0, 0, 1, 1, 1, 1])
     with torch.no_grad():
@@ -250,11 +251,11 @@ def test_mutex_selects_per_env_and_matches_each_sub_policy(runs):
         torch.testing.assert_close(
             actions2[4:], (pol_a(flipped) * SCALE_A / ENV_SCALE)[4:], rtol=1e-6, atol=1e-6
         )
-    # the normaliser stays frozen even in train mode
-    mean_before = mutex.obs_normalizers[0]._mean.clone()
+    # the statistics stay frozen even in train mode (policies never update them while acting)
+    mean_before = mutex.submodules[0].actor_obs_normalizer._mean.clone()
     mutex.train()
     mutex.act_inference(obs * 3.0)
-    assert torch.equal(mutex.obs_normalizers[0]._mean, mean_before) and not mutex.obs_normalizers[0].training
+    assert torch.equal(mutex.submodules[0].actor_obs_normalizer._mean, mean_before)
 
 
 def test_index_valued_selection_component(runs):
@@ -631,7 +632,8 @@ def test_mutex_state_dict_round_trip(runs):
     kw = mutex_kwargs([runs["A"], runs["B"]], cmd_vel_mapping={1: 0.7})
     m1, m2 = ActorCriticFieldMutex(**kw), ActorCriticFieldMutex(**kw)
     sd = m1.state_dict()
-    assert "subpolicy_action_scale_0" in sd and "obs_normalizers.0._mean" in sd and "cmd_scales" in sd
+    assert "subpolicy_action_scale_0" in sd and "cmd_scales" in sd
+    assert "submodules.0.actor_obs_normalizer._mean" in sd
     for v in m2.parameters():
         torch.nn.init.zeros_(v)
     m2.load_state_dict(sd)

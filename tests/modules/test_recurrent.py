@@ -201,7 +201,7 @@ def _collect(ac, seed: int = 0, alg_cls=PPO):
         rec["value"].append(alg.transition.values.clone())
         if hasattr(ac, "estimated_state_") and ac.estimator is not None:
             rec["est"].append(ac.get_estimated_state().clone())
-        if hasattr(ac, "adaptor"):
+        if ac.adaptor is not None:
             rec["adapt"].append(ac.get_adapted_state().clone())
         dones = torch.rand(N, generator=g) < 0.2
         dones[1] = False  # env 1: a single trajectory

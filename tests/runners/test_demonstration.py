@@ -391,7 +391,7 @@ def student_logdir(tmp_path):
 
 def _student_actions(saver, obs):
     with torch.no_grad():
-        return saver.training_policy.act_inference(saver.training_obs_normalizer(obs))
+        return saver.training_policy.act_inference(obs)  # the student normalises its observations itself
 
 
 def _dagger(env, save_dir, logdir, prob, **kw):
@@ -467,7 +467,8 @@ def test_dagger_reloads_newer_checkpoints(tmp_path, student_logdir):
             assert torch.equal(value, state["model_state_dict"][key]), key
     assert torch.allclose(saver.training_policy.std, torch.full((2,), 0.3))  # overridden again
     assert torch.equal(
-        saver.training_obs_normalizer.state_dict()["_mean"], state["obs_norm_state_dict"]["_mean"]
+        saver.training_obs_normalizer.state_dict()["_mean"],
+        state["model_state_dict"]["actor_obs_normalizer._mean"],
     )
     assert saver.current_teacher_act_prob == pytest.approx(0.9**2)
     saver.close()

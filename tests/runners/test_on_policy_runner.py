@@ -54,7 +54,7 @@ NESTED_CFG = {
 
 
 def _params(runner: OnPolicyRunner) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in runner.alg.actor_critic.state_dict().items()}
+    return {k: v.detach().clone() for k, v in runner.alg.actor_critic.named_parameters()}
 
 
 def test_flat_config_builds_and_is_not_mutated(small_cfg, tmp_path):
@@ -142,15 +142,15 @@ def test_log_dir_contents_and_checkpoint_keys(small_cfg, tmp_path):
         "optimizer_state_dict",
         "iter",
         "infos",
-        "obs_norm_state_dict",
-        "critic_obs_norm_state_dict",
+        "format_version",
         "rng_state",
         "config",
         "env_state",
     ):
         assert key in state, key
-    assert state["iter"] == 3
+    assert state["iter"] == 3 and state["format_version"] == 2
     assert state["config"]["algorithm"]["class_name"] == "PPO"
+    assert {"actor_obs_normalizer.count", "critic_obs_normalizer.count"} <= set(state["model_state_dict"])
 
 
 def test_checkpoint_round_trip_restores_everything(small_cfg, tmp_path):
@@ -208,7 +208,8 @@ def test_inference_policy_normalises_inside(small_cfg, tmp_path):
     runner.learn(1)
     policy = runner.get_inference_policy(device="cpu")
     obs, _ = runner.env.get_observations()
-    expected = runner.alg.actor_critic.act_inference(runner.alg.obs_normalizer(obs))
+    # the raw observations go through the policy's normaliser, then the actor MLP
+    expected = runner.alg.actor_critic.actor(runner.alg.obs_normalizer(obs))
     count = int(runner.alg.obs_normalizer.count)
     out = policy(obs)
     assert torch.equal(out, expected)

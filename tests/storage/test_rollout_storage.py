@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from st_rl.algorithms.ppo import compute_returns
 from st_rl.storage import RolloutStorage
 
 
@@ -94,7 +95,7 @@ def _gae_storage():
 
 def test_compute_returns_hand_gae_and_normalised_advantages():
     st = _gae_storage()
-    st.compute_returns(torch.tensor([[8.0], [2.0]]), 0.5, 0.5)
+    compute_returns(st, torch.tensor([[8.0], [2.0]]), 0.5, 0.5)
     torch.testing.assert_close(st.returns[..., 0], torch.tensor([[1.5, 0.3125], [0.0, 1.25], [6.0, 5.0]]))
     raw = torch.tensor([[0.5, 0.3125], [-2.0, 1.25], [2.0, 5.0]])
     # raw mean = 7.0625/6 = 1.1770833; squared deviations sum to 26.597005, /5 -> std 2.3063827

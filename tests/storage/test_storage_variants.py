@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from st_rl.algorithms.ppo import compute_returns
 from st_rl.storage.rollout_storage import ActionLabelRollout, QueueRolloutStorage, SarsaRolloutStorage
 from st_rl.utils.buffer import buffer_expand, buffer_from_example, buffer_swap
 from st_rl.utils.collections import namedarraytuple
@@ -62,7 +63,7 @@ def test_queue_gae_honours_the_cursor():
     _collect(st, [3, 4], n)
     st.clear()
     _collect(st, [5, 6], n)  # buffer now holds rewards [5, 6, 3, 4] physically
-    st.compute_returns(torch.zeros(1, 1), gamma, lam)
+    compute_returns(st, torch.zeros(1, 1), gamma, lam)
     # Time order 3, 4, 5, 6 with zero values and zero bootstrap: G_t = sum gamma^k r_{t+k}.
     expected = torch.tensor([3 + 0.9 * 4 + 0.81 * 5 + 0.729 * 6, 4 + 0.9 * 5 + 0.81 * 6, 5 + 0.9 * 6, 6.0])
     torch.testing.assert_close(st.returns[:, 0, 0], expected)

@@ -27,26 +27,53 @@ def amp_env(n):
     loader = MotionLoader.__new__(MotionLoader)
     loader.amp_obs_frame_num, loader.style_fields = 2, ["vx", "vy"]
     loader.sample_windows = lambda k: torch.full((k, 4), 0.5)
-    return AmpObservationWrapper(make_env("velocity_tracking", num_envs=n, seed=0), loader, lambda e: e.base_lin_vel)
+    return AmpObservationWrapper(
+        make_env("velocity_tracking", num_envs=n, seed=0), loader, lambda e: e.base_lin_vel
+    )
 
 
 CASES = {
-    "ppo_mlp": ({"class_name": "ActorCritic", "actor_hidden_dims": [16, 16], "critic_hidden_dims": [16, 16]},
-                {"class_name": "PPO"}, lambda n: make_env("velocity_tracking", num_envs=n, seed=0)),
-    "ppo_gru": ({"class_name": "ActorCriticRecurrent", "rnn_type": "gru", "rnn_hidden_size": 8,
-                 "actor_hidden_dims": [16], "critic_hidden_dims": [16]},
-                {"class_name": "PPO"}, lambda n: make_env("velocity_tracking", num_envs=n, seed=0)),
-    "estimator_lstm": ({"class_name": "StateAcRecurrent", "rnn_type": "lstm", "rnn_hidden_size": 8,
-                        "actor_hidden_dims": [16], "critic_hidden_dims": [16],
-                        "estimator_obs_components": ["base_lin_vel", "last_actions"],
-                        "estimator_target_components": ["mass", "friction"],
-                        "estimator_kwargs": {"hidden_sizes": [8], "rnn_type": "gru", "rnn_hidden_size": 4},
-                        "replace_state_prob": 1.0},
-                       {"class_name": "EstimatorPPO"},
-                       lambda n: make_env("velocity_tracking", num_envs=n, seed=0, **SLOTS)),
-    "appo_mlp": ({"class_name": "AmpActorCritic", "actor_hidden_dims": [16], "critic_hidden_dims": [16],
-                  "amp_discriminator": {"input_dim": None, "hidden_dims": [16]}},
-                 {"class_name": "APPO", "amp_replay_buffer_size": 64}, amp_env),
+    "ppo_mlp": (
+        {"class_name": "ActorCritic", "actor_hidden_dims": [16, 16], "critic_hidden_dims": [16, 16]},
+        {"class_name": "PPO"},
+        lambda n: make_env("velocity_tracking", num_envs=n, seed=0),
+    ),
+    "ppo_gru": (
+        {
+            "class_name": "ActorCriticRecurrent",
+            "rnn_type": "gru",
+            "rnn_hidden_size": 8,
+            "actor_hidden_dims": [16],
+            "critic_hidden_dims": [16],
+        },
+        {"class_name": "PPO"},
+        lambda n: make_env("velocity_tracking", num_envs=n, seed=0),
+    ),
+    "estimator_lstm": (
+        {
+            "class_name": "StateAcRecurrent",
+            "rnn_type": "lstm",
+            "rnn_hidden_size": 8,
+            "actor_hidden_dims": [16],
+            "critic_hidden_dims": [16],
+            "estimator_obs_components": ["base_lin_vel", "last_actions"],
+            "estimator_target_components": ["mass", "friction"],
+            "estimator_kwargs": {"hidden_sizes": [8], "rnn_type": "gru", "rnn_hidden_size": 4},
+            "replace_state_prob": 1.0,
+        },
+        {"class_name": "EstimatorPPO"},
+        lambda n: make_env("velocity_tracking", num_envs=n, seed=0, **SLOTS),
+    ),
+    "appo_mlp": (
+        {
+            "class_name": "AmpActorCritic",
+            "actor_hidden_dims": [16],
+            "critic_hidden_dims": [16],
+            "amp_discriminator": {"input_dim": None, "hidden_dims": [16]},
+        },
+        {"class_name": "APPO", "amp_replay_buffer_size": 64},
+        amp_env,
+    ),
 }
 
 
@@ -54,9 +81,18 @@ def main():
     torch.manual_seed(0)
     for name, (policy, algorithm, env_fn) in CASES.items():
         cfg = {
-            "seed": 1, "num_steps_per_env": 8, "save_interval": 100, "empirical_normalization": True,
-            "logger": "none", "policy": policy,
-            "algorithm": {"num_learning_epochs": 2, "num_mini_batches": 2, "learning_rate": 1e-3, **algorithm},
+            "seed": 1,
+            "num_steps_per_env": 8,
+            "save_interval": 100,
+            "empirical_normalization": True,
+            "logger": "none",
+            "policy": policy,
+            "algorithm": {
+                "num_learning_epochs": 2,
+                "num_mini_batches": 2,
+                "learning_rate": 1e-3,
+                **algorithm,
+            },
         }
         runner_cls = "AmpPolicyRunner" if algorithm["class_name"] == "APPO" else "OnPolicyRunner"
         log_dir = tempfile.mkdtemp()

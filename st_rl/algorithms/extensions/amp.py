@@ -1,0 +1,275 @@
+"""Adversarial Motion Priors: a discriminator's style reward added to the task reward."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F  # noqa: N812
+
+from st_rl.algorithms.extensions.base import Extension, StorageLayout
+from st_rl.modules.normalizer import EmpiricalNormalization
+from st_rl.storage.replay_buffer import ReplayBuffer
+from st_rl.storage.rollout_storage import Field, MiniBatch, RolloutStorage, Transition
+
+__all__ = ["DISCRIMINATOR_LOSSES", "AdversarialMotionPrior", "MissingAmpDataError"]
+
+DISCRIMINATOR_LOSSES = (
+    "discriminator_expert_loss",
+    "discriminator_policy_loss",
+    "discriminator_grad_pen_loss",
+)
+
+
+class MissingAmpDataError(KeyError):
+    """The environment did not provide the AMP windows APPO needs."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class AdversarialMotionPrior(Extension):
+    """Adds Adversarial Motion Priors to PPO.
+
+    Each step the environment provides the policy's window of style features,
+    ``infos["observations"]["ref_obs"]`` (N, H, F) or (N, H * F), and a reference-motion window
+    ``infos["ref_motion"]`` (N, H * F) (the built-in locomotion task does this with ``amp_obs_frame_num`` and
+    ``set_ref_motion_source(MotionLoader(...))``; other envs can be wrapped with
+    :class:`st_rl.datasets.AmpObservationWrapper`). Both streams update **one** shared normaliser
+    (``normalizer``, saved in checkpoints as ``amp_norm_state_dict``), so the discriminator sees their mean and
+    variance differences. The discriminator is the policy's (``policy.discriminator``, an
+    :class:`st_rl.modules.AMPDiscriminator` in ``model_state_dict``, trained by PPO's optimizer and clipped
+    apart from the policy). The policy is trained on the discriminator's combined reward;
+    ``Episode_Reward/style_reward`` and ``Episode_Reward/task_reward`` are logged.
+
+    Losses (each weighted by ``<name>_coef``):
+
+    * ``discriminator_expert_loss = 0.5 * mean((D(ref_motion) - 1)^2)``,
+      ``discriminator_policy_loss = 0.5 * mean((D(policy windows) + 1)^2)`` and ``discriminator_grad_pen_loss``
+      (the gradient penalty on reference windows): all three weighted by ``discriminator_loss_coef``; with 0
+      the discriminator is not trained. Policy windows are the minibatch's plus as many drawn from a replay of
+      past policy windows (``amp_replay_buffer_size``; 0 disables it).
+    * ``mimic_loss = mean ||ref_obs - ref_motion||`` (``mimic_loss_coef``; no policy gradient, a diagnostic of
+      how far apart the streams are).
+
+    Args:
+        discriminator_loss_coef: weight of the three discriminator losses.
+        mimic_loss_coef: weight of ``mimic_loss`` (0: not computed).
+        amp_obs_dim: window width; the discriminator's ``input_dim`` decides (a different value is warned about).
+        amp_replay_buffer_size: capacity of the replay of past policy windows (0: none).
+        style_reward_ramp: ``(start, end)`` learning iterations: the style reward the policy receives is off
+            before ``start`` and rises linearly to its full weight at ``end`` (the discriminator trains
+            throughout). None: full weight from the start. The logged ``Episode_Reward/style_reward`` is the
+            discriminator's reward before this weight; ``Train/style_reward_weight`` is the weight.
+    """
+
+    name = "amp"
+
+    def __init__(
+        self,
+        discriminator_loss_coef: float = 1.0,
+        mimic_loss_coef: float = 0.0,
+        amp_obs_dim: int | None = None,
+        amp_replay_buffer_size: int = 100_000,
+        style_reward_ramp: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__()
+        self.discriminator_loss_coef = float(discriminator_loss_coef)
+        self.mimic_loss_coef = float(mimic_loss_coef)
+        self._requested_dim = amp_obs_dim
+        self.replay_buffer_size = int(amp_replay_buffer_size)
+        self.style_reward_ramp = _check_ramp(style_reward_ramp)
+        self._sums: dict[str, torch.Tensor] = {}
+        self._count = 0
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self, policy: Any, device: torch.device) -> None:
+        super().setup(policy, device)
+        discriminator = policy.discriminator
+        if discriminator is None:
+            raise ValueError(
+                "AMP needs a policy with an AMP discriminator (AmpActorCritic, AmpActorCriticRecurrent, "
+                f"EncoderAmpActorCriticRecurrent, or any policy whose discriminator part is set); got "
+                f"{type(policy).__name__}"
+            )
+        self.discriminator: Any = discriminator
+        self.amp_obs_dim = int(discriminator.input_dim)
+        if self._requested_dim is not None and int(self._requested_dim) != self.amp_obs_dim:
+            # st_gym's dataclass default (amp_obs_dim=2) is not the real width: the discriminator decides.
+            warnings.warn(
+                f"amp_obs_dim={self._requested_dim} differs from the discriminator's input_dim={self.amp_obs_dim}; "
+                f"using {self.amp_obs_dim}.",
+                stacklevel=4,
+            )
+        self.normalizer = EmpiricalNormalization(shape=[self.amp_obs_dim], until=int(1e8)).to(device)
+        self.replay = (
+            ReplayBuffer(self.amp_obs_dim, self.replay_buffer_size, device)
+            if self.replay_buffer_size > 0
+            else None
+        )
+
+    def storage_fields(self, layout: StorageLayout) -> dict[str, Field]:
+        shape = layout.options.get("amp_obs_shape")
+        if shape is not None:
+            width = int(torch.tensor([shape] if isinstance(shape, int) else list(shape)).prod())
+            if width != self.amp_obs_dim:
+                raise ValueError(
+                    f"storage amp_obs_shape {shape} does not match the discriminator input_dim {self.amp_obs_dim}"
+                )
+        return {"ref_obs": Field((self.amp_obs_dim,)), "ref_motion": Field((self.amp_obs_dim,))}
+
+    def modules(self) -> list[nn.Module]:
+        return [self.normalizer]
+
+    def clip_groups(self) -> list[list[nn.Parameter]]:
+        """The discriminator's (gradient-penalty) gradients must not shrink the policy's step through a shared
+        norm: they are clipped apart."""
+        return [list(self.discriminator.parameters())]
+
+    def style_reward_weight(self, iteration: int | None = None) -> float:
+        """The ``style_reward_ramp`` weight at ``iteration`` (default: the current learning iteration)."""
+        if self.style_reward_ramp is None:
+            return 1.0
+        it = self.iteration if iteration is None else iteration
+        start, end = self.style_reward_ramp
+        if it < start:
+            return 0.0
+        return 1.0 if it >= end else (it - start) / (end - start)
+
+    # ------------------------------------------------------------------ rollout
+    def windows(self, infos: dict[str, Any], n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step's ``(ref_obs, ref_motion)`` windows, ``(n, amp_obs_dim)`` each.
+
+        Raises:
+            MissingAmpDataError: the environment does not provide them.
+        """
+        groups = infos.get("observations") or {}
+        if "ref_obs" not in groups:
+            raise MissingAmpDataError(
+                "APPO needs the policy's style-feature window in infos['observations']['ref_obs'] every step. "
+                "Built-in locomotion: set amp_obs_frame_num > 0 in the task config; other environments: wrap "
+                "them with st_rl.datasets.AmpObservationWrapper(env, MotionLoader(...), style_features)."
+            )
+        if "ref_motion" not in infos:
+            raise MissingAmpDataError(
+                "APPO needs reference-motion windows in infos['ref_motion'] every step. Built-in locomotion: "
+                "env.set_ref_motion_source(st_rl.datasets.MotionLoader(motion_file, style_fields, H, env.dt)); "
+                "other environments: st_rl.datasets.AmpObservationWrapper."
+            )
+        ref_obs = groups["ref_obs"].reshape(n, -1).to(self.device, torch.float32)
+        ref_motion = infos["ref_motion"].reshape(n, -1).to(self.device, torch.float32)
+        for name, x in (("ref_obs", ref_obs), ("ref_motion", ref_motion)):
+            if x.shape[1] != self.amp_obs_dim:
+                raise ValueError(
+                    f"infos {name} windows have {x.shape[1]} values but the discriminator expects "
+                    f"{self.amp_obs_dim} (amp_discriminator.input_dim = frames x style features)"
+                )
+        return ref_obs, ref_motion
+
+    def on_env_step(
+        self,
+        rewards: torch.Tensor,
+        dones: torch.Tensor,
+        infos: dict[str, Any],
+        transition: Transition,
+        next_obs: torch.Tensor | None,
+        next_critic_obs: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """Record the AMP windows and return the combined (task + style) reward."""
+        ref_obs, ref_motion = self.windows(infos, rewards.shape[0])
+        if self.normalizer.training:
+            self.normalizer.update(torch.cat([ref_obs, ref_motion]))
+        transition.ref_obs = ref_obs
+        transition.ref_motion = ref_motion
+        disc = self.discriminator
+        style, task, combined = disc.predict_style_reward(self.normalizer.normalize(ref_obs), rewards)
+        weight = self.style_reward_weight()
+        if weight != 1.0:
+            combined = disc.combine(weight * style, task)
+        key = "episode" if isinstance(infos.get("episode"), dict) else "log"
+        log = dict(infos.get(key) or {})
+        log["Episode_Reward/style_reward"] = style.mean()
+        log["Episode_Reward/task_reward"] = task.mean()
+        infos[key] = log
+        return combined
+
+    # ------------------------------------------------------------------ update
+    def loss_weights(self) -> dict[str, float]:
+        weights: dict[str, float] = dict.fromkeys(DISCRIMINATOR_LOSSES, self.discriminator_loss_coef)
+        weights["mimic_loss"] = self.mimic_loss_coef
+        return weights
+
+    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
+        losses: dict[str, torch.Tensor] = {}
+        policy_x = self.normalizer.normalize(minibatch.ref_obs.reshape(-1, self.amp_obs_dim))
+        expert_x = self.normalizer.normalize(minibatch.ref_motion.reshape(-1, self.amp_obs_dim))
+        if self.mimic_loss_coef:
+            losses["mimic_loss"] = torch.norm(policy_x - expert_x, dim=-1).mean()
+        if self.discriminator_loss_coef:
+            disc = self.discriminator
+            if self.replay is not None and self.replay.num_samples > 0:
+                replay, _ = self.replay.sample(policy_x.shape[0])
+                policy_x = torch.cat([policy_x, self.normalizer.normalize(replay)])
+            policy_d = disc(policy_x)
+            expert_d = disc(expert_x)
+            losses["discriminator_expert_loss"] = 0.5 * F.mse_loss(expert_d, torch.ones_like(expert_d))
+            losses["discriminator_policy_loss"] = 0.5 * F.mse_loss(policy_d, -torch.ones_like(policy_d))
+            losses["discriminator_grad_pen_loss"] = disc.compute_grad_pen(expert_x)
+            with torch.no_grad():
+                self._accumulate(
+                    discriminator_expert_d=expert_d.mean(),
+                    discriminator_policy_d=policy_d.mean(),
+                    discriminator_accuracy=0.5
+                    * ((expert_d > 0).float().mean() + (policy_d < 0).float().mean()),
+                )
+        return losses
+
+    def _accumulate(self, **values: torch.Tensor) -> None:
+        for key, value in values.items():
+            self._sums[key] = self._sums[key] + value if key in self._sums else value
+        self._count += 1 if values else 0
+
+    def after_update(self, storage: RolloutStorage) -> None:
+        if self.replay is not None:
+            # This rollout's policy windows become "past policy" samples for the next updates.
+            self.replay.insert(storage.ref_obs.reshape(-1, self.amp_obs_dim))
+
+    def log_scalars(self) -> dict[str, float]:
+        scalars = {k: float(v) / max(self._count, 1) for k, v in self._sums.items()}
+        self._sums, self._count = {}, 0
+        if self.style_reward_ramp is not None:
+            scalars["style_reward_weight"] = self.style_reward_weight()
+        return scalars
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, Any]:
+        return {"amp_norm_state_dict": self.normalizer.state_dict()}
+
+    def load_state_dict(self, checkpoint: dict[str, Any], load_optimizer: bool = True) -> None:
+        if "amp_norm_state_dict" in checkpoint:
+            self.normalizer.load_state_dict(checkpoint["amp_norm_state_dict"])
+        else:
+            warnings.warn(
+                "The checkpoint has no AMP normaliser state (amp_norm_state_dict); its statistics start fresh.",
+                stacklevel=3,
+            )
+
+
+def _check_ramp(ramp: Sequence[int] | None) -> tuple[int, int] | None:
+    if ramp is None:
+        return None
+    values = list(ramp) if isinstance(ramp, (list, tuple)) else None
+    if (
+        values is None
+        or len(values) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+        or not 0 <= values[0] <= values[1]
+    ):
+        raise ValueError(
+            f"style_reward_ramp must be two learning iterations [start, end] with 0 <= start <= end "
+            f"(the style reward is off before start and full from end), got {ramp!r}"
+        )
+    return values[0], values[1]

@@ -1,0 +1,379 @@
+"""Teacher-student distillation and DAgger: a frozen teacher labels every step; the student imitates it."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F  # noqa: N812
+
+from st_rl.algorithms.extensions.base import Extension, StorageLayout
+from st_rl.algorithms.schedules import as_schedule
+from st_rl.storage.rollout_storage import Field, MiniBatch, Transition
+from st_rl.utils.collections import tree_map
+from st_rl.utils.utils import unpad_trajectories
+
+__all__ = ["DISTILL_TARGETS", "LATENT_TARGETS", "Distillation", "build_teacher", "load_teacher_state"]
+
+DISTILL_TARGETS = ("real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob")
+LATENT_TARGETS = ("real", "l1", "tanh", "scaled_tanh")
+_EPS = 1e-6
+_NORMALIZER_PREFIXES = ("actor_obs_normalizer.", "critic_obs_normalizer.")
+
+
+def _policy_size_keys(student: Any, with_critic_obs: bool) -> dict[str, Any]:
+    """Dimensions and layouts a teacher inherits from the student when its config leaves them out."""
+    seen_obs = student.num_critic_obs if with_critic_obs else student.num_actor_obs
+    seen_segments = student.privileged_obs_segments if with_critic_obs else student.obs_segments
+    return {
+        "num_actor_obs": seen_obs,
+        "num_critic_obs": student.num_critic_obs,
+        "num_actions": student.num_actions,
+        "obs_segments": seen_segments,
+        "privileged_obs_segments": student.privileged_obs_segments,
+    }
+
+
+def load_teacher_state(path: str, device: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a teacher checkpoint (ours or rsl_rl's) into ``{"model", "config"}``.
+
+    The model state keeps the teacher's observation normalisers (``actor_obs_normalizer.*``; older formats are
+    migrated by :func:`st_rl.utils.checkpoint.load_checkpoint`, rsl_rl 3.x already stores them so). rsl_rl
+    checkpoints map directly where the layout matches (``actor.*``, ``critic.*``, ``std``); a ``log_std``
+    parameter becomes ``std``.
+    """
+    from st_rl.utils.checkpoint import load_checkpoint
+
+    state = load_checkpoint(path, map_location=device)
+    model = dict(state["model_state_dict"])
+    if "log_std" in model and "std" not in model:
+        model["std"] = model.pop("log_std").exp()
+    config = state.get("config") if isinstance(state.get("config"), dict) else None
+    return {"model": model, "config": config}
+
+
+def build_teacher(
+    teacher_policy: dict[str, Any],
+    default_class_name: Any,
+    student: Any,
+    with_critic_obs: bool,
+    teacher_ac_path: str | None,
+    device: torch.device,
+) -> nn.Module:
+    """Build the teacher policy (with its own observation normalisers when its checkpoint has statistics),
+    frozen and in eval mode.
+
+    Keyword arguments come from, in decreasing priority: ``teacher_policy``, the policy config saved in the
+    teacher's checkpoint (our checkpoints carry it), and the student's dimensions and layouts.
+    """
+    import st_rl.modules as modules
+    from st_rl.utils.config import resolve_class
+
+    cfg = copy.deepcopy(dict(teacher_policy or {}))
+    class_name = cfg.pop("class_name", None)
+    path = cfg.pop("teacher_ac_path", None) or teacher_ac_path
+    loaded = load_teacher_state(path, device) if path else None
+    saved_policy: dict[str, Any] = {}
+    if loaded is not None and loaded["config"] is not None:
+        saved_policy = dict(loaded["config"].get("policy", {}))
+        class_name = class_name or saved_policy.pop("class_name", None)
+        saved_policy.pop("class_name", None)
+    class_name = class_name or default_class_name
+    kwargs = {**_policy_size_keys(student, with_critic_obs), **saved_policy}
+    for key, value in cfg.items():
+        if value is not None or key not in kwargs:
+            kwargs[key] = value
+    for key, value in _policy_size_keys(student, with_critic_obs).items():
+        if kwargs.get(key) is None:
+            kwargs[key] = value
+    kwargs.pop("teacher_ac_path", None)
+    cls = resolve_class(class_name, modules, "teacher policy", nn.Module)
+    teacher: Any = cls(**kwargs)
+    if loaded is None:
+        warnings.warn(
+            "TPPO: no teacher checkpoint given (teacher_policy['teacher_ac_path'] or teacher_ac_path); the teacher "
+            "is randomly initialised. Train a teacher first and point teacher_ac_path at its model_<it>.pt.",
+            stacklevel=3,
+        )
+    else:
+        model = loaded["model"]
+        teacher.enable_obs_normalization(
+            actor=any(k.startswith(_NORMALIZER_PREFIXES[0]) for k in model),
+            critic=any(k.startswith(_NORMALIZER_PREFIXES[1]) for k in model),
+        )
+        try:
+            teacher.load_state_dict(model)
+        except RuntimeError as e:
+            raise ValueError(
+                f"Teacher checkpoint {path} does not fit {cls.__name__}({', '.join(f'{k}=' for k in sorted(cfg))}"
+                f"...): {str(e).splitlines()[0]} ... Give the teacher's policy settings in teacher_policy "
+                "(class_name, hidden dims, num_actor_obs) as in the run that trained it."
+            ) from e
+    teacher.to(device).eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    return teacher
+
+
+class Distillation(Extension):
+    """The student imitates a teacher policy (teacher-student distillation / DAgger).
+
+    During rollouts the teacher labels every step (storage field ``action_labels``); in envs where the
+    per-episode mask ``use_teacher_act_mask`` is set (drawn at each episode end with probability
+    ``teacher_act_prob(iteration)``) the teacher's action is executed instead of the student's (PPO scores it
+    under the student's rollout distribution, so the PPO ratio stays consistent). The teacher receives the raw
+    observations and normalises them with its own statistics (loaded from its checkpoint).
+
+    Losses: ``distillation_loss`` (weighted by ``distillation_loss_coef``, which may be a schedule),
+    ``distill_latent_<component>`` for each mapped encoder latent (``distill_latent_coef``) and, when
+    ``dagger_loss_coef`` is non-zero, ``dagger_loss = mean ||mu - labels||``.
+
+    Args:
+        teacher_policy_class_name: teacher class when ``teacher_policy`` has no ``class_name``.
+        teacher_policy: teacher policy kwargs plus optional ``class_name`` and ``teacher_ac_path``. Missing
+            dimensions and layouts come from the teacher checkpoint's saved config, then from the student.
+        teacher_ac_path: legged_gym's top-level teacher checkpoint path.
+        label_action_with_critic_obs: the teacher acts on the critic (privileged) observations.
+        teacher_act_prob: ``"linear"`` / ``"exp"`` / ``"tanh"`` (see :data:`GET_PROB_FUNC`), a callable of the
+            iteration, or a number.
+        update_times_scale: iteration scale of the schedules.
+        distillation_loss_coef: weight of ``distillation_loss``; a schedule name makes it decay.
+        distill_target: ``"real"`` (L2 distance), ``"mse_sum"``, ``"l1"``, ``"tanh"`` (2 BCE on (x+1)/2,
+            for outputs in [-1, 1]), ``"scaled_tanh"`` (tanh-squash both, then as ``tanh``) or
+            ``"max_log_prob"`` (``-log pi(label)``).
+        distill_latent_coef: weight of each latent loss.
+        distill_latent_target: ``"real"``, ``"l1"``, ``"tanh"`` or ``"scaled_tanh"``.
+        distill_latent_obs_component_mapping: ``{student_component: teacher_component}``: the student's encoder
+            latent of its component imitates the teacher's latent of its component.
+        hidden_state_resample_prob: probability of replacing a minibatch trajectory's initial hidden state
+            by U(-1, 1) noise (recurrent students).
+        action_labels_from_sample: labels are teacher samples instead of its mean.
+        dagger_loss_coef: weight of ``dagger_loss`` (0: not computed).
+    """
+
+    name = "distillation"
+
+    def __init__(
+        self,
+        teacher_policy_class_name: Any = "ActorCritic",
+        teacher_policy: dict[str, Any] | None = None,
+        teacher_ac_path: str | None = None,
+        label_action_with_critic_obs: bool = True,
+        teacher_act_prob: Any = "exp",
+        update_times_scale: float = 100,
+        distillation_loss_coef: float | str = 1.0,
+        distill_target: str = "real",
+        distill_latent_coef: float = 1.0,
+        distill_latent_target: str = "real",
+        distill_latent_obs_component_mapping: dict[str, str] | None = None,
+        hidden_state_resample_prob: float = 0.0,
+        action_labels_from_sample: bool = False,
+        dagger_loss_coef: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if distill_target == "kl":
+            raise ValueError(
+                "distill_target='kl' is not supported: the storage keeps the teacher's actions, not its "
+                "distribution. Use 'max_log_prob' (maximum likelihood of the teacher's actions) or 'real'."
+            )
+        if distill_target not in DISTILL_TARGETS:
+            raise ValueError(f"Unknown distill_target {distill_target!r}; choose one of {DISTILL_TARGETS}")
+        if distill_latent_target not in LATENT_TARGETS:
+            raise ValueError(
+                f"Unknown distill_latent_target {distill_latent_target!r}; choose one of {LATENT_TARGETS}"
+            )
+        if not 0.0 <= hidden_state_resample_prob <= 1.0:
+            raise ValueError("hidden_state_resample_prob must be in [0, 1]")
+        self.teacher_cfg = dict(teacher_policy or {})
+        self.teacher_class_name = teacher_policy_class_name
+        self.teacher_ac_path = teacher_ac_path
+        self.label_action_with_critic_obs = label_action_with_critic_obs
+        self.update_times_scale = update_times_scale
+        self.teacher_act_prob = as_schedule(teacher_act_prob, update_times_scale, "teacher_act_prob")
+        self._distill_coef = as_schedule(distillation_loss_coef, update_times_scale, "distillation_loss_coef")
+        self.distill_target = distill_target
+        self.distill_latent_coef = distill_latent_coef
+        self.distill_latent_target = distill_latent_target
+        self.latent_mapping = dict(distill_latent_obs_component_mapping or {})
+        self.hidden_state_resample_prob = hidden_state_resample_prob
+        self.action_labels_from_sample = action_labels_from_sample
+        self.dagger_loss_coef = float(dagger_loss_coef)
+        self.use_teacher_act_mask: torch.Tensor | None = None
+        self._sums: dict[str, torch.Tensor] = {}
+        self._count = 0
+
+    @property
+    def distillation_loss_coef(self) -> float:
+        """Current weight of ``distillation_loss`` (evaluated at the current learning iteration)."""
+        return float(self._distill_coef(self.iteration))
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self, policy: Any, device: torch.device) -> None:
+        super().setup(policy, device)
+        self.student: Any = policy
+        self.teacher: Any = build_teacher(
+            self.teacher_cfg,
+            self.teacher_class_name,
+            policy,
+            self.label_action_with_critic_obs,
+            self.teacher_ac_path,
+            device,
+        )
+        for student_c, teacher_c in self.latent_mapping.items():
+            for who, model, comp in (("student", policy, student_c), ("teacher", self.teacher, teacher_c)):
+                layout = model.actor_layout
+                if layout is None or comp not in layout.component_names:
+                    raise ValueError(
+                        f"distill_latent_obs_component_mapping: the {who} has no encoder on component '{comp}'"
+                    )
+
+    def storage_fields(self, layout: StorageLayout) -> dict[str, Field]:
+        self.use_teacher_act_mask = torch.ones(layout.num_envs, dtype=torch.bool, device=self.device)
+        return {"action_labels": Field(layout.action_shape)}
+
+    def modules(self) -> list[nn.Module]:
+        return [self.teacher]
+
+    def train(self, mode: bool = True) -> None:
+        self.teacher.eval()  # the teacher is frozen: always in eval mode
+
+    # ------------------------------------------------------------------ teacher
+    def teacher_input(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
+        """The raw observations the teacher acts on."""
+        return critic_obs if self.label_action_with_critic_obs else obs
+
+    def teacher_actions(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
+        x = self.teacher_input(obs, critic_obs)
+        out = self.teacher.act(x) if self.action_labels_from_sample else self.teacher.act_inference(x)
+        return out.detach()
+
+    # ------------------------------------------------------------------ rollout
+    def on_act(self, obs: torch.Tensor, critic_obs: torch.Tensor, transition: Transition) -> torch.Tensor:
+        """The teacher labels the step; its action replaces the student's where the mask is set."""
+        labels = self.teacher_actions(obs, critic_obs)
+        transition.action_labels = labels
+        if self.use_teacher_act_mask is None or self.use_teacher_act_mask.shape[0] != obs.shape[0]:
+            self.use_teacher_act_mask = torch.ones(obs.shape[0], dtype=torch.bool, device=obs.device)
+        return torch.where(self.use_teacher_act_mask.unsqueeze(-1), labels, transition.actions)
+
+    def on_env_step(
+        self,
+        rewards: torch.Tensor,
+        dones: torch.Tensor,
+        infos: dict[str, Any],
+        transition: Transition,
+        next_obs: torch.Tensor | None,
+        next_critic_obs: torch.Tensor | None,
+    ) -> torch.Tensor:
+        self.teacher.reset(dones)
+        assert self.use_teacher_act_mask is not None
+        draw = torch.rand(dones.shape[0], device=self.device) < self.teacher_act_prob(self.iteration)
+        self.use_teacher_act_mask = torch.where(dones.bool(), draw, self.use_teacher_act_mask)
+        return rewards
+
+    def on_dataset_step(self, transition: Transition) -> None:
+        transition.action_labels = transition.actions
+
+    # ------------------------------------------------------------------ update
+    def transform_minibatch(self, minibatch: MiniBatch) -> MiniBatch:
+        p = self.hidden_state_resample_prob
+        if p <= 0 or minibatch.hidden_states is None:
+            return minibatch
+
+        def resample(h: torch.Tensor) -> torch.Tensor:
+            # (layers, n_traj, H): replace whole trajectories' initial states.
+            pick = torch.rand(h.shape[1], device=h.device) < p
+            noise = torch.rand_like(h) * 2 - 1
+            return torch.where(pick.view(1, -1, *([1] * (h.dim() - 2))), noise, h)
+
+        return minibatch._replace(hidden_states=tree_map(resample, minibatch.hidden_states))
+
+    def loss_weights(self) -> dict[str, float]:
+        weights = {"distillation_loss": self.distillation_loss_coef, "dagger_loss": self.dagger_loss_coef}
+        for component in self.latent_mapping:
+            weights[f"distill_latent_{component}"] = self.distill_latent_coef
+        return weights
+
+    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
+        losses = {"distillation_loss": self._distillation_loss(minibatch)}
+        for student_c, teacher_c in self.latent_mapping.items():
+            losses[f"distill_latent_{student_c}"] = self._latent_loss(minibatch, student_c, teacher_c)
+        if self.dagger_loss_coef:
+            losses["dagger_loss"] = torch.norm(
+                self._student_mean(minibatch) - minibatch.action_labels, dim=-1
+            ).mean()
+        return losses
+
+    def _student_mean(self, minibatch: MiniBatch) -> torch.Tensor:
+        mean = self.student.action_mean
+        if mean.shape != minibatch.action_labels.shape and minibatch.masks is not None:
+            mean = unpad_trajectories(mean, minibatch.masks)
+        return mean
+
+    def _distillation_loss(self, minibatch: MiniBatch) -> torch.Tensor:
+        mean = self._student_mean(minibatch)
+        labels = minibatch.action_labels
+        target = self.distill_target
+        stats: dict[str, torch.Tensor] = {}
+        if target == "real":
+            loss = torch.norm(mean - labels, dim=-1).mean()
+        elif target == "mse_sum":
+            loss = F.mse_loss(mean, labels, reduction="none").sum(-1).mean()
+        elif target == "l1":
+            loss = torch.norm(mean - labels, p=1, dim=-1).mean()
+        elif target in ("tanh", "scaled_tanh"):
+            if target == "scaled_tanh":
+                mean, labels = torch.tanh(mean), torch.tanh(labels)
+            prob = ((mean + 1) * 0.5).clamp(_EPS, 1 - _EPS)
+            label_prob = ((labels + 1) * 0.5).clamp(0.0, 1.0)
+            loss = 2 * F.binary_cross_entropy(prob, label_prob)
+            with torch.no_grad():
+                stats["l1distance"] = torch.norm(mean - labels, p=1, dim=-1).mean()
+                stats["l1_before_tanh"] = torch.norm(
+                    torch.atanh(mean.clamp(-1 + _EPS, 1 - _EPS))
+                    - torch.atanh(labels.clamp(-1 + _EPS, 1 - _EPS)),
+                    p=1,
+                    dim=-1,
+                ).mean()
+        else:  # max_log_prob; recurrent outputs are already unpadded to the labels' (T, n_envs) shape
+            loss = -self.student.get_actions_log_prob(labels).mean()
+        with torch.no_grad():
+            stats["distillation_abs_error"] = (mean.detach() - labels).abs().mean()
+        self._accumulate(stats)
+        return loss
+
+    def _latent_loss(self, minibatch: MiniBatch, student_c: str, teacher_c: str) -> torch.Tensor:
+        latent = self.student.get_encoder_latent(minibatch.obs, student_c)
+        with torch.no_grad():
+            target = self.teacher.get_encoder_latent(
+                self.teacher_input(minibatch.obs, minibatch.critic_obs), teacher_c
+            )
+        metric = self.distill_latent_target
+        if metric == "real":
+            per = torch.norm(latent - target, dim=-1)
+        elif metric == "l1":
+            per = torch.norm(latent - target, p=1, dim=-1)
+        else:
+            if metric == "scaled_tanh":
+                latent, target = torch.tanh(latent), torch.tanh(target)
+            prob = ((latent + 1) * 0.5).clamp(_EPS, 1 - _EPS)
+            per = 2 * F.binary_cross_entropy(
+                prob, ((target + 1) * 0.5).clamp(0.0, 1.0), reduction="none"
+            ).mean(-1)
+        if minibatch.masks is not None and per.shape == minibatch.masks.shape:
+            mask = minibatch.masks.float()
+            return (per * mask).sum() / mask.sum().clamp(min=1.0)
+        return per.mean()
+
+    def _accumulate(self, stats: dict[str, torch.Tensor]) -> None:
+        for key, value in stats.items():
+            self._sums[key] = self._sums[key] + value if key in self._sums else value
+        self._count += 1
+
+    def log_scalars(self) -> dict[str, float]:
+        scalars = {k: float(v) / max(self._count, 1) for k, v in self._sums.items()}
+        self._sums, self._count = {}, 0
+        return scalars

@@ -1,0 +1,107 @@
+"""Supervised state estimation: the policy's estimator (and adaptor) learn privileged components."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+from st_rl.algorithms.extensions.base import Extension
+from st_rl.env.layout import get_subobs_by_components
+from st_rl.storage.rollout_storage import MiniBatch
+from st_rl.utils.utils import unpad_trajectories
+
+__all__ = ["StateEstimation"]
+
+
+class StateEstimation(Extension):
+    """Trains the policy's state estimator (and privileged-state adaptor) against the critic observations.
+
+    ``estimator_loss = mean(sum_dim loss_func(estimate, target))`` compares the estimate of the target
+    components (from the policy's last forward pass of the minibatch) with the same components of the
+    critic observations, normalised as the critic sees them (located with the critic layout), weighted by
+    ``estimator_loss_coef``. A policy with an adaptor adds ``adaptor_loss`` the same way. For recurrent
+    policies the padded trajectories are unpadded first.
+
+    Args:
+        estimator_loss_func: a ``torch.nn.functional`` loss name (``"mse_loss"``, ``"l1_loss"``,
+            ``"smooth_l1_loss"``, ...).
+        estimator_loss_kwargs: extra keyword arguments of that function.
+        estimator_loss_coef: weight of ``estimator_loss`` (and ``adaptor_loss``).
+    """
+
+    name = "estimator"
+
+    def __init__(
+        self,
+        estimator_loss_func: str = "mse_loss",
+        estimator_loss_kwargs: dict[str, Any] | None = None,
+        estimator_loss_coef: float = 1.0,
+    ) -> None:
+        super().__init__()
+        func = F.__dict__.get(estimator_loss_func)
+        if func is None or not callable(func):
+            raise ValueError(f"estimator_loss_func {estimator_loss_func!r} is not a torch.nn.functional loss")
+        self.loss_fn: Any = func
+        self.loss_kwargs = dict(estimator_loss_kwargs or {})
+        self.estimator_loss_coef = float(estimator_loss_coef)
+        self._sum: torch.Tensor | None = None
+        self._count = 0
+
+    def setup(self, policy: Any, device: torch.device) -> None:
+        super().setup(policy, device)
+        self.policy: Any = policy
+        if policy.estimator is None:
+            raise ValueError(
+                "The state-estimation loss needs a policy with a state estimator (StateAc, StateAcRecurrent, "
+                f"EncoderStateAc, EncoderStateAcRecurrent); got {type(policy).__name__}"
+            )
+        critic_segments = policy.privileged_obs_segments
+        missing = [c for c in policy.estimator_target_components if c not in (critic_segments or {})]
+        if missing:
+            raise ValueError(
+                f"Estimator targets {missing} are not in the critic observation layout {critic_segments}"
+            )
+
+    def loss_weights(self) -> dict[str, float]:
+        return {"estimator_loss": self.estimator_loss_coef, "adaptor_loss": self.estimator_loss_coef}
+
+    def _loss(
+        self, estimate: torch.Tensor, components: list[str], minibatch: MiniBatch, record: bool = False
+    ) -> torch.Tensor:
+        policy = self.policy
+        critic = policy.normalize_critic_obs(minibatch.critic_obs)
+        target = get_subobs_by_components(critic, components, policy.privileged_obs_segments)
+        masks = minibatch.masks
+        if masks is not None:
+            if estimate.shape[:2] == masks.shape:
+                estimate = unpad_trajectories(estimate, masks)
+            target = unpad_trajectories(target, masks)
+        per_dim = self.loss_fn(estimate, target.detach(), reduction="none", **self.loss_kwargs)
+        if record:
+            with torch.no_grad():
+                error = (estimate - target).abs().mean()
+                self._sum = error if self._sum is None else self._sum + error
+                self._count += 1
+        return per_dim.sum(dim=-1).mean()
+
+    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
+        policy = self.policy
+        losses = {
+            "estimator_loss": self._loss(
+                policy.get_estimated_state(), policy.estimator_target_components, minibatch, record=True
+            )
+        }
+        if policy.adaptor is not None:
+            losses["adaptor_loss"] = self._loss(
+                policy.get_adapted_state(), policy.adaptor_target_components, minibatch
+            )
+        return losses
+
+    def log_scalars(self) -> dict[str, float]:
+        if self._sum is None:
+            return {}
+        scalars = {"estimator_abs_error": float(self._sum) / max(self._count, 1)}
+        self._sum, self._count = None, 0
+        return scalars

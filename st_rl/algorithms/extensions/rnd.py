@@ -1,0 +1,243 @@
+"""Random network distillation (RND): a curiosity reward for states the agent has rarely visited."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from st_rl.algorithms.extensions.base import Extension
+from st_rl.env.layout import get_subobs_by_components
+from st_rl.modules.mlp import MlpModel
+from st_rl.modules.normalizer import EmpiricalNormalization
+from st_rl.storage.rollout_storage import MiniBatch, Transition
+
+__all__ = ["RandomNetworkDistillation", "intrinsic_weight"]
+
+
+def intrinsic_weight(schedule: dict[str, Any] | None, weight: float, iteration: int) -> float:
+    """The intrinsic-reward weight at ``iteration``.
+
+    ``schedule`` None: ``weight``. ``{"mode": "step", "final_step": s, "final_value": v}``: ``weight`` before
+    iteration ``s``, then ``v``. ``{"mode": "linear", "initial_step": a, "final_step": b, "final_value": v}``:
+    ``weight`` until ``a``, linearly to ``v`` at ``b``, then ``v``.
+    """
+    if schedule is None:
+        return weight
+    mode = schedule.get("mode")
+    final = float(schedule["final_value"])
+    end = int(schedule["final_step"])
+    if mode == "step":
+        return weight if iteration < end else final
+    if mode == "linear":
+        start = int(schedule.get("initial_step", 0))
+        if iteration <= start:
+            return weight
+        if iteration >= end:
+            return final
+        return weight + (final - weight) * (iteration - start) / (end - start)
+    raise ValueError(f"weight_schedule mode must be 'step' or 'linear', got {mode!r}")
+
+
+class RandomNetworkDistillation(Extension):
+    """Curiosity from random network distillation (Burda et al., 2018).
+
+    A fixed, randomly initialised *target* network maps a state to ``num_outputs`` features; a *predictor*
+    learns to reproduce them on the states the policy visits. Its error is large on novel states: the
+    intrinsic reward ``r_int = ||predictor(s') - target(s')||^2`` (of the observation after each step, divided
+    by the running standard deviation of the intrinsic rewards when ``reward_normalization``) is added to the
+    task reward with weight ``weight`` (optionally scheduled). The predictor has its own optimizer and is
+    trained on the rollout's states with ``rnd_loss = mean ||predictor(s) - target(s)||^2``.
+
+    Args:
+        weight: intrinsic-reward weight.
+        weight_schedule: see :func:`intrinsic_weight` (None: constant).
+        use_critic_obs: read the critic (privileged) observations instead of the actor's.
+        obs_components: only these named components of that observation (default: all of it).
+        state_normalization: normalise the RND input with running statistics.
+        reward_normalization: divide the intrinsic reward by its running standard deviation.
+        predictor_hidden_dims: predictor MLP hidden sizes.
+        target_hidden_dims: target MLP hidden sizes.
+        num_outputs: feature width of both networks.
+        activation: hidden activation.
+        learning_rate: predictor learning rate (Adam).
+    """
+
+    name = "rnd"
+
+    def __init__(
+        self,
+        weight: float = 1.0,
+        weight_schedule: dict[str, Any] | None = None,
+        use_critic_obs: bool = False,
+        obs_components: Sequence[str] | None = None,
+        state_normalization: bool = True,
+        reward_normalization: bool = True,
+        predictor_hidden_dims: Sequence[int] = (64, 64),
+        target_hidden_dims: Sequence[int] = (64, 64),
+        num_outputs: int = 16,
+        activation: str = "elu",
+        learning_rate: float = 1e-3,
+    ) -> None:
+        super().__init__()
+        if weight < 0:
+            raise ValueError(f"rnd weight must be >= 0, got {weight}")
+        intrinsic_weight(weight_schedule, weight, 0)  # validates the schedule
+        self.weight = float(weight)
+        self.weight_schedule = dict(weight_schedule) if weight_schedule is not None else None
+        self.use_critic_obs = bool(use_critic_obs)
+        self.obs_components = list(obs_components) if obs_components else None
+        self.state_normalization = bool(state_normalization)
+        self.reward_normalization = bool(reward_normalization)
+        self.predictor_hidden_dims = list(predictor_hidden_dims)
+        self.target_hidden_dims = list(target_hidden_dims)
+        self.num_outputs = int(num_outputs)
+        self.activation = activation
+        self.learning_rate = float(learning_rate)
+        self._reward_sum: torch.Tensor | None = None
+        self._reward_steps = 0
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self, policy: Any, device: torch.device) -> None:
+        super().setup(policy, device)
+        p: Any = policy
+        self.segments = p.privileged_obs_segments if self.use_critic_obs else p.obs_segments
+        if self.obs_components is not None:
+            if self.segments is None:
+                raise ValueError(
+                    "rnd obs_components need the observation layout (obs_segments) of the policy"
+                )
+            missing = [c for c in self.obs_components if c not in self.segments]
+            if missing:
+                raise ValueError(f"rnd obs_components {missing} are not in the layout {list(self.segments)}")
+            width = sum(int(torch.Size(self.segments[c]).numel()) for c in self.obs_components)
+        else:
+            width = int(p.num_critic_obs if self.use_critic_obs else p.num_actor_obs)
+        self.input_width = width
+        self.predictor = MlpModel(width, self.predictor_hidden_dims, self.num_outputs, self.activation).to(
+            device
+        )
+        self.target = MlpModel(width, self.target_hidden_dims, self.num_outputs, self.activation).to(device)
+        self.target.requires_grad_(False)
+        self.state_normalizer: nn.Module = (
+            EmpiricalNormalization([width], until=int(1e8)).to(device)
+            if self.state_normalization
+            else nn.Identity()
+        )
+        self.reward_normalizer: nn.Module = (
+            EmpiricalNormalization([1], until=int(1e8)).to(device)
+            if self.reward_normalization
+            else nn.Identity()
+        )
+        self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=self.learning_rate)
+
+    def modules(self) -> list[nn.Module]:
+        return [self.predictor, self.target, self.state_normalizer, self.reward_normalizer]
+
+    def parameters(self) -> list[nn.Parameter]:
+        return list(self.predictor.parameters())
+
+    def train(self, mode: bool = True) -> None:
+        self.predictor.train(mode)
+        self.target.eval()
+
+    # ------------------------------------------------------------------ the state
+    def state(self, obs: torch.Tensor, critic_obs: torch.Tensor | None) -> torch.Tensor:
+        """The RND input of raw observations (any leading dims), before normalisation."""
+        x = critic_obs if self.use_critic_obs and critic_obs is not None else obs
+        if self.obs_components is not None:
+            x = get_subobs_by_components(x, self.obs_components, self.segments)
+        return x
+
+    def _normalized(self, x: torch.Tensor) -> torch.Tensor:
+        return self.state_normalizer.normalize(x) if self.state_normalization else x  # type: ignore[operator]
+
+    def prediction_error(self, x: torch.Tensor) -> torch.Tensor:
+        """``||predictor(x) - target(x)||^2`` per sample for normalised RND inputs ``x``."""
+        return (self.predictor(x) - self.target(x)).pow(2).sum(dim=-1)
+
+    @property
+    def current_weight(self) -> float:
+        return intrinsic_weight(self.weight_schedule, self.weight, self.iteration)
+
+    # ------------------------------------------------------------------ rollout
+    @torch.no_grad()
+    def intrinsic_reward(
+        self, obs: torch.Tensor, critic_obs: torch.Tensor | None, update: bool
+    ) -> torch.Tensor:
+        """Normalised intrinsic reward of raw observations; ``update`` merges them into the statistics."""
+        x = self.state(obs, critic_obs)
+        if update and self.state_normalization:
+            self.state_normalizer.update(x)  # type: ignore[operator]
+        reward = self.prediction_error(self._normalized(x))
+        if self.reward_normalization:
+            if update:
+                self.reward_normalizer.update(reward.unsqueeze(-1))  # type: ignore[operator]
+            std = self.reward_normalizer._std.reshape(())  # type: ignore[union-attr]
+            reward = reward / (std + self.reward_normalizer.eps)  # type: ignore[operator]
+        return reward
+
+    def on_env_step(
+        self,
+        rewards: torch.Tensor,
+        dones: torch.Tensor,
+        infos: dict[str, Any],
+        transition: Transition,
+        next_obs: torch.Tensor | None,
+        next_critic_obs: torch.Tensor | None,
+    ) -> torch.Tensor:
+        if next_obs is None:
+            raise ValueError(
+                "RND needs the observations after each step: call alg.process_env_step(rewards, dones, infos, "
+                "next_obs, next_critic_obs)"
+            )
+        intrinsic = self.intrinsic_reward(next_obs, next_critic_obs, update=self.predictor.training)
+        self._reward_sum = (
+            intrinsic.mean() if self._reward_sum is None else self._reward_sum + intrinsic.mean()
+        )
+        self._reward_steps += 1
+        return rewards + self.current_weight * intrinsic
+
+    # ------------------------------------------------------------------ update
+    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
+        x = self._normalized(self.state(minibatch.obs, minibatch.critic_obs))
+        error = (self.predictor(x) - self.target(x).detach()).pow(2).sum(dim=-1)
+        if minibatch.masks is not None:  # padded trajectories: only real steps count
+            mask = minibatch.masks.to(error.dtype)
+            return {"rnd_loss": (error * mask).sum() / mask.sum().clamp(min=1.0)}
+        return {"rnd_loss": error.mean()}
+
+    def log_scalars(self) -> dict[str, float]:
+        scalars = {"rnd_weight": self.current_weight}
+        if self._reward_sum is not None:
+            scalars["rnd_intrinsic_reward"] = float(self._reward_sum) / max(self._reward_steps, 1)
+        self._reward_sum, self._reward_steps = None, 0
+        return scalars
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "rnd_state_dict": {
+                "predictor": self.predictor.state_dict(),
+                "target": self.target.state_dict(),
+                "state_normalizer": self.state_normalizer.state_dict(),
+                "reward_normalizer": self.reward_normalizer.state_dict(),
+                "optimizer": self.optimizer.state_dict() if self.optimizer is not None else {},
+            }
+        }
+
+    def load_state_dict(self, checkpoint: dict[str, Any], load_optimizer: bool = True) -> None:
+        state = checkpoint.get("rnd_state_dict")
+        if state is None:
+            import warnings
+
+            warnings.warn("The checkpoint has no RND state (rnd_state_dict); RND starts fresh.", stacklevel=3)
+            return
+        self.predictor.load_state_dict(state["predictor"])
+        self.target.load_state_dict(state["target"])
+        self.state_normalizer.load_state_dict(state["state_normalizer"])
+        self.reward_normalizer.load_state_dict(state["reward_normalizer"])
+        if load_optimizer and self.optimizer is not None and state.get("optimizer"):
+            self.optimizer.load_state_dict(state["optimizer"])

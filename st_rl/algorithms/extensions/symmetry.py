@@ -1,0 +1,181 @@
+"""Symmetry: a mirror loss (and optionally mirrored data) that makes the policy act symmetrically."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+from st_rl.algorithms.extensions.base import Extension
+from st_rl.storage.rollout_storage import MiniBatch
+from st_rl.utils.collections import tree_map
+
+__all__ = ["Symmetry", "mirror_error"]
+
+MirrorFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _resolve(fn: MirrorFn | str | None, what: str) -> MirrorFn | None:
+    if fn is None or callable(fn):
+        return fn
+    if isinstance(fn, str) and ":" in fn:
+        import importlib
+
+        module, _, name = fn.partition(":")
+        obj: Any = importlib.import_module(module).__dict__.get(name)
+        if callable(obj):
+            return cast(MirrorFn, obj)
+    raise ValueError(f"symmetry {what} must be a callable or 'package.module:function', got {fn!r}")
+
+
+@torch.no_grad()
+def mirror_error(policy: Any, obs: torch.Tensor, mirror_obs: MirrorFn, mirror_actions: MirrorFn) -> float:
+    """How far from mirrored a feed-forward policy acts: ``mean_envs ||pi(M_o o) - M_a pi(o)||`` on raw ``obs``
+    with the deterministic actions (0 for a perfectly symmetric policy).
+
+    ``policy`` is an actor-critic (its ``act_inference`` is used) or any callable from raw observations to
+    deterministic actions, such as ``runner.get_inference_policy()``.
+    """
+    act = policy.act_inference if hasattr(policy, "act_inference") else policy
+    actions = act(obs)
+    mirrored = act(mirror_obs(obs))
+    return float(torch.linalg.vector_norm(mirrored - mirror_actions(actions), dim=-1).mean())
+
+
+class Symmetry(Extension):
+    """Left-right (or any involutive) symmetry from user-given mirror functions.
+
+    The mirror functions map raw observations / actions to their mirror images (``M(M(x)) = x``). The
+    **mirror loss** ``symmetry_loss = mse(mu(M_o o), M_a mu(o))`` (the target detached) pulls the policy's mean
+    action on mirrored observations towards the mirror of its action on the originals. For recurrent policies
+    the loss runs the stored trajectories and their mirror images through the memory from the reset state, so
+    a symmetric recurrent policy (its response to mirrored observation sequences is the mirrored response)
+    has zero loss. **Data augmentation** (feed-forward policies) adds the mirror image of every minibatch
+    sample to the PPO update (mirrored observations, actions, action means and labels; same values,
+    returns, advantages and log-probabilities).
+
+    The functions are callables or ``"package.module:function"`` strings; when ``mirror_obs`` is not given the
+    environment supplies them through its ``mirror_functions()`` hook, which returns
+    ``{"obs": ..., "critic_obs": ..., "actions": ...}`` (the built-in quadruped tasks do).
+
+    Args:
+        mirror_obs: mirror of actor observations.
+        mirror_actions: mirror of actions.
+        mirror_critic_obs: mirror of critic observations (default: ``mirror_obs``; needed for augmentation
+            when the critic has its own observations).
+        use_mirror_loss: add ``symmetry_loss``.
+        mirror_loss_coef: its weight.
+        use_data_augmentation: add mirrored samples to every minibatch (feed-forward policies).
+    """
+
+    name = "symmetry"
+    reruns_policy = True
+
+    def __init__(
+        self,
+        mirror_obs: MirrorFn | str | None = None,
+        mirror_actions: MirrorFn | str | None = None,
+        mirror_critic_obs: MirrorFn | str | None = None,
+        use_mirror_loss: bool = True,
+        mirror_loss_coef: float = 1.0,
+        use_data_augmentation: bool = False,
+    ) -> None:
+        super().__init__()
+        if not use_mirror_loss and not use_data_augmentation:
+            raise ValueError("Symmetry needs use_mirror_loss and/or use_data_augmentation")
+        self.mirror_obs = _resolve(mirror_obs, "mirror_obs")
+        self.mirror_actions = _resolve(mirror_actions, "mirror_actions")
+        self.mirror_critic_obs = _resolve(mirror_critic_obs, "mirror_critic_obs")
+        self.use_mirror_loss = bool(use_mirror_loss)
+        self.mirror_loss_coef = float(mirror_loss_coef)
+        self.use_data_augmentation = bool(use_data_augmentation)
+        self._sum: torch.Tensor | None = None
+        self._count = 0
+
+    def setup(self, policy: Any, device: torch.device) -> None:
+        super().setup(policy, device)
+        self.policy: Any = policy
+        if self.use_data_augmentation and policy.is_recurrent:
+            raise ValueError(
+                "Symmetry data augmentation needs a feed-forward policy (mirrored samples have no hidden state); "
+                "use the mirror loss (use_mirror_loss=True, use_data_augmentation=False) with recurrent policies."
+            )
+
+    def attach_env(self, env: Any) -> None:
+        if self.mirror_obs is not None and self.mirror_actions is not None:
+            return
+        hook = getattr(env, "mirror_functions", None)
+        if not callable(hook):
+            raise ValueError(
+                f"Symmetry needs mirror_obs and mirror_actions, or an environment with mirror_functions(); "
+                f"{type(env).__name__} has none"
+            )
+        functions = cast("dict[str, Any]", hook())
+        if self.mirror_obs is None:
+            self.mirror_obs = functions["obs"]
+        if self.mirror_actions is None:
+            self.mirror_actions = functions["actions"]
+        if self.mirror_critic_obs is None:
+            self.mirror_critic_obs = functions.get("critic_obs")
+
+    def _functions(self) -> tuple[MirrorFn, MirrorFn, MirrorFn]:
+        if self.mirror_obs is None or self.mirror_actions is None:
+            raise RuntimeError("Symmetry has no mirror functions: pass them or train through a runner")
+        return self.mirror_obs, self.mirror_actions, self.mirror_critic_obs or self.mirror_obs
+
+    # ------------------------------------------------------------------ data augmentation
+    def transform_minibatch(self, minibatch: MiniBatch) -> MiniBatch:
+        if not self.use_data_augmentation:
+            return minibatch
+        m_obs, m_act, m_critic = self._functions()
+        mirrored: dict[str, Any] = {}
+        for name in minibatch.keys():  # noqa: SIM118 - a MiniBatch is not iterable
+            value = minibatch.get(name)
+            if value is None or name in ("hidden_states", "masks"):
+                continue
+            if name in ("obs", "next_obs"):
+                flipped = m_obs(value)
+            elif name in ("critic_obs", "next_critic_obs"):
+                flipped = m_critic(value)
+            elif name in ("actions", "old_mu", "action_labels"):
+                flipped = m_act(value)
+            elif name == "old_sigma":
+                flipped = m_act(value).abs()
+            else:
+                flipped = value
+            mirrored[name] = torch.cat([value, flipped])
+        return minibatch._replace(**mirrored)
+
+    # ------------------------------------------------------------------ mirror loss
+    def loss_weights(self) -> dict[str, float]:
+        return {"symmetry_loss": self.mirror_loss_coef}
+
+    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
+        if not self.use_mirror_loss:
+            return {}
+        m_obs, m_act, _ = self._functions()
+        policy = self.policy
+        kw: dict[str, Any] = {}
+        if policy.is_recurrent:  # both sequences from the reset state
+            kw = {
+                "masks": minibatch.masks,
+                "hidden_states": tree_map(torch.zeros_like, minibatch.hidden_states).actor,
+            }
+        with torch.no_grad():
+            target = m_act(policy.act_inference(minibatch.obs, **kw))
+        prediction = policy.act_inference(m_obs(minibatch.obs), **kw)
+        loss = F.mse_loss(prediction, target)
+        with torch.no_grad():
+            error = torch.linalg.vector_norm(prediction - target, dim=-1).mean()
+            self._sum = error if self._sum is None else self._sum + error
+            self._count += 1
+        return {"symmetry_loss": loss}
+
+    def log_scalars(self) -> dict[str, float]:
+        if self._sum is None:
+            return {}
+        scalars = {"symmetry_mirror_error": float(self._sum) / max(self._count, 1)}
+        self._sum, self._count = None, 0
+        return scalars

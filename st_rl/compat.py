@@ -1,0 +1,60 @@
+"""Reference-compatibility names, gathered in one place.
+
+Users bring code and configs written for the ancestor library (st_gym / legged_gym / parkour scripts). Its
+names keep working, misspellings and old aliases included, at the import paths those scripts use. Each is a
+thin alias of the current name; :data:`REFERENCE_NAMES` lists them all (``tests/test_compat_names.py`` checks
+that every entry resolves to what it claims), and ``docs/configuration.md`` documents the keyword aliases.
+
+Where the alias lives:
+
+* module aliases are files at the reference path that re-export the current module
+  (``st_rl/storage/reply_buffer.py``);
+* method and attribute aliases are one line in their class, next to the current name, marked
+  ``# reference name (st_rl/compat.py)``;
+* keyword aliases (``critic_obs_segments``, ``climb_down_policy_path``, ``scan_dir``) are accepted by the
+  function that takes the current keyword.
+
+Some reference names are the current names and have no other spelling: the module
+``st_rl.utils.data_compresser``, ``st_rl.modules.utils.get_activation_Cls``, the storage classes
+``QueueRolloutStorage`` / ``ActionLabelRollout`` / ``SarsaRolloutStorage`` / ``AmpRolloutStorage`` (thin
+configurations of :class:`~st_rl.storage.rollout_storage.RolloutStorage`) and the algorithm presets.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+__all__ = ["KEYWORD_ALIASES", "REFERENCE_NAMES", "resolve_reference_name"]
+
+# "module:qualified.name" of the reference -> "module:qualified.name" of what it is today.
+REFERENCE_NAMES: dict[str, str] = {
+    # misspellings kept from the reference
+    "st_rl.storage.reply_buffer:ReplayBuffer": "st_rl.storage.replay_buffer:ReplayBuffer",
+    "st_rl.storage.rollout_storage:RolloutStorage.reccurent_mini_batch_generator": (
+        "st_rl.storage.rollout_storage:RolloutStorage.recurrent_mini_batch_generator"
+    ),
+    "st_rl.runners:OnPolicyRunner.init_writter": "st_rl.runners:OnPolicyRunner.init_writer",
+    # old names
+    "st_rl.datasets:AMPLoader": "st_rl.datasets:MotionLoader",
+    # the algorithm attributes reference scripts read (the features now live in extensions)
+    "st_rl.algorithms:APPO.ref_obs_normalizer": "st_rl.algorithms:APPO.amp_normalizer",
+    "st_rl.algorithms:APPO.ref_motion_normalizer": "st_rl.algorithms:APPO.amp_normalizer",
+}
+
+# keyword accepted by -> (reference keyword, current keyword)
+KEYWORD_ALIASES: dict[str, tuple[str, str]] = {
+    "st_rl.modules:ActorCritic": ("critic_obs_segments", "privileged_obs_segments"),
+    "st_rl.modules:ActorCriticClimbMutex": ("climb_down_policy_path", "jump_down_policy_path"),
+    "st_rl.storage.rollout_files.rollout_dataset:rollout_dataset_from_config": ("scan_dir", "data_dir"),
+}
+
+
+def resolve_reference_name(name: str) -> Any:
+    """The object a ``"module:qualified.name"`` string names."""
+    module, _, qualname = name.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = inspect.getattr_static(obj, part)
+    return obj
