@@ -2,12 +2,12 @@
 
 from st_rl.modules.actor_critic import (
     ActorCritic,
-    DeterministicPolicyMixin,
     EncoderActorCritic,
     EncoderStateAc,
     EstimatorActorHiddenState,
+    MemorySpec,
+    PolicyParts,
     StateAc,
-    VisualActorCriticMixin,
     VisualDeterministicAC,
 )
 from st_rl.modules.actor_critic_mutex import ActorCriticClimbMutex, ActorCriticFieldMutex, ActorCriticMutex
@@ -28,7 +28,7 @@ from st_rl.modules.amp_discriminator import (
 )
 from st_rl.modules.conv2d import Conv2dHeadModel, Conv2dModel
 from st_rl.modules.factory import build_actor_critic
-from st_rl.modules.memory import ActorCriticHiddenState, LstmHiddenState, Memory
+from st_rl.modules.memory import ActorCriticHiddenState, LstmHiddenState, Memory, NoMemory
 from st_rl.modules.mlp import MlpModel
 from st_rl.modules.normalizer import EmpiricalNormalization, Normalize, Normalizer, RunningMeanStd
 from st_rl.modules.utils import conv2d_output_shape, get_activation, get_activation_Cls
@@ -57,8 +57,9 @@ __all__ = [
     "AdaptorActorHiddenState",
     "VisualDeterministicAC",
     "VisualDeterministicRecurrent",
-    "DeterministicPolicyMixin",
-    "VisualActorCriticMixin",
+    "MemorySpec",
+    "NoMemory",
+    "PolicyParts",
     "EmpiricalNormalization",
     "Normalize",
     "Normalizer",

@@ -1,12 +1,28 @@
-"""Feed-forward Gaussian actor-critic.
+"""The actor-critic policy, built from parts, and the feed-forward presets.
 
-The class is built from parts (an actor MLP, a critic MLP, a state-independent ``std``) and exposes two
-hooks, :meth:`actor_features` and :meth:`critic_features`, through which encoders and memories are added by
-composition in later presets, without twin classes.
+:class:`ActorCritic` is one model family. Its parts, each optional and each switched on by the preset that
+needs it (:class:`PolicyParts`):
+
+* observation normalisers (``actor_obs_normalizer``, ``critic_obs_normalizer``; identity when off);
+* a visual encoder on an image component (``visual_encoder``);
+* encoders on named observation components (``encoders``, ``critic_encoders``);
+* a supervised state estimator (``estimator``, with its own memory ``memory_s`` in recurrent policies) and a
+  privileged-state adaptor (``adaptor`` with ``memory_p``);
+* memories (``memory_a``, ``memory_c``: LSTM/GRU; in feed-forward policies :class:`NoMemory`, whose methods are
+  no-ops, so recurrence needs no twin classes);
+* the actor and critic MLP heads (``actor``, ``critic``) and a Gaussian distribution with a state-independent
+  ``std`` (deterministic presets return its mean from ``act``);
+* an AMP discriminator (``discriminator``; trained by the AMP extension, not used to act).
+
+Every reference class name is a thin preset over it with the reference's keyword arguments
+(:class:`EncoderActorCritic`, :class:`StateAc`, ... here; the recurrent ones in
+:mod:`st_rl.modules.actor_critic_recurrent`; the AMP ones in :mod:`st_rl.modules.amp_discriminator`).
+The policy takes raw observations everywhere.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -24,12 +40,14 @@ from st_rl.env.layout import (
 )
 from st_rl.modules.distribution import gaussian_entropy, gaussian_log_prob, gaussian_sample
 from st_rl.modules.encoder import DEFAULT_ENCODER_OUTPUT_SIZE, EncoderLayout, build_encoders
+from st_rl.modules.memory import ActorCriticHiddenState, Memory, NoMemory
 from st_rl.modules.mlp import MlpModel, mlp_layers
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.modules.utils import warn_unknown_kwargs
-from st_rl.utils.collections import namedarraytuple
+from st_rl.utils.collections import namedarraytuple, tree_map
 
 EstimatorActorHiddenState = namedarraytuple("EstimatorActorHiddenState", ["estimator", "actor"])
+AdaptorActorHiddenState = namedarraytuple("AdaptorActorHiddenState", ["adaptor", "actor"])
 
 
 def split_estimator_hidden(hidden_states: Any) -> tuple[Any, Any]:
@@ -63,19 +81,48 @@ def substitute_with_probability(
 
 # Keys that st_rl / st_gym / legged_gym configs pass to every policy class; they are accepted silently.
 COMMON_POLICY_KEYS = frozenset(
-    {
-        "class_name",
-        "teacher_ac_path",
-        "rnn_type",
-        "rnn_hidden_size",
-        "rnn_num_layers",
-        "amp_discriminator",
-    }
+    {"class_name", "teacher_ac_path", "rnn_type", "rnn_hidden_size", "rnn_num_layers", "amp_discriminator"}
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class MemorySpec:
+    """A recurrent memory: ``rnn_type`` (``"lstm"``/``"gru"``), ``hidden_size``, ``num_layers``."""
+
+    rnn_type: str = "lstm"
+    hidden_size: int = 256
+    num_layers: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyParts:
+    """The optional parts a preset switches on (arguments of the parts come from the keyword arguments).
+
+    Attributes:
+        memory: actor and critic memories (recurrent presets), None for feed-forward.
+        encoders: encoders on named observation components (``encoder_component_names``, ...).
+        estimator: a state estimator (``estimator_obs_components``, ``estimator_target_components``, ...).
+        adaptor: a privileged-state adaptor (``adaptor_obs_components``, ...).
+        visual: a convolutional encoder on the image component ``visual_component_name``.
+        discriminator: an AMP discriminator from ``amp_discriminator``.
+        deterministic: ``act`` returns the action mean (no sampling).
+    """
+
+    memory: MemorySpec | None = None
+    encoders: bool = False
+    estimator: bool = False
+    adaptor: bool = False
+    visual: bool = False
+    discriminator: bool = False
+    deterministic: bool = False
+
+    def add(self, **changes: Any) -> PolicyParts:
+        """These parts with ``changes`` (a subclass preset adds its parts to its parent's)."""
+        return dataclasses.replace(self, **changes)
+
+
 class ActorCritic(nn.Module):
-    """Gaussian actor-critic with MLP actor and critic.
+    """Gaussian actor-critic with MLP actor and critic; the base of every policy preset.
 
     Args:
         num_actor_obs: actor observation width.
@@ -93,11 +140,21 @@ class ActorCritic(nn.Module):
             (``actor_obs_normalizer``, an :class:`EmpiricalNormalization`; identity when off). The policy takes
             raw observations everywhere; the statistics are updated only by :meth:`update_normalization`.
         critic_obs_normalization: the same for the critic observations (default: as the actor).
+        parts: the optional parts (default: the class's ``parts``, which is how presets declare theirs; see
+            :class:`PolicyParts`). The arguments of the encoder,
+            estimator, visual and discriminator parts are described by the presets that use them
+            (:class:`EncoderActorCritic`, :class:`StateAc`, :class:`VisualDeterministicAC`, ``AmpActorCritic``);
+            given to a preset without that part they are ignored with a warning.
         **kwargs: ignored with a warning, except keys every st_rl config passes (``class_name``, ...).
     """
 
+    DEFAULT_VISUAL_KWARGS: dict[str, Any] = {"channels": [64, 64], "kernel_sizes": [3, 3], "strides": [1, 1],
+                                             "hidden_sizes": [256]}  # fmt: skip
+    parts = PolicyParts()
     is_recurrent = False
     rnn_type: str | None = None
+    rnn_hidden_size: int = 64  # width of an estimator's own memory in feed-forward policies
+    rnn_num_layers: int = 1
 
     def __init__(
         self,
@@ -129,16 +186,22 @@ class ActorCritic(nn.Module):
         visual_latent_size: int = 256,
         actor_obs_normalization: bool = False,
         critic_obs_normalization: bool | None = None,
+        *,
+        parts: PolicyParts | None = None,
+        adaptor_obs_components: Sequence[str] | None = None,
+        adaptor_target_components: Sequence[str] | None = None,
+        adaptor_kwargs: Mapping[str, Any] | None = None,
+        privilege_replace_state_prob: float = 0.0,
+        amp_discriminator: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__()
+        parts = parts if parts is not None else type(self).parts
+        self.parts = parts
         warn_unknown_kwargs(type(self).__name__, kwargs, COMMON_POLICY_KEYS)
-        if (encoder_component_names or critic_encoder_component_names) and not self.supports_encoders:
-            warnings.warn(
-                f"{type(self).__name__} has no encoders; encoder_component_names are ignored (use "
-                "EncoderActorCritic / EncoderActorCriticRecurrent).",
-                stacklevel=2,
-            )
+        self._warn_unused_parts(parts, encoder_component_names or critic_encoder_component_names,
+                                estimator_obs_components or estimator_target_components,
+                                adaptor_obs_components or adaptor_target_components)  # fmt: skip
         if privileged_obs_segments is None:
             privileged_obs_segments = critic_obs_segments
         self.num_actor_obs = int(num_actor_obs)
@@ -151,17 +214,19 @@ class ActorCritic(nn.Module):
         self.mu_activation = mu_activation
         self.obs_segments = normalize_segments(obs_segments)
         self.privileged_obs_segments = normalize_segments(privileged_obs_segments) or self.obs_segments
+        if parts.memory is not None:
+            self.is_recurrent = True
+            self.rnn_type = str(parts.memory.rnn_type).lower()
+            self.rnn_hidden_size = int(parts.memory.hidden_size)
+            self.rnn_num_layers = int(parts.memory.num_layers)
         self.actor_layout: EncoderLayout | None = None
         self.critic_layout: EncoderLayout | None = None
         self.visual_layout: EncoderLayout | None = None
-        if self.supports_visual:
-            self._build_visual(
-                visual_component_name,
-                dict(visual_kwargs or {}),
-                int(visual_latent_size),
-                privileged_obs_segments,
-            )
-        if self.supports_encoders:
+        self.visual_component_name: str | None = None
+        if parts.visual:
+            self._build_visual(visual_component_name, dict(visual_kwargs or {}), int(visual_latent_size),
+                               privileged_obs_segments)  # fmt: skip
+        if parts.encoders:
             self._build_encoders(
                 list(encoder_component_names or []),
                 encoder_class_name,
@@ -171,33 +236,21 @@ class ActorCritic(nn.Module):
                 critic_encoder_class_name,
                 critic_encoder_kwargs,
             )
-
         self.estimator: Any = None
-        self.discriminator: Any = None  # an AMPDiscriminator part (AMP presets); trained by the AMP extension
-        self.adaptor: Any = None  # a privileged-state adaptor part (PrivilegeStateAcRecurrent)
         self.memory_s: Any = None
         self.estimated_state_: torch.Tensor | None = None
         self.use_actor_rnn = bool(use_actor_rnn)
         self.replace_state_prob = float(replace_state_prob)
-        if estimator_obs_components or estimator_target_components:
-            if not self.supports_estimator:
-                warnings.warn(
-                    f"{type(self).__name__} has no state estimator; estimator_* arguments are ignored (use StateAc, "
-                    "StateAcRecurrent, EncoderStateAc or EncoderStateAcRecurrent).",
-                    stacklevel=2,
-                )
-            else:
-                self._estimator_args = (
-                    list(estimator_obs_components or []),
-                    list(estimator_target_components or []),
-                    dict(estimator_kwargs or {}),
-                )
 
-        actor_in, critic_in = self.actor_input_size(), self.critic_input_size()
+        # Heads, then the estimator, then the memories, then the adaptor: the order the parameters are drawn in.
         self.actor = nn.Sequential(
-            *mlp_layers(actor_in, self.actor_hidden_dims, self.num_actions, activation, mu_activation)
+            *mlp_layers(
+                self.actor_input_size(), self.actor_hidden_dims, self.num_actions, activation, mu_activation
+            )
         )
-        self.critic = nn.Sequential(*mlp_layers(critic_in, self.critic_hidden_dims, 1, activation))
+        self.critic = nn.Sequential(
+            *mlp_layers(self.critic_input_size(), self.critic_hidden_dims, 1, activation)
+        )
         self.std = nn.Parameter(self.init_noise_std * torch.ones(self.num_actions))
         self._mean: torch.Tensor | None = None
         self.actor_obs_normalizer: nn.Module = nn.Identity()
@@ -211,8 +264,49 @@ class ActorCritic(nn.Module):
                     actor_obs_normalization if critic_obs_normalization is None else critic_obs_normalization
                 ),
             )
-        if self.supports_estimator and hasattr(self, "_estimator_args"):
-            self._build_estimator(*self._estimator_args)
+        if parts.estimator and (estimator_obs_components or estimator_target_components):
+            self._build_estimator(
+                list(estimator_obs_components or []),
+                list(estimator_target_components or []),
+                dict(estimator_kwargs or {}),
+            )
+        self.memory_a: Any = NoMemory()
+        self.memory_c: Any = NoMemory()
+        if parts.memory is not None:
+            rnn = (parts.memory.rnn_type, parts.memory.num_layers, parts.memory.hidden_size)
+            self.memory_a = Memory(self.encoded_actor_width(), *rnn)
+            self.memory_c = Memory(self.encoded_critic_width(), *rnn)
+        self.adaptor: Any = None
+        self.memory_p: Any = None
+        self.adapted_state_: torch.Tensor | None = None
+        if parts.adaptor:
+            self._build_adaptor(adaptor_obs_components, adaptor_target_components, dict(adaptor_kwargs or {}),
+                                privilege_replace_state_prob)  # fmt: skip
+        self.discriminator: Any = None
+        if parts.discriminator:
+            self._build_discriminator(amp_discriminator)
+
+    def _warn_unused_parts(
+        self, parts: PolicyParts, encoder_args: Any, estimator_args: Any, adaptor_args: Any
+    ) -> None:
+        if encoder_args and not parts.encoders:
+            warnings.warn(
+                f"{type(self).__name__} has no encoders; encoder_component_names are ignored (use "
+                "EncoderActorCritic / EncoderActorCriticRecurrent).",
+                stacklevel=3,
+            )
+        if estimator_args and not parts.estimator:
+            warnings.warn(
+                f"{type(self).__name__} has no state estimator; estimator_* arguments are ignored (use StateAc, "
+                "StateAcRecurrent, EncoderStateAc or EncoderStateAcRecurrent).",
+                stacklevel=3,
+            )
+        if adaptor_args and not parts.adaptor:
+            warnings.warn(
+                f"{type(self).__name__} has no privileged-state adaptor; adaptor_* arguments are ignored (use "
+                "PrivilegeStateAcRecurrent).",
+                stacklevel=3,
+            )
 
     # ------------------------------------------------------------------ observation normalisation
     def enable_obs_normalization(self, actor: bool = True, critic: bool = True) -> None:
@@ -275,8 +369,6 @@ class ActorCritic(nn.Module):
         return super().load_state_dict(state, strict=strict, assign=assign)
 
     # ------------------------------------------------------------------ encoders
-    supports_encoders = False
-
     def _build_encoders(
         self,
         names: list[str],
@@ -318,48 +410,15 @@ class ActorCritic(nn.Module):
         return self.encoders if self.critic_encoder_component_names == "shared" else self.critic_encoders
 
     def encode_actor(self, observations: torch.Tensor) -> torch.Tensor:
-        """Actor observations with encoded components replaced by their latents."""
+        """Normalised actor observations with encoded components replaced by their latents."""
         if self.visual_layout is not None:
             observations = self.visual_layout.embed(observations, nn.ModuleList([self.visual_encoder]))
         if self.actor_layout is None:
             return observations
         return self.actor_layout.embed(observations, self.encoders)
 
-    # ------------------------------------------------------------------ visual encoder
-    supports_visual = False
-    DEFAULT_VISUAL_KWARGS: dict[str, Any] = {"channels": [64, 64], "kernel_sizes": [3, 3], "strides": [1, 1],
-                                             "hidden_sizes": [256]}  # fmt: skip
-
-    def _build_visual(self, component: str, kwargs: dict, latent: int, privileged_segments: Any) -> None:
-        from st_rl.modules.conv2d import Conv2dHeadModel
-
-        segments = self._require_segments(self.obs_segments, "obs")
-        self.visual_component_name = component
-        self.visual_latent_size = latent
-        self.visual_layout = EncoderLayout(segments, [component], latent)
-        _, shape = self.visual_layout.slices[0]
-        if len(shape) != 3:
-            raise ValueError(
-                f"The visual component '{component}' must be an image (C, H, W); got shape {shape}"
-            )
-        merged = {**self.DEFAULT_VISUAL_KWARGS, **kwargs}
-        self.visual_encoder = Conv2dHeadModel(shape, output_size=latent, **merged)
-        if privileged_segments is not None:
-            warnings.warn(
-                "Visual policies encode the actor's image only; the critic reads its observations unchanged.",
-                stacklevel=3,
-            )
-
-    def embed_visual_latent(self, observations: torch.Tensor) -> torch.Tensor:
-        """Normalised observations with the image component replaced by its latent (the input of
-        :meth:`act_with_embedded_latent`)."""
-        if self.visual_layout is None:
-            raise RuntimeError(f"{type(self).__name__} has no visual encoder")
-        observations = self.normalize_actor_obs(observations)
-        return self.visual_layout.embed(observations, nn.ModuleList([self.visual_encoder]))
-
     def encode_critic(self, critic_observations: torch.Tensor) -> torch.Tensor:
-        """Critic observations with encoded components replaced by their latents."""
+        """Normalised critic observations with encoded components replaced by their latents."""
         if self.critic_layout is None:
             return critic_observations
         return self.critic_layout.embed(critic_observations, self._critic_encoder_modules())
@@ -384,7 +443,48 @@ class ActorCritic(nn.Module):
         x = self.normalize_critic_obs(observations) if critic else self.normalize_actor_obs(observations)
         return modules[i](layout.component_input(x, i))
 
-    # ------------------------------------------------------------------ composition hooks
+    # ------------------------------------------------------------------ visual encoder
+    def _build_visual(self, component: str, kwargs: dict, latent: int, privileged_segments: Any) -> None:
+        from st_rl.modules.conv2d import Conv2dHeadModel
+
+        segments = self._require_segments(self.obs_segments, "obs")
+        self.visual_component_name = component
+        self.visual_latent_size = latent
+        self.visual_layout = EncoderLayout(segments, [component], latent)
+        _, shape = self.visual_layout.slices[0]
+        if len(shape) != 3:
+            raise ValueError(
+                f"The visual component '{component}' must be an image (C, H, W); got shape {shape}"
+            )
+        merged = {**self.DEFAULT_VISUAL_KWARGS, **kwargs}
+        self.visual_encoder = Conv2dHeadModel(shape, output_size=latent, **merged)
+        if privileged_segments is not None:
+            warnings.warn(
+                "Visual policies encode the actor's image only; the critic reads its observations unchanged.",
+                stacklevel=4,
+            )
+
+    def embed_visual_latent(self, observations: torch.Tensor) -> torch.Tensor:
+        """Normalised observations with the image component replaced by its latent (the input of
+        :meth:`act_with_embedded_latent`)."""
+        if self.visual_layout is None:
+            raise RuntimeError(f"{type(self).__name__} has no visual encoder")
+        observations = self.normalize_actor_obs(observations)
+        return self.visual_layout.embed(observations, nn.ModuleList([self.visual_encoder]))
+
+    def act_with_embedded_latent(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        """Act (deterministically) on observations whose image component was already replaced by its latent
+        (:meth:`embed_visual_latent`)."""
+        if self.visual_layout is None:
+            raise RuntimeError(f"{type(self).__name__} has no visual encoder")
+        x = observations
+        if self.actor_layout is not None:
+            x = self.actor_layout.embed(x, self.encoders)
+        x = self.memory_a(x, kwargs.get("masks"), kwargs.get("hidden_states"))
+        self._mean = self.actor(x)
+        return self.action_mean
+
+    # ------------------------------------------------------------------ widths
     def encoded_actor_width(self) -> int:
         if self.actor_layout is not None:
             return self.actor_layout.output_width
@@ -397,40 +497,88 @@ class ActorCritic(nn.Module):
 
     def actor_input_size(self) -> int:
         """Width of the actor MLP input (encoders and memory change it)."""
-        return self.encoded_actor_width()
+        return self.rnn_hidden_size if self.is_recurrent else self.encoded_actor_width()
 
     def critic_input_size(self) -> int:
         """Width of the critic MLP input."""
-        return self.encoded_critic_width()
+        return self.rnn_hidden_size if self.is_recurrent else self.encoded_critic_width()
 
-    def actor_features(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """Map actor observations to the actor MLP input."""
-        return self.encode_actor(observations)
+    def actor_features(
+        self,
+        observations: torch.Tensor,
+        masks: torch.Tensor | None = None,
+        hidden_states: Any = None,
+        **kwargs: Any,
+    ) -> torch.Tensor:
+        """Normalised actor observations -> the actor MLP input (encoders, then the memory)."""
+        return self.memory_a(self.encode_actor(observations), masks, hidden_states)
 
-    def critic_features(self, critic_observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """Map critic observations to the critic MLP input."""
-        return self.encode_critic(critic_observations)
+    def critic_features(
+        self,
+        critic_observations: torch.Tensor,
+        masks: torch.Tensor | None = None,
+        hidden_states: Any = None,
+        **kwargs: Any,
+    ) -> torch.Tensor:
+        """Normalised critic observations -> the critic MLP input."""
+        return self.memory_c(self.encode_critic(critic_observations), masks, hidden_states)
 
-    # ------------------------------------------------------------------ policy API
+    # ------------------------------------------------------------------ memories (no-ops when feed-forward)
+    def _memories(self) -> list[Any]:
+        return [m for m in (self.memory_a, self.memory_c, self.memory_s, self.memory_p) if m is not None]
+
     def reset(self, dones: torch.Tensor | None = None) -> None:
-        """Reset per-env state of finished envs (no-op for feed-forward policies)."""
+        """Zero the memories of finished envs (bool or 0/1 ``dones``; all envs when None); a no-op for
+        feed-forward policies."""
+        for memory in self._memories():
+            memory.reset(dones)
 
     def get_hidden_states(self) -> Any:
-        """Hidden states to store with a transition (``None`` for feed-forward policies)."""
-        return None
+        """Hidden states to store with a transition: ``ActorCriticHiddenState(actor, critic)`` of the rollout
+        memories (the actor field nests ``AdaptorActorHiddenState`` / ``EstimatorActorHiddenState`` when those
+        parts have memories); ``None`` for feed-forward policies."""
+        if not self.is_recurrent:
+            return None
+        actor = self.memory_a.hidden_states
+        if self.memory_s is not None:
+            actor = EstimatorActorHiddenState(self.memory_s.hidden_states, actor)
+        if self.memory_p is not None:
+            actor = AdaptorActorHiddenState(self.memory_p.hidden_states, actor)
+        return ActorCriticHiddenState(actor, self.memory_c.hidden_states)
 
     def set_hidden_states(self, hidden_states: Any) -> None:
         """Restore rollout hidden states returned by :meth:`get_hidden_states` (no-op for feed-forward)."""
+        if hidden_states is None:
+            return
+        actor = hidden_states.actor
+        if isinstance(actor, AdaptorActorHiddenState):
+            self.memory_p.hidden_states = actor.adaptor
+            actor = actor.actor
+        est, actor = split_estimator_hidden(actor)
+        self.memory_a.hidden_states = actor
+        if self.memory_s is not None:
+            self.memory_s.hidden_states = est
+        self.memory_c.hidden_states = hidden_states.critic
 
     def detach_hidden_states(self) -> None:
         """Cut the gradient history of the rollout hidden states (no-op for feed-forward)."""
+        for memory in self._memories():
+            memory.detach_hidden_states()
+
+    def clone_hidden_states(self) -> Any:
+        """A copy of the rollout hidden states."""
+        return tree_map(lambda t: t.clone(), self.get_hidden_states())
 
     def actor_memories(self) -> list[tuple[str, Any]]:
         """``(role, Memory)`` of the memories on the actor's path in running order (roles ``"adaptor"``,
         ``"estimator"``, ``"actor"``); what an exporter carries as explicit hidden states. Empty for
         feed-forward policies."""
-        return []
+        if not self.is_recurrent:
+            return []
+        roles = (("adaptor", self.memory_p), ("estimator", self.memory_s), ("actor", self.memory_a))
+        return [(role, memory) for role, memory in roles if memory is not None]
 
+    # ------------------------------------------------------------------ policy API
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         """Not callable by design (the reference contract): an actor-critic has several entry points."""
         raise NotImplementedError("Use act(), act_inference() or evaluate() on an actor-critic.")
@@ -443,25 +591,14 @@ class ActorCritic(nn.Module):
         inference: bool = False,
         **kwargs: Any,
     ) -> None:
-        """Compute the action distribution for raw ``observations`` (normaliser, estimator, encoders, memory,
-        then the actor MLP)."""
-        self.distribution_from_normalized(
-            self.normalize_actor_obs(observations),
-            masks=masks,
-            hidden_states=hidden_states,
-            inference=inference,
-            **kwargs,
-        )
-
-    def distribution_from_normalized(
-        self,
-        observations: torch.Tensor,
-        masks: torch.Tensor | None = None,
-        hidden_states: Any = None,
-        inference: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        """:meth:`update_distribution` after the normaliser."""
+        """Compute the action distribution for raw ``observations`` (normaliser, adaptor, estimator, encoders,
+        memory, then the actor MLP)."""
+        observations = self.normalize_actor_obs(observations)
+        if self.adaptor is not None:
+            adaptor_hidden = None
+            if isinstance(hidden_states, AdaptorActorHiddenState):
+                adaptor_hidden, hidden_states = hidden_states.adaptor, hidden_states.actor
+            observations = self._adapt_and_substitute(observations, adaptor_hidden, inference)
         est_hidden, actor_hidden = split_estimator_hidden(hidden_states)
         if self.estimator is not None and not self.use_actor_rnn:
             observations = self._estimate_and_substitute(observations, est_hidden, inference)
@@ -471,18 +608,52 @@ class ActorCritic(nn.Module):
         self._mean = self.actor(features)
 
     def act(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """Sample actions; afterwards ``action_mean``, ``action_std`` and ``entropy`` refer to this batch."""
+        """Sample actions (the mean for deterministic presets); afterwards ``action_mean``, ``action_std`` and
+        ``entropy`` refer to this batch."""
         self.update_distribution(observations, **kwargs)
+        if self.parts.deterministic:
+            return self.action_mean
         return gaussian_sample(self.action_mean, self.action_std)
 
     def act_inference(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """Deterministic action (the mean)."""
+        """Deterministic action (the mean): the deployable function."""
         self.update_distribution(observations, inference=True, **kwargs)
         return self.action_mean
 
-    # ------------------------------------------------------------------ state estimator
-    supports_estimator = False
+    def evaluate(self, critic_observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        """State value of raw critic observations, shape ``(..., 1)``."""
+        return self.critic(self.critic_features(self.normalize_critic_obs(critic_observations), **kwargs))
 
+    def get_actions_log_prob(self, actions: torch.Tensor) -> torch.Tensor:
+        """Log-probability of ``actions`` under the last distribution, summed over actions."""
+        return gaussian_log_prob(actions, self.action_mean, self.action_std)
+
+    @property
+    def action_mean(self) -> torch.Tensor:
+        if self._mean is None:
+            raise RuntimeError("No action distribution yet: call act() or act_inference() first.")
+        return self._mean
+
+    @property
+    def action_std(self) -> torch.Tensor:
+        return self.std.expand_as(self.action_mean)
+
+    @property
+    def entropy(self) -> torch.Tensor:
+        return gaussian_entropy(self.action_std)
+
+    @torch.no_grad()
+    def clip_std(
+        self,
+        min: float | Sequence[float] | torch.Tensor | None = None,  # noqa: A002
+        max: float | Sequence[float] | torch.Tensor | None = None,  # noqa: A002
+    ) -> None:
+        """Clip ``std`` in place; bounds may be scalars or per-action values."""
+        lo = None if min is None else torch.as_tensor(min, dtype=self.std.dtype, device=self.std.device)
+        hi = None if max is None else torch.as_tensor(max, dtype=self.std.dtype, device=self.std.device)
+        self.std.copy_(torch.clamp(self.std, lo, hi))
+
+    # ------------------------------------------------------------------ state estimator
     def _build_estimator(self, obs_components: list[str], target_components: list[str], kwargs: dict) -> None:
         if not obs_components or not target_components:
             raise ValueError(
@@ -494,12 +665,11 @@ class ActorCritic(nn.Module):
         in_size = get_subobs_size(segments, obs_components)
         out_size = get_subobs_size(segments, target_components)
         kwargs = dict(kwargs)
-        rnn_type = kwargs.pop("rnn_type", getattr(self, "rnn_type", None) or "gru")
-        rnn_hidden = int(kwargs.pop("rnn_hidden_size", getattr(self, "rnn_hidden_size", 64)))
-        rnn_layers = int(kwargs.pop("rnn_num_layers", getattr(self, "rnn_num_layers", 1)))
+        rnn_type = kwargs.pop("rnn_type", self.rnn_type or "gru")
+        rnn_hidden = int(kwargs.pop("rnn_hidden_size", self.rnn_hidden_size))
+        rnn_layers = int(kwargs.pop("rnn_num_layers", self.rnn_num_layers))
         hidden = kwargs.pop("hidden_sizes", [128, 64])
-        if "nonlinearity" not in kwargs:
-            kwargs["nonlinearity"] = self.activation
+        kwargs.setdefault("nonlinearity", self.activation)
         if self.use_actor_rnn:
             if not self.is_recurrent:
                 raise ValueError(
@@ -511,8 +681,6 @@ class ActorCritic(nn.Module):
                 )
             self.estimator = MlpModel(self.actor_input_size(), hidden, out_size, **kwargs)
         elif self.is_recurrent:
-            from st_rl.modules.memory import Memory
-
             self.memory_s = Memory(in_size, rnn_type, rnn_layers, rnn_hidden)
             self.estimator = MlpModel(rnn_hidden, hidden, out_size, **kwargs)
         else:
@@ -543,27 +711,61 @@ class ActorCritic(nn.Module):
             raise RuntimeError("No estimate yet: call act() or act_inference() first")
         return self.estimated_state_
 
-    def evaluate(self, critic_observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """State value of raw critic observations, shape ``(..., 1)``."""
-        return self.critic(self.critic_features(self.normalize_critic_obs(critic_observations), **kwargs))
+    # ------------------------------------------------------------------ privileged-state adaptor
+    def _build_adaptor(
+        self,
+        obs_components: Sequence[str] | None,
+        target_components: Sequence[str] | None,
+        kw: dict,
+        prob: float,
+    ) -> None:
+        if not obs_components or not target_components:
+            raise ValueError(
+                f"{type(self).__name__} needs adaptor_obs_components and adaptor_target_components"
+            )
+        segments = self._require_segments(self.obs_segments, "obs")
+        self.adaptor_obs_components = list(obs_components)
+        self.adaptor_target_components = list(target_components)
+        self.privilege_replace_state_prob = float(prob)
+        rnn_type = kw.pop("rnn_type", self.rnn_type or "gru")
+        hidden_size = int(kw.pop("rnn_hidden_size", self.rnn_hidden_size))
+        layers = int(kw.pop("rnn_num_layers", self.rnn_num_layers))
+        hidden = kw.pop("hidden_sizes", [128, 64])
+        kw.setdefault("nonlinearity", self.activation)
+        self.memory_p = Memory(
+            get_subobs_size(segments, self.adaptor_obs_components), rnn_type, layers, hidden_size
+        )
+        self.adaptor = MlpModel(
+            hidden_size, hidden, get_subobs_size(segments, self.adaptor_target_components), **kw
+        )
 
-    def get_actions_log_prob(self, actions: torch.Tensor) -> torch.Tensor:
-        """Log-probability of ``actions`` under the last distribution, summed over actions."""
-        return gaussian_log_prob(actions, self.action_mean, self.action_std)
+    def _adapt_and_substitute(self, observations: torch.Tensor, hidden: Any, inference: bool) -> torch.Tensor:
+        segments = self._require_segments(self.obs_segments, "obs")
+        x = get_subobs_by_components(observations, self.adaptor_obs_components, segments)
+        estimate = self.adaptor(self.memory_p(x, None, hidden))
+        self.adapted_state_ = estimate
+        return substitute_with_probability(
+            observations, estimate, self.adaptor_target_components, segments, self.privilege_replace_state_prob,
+            inference,
+        )  # fmt: skip
 
-    @property
-    def action_mean(self) -> torch.Tensor:
-        if self._mean is None:
-            raise RuntimeError("No action distribution yet: call act() or act_inference() first.")
-        return self._mean
+    def get_adapted_state(self) -> torch.Tensor:
+        """The adaptor output of the last ``act`` call."""
+        if self.adapted_state_ is None:
+            raise RuntimeError("No adaptor estimate yet: call act() or act_inference() first")
+        return self.adapted_state_
 
-    @property
-    def action_std(self) -> torch.Tensor:
-        return self.std.expand_as(self.action_mean)
+    # ------------------------------------------------------------------ AMP discriminator
+    def _build_discriminator(self, cfg: Mapping[str, Any] | None) -> None:
+        from st_rl.modules.amp_discriminator import AMPDiscriminator
 
-    @property
-    def entropy(self) -> torch.Tensor:
-        return gaussian_entropy(self.action_std)
+        if not cfg:
+            raise ValueError(
+                f"{type(self).__name__} needs an 'amp_discriminator' dict in the policy config, e.g. "
+                "{'input_dim': None, 'style_reward_coef': 1.0, 'hidden_dims': [512, 256], "
+                "'discriminator_grad_pen': 10.0, 'task_reward_lerp': 0.0}."
+            )
+        self.discriminator = AMPDiscriminator(**dict(cfg))
 
     # ------------------------------------------------------------------ transfer between layouts
     def _feature_segments(self, segments: Any, critic: bool) -> Any:
@@ -575,17 +777,13 @@ class ActorCritic(nn.Module):
             return None
         layout = self.critic_layout if critic else self.actor_layout
         encoded = set(layout.component_names) if layout is not None else set()
-        if not critic and self.visual_layout is not None:
-            encoded.add(self.visual_component_name)
+        visual = None if critic else self.visual_component_name
         out: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         for name, shape in segs.items():
-            if name in encoded:
-                size = (
-                    self.visual_latent_size
-                    if name == getattr(self, "visual_component_name", None)
-                    else (layout.output_size if layout is not None else 0)
-                )
-                out[name] = (size,)
+            if name == visual:
+                out[name] = (self.visual_latent_size,)
+            elif name in encoded:
+                out[name] = (layout.output_size if layout is not None else 0,)
             else:
                 out[name] = shape
         return out
@@ -654,18 +852,8 @@ class ActorCritic(nn.Module):
         )
         return report
 
-    @torch.no_grad()
-    def clip_std(
-        self,
-        min: float | Sequence[float] | torch.Tensor | None = None,  # noqa: A002
-        max: float | Sequence[float] | torch.Tensor | None = None,
-    ) -> None:  # noqa: A002
-        """Clip ``std`` in place; bounds may be scalars or per-action values."""
-        lo = None if min is None else torch.as_tensor(min, dtype=self.std.dtype, device=self.std.device)
-        hi = None if max is None else torch.as_tensor(max, dtype=self.std.dtype, device=self.std.device)
-        self.std.copy_(torch.clamp(self.std, lo, hi))
 
-
+# ---------------------------------------------------------------------------- feed-forward presets
 class EncoderActorCritic(ActorCritic):
     """:class:`ActorCritic` with encoders on named observation components.
 
@@ -681,11 +869,11 @@ class EncoderActorCritic(ActorCritic):
             ``critic_encoder_class_name`` / ``critic_encoder_kwargs``, defaulting to the actor's).
     """
 
-    supports_encoders = True
+    parts = PolicyParts(encoders=True)
 
 
 class StateAc(ActorCritic):
-    """:class:`ActorCritic` with a supervised state estimator on the raw observations.
+    """:class:`ActorCritic` with a supervised state estimator on the (normalised) observations.
 
     Args:
         estimator_obs_components: actor components the estimator reads.
@@ -698,43 +886,21 @@ class StateAc(ActorCritic):
             observed target components during training; at inference the estimate is used whenever this is > 0.
     """
 
-    supports_estimator = True
+    parts = PolicyParts(estimator=True)
 
 
 class EncoderStateAc(StateAc):
-    """:class:`StateAc` with encoders: the estimator reads the raw observations, then the encoders run."""
+    """:class:`StateAc` with encoders: the estimator reads the observations, then the encoders run."""
 
-    supports_encoders = True
-
-
-class DeterministicPolicyMixin:
-    """Makes ``act`` return the action mean (no sampling); adds methods only."""
-
-    def act(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        super().act(observations, **kwargs)  # type: ignore[misc]
-        return self.action_mean  # type: ignore[attr-defined]
+    parts = PolicyParts(encoders=True, estimator=True)
 
 
-class VisualActorCriticMixin:
-    """Encodes the actor's image component (``visual_component_name``, (C, H, W)) into a latent of
-    ``visual_latent_size`` with a ``Conv2dHeadModel`` (defaults ``channels=[64, 64]``, ``kernel_sizes=[3, 3]``,
+class VisualDeterministicAC(ActorCritic):
+    """Feed-forward visual policy whose ``act`` returns the mean.
+
+    The actor's image component (``visual_component_name``, (C, H, W)) is encoded into a latent of
+    ``visual_latent_size`` by a ``Conv2dHeadModel`` (defaults ``channels=[64, 64]``, ``kernel_sizes=[3, 3]``,
     ``strides=[1, 1]``, ``hidden_sizes=[256]``, overridden by ``visual_kwargs``); the critic is unchanged.
-    Adds methods only; the encoder is built by the actor-critic base."""
+    """
 
-    supports_visual = True
-
-    def act_with_embedded_latent(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """Act (deterministically) on observations whose image component was already replaced by its latent."""
-        x = observations
-        layout = getattr(self, "actor_layout", None)
-        if layout is not None:
-            x = layout.embed(x, self.encoders)  # type: ignore[attr-defined]
-        memory = getattr(self, "memory_a", None)
-        if memory is not None:
-            x = memory(x, kwargs.get("masks"), kwargs.get("hidden_states"))
-        self._mean = self.actor(x)  # type: ignore[attr-defined]
-        return self.action_mean  # type: ignore[attr-defined]
-
-
-class VisualDeterministicAC(DeterministicPolicyMixin, VisualActorCriticMixin, ActorCritic):
-    """Feed-forward visual policy whose ``act`` returns the mean."""
+    parts = PolicyParts(visual=True, deterministic=True)

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from st_rl.modules.actor_critic import ActorCritic
+from st_rl.modules.actor_critic import ActorCritic, PolicyParts
 from st_rl.modules.actor_critic_recurrent import ActorCriticRecurrent, EncoderActorCriticRecurrent
 from st_rl.modules.utils import get_activation_Cls
 
@@ -16,7 +16,6 @@ __all__ = [
     "AMPDiscriminator",
     "AmpActorCritic",
     "AmpActorCriticRecurrent",
-    "AmpMixin",
     "EncoderAmpActorCriticRecurrent",
 ]
 
@@ -117,31 +116,23 @@ class AMPDiscriminator(nn.Module):
         return style, task, self.combine(style, task)
 
 
-class AmpMixin:
-    """Adds ``self.discriminator`` (an :class:`AMPDiscriminator` built from the ``amp_discriminator`` config).
+class AmpActorCritic(ActorCritic):
+    """:class:`~st_rl.modules.actor_critic.ActorCritic` with an AMP discriminator part (``discriminator``, built
+    from the ``amp_discriminator`` dict). The discriminator is part of the model: it is saved in
+    ``model_state_dict`` and its parameters are optimised by the algorithm's optimizer (only the AMP
+    extension's discriminator losses reach it)."""
 
-    The discriminator is part of the model: it is saved in ``model_state_dict`` and its parameters are
-    optimised by the algorithm's optimizer (APPO's discriminator losses only reach it).
-    """
-
-    def __init__(self, *args: Any, amp_discriminator: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if not amp_discriminator:
-            raise ValueError(
-                f"{type(self).__name__} needs an 'amp_discriminator' dict in the policy config, e.g. "
-                "{'input_dim': None, 'style_reward_coef': 1.0, 'hidden_dims': [512, 256], "
-                "'discriminator_grad_pen': 10.0, 'task_reward_lerp': 0.0}."
-            )
-        self.discriminator = AMPDiscriminator(**dict(amp_discriminator))
+    parts = PolicyParts(discriminator=True)
 
 
-class AmpActorCritic(AmpMixin, ActorCritic):
-    """:class:`ActorCritic` with an AMP discriminator."""
+class AmpActorCriticRecurrent(ActorCriticRecurrent):
+    """:class:`~st_rl.modules.actor_critic_recurrent.ActorCriticRecurrent` with an AMP discriminator."""
+
+    parts = ActorCriticRecurrent.parts.add(discriminator=True)
 
 
-class AmpActorCriticRecurrent(AmpMixin, ActorCriticRecurrent):
-    """:class:`ActorCriticRecurrent` with an AMP discriminator."""
+class EncoderAmpActorCriticRecurrent(EncoderActorCriticRecurrent):
+    """:class:`~st_rl.modules.actor_critic_recurrent.EncoderActorCriticRecurrent` with an AMP discriminator
+    (encoder defaults as usual)."""
 
-
-class EncoderAmpActorCriticRecurrent(AmpMixin, EncoderActorCriticRecurrent):
-    """:class:`EncoderActorCriticRecurrent` with an AMP discriminator (encoder defaults as usual)."""
+    parts = EncoderActorCriticRecurrent.parts.add(discriminator=True)

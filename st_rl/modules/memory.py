@@ -96,3 +96,20 @@ class Memory(nn.Module):
             )
         else:
             self.hidden_states = self.hidden_states.detach()
+
+
+class NoMemory(nn.Module):
+    """The memory part of a feed-forward policy: passes its input through; every memory method is a no-op."""
+
+    hidden_states: Any = None
+
+    def forward(
+        self, x: torch.Tensor, masks: torch.Tensor | None = None, hidden_states: Any = None
+    ) -> torch.Tensor:
+        return x
+
+    def reset(self, dones: torch.Tensor | None = None) -> None:
+        """Nothing to forget."""
+
+    def detach_hidden_states(self) -> None:
+        """Nothing to detach."""
