@@ -1,0 +1,180 @@
+"""Rebuild a trained run from its checkpoint: the stored config, the task and its env config, the runner."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import warnings
+from typing import Any
+
+__all__ = ["LoadedRun", "load_run", "make_env_from_cfg"]
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    return data if isinstance(data, dict) else None
+
+
+def _infer_task_from_env_cfg(env_cfg: dict[str, Any]) -> str | None:
+    """The registered task whose constructor config keys include all keys of ``env_cfg`` (unique match)."""
+    from st_rl.envs import TASKS
+
+    if "terrain" in env_cfg and "model_path" in env_cfg:
+        name = f"quadruped_{env_cfg['terrain']}"
+        return name if name in TASKS else None
+    keys = set(env_cfg)
+    # A saved config may predate options added later, so its keys only need to be a subset.
+    matches = [n for n, cls in TASKS.items() if keys and keys <= set(getattr(cls, "DEFAULT_CFG", {}) or {})]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _stored_task(run_cfg: dict[str, Any] | None, ckpt_cfg: dict[str, Any] | None) -> str | None:
+    """The task a run was trained on: ``runner.task`` of config.json or the checkpoint, else inferred."""
+    for cfg in (run_cfg, ckpt_cfg):
+        if not cfg:
+            continue
+        runner = cfg.get("runner")
+        if isinstance(runner, dict) and runner.get("task"):
+            return str(runner["task"])
+        if cfg.get("task"):
+            return str(cfg["task"])
+    if run_cfg and isinstance(run_cfg.get("env"), dict):
+        return _infer_task_from_env_cfg(run_cfg["env"])
+    return None
+
+
+def make_env_from_cfg(
+    task: str, num_envs: int, device: str, seed: int | None, env_cfg: dict[str, Any]
+) -> Any:
+    """``make_env`` with the run's stored env config, dropping keys the task factory sets itself."""
+    from st_rl.envs import make_env
+
+    cfg = dict(env_cfg)
+    for _ in range(len(cfg) + 1):
+        try:
+            return make_env(task, num_envs=num_envs, device=device, seed=seed, **cfg)
+        except TypeError as e:
+            m = re.search(r"multiple values for keyword argument '(\w+)'", str(e))
+            if not m or m.group(1) not in cfg:
+                raise
+            cfg.pop(m.group(1))
+    raise RuntimeError("unreachable")  # pragma: no cover
+
+
+def _iteration_of(path: str, state_iter: Any) -> int | str:
+    if state_iter is not None:
+        return int(state_iter)
+    m = re.search(r"model_(\d+)\.pt$", os.path.basename(path))
+    return int(m.group(1)) if m else os.path.splitext(os.path.basename(path))[0]
+
+
+@dataclasses.dataclass
+class LoadedRun:
+    """A runner rebuilt from a checkpoint by :func:`load_run`.
+
+    Attributes:
+        path: the checkpoint file.
+        state: the loaded checkpoint dictionary.
+        runner: the runner, weights loaded (no optimizer).
+        env: its environment.
+        task: the task name the environment was made from (None when ``env`` was passed in).
+        iteration: the checkpoint's iteration (or its file stem).
+        train_cfg: the stored training config (``config.json`` without ``env``, else the checkpoint's).
+        env_cfg: the stored env config used to build the environment (None: task defaults).
+        seed: the environment seed used.
+    """
+
+    path: str
+    state: dict[str, Any]
+    runner: Any
+    env: Any
+    task: str | None
+    iteration: int | str
+    train_cfg: dict[str, Any]
+    env_cfg: dict[str, Any] | None
+    seed: int | None
+
+
+def load_run(
+    checkpoint: str,
+    task: str | None = None,
+    num_envs: int = 16,
+    device: str = "cpu",
+    seed: int | None = None,
+    env: Any = None,
+) -> LoadedRun:
+    """Rebuild the runner of a checkpoint on its training task and load its weights (without the optimizer).
+
+    The training config is ``config.json`` next to the checkpoint when present, else the checkpoint's
+    ``config``. The task is the run's (``runner.task`` in ``config.json`` or the checkpoint, else inferred from the
+    stored env config) unless ``task`` is given; when it is the run's task the stored env config (``config.json``
+    key ``env``) is reused.
+
+    Args:
+        checkpoint: a ``model_<it>.pt`` file, or a run directory (its highest-numbered checkpoint).
+        task: registered task name; overrides the stored one.
+        num_envs: parallel environments.
+        device: policy device.
+        seed: environment seed (default: the run's seed).
+        env: use this environment instead of making one (``task`` is then only recorded).
+
+    Raises:
+        ValueError: the checkpoint has no training config, or its task cannot be told.
+    """
+    from st_rl.runners import build_runner
+    from st_rl.utils import checkpoint as ckpt
+    from st_rl.utils.utils import get_checkpoint_path
+
+    path = get_checkpoint_path(checkpoint)
+    state = ckpt.load_checkpoint(path, map_location="cpu")
+    ckpt_cfg = state.get("config") if isinstance(state.get("config"), dict) else None
+    run_cfg = _read_json(os.path.join(os.path.dirname(os.path.abspath(path)), "config.json"))
+    train_cfg = {k: v for k, v in (run_cfg or {}).items() if k != "env"} or ckpt_cfg
+    if not train_cfg:
+        raise ValueError(
+            f"{path} has no stored training config (key 'config') and there is no config.json next to it; "
+            "save checkpoints with OnPolicyRunner.save, or put the run's config.json beside the file."
+        )
+    stored_task = _stored_task(run_cfg, ckpt_cfg)
+    if task is not None and stored_task is not None and task != stored_task:
+        warnings.warn(f"using task {task!r}; the run was trained on {stored_task!r}", stacklevel=3)
+    name = task or stored_task
+    env_cfg = (run_cfg or {}).get("env") if stored_task == name else None
+    runner_cfg = train_cfg.get("runner", train_cfg)
+    if seed is None:
+        seed = runner_cfg.get("seed") if isinstance(runner_cfg, dict) else None
+    if env is None:
+        if name is None:
+            raise ValueError(
+                f"Cannot tell which task {path} was trained on: neither config.json next to it nor the "
+                "checkpoint's config names one (key runner.task). Pass it: task='quadruped_flat' (CLI: --task "
+                "quadruped_flat)."
+            )
+        env = make_env_from_cfg(name, num_envs, device, seed, env_cfg or {})
+    train_cfg = json.loads(json.dumps(train_cfg))  # a private copy
+    runner = build_runner(
+        train_cfg.get("runner", {}).get("runner_class_name")
+        or train_cfg.get("runner_class_name")
+        or "OnPolicyRunner",
+        env,
+        train_cfg,
+        log_dir=None,
+        device=device,
+    )
+    runner.load(path, load_optimizer=False, map_location=device)
+    return LoadedRun(
+        path=path,
+        state=state,
+        runner=runner,
+        env=env,
+        task=name,
+        iteration=_iteration_of(path, state.get("iter")),
+        train_cfg=train_cfg,
+        env_cfg=env_cfg,
+        seed=seed,
+    )
