@@ -14,6 +14,9 @@ transport) are exposed per environment for ``OnPolicyRunner.evaluation``.
 State views (``base_lin_vel``, ``dof_pos``, ...) are computed once per step from the MuJoCo state; code that
 writes ``_qpos`` / ``_qvel`` directly sees the change after the next ``step()``.
 
+``mirror_functions()`` returns the task's left-right mirror maps of observations and actions (for the
+``Symmetry`` extension, ``symmetry_cfg``); see :meth:`LeggedLocomotion.mirror_functions` for the convention.
+
 Any MJCF robot with a free-joint base, position actuators on its leg joints, foot geoms whose names contain
 ``foot`` (or ``foot_geom_names``) and optionally a ``home`` keyframe can be loaded with ``model_path``.
 """
@@ -24,6 +27,7 @@ import math
 import os
 import warnings
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -31,7 +35,7 @@ import torch
 
 from st_rl.envs.base import BuiltinTask
 
-__all__ = ["DEFAULT_MODEL_PATH", "LeggedLocomotion", "quat_rotate_inverse"]
+__all__ = ["DEFAULT_MODEL_PATH", "LeggedLocomotion", "SignedPermutation", "quat_rotate_inverse"]
 
 DEFAULT_MODEL_PATH = os.path.join(os.path.dirname(__file__), "assets", "quadruped.xml")
 
@@ -63,6 +67,50 @@ def _index(ids: list[int]) -> slice | torch.Tensor:
     if ids == list(range(ids[0], ids[0] + len(ids))):
         return slice(ids[0], ids[0] + len(ids))
     return torch.as_tensor(ids, dtype=torch.long)
+
+
+class SignedPermutation:
+    """A mirror map ``x -> sign * x[..., index]`` of the last dimension (any leading dimensions).
+
+    Output feature ``i`` is input feature ``index[i]`` times ``sign[i]`` (+1 or -1). The map must be an
+    involution (``index[index[i]] == i`` and ``sign[i] == sign[index[i]]``), which the constructor checks. The
+    constants live on ``device``; applied to a tensor on another device they are copied there once and cached.
+
+    Args:
+        index: source feature of each output feature, a permutation of ``range(len(index))``.
+        sign: +1 or -1 per output feature.
+        device: where the constants are made.
+    """
+
+    def __init__(
+        self, index: Sequence[int], sign: Sequence[float], device: str | torch.device = "cpu"
+    ) -> None:
+        index, sign = [int(i) for i in index], [float(s) for s in sign]
+        n = len(index)
+        if len(sign) != n or sorted(index) != list(range(n)) or any(s not in (1.0, -1.0) for s in sign):
+            raise ValueError("SignedPermutation needs a permutation of range(n) and n signs of +-1")
+        if any(index[index[i]] != i or sign[index[i]] != sign[i] for i in range(n)):
+            raise ValueError("SignedPermutation must be an involution (its own inverse)")
+        self.index = torch.as_tensor(index, dtype=torch.long, device=device)
+        self.sign = torch.as_tensor(sign, dtype=torch.float32, device=device)
+        self._constants = {self.index.device: (self.index, self.sign)}
+
+    @property
+    def num_features(self) -> int:
+        """Size of the last dimension the map applies to."""
+        return int(self.index.numel())
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.num_features:
+            raise ValueError(f"mirror map of {self.num_features} features applied to shape {tuple(x.shape)}")
+        constants = self._constants.get(x.device)
+        if constants is None:
+            constants = self._constants[x.device] = (self.index.to(x.device), self.sign.to(x.device))
+        index, sign = constants
+        return x.index_select(-1, index) * sign.to(x.dtype)
+
+    def __repr__(self) -> str:
+        return f"SignedPermutation(index={self.index.tolist()}, sign={self.sign.tolist()})"
 
 
 def _yaw_quat(yaw: torch.Tensor) -> torch.Tensor:
@@ -403,6 +451,7 @@ class LeggedLocomotion(BuiltinTask):
         )
         self._warmup_steps = int(round(c["metric_warmup_s"] / self.dt))
         self._cache: dict[str, torch.Tensor] = {}
+        self._mirror_maps: dict[str, SignedPermutation] | None = None
         self.ref_motion_source: Any = None
         self.amp_obs_frame_num = int(c["amp_obs_frame_num"])
         self.style_fields = list(c["style_fields"] or self.default_style_fields())
@@ -758,6 +807,168 @@ class LeggedLocomotion(BuiltinTask):
         if self.ref_motion_source is not None:
             extras["ref_motion"] = self.ref_motion_source(self.num_envs)
         return obs, rewards, dones, extras
+
+    # ------------------------------------------------------------------ left-right symmetry
+    def mirror_functions(self) -> dict[str, SignedPermutation]:
+        """Left-right mirror maps of raw observations and actions (for ``Symmetry``, ``symmetry_cfg``).
+
+        The mirror is the reflection ``y -> -y`` about the robot's sagittal plane (the x-z plane of the base
+        frame). Each map is a :class:`SignedPermutation` of the last dimension (any leading dimensions), an
+        involution, precomputed on the task's device. Components transform as:
+
+        * polar vectors (``base_lin_vel``, ``projected_gravity``, style ``root_pos`` / ``root_vel``; the
+          world-frame style fields mirror about the world x-z plane): ``(x, y, z) -> (x, -y, z)``;
+        * axial vectors (``base_ang_vel``, style ``root_ang_vel``): ``(x, y, z) -> (-x, y, -z)``;
+        * ``commands`` ``(vx, vy, yaw rate) -> (vx, -vy, -yaw rate)``; style ``root_rot``
+          ``(w, x, y, z) -> (w, -x, y, -z)``;
+        * joint components (``dof_pos`` relative to the standing pose, ``dof_vel``, ``last_actions``, actions,
+          style joint fields): each joint takes the value of its mirror partner (FR <-> FL, RR <-> RL), with
+          the sign flipped for hinges whose axis lies in the mirror plane (about x or z: hip abduction) and
+          kept for hinges about its normal y (thigh, calf); the built-in robot's joint map is
+          ``FR_hip <- -FL_hip, FR_thigh <- FL_thigh, FR_calf <- FL_calf`` and likewise for the other legs;
+        * ``height_measurements`` (1, nx, ny): scan column ``iy -> ny - 1 - iy`` (the scan's y grid must be
+          symmetric); ``foot_contact``: mirror partner's foot; ``friction``, ``added_mass``: unchanged.
+
+        Partners and signs come from the model's geometry (joint anchors and axes, foot positions in the base
+        frame at ``qpos0``), so any mirror-symmetric MJCF or URDF robot works. The standing pose must be its own
+        mirror image, so the maps need no offsets.
+
+        Returns:
+            ``{"obs": ..., "critic_obs": ..., "actions": ...}`` and, when the task emits ``ref_obs`` and its
+            style fields contain every field's mirror partner, ``"ref_obs"`` (style features, last dimension).
+
+        Raises:
+            ValueError: the robot, its standing pose or the height-scan grid is not left-right symmetric.
+        """
+        if self._mirror_maps is None:
+            self._mirror_maps = self._build_mirror_maps()
+        return dict(self._mirror_maps)
+
+    def _mirror_structure(self) -> tuple[list[int], list[float], list[int]]:
+        """Mirror partner and sign of every actuated joint, and mirror partner of every foot."""
+        mj = self.mujoco
+        model = self.model
+        data = mj.MjData(model)
+        mj.mj_kinematics(model, data)
+        origin = data.xpos[self.base_body].copy()
+        rot = data.xmat[self.base_body].reshape(3, 3).copy()  # base -> world
+
+        def to_base(p: np.ndarray) -> np.ndarray:
+            return (p - origin) @ rot
+
+        flip = np.array([1.0, -1.0, 1.0])
+        tol = 1e-4  # pairing tolerance (m, and 1 - |cos| for axes); model numbers mirror far more exactly
+        joints = model.actuator_trnid[:, 0]
+        anchors, axes = to_base(data.xanchor[joints]), data.xaxis[joints] @ rot
+        partners, signs = [], []
+        for i, j in enumerate(joints):
+            distance = np.linalg.norm(anchors - anchors[i] * flip, axis=1)
+            alignment = axes @ (axes[i] * flip)  # +-1 for an axis (anti)parallel to the mirrored one
+            found = np.flatnonzero((distance < tol) & (np.abs(alignment) > 1.0 - tol))
+            hinge, slide = int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE)
+            jtype = int(model.jnt_type[j])
+            if found.size == 0 or jtype not in (hinge, slide):
+                raise ValueError(
+                    f"mirror_functions: joint {self.joint_names[i]!r} has no left-right mirror partner (a hinge "
+                    "or slide joint at the mirrored anchor with the mirrored axis); the robot is not symmetric"
+                )
+            k = int(found[np.argmin(distance[found])])
+            # A reflection turns a rotation by q about axis a into one by -q about M a; a translation by q
+            # along a into one by q along M a.
+            same = float(np.sign(alignment[k]))
+            partners.append(k)
+            signs.append(-same if jtype == hinge else same)
+        feet = to_base(data.geom_xpos[self.foot_geoms])
+        foot_partners = []
+        for f in range(self.num_feet):
+            distance = np.linalg.norm(feet - feet[f] * flip, axis=1)
+            if distance.min() > tol:
+                raise ValueError(f"mirror_functions: foot {f} has no left-right mirror partner")
+            foot_partners.append(int(np.argmin(distance)))
+        home = self.default_joint_pos
+        mirrored_home = home[partners] * torch.tensor(signs)
+        if not torch.allclose(mirrored_home, home, atol=1e-6):
+            wrong = torch.nonzero(~torch.isclose(mirrored_home, home, atol=1e-6)).flatten().tolist()
+            bad = [self.joint_names[i] for i in wrong]
+            raise ValueError(
+                f"mirror_functions: the standing pose is not left-right symmetric (joints {bad})"
+            )
+        return partners, signs, foot_partners
+
+    def _build_mirror_maps(self) -> dict[str, SignedPermutation]:
+        joint_partner, joint_sign, foot_partner = self._mirror_structure()
+        polar = ([0, 1, 2], [1.0, -1.0, 1.0])
+        axial = ([0, 1, 2], [-1.0, 1.0, -1.0])
+        joint = (joint_partner, joint_sign)
+        table: dict[str, tuple[list[int], list[float]]] = {
+            "base_lin_vel": polar,
+            "base_ang_vel": axial,
+            "projected_gravity": polar,
+            "commands": ([0, 1, 2], [1.0, -1.0, -1.0]),
+            "dof_pos": joint,
+            "dof_vel": joint,
+            "last_actions": joint,
+            "friction": ([0], [1.0]),
+            "added_mass": ([0], [1.0]),
+            "foot_contact": (foot_partner, [1.0] * self.num_feet),
+        }
+        if self.use_height_scan:
+            lo, hi, ny = self.cfg["height_scan_y"]
+            nx, ny = int(self.cfg["height_scan_x"][2]), int(ny)
+            if not math.isclose(float(lo), -float(hi), abs_tol=1e-9):
+                raise ValueError(f"mirror_functions: the height scan's y grid {lo}..{hi} is not symmetric")
+            # scan point ix * ny + iy sits at (x_ix, y_iy); its mirror image is at (x_ix, y_{ny - 1 - iy})
+            scan = [ix * ny + (ny - 1 - iy) for ix in range(nx) for iy in range(ny)]
+            table["height_measurements"] = (scan, [1.0] * len(scan))
+
+        def layout_map(segments: OrderedDict[str, tuple[int, ...]]) -> SignedPermutation:
+            index: list[int] = []
+            sign: list[float] = []
+            for name, shape in segments.items():
+                if name not in table:
+                    raise ValueError(f"mirror_functions: no mirror rule for observation component {name!r}")
+                local, local_sign = table[name]
+                if len(local) != math.prod(shape):
+                    raise ValueError(f"mirror_functions: component {name!r} has {math.prod(shape)} features")
+                offset = len(index)
+                index += [offset + i for i in local]
+                sign += local_sign
+            return SignedPermutation(index, sign, self.device)
+
+        critic_segments = self.privileged_obs_segments
+        assert critic_segments is not None  # set by _build_buffers
+        maps = {
+            "obs": layout_map(self.obs_segments),
+            "critic_obs": layout_map(critic_segments),
+            "actions": SignedPermutation(joint_partner, joint_sign, self.device),
+        }
+        if self.amp_obs_frame_num > 0:
+            style = self._style_mirror(joint_partner, joint_sign)
+            if style is not None:
+                maps["ref_obs"] = style
+        return maps
+
+    def _style_mirror(self, joint_partner: list[int], joint_sign: list[float]) -> SignedPermutation | None:
+        """Mirror map of the style features (``style_fields``), or None when a field's partner is missing."""
+        rule: dict[str, tuple[str, float]] = {}
+        polar, axial = {"x": 1.0, "y": -1.0, "z": 1.0}, {"x": -1.0, "y": 1.0, "z": -1.0}
+        for ax in "xyz":
+            rule[f"root_pos_{ax}"] = (f"root_pos_{ax}", polar[ax])
+            for frame in "bw":
+                rule[f"root_vel_{ax}_{frame}"] = (f"root_vel_{ax}_{frame}", polar[ax])
+                rule[f"root_ang_vel_{ax}_{frame}"] = (f"root_ang_vel_{ax}_{frame}", axial[ax])
+        for ax, sign in zip("wxyz", (1.0, -1.0, 1.0, -1.0)):
+            rule[f"root_rot_{ax}"] = (f"root_rot_{ax}", sign)
+        for i, name in enumerate(self.joint_names):
+            partner = self.joint_names[joint_partner[i]]
+            for kind in ("dof_pos", "dof_vel"):
+                rule[f"{name}_{kind}"] = (f"{partner}_{kind}", joint_sign[i])
+        fields = self.style_fields
+        if any(rule[f][0] not in fields for f in fields):
+            return None
+        return SignedPermutation(
+            [fields.index(rule[f][0]) for f in fields], [rule[f][1] for f in fields], self.device
+        )
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, torch.Tensor]:
