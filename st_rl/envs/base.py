@@ -94,6 +94,12 @@ class BuiltinTask(ABC):
         self._state_buffers: list[str] = ["_episode_length_buf", "_episode_sums", "_log_values", "obs_buf"]
 
     # ------------------------------------------------------------------ public API
+    def task_metrics(self) -> dict[str, torch.Tensor]:
+        """The task's metrics by name (scalars or per-env values), read by the runner after every iteration
+        (``EnvAdapter.task_metrics``: logged as ``Eval/<name>``; ``velrmsd`` and ``CoT`` are what
+        ``learn()`` returns). None by default."""
+        return {}
+
     @property
     def episode_length_buf(self) -> torch.Tensor:
         """Steps taken in the current episode, long (N,). Writable; an env times out when it reaches

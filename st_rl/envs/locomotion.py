@@ -496,6 +496,10 @@ class LeggedLocomotion(BuiltinTask):
     def dof_vel(self) -> torch.Tensor:
         return self._cached("dof_vel", lambda: self._qvel[:, self.actuated_dof].float())
 
+    def task_metrics(self) -> dict[str, torch.Tensor]:
+        """Velocity-tracking RMSD (``velrmsd``, :attr:`tracking_error`) and cost of transport (``CoT``)."""
+        return {"velrmsd": self.tracking_error, "CoT": self.CoT}
+
     @property
     def tracking_error(self) -> torch.Tensor:
         """Per-env RMS error of the base xy velocity against the command over the current episode (m/s);

@@ -125,6 +125,10 @@ class VelocityTracking(BuiltinTask):
         self.reset()
 
     # ------------------------------------------------------------------ metrics
+    def task_metrics(self) -> dict[str, torch.Tensor]:
+        """Velocity-tracking RMSD (``velrmsd``, :attr:`tracking_error`) and cost of transport (``CoT``)."""
+        return {"velrmsd": self.tracking_error, "CoT": self.CoT}
+
     @property
     def tracking_error(self) -> torch.Tensor:
         """Per-env RMS velocity-tracking error (m/s) over the current episode (the last finished one while the

@@ -129,3 +129,21 @@ def test_nonfinite_env_output_raises_naming_the_group(where, pattern):
 def test_adapter_rejects_non_env():
     with pytest.raises(TypeError, match="vectorised environment"):
         EnvAdapter(object())
+
+
+# ------------------------------------------------------------------ task metrics
+def test_task_metrics_from_the_declared_hook_and_from_st_gym_attributes():
+    from st_rl.envs import make_env
+
+    env = make_env("velocity_tracking", num_envs=4, seed=0)
+    declared = EnvAdapter(env).task_metrics()
+    assert set(declared) == {"velrmsd", "CoT"}
+    torch.testing.assert_close(declared["velrmsd"], env.tracking_error.mean())
+    # legged_gym-style wrappers expose the st_gym attributes only: the adapter reads those
+    legacy = EnvAdapter(LeggedGymStyle(make_env("velocity_tracking", num_envs=4, seed=0))).task_metrics()
+    assert set(legacy) == {"velrmsd", "CoT"}
+    torch.testing.assert_close(legacy["velrmsd"], declared["velrmsd"])
+    # an environment without metrics reports none, and learn() returns zeros for the two st_gym reads
+    plain = EnvAdapter(make_env("point_mass", num_envs=4, seed=0))
+    assert plain.task_metrics() == {}
+    assert [float(v) for v in plain.returned_metrics({})] == [0.0, 0.0]
