@@ -1,11 +1,11 @@
 """Experiment-tracking writers: Weights & Biases, Neptune and user-defined writers.
 
-Every writer implements the runner's writer API (see :class:`st_rl.utils.logger.ScalarWriter`):
-``add_scalar(tag, value, step)``, ``flush()``, ``close()`` and the optional hooks ``log_config(cfg)``,
-``save_model(path, it)`` and ``save_file(path)``. :class:`WandbWriter` and :class:`NeptuneWriter` also write
-TensorBoard event files into the run directory (as rsl_rl does), import their library only when they are built
-(``pip install st-rl[wandb]`` / ``st-rl[neptune]``) and start the remote run on first use, so building one
-never contacts a server. The runner builds writers on rank 0 only.
+Every writer is a :class:`st_rl.utils.logger.Writer`: ``add_scalar(tag, value, step)``, ``flush()``,
+``close()`` and the optional hooks ``log_config(cfg)``, ``save_model(path, it)`` and ``save_file(path)``
+(no-ops in the base class; a user's writer that is not a ``Writer`` is wrapped in :class:`CustomWriter`).
+:class:`WandbWriter` and :class:`NeptuneWriter` also write TensorBoard event files into the run directory (as
+rsl_rl does), import their library only when they are built (``pip install st-rl[wandb]`` /
+``st-rl[neptune]``) and start the remote run on first use, so building one never contacts a server. The runner builds writers on rank 0 only.
 
 When the remote run starts, the writer records how to find it again in ``<log_dir>/logger_run.json``;
 :func:`attach_files_to_run` (``st-rl play --upload``) uses it to add the play video and plot to that run.
