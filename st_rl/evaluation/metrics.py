@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from st_rl.env.adapter import ObservationGroups
-from st_rl.modules.protocols import ResettablePolicy
+from st_rl.protocols import ResettablePolicy
 
 __all__ = ["SUMMARY_KEYS", "VelocityCommandTask", "evaluate_policy", "format_summary"]
 

@@ -50,8 +50,8 @@ import torch.nn as nn
 from st_rl.env.adapter import EnvSpec
 from st_rl.env.layout import get_obs_slice, normalize_segments, segments_size
 from st_rl.modules.actor_critic import COMMON_POLICY_KEYS
-from st_rl.modules.protocols import DeclaresRecurrence
 from st_rl.modules.utils import warn_unknown_kwargs
+from st_rl.protocols import DeclaresRecurrence
 from st_rl.utils.checkpoint import load_checkpoint
 from st_rl.utils.utils import latest_checkpoint, read_run_config
 
@@ -85,7 +85,7 @@ CMD_SCALE_KEYS = (
 
 
 def _is_recurrent(policy: nn.Module) -> bool:
-    """Whether a sub-policy declares a memory (:class:`~st_rl.modules.protocols.DeclaresRecurrence`)."""
+    """Whether a sub-policy declares a memory (:class:`~st_rl.protocols.DeclaresRecurrence`)."""
     return isinstance(policy, DeclaresRecurrence) and bool(policy.is_recurrent)
 
 

@@ -35,7 +35,7 @@ import torch.nn as nn
 
 from st_rl.env.adapter import EnvAdapter
 from st_rl.env.layout import get_obs_slice, segments_size
-from st_rl.modules.protocols import DeterministicActor, ResettablePolicy, StochasticActor
+from st_rl.protocols import DeterministicActor, ResettablePolicy, StochasticActor
 from st_rl.storage.rollout_files.rollout_dataset import (
     DATASET_FORMAT,
     DATASET_FORMAT_VERSION,

@@ -16,7 +16,7 @@ import torch.nn as nn
 import st_rl
 from st_rl.env.adapter import EnvAdapter
 from st_rl.modules.factory import build_actor_critic, fill_missing, resolve_policy_kwargs
-from st_rl.modules.protocols import GaussianPolicy
+from st_rl.protocols import GaussianPolicy
 from st_rl.utils import checkpoint as ckpt
 from st_rl.utils import distributed as dist_utils
 from st_rl.utils.config import TrainConfig, resolve_class, resolve_train_cfg

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from st_rl.algorithms.extensions.base import Extension
-from st_rl.modules.protocols import DeterministicActor
+from st_rl.protocols import DeterministicActor
 from st_rl.storage.rollout_storage import MiniBatch
 from st_rl.utils.collections import tree_map
 

@@ -1,4 +1,4 @@
-"""What code outside the policy classes may rely on, as protocols.
+"""Policy contracts: what code outside the policy classes may rely on, as protocols.
 
 Every st_rl policy (:class:`~st_rl.modules.ActorCritic` and its presets) implements all of them; the Mutex
 policies declare their recurrence but have no ``std``. A user's object (a policy callable handed to the
