@@ -27,11 +27,14 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn as nn
 
 import st_rl
 from st_rl.deploy import EXPORT_FORMAT_VERSION, METADATA_KEY, load_exported_policy
+from st_rl.env.adapter import EnvAdapter, EnvSpec
+from st_rl.runners.on_policy_runner import OnPolicyRunner
 
 __all__ = ["ExportError", "ExportResult", "FORMATS", "export_policy"]
 
@@ -151,29 +154,28 @@ def _jsonable(value: Any) -> Any:
         return [_jsonable(v) for v in value]
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
-    if hasattr(value, "tolist"):
+    if isinstance(value, (np.ndarray, np.generic)):
         return value.tolist()
     return str(value)
 
 
-def _env_metadata(env: Any, env_cfg: dict[str, Any] | None) -> dict[str, Any]:
+def _env_metadata(env: EnvAdapter | None, env_cfg: dict[str, Any] | None) -> dict[str, Any]:
     """Robot-side facts: action scale, joint order and default positions, dt, action clip."""
     cfg = env_cfg if isinstance(env_cfg, dict) else None
-    if cfg is None and env is not None and isinstance(getattr(env, "cfg", None), dict):
+    if cfg is None and env is not None:
         cfg = env.cfg
     cfg = cfg or {}
     action_scale = cfg.get("action_scale")
     if action_scale is None and isinstance(cfg.get("control"), dict):
         action_scale = cfg["control"].get("action_scale")
-    joint_names = getattr(env, "joint_names", None) if env is not None else None
-    default_pos = getattr(env, "default_joint_pos", None) if env is not None else None
-    dt = getattr(env, "dt", None) if env is not None else None
+    joint_names = env.joint_names if env is not None else None
+    default_pos = env.default_joint_pos if env is not None else None
     return {
         "action_scale": _jsonable(action_scale),
         "clip_actions": _jsonable(cfg.get("clip_actions")),
-        "joint_names": _jsonable(list(joint_names)) if joint_names is not None else None,
+        "joint_names": joint_names,
         "default_joint_pos": _jsonable(default_pos) if default_pos is not None else None,
-        "dt": float(dt) if dt is not None else None,
+        "dt": env.dt if env is not None else None,
     }
 
 
@@ -287,10 +289,23 @@ def _self_check(
     return worst
 
 
+def _adapter_of(env: Any, runner: Any) -> EnvAdapter | None:
+    """The metadata view of ``env``: the runner's own adapter when ``env`` is the runner's environment."""
+    if env is None or isinstance(env, EnvAdapter):
+        return env
+    if isinstance(runner, OnPolicyRunner) and env is runner.env:
+        return runner.env_adapter
+    return EnvAdapter(env, check_finite="off")
+
+
 def _source_objects(
     source: Any, env: Any, task: str | None, device: str
-) -> tuple[nn.Module, Any, dict[str, Any]]:
-    """``(actor_critic, env, info)`` of a runner or a checkpoint path."""
+) -> tuple[nn.Module, EnvAdapter | None, dict[str, Any]]:
+    """``(actor_critic, env, info)`` of a runner or a checkpoint path.
+
+    A runner is an :class:`OnPolicyRunner`, or any object with ``alg.actor_critic`` and ``env`` (its iteration,
+    task, seed and config are then unknown).
+    """
     if isinstance(source, (str, os.PathLike)):
         from st_rl.play import load_run
 
@@ -301,7 +316,6 @@ def _source_objects(
             if standalone is None:
                 raise ExportError(f"Cannot rebuild the policy of {source}: {e}") from e
             return standalone
-        runner = run.runner
         info = {
             "source_checkpoint": os.path.abspath(run.path),
             "iteration": run.iteration,
@@ -310,33 +324,40 @@ def _source_objects(
             "seed": run.seed,
             "train_cfg": run.train_cfg,
         }
-        env = run.env
-    else:
-        runner = source
-        if not hasattr(runner, "alg") or not hasattr(runner.alg, "actor_critic"):
-            raise ExportError(
-                f"export_policy takes a checkpoint path, a run directory or an OnPolicyRunner; got "
-                f"{type(source).__name__}"
-            )
-        env = env if env is not None else getattr(runner, "env", None)
-        env_cfg = getattr(env, "cfg", None)
-        train_cfg = runner.train_cfg.to_dict() if hasattr(runner, "train_cfg") else {}
+        return run.runner.alg.actor_critic, _adapter_of(run.env, run.runner), info
+    if isinstance(source, OnPolicyRunner):
+        actor_critic = source.alg.actor_critic
+        adapter = _adapter_of(env if env is not None else source.env, source)
         info = {
             "source_checkpoint": None,
-            "iteration": int(getattr(runner, "current_learning_iteration", 0)),
-            "task": task
-            or (runner.cfg.get("task") if isinstance(getattr(runner, "cfg", None), dict) else None),
-            "env_cfg": env_cfg if isinstance(env_cfg, dict) else None,
-            "seed": runner.cfg.get("seed") if isinstance(getattr(runner, "cfg", None), dict) else None,
-            "train_cfg": train_cfg,
+            "iteration": source.current_learning_iteration,
+            "task": task or source.cfg.get("task"),
+            "env_cfg": adapter.cfg if adapter is not None else None,
+            "seed": source.cfg.get("seed"),
+            "train_cfg": source.train_cfg.to_dict(),
         }
-    return runner.alg.actor_critic, env, info
+        return actor_critic, adapter, info
+    try:  # a runner-like object
+        actor_critic, source_env = source.alg.actor_critic, source.env
+    except AttributeError as e:
+        raise ExportError(
+            f"export_policy takes a checkpoint path, a run directory or an OnPolicyRunner; got "
+            f"{type(source).__name__}"
+        ) from e
+    adapter = _adapter_of(env if env is not None else source_env, None)
+    info = {
+        "source_checkpoint": None,
+        "iteration": 0,
+        "task": task,
+        "env_cfg": adapter.cfg if adapter is not None else None,
+        "seed": None,
+        "train_cfg": {},
+    }
+    return actor_critic, adapter, info
 
 
 def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]] | None:
     """Build a checkpoint's policy from its stored config alone when that holds every dimension, else None."""
-    from types import SimpleNamespace
-
     from st_rl.modules.factory import build_actor_critic
     from st_rl.utils import checkpoint as ckpt
     from st_rl.utils.config import resolve_train_cfg
@@ -348,11 +369,13 @@ def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]
     if not isinstance(cfg, dict):
         return None
     train_cfg = resolve_train_cfg(cfg)
-    dims = [train_cfg.policy.get(k) for k in ("num_actor_obs", "num_critic_obs", "num_actions")]
-    if any(d is None for d in dims):
+    num_obs, num_critic_obs, num_actions = (
+        train_cfg.policy.get(k) for k in ("num_actor_obs", "num_critic_obs", "num_actions")
+    )
+    if num_obs is None or num_critic_obs is None or num_actions is None:
         return None
-    shell = SimpleNamespace(num_obs=dims[0], num_critic_obs=dims[1], num_actions=dims[2])
-    actor_critic = build_actor_critic(shell, train_cfg.policy_class_name, train_cfg.policy)
+    spec = EnvSpec(num_obs=num_obs, num_critic_obs=num_critic_obs, num_actions=int(num_actions))
+    actor_critic = build_actor_critic(spec, train_cfg.policy_class_name, train_cfg.policy)
     model = state["model_state_dict"]
     actor_critic.enable_obs_normalization(
         actor=any(k.startswith("actor_obs_normalizer.") for k in model),
@@ -423,7 +446,7 @@ def export_policy(
     num_obs, num_actions = int(actor_critic.num_actor_obs), int(actor_critic.num_actions)
     inputs, outputs, states = _io_spec(num_obs, num_actions, memories)
     actor_memory = next((m for _, role, m in memories if role == "actor"), None)
-    segments = actor_critic.obs_segments or getattr(env, "obs_segments", None)
+    segments = actor_critic.obs_segments or (env.obs_segments if env is not None else None)
     train_cfg = info.pop("train_cfg") or {}
     policy_cfg = train_cfg.get("policy", {}) if isinstance(train_cfg, dict) else {}
     os.makedirs(out_dir, exist_ok=True)

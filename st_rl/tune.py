@@ -23,7 +23,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -202,13 +202,21 @@ def evaluate_return(runner: Any, env: Any, num_steps: int | None = None) -> floa
     return float(returns.mean())
 
 
+@runtime_checkable
+class EpisodeTimedTask(Protocol):
+    """A task whose episodes last ``max_episode_length_s`` seconds (st_rl's built-in tasks)."""
+
+    max_episode_length_s: float
+
+
 def evaluate_velrmsd(runner: Any, env: Any, duration_s: float | None = None) -> float:
-    """Velocity-tracking RMSD of ``runner``'s deterministic policy on ``env`` (see :mod:`st_rl.play`)."""
+    """Velocity-tracking RMSD of ``runner``'s deterministic policy on ``env`` (see :mod:`st_rl.play`) over
+    ``duration_s`` seconds (default: one episode of an :class:`EpisodeTimedTask`, else 10 s)."""
     from st_rl.play import evaluate_policy
 
     policy = runner.get_inference_policy()
     if duration_s is None:
-        duration_s = float(getattr(env, "max_episode_length_s", 10.0))
+        duration_s = float(env.max_episode_length_s) if isinstance(env, EpisodeTimedTask) else 10.0
     metrics = evaluate_policy(env, policy, duration_s)
     runner.train_mode()
     return float(metrics["velrmsd"])

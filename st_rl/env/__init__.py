@@ -1,6 +1,6 @@
 """Environment contract, adapter for every supported API, and observation layout helpers."""
 
-from st_rl.env.adapter import API_NAMES, EnvAdapter, NonFiniteError, detect_api
+from st_rl.env.adapter import API_NAMES, EnvAdapter, EnvSpec, NonFiniteError, ObservationGroups, detect_api
 from st_rl.env.layout import (
     get_obs_slice,
     get_subobs_by_components,
@@ -14,7 +14,9 @@ from st_rl.env.vec_env import VecEnv
 __all__ = [
     "API_NAMES",
     "EnvAdapter",
+    "EnvSpec",
     "NonFiniteError",
+    "ObservationGroups",
     "VecEnv",
     "detect_api",
     "get_obs_slice",

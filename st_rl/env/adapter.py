@@ -15,10 +15,11 @@ observations on the training device and bool dones, so runners never branch on t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -31,13 +32,26 @@ class NonFiniteError(ValueError):
     """Raised when the environment returns NaN or Inf in observations or rewards."""
 
 
+@runtime_checkable
+class ObservationGroups(Protocol):
+    """Observations as named groups: a ``tensordict.TensorDict``, a dict, or any mapping-like object."""
+
+    def keys(self) -> Any:
+        """The group names."""
+        ...
+
+    def __getitem__(self, name: str) -> Any:
+        """The group ``name`` (a tensor with the environments first)."""
+        ...
+
+
 def detect_api(first_observation: Any) -> str:
     """Return the API name given what ``env.get_observations()`` returned."""
     if isinstance(first_observation, torch.Tensor):
         return "legged_gym"
     if isinstance(first_observation, (tuple, list)) and len(first_observation) == 2:
         return "rsl_rl2"
-    if isinstance(first_observation, Mapping) or hasattr(first_observation, "keys"):
+    if isinstance(first_observation, (Mapping, ObservationGroups)):
         return "tensordict"
     raise TypeError(
         "env.get_observations() returned "
@@ -50,12 +64,72 @@ def _flatten_group(x: torch.Tensor, num_envs: int) -> torch.Tensor:
     return x.reshape(num_envs, -1)
 
 
+def _declared(env: Any, name: str) -> Any:
+    """The environment's attribute ``name``, or None where the environment does not declare it.
+
+    The one place st_rl reads optional attributes of a user's environment: the rest of the library uses the
+    typed properties of :class:`EnvAdapter` and :class:`EnvSpec` built on it.
+    """
+    return getattr(env, name, None)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """The sizes and observation layouts a policy is built from (see :mod:`st_rl.modules.factory`).
+
+    Attributes:
+        num_obs: actor observation width.
+        num_critic_obs: critic observation width (the actor's when the critic sees the actor observations).
+        num_actions: action width.
+        obs_segments: actor observation layout (name -> shape), if known.
+        critic_obs_segments: critic observation layout, if known.
+        amp_obs_dim: width of one flattened AMP window, if the environment provides AMP observations.
+    """
+
+    num_obs: int | None
+    num_critic_obs: int | None
+    num_actions: int
+    obs_segments: Any = None
+    critic_obs_segments: Any = None
+    amp_obs_dim: int | None = None
+
+    @classmethod
+    def from_env(cls, env: Any) -> EnvSpec:
+        """Read the spec from an environment's attributes.
+
+        ``num_obs``; ``num_critic_obs`` or ``num_privileged_obs`` (0 or None: the critic sees the actor
+        observations); ``num_actions`` (required); ``obs_segments``; ``critic_obs_segments`` or
+        ``privileged_obs_segments``; ``amp_obs_dim``.
+
+        Raises:
+            TypeError: the environment has no ``num_actions``.
+        """
+        num_actions = _declared(env, "num_actions")
+        if num_actions is None:
+            raise TypeError(f"{type(env).__name__} has no 'num_actions' attribute.")
+        num_obs = _declared(env, "num_obs")
+        amp_obs_dim = _declared(env, "amp_obs_dim")
+        return cls(
+            num_obs=num_obs,
+            num_critic_obs=_declared(env, "num_critic_obs")
+            or _declared(env, "num_privileged_obs")
+            or num_obs,
+            num_actions=int(num_actions),
+            obs_segments=_declared(env, "obs_segments"),
+            critic_obs_segments=(
+                _declared(env, "critic_obs_segments") or _declared(env, "privileged_obs_segments")
+            ),
+            amp_obs_dim=int(amp_obs_dim) if amp_obs_dim else None,
+        )
+
+
 class EnvAdapter:
     """Presents any supported environment as ``(obs, critic_obs, rewards, dones, infos)``.
 
     Args:
         env: the user's environment (any of the three APIs).
-        device: training device; everything returned is moved there.
+        device: training device; everything returned is moved there. None: the environment's device (CPU
+            where it declares none).
         obs_groups: for mapping observations: ``{"policy": [groups...], "critic": [groups...]}``. Groups of a
             set are flattened and concatenated in the given order. Defaults to ``"policy"`` (or ``"actor"``)
             for the actor and ``"critic"`` for the critic when present. Also honoured for the rsl_rl 2.x API.
@@ -67,20 +141,23 @@ class EnvAdapter:
     def __init__(
         self,
         env: Any,
-        device: str | torch.device = "cpu",
+        device: str | torch.device | None = "cpu",
         obs_groups: Mapping[str, Sequence[str]] | None = None,
         check_finite: str = "rollout",
     ) -> None:
         if check_finite not in ("rollout", "step", "off"):
             raise ValueError(f"check_finite must be 'rollout', 'step' or 'off', got {check_finite!r}")
         for attr in ("num_envs", "step", "get_observations"):
-            if not hasattr(env, attr):
+            if _declared(env, attr) is None:
                 raise TypeError(
                     f"{type(env).__name__} has no '{attr}': st_rl needs a vectorised environment with "
                     "num_envs, num_actions, get_observations() and step(actions) (see st_rl.env.VecEnv)."
                 )
         self.env = env
-        self.device = torch.device(device)
+        env_device = _declared(env, "device")
+        self.env_device: torch.device | None = None if env_device is None else torch.device(env_device)
+        """The device the environment takes its actions on (its ``device``); None where it declares none."""
+        self.device = torch.device(device if device is not None else (self.env_device or "cpu"))
         self.check_finite = check_finite
         self.num_envs = int(env.num_envs)
         first = env.get_observations()
@@ -95,14 +172,14 @@ class EnvAdapter:
         obs, critic_obs, _ = self._split_observations(first, priv)
         self.num_obs = int(obs.shape[-1])
         self.num_critic_obs = int(critic_obs.shape[-1])
-        num_actions = getattr(env, "num_actions", None)
+        num_actions = _declared(env, "num_actions")
         if num_actions is None:
             raise TypeError(f"{type(env).__name__} has no 'num_actions' attribute.")
         self.num_actions = int(num_actions)
         self.obs_segments = self._layout("obs_segments", "policy", first)
         critic_layout = self._layout("privileged_obs_segments", "critic", first)
         if critic_layout is None:
-            critic_layout = normalize_segments(getattr(env, "critic_obs_segments", None))
+            critic_layout = normalize_segments(_declared(env, "critic_obs_segments"))
         self.critic_obs_segments = critic_layout if self.has_critic_group else self.obs_segments
         self._group_names = ["policy", "critic", "rewards"]
         self._nonfinite = torch.zeros(len(self._group_names), dtype=torch.bool, device=self.device)
@@ -156,12 +233,12 @@ class EnvAdapter:
 
     def _has_critic(self, first: Any) -> bool:
         if self.api == "legged_gym":
-            n = getattr(self.env, "num_privileged_obs", None)
+            n = _declared(self.env, "num_privileged_obs")
             return bool(n) and self.env.get_privileged_observations() is not None
         return bool(self._obs_groups and self._obs_groups.get("critic"))
 
     def _layout(self, attr: str, key: str, first: Any) -> OrderedDict[str, Shape] | None:
-        layout = normalize_segments(getattr(self.env, attr, None))
+        layout = normalize_segments(_declared(self.env, attr))
         if layout is not None:
             return layout
         if self.api == "tensordict" and self._obs_groups and self._obs_groups.get(key):
@@ -218,7 +295,12 @@ class EnvAdapter:
     def step(
         self, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Step the environment; return ``(obs, critic_obs, rewards, dones, infos)`` with bool dones."""
+        """Step the environment; return ``(obs, critic_obs, rewards, dones, infos)`` with bool dones.
+
+        The actions are moved to the environment's device (:attr:`env_device`) first.
+        """
+        if self.env_device is not None and self.env_device != actions.device:
+            actions = actions.to(self.env_device)
         out = self.env.step(actions)
         if self.api == "legged_gym":
             if len(out) != 5:
@@ -303,11 +385,57 @@ class EnvAdapter:
     def episode_length_buf(self, value: torch.Tensor) -> None:
         self.env.episode_length_buf = value
 
+    # ------------------------------------------------------------------ optional environment attributes
+    @property
+    def dt(self) -> float | None:
+        """Seconds per policy step (the environment's ``dt``); None where it declares none."""
+        dt = _declared(self.env, "dt")
+        return None if dt is None else float(dt)
+
+    @property
+    def cfg(self) -> dict[str, Any] | None:
+        """The environment's settings (its ``cfg``) when they are a dict; None otherwise.
+
+        Recorded in the run's ``config.json`` (``env``) and in exported policies' metadata.
+        """
+        cfg = _declared(self.env, "cfg")
+        return cfg if isinstance(cfg, dict) else None
+
+    @property
+    def joint_names(self) -> list[str] | None:
+        """Names of the actuated joints in action order (the environment's ``joint_names``); None if unknown."""
+        names = _declared(self.env, "joint_names")
+        return None if names is None else [str(n) for n in names]
+
+    @property
+    def default_joint_pos(self) -> Any:
+        """Joint positions that zero actions command (the environment's ``default_joint_pos``, a tensor or
+        sequence in action order); None if unknown."""
+        return _declared(self.env, "default_joint_pos")
+
+    def state_dict(self) -> Any:
+        """The environment's state (its ``state_dict()``, saved in checkpoints); None where it has no
+        ``state_dict`` method."""
+        state_dict = _declared(self.env, "state_dict")
+        return state_dict() if callable(state_dict) else None
+
+    def load_state_dict(self, state: Any) -> bool:
+        """Restore a state of :meth:`state_dict` with the environment's ``load_state_dict``.
+
+        Returns:
+            Whether the environment took it (False where it has no ``load_state_dict`` method).
+        """
+        load_state_dict = _declared(self.env, "load_state_dict")
+        if not callable(load_state_dict):
+            return False
+        load_state_dict(state)
+        return True
+
     @property
     def amp_obs_dim(self) -> int | None:
         """Width of one flattened AMP window: the env's ``amp_obs_dim`` attribute, else the width of
         ``extras["observations"]["ref_obs"]``; None without either."""
-        declared = getattr(self.env, "amp_obs_dim", None)
+        declared = _declared(self.env, "amp_obs_dim")
         if declared:
             return int(declared)
         _, _, extras = self.get_observations()
@@ -330,14 +458,15 @@ class EnvAdapter:
         values are averaged); otherwise the st_gym attributes are read: ``tracking_error`` or ``lin_vel_rmsd``
         as ``velrmsd`` and ``CoT``. Environments without metrics return ``{}``.
         """
-        declared: Any = getattr(self.env, "task_metrics", None)
+        declared: Any = _declared(self.env, "task_metrics")
         items: list[tuple[str, Any]] = []
         if declared is not None:
             items = list(declared().items())
         else:
-            base = getattr(self.env, "unwrapped", self.env)
+            unwrapped = _declared(self.env, "unwrapped")
+            base = self.env if unwrapped is None else unwrapped
             for name, attrs in self.LEGACY_METRIC_ATTRIBUTES.items():
-                value = next((v for v in (getattr(base, a, None) for a in attrs) if v is not None), None)
+                value = next((v for v in (_declared(base, a) for a in attrs) if v is not None), None)
                 if value is not None:
                     items.append((name, value))
         return {k: torch.as_tensor(v, dtype=torch.float32).to(self.device).mean() for k, v in items}

@@ -22,12 +22,62 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
-__all__ = ["SUMMARY_KEYS", "evaluate_policy", "format_summary"]
+from st_rl.env.adapter import ObservationGroups
+from st_rl.protocols import ResettablePolicy
+
+__all__ = ["SUMMARY_KEYS", "VelocityCommandTask", "evaluate_policy", "format_summary"]
+
+
+@runtime_checkable
+class VelocityCommandTask(Protocol):
+    """What :func:`evaluate_policy` needs of a task (st_rl's ``velocity_tracking``, ``quadruped_flat`` and
+    ``quadruped_rough`` have it): the native API's ``get_observations()`` and ``step(actions)``, ``num_envs``,
+    ``dt`` (seconds per policy step), the velocity ``commands`` (N, 2 or 3: vx, vy[, yaw rate]) and the
+    velocity reached, ``base_lin_vel`` (N, >= 2, base frame)."""
+
+    num_envs: int
+    dt: float
+    commands: torch.Tensor
+    base_lin_vel: torch.Tensor
+
+    def get_observations(self) -> Any: ...
+
+    def step(self, actions: torch.Tensor) -> Any: ...
+
+
+@runtime_checkable
+class ResettableTask(Protocol):
+    """A task that ``reset()`` restarts (every environment); :func:`evaluate_policy` starts from it."""
+
+    def reset(self) -> Any: ...
+
+
+@runtime_checkable
+class MeasuresYawRate(Protocol):
+    """A task whose base angular velocity ``base_ang_vel`` (N, 3) gives the yaw rate (``yaw_rmsd``)."""
+
+    base_ang_vel: torch.Tensor
+
+
+@runtime_checkable
+class MeasuresCostOfTransport(Protocol):
+    """A task that reports its cost of transport per environment, ``CoT`` (N,)."""
+
+    CoT: torch.Tensor  # noqa: N815 - the task attribute's name
+
+
+@runtime_checkable
+class RecomputesObservations(Protocol):
+    """A task that can rebuild its observations from its state (st_rl's built-in tasks), so that a command
+    written by :func:`evaluate_policy` is seen at once."""
+
+    def _compute_observations(self) -> None: ...
+
 
 SUMMARY_KEYS = (
     ("velrmsd", "velocity tracking RMSD xy (m/s)"),
@@ -45,12 +95,42 @@ def _actor_obs(obs: Any) -> torch.Tensor:
         return obs
     if isinstance(obs, (tuple, list)):  # (obs, extras)
         return _actor_obs(obs[0])
-    if hasattr(obs, "keys"):
+    if isinstance(obs, ObservationGroups):
         return obs["policy"]
     raise TypeError(f"cannot read actor observations from a {type(obs).__name__}")
 
 
+def _yaw_rate_of(env: Any) -> torch.Tensor | None:
+    """The yaw rate (N,) of a :class:`MeasuresYawRate` task, else None."""
+    if isinstance(env, MeasuresYawRate) and env.base_ang_vel is not None:
+        return env.base_ang_vel[:, 2]
+    return None
+
+
+def _cost_of_transport(env: Any) -> torch.Tensor | None:
+    """The ``CoT`` (N,) of a :class:`MeasuresCostOfTransport` task, else None."""
+    return env.CoT if isinstance(env, MeasuresCostOfTransport) else None
+
+
+def _recompute_observations(env: Any) -> None:
+    if isinstance(env, RecomputesObservations):
+        env._compute_observations()
+
+
+def _reset(env: Any) -> None:
+    if isinstance(env, ResettableTask):
+        env.reset()
+
+
+def _reset_policy(policy: Any, dones: torch.Tensor) -> None:
+    if isinstance(policy, ResettablePolicy):
+        policy.reset(dones)
+
+
 def _check_locomotion_env(env: Any) -> None:
+    """Raise ``ValueError`` naming what ``env`` lacks of a :class:`VelocityCommandTask`."""
+    if isinstance(env, VelocityCommandTask) and env.commands is not None and env.base_lin_vel is not None:
+        return
     missing = [name for name in ("commands", "base_lin_vel") if getattr(env, name, None) is None]
     if missing:
         raise ValueError(
@@ -58,8 +138,10 @@ def _check_locomotion_env(env: Any) -> None:
             f"{type(env).__name__} has no {' or '.join(repr(m) for m in missing)} "
             "(tasks that have them: quadruped_flat, quadruped_rough, velocity_tracking)."
         )
-    if not hasattr(env, "dt"):
-        raise ValueError(f"{type(env).__name__} has no 'dt' (seconds per policy step)")
+    raise ValueError(
+        f"{type(env).__name__} is not a velocity-command task: it needs 'dt' (seconds per policy step), "
+        "'num_envs', get_observations() and step(actions) (see VelocityCommandTask)."
+    )
 
 
 def evaluate_policy(
@@ -108,7 +190,7 @@ def evaluate_policy(
     num_steps = max(1, int(round(duration_s / dt)))
     warmup_steps = int(round(warmup_s / dt))
     num_cmd = int(env.commands.shape[1])
-    has_yaw = num_cmd >= 3 and getattr(env, "base_ang_vel", None) is not None
+    has_yaw = num_cmd >= 3 and _yaw_rate_of(env) is not None
     fixed: torch.Tensor | None = None
     if command is not None:
         values = [float(v) for v in command]
@@ -128,14 +210,12 @@ def evaluate_policy(
         return stale
 
     def refresh_obs() -> Any:
-        compute = getattr(env, "_compute_observations", None)
-        if callable(compute):
-            compute()
+        _recompute_observations(env)
         return env.get_observations()[0]
 
     with torch.inference_mode():
-        if reset and hasattr(env, "reset"):
-            env.reset()
+        if reset:
+            _reset(env)
         obs = env.get_observations()[0]
         if fixed is not None and apply_fixed_command():
             obs = refresh_obs()
@@ -161,9 +241,7 @@ def evaluate_policy(
             actions = policy(_actor_obs(obs))
             obs, rewards, dones, extras = env.step(actions)
             dones = dones.to(dev).bool()
-            reset_policy = getattr(policy, "reset", None)
-            if callable(reset_policy):
-                reset_policy(dones)  # recurrent policies forget finished episodes
+            _reset_policy(policy, dones)  # recurrent policies forget finished episodes
             time_outs = extras.get("time_outs") if isinstance(extras, dict) else None
             if time_outs is None:
                 time_outs = torch.zeros_like(dones)
@@ -176,7 +254,7 @@ def evaluate_policy(
             err_xy_sum += (err_xy * w).sum()
             cmd_sq_sum += (cmd[:, :2].double().square().sum(dim=1) * w).sum()
             count += w.sum()
-            yaw_rate = env.base_ang_vel[:, 2] if has_yaw else None
+            yaw_rate = _yaw_rate_of(env) if has_yaw else None
             if yaw_rate is not None:
                 err_yaw_sum += ((cmd[:, 2] - yaw_rate).double().square() * w).sum()
             reward_sum += rewards.to(dev).double().sum()
@@ -200,7 +278,7 @@ def evaluate_policy(
 
         n = float(count)
         nan = float("nan")
-        cot = getattr(env, "CoT", None)
+        cot = _cost_of_transport(env)
         minutes = num_steps * dt / 60.0
         metrics: dict[str, Any] = {
             "velrmsd": math.sqrt(float(err_xy_sum) / n) if n else nan,

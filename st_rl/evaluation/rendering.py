@@ -12,7 +12,7 @@ import platform
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -33,9 +33,40 @@ QUALITIES = ("fast", "medium", "high")
 DEFAULT_GEOM_GROUPS = (0, 1, 2, 3)
 
 
+@runtime_checkable
+class MujocoBatch(Protocol):
+    """Per-simulation access to a batch of MuJoCo simulations (``mujoco.batch.Batch``)."""
+
+    def get_model(self, env_id: int) -> Any:
+        """The ``MjModel`` of simulation ``env_id``."""
+        ...
+
+    def get_data(self, env_id: int, data: Any = None) -> Any:
+        """The ``MjData`` of simulation ``env_id`` (copied into ``data`` when given)."""
+        ...
+
+
+@runtime_checkable
+class MujocoTask(Protocol):
+    """A task rendered from its MuJoCo simulations: ``batch`` (a :class:`MujocoBatch`) and ``dt``."""
+
+    batch: Any
+    dt: float
+
+
+@runtime_checkable
+class TracksBaseBody(Protocol):
+    """A task that names the body a free camera follows (``base_body``; body 1 otherwise)."""
+
+    base_body: int
+
+
+def _tracked_body(env: Any) -> int:
+    return int(env.base_body) if isinstance(env, TracksBaseBody) else 1
+
+
 def _check_renderable(env: Any) -> None:
-    batch = getattr(env, "batch", None)
-    if batch is None or not hasattr(batch, "get_model") or not hasattr(batch, "get_data"):
+    if not isinstance(env, MujocoTask) or not isinstance(env.batch, MujocoBatch):
         raise ValueError(
             f"{type(env).__name__} has no MuJoCo simulation to render (video needs a MuJoCo task such as "
             "quadruped_flat / quadruped_rough); run without a video (--no-video, video=None)."
@@ -93,6 +124,8 @@ class VideoRecorder:
         quality: str = "medium",
         geom_groups: Sequence[int] = DEFAULT_GEOM_GROUPS,
     ) -> None:
+        self.writer: Any = None
+        self.renderer: Any = None
         _check_renderable(env)
         if quality not in QUALITIES:
             raise ValueError(f"quality must be one of {QUALITIES}, got {quality!r}")
@@ -112,16 +145,16 @@ class VideoRecorder:
         self.model = env.batch.get_model(self.env_id)
         _apply_quality(mujoco, self.model, quality)
         self.data = mujoco.MjData(self.model)
-        self.renderer: Any = _make_renderer(self.model, width, height)
+        self.renderer = _make_renderer(self.model, width, height)
         self._flags = _scene_flags(mujoco, quality)
         self.scene_option = _scene_option(mujoco, geom_groups)
-        self.camera = _camera_for(mujoco, self.model, camera, getattr(env, "base_body", 1))
+        self.camera = _camera_for(mujoco, self.model, camera, _tracked_body(env))
         self.num_frames = 0
         self._calls = 0
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)
         try:
-            self.writer: Any = iio.get_writer(
+            self.writer = iio.get_writer(
                 path,
                 format="FFMPEG",  # type: ignore[arg-type]
                 mode="I",
@@ -153,13 +186,11 @@ class VideoRecorder:
         self._calls += 1
 
     def close(self) -> None:
-        writer = getattr(self, "writer", None)
-        if writer is not None:
-            writer.close()
+        if self.writer is not None:
+            self.writer.close()
             self.writer = None
-        renderer = getattr(self, "renderer", None)
-        if renderer is not None:
-            renderer.close()
+        if self.renderer is not None:
+            self.renderer.close()
             self.renderer = None
 
     def __enter__(self) -> VideoRecorder:
@@ -221,7 +252,7 @@ def render_frame(
     mujoco.mj_forward(model, data)
     renderer = _make_renderer(model, width, height)
     try:
-        cam = _camera_for(mujoco, model, camera, getattr(env, "base_body", 1))
+        cam = _camera_for(mujoco, model, camera, _tracked_body(env))
         renderer.update_scene(data, camera=cam, scene_option=_scene_option(mujoco, geom_groups))
         for flag, value in _scene_flags(mujoco, quality).items():
             renderer.scene.flags[flag] = value

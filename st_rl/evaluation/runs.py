@@ -7,7 +7,7 @@ import json
 import os
 import re
 import warnings
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["LoadedRun", "load_run", "make_env_from_cfg"]
 
@@ -20,6 +20,17 @@ def _read_json(path: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+@runtime_checkable
+class _ConfigurableTask(Protocol):
+    """A task class that declares its constructor settings and their defaults (st_rl's built-in tasks)."""
+
+    DEFAULT_CFG: dict[str, Any]
+
+
+def _default_cfg_keys(task_cls: type) -> set[str]:
+    return set(task_cls.DEFAULT_CFG or {}) if isinstance(task_cls, _ConfigurableTask) else set()
+
+
 def _infer_task_from_env_cfg(env_cfg: dict[str, Any]) -> str | None:
     """The registered task whose constructor config keys include all keys of ``env_cfg`` (unique match)."""
     from st_rl.envs import TASKS
@@ -29,7 +40,7 @@ def _infer_task_from_env_cfg(env_cfg: dict[str, Any]) -> str | None:
         return name if name in TASKS else None
     keys = set(env_cfg)
     # A saved config may predate options added later, so its keys only need to be a subset.
-    matches = [n for n, cls in TASKS.items() if keys and keys <= set(getattr(cls, "DEFAULT_CFG", {}) or {})]
+    matches = [n for n, cls in TASKS.items() if keys and keys <= _default_cfg_keys(cls)]
     return matches[0] if len(matches) == 1 else None
 
 

@@ -47,9 +47,11 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from st_rl.env.adapter import EnvSpec
 from st_rl.env.layout import get_obs_slice, normalize_segments, segments_size
 from st_rl.modules.actor_critic import COMMON_POLICY_KEYS
 from st_rl.modules.utils import warn_unknown_kwargs
+from st_rl.protocols import DeclaresRecurrence
 from st_rl.utils.checkpoint import load_checkpoint
 from st_rl.utils.utils import latest_checkpoint, read_run_config
 
@@ -80,6 +82,11 @@ CMD_SCALE_KEYS = (
     ("env", "normalization", "obs_scales", "lin_vel"),
     ("env", "obs_scales", "lin_vel"),
 )
+
+
+def _is_recurrent(policy: nn.Module) -> bool:
+    """Whether a sub-policy declares a memory (:class:`~st_rl.protocols.DeclaresRecurrence`)."""
+    return isinstance(policy, DeclaresRecurrence) and bool(policy.is_recurrent)
 
 
 def _lookup(config: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> tuple[Any, str | None]:
@@ -194,14 +201,14 @@ def load_sub_policy(
                 f"Sub-policy {run_dir} was trained with {key}={trained}, but the Mutex has {key}={value}."
             )
     kwargs = {k: v for k, v in policy_cfg.items() if k not in _SUPPLIED_POLICY_KEYS}
-    env_like = SimpleNamespace(
+    spec = EnvSpec(
         num_obs=int(num_actor_obs),
         num_critic_obs=int(num_critic_obs),
         num_actions=int(num_actions),
         obs_segments=obs_segments,
-        privileged_obs_segments=privileged_obs_segments,
+        critic_obs_segments=privileged_obs_segments,
     )
-    policy = build_actor_critic(env_like, resolve_class(name, modules, "policy", nn.Module), kwargs)
+    policy = build_actor_critic(spec, resolve_class(name, modules, "policy", nn.Module), kwargs)
 
     state = load_checkpoint(ckpt_path, map_location=map_location)
     model_sd = state["model_state_dict"]
@@ -352,9 +359,9 @@ class ActorCriticMutex(nn.Module):
             if bool((self.subpolicy_action_scale(i) == 0).any()):
                 raise ValueError(f"Sub-policy {i} has an action scale of 0")
 
-        recurrent = [m for m in self.submodules if getattr(m, "is_recurrent", False)]
+        recurrent = [m for m in self.submodules if _is_recurrent(m)]
         self.is_recurrent = bool(recurrent)
-        self.rnn_type: str | None = getattr(recurrent[0], "rnn_type", None) if recurrent else None
+        self.rnn_type: str | None = recurrent[0].rnn_type if recurrent else None
 
         self.skill_selection_component = skill_selection_component
         self._skill_slice: slice | None = None
@@ -420,8 +427,7 @@ class ActorCriticMutex(nn.Module):
 
     def subpolicy_action_scale(self, index: int) -> torch.Tensor:
         """Action scale sub-policy ``index`` was trained with (buffer ``subpolicy_action_scale_<index>``)."""
-        scale: torch.Tensor = getattr(self, f"subpolicy_action_scale_{index}")
-        return scale
+        return self.get_buffer(f"subpolicy_action_scale_{index}")
 
     def action_scale_ratios(self) -> torch.Tensor:
         """``subpolicy_action_scale_i / env_action_scale`` for every sub-policy, shape (K, num_actions)."""
@@ -734,7 +740,7 @@ class ActorCriticFieldMutex(ActorCriticMutex):
             return
         active = self.action_smoothing_buffer.sum(dim=0) > 0  # (N, K)
         for i, module in enumerate(self.submodules):
-            if not getattr(module, "is_recurrent", False):
+            if not _is_recurrent(module):
                 continue
             if self.reset_non_selected == "all":
                 module.reset(~active[:, i])
@@ -771,6 +777,7 @@ class ActorCriticClimbMutex(ActorCriticFieldMutex):
     """
 
     JUMP_OBSTACLE_ID = 3
+    _jump_down_follows_jump = False  # set after the base class, whose construction resamples the commands
 
     def __init__(
         self,
@@ -841,7 +848,7 @@ class ActorCriticClimbMutex(ActorCriticFieldMutex):
     def resample_cmd_vel_current(self, dones: torch.Tensor | None = None) -> None:
         super().resample_cmd_vel_current(dones)
         cur = self.cmd_vel_current
-        if cur is not None and getattr(self, "_jump_down_follows_jump", False):
+        if cur is not None and self._jump_down_follows_jump:
             jump = self.JUMP_OBSTACLE_ID
             self.cmd_vel_current = torch.cat([cur[:-1], cur[jump : jump + 1]], dim=0)
 

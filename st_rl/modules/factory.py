@@ -7,38 +7,45 @@ from typing import Any
 
 import torch.nn as nn
 
+from st_rl.env.adapter import EnvAdapter, EnvSpec
+
+
+def _env_spec(env: Any) -> EnvSpec | EnvAdapter:
+    """What a policy is built from: ``env`` itself when it is an :class:`~st_rl.env.EnvSpec` or an
+    :class:`~st_rl.env.EnvAdapter` (both declare the sizes and layouts), else :meth:`EnvSpec.from_env`."""
+    if isinstance(env, (EnvSpec, EnvAdapter)):
+        return env
+    return EnvSpec.from_env(env)
+
 
 def resolve_policy_kwargs(env: Any, policy_cfg: dict[str, Any]) -> dict[str, Any]:
     """The policy's keyword arguments: ``policy_cfg`` (copied, without ``class_name``) completed from ``env``.
 
     ``num_actor_obs``, ``num_critic_obs`` and ``num_actions`` are filled when missing or ``None``;
     ``obs_segments`` / ``privileged_obs_segments`` are injected when the config lacks them; an
-    ``amp_discriminator`` config without ``input_dim`` gets the width of the env's AMP windows. ``env`` may be
-    an :class:`st_rl.env.EnvAdapter` or any env with ``num_obs`` / ``num_privileged_obs`` (0 or ``None``
-    meaning "critic sees the actor observations").
+    ``amp_discriminator`` config without ``input_dim`` gets the width of the env's AMP windows. ``env`` is an
+    :class:`st_rl.env.EnvAdapter`, an :class:`st_rl.env.EnvSpec`, or any env with ``num_obs`` /
+    ``num_privileged_obs`` (0 or ``None`` meaning "critic sees the actor observations"), read by
+    :meth:`st_rl.env.EnvSpec.from_env`.
     """
+    spec = _env_spec(env)
     cfg = copy.deepcopy(dict(policy_cfg))
     cfg.pop("class_name", None)
-    num_obs = getattr(env, "num_obs", None)
-    num_critic = getattr(env, "num_critic_obs", None) or getattr(env, "num_privileged_obs", None) or num_obs
-    defaults = {"num_actor_obs": num_obs, "num_critic_obs": num_critic, "num_actions": env.num_actions}
+    num_critic = spec.num_critic_obs or spec.num_obs
+    defaults = {"num_actor_obs": spec.num_obs, "num_critic_obs": num_critic, "num_actions": spec.num_actions}
     for key, value in defaults.items():
         if cfg.get(key) is None:
             cfg[key] = value
-    obs_segments = getattr(env, "obs_segments", None)
-    critic_segments = getattr(env, "critic_obs_segments", None) or getattr(
-        env, "privileged_obs_segments", None
-    )
-    if cfg.get("obs_segments") is None and obs_segments is not None:
-        cfg["obs_segments"] = obs_segments
+    if cfg.get("obs_segments") is None and spec.obs_segments is not None:
+        cfg["obs_segments"] = spec.obs_segments
     has_critic_layout = (
         cfg.get("privileged_obs_segments") is not None or cfg.get("critic_obs_segments") is not None
     )
-    if not has_critic_layout and critic_segments is not None:
-        cfg["privileged_obs_segments"] = critic_segments
+    if not has_critic_layout and spec.critic_obs_segments is not None:
+        cfg["privileged_obs_segments"] = spec.critic_obs_segments
     amp = cfg.get("amp_discriminator")
     if isinstance(amp, dict) and amp.get("input_dim") is None:
-        amp_dim = getattr(env, "amp_obs_dim", None)
+        amp_dim = spec.amp_obs_dim
         if amp_dim:
             cfg["amp_discriminator"] = {**amp, "input_dim": int(amp_dim)}
     return cfg

@@ -26,12 +26,13 @@ import torch.nn as nn
 
 from st_rl.algorithms.schedules import as_schedule
 from st_rl.modules.factory import build_actor_critic
+from st_rl.protocols import GaussianPolicy
 from st_rl.runners.demonstration import DemonstrationSaver
 from st_rl.utils.checkpoint import CheckpointError, load_checkpoint
 from st_rl.utils.config import class_label
 from st_rl.utils.logger import (
     NullWriter,
-    ScalarWriter,
+    Writer,
     aggregate_episode_infos,
     format_console_block,
     make_writer,
@@ -89,13 +90,14 @@ class DaggerSaver(DemonstrationSaver):
                 else class_label(teacher_act_prob)
             ),
         )
-        self.tb_writer: ScalarWriter = NullWriter()
+        self.tb_writer: Writer = NullWriter()
         if self.log_to_tensorboard:
             tokens = os.path.basename(os.path.normpath(self.save_dir)).split("_")[:2]
             self.tb_log_dir = os.path.join(self.training_policy_logdir, "_".join(["collector", *tokens]))
             self.tb_writer = make_writer("tensorboard", self.tb_log_dir)
         self.training_policy: Any = None
         self.training_policy_iteration = 0
+        self.current_teacher_act_prob: float | None = None  # drawn with each reload of the student
         self.collector_iteration = 0
         self.loaded_checkpoint: str | None = None
         self._loaded_file_iter = -1
@@ -150,14 +152,15 @@ class DaggerSaver(DemonstrationSaver):
     def _apply_action_std(self) -> None:
         if self.action_sample_std <= 0:
             return
-        std = getattr(self.training_policy, "std", None)
-        if not isinstance(std, torch.Tensor):
+        if not isinstance(self.training_policy, GaussianPolicy) or not isinstance(
+            self.training_policy.std, torch.Tensor
+        ):
             raise ValueError(
                 f"action_sample_std > 0 needs a student with a 'std' parameter; "
                 f"{type(self.training_policy).__name__} has none."
             )
         with torch.no_grad():
-            std.fill_(self.action_sample_std)
+            self.training_policy.std.fill_(self.action_sample_std)
 
     def _read_checkpoint(self, path: str) -> dict[str, Any] | None:
         for attempt in range(self.checkpoint_retries):
@@ -260,9 +263,9 @@ class DaggerSaver(DemonstrationSaver):
         step = self.collector_iteration
         for key, value in stats.items():
             self.tb_writer.add_scalar(key, value, step)
-        prob = getattr(
-            self, "current_teacher_act_prob", float(self.teacher_act_prob(self.training_policy_iteration))
-        )
+        prob = self.current_teacher_act_prob
+        if prob is None:
+            prob = float(self.teacher_act_prob(self.training_policy_iteration))
         self.tb_writer.add_scalar("Collector/teacher_act_prob", prob, step)
         self.tb_writer.add_scalar("Collector/training_policy_iteration", self.training_policy_iteration, step)
         self.tb_writer.add_scalar("Collector/total_timesteps", self.total_timesteps, step)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import time
+import types
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -34,6 +35,7 @@ import torch.nn as nn
 
 from st_rl.env.adapter import EnvAdapter
 from st_rl.env.layout import get_obs_slice, segments_size
+from st_rl.protocols import DeterministicActor, ResettablePolicy, StochasticActor
 from st_rl.storage.rollout_files.rollout_dataset import (
     DATASET_FORMAT,
     DATASET_FORMAT_VERSION,
@@ -123,14 +125,13 @@ class DemonstrationSaver:
         self._closed = False
         if int(rollout_storage_length) < 1:
             raise ValueError(f"rollout_storage_length must be >= 1, got {rollout_storage_length}")
-        target: str | torch.device = device if device is not None else (getattr(env, "device", None) or "cpu")
-        self.env = env if isinstance(env, EnvAdapter) else EnvAdapter(env, device=target)
+        self.env = env if isinstance(env, EnvAdapter) else EnvAdapter(env, device=device)
         self.raw_env = self.env.env
         self.device = self.env.device
         self.policy = policy
-        if demo_by_sample and not callable(getattr(policy, "act", None)):
+        if demo_by_sample and not isinstance(policy, StochasticActor):
             raise TypeError(f"demo_by_sample=True needs policy.act(obs); {type(policy).__name__} has none")
-        if not callable(getattr(policy, "act_inference", None)) and not callable(policy):
+        if not isinstance(policy, DeterministicActor) and not callable(policy):
             raise TypeError(
                 f"policy must have act_inference(obs) or be callable obs -> actions; got {type(policy).__name__}"
             )
@@ -157,6 +158,7 @@ class DemonstrationSaver:
         self._free_traj_idxs: list[int] = []
         self._next_traj_idx = 0
         self._warned_no_timeouts = False
+        self._round_start = self._collect_start = time.monotonic()
         self._cpu: dict[str, np.ndarray] = {}
         self.metadata: dict[str, Any] = self._build_metadata(config=None)
 
@@ -186,7 +188,10 @@ class DemonstrationSaver:
 
     def _build_metadata(self, config: Any) -> dict[str, Any]:
         env = self.env
-        policy_name = getattr(self.policy, "__qualname__", None) or type(self.policy).__name__
+        named = isinstance(
+            self.policy, (type, types.FunctionType, types.MethodType, types.BuiltinFunctionType)
+        )
+        policy_name = self.policy.__qualname__ if named else type(self.policy).__name__
         return {
             "format": DATASET_FORMAT,
             "format_version": DATASET_FORMAT_VERSION,
@@ -325,8 +330,8 @@ class DemonstrationSaver:
         if self.demo_by_sample:
             actions = self.policy.act(x)
         else:
-            act = getattr(self.policy, "act_inference", None)
-            actions = act(x) if callable(act) else self.policy(x)
+            policy = self.policy
+            actions = policy.act_inference(x) if isinstance(policy, DeterministicActor) else policy(x)
         return self._check_actions(actions, "policy")
 
     def _check_actions(self, actions: Any, who: str) -> torch.Tensor:
@@ -374,9 +379,8 @@ class DemonstrationSaver:
 
     def policy_reset(self, dones: torch.Tensor) -> None:
         """Reset the memory of finished envs (no host sync: called with the dones mask every step)."""
-        reset = getattr(self.policy, "reset", None)
-        if callable(reset):
-            reset(dones)
+        if isinstance(self.policy, ResettablePolicy):
+            self.policy.reset(dones)
 
     @torch.inference_mode()
     def collect_step(self, step_i: int) -> None:
@@ -497,10 +501,10 @@ class DemonstrationSaver:
     def print_log(self) -> None:
         """Print the progress of the collection."""
         now = time.monotonic()
-        round_time = now - getattr(self, "_round_start", now)
+        round_time = now - self._round_start
         self._round_start = now
         fps = self.rollout_storage_length * self.env.num_envs / max(round_time, 1e-9)
-        elapsed = now - getattr(self, "_collect_start", now)
+        elapsed = now - self._collect_start
         print(
             f"DemonstrationSaver: {self.total_timesteps}/{int(self.min_timesteps)} timesteps, "
             f"{self.total_traj_completed}/{int(self.min_episodes)} trajectories "
@@ -527,7 +531,7 @@ class DemonstrationSaver:
 
     def __del__(self) -> None:
         try:
-            if getattr(self, "_started", False) and not getattr(self, "_closed", True):
+            if self._started and not self._closed:
                 self.close()
-        except Exception:  # never raise from a finaliser
+        except Exception:  # never raise from a finaliser (nor for an object whose __init__ failed)
             pass

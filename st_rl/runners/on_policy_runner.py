@@ -8,7 +8,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 import torch.nn as nn
@@ -16,19 +16,34 @@ import torch.nn as nn
 import st_rl
 from st_rl.env.adapter import EnvAdapter
 from st_rl.modules.factory import build_actor_critic, fill_missing, resolve_policy_kwargs
+from st_rl.protocols import GaussianPolicy
 from st_rl.utils import checkpoint as ckpt
 from st_rl.utils import distributed as dist_utils
 from st_rl.utils.config import TrainConfig, resolve_class, resolve_train_cfg
 from st_rl.utils.logger import (
     NullWriter,
-    ScalarWriter,
     Stopwatch,
+    Writer,
     aggregate_episode_infos,
     format_console_block,
     format_duration,
     make_writer,
 )
 from st_rl.utils.utils import store_code_state, write_run_config
+
+
+@runtime_checkable
+class PruningTrial(Protocol):
+    """A trial that may stop a run early (an Optuna ``Trial`` is one): :meth:`OnPolicyRunner.learn` reports to
+    it and asks it after every iteration."""
+
+    def report(self, value: float, step: int) -> None:
+        """Record the objective ``value`` at iteration ``step``."""
+        ...
+
+    def should_prune(self) -> bool:
+        """Whether to stop training now."""
+        ...
 
 
 class InferencePolicy(nn.Module):
@@ -126,7 +141,7 @@ class OnPolicyRunner:
         if self.dist.enabled:
             self._sync_ranks_at_start()
 
-        self.writer: ScalarWriter = NullWriter()
+        self.writer: Writer = NullWriter()
         self.tot_timesteps = 0
         self.tot_time = 0.0
         self.current_learning_iteration = 0
@@ -162,9 +177,8 @@ class OnPolicyRunner:
         if not self._writer_initialised:
             if self.is_main_process:
                 self.writer = make_writer(self.cfg.get("logger", "tensorboard"), self.log_dir, self.cfg)
-                log_config = getattr(self.writer, "log_config", None)
-                if callable(log_config) and self.log_dir is not None:
-                    log_config(self._logged_config())
+                if self.log_dir is not None:
+                    self.writer.log_config(self._logged_config())
             self._writer_initialised = True
         if init_at_random_ep_len:
             self.env_adapter.randomize_episode_lengths()
@@ -176,8 +190,8 @@ class OnPolicyRunner:
         from st_rl.utils.config import to_jsonable
 
         data = self.train_cfg.to_dict()
-        env_cfg = getattr(self.env, "cfg", None)
-        if isinstance(env_cfg, dict):
+        env_cfg = self.env_adapter.cfg
+        if env_cfg is not None:
             data["env"] = to_jsonable(env_cfg)
         return data
 
@@ -185,9 +199,6 @@ class OnPolicyRunner:
     def rollout_step(self, obs: torch.Tensor, critic_obs: torch.Tensor, **kwargs: Any):
         """act -> env.step -> process_env_step; returns ``(obs, critic_obs, rewards, dones, infos)``."""
         actions = self.alg.act(obs, critic_obs)
-        env_device = getattr(self.env, "device", None)
-        if env_device is not None and torch.device(env_device) != actions.device:
-            actions = actions.to(env_device)
         obs, critic_obs, rewards, dones, infos = self.env_adapter.step(actions)
         self.alg.process_env_step(rewards, dones, infos, obs, critic_obs)
         return obs, critic_obs, rewards, dones, infos
@@ -204,8 +215,8 @@ class OnPolicyRunner:
         Args:
             num_learning_iterations: iterations to run.
             init_at_random_ep_len: randomise the episode lengths first.
-            trial: an Optuna-style trial: after each iteration ``trial.report(value, it)`` is called and
-                training stops early when ``trial.should_prune()`` is true.
+            trial: an Optuna-style trial: after each iteration ``trial.report(value, it)`` is called and, when
+                it has ``should_prune()`` (:class:`PruningTrial`), training stops early once that is true.
             trial_metric: the reported value: the name of a task metric of the environment (default: the
                 first reported one, the velocity-tracking RMSD), ``"mean_reward"`` (mean training episode
                 return) or ``"mean_episode_length"``, or a callable taking that dict and returning a float.
@@ -285,7 +296,7 @@ class OnPolicyRunner:
                 self.save(os.path.join(self.log_dir, f"model_{it + 1}.pt"))
             if it == start_iter and self.log_dir is not None and self.is_main_process:
                 store_code_state(self.log_dir, self.git_status_repos)
-            if trial is not None and hasattr(trial, "should_prune") and trial.should_prune():
+            if isinstance(trial, PruningTrial) and trial.should_prune():
                 break
         if self.log_dir is not None and self._last_saved_iteration != self.current_learning_iteration:
             # Decided without looking at the file system: every rank must take part in save().
@@ -340,11 +351,8 @@ class OnPolicyRunner:
         for key, value in locs["stats"].items():
             w.add_scalar(f"Train/{key}", value, it)
         w.add_scalar("Loss/learning_rate", self.alg.learning_rate, it)
-        mean_std = (
-            float(self.alg.actor_critic.std.detach().mean())
-            if hasattr(self.alg.actor_critic, "std")
-            else float("nan")
-        )
+        policy = self.alg.actor_critic
+        mean_std = float(policy.std.detach().mean()) if isinstance(policy, GaussianPolicy) else float("nan")
         w.add_scalar("Policy/mean_noise_std", mean_std, it)
         w.add_scalar("Perf/total_fps", fps, it)
         w.add_scalar("Perf/collection time", locs["collection_time"], it)
@@ -429,16 +437,13 @@ class OnPolicyRunner:
             state["env_state_per_rank"] = env_per_rank
         ckpt.save_checkpoint(path, state)
         self._last_saved_iteration = self.current_learning_iteration
-        save_model = getattr(self.writer, "save_model", None)
-        if callable(save_model):  # W&B / Neptune / custom writers upload the checkpoint
-            save_model(path, self.current_learning_iteration)
+        self.writer.save_model(path, self.current_learning_iteration)  # W&B / Neptune / custom writers upload
 
     def _env_state(self) -> Any:
-        env_state = getattr(self.env, "state_dict", None)
-        if not callable(env_state):
-            return None
         try:
-            value = env_state()
+            value = self.env_adapter.state_dict()
+            if value is None:
+                return None
             ckpt.check_weights_only_safe(value, "env_state")
             return value
         except TypeError as e:
@@ -489,10 +494,9 @@ class OnPolicyRunner:
                         )
             if rng_state is not None:
                 ckpt.restore_rng_state(rng_state)
-            load_env = getattr(self.env, "load_state_dict", None)
-            if env_state is not None and callable(load_env):
+            if env_state is not None:
                 try:
-                    load_env(env_state)
+                    self.env_adapter.load_state_dict(env_state)
                 except (RuntimeError, KeyError, ValueError) as e:
                     warnings.warn(f"Environment state in {path} not restored: {e}", stacklevel=2)
         return state.get("infos")

@@ -61,7 +61,7 @@ class TwoStageRunner(OnPolicyRunner):
                 f"The pretrain dataset's observations have {width} columns but the environment's have "
                 f"{self.env_adapter.num_obs}: record the dataset on the same task/observation layout."
             )
-        priv = getattr(transition, "privileged_observation", None)
+        priv = transition.privileged_observation
         if (
             self.env_adapter.has_critic_group
             and priv is not None
@@ -93,10 +93,12 @@ class TwoStageRunner(OnPolicyRunner):
         self._from_dataset = True
         dev = self.device
 
+        fields = transition._asdict()
+
         def field(name: str, fallback: str) -> torch.Tensor:
-            value = getattr(transition, name, None)
+            value = fields.get(name)
             if value is None or not self.env_adapter.has_critic_group:
-                value = getattr(transition, fallback)
+                value = fields[fallback]
             return value.to(dev)
 
         obs, critic_obs = transition.observation.to(dev), field("privileged_observation", "observation")

@@ -283,7 +283,7 @@ class RolloutStorage:
             source = name if field.transition is None else field.transition
             if not source:
                 continue
-            value = getattr(transition, source)
+            value = transition.get(source)
             if value is None:
                 raise ValueError(
                     f"transition.{source} is missing: the storage field {name!r} is registered and needs a value "
@@ -301,7 +301,7 @@ class RolloutStorage:
                              ("privileged_observations", "next_privileged_observations")):  # fmt: skip
             if name not in self._all_obs:
                 continue
-            value = getattr(transition, source)
+            value = transition.get(source)
             if value is None:
                 raise ValueError(
                     f"transition.{source} is missing: a storage with next observations needs it at the last "

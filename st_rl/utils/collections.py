@@ -18,6 +18,13 @@ def _index(value: Any, loc: Any) -> Any:
     return None if value is None else value[loc]
 
 
+class NamedArrayTuple:
+    """Marker base of every class made by :func:`namedarraytuple` (``isinstance`` tells them from plain
+    namedtuples)."""
+
+    __slots__ = ()
+
+
 def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...]) -> type:
     """Create a namedtuple class whose indexing applies to every field.
 
@@ -44,7 +51,7 @@ def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...
             raise
 
     def __setitem__(self, loc, value):  # noqa: N807
-        same_structure = isinstance(value, tuple) and getattr(value, "_fields", None) == self._fields
+        same_structure = is_namedtuple(value) and value._fields == self._fields
         for i, field_value in enumerate(self):
             if field_value is None:
                 continue
@@ -75,7 +82,7 @@ def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...
         "__slots__": (),
         "_is_namedarraytuple": True,
     }
-    return type(typename, (base,), namespace)
+    return type(typename, (base, NamedArrayTuple), namespace)
 
 
 def is_namedtuple(obj: Any) -> bool:
@@ -83,13 +90,13 @@ def is_namedtuple(obj: Any) -> bool:
 
 
 def is_namedarraytuple(obj: Any) -> bool:
-    return is_namedtuple(obj) and getattr(type(obj), "_is_namedarraytuple", False)
+    return isinstance(obj, NamedArrayTuple)
 
 
 def namedarraytuple_like(example: Any) -> type:
     """The namedarraytuple class with the same name and fields as ``example`` (a namedtuple or its class)."""
     cls = example if isinstance(example, type) else type(example)
-    if getattr(cls, "_is_namedarraytuple", False):
+    if issubclass(cls, NamedArrayTuple):
         return cls
     return namedarraytuple(cls.__name__, cls._fields)
 

@@ -21,7 +21,7 @@ import inspect
 import warnings
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 # Every runner-level key st_rl understands, with what it means (documented in docs/configuration.md).
 RUNNER_KEYS: dict[str, str] = {
@@ -100,14 +100,20 @@ def class_label(obj: Any) -> str:
     return qual if module.startswith("st_rl.") else f"{module}:{qual}"
 
 
+@runtime_checkable
+class ConvertibleConfig(Protocol):
+    """A config object that converts itself to a dict (``to_dict()``), as st_gym / Isaac Lab configs do."""
+
+    def to_dict(self) -> Any: ...
+
+
 def to_plain_dict(cfg: Any) -> dict[str, Any]:
     """Deep copy of a config given as a mapping, a dataclass, an object with ``to_dict()`` or a legged_gym
     config class/instance (``class_to_dict``)."""
     if isinstance(cfg, dict):
         return copy.deepcopy(cfg)
-    to_dict = getattr(cfg, "to_dict", None)
-    if callable(to_dict):
-        return copy.deepcopy(dict(to_dict()))  # type: ignore[arg-type]
+    if isinstance(cfg, ConvertibleConfig):
+        return copy.deepcopy(dict(cfg.to_dict()))
     if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
         return copy.deepcopy(dataclasses.asdict(cfg))
     if hasattr(cfg, "__dict__") or isinstance(cfg, type):

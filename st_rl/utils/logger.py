@@ -13,9 +13,8 @@ import torch
 class ScalarWriter(Protocol):
     """What a log backend must offer (``torch.utils.tensorboard.SummaryWriter`` does).
 
-    Writers may also offer the optional hooks the runner calls when present: ``log_config(cfg: dict)`` (once,
-    when the writer is created), ``save_model(path: str, it: int)`` (after each checkpoint) and
-    ``save_file(path: str)`` (``st-rl play --upload``). See ``docs/logging.md``.
+    The runner logs to a :class:`Writer`, which adds the optional hooks; :func:`make_writer` wraps a custom
+    writer that is not a :class:`Writer` once. See ``docs/logging.md``.
     """
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None: ...
@@ -25,16 +24,41 @@ class ScalarWriter(Protocol):
     def close(self) -> None: ...
 
 
-class NullWriter:
+class Writer:
+    """Base of the writers the runner logs to: ``add_scalar`` and every optional hook, each a no-op here.
+
+    The runner calls all of them; a backend overrides what it supports. A custom writer may subclass this
+    class, or be any object with ``add_scalar`` (:func:`make_writer` then calls the hooks it has).
+    """
+
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
+        """Record one scalar (required).
+
+        Raises:
+            NotImplementedError: the subclass does not implement it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement add_scalar(tag, value, step)")
+
+    def log_config(self, cfg: dict[str, Any]) -> None:
+        """Record the resolved training config; called once, when the writer is created."""
+
+    def save_model(self, path: str, it: int) -> None:
+        """Record the checkpoint ``path`` written at iteration ``it`` (e.g. upload it)."""
+
+    def save_file(self, path: str, name: str | None = None) -> None:
+        """Attach a file (a play video, a plot) to the run."""
+
+    def flush(self) -> None:
+        """Write out what is buffered."""
+
+    def close(self) -> None:
+        """Flush and release the backend; the writer is not used afterwards."""
+
+
+class NullWriter(Writer):
     """Discards everything (``logger="none"`` or no log directory)."""
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
         pass
 
 
@@ -42,13 +66,14 @@ LOGGERS = ("tensorboard", "wandb", "neptune", "none")
 """The built-in ``logger`` names; a custom writer is a class, ``"pkg.mod:Class"`` or ``{"class_name": ...}``."""
 
 
-def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = None) -> ScalarWriter:
+def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = None) -> Writer:
     """Create the writer for ``cfg["logger"]``.
 
     Args:
         kind: ``"tensorboard"`` (default), ``"wandb"``, ``"neptune"``, ``"none"``/None, or a custom writer: a
             class, ``"package.module:Class"`` or ``{"class_name": ..., **kwargs}``, built as
-            ``Class(log_dir=log_dir, cfg=cfg, **kwargs)``.
+            ``Class(log_dir=log_dir, cfg=cfg, **kwargs)`` (and wrapped in a
+            :class:`~st_rl.utils.writers.CustomWriter` unless it is a :class:`Writer`).
         log_dir: run directory; None disables logging (a :class:`NullWriter`).
         cfg: the runner config (the W&B / Neptune keys are read from it).
 
@@ -62,12 +87,12 @@ def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = Non
         return NullWriter()
     if kind == "tensorboard":
         try:
-            from torch.utils.tensorboard import SummaryWriter
+            from st_rl.utils.tensorboard_writer import TensorBoardWriter
         except ImportError as e:  # pragma: no cover - tensorboard is a core dependency
             raise ValueError(
                 "logger='tensorboard' needs the tensorboard package: pip install tensorboard"
             ) from e
-        return SummaryWriter(log_dir=log_dir, flush_secs=10)
+        return TensorBoardWriter(log_dir=log_dir, flush_secs=10)
     if kind == "wandb":
         from st_rl.utils.writers import WandbWriter
 

@@ -1,11 +1,11 @@
 """Experiment-tracking writers: Weights & Biases, Neptune and user-defined writers.
 
-Every writer implements the runner's writer API (see :class:`st_rl.utils.logger.ScalarWriter`):
-``add_scalar(tag, value, step)``, ``flush()``, ``close()`` and the optional hooks ``log_config(cfg)``,
-``save_model(path, it)`` and ``save_file(path)``. :class:`WandbWriter` and :class:`NeptuneWriter` also write
-TensorBoard event files into the run directory (as rsl_rl does), import their library only when they are built
-(``pip install st-rl[wandb]`` / ``st-rl[neptune]``) and start the remote run on first use, so building one
-never contacts a server. The runner builds writers on rank 0 only.
+Every writer is a :class:`st_rl.utils.logger.Writer`: ``add_scalar(tag, value, step)``, ``flush()``,
+``close()`` and the optional hooks ``log_config(cfg)``, ``save_model(path, it)`` and ``save_file(path)``
+(no-ops in the base class; a user's writer that is not a ``Writer`` is wrapped in :class:`CustomWriter`).
+:class:`WandbWriter` and :class:`NeptuneWriter` also write TensorBoard event files into the run directory (as
+rsl_rl does), import their library only when they are built (``pip install st-rl[wandb]`` /
+``st-rl[neptune]``) and start the remote run on first use, so building one never contacts a server. The runner builds writers on rank 0 only.
 
 When the remote run starts, the writer records how to find it again in ``<log_dir>/logger_run.json``;
 :func:`attach_files_to_run` (``st-rl play --upload``) uses it to add the play video and plot to that run.
@@ -19,7 +19,9 @@ import inspect
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
+
+from st_rl.utils.logger import Writer
 
 RUN_INFO_FILE = "logger_run.json"
 """Written into the run directory when a W&B or Neptune run starts: backend, project, mode and run id."""
@@ -50,7 +52,7 @@ def import_optional(module: str, extra: str, feature: str | None = None) -> Any:
         ) from e
 
 
-class TrackingWriter(abc.ABC):
+class TrackingWriter(Writer, abc.ABC):
     """Base of the W&B and Neptune writers: local TensorBoard files plus a lazily started remote run.
 
     Subclasses implement ``_init_run``, ``_log_scalar``, ``_log_config``, ``_upload`` and ``_finish``.
@@ -118,6 +120,7 @@ class TrackingWriter(abc.ABC):
         self._upload(self.run, path, name or os.path.basename(path), kind="file")
 
     def flush(self) -> None:
+        """Flush the TensorBoard file and push buffered data to the service."""
         if self._tb is not None:
             self._tb.flush()
         if self._run is not None:
@@ -215,10 +218,10 @@ class WandbWriter(TrackingWriter):
         return {
             "logger": "wandb",
             "wandb_project": self.project,
-            "wandb_entity": self.entity or getattr(run, "entity", None),
+            "wandb_entity": self.entity or (run.entity if run is not None else None),
             "wandb_mode": self.mode,
-            "wandb_run_id": getattr(run, "id", None),
-            "url": getattr(run, "url", None),
+            "wandb_run_id": run.id if run is not None else None,
+            "url": run.url if run is not None else None,
         }
 
     def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None:
@@ -334,31 +337,82 @@ class NeptuneWriter(TrackingWriter):
         run.stop()
 
 
-class _WriterAdapter:
-    """Adds no-op ``flush``/``close`` to a custom writer that lacks them (attributes are forwarded)."""
+@runtime_checkable
+class _AddsScalars(Protocol):
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None: ...
+
+
+@runtime_checkable
+class _LogsConfig(Protocol):
+    def log_config(self, cfg: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class _SavesModels(Protocol):
+    def save_model(self, path: str, it: int) -> None: ...
+
+
+@runtime_checkable
+class _SavesFiles(Protocol):
+    def save_file(self, path: str) -> None: ...
+
+
+@runtime_checkable
+class _Flushes(Protocol):
+    def flush(self) -> None: ...
+
+
+@runtime_checkable
+class _Closes(Protocol):
+    def close(self) -> None: ...
+
+
+class CustomWriter(Writer):
+    """A user's writer (any object with ``add_scalar``) as a :class:`~st_rl.utils.logger.Writer`.
+
+    Each optional hook (``log_config``, ``save_model``, ``save_file``, ``flush``, ``close``) calls the user's
+    method of that name where the writer has one and does nothing otherwise. Other attributes are read from
+    the user's writer.
+
+    Args:
+        writer: the user's writer.
+    """
 
     def __init__(self, writer: Any) -> None:
         self.writer = writer
 
     def __getattr__(self, name: str) -> Any:
+        if name == "writer":  # not set yet (e.g. during unpickling)
+            raise AttributeError(name)
         return getattr(self.writer, name)
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
         self.writer.add_scalar(tag, scalar_value, global_step)
 
+    def log_config(self, cfg: dict[str, Any]) -> None:
+        if isinstance(self.writer, _LogsConfig):
+            self.writer.log_config(cfg)
+
+    def save_model(self, path: str, it: int) -> None:
+        if isinstance(self.writer, _SavesModels):
+            self.writer.save_model(path, it)
+
+    def save_file(self, path: str, name: str | None = None) -> None:
+        if isinstance(self.writer, _SavesFiles):
+            self.writer.save_file(path)
+
     def flush(self) -> None:
-        fn = getattr(self.writer, "flush", None)
-        if callable(fn):
-            fn()
+        if isinstance(self.writer, _Flushes):
+            self.writer.flush()
 
     def close(self) -> None:
-        fn = getattr(self.writer, "close", None)
-        if callable(fn):
-            fn()
+        if isinstance(self.writer, _Closes):
+            self.writer.close()
 
 
-def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Any:
-    """Build a user-defined writer: ``MyWriter(log_dir=log_dir, cfg=cfg, **kwargs)``.
+def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:
+    """Build a user-defined writer: ``MyWriter(log_dir=log_dir, cfg=cfg, **kwargs)``, wrapped in a
+    :class:`CustomWriter` unless it is a :class:`~st_rl.utils.logger.Writer`.
 
     Args:
         spec: a class, ``"package.module:Class"``, or ``{"class_name": <class or string>, **kwargs}``.
@@ -388,13 +442,13 @@ def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Any:
             f"with kwargs {sorted(kwargs)}: {e}"
         ) from e
     writer = cls(log_dir=log_dir, cfg=cfg, **kwargs)
-    if not callable(getattr(writer, "add_scalar", None)):
+    if isinstance(writer, Writer):
+        return writer
+    if not isinstance(writer, _AddsScalars):
         raise TypeError(
             f"custom writer {cls.__qualname__} has no add_scalar(tag, value, step) method; see docs/logging.md"
         )
-    if not (callable(getattr(writer, "flush", None)) and callable(getattr(writer, "close", None))):
-        return _WriterAdapter(writer)
-    return writer
+    return CustomWriter(writer)
 
 
 def read_run_info(run_dir: str) -> dict[str, Any] | None:

@@ -147,3 +147,37 @@ def test_task_metrics_from_the_declared_hook_and_from_st_gym_attributes():
     plain = EnvAdapter(make_env("point_mass", num_envs=4, seed=0))
     assert plain.task_metrics() == {}
     assert [float(v) for v in plain.returned_metrics({})] == [0.0, 0.0]
+
+
+def test_optional_environment_attributes_through_the_adapter():
+    base = VelocityTracking(num_envs=4, seed=0)
+    adapter = EnvAdapter(base)
+    assert adapter.dt == pytest.approx(base.dt) and adapter.cfg == base.cfg
+    assert adapter.env_device == torch.device(base.device)
+    assert adapter.joint_names is None and adapter.default_joint_pos is None  # not declared by this task
+    state = adapter.state_dict()
+    assert state is not None and adapter.load_state_dict(state)
+
+    # An environment without the optional attributes: None / False, never an AttributeError.
+    bare = _NaNEnv("none")
+    del bare.device
+    adapter = EnvAdapter(bare, device=None)
+    assert adapter.device == torch.device("cpu") and adapter.env_device is None
+    assert adapter.dt is None and adapter.cfg is None
+    assert adapter.state_dict() is None and not adapter.load_state_dict({})
+
+
+def test_env_spec_from_env_attributes():
+    from types import SimpleNamespace
+
+    from st_rl.env import EnvSpec
+
+    spec = EnvSpec.from_env(
+        SimpleNamespace(num_obs=6, num_privileged_obs=0, num_actions=2, obs_segments={"p": 6})
+    )
+    assert (spec.num_obs, spec.num_critic_obs, spec.num_actions) == (6, 6, 2)
+    assert spec.obs_segments == {"p": 6} and spec.critic_obs_segments is None and spec.amp_obs_dim is None
+    spec = EnvSpec.from_env(SimpleNamespace(num_obs=6, num_critic_obs=9, num_actions=2, amp_obs_dim=4))
+    assert spec.num_critic_obs == 9 and spec.amp_obs_dim == 4
+    with pytest.raises(TypeError, match="num_actions"):
+        EnvSpec.from_env(SimpleNamespace(num_obs=6))

@@ -246,3 +246,38 @@ def test_attach_files_without_a_tracked_run(tmp_path):
     assert attach_files_to_run(str(tmp_path), ["x.png"]) is None
     with pytest.raises(ValueError, match="not logged with logger='wandb' or 'neptune'"):
         attach_files_to_run(str(tmp_path), ["x.png"], required=True)
+
+
+def test_writer_subclasses_are_used_as_given_and_plain_writers_get_no_op_hooks(tmp_path):
+    from st_rl.utils.logger import Writer
+    from st_rl.utils.writers import CustomWriter
+
+    class Subclass(Writer):
+        def __init__(self, log_dir: str, cfg: dict) -> None:
+            self.scalars: list[float] = []
+
+        def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
+            self.scalars.append(scalar_value)
+
+    writer = make_writer(Subclass, str(tmp_path))
+    assert type(writer) is Subclass
+    writer.log_config({})  # the base class's no-op hooks
+    writer.save_model("model_1.pt", 1)
+    writer.close()
+
+    class ScalarsOnly:
+        def __init__(self, log_dir: str, cfg: dict) -> None:
+            self.scalars: list[float] = []
+
+        def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
+            self.scalars.append(scalar_value)
+
+    wrapped = make_writer(ScalarsOnly, str(tmp_path))
+    assert isinstance(wrapped, CustomWriter) and isinstance(wrapped.writer, ScalarsOnly)
+    wrapped.add_scalar("x", 1.0, 0)
+    for hook in (wrapped.flush, wrapped.close):
+        hook()
+    wrapped.log_config({})
+    wrapped.save_model("model_1.pt", 1)
+    wrapped.save_file("play.png")
+    assert wrapped.scalars == [1.0]  # other attributes are the user's writer's

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast, runtime_checkable
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 
 from st_rl.algorithms.extensions.base import Extension
+from st_rl.protocols import DeterministicActor
 from st_rl.storage.rollout_storage import MiniBatch
 from st_rl.utils.collections import tree_map
 
-__all__ = ["Symmetry", "mirror_error"]
+__all__ = ["MirrorSymmetricEnv", "Symmetry", "mirror_error"]
 
 MirrorFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+@runtime_checkable
+class MirrorSymmetricEnv(Protocol):
+    """An environment that provides its mirror maps (st_rl's legged locomotion tasks do)."""
+
+    def mirror_functions(self) -> dict[str, MirrorFn]:
+        """``{"obs": M_o, "actions": M_a}`` and optionally ``"critic_obs"``: functions on raw tensors."""
+        ...
 
 
 def _resolve(fn: MirrorFn | str | None, what: str) -> MirrorFn | None:
@@ -38,7 +48,7 @@ def mirror_error(policy: Any, obs: torch.Tensor, mirror_obs: MirrorFn, mirror_ac
     ``policy`` is an actor-critic (its ``act_inference`` is used) or any callable from raw observations to
     deterministic actions, such as ``runner.get_inference_policy()``.
     """
-    act = policy.act_inference if hasattr(policy, "act_inference") else policy
+    act = policy.act_inference if isinstance(policy, DeterministicActor) else policy
     actions = act(obs)
     mirrored = act(mirror_obs(obs))
     return float(torch.linalg.vector_norm(mirrored - mirror_actions(actions), dim=-1).mean())
@@ -106,13 +116,12 @@ class Symmetry(Extension):
     def attach_env(self, env: Any) -> None:
         if self.mirror_obs is not None and self.mirror_actions is not None:
             return
-        hook = getattr(env, "mirror_functions", None)
-        if not callable(hook):
+        if not isinstance(env, MirrorSymmetricEnv):
             raise ValueError(
                 f"Symmetry needs mirror_obs and mirror_actions, or an environment with mirror_functions(); "
                 f"{type(env).__name__} has none"
             )
-        functions = cast("dict[str, Any]", hook())
+        functions = cast("dict[str, Any]", env.mirror_functions())
         if self.mirror_obs is None:
             self.mirror_obs = functions["obs"]
         if self.mirror_actions is None:

@@ -6,6 +6,11 @@ from collections.abc import Sequence
 from typing import Any
 
 
+def missing_attributes(env: Any, names: Sequence[str]) -> list[str]:
+    """The attributes of ``names`` that ``env`` lacks, in order."""
+    return [n for n in names if not hasattr(env, n)]
+
+
 def require_attributes(env: Any, names: Sequence[str], what: str, fix: str) -> None:
     """Raise ``TypeError`` naming every attribute of ``names`` that ``env`` lacks.
 
@@ -15,7 +20,7 @@ def require_attributes(env: Any, names: Sequence[str], what: str, fix: str) -> N
         what: what ``env`` should be (used in the message), e.g. ``"an Isaac Lab RslRlVecEnvWrapper"``.
         fix: how to obtain such an object (appended to the message).
     """
-    missing = [n for n in names if not hasattr(env, n)]
+    missing = missing_attributes(env, names)
     if missing:
         raise TypeError(f"{type(env).__name__} is not {what}: it has no {', '.join(missing)}. {fix}")
 

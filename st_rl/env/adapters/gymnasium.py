@@ -46,7 +46,7 @@ def _import_gymnasium() -> Any:
         from gymnasium.vector import AutoresetMode  # noqa: F401 - presence check (gymnasium >= 1.1)
     except ImportError as exc:
         raise ImportError(
-            f"gymnasium {getattr(gymnasium, '__version__', '?')} is too old: st_rl needs gymnasium>=1.1 "
+            f"gymnasium {gymnasium.__version__} is too old: st_rl needs gymnasium>=1.1 "
             f"(vector autoreset modes and reset_mask). Upgrade with: {_INSTALL_HINT}"
         ) from exc
     return gymnasium
@@ -140,7 +140,7 @@ class GymnasiumVecEnv:
         self.normalize_reward = bool(normalize_reward)
         self.reward_gamma = float(reward_gamma)
         self.clip_reward = clip_reward
-        spec_limit = getattr(getattr(env, "spec", None), "max_episode_steps", None)
+        spec_limit = env.spec.max_episode_steps if env.spec is not None else None  # VectorEnv declares spec
         self.max_episode_length = int(max_episode_length or spec_limit or 1000)
         self._episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
@@ -247,9 +247,9 @@ class GymnasiumVecEnv:
     @property
     def cfg(self) -> dict[str, Any]:
         """Settings recorded in the run's ``config.json``."""
-        spec = getattr(self.env, "spec", None)
+        spec = self.env.spec
         return {
-            "env_id": getattr(spec, "id", None),
+            "env_id": spec.id if spec is not None else None,
             "num_envs": self.num_envs,
             "autoreset_mode": self.autoreset_mode.name,
             "clip_actions": self.clip_actions,

@@ -20,9 +20,9 @@ documented interface of both generations.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from st_rl.env.adapters._common import observation_api, require_attributes
+from st_rl.env.adapters._common import missing_attributes, observation_api, require_attributes
 
 __all__ = ["isaaclab_generation", "wrap_isaaclab"]
 
@@ -39,6 +39,32 @@ _FIX = (
     "Wrap the Isaac Lab environment with isaaclab_rl.rsl_rl.RslRlVecEnvWrapper(env) (the wrapper Isaac Lab's "
     "rsl_rl scripts use) and pass the wrapper to st_rl."
 )
+
+
+@runtime_checkable
+class _GymnasiumWrapper(Protocol):
+    """A Gymnasium env or wrapper: ``unwrapped`` is the innermost env."""
+
+    unwrapped: Any
+
+
+@runtime_checkable
+class _ManagerBasedEnv(Protocol):
+    """An Isaac Lab ``ManagerBasedRLEnv``."""
+
+    observation_manager: Any
+
+
+@runtime_checkable
+class _DirectEnv(Protocol):
+    """An Isaac Lab ``DirectRLEnv``."""
+
+    def _get_observations(self) -> Any: ...
+
+
+def _is_raw_isaaclab(env: Any) -> bool:
+    """Whether ``env`` is an Isaac Lab env (or a Gymnasium wrapper of one) without the rsl_rl wrapper."""
+    return isinstance(env, _GymnasiumWrapper) and isinstance(env.unwrapped, (_ManagerBasedEnv, _DirectEnv))
 
 
 def isaaclab_generation(env: Any) -> str:
@@ -65,10 +91,7 @@ def wrap_isaaclab(env: Any) -> Any:
         TypeError: ``env`` is a raw Isaac Lab env (not wrapped), lacks attributes of the interface, or its
             ``get_observations()`` returns a bare tensor (the legged_gym API, not Isaac Lab's).
     """
-    if not hasattr(env, "num_actions") and (
-        hasattr(getattr(env, "unwrapped", None), "observation_manager")
-        or hasattr(getattr(env, "unwrapped", None), "_get_observations")
-    ):
+    if "num_actions" in missing_attributes(env, _REQUIRED) and _is_raw_isaaclab(env):
         raise TypeError(f"{type(env).__name__} is a raw Isaac Lab environment. {_FIX}")
     require_attributes(env, _REQUIRED, "an Isaac Lab RslRlVecEnvWrapper", _FIX)
     api = isaaclab_generation(env)

@@ -108,7 +108,7 @@ class RolloutFileBase(IterableDataset, ABC):
         buffer = self.get_batch()
         if buffer is None:
             return None, {}
-        timeout = getattr(buffer, "timeout", None)
+        timeout = buffer._asdict().get("timeout")  # a namedarraytuple (see get_buffer)
         return buffer, ({"time_outs": timeout} if timeout is not None else {})
 
     def __iter__(self) -> RolloutFileBase:
@@ -132,7 +132,8 @@ class RolloutFileBase(IterableDataset, ABC):
 
     @abstractmethod
     def get_buffer(self, num_transitions_per_env: int | None = None) -> Any:
-        """A new, unfilled buffer with leading dims ``(N,)`` or ``(T, N)``."""
+        """A new, unfilled buffer with leading dims ``(N,)`` or ``(T, N)``: a namedarraytuple of the transition
+        fields (:func:`st_rl.utils.collections.namedarraytuple`)."""
 
     @abstractmethod
     def fill_transition(self, buffer: Any, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
