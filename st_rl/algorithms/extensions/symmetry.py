@@ -34,7 +34,7 @@ def _resolve(fn: MirrorFn | str | None, what: str) -> MirrorFn | None:
         import importlib
 
         module, _, name = fn.partition(":")
-        obj: Any = importlib.import_module(module).__dict__.get(name)
+        obj: Any = getattr(importlib.import_module(module), name, None)
         if callable(obj):
             return cast(MirrorFn, obj)
     raise ValueError(f"symmetry {what} must be a callable or 'package.module:function', got {fn!r}")
