@@ -45,6 +45,9 @@ class AlgorithmCfg:
     lam: float = 0.95
     desired_kl: float = 0.01
     max_grad_norm: float = 1.0
+    rnd_cfg: dict[str, Any] | None = None
+    """Random network distillation (a curiosity reward): keyword arguments of
+    :class:`st_rl.algorithms.extensions.RandomNetworkDistillation`; None: off."""
 
 
 @dataclass
@@ -97,6 +100,29 @@ def _preset_velocity_tracking() -> TaskPreset:
         512,
         cfg,
         description="planar body tracking velocity commands (privileged critic)",
+    )
+
+
+def _preset_sparse_goal() -> TaskPreset:
+    # The reward is zero until the goal is first reached, so exploration decides. RND's curiosity reward (on
+    # the position only) is on for 120 iterations, then fades out by iteration 180, leaving 70 iterations on the
+    # task reward alone; without ``rnd_cfg`` this is plain PPO with the same settings. The learning rate is
+    # fixed (PPO's own default): the adaptive-KL schedule raises it while every reward is zero, which turns
+    # PPO's updates on pure-noise advantages into a fast random walk of the policy that stumbles on the goal
+    # more often (see benchmarks/RESULTS.md, bench_rnd.py).
+    cfg = TrainCfg(experiment_name="sparse_goal", max_iterations=250, save_interval=50)
+    cfg.empirical_normalization = True
+    cfg.policy.actor_hidden_dims = [64, 64]
+    cfg.policy.critic_hidden_dims = [64, 64]
+    cfg.algorithm.schedule = "fixed"
+    cfg.algorithm.learning_rate = 1e-3
+    cfg.algorithm.rnd_cfg = {
+        "weight": 0.5,
+        "obs_components": ["position"],
+        "weight_schedule": {"mode": "linear", "initial_step": 120, "final_step": 180, "final_value": 0.0},
+    }
+    return TaskPreset(
+        "sparse_goal", 256, cfg, description="point mass rewarded only at a distant, unseen goal (PPO + RND)"
     )
 
 
@@ -189,6 +215,7 @@ def gymnasium_mujoco_preset(
 PRESETS = {
     "point_mass": _preset_point_mass,
     "velocity_tracking": _preset_velocity_tracking,
+    "sparse_goal": _preset_sparse_goal,
     "quadruped_flat": lambda: _preset_quadruped("flat"),
     "quadruped_rough": lambda: _preset_quadruped("rough"),
 }

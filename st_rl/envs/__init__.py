@@ -16,12 +16,14 @@ from st_rl.envs.base import BuiltinTask
 from st_rl.envs.cue_memory import CueMemory
 from st_rl.envs.image_goal import ImageGoal
 from st_rl.envs.point_mass import PointMass
+from st_rl.envs.sparse_goal import SparseGoal
 from st_rl.envs.velocity_tracking import VelocityTracking
 
 __all__ = [
     "TASKS",
     "BuiltinTask",
     "PointMass",
+    "SparseGoal",
     "VelocityTracking",
     "make_env",
     "register_task",
@@ -69,6 +71,7 @@ register_task("point_mass", PointMass)
 register_task("velocity_tracking", VelocityTracking)
 register_task("cue_memory", CueMemory)
 register_task("image_goal", ImageGoal)
+register_task("sparse_goal", SparseGoal)
 
 
 def _quadruped(terrain: str) -> Any:

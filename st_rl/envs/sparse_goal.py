@@ -1,0 +1,190 @@
+"""Sparse goal: a damped point mass in a walled arena is rewarded only at a distant goal it cannot see."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from st_rl.envs.base import BuiltinTask
+
+__all__ = ["SparseGoal", "evaluate_success"]
+
+
+class SparseGoal(BuiltinTask):
+    """Reach a fixed, distant goal disk with a damped 2-D point mass; the only reward is for being there.
+
+    An exploration benchmark: the reward is zero everywhere except in the goal disk, which lies 4.3 m from the
+    start (default layout), and nothing observed points to it. Gaussian action noise alone moves the mass in
+    a slow random walk (unit noise: about 0.95 m standard deviation per axis after a whole episode; in 4096
+    such episodes none comes within 0.97 m of the goal's centre), while a policy that knows the way gets
+    there in 2.5 s. A learner must therefore explore deliberately (e.g. PPO with random network distillation,
+    the ``sparse_goal`` training preset) before it sees any reward.
+
+    Dynamics (semi-implicit Euler): ``v = (v + dt * max_force * a / mass) / (1 + dt * damping / mass)``,
+    ``p += dt * v``; the top speed is ``max_force / damping`` (2 m/s). The arena ``[-arena_size,
+    arena_size]^2`` is walled: a position beyond a wall is put back on it and the velocity component into the
+    wall set to 0. Each episode starts at rest, uniformly within ``start_range`` of ``start`` (per axis); the
+    goal is the disk of radius ``goal_radius`` around ``goal``, the same in every episode (so not observed).
+
+    Observations (4,): ``position`` (m), ``velocity`` (m/s).
+
+    Reward (multiplied by ``dt`` like every built-in reward term): ``success`` = ``w_success`` on every step
+    that ends inside the goal disk, else 0 (``w_success = 20`` with ``dt = 0.05`` pays +1 per step). By
+    default episodes end by time-out only, so a policy that reaches the goal and stops there collects the
+    most; with ``terminate_on_success`` the first step inside pays once and ends the episode (termination
+    ``goal_reached``, not a time-out). Curiosity rewards are better served by the default: ending the
+    episode at the goal would forfeit their future intrinsic reward and so teach the agent to avoid it.
+
+    Metrics (``Metrics/<name>`` in ``extras["log"]``, per finished episode): ``success`` (1 if the episode
+    entered the goal disk) and ``final_distance`` (distance from the goal's centre on the last step).
+    :meth:`task_metrics` returns ``{"success_rate": ...}``, the fraction of environments whose most recent
+    finished episode reached the goal (NaN before any episode finished); :func:`evaluate_success` measures a
+    policy on fresh environments.
+
+    Args:
+        num_envs: number of parallel environments.
+        device: torch device of all buffers.
+        seed: seed of the private generator; None draws it from the global torch RNG.
+        **cfg: overrides of ``DEFAULT_CFG``: ``dt`` (0.05 s), ``episode_length_s`` (10.0 -> 200 steps),
+            ``clip_actions`` (1.0), ``mass`` (1.0 kg), ``damping`` (2.0 N s/m), ``max_force`` (4.0 N per unit
+            action), ``arena_size`` (5.0 m, half-width), ``start`` ((0.0, 0.0) m), ``start_range`` (0.25 m),
+            ``goal`` ((4.0, 1.6) m), ``goal_radius`` (0.4 m), ``w_success`` (20.0), ``terminate_on_success``
+            (False).
+    """
+
+    DEFAULT_CFG: dict[str, Any] = {
+        "dt": 0.05,
+        "episode_length_s": 10.0,
+        "clip_actions": 1.0,
+        "mass": 1.0,
+        "damping": 2.0,
+        "max_force": 4.0,
+        "arena_size": 5.0,
+        "start": (0.0, 0.0),
+        "start_range": 0.25,
+        "goal": (4.0, 1.6),
+        "goal_radius": 0.4,
+        "w_success": 20.0,
+        "terminate_on_success": False,
+    }
+    reward_terms = ("success",)
+    failure_terms = ("goal_reached",)  # a terminal (non-time-out) end of the episode, here the good one
+    metric_terms = ("success", "final_distance")
+
+    def __init__(
+        self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
+    ) -> None:
+        super().__init__(num_envs, device, seed, cfg)
+        c = self.cfg
+        if float(c["arena_size"]) <= 0 or float(c["goal_radius"]) <= 0 or float(c["damping"]) < 0:
+            raise ValueError("arena_size and goal_radius must be > 0 and damping >= 0")
+        self.start_point = torch.tensor([float(v) for v in c["start"]], device=self.device)
+        self.goal_point = torch.tensor([float(v) for v in c["goal"]], device=self.device)
+        if self.start_point.shape != (2,) or self.goal_point.shape != (2,):
+            raise ValueError(f"start and goal must be (x, y) pairs, got {c['start']!r} and {c['goal']!r}")
+        self.obs_segments = OrderedDict([("position", (2,)), ("velocity", (2,))])
+        self.privileged_obs_segments = None
+        self.num_obs = 4
+        self.num_privileged_obs = None
+        self.num_actions = 2
+        n, dev = self.num_envs, self.device
+        self.position = torch.zeros(n, 2, device=dev)
+        self.velocity = torch.zeros(n, 2, device=dev)
+        self.inside = torch.zeros(n, dtype=torch.bool, device=dev)  # inside the goal disk after this step
+        self.reached = torch.zeros(n, dtype=torch.bool, device=dev)  # has been inside during this episode
+        self.last_success = torch.zeros(n, device=dev)  # outcome of each env's most recent finished episode
+        self.finished_episodes = torch.zeros(n, dtype=torch.long, device=dev)
+        self._state_buffers += [
+            "position",
+            "velocity",
+            "inside",
+            "reached",
+            "last_success",
+            "finished_episodes",
+        ]
+        self.reset()
+
+    # ------------------------------------------------------------------ public API
+    def goal_distance(self) -> torch.Tensor:
+        """Distance (N,) from each mass to the centre of the goal disk."""
+        return (self.position - self.goal_point).norm(dim=1)
+
+    def task_metrics(self) -> dict[str, torch.Tensor]:
+        """``{"success_rate": fraction of envs whose last finished episode reached the goal}`` (NaN if none
+        finished yet)."""
+        done = self.finished_episodes > 0
+        rate = (self.last_success * done).sum() / done.sum()  # 0 / 0 = NaN before any episode ended
+        return {"success_rate": rate}
+
+    def expert_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """A saturated P controller to the goal: ``clip(4 * (goal - position))`` (needs no exploration)."""
+        return torch.clamp(4.0 * (self.goal_point - obs[..., 0:2]), -self.clip_actions, self.clip_actions)
+
+    # ------------------------------------------------------------------ hooks
+    def _physics_step(self, actions: torch.Tensor) -> None:
+        c = self.cfg
+        force = c["max_force"] * actions
+        vel = (self.velocity + self.dt * force / c["mass"]) / (1.0 + self.dt * c["damping"] / c["mass"])
+        pos = self.position + self.dt * vel
+        limit = float(c["arena_size"])
+        clamped = pos.clamp(-limit, limit)
+        vel = torch.where(clamped != pos, 0.0, vel)
+        self.position, self.velocity = clamped, vel
+        self.inside = self.goal_distance() <= c["goal_radius"]
+        self.reached = self.reached | self.inside
+
+    def _compute_rewards(self, actions: torch.Tensor) -> torch.Tensor:
+        return (self.cfg["w_success"] * self.inside.float())[:, None]
+
+    def _compute_failures(self) -> torch.Tensor:
+        return (self.inside & bool(self.cfg["terminate_on_success"]))[:, None]
+
+    def _episode_metrics(self) -> torch.Tensor:
+        return torch.stack([self.reached.float(), self.goal_distance()], dim=1)
+
+    def _update_log(
+        self, dones: torch.Tensor, time_outs: torch.Tensor, failures: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        # Called once per step with the envs whose episode ends on it, before they are reset.
+        self.last_success = torch.where(dones, self.reached.float(), self.last_success)
+        self.finished_episodes = self.finished_episodes + dones.long()
+        return super()._update_log(dones, time_outs, failures)
+
+    def _reset_state(self, mask: torch.Tensor) -> None:
+        r = float(self.cfg["start_range"])
+        new_pos = self.start_point + self._rand(self.num_envs, 2, low=-r, high=r)
+        m = mask[:, None]
+        self.position = torch.where(m, new_pos, self.position)
+        self.velocity = torch.where(m, 0.0, self.velocity)
+        self.reached = torch.where(mask, False, self.reached)
+        self.inside = torch.where(mask, False, self.inside)
+
+    def _compute_observations(self) -> None:
+        self.obs_buf = torch.cat([self.position, self.velocity], dim=1)
+
+
+def evaluate_success(
+    policy: Callable[[torch.Tensor], torch.Tensor],
+    num_envs: int = 256,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    **cfg: Any,
+) -> float:
+    """Fraction of ``num_envs`` fresh episodes (one per env, seeded) in which ``policy`` reaches the goal.
+
+    ``policy`` maps raw observations (N, 4) to actions (N, 2), e.g. a runner's ``get_inference_policy()``;
+    ``cfg`` overrides the task's ``DEFAULT_CFG``.
+    """
+    env = SparseGoal(num_envs=num_envs, device=device, seed=seed, **cfg)
+    obs, _ = env.get_observations()
+    success = torch.zeros(num_envs, dtype=torch.bool, device=env.device)
+    finished = torch.zeros(num_envs, dtype=torch.bool, device=env.device)
+    with torch.inference_mode():
+        for _ in range(env.max_episode_length):  # every env finishes its first episode within this many steps
+            obs, _, dones, _ = env.step(policy(obs))
+            success |= dones & ~finished & (env.last_success > 0)  # the outcome of each env's first episode
+            finished |= dones
+    return float(success.float().mean())
