@@ -29,10 +29,10 @@ import torch
 
 from st_rl.configs import amp_train_config, get_preset
 from st_rl.datasets import MotionLoader, gait_distance
-from st_rl.envs import make_env
-from st_rl.envs.motion_recorder import collect_style_windows, record_scripted_trot
 from st_rl.play import evaluate_policy
 from st_rl.runners import build_runner
+from st_rl.tasks import make_env
+from st_rl.tasks.motion_recorder import collect_style_windows, record_scripted_trot
 from st_rl.utils.checkpoint import load_checkpoint
 from st_rl.utils.ckpt_manipulator import add_amp_discriminator
 from st_rl.utils.logger import aggregate_episode_infos

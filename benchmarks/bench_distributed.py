@@ -25,8 +25,8 @@ def worker(args: argparse.Namespace) -> None:
     import torch
 
     from st_rl.configs import get_preset
-    from st_rl.envs import make_env
     from st_rl.runners import OnPolicyRunner
+    from st_rl.tasks import make_env
 
     ranks = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))

@@ -21,9 +21,9 @@ import time
 import torch
 
 from st_rl.configs import get_preset
-from st_rl.envs import make_env
 from st_rl.play import evaluate_policy
 from st_rl.runners import OnPolicyRunner
+from st_rl.tasks import make_env
 
 
 def sim_throughput(num_envs: int, steps: int = 200) -> tuple[float, float]:  # noqa: D103

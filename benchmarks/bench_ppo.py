@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from st_rl.envs import make_env
 from st_rl.runners import OnPolicyRunner
+from st_rl.tasks import make_env
 
 
 def bench(task: str, num_envs: int, steps: int, hidden: list[int], iterations: int, device: str) -> dict:

@@ -24,9 +24,9 @@ import torch
 
 from st_rl.algorithms.extensions.symmetry import mirror_error
 from st_rl.configs import get_preset
-from st_rl.envs import make_env
 from st_rl.play import evaluate_policy
 from st_rl.runners import build_runner
+from st_rl.tasks import make_env
 
 METHODS: dict[str, tuple[str, dict[str, Any] | None]] = {
     "ppo": ("PPO", None),

@@ -33,7 +33,11 @@ PLAY = (
 
 def _env(src: str, threads: int | None) -> dict[str, str]:
     paths = [os.path.abspath(src), *site.getsitepackages()]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(paths),
+        "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
+    }
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     return env
@@ -68,7 +72,9 @@ def run_tree(src: str, task: str, iterations: int, seed: int, log_root: str, thr
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--src", nargs="+", required=True, help="source trees (st_rl checkouts), run in order")
+    parser.add_argument(
+        "--src", nargs="+", required=True, help="source trees (st_rl checkouts), run in order"
+    )
     parser.add_argument("--task", default="quadruped_flat")
     parser.add_argument("--iterations", type=int, default=700)
     parser.add_argument("--seed", type=int, default=42)
@@ -82,7 +88,9 @@ def main() -> None:
         rows.append(run_tree(src, args.task, args.iterations, args.seed, log_root, args.threads))
         print(json.dumps(rows[-1]), flush=True)
     print(f"\n`{' '.join(sys.argv)}` (task {args.task}, seed {args.seed}, runs in {log_root})\n")
-    print("| source | iterations | train min | steps/s | play velrmsd m/s | yaw RMSD rad/s | survival | CoT |")
+    print(
+        "| source | iterations | train min | steps/s | play velrmsd m/s | yaw RMSD rad/s | survival | CoT |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(

@@ -178,8 +178,8 @@ def cmd_tasks() -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from st_rl.configs import get_preset
-    from st_rl.envs import make_env
     from st_rl.runners import build_runner
+    from st_rl.tasks import make_env
     from st_rl.utils.utils import get_checkpoint_path
 
     if args.threads:
@@ -379,8 +379,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_record_motion(args: argparse.Namespace) -> int:
-    from st_rl.envs import make_env
-    from st_rl.envs.motion_recorder import record_motion, save_motion_file, scripted_trot_policy
+    from st_rl.tasks import make_env
+    from st_rl.tasks.motion_recorder import record_motion, save_motion_file, scripted_trot_policy
 
     n = max(1, args.num_trajectories)
     if args.scripted_trot or args.scripted_walk:
@@ -402,7 +402,7 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
         runner.load(args.checkpoint, load_optimizer=False)
         policy = runner.get_inference_policy()
     if args.fields == "joints":
-        from st_rl.envs.motion_recorder import joint_style_fields
+        from st_rl.tasks.motion_recorder import joint_style_fields
 
         fields = joint_style_fields(env)
     elif args.fields == "default":

@@ -8,7 +8,8 @@ that every entry resolves to what it claims), and ``docs/configuration.md`` docu
 Where the alias lives:
 
 * module aliases are files at the reference path that re-export the current module
-  (``st_rl/storage/reply_buffer.py``);
+  (``st_rl/storage/reply_buffer.py``); ``st_rl/envs/`` (the built-in tasks' former home) makes every
+  ``st_rl.envs.<module>`` the same module object as ``st_rl.tasks.<module>``;
 * method and attribute aliases are one line in their class, next to the current name, marked
   ``# reference name (st_rl/compat.py)``;
 * keyword aliases (``critic_obs_segments``, ``climb_down_policy_path``, ``scan_dir``) are accepted by the
@@ -38,6 +39,8 @@ REFERENCE_NAMES: dict[str, str] = {
     "st_rl.runners:OnPolicyRunner.init_writter": "st_rl.runners:OnPolicyRunner.init_writer",
     # old names
     "st_rl.datasets:AMPLoader": "st_rl.datasets:MotionLoader",
+    "st_rl.envs:make_env": "st_rl.tasks:make_env",  # the package st_rl.envs is st_rl.tasks
+    "st_rl.envs.locomotion:LeggedLocomotion": "st_rl.tasks.locomotion:LeggedLocomotion",
     # the algorithm attributes reference scripts read (the features now live in extensions)
     "st_rl.algorithms:APPO.ref_obs_normalizer": "st_rl.algorithms:APPO.amp_normalizer",
     "st_rl.algorithms:APPO.ref_motion_normalizer": "st_rl.algorithms:APPO.amp_normalizer",

@@ -351,8 +351,8 @@ def run_study(
     optuna = _optuna()
     from st_rl.algorithms import NonFiniteLossError
     from st_rl.configs import get_preset
-    from st_rl.envs import make_env
     from st_rl.runners import build_runner
+    from st_rl.tasks import make_env
 
     preset = get_preset(task)
     study_name = study_name or task

@@ -9,8 +9,8 @@ import re
 import pytest
 import torch
 
-from st_rl.envs import make_env
 from st_rl.runners import build_runner
+from st_rl.tasks import make_env
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "docs", "architecture.md")
 

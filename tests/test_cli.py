@@ -84,7 +84,7 @@ def test_record_motion_then_train_with_amp_then_play(tmp_path, capsys):
          "--out", str(motion)]
     )  # fmt: skip
     assert rc == 0 and motion.exists()
-    from st_rl.envs.motion_recorder import load_motion_file
+    from st_rl.tasks.motion_recorder import load_motion_file
 
     traj = next(iter(load_motion_file(str(motion)).values()))
     assert len(traj["Fields"]) == 24 and all(f.endswith(("_dof_pos", "_dof_vel")) for f in traj["Fields"])
@@ -147,7 +147,7 @@ def test_record_motion_scripted_walk_spreads_strides(tmp_path):
         ["record-motion", "--scripted-walk", "--duration", "1", "--num-trajectories", "3", "--out", str(motion)]
     )  # fmt: skip
     assert rc == 0
-    from st_rl.envs.motion_recorder import load_motion_file
+    from st_rl.tasks.motion_recorder import load_motion_file
 
     trajectories = load_motion_file(str(motion))
     assert 1 <= len(trajectories) <= 3

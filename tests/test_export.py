@@ -25,11 +25,11 @@ from conftest import SMALL_CFG  # noqa: E402
 
 from st_rl.cli import main  # noqa: E402
 from st_rl.deploy import METADATA_KEY, OnnxPolicy, TorchScriptPolicy, load_exported_policy  # noqa: E402
-from st_rl.envs import make_env  # noqa: E402
 from st_rl.export import ExportError, export_policy  # noqa: E402
 from st_rl.modules.memory import Memory  # noqa: E402
 from st_rl.play import play, play_exported  # noqa: E402
 from st_rl.runners import OnPolicyRunner  # noqa: E402
+from st_rl.tasks import make_env  # noqa: E402
 
 # The tests call torch.jit.load directly (as a libtorch user would); torch 2.13 marks TorchScript deprecated.
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")

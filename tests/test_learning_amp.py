@@ -12,9 +12,9 @@ import torch
 
 from st_rl.configs import amp_train_config, get_preset
 from st_rl.datasets import MotionLoader, gait_distance
-from st_rl.envs import make_env
-from st_rl.envs.motion_recorder import collect_style_windows, record_scripted_trot
 from st_rl.runners import build_runner
+from st_rl.tasks import make_env
+from st_rl.tasks.motion_recorder import collect_style_windows, record_scripted_trot
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 

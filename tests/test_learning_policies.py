@@ -13,8 +13,8 @@ import time
 import pytest
 import torch
 
-from st_rl.envs import make_env
 from st_rl.runners import OnPolicyRunner
+from st_rl.tasks import make_env
 
 pytestmark = pytest.mark.slow
 

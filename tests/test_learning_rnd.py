@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from st_rl.configs import get_preset
-from st_rl.envs import make_env
-from st_rl.envs.sparse_goal import evaluate_success
 from st_rl.runners import OnPolicyRunner
+from st_rl.tasks import make_env
+from st_rl.tasks.sparse_goal import evaluate_success
 
 TASK = "sparse_goal"
 SEED = 1

@@ -21,8 +21,8 @@ pytest.importorskip("mujoco.batch")
 
 from st_rl.algorithms.extensions.symmetry import mirror_error  # noqa: E402
 from st_rl.configs import get_preset  # noqa: E402
-from st_rl.envs import make_env  # noqa: E402
 from st_rl.runners import build_runner  # noqa: E402
+from st_rl.tasks import make_env  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from st_rl.configs import get_preset
-from st_rl.envs import make_env
 from st_rl.runners import OnPolicyRunner
+from st_rl.tasks import make_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 

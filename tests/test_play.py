@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from st_rl.cli import main
-from st_rl.envs import make_env
 from st_rl.play import evaluate_policy, play
 from st_rl.plotting import plot_training
 from st_rl.runners import OnPolicyRunner
+from st_rl.tasks import make_env
 
 TASK = "quadruped_flat"
 TINY_CFG = {

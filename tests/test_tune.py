@@ -12,8 +12,8 @@ optuna = pytest.importorskip("optuna")
 
 from st_rl.cli import main  # noqa: E402
 from st_rl.configs import get_preset  # noqa: E402
-from st_rl.envs import VelocityTracking  # noqa: E402
 from st_rl.runners import OnPolicyRunner  # noqa: E402
+from st_rl.tasks import VelocityTracking  # noqa: E402
 from st_rl.tune import (  # noqa: E402
     DEFAULT_SPACE,
     apply_params,

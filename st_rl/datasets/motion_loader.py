@@ -2,7 +2,7 @@
 
 Motion files are the st_gym format (``ancestor_spec.md`` section 3.1): a pickled (or joblib) dict
 ``{trajectory_name: {"Fields": [...], "Frames": [[...], ...], "FrameDuration": s, "MotionWeight": w}}``.
-They are read with :func:`st_rl.envs.motion_recorder.load_motion_file`, which resolves no classes, so a
+They are read with :func:`st_rl.tasks.motion_recorder.load_motion_file`, which resolves no classes, so a
 file can never run code. A window is ``amp_obs_frame_num`` frames ``time_between_frames`` apart of the
 selected ``style_fields``, flattened frame-major into ``(H * F,)`` -- the layout of the environment's
 ``extras["observations"]["ref_obs"]`` with ``(N, H, F)`` flattened.
@@ -55,7 +55,7 @@ class MotionLoader:
         device: str | torch.device = "cpu",
         generator: torch.Generator | None = None,
     ) -> None:
-        from st_rl.envs.motion_recorder import load_motion_file
+        from st_rl.tasks.motion_recorder import load_motion_file
 
         if amp_obs_frame_num < 1:
             raise ValueError(f"amp_obs_frame_num must be >= 1, got {amp_obs_frame_num}")

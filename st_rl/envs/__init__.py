@@ -1,90 +1,46 @@
-"""Built-in vectorised tasks (pure PyTorch, native st_rl API) and a small task registry.
+"""Reference name (st_rl/compat.py): the built-in tasks moved to :mod:`st_rl.tasks`.
 
-Example:
-    >>> from st_rl.envs import make_env
-    >>> env = make_env("point_mass", num_envs=64, seed=0)
-    >>> obs, extras = env.get_observations()
+``import st_rl.envs`` and ``import st_rl.envs.<module>`` give the same module objects as ``st_rl.tasks`` and
+``st_rl.tasks.<module>``, so code and pickled references written for the old path keep working.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+from types import ModuleType
 from typing import Any
 
-import torch
+from st_rl.tasks import *  # noqa: F403
+from st_rl.tasks import __all__  # noqa: F401
 
-from st_rl.envs.base import BuiltinTask
-from st_rl.envs.cue_memory import CueMemory
-from st_rl.envs.image_goal import ImageGoal
-from st_rl.envs.point_mass import PointMass
-from st_rl.envs.sparse_goal import SparseGoal
-from st_rl.envs.velocity_tracking import VelocityTracking
-
-__all__ = [
-    "TASKS",
-    "BuiltinTask",
-    "PointMass",
-    "SparseGoal",
-    "VelocityTracking",
-    "make_env",
-    "register_task",
-    "CueMemory",
-    "ImageGoal",
-]
-
-TASKS: dict[str, type] = {}
+_OLD, _NEW = "st_rl.envs.", "st_rl.tasks."
 
 
-def register_task(name: str, cls: type, *, overwrite: bool = False) -> type:
-    """Register ``cls`` under ``name`` for :func:`make_env`.
+class _AliasLoader(importlib.abc.Loader):
+    def __init__(self, target: str) -> None:
+        self.target = target
 
-    ``cls`` is called as ``cls(num_envs=..., device=..., seed=..., **cfg)``. Re-registering an existing name
-    with a different class raises ``ValueError`` unless ``overwrite`` is set. Returns ``cls``.
-    """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"task name must be a non-empty string, got {name!r}")
-    if not overwrite and name in TASKS and TASKS[name] is not cls:
-        raise ValueError(f"task {name!r} is already registered as {TASKS[name].__name__}")
-    TASKS[name] = cls
-    return cls
+    def create_module(self, spec: Any) -> ModuleType:
+        return importlib.import_module(self.target)
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The target module is already executed."""
 
 
-def make_env(
-    name: str, num_envs: int, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
-) -> Any:
-    """Instantiate the registered task ``name``; ``cfg`` goes to the task's constructor.
+class _AliasFinder(importlib.abc.MetaPathFinder):
+    """Finds ``st_rl.envs.<name>`` as ``st_rl.tasks.<name>``."""
 
-    Raises:
-        ValueError: ``name`` is not registered (the message lists the available names).
-    """
-    if name.startswith("gym:"):  # a Gymnasium task through st_rl.env.adapters (needs st-rl[gymnasium])
-        from st_rl.env.adapters.gymnasium import make_gymnasium_env
-
-        return make_gymnasium_env(name.removeprefix("gym:"), num_envs, seed=seed, device=device, **cfg)
-    if name not in TASKS:
-        raise ValueError(
-            f"unknown task {name!r}; available tasks: {', '.join(sorted(TASKS))}, or 'gym:<Gymnasium id>'"
-        )
-    return TASKS[name](num_envs=num_envs, device=device, seed=seed, **cfg)
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if not fullname.startswith(_OLD):
+            return None
+        new = _NEW + fullname[len(_OLD) :]
+        if importlib.util.find_spec(new) is None:
+            return None
+        return importlib.util.spec_from_loader(fullname, _AliasLoader(new))
 
 
-register_task("point_mass", PointMass)
-register_task("velocity_tracking", VelocityTracking)
-register_task("cue_memory", CueMemory)
-register_task("image_goal", ImageGoal)
-register_task("sparse_goal", SparseGoal)
-
-
-def _quadruped(terrain: str) -> Any:
-    def make(
-        num_envs: int = 1024, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
-    ) -> Any:
-        from st_rl.envs.locomotion import LeggedLocomotion  # imports MuJoCo only when used
-
-        return LeggedLocomotion(num_envs=num_envs, device=device, seed=seed, terrain=terrain, **cfg)
-
-    make.__name__ = f"quadruped_{terrain}"
-    return make
-
-
-register_task("quadruped_flat", _quadruped("flat"))  # type: ignore[arg-type]
-register_task("quadruped_rough", _quadruped("rough"))  # type: ignore[arg-type]
+if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
+    sys.meta_path.insert(0, _AliasFinder())

@@ -33,7 +33,7 @@ def _default_cfg_keys(task_cls: type) -> set[str]:
 
 def _infer_task_from_env_cfg(env_cfg: dict[str, Any]) -> str | None:
     """The registered task whose constructor config keys include all keys of ``env_cfg`` (unique match)."""
-    from st_rl.envs import TASKS
+    from st_rl.tasks import TASKS
 
     if "terrain" in env_cfg and "model_path" in env_cfg:
         name = f"quadruped_{env_cfg['terrain']}"
@@ -63,7 +63,7 @@ def make_env_from_cfg(
     task: str, num_envs: int, device: str, seed: int | None, env_cfg: dict[str, Any]
 ) -> Any:
     """``make_env`` with the run's stored env config, dropping keys the task factory sets itself."""
-    from st_rl.envs import make_env
+    from st_rl.tasks import make_env
 
     cfg = dict(env_cfg)
     for _ in range(len(cfg) + 1):

@@ -11,7 +11,7 @@ is split at dones, and a new directory starts after every done. Files store RAW 
 observations, whatever normaliser the policy uses.
 
 Example:
-    >>> from st_rl.envs import make_env
+    >>> from st_rl.tasks import make_env
     >>> env = make_env("velocity_tracking", num_envs=64, seed=0)
     >>> class Expert:
     ...     def act_inference(self, obs):

@@ -10,8 +10,6 @@ import torch
 from st_rl.algorithms import APPO, ATPPO
 from st_rl.algorithms.appo import MissingAmpDataError
 from st_rl.datasets import AmpObservationWrapper, MotionLoader
-from st_rl.envs import make_env
-from st_rl.envs.motion_recorder import save_motion_file
 from st_rl.modules import (
     ActorCritic,
     AmpActorCritic,
@@ -20,6 +18,8 @@ from st_rl.modules import (
     EncoderAmpActorCriticRecurrent,
 )
 from st_rl.storage import AmpRolloutStorage, ReplayBuffer
+from st_rl.tasks import make_env
+from st_rl.tasks.motion_recorder import save_motion_file
 from st_rl.utils.checkpoint import save_checkpoint
 
 NUM_OBS, NUM_ACT, AMP_DIM = 4, 2, 2
@@ -529,8 +529,8 @@ def _wrapped(api_shim=None, n=8):
 
 
 def test_amp_runner_on_legged_gym_api_with_trial_reports():
-    from st_rl.envs.api_shims import LeggedGymStyle
     from st_rl.runners import AmpPolicyRunner
+    from st_rl.tasks.api_shims import LeggedGymStyle
 
     class Trial:
         def __init__(self):

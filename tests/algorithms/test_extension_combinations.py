@@ -18,8 +18,8 @@ from st_rl.algorithms.extensions import (
 )
 from st_rl.datasets import AmpObservationWrapper, MotionLoader
 from st_rl.env import EnvAdapter
-from st_rl.envs import make_env
 from st_rl.modules import ActorCritic, ActorCriticRecurrent, AMPDiscriminator, StateAc, StateAcRecurrent
+from st_rl.tasks import make_env
 from st_rl.utils.checkpoint import save_checkpoint
 
 FEATURES = ("amp", "distillation", "estimator", "rnd", "symmetry")

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from st_rl.datasets import AmpObservationWrapper, MotionLoader
-from st_rl.envs import make_env
 from st_rl.modules.memory import Memory
 from st_rl.runners import build_runner
+from st_rl.tasks import make_env
 from st_rl.utils.checkpoint import load_checkpoint, migrate_checkpoint
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "legacy_main_a558efc")

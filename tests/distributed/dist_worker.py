@@ -8,8 +8,8 @@ import os
 
 import torch
 
-from st_rl.envs import make_env
 from st_rl.runners import OnPolicyRunner
+from st_rl.tasks import make_env
 
 UPDATE_CFG = {
     "seed": 1,

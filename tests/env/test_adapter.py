@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from st_rl.env import EnvAdapter, NonFiniteError
-from st_rl.envs import PointMass, VelocityTracking
-from st_rl.envs.api_shims import IsaacLabStyle, LeggedGymStyle, TensorDictStyle
+from st_rl.tasks import PointMass, VelocityTracking
+from st_rl.tasks.api_shims import IsaacLabStyle, LeggedGymStyle, TensorDictStyle
 
 
 def _check_step(adapter: EnvAdapter, critic_width: int) -> None:
@@ -133,7 +133,7 @@ def test_adapter_rejects_non_env():
 
 # ------------------------------------------------------------------ task metrics
 def test_task_metrics_from_the_declared_hook_and_from_st_gym_attributes():
-    from st_rl.envs import make_env
+    from st_rl.tasks import make_env
 
     env = make_env("velocity_tracking", num_envs=4, seed=0)
     declared = EnvAdapter(env).task_metrics()

@@ -157,7 +157,7 @@ def test_gymnasium_clear_errors():
 
 def test_gymnasium_preset_and_make_env_route():
     from st_rl.configs import get_preset, gymnasium_mujoco_preset
-    from st_rl.envs import make_env
+    from st_rl.tasks import make_env
 
     preset = get_preset("gym:HalfCheetah-v5")
     cfg = preset.train.to_dict()

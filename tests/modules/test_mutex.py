@@ -20,7 +20,6 @@ from collections import OrderedDict
 import pytest
 import torch
 
-from st_rl.envs.velocity_tracking import VelocityTracking
 from st_rl.modules.actor_critic_mutex import (
     ActorCriticClimbMutex,
     ActorCriticFieldMutex,
@@ -30,6 +29,7 @@ from st_rl.modules.actor_critic_mutex import (
 )
 from st_rl.modules.factory import build_actor_critic
 from st_rl.runners import OnPolicyRunner
+from st_rl.tasks.velocity_tracking import VelocityTracking
 from st_rl.utils.utils import latest_checkpoint, read_run_config, write_run_config
 
 NUM_ENVS = 8

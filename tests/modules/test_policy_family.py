@@ -17,7 +17,6 @@ import torch
 import torch.nn as nn
 
 from st_rl.algorithms import PPO, EstimatorPPO
-from st_rl.envs import VelocityTracking
 from st_rl.modules import (
     ActorCritic,
     EncoderActorCritic,
@@ -28,6 +27,7 @@ from st_rl.modules import (
 )
 from st_rl.runners import OnPolicyRunner
 from st_rl.storage.rollout_storage import MiniBatch
+from st_rl.tasks import VelocityTracking
 from st_rl.utils.collections import tree_flatten
 
 NUM_ENVS = 6

@@ -11,7 +11,6 @@ import pytest
 import torch
 import torch.nn as nn
 
-from st_rl.envs import make_env
 from st_rl.runners import OnPolicyRunner
 from st_rl.runners.dagger_saver import DaggerSaver
 from st_rl.runners.demonstration import DemonstrationSaver
@@ -20,6 +19,7 @@ from st_rl.storage.rollout_files.rollout_dataset import (
     get_frame_range,
     read_trajectory_file,
 )
+from st_rl.tasks import make_env
 from st_rl.utils.checkpoint import load_checkpoint
 from st_rl.utils.data_compresser import compress_normalized_image, decompress_normalized_image
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from st_rl.envs import VelocityTracking
-from st_rl.envs.api_shims import LeggedGymStyle
 from st_rl.runners import OnPolicyRunner
+from st_rl.tasks import VelocityTracking
+from st_rl.tasks.api_shims import LeggedGymStyle
 from st_rl.utils.logger import aggregate_episode_infos
 
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from st_rl.env import NonFiniteError
-from st_rl.envs import PointMass, VelocityTracking
-from st_rl.envs.api_shims import LeggedGymStyle, TensorDictStyle
 from st_rl.runners import OnPolicyRunner, build_runner
+from st_rl.tasks import PointMass, VelocityTracking
+from st_rl.tasks.api_shims import LeggedGymStyle, TensorDictStyle
 
 NESTED_CFG = {
     "seed": 3,

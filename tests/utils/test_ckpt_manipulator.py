@@ -60,8 +60,8 @@ def test_get_manipulator_by_name_path_or_callable():
 
 
 def test_runner_applies_manipulator_on_load(tmp_path, small_cfg):
-    from st_rl.envs import make_env
     from st_rl.runners import OnPolicyRunner
+    from st_rl.tasks import make_env
 
     cfg = copy.deepcopy(small_cfg)
     cfg["logger"] = "none"

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from st_rl.envs import VelocityTracking
 from st_rl.runners import OnPolicyRunner
+from st_rl.tasks import VelocityTracking
 from st_rl.utils.logger import NullWriter, make_writer
 from st_rl.utils.writers import RUN_INFO_FILE, MissingLoggerPackageError, attach_files_to_run
 

@@ -130,7 +130,7 @@ class _PlainUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         raise pickle.UnpicklingError(
             f"Motion files may only hold plain data; this one references {module}.{name}. Convert it to "
-            "dicts, lists, floats and strings (see st_rl.envs.motion_recorder)."
+            "dicts, lists, floats and strings (see st_rl.tasks.motion_recorder)."
         )
 
 
@@ -180,7 +180,7 @@ def record_scripted_trot(
 
     Returns the recorded style fields (default: :func:`joint_style_fields`).
     """
-    from st_rl.envs import make_env
+    from st_rl.tasks import make_env
 
     stride: float | torch.Tensor = 0.0
     hip: float | torch.Tensor = 0.0

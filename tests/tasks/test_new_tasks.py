@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from st_rl.envs import TASKS, CueMemory, ImageGoal, VelocityTracking, make_env
+from st_rl.tasks import TASKS, CueMemory, ImageGoal, VelocityTracking, make_env
 
 N = 16
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from st_rl.envs.base import BuiltinTask
+from st_rl.tasks.base import BuiltinTask
 
 __all__ = ["SparseGoal", "evaluate_success"]
 

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from st_rl.envs import make_env
+from st_rl.tasks import make_env
 
 URDF = os.path.join(os.path.dirname(__file__), "simple_quadruped.urdf")
 LEGS = ("FR", "FL", "RR", "RL")

@@ -12,8 +12,8 @@ import torch
 pytest.importorskip("mujoco")
 pytest.importorskip("mujoco.batch")
 
-from st_rl.envs import make_env  # noqa: E402
-from st_rl.envs.locomotion import DEFAULT_MODEL_PATH, LeggedLocomotion, quat_rotate_inverse  # noqa: E402
+from st_rl.tasks import make_env  # noqa: E402
+from st_rl.tasks.locomotion import DEFAULT_MODEL_PATH, LeggedLocomotion, quat_rotate_inverse  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from st_rl.envs.base import BuiltinTask
+from st_rl.tasks.base import BuiltinTask
 
 __all__ = ["DEFAULT_MODEL_PATH", "LeggedLocomotion", "SignedPermutation", "quat_rotate_inverse"]
 

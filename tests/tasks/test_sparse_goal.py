@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from st_rl.configs import get_preset
-from st_rl.envs import SparseGoal, make_env
-from st_rl.envs.sparse_goal import evaluate_success
+from st_rl.tasks import SparseGoal, make_env
+from st_rl.tasks.sparse_goal import evaluate_success
 
 N = 4
 

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from st_rl.envs import TASKS, PointMass, VelocityTracking, make_env, register_task
-from st_rl.envs.api_shims import IsaacLabStyle, LeggedGymStyle, TensorDictStyle
+from st_rl.tasks import TASKS, PointMass, VelocityTracking, make_env, register_task
+from st_rl.tasks.api_shims import IsaacLabStyle, LeggedGymStyle, TensorDictStyle
 
 N = 16
 TASK_CLASSES = [PointMass, VelocityTracking]

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from st_rl.envs.base import BuiltinTask
+from st_rl.tasks.base import BuiltinTask
 
 __all__ = ["CueMemory"]
 

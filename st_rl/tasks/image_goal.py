@@ -7,13 +7,13 @@ from typing import Any
 
 import torch
 
-from st_rl.envs.point_mass import PointMass
+from st_rl.tasks.point_mass import PointMass
 
 __all__ = ["ImageGoal"]
 
 
 class ImageGoal(PointMass):
-    """:class:`~st_rl.envs.point_mass.PointMass` whose goal is observed only through an image.
+    """:class:`~st_rl.tasks.point_mass.PointMass` whose goal is observed only through an image.
 
     Dynamics, reset distribution, reward terms (``distance``, ``action_l2``) and metric (``final_distance``) are
     those of :class:`PointMass`. The actor does not observe ``goal_delta``; instead it gets ``forward_depth``, a

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from st_rl.envs import make_env
-from st_rl.envs.motion_recorder import load_motion_file, record_scripted_trot, scripted_trot_policy
+from st_rl.tasks import make_env
+from st_rl.tasks.motion_recorder import load_motion_file, record_scripted_trot, scripted_trot_policy
 
 
 def test_stride_makes_the_scripted_trot_walk_forward_and_backward():

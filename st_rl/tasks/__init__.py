@@ -1,0 +1,90 @@
+"""Built-in vectorised tasks (pure PyTorch, native st_rl API) and a small task registry.
+
+Example:
+    >>> from st_rl.tasks import make_env
+    >>> env = make_env("point_mass", num_envs=64, seed=0)
+    >>> obs, extras = env.get_observations()
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from st_rl.tasks.base import BuiltinTask
+from st_rl.tasks.cue_memory import CueMemory
+from st_rl.tasks.image_goal import ImageGoal
+from st_rl.tasks.point_mass import PointMass
+from st_rl.tasks.sparse_goal import SparseGoal
+from st_rl.tasks.velocity_tracking import VelocityTracking
+
+__all__ = [
+    "TASKS",
+    "BuiltinTask",
+    "PointMass",
+    "SparseGoal",
+    "VelocityTracking",
+    "make_env",
+    "register_task",
+    "CueMemory",
+    "ImageGoal",
+]
+
+TASKS: dict[str, type] = {}
+
+
+def register_task(name: str, cls: type, *, overwrite: bool = False) -> type:
+    """Register ``cls`` under ``name`` for :func:`make_env`.
+
+    ``cls`` is called as ``cls(num_envs=..., device=..., seed=..., **cfg)``. Re-registering an existing name
+    with a different class raises ``ValueError`` unless ``overwrite`` is set. Returns ``cls``.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"task name must be a non-empty string, got {name!r}")
+    if not overwrite and name in TASKS and TASKS[name] is not cls:
+        raise ValueError(f"task {name!r} is already registered as {TASKS[name].__name__}")
+    TASKS[name] = cls
+    return cls
+
+
+def make_env(
+    name: str, num_envs: int, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
+) -> Any:
+    """Instantiate the registered task ``name``; ``cfg`` goes to the task's constructor.
+
+    Raises:
+        ValueError: ``name`` is not registered (the message lists the available names).
+    """
+    if name.startswith("gym:"):  # a Gymnasium task through st_rl.env.adapters (needs st-rl[gymnasium])
+        from st_rl.env.adapters.gymnasium import make_gymnasium_env
+
+        return make_gymnasium_env(name.removeprefix("gym:"), num_envs, seed=seed, device=device, **cfg)
+    if name not in TASKS:
+        raise ValueError(
+            f"unknown task {name!r}; available tasks: {', '.join(sorted(TASKS))}, or 'gym:<Gymnasium id>'"
+        )
+    return TASKS[name](num_envs=num_envs, device=device, seed=seed, **cfg)
+
+
+register_task("point_mass", PointMass)
+register_task("velocity_tracking", VelocityTracking)
+register_task("cue_memory", CueMemory)
+register_task("image_goal", ImageGoal)
+register_task("sparse_goal", SparseGoal)
+
+
+def _quadruped(terrain: str) -> Any:
+    def make(
+        num_envs: int = 1024, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
+    ) -> Any:
+        from st_rl.tasks.locomotion import LeggedLocomotion  # imports MuJoCo only when used
+
+        return LeggedLocomotion(num_envs=num_envs, device=device, seed=seed, terrain=terrain, **cfg)
+
+    make.__name__ = f"quadruped_{terrain}"
+    return make
+
+
+register_task("quadruped_flat", _quadruped("flat"))  # type: ignore[arg-type]
+register_task("quadruped_rough", _quadruped("rough"))  # type: ignore[arg-type]
