@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 import torch
 
+from st_rl.evaluation.rendering import set_default_gl_backend
+
 # Offscreen rendering on headless machines: MuJoCo picks its GL backend when first imported.
-os.environ.setdefault("MUJOCO_GL", "egl")
+set_default_gl_backend("egl")
 
 SMALL_CFG = {
     "seed": 1,

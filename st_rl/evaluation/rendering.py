@@ -7,6 +7,7 @@ software; ``apt-get install libosmesa6``). Writing MP4 needs ``imageio`` and ``i
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import platform
 import sys
@@ -20,11 +21,20 @@ __all__ = ["DEFAULT_GEOM_GROUPS", "QUALITIES", "VideoRecorder", "render_frame", 
 
 
 def set_default_gl_backend(backend: str = "egl") -> str | None:
-    """Set ``MUJOCO_GL`` to ``backend`` when it is unset, MuJoCo is not imported yet and the OS is Linux.
+    """Set ``MUJOCO_GL`` to ``backend`` when it is unset, MuJoCo is not imported yet, the OS is Linux and the
+    backend's library (``libEGL`` / ``libOSMesa``) is installed.
 
-    MuJoCo picks its OpenGL backend when it is imported, so this must run first. Returns the value in force.
+    MuJoCo picks its OpenGL backend when it is imported, so this must run first; a backend whose library is
+    missing would make ``import mujoco`` itself fail, so then nothing is set (simulation works, rendering
+    reports MuJoCo's own error). Returns the value in force.
     """
-    if "MUJOCO_GL" not in os.environ and "mujoco" not in sys.modules and platform.system() == "Linux":
+    library = {"egl": "EGL", "osmesa": "OSMesa"}.get(backend)
+    if (
+        "MUJOCO_GL" not in os.environ
+        and "mujoco" not in sys.modules
+        and platform.system() == "Linux"
+        and (library is None or ctypes.util.find_library(library) is not None)
+    ):
         os.environ["MUJOCO_GL"] = backend
     return os.environ.get("MUJOCO_GL")
 

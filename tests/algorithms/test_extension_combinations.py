@@ -1,5 +1,5 @@
 """Every subset of {AMP, distillation, estimator, RND, symmetry} combines on PPO, on a feed-forward and on a
-recurrent policy: one rollout, one update, and a checkpoint round trip."""
+recurrent policy: one rollout, one update, and a checkpoint round trip. On CUDA too, where there is a GPU."""
 
 from __future__ import annotations
 
@@ -47,12 +47,18 @@ def mirror_actions(x: torch.Tensor) -> torch.Tensor:
     return x * _FLIP_ACT.to(x.device)
 
 
-def _env():
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")),
+]
+
+
+def _env(device: str = "cpu"):
     loader = MotionLoader.__new__(MotionLoader)  # constant reference windows
     loader.amp_obs_frame_num, loader.style_fields = 2, ["vx", "vy"]
-    loader.sample_windows = lambda k: torch.full((k, 4), 0.5)  # type: ignore[method-assign]
-    base = make_env("velocity_tracking", num_envs=N, seed=0, actor_dynamics_slots=True)
-    return EnvAdapter(AmpObservationWrapper(base, loader, lambda e: e.base_lin_vel))
+    loader.sample_windows = lambda k: torch.full((k, 4), 0.5, device=device)  # type: ignore[method-assign]
+    base = make_env("velocity_tracking", num_envs=N, device=device, seed=0, actor_dynamics_slots=True)
+    return EnvAdapter(AmpObservationWrapper(base, loader, lambda e: e.base_lin_vel), device=device)
 
 
 def _policy(env: EnvAdapter, recurrent: bool, estimator: bool, amp: bool):
@@ -116,11 +122,11 @@ def _extensions(subset, teacher_path):
     return made
 
 
-def _build(subset, recurrent, teacher_path, seed=0):
+def _build(subset, recurrent, teacher_path, seed=0, device="cpu"):
     torch.manual_seed(seed)
-    env = _env()
-    policy = _policy(env, recurrent, "estimator" in subset, "amp" in subset)
-    alg = PPO(policy, num_learning_epochs=1, num_mini_batches=2, learning_rate=1e-3,
+    env = _env(device)
+    policy = _policy(env, recurrent, "estimator" in subset, "amp" in subset).to(device)
+    alg = PPO(policy, num_learning_epochs=1, num_mini_batches=2, learning_rate=1e-3, device=device,
               extensions=_extensions(subset, teacher_path))  # fmt: skip
     alg.attach_env(env.env)
     critic_shape = [env.num_critic_obs] if env.has_critic_group else [None]
@@ -140,10 +146,11 @@ def _rollout(env, alg):
     return obs
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("recurrent", [False, True], ids=["mlp", "gru"])
 @pytest.mark.parametrize("subset", SUBSETS, ids=lambda s: "+".join(s) or "ppo")
-def test_every_subset_updates_and_round_trips(subset, recurrent, teacher_path, tmp_path):
-    env, alg = _build(subset, recurrent, teacher_path)
+def test_every_subset_updates_and_round_trips(subset, recurrent, device, teacher_path, tmp_path):
+    env, alg = _build(subset, recurrent, teacher_path, device=device)
     assert set(alg.extensions) == set(subset)
     before = {k: v.clone() for k, v in alg.actor_critic.state_dict().items()}
     obs = _rollout(env, alg)
@@ -161,8 +168,8 @@ def test_every_subset_updates_and_round_trips(subset, recurrent, teacher_path, t
     save_checkpoint(path, state)
     from st_rl.utils.checkpoint import load_checkpoint
 
-    _, fresh = _build(subset, recurrent, teacher_path, seed=1)
-    fresh.load_state_dict(load_checkpoint(path))
+    _, fresh = _build(subset, recurrent, teacher_path, seed=1, device=device)
+    fresh.load_state_dict(load_checkpoint(path, map_location=device))
     for key, value in alg.actor_critic.state_dict().items():
         torch.testing.assert_close(fresh.actor_critic.state_dict()[key], value, msg=key)
     for key, value in fresh.state_dict().items():
@@ -179,8 +186,8 @@ def test_every_subset_updates_and_round_trips(subset, recurrent, teacher_path, t
 def _tree_equal(a, b) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_tree_equal(a[k], b[k]) for k in a)
-    if isinstance(a, torch.Tensor):
-        return torch.equal(a, b)
+    if isinstance(a, torch.Tensor):  # Adam keeps its step count on the CPU, a loaded one where mapped
+        return torch.equal(a.cpu(), b.cpu())
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(_tree_equal(x, y) for x, y in zip(a, b))
     return a == b
