@@ -1,31 +1,135 @@
-"""Command line: ``st-rl train`` trains a built-in task; ``st-rl tasks`` lists them; ``st-rl play`` evaluates a
-checkpoint (metrics, video, plot; rendering uses ``MUJOCO_GL=egl`` unless set); ``st-rl plot`` draws a run's
-training curves."""
+"""Command line: ``st-rl train`` trains a built-in task or your environment (``--env``) with the task's preset,
+a config file (``--config``) and ``KEY=VALUE`` overrides; ``st-rl tasks`` lists the tasks; ``st-rl play``
+evaluates a checkpoint (metrics, video, plot; rendering uses ``MUJOCO_GL=egl`` unless set); ``st-rl plot``
+draws a run's training curves. Errors print one line, ``st-rl: error: ...`` (exit code 2); ``--debug`` shows
+the traceback."""
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
+import importlib.util
+import inspect
 import json
+import math
 import os
 import sys
+import warnings
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import torch
+
+_STYLE_REWARD_COEF = 0.03
+"""Default AMP style reward weight of ``st-rl train --motion``."""
 
 
 def _default_device() -> str:
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, ``st-rl: error: ...``, with exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"st-rl: error: {message} (see '{self.prog} --help')\n")
+        sys.exit(2)
+
+
+def _int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type`` accepting integers >= ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+def _finite_float_at_least(low: float) -> Callable[[str], float]:
+    """An argparse ``type`` accepting finite numbers >= ``low``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number >= {low:g}, got {text!r}") from None
+        if not math.isfinite(value) or value < low:
+            raise argparse.ArgumentTypeError(f"must be a finite number >= {low:g}, got {text!r}")
+        return value
+
+    parse.__name__ = f"number >= {low:g}"
+    return parse
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from st_rl.configs import DEFAULT_TASK
 
-    parser = argparse.ArgumentParser(prog="st-rl", description="st_rl: RL for legged robots.")
+    parser = _Parser(
+        prog="st-rl",
+        description="st_rl: RL for legged robots.",
+        epilog="Errors are one line; --debug (before or after the command) shows the Python traceback.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks of errors")
     sub = parser.add_subparsers(dest="command")
-    train = sub.add_parser("train", help="train PPO on a built-in task")
+    train = sub.add_parser(
+        "train",
+        help="train PPO on a built-in task or your own environment",
+        description="Train a built-in task (--task) or your environment (--env), with the task's preset "
+        "config or a config file (--config), changed by KEY=VALUE overrides (docs/configuration.md, "
+        "'Command line').",
+    )
     train.add_argument("--task", default=DEFAULT_TASK, help=f"built-in task (default: {DEFAULT_TASK})")
-    train.add_argument("--num-envs", type=int, default=None, help="parallel environments (preset default)")
-    train.add_argument("--iterations", type=int, default=None, help="learning iterations (preset default)")
+    train.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="training config (.yaml/.yml/.json, st_gym flat or legged_gym nested form) replacing the task's "
+        "preset config; the environment stays --task unless --env is given",
+    )
+    train.add_argument(
+        "--env",
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="train your environment: FACTORY(num_envs=, device=, seed=) (the keywords it takes) from MODULE "
+        "(importable from the current directory) or a .py file; without --config, the PPO settings of the "
+        "--task preset are used",
+    )
+    train.add_argument(
+        "--algorithm", default=None, metavar="NAME", help="algorithm.class_name (e.g. PPO, or pkg.mod:Class)"
+    )
+    train.add_argument(
+        "--policy", default=None, metavar="NAME", help="policy.class_name (e.g. ActorCriticRecurrent)"
+    )
+    train.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved training config as YAML and exit without training",
+    )
+    train.add_argument(
+        "overrides",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config overrides applied last, e.g. algorithm.learning_rate=3e-4 "
+        "policy.actor_hidden_dims=[128,128] runner.num_steps_per_env=48 seed=3; ~KEY deletes a key",
+    )
+    train.add_argument(
+        "--num-envs", type=_int_at_least(1), default=None, help="parallel environments (preset default)"
+    )
+    train.add_argument(
+        "--iterations",
+        type=_int_at_least(1),
+        default=None,
+        help="learning iterations (default: max_iterations of the config)",
+    )
     train.add_argument(
         "--device", default=None, help="training device (default: cuda:0 if present, else cpu)"
     )
@@ -36,8 +140,12 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="checkpoint file or run directory to continue from (with --motion, a PPO checkpoint gets AMP added)",
     )
-    train.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: all cores)")
-    train.add_argument("--log-interval", type=int, default=None, help="print/log every N iterations")
+    train.add_argument(
+        "--threads", type=_int_at_least(1), default=None, help="CPU threads for torch (default: all cores)"
+    )
+    train.add_argument(
+        "--log-interval", type=_int_at_least(1), default=None, help="print/log every N iterations"
+    )
     train.add_argument(
         "--motion",
         default=None,
@@ -45,17 +153,18 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--style-reward-coef",
-        type=float,
-        default=0.03,
-        help="AMP style reward weight per step (default 0.03)",
+        type=_finite_float_at_least(0.0),
+        default=None,
+        help=f"with --motion: AMP style reward weight per step (default {_STYLE_REWARD_COEF})",
     )
     train.add_argument(
         "--style-ramp",
-        type=int,
+        type=_int_at_least(0),
         nargs=2,
         default=None,
         metavar=("START", "END"),
-        help="AMP: no style reward before iteration START, full weight from END (learn the task first)",
+        help="with --motion: no style reward before iteration START, full weight from END (learn the task "
+        "first); 0 <= START <= END",
     )
     sub.add_parser("tasks", help="list the built-in tasks")
     from st_rl.tune import add_arguments as add_tune_arguments
@@ -160,6 +269,10 @@ def _build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--no-check", action="store_true", help="skip running the files against the eager policy"
     )
+    for subparser in sub.choices.values():  # --debug after the command too (SUPPRESS: keep an earlier one)
+        subparser.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help="show Python tracebacks of errors"
+        )
     return parser
 
 
@@ -176,58 +289,368 @@ def cmd_tasks() -> int:
     return 0
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    from st_rl.configs import get_preset
-    from st_rl.runners import build_runner
-    from st_rl.tasks import make_env
+def _validate_train_args(args: argparse.Namespace) -> None:
+    """Checks between ``st-rl train`` options (each option's own range is checked by its argparse type).
+
+    Raises:
+        ConfigError: naming every option that cannot be used as given, with the fix.
+    """
+    from st_rl.config import ConfigError, Problem
+
+    problems: list[Problem] = []
+    if args.style_ramp is not None:
+        start, end = args.style_ramp
+        if not args.motion:
+            problems.append(
+                Problem(
+                    "--style-ramp",
+                    [start, end],
+                    "only applies to AMP training",
+                    "add --motion FILE or drop it",
+                )
+            )
+        elif start > end:
+            problems.append(
+                Problem(
+                    "--style-ramp",
+                    [start, end],
+                    "needs 0 <= START <= END",
+                    f"e.g. --style-ramp {end} {start}",
+                )
+            )
+    if args.style_reward_coef is not None and not args.motion:
+        problems.append(
+            Problem(
+                "--style-reward-coef",
+                args.style_reward_coef,
+                "only applies to AMP training",
+                "add --motion FILE or drop it",
+            )
+        )
+    if args.env is not None and args.motion:
+        problems.append(
+            Problem(
+                "--motion",
+                args.motion,
+                "builds the built-in quadruped's AMP observations and cannot be combined with --env",
+                "give your environment's AMP training config with --config (docs/amp.md)",
+            )
+        )
+    if problems:
+        raise ConfigError(problems, source="command line")
+
+
+def _env_name(spec: str) -> str:
+    """A short name for ``--env MODULE:FACTORY`` (the module's last part), used as the experiment name."""
+    module = spec.rpartition(":")[0]
+    if module.endswith(".py"):
+        return os.path.splitext(os.path.basename(module))[0]
+    return module.rpartition(".")[2] or "env"
+
+
+def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | None, bool]:
+    """The training config of ``st-rl train``: the preset of ``--task`` (or ``--config``), then ``--motion``'s AMP
+    form, then the dedicated options (``--seed``, ``--log-interval``, ``--policy``, ``--algorithm``), then the
+    ``KEY=VALUE`` overrides.
+
+    Returns:
+        ``(config, preset or None, checkpoint to resume or None, whether AMP is added to a PPO checkpoint)``.
+    """
+    from st_rl.config import MISSING, ConfigError, Problem, apply_overrides, load_config_file
+    from st_rl.configs import amp_train_config, get_preset
     from st_rl.utils.utils import get_checkpoint_path
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    preset = get_preset(args.task)
-    cfg = preset.train.to_dict()
-    cfg["task"] = args.task
-    if args.seed is not None:
-        cfg["seed"] = args.seed
-    if args.log_interval is not None:
-        cfg["log_interval"] = args.log_interval
-    from st_rl.utils.distributed import init_distributed
-
-    # Under torchrun each rank joins the process group, trains on its own GPU and steps its own robots.
-    info, rank_device = init_distributed(
-        args.device or _default_device(), float(cfg.get("distributed_timeout_s", 600.0))
-    )
-    device = str(rank_device)
-    num_envs = args.num_envs or preset.num_envs
-    iterations = args.iterations if args.iterations is not None else cfg["max_iterations"]
-    log_dir = args.log_dir or os.path.join(
-        "logs", cfg["experiment_name"], datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    )
-    env_kwargs = dict(preset.env_kwargs)
-    loader = None
+    preset = None
+    try:
+        preset = get_preset(args.task)
+    except ValueError:
+        if args.config is None:
+            raise
+    if args.config is not None:
+        cfg = load_config_file(args.config)
+    else:
+        assert preset is not None
+        cfg = preset.train.to_dict()
+        if args.env is not None:  # the preset's PPO settings, logged under the environment's name
+            cfg["experiment_name"] = _env_name(args.env)
     if args.motion:
-        from st_rl.configs import amp_train_config
-        from st_rl.datasets import MotionLoader
-
-        dt = make_env(args.task, num_envs=1, seed=0).dt
-        loader = MotionLoader(args.motion, amp_obs_frame_num=2, time_between_frames=dt, device=device)
-        env_kwargs.update(amp_obs_frame_num=2, style_fields=loader.style_fields)
-        cfg = amp_train_config(cfg, args.style_reward_coef, style_reward_ramp=args.style_ramp)
-        if info.is_main:
-            print(
-                f"[st-rl] AMP towards {args.motion}: {len(loader.style_fields)} style fields, 2-frame windows"
+        missing = [key for key in ("policy", "algorithm") if not isinstance(cfg.get(key), dict)]
+        if missing:
+            raise ConfigError(
+                [
+                    Problem(
+                        key,
+                        cfg.get(key, MISSING),
+                        "--motion needs a policy and an algorithm section",
+                        "add it",
+                    )
+                    for key in missing
+                ],
+                source=f"config file {args.config}",
             )
+        nested = isinstance(cfg.get("runner"), dict)
+        coef = _STYLE_REWARD_COEF if args.style_reward_coef is None else args.style_reward_coef
+        cfg = amp_train_config(cfg, coef, style_reward_ramp=args.style_ramp)
+        if nested:  # legged_gym form: the runner's own runner_class_name would win over the top-level one
+            cfg["runner"]["runner_class_name"] = cfg.pop("runner_class_name")
+    flags = [] if args.env is not None else [f"task={json.dumps(args.task)}"]
+    if args.seed is not None:
+        flags.append(f"seed={args.seed}")
+    if args.log_interval is not None:
+        flags.append(f"log_interval={args.log_interval}")
+    if args.policy is not None:
+        flags.append(f"policy.class_name={json.dumps(args.policy)}")
+    if args.algorithm is not None:
+        flags.append(f"algorithm.class_name={json.dumps(args.algorithm)}")
+    cfg = apply_overrides(cfg, flags)
+    cfg = apply_overrides(cfg, list(args.overrides))
+    if args.env is not None:  # 'task' names a built-in task for st-rl play; a user's env is not one
+        cfg.pop("task", None)
+        if isinstance(cfg.get("runner"), dict):
+            cfg["runner"].pop("task", None)
     resume_path = get_checkpoint_path(args.resume) if args.resume else None
-    add_amp = resume_path is not None and loader is not None and not _has_discriminator(resume_path)
+    add_amp = resume_path is not None and bool(args.motion) and not _has_discriminator(resume_path)
     if add_amp:
         # AMP on top of a policy trained without it (docs/amp.md): policy, critic and normalisers from the
         # checkpoint, a fresh discriminator and optimizer.
-        cfg["ckpt_manipulator"] = "add_amp_discriminator"
-    env = make_env(args.task, num_envs=num_envs, device=device, seed=cfg["seed"] + info.rank, **env_kwargs)
-    if loader is not None:
-        env.set_ref_motion_source(loader)
+        cfg = apply_overrides(cfg, ['ckpt_manipulator="add_amp_discriminator"'])
+    return cfg, preset, resume_path, add_amp
+
+
+def _learning_iterations(args: argparse.Namespace, runner_cfg: dict[str, Any]) -> int:
+    """``--iterations``, else the config's ``max_iterations``, checked to be an integer >= 1."""
+    from st_rl.config import MISSING, ConfigError, Problem
+
+    if args.iterations is not None:
+        return args.iterations
+    value = runner_cfg.get("max_iterations", MISSING)
+    if value is MISSING or value is None:
+        raise ConfigError(
+            Problem(
+                "runner.max_iterations",
+                MISSING,
+                "the number of learning iterations is not set",
+                "give --iterations N, or max_iterations in the config",
+            )
+        )
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            Problem(
+                "runner.max_iterations",
+                value,
+                "must be an integer >= 1",
+                "set max_iterations to the number of learning iterations, or give --iterations N",
+            )
+        )
+    return value
+
+
+def _config_text(resolved: dict[str, Any]) -> str:
+    """The resolved config as YAML (JSON, which is valid YAML, without PyYAML)."""
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - pyyaml is a test dependency
+        return json.dumps(resolved, indent=2)
+
+    class Dumper(yaml.SafeDumper):
+        """Block-style mappings, lists of scalars on one line (``actor_hidden_dims: [128, 64]``)."""
+
+    def represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> Any:
+        flat = all(not isinstance(item, (dict, list)) for item in data)
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat)
+
+    Dumper.add_representer(list, represent_list)
+    return yaml.dump(resolved, Dumper=Dumper, sort_keys=False, default_flow_style=False)
+
+
+def _import_env_module(module_name: str, spec: str) -> Any:
+    """Import the module of ``--env``: a module name (the current directory first on ``sys.path``) or a .py file."""
+    from st_rl.config import ConfigError, Problem
+
+    if module_name.endswith(".py"):
+        file = os.path.abspath(module_name)
+        if not os.path.isfile(file):
+            raise ConfigError(
+                Problem("--env", spec, f"there is no file {file}", "check the path"), "command line"
+            )
+        folder, name = os.path.dirname(file), os.path.splitext(os.path.basename(file))[0]
+        if folder not in sys.path:  # its sibling modules import as they would from that folder
+            sys.path.insert(0, folder)
+        if name in sys.modules and getattr(sys.modules[name], "__file__", None) != file:
+            name = f"st_rl_user_env_{name}"
+        loader_spec = importlib.util.spec_from_file_location(name, file)
+        if loader_spec is None or loader_spec.loader is None:
+            raise ConfigError(
+                Problem("--env", spec, f"{file} cannot be imported", "give a Python source file"),
+                "command line",
+            )
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[name] = module
+        try:
+            loader_spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        return module
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise ConfigError(
+                Problem(
+                    "--env",
+                    spec,
+                    f"there is no module {module_name!r} in the current directory ({cwd}) or the installed packages",
+                    "run st-rl from the folder that holds it, install its package, or give the file: "
+                    "--env path/to/file.py:FACTORY",
+                ),
+                "command line",
+            ) from e
+        raise ImportError(f"--env {spec}: importing {module_name!r} failed: {e}") from e
+
+
+def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | None) -> Any:
+    """Build the environment of ``--env MODULE:FACTORY``.
+
+    ``FACTORY`` (a function or a class) is called with those of ``num_envs``, ``device`` and ``seed`` that its
+    signature takes (``num_envs`` only when ``--num-envs`` is given, ``seed`` only when the config has one).
+
+    Raises:
+        ConfigError: a malformed spec, a missing module or factory, a factory that is not callable or needs
+            arguments st-rl cannot give, or ``--num-envs`` for a factory without ``num_envs``.
+    """
+    from st_rl.config import MISSING, ConfigError, Problem
+
+    def error(path: str, value: Any, rule: str, fix: str) -> ConfigError:
+        return ConfigError(Problem(path, value, rule, fix), source="command line")
+
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name.strip() or not attr.strip():
+        raise error(
+            "--env",
+            spec,
+            "must be MODULE:FACTORY",
+            "e.g. --env my_robot.envs:make_env, or --env path/to/envs.py:make_env",
+        )
+    factory: Any = _import_env_module(module_name, spec)
+    for part in attr.split("."):
+        if not hasattr(factory, part):
+            names = [n for n in dir(factory) if not n.startswith("_") and callable(getattr(factory, n, None))]
+            raise error("--env", spec, f"{module_name!r} has no {attr!r}", f"use one of {names[:20]}")
+        factory = getattr(factory, part)
+    if not callable(factory):
+        raise error(
+            "--env", spec, f"{attr!r} is a {type(factory).__name__}, not callable", "name a function or class"
+        )
+    given = {"num_envs": num_envs, "device": device, "seed": seed}
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # no signature (a C function): give what we have
+        return factory(**{k: v for k, v in given.items() if v is not None})
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    named = {
+        n
+        for n, p in params.items()
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+    kwargs = {k: v for k, v in given.items() if v is not None and (takes_any or k in named)}
+    if num_envs is not None and "num_envs" not in kwargs:
+        raise error(
+            "--num-envs",
+            num_envs,
+            f"{spec} takes no num_envs argument",
+            "drop --num-envs, or give the factory a num_envs parameter",
+        )
+    required = [
+        n
+        for n, p in params.items()
+        if n in named and p.default is inspect.Parameter.empty and n not in kwargs
+    ] + [n for n, p in params.items() if p.kind is inspect.Parameter.POSITIONAL_ONLY and p.default is p.empty]
+    if "num_envs" in required:
+        raise error("--num-envs", MISSING, f"{spec} needs num_envs", "give --num-envs N")
+    if required:
+        raise error(
+            "--env",
+            spec,
+            f"the factory needs {required}, which st-rl does not give",
+            "give them defaults; st-rl passes num_envs, device and seed (those the factory takes)",
+        )
+    return factory(**kwargs)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """``st-rl train``: build the config (docs/configuration.md, "Command line"), the environment and the
+    runner, and train; with ``--print-config`` print the resolved config instead.
+
+    Returns:
+        The exit code (0).
+    """
+    from st_rl.config import MISSING, ConfigError, Problem
+    from st_rl.runners import build_runner
+    from st_rl.tasks import make_env
+    from st_rl.utils.config import resolve_train_cfg
+
+    _validate_train_args(args)
+    cfg, preset, resume_path, add_amp = _train_config(args)
+    with warnings.catch_warnings():
+        if not args.print_config:  # the runner reports unknown keys when it resolves the config again
+            warnings.simplefilter("ignore")
+        resolved = resolve_train_cfg(cfg).to_dict()  # validates the config before anything is built
+    if args.print_config:
+        print(_config_text(resolved), end="")
+        return 0
+    runner_cfg = resolved["runner"]
+    iterations = _learning_iterations(args, runner_cfg)
+    seed = runner_cfg.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ConfigError(Problem("runner.seed", seed, "must be an integer or null", "e.g. seed=42"))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from st_rl.utils.distributed import init_distributed
+
+    # Under torchrun each rank joins the process group, trains on its own GPU and steps its own robots.
+    timeout = runner_cfg.get("distributed_timeout_s")
+    info, rank_device = init_distributed(
+        args.device or _default_device(), float(600.0 if timeout is None else timeout)
+    )
+    device = str(rank_device)
+    name = args.env or args.task
+    experiment = runner_cfg.get("experiment_name") or (_env_name(args.env) if args.env else args.task)
+    log_dir = args.log_dir or os.path.join(
+        "logs", experiment, datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    )
+    env_seed = None if seed is None else seed + info.rank
+    loader = None
+    if args.env is not None:
+        env = _make_user_env(args.env, args.num_envs, device, env_seed)
+        num_envs = getattr(env, "num_envs", args.num_envs)
+    else:
+        num_envs = args.num_envs or (preset.num_envs if preset is not None else None)
+        if num_envs is None:
+            raise ConfigError(
+                Problem("--num-envs", MISSING, f"task '{args.task}' has no preset", "give --num-envs N"),
+                source="command line",
+            )
+        env_kwargs = dict(preset.env_kwargs) if preset is not None else {}
+        if args.motion:
+            from st_rl.datasets import MotionLoader
+
+            dt = make_env(args.task, num_envs=1, seed=0).dt
+            loader = MotionLoader(args.motion, amp_obs_frame_num=2, time_between_frames=dt, device=device)
+            env_kwargs.update(amp_obs_frame_num=2, style_fields=loader.style_fields)
+            if info.is_main:
+                print(
+                    f"[st-rl] AMP towards {args.motion}: {len(loader.style_fields)} style fields, "
+                    "2-frame windows"
+                )
+        env = make_env(args.task, num_envs=num_envs, device=device, seed=env_seed, **env_kwargs)
+        if loader is not None:
+            env.set_ref_motion_source(loader)
     runner = build_runner(
-        cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=log_dir, device=device
+        runner_cfg.get("runner_class_name") or "OnPolicyRunner", env, cfg, log_dir=log_dir, device=device
     )
     if resume_path is not None:
         if info.is_main:
@@ -242,7 +665,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     ranks = f" x {info.world_size} ranks" if info.enabled else ""
     if info.is_main:
         print(
-            f"[st-rl] training '{args.task}' with {num_envs} envs{ranks} on {device} for {iterations} iterations; "
+            f"[st-rl] training '{name}' with {num_envs} envs{ranks} on {device} for {iterations} iterations; "
             f"logs and checkpoints in {os.path.abspath(log_dir)}",
             flush=True,
         )
@@ -256,7 +679,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if not info.is_main:
         return 0
     summary = {
-        "task": args.task,
+        "task": name,
         "iterations": runner.current_learning_iteration,
         "velrmsd": float(velrmsd),
         "CoT": float(cot),
@@ -421,9 +844,20 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = _build_parser()
-    args = parser.parse_args(argv)
+def _report_error(error: BaseException) -> None:
+    """Print an error as ``st-rl: error: <first line>`` (a ConfigError's other problems indented below)."""
+    from st_rl.config import ConfigError
+
+    lines = str(error).splitlines() or [type(error).__name__]
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        lines = [f"{error.strerror}: {error.filename}"]
+    out = [f"st-rl: error: {lines[0]}"]
+    if isinstance(error, ConfigError):
+        out += ["  " + line.strip() for line in lines[1:] if line.strip()]
+    print("\n".join(out), file=sys.stderr)
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "train":
         return cmd_train(args)
     if args.command == "tasks":
@@ -442,6 +876,39 @@ def main(argv: list[str] | None = None) -> int:
         return tune_main(args)
     parser.print_help()
     return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``st-rl`` command.
+
+    Errors a user can fix (a bad config, value, path or import: ``ValueError`` including ``ConfigError``,
+    ``OSError``, ``ImportError``) print one line, ``st-rl: error: ...``, to stderr and return 2; with ``--debug``
+    they propagate with their traceback. Argument errors exit with code 2 the same way (``SystemExit``).
+
+    Args:
+        argv: the arguments (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _build_parser()
+    debug = "--debug" in argv
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # 'train' overrides after an option (argparse fills a '*' positional only once)
+        if args.command == "train" and not any(item.startswith("-") for item in extra):
+            args.overrides = [*args.overrides, *extra]
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    debug = debug or bool(getattr(args, "debug", False))
+    try:
+        return _dispatch(parser, args)
+    except (ValueError, OSError, ImportError) as e:
+        if debug:
+            raise
+        _report_error(e)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,0 +1,59 @@
+"""The error every configuration mistake raises: which key, which value, which rule, and the fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MISSING", "ConfigError", "Problem"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One mistake in a config.
+
+    Attributes:
+        path: dotted key path in the nested form (``algorithm.max_grad_norm``), or the CLI argument.
+        value: the offending value as the user gave it (``repr`` is shown).
+        rule: what the value must satisfy.
+        fix: what to do about it.
+    """
+
+    path: str
+    value: object
+    rule: str
+    fix: str = ""
+
+    def __str__(self) -> str:
+        value = "<missing>" if self.value is MISSING else repr(self.value)
+        text = f"{self.path} = {value}: {self.rule}"
+        return f"{text}. Fix: {self.fix}" if self.fix else text
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING = _Missing()
+"""Placeholder value of a required key that is absent."""
+
+
+class ConfigError(ValueError):
+    """A training config (or CLI argument) that cannot be used as given.
+
+    ``problems`` lists every mistake found; the message has one line per problem, the first line alone is
+    enough for the command line.
+    """
+
+    def __init__(self, problems: list[Problem] | Problem, source: str = "training config") -> None:
+        self.problems: list[Problem] = [problems] if isinstance(problems, Problem) else list(problems)
+        self.source = source
+        lines = [str(p) for p in self.problems]
+        head = f"Invalid {source}: {lines[0]}" if lines else f"Invalid {source}"
+        more = "".join(f"\n  {line}" for line in lines[1:])
+        super().__init__(head + more)
+
+    @property
+    def paths(self) -> list[str]:
+        """The key paths of all problems."""
+        return [p.path for p in self.problems]

@@ -1,0 +1,179 @@
+"""Reading training configs from YAML or JSON files (``st-rl train --config FILE``).
+
+The file holds the same dict a Python user passes to a runner: the st_gym flat form (runner keys at the top
+level next to ``policy`` and ``algorithm``) or the legged_gym nested form (``runner``, ``policy``,
+``algorithm``). Two YAML traps are closed: ``3e-4`` is read as a number (PyYAML alone reads it as text) and a
+key given twice in one mapping is an error (PyYAML alone keeps the last one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from st_rl.config.errors import MISSING, ConfigError, Problem
+
+__all__ = ["CONFIG_FILE_SUFFIXES", "load_config_file"]
+
+CONFIG_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+"""File name endings :func:`load_config_file` reads."""
+
+# YAML 1.2 floats: PyYAML (YAML 1.1) wants a dot in the mantissa, so ``3e-4`` or ``1e5`` would be strings.
+_YAML_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+
+
+def _yaml_loader() -> Any:
+    """A ``yaml.SafeLoader`` subclass with YAML 1.2 floats and duplicate-key errors."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                    seen[key] = key_node.start_mark.line
+                except TypeError:  # an unhashable key: SafeLoader reports it
+                    continue
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"duplicate key {key!r} (first given on line {first + 1})",
+                        key_node.start_mark,
+                    )
+            return super().construct_mapping(node, deep=deep)
+
+    _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
+    return _Loader
+
+
+class _FileProblem(Problem):
+    """A problem with the file as a whole (no key): shown as ``file[:line]: rule`` (plus the line's text)."""
+
+    def __str__(self) -> str:
+        text = (
+            f"{self.path}: {self.rule}"
+            if self.value is MISSING
+            else f"{self.path}: {self.rule}: {self.value!r}"
+        )
+        return f"{text}. Fix: {self.fix}" if self.fix else text
+
+
+def _error(path: str, rule: str, fix: str, value: object = MISSING, line: int | None = None) -> ConfigError:
+    where = path if line is None else f"{path}:{line}"
+    return ConfigError(_FileProblem(where, value, rule, fix), source=f"config file {path}")
+
+
+def _line(text: str, line: int) -> object:
+    """The text of line ``line`` (1-based) of ``text``, shortened, or MISSING."""
+    lines = text.splitlines()
+    if not 1 <= line <= len(lines):
+        return MISSING
+    content = lines[line - 1].strip()
+    return content if len(content) <= 60 else content[:57] + "..."
+
+
+def _parse_yaml(path: str, text: str) -> Any:
+    try:
+        import yaml
+    except ImportError as e:  # pragma: no cover - pyyaml is a test dependency
+        raise _error(
+            path, "reading YAML needs PyYAML", "pip install pyyaml, or write the config as JSON"
+        ) from e
+    try:
+        return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        line = None if mark is None else mark.line + 1
+        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise _error(
+            path,
+            f"not valid YAML{where}: {problem}",
+            f"correct the YAML{where} (indent with spaces, 'key: value' with a space after the colon)",
+            value=MISSING if line is None else _line(text, line),
+            line=line,
+        ) from e
+
+
+def _parse_json(path: str, text: str) -> Any:
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ValueError(f"duplicate key {key!r}")
+            out[key] = value
+        return out
+
+    try:
+        return json.loads(text, object_pairs_hook=no_duplicates)
+    except json.JSONDecodeError as e:
+        where = f"line {e.lineno}, column {e.colno}"
+        raise _error(
+            path,
+            f"not valid JSON at {where}: {e.msg}",
+            f"correct the JSON at {where} (double-quoted keys and strings, no trailing commas)",
+            value=_line(text, e.lineno),
+            line=e.lineno,
+        ) from e
+    except ValueError as e:
+        raise _error(path, f"not valid JSON: {e}", "give each key once per object") from e
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """Read a training config from a YAML (``.yaml``/``.yml``) or JSON (``.json``) file.
+
+    The dict is returned as written (flat st_gym form or nested legged_gym form); validation is left to
+    :func:`st_rl.utils.config.resolve_train_cfg`.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The top-level mapping of the file.
+
+    Raises:
+        ConfigError: the file is missing or unreadable, has an unknown extension, does not parse (the message
+            gives the line), or its top level is not a mapping. The message names the file and the fix.
+    """
+    path = os.fspath(path)
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in CONFIG_FILE_SUFFIXES:
+        raise _error(
+            path,
+            f"unknown config file type {suffix or '(no extension)'!r}",
+            "give a .yaml, .yml or .json file",
+        )
+    if not os.path.isfile(path):
+        rule = "is a directory, not a file" if os.path.isdir(path) else "no such file"
+        raise _error(path, rule, f"check the path (relative paths start at {os.getcwd()})")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise _error(
+            path, f"cannot be read: {e}", "check the file's permissions and that it is UTF-8 text"
+        ) from e
+    data = _parse_json(path, text) if suffix == ".json" else _parse_yaml(path, text)
+    if not isinstance(data, dict):
+        what = "the file is empty" if data is None else f"its top level is a {type(data).__name__}"
+        raise _error(
+            path,
+            f"a training config must be a mapping of keys to values; {what}",
+            "write 'policy:', 'algorithm:' and runner keys (or a 'runner:' section) at the top level",
+            value=_line(text, 1) if text.strip() else MISSING,
+        )
+    return data

@@ -1,0 +1,207 @@
+"""Command-line overrides of a training config: ``section.key=value`` (Hydra / Isaac Lab style).
+
+Rules (docs/configuration.md, "Command line"):
+
+* A path is dotted, of any depth, and written in the nested form: ``algorithm.learning_rate=3e-4``,
+  ``policy.actor_hidden_dims=[128,128]``, ``algorithm.rnd_cfg.weight=0.5``, ``runner.num_steps_per_env=48``.
+* Flat config (no ``runner`` dict): ``runner.X`` means the top-level key ``X``.
+* Nested config (a ``runner`` dict): a path whose first part is not a section (``runner``, ``policy``,
+  ``algorithm``, ``storage``) goes into ``runner``, unless the top level already holds that key and ``runner``
+  does not (legged_gym keeps ``seed`` and ``runner_class_name`` at the top level): ``num_steps_per_env=48``
+  sets ``runner.num_steps_per_env``.
+* Missing dicts on the way are created; a ``None`` on the way (``rnd_cfg: None`` = off) becomes a new dict.
+* ``~path`` deletes a key. A leading ``+`` or ``++`` (Hydra's "add") is accepted and ignored.
+* A value that would turn a number or a boolean into text is an error (``algorithm.gamma=abc``, a typo),
+  except for ``load_run`` / ``checkpoint`` / ``load_checkpoint`` / ``resume_path``, which take either.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+from typing import Any
+
+from st_rl.config.errors import MISSING, ConfigError, Problem
+
+__all__ = ["SECTIONS", "apply_overrides", "parse_value"]
+
+SECTIONS = ("runner", "policy", "algorithm", "storage")
+"""Top-level sections of the nested form; other first parts are runner keys."""
+
+# Keys that legitimately hold a number or a name (legged_gym: load_run=-1 or a run directory name).
+_NUMBER_OR_TEXT_KEYS = frozenset({"load_run", "checkpoint", "load_checkpoint", "resume_path"})
+
+_WORDS: dict[str, Any] = {
+    "true": True,
+    "false": False,
+    "null": None,
+    "~": None,
+}
+
+_SOURCE = "command-line override"
+
+
+class _ItemProblem(Problem):
+    """A problem with the override text itself (no value to show)."""
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.rule}. Fix: {self.fix}" if self.fix else f"{self.path}: {self.rule}"
+
+
+def parse_value(text: str) -> Any:
+    """Parse the value of an override.
+
+    Tried in order: JSON (``3e-4``, ``[128, 128]``, ``{"weight": 0.5}``, ``"text"``), a Python literal (``True``,
+    ``None``, ``(1, 2)``, ``'text'``, ``1_000``), YAML-style words (``true``/``false``/``null``/``~``, any case; ``none`` stays text, as
+    in ``runner.logger=none``),
+    a float (``inf``, ``-inf``, ``nan``); anything else is the text itself (``elu``, ``pkg.mod:Class``).
+
+    Args:
+        text: the part after the ``=``.
+
+    Returns:
+        The parsed value.
+    """
+    stripped = text.strip()
+    if not stripped:
+        return ""
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(stripped)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    lowered = stripped.lower()
+    if lowered in _WORDS:
+        return _WORDS[lowered]
+    try:
+        return float(lowered)  # inf, -inf, nan, +1.5e3
+    except ValueError:
+        return text
+
+
+def _split(item: str) -> tuple[bool, list[str], str | None]:
+    """``(delete, path parts, raw value or None)`` of one override item."""
+    text = item.strip()
+    delete = text.startswith("~")
+    if delete:
+        text = text[1:]
+    elif text.startswith("+"):
+        text = text[2:] if text.startswith("++") else text[1:]
+    if delete:
+        if "=" in text:
+            raise ConfigError(
+                _ItemProblem(item, MISSING, "a deletion takes no value", f"write '~{text.split('=', 1)[0]}'"),
+                source=_SOURCE,
+            )
+        key, raw = text, None
+    else:
+        if "=" not in text:
+            raise ConfigError(
+                _ItemProblem(
+                    item,
+                    MISSING,
+                    "an override is KEY=VALUE",
+                    f"write e.g. '{text or 'algorithm.learning_rate'}=VALUE' (no spaces around '='), "
+                    "or '~KEY' to delete a key",
+                ),
+                source=_SOURCE,
+            )
+        key, raw = text.split("=", 1)
+    key = key.strip()
+    parts = key.split(".")
+    if not key or any(not p.strip() for p in parts):
+        raise ConfigError(
+            _ItemProblem(
+                item,
+                MISSING,
+                "the key is empty" if not key else "the key has an empty part",
+                "write a dotted key such as 'algorithm.learning_rate=3e-4'",
+            ),
+            source=_SOURCE,
+        )
+    return delete, [p.strip() for p in parts], raw
+
+
+def _map_path(cfg: dict[str, Any], parts: list[str]) -> list[str]:
+    """Where a nested-form path lives in ``cfg`` (flat or nested form)."""
+    runner = cfg.get("runner")
+    if not isinstance(runner, dict):  # flat form: runner keys are top-level keys
+        return parts[1:] if parts[0] == "runner" and len(parts) > 1 else parts
+    head = parts[0]
+    if head in SECTIONS or (head in cfg and head not in runner):
+        return parts
+    return ["runner", *parts]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (bool, int, float))
+
+
+def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``key=value`` overrides to a training config, in order.
+
+    Args:
+        cfg: the config in the flat (st_gym) or nested (legged_gym) form; it is not modified.
+        overrides: items such as ``"algorithm.learning_rate=3e-4"``, ``"policy.actor_hidden_dims=[128,128]"``,
+            ``"runner.num_steps_per_env=48"``, ``"seed=3"`` or ``"~algorithm.rnd_cfg"`` (delete). See the
+            module docstring for how paths map onto the two forms and how values are parsed
+            (:func:`parse_value`).
+
+    Returns:
+        A new config (a deep copy of ``cfg`` with the overrides applied).
+
+    Raises:
+        ConfigError: for a malformed item (no ``=``, an empty key), a path through a value that is not a dict,
+            the deletion of a missing key, or text given for a number or a boolean. Each problem names the
+            override as written and the fix.
+    """
+    out = copy.deepcopy(cfg)
+    for item in overrides:
+        delete, parts, raw = _split(item)
+        path = _map_path(out, parts)
+        node: dict[str, Any] = out
+        for depth, part in enumerate(path[:-1]):
+            child = node.get(part)
+            if child is None and not delete:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                where = ".".join(path[: depth + 1])
+                if child is None:
+                    rule = f"'{where}' does not exist"
+                    fix = "check the key's spelling"
+                else:
+                    rule = f"'{where}' is {child!r}, not a section, so it has no key '{path[depth + 1]}'"
+                    fix = f"set the whole value instead: '{where}=...'"
+                raise ConfigError(_ItemProblem(item, MISSING, rule, fix), source=_SOURCE)
+            node = child
+        last = path[-1]
+        if delete:
+            if last not in node:
+                raise ConfigError(
+                    _ItemProblem(
+                        item, MISSING, f"there is no key '{'.'.join(path)}' to delete", "check the spelling"
+                    ),
+                    source=_SOURCE,
+                )
+            del node[last]
+            continue
+        assert raw is not None
+        value = parse_value(raw)
+        old = node.get(last)
+        if isinstance(value, str) and _is_number(old) and last not in _NUMBER_OR_TEXT_KEYS:
+            kind = "true or false" if isinstance(old, bool) else "a number"
+            raise ConfigError(
+                Problem(
+                    ".".join(parts),
+                    value,
+                    f"expects {kind} (it is {old!r}), got text",
+                    f"write e.g. '{'.'.join(parts)}={json.dumps(old)}'",
+                ),
+                source=_SOURCE,
+            )
+        node[last] = value
+    return out
