@@ -598,7 +598,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         if not args.print_config:  # the runner reports unknown keys when it resolves the config again
             warnings.simplefilter("ignore")
-        resolved = resolve_train_cfg(cfg).to_dict()  # validates the config before anything is built
+        # Validates the config before anything is built; --print-config also shows the defaults.
+        resolved = resolve_train_cfg(cfg).to_dict(full=args.print_config)
     if args.print_config:
         print(_config_text(resolved), end="")
         return 0

@@ -48,6 +48,8 @@ class APPO(_AmpNames, PPO):
     ``style_reward_ramp``; the others as :class:`PPO`). The policy must carry a discriminator
     (``AmpActorCritic``, ``AmpActorCriticRecurrent``, ``EncoderAmpActorCriticRecurrent``)."""
 
+    config_sources = (AdversarialMotionPrior,)
+
     def __init__(self, actor_critic: nn.Module, *args: Any, **kwargs: Any) -> None:
         amp_kwargs, kwargs = split_kwargs(kwargs, AdversarialMotionPrior)
         self.amp = AdversarialMotionPrior(**amp_kwargs)
@@ -58,6 +60,8 @@ class APPO(_AmpNames, PPO):
 class ATPPO(_AmpNames, TPPO):
     """Teacher-student PPO (:class:`TPPO`) with Adversarial Motion Priors: PPO plus ``Distillation`` plus
     ``AdversarialMotionPrior`` (the teacher's labels, buffer dilation and ``dagger_loss_coef`` are kept)."""
+
+    config_sources = (AdversarialMotionPrior,)
 
     def __init__(
         self, actor_critic: nn.Module, *args: Any, ppo: dict[str, Any] | None = None, **kwargs: Any

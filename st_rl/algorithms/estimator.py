@@ -19,6 +19,8 @@ class EstimatorPPO(PPO):
     """PPO plus :class:`~st_rl.algorithms.extensions.estimator.StateEstimation` (arguments
     ``estimator_loss_func``, ``estimator_loss_kwargs``, ``estimator_loss_coef``; the others as :class:`PPO`)."""
 
+    config_sources = (StateEstimation,)
+
     def __init__(self, actor_critic: nn.Module, *args: Any, **kwargs: Any) -> None:
         est_kwargs, kwargs = split_kwargs(kwargs, StateEstimation)
         self.estimator = StateEstimation(**est_kwargs)
@@ -28,6 +30,8 @@ class EstimatorPPO(PPO):
 
 class EstimatorTPPO(TPPO):
     """Teacher-student PPO (:class:`TPPO`) plus the state-estimator loss."""
+
+    config_sources = (StateEstimation,)
 
     def __init__(
         self, actor_critic: nn.Module, *args: Any, ppo: dict[str, Any] | None = None, **kwargs: Any

@@ -106,7 +106,7 @@ class PPO:
         value_loss_coef: weight of ``value_loss``.
         entropy_coef: weight of ``entropy``.
         learning_rate: initial learning rate.
-        max_grad_norm: gradient norm clip.
+        max_grad_norm: gradient norm clip (None: no clipping).
         use_clipped_value_loss: PPO value clipping.
         clip_min_std: lower bound of the policy std after each update (scalar or per action).
         optimizer_class_name: any ``torch.optim`` class name.
@@ -131,6 +131,10 @@ class PPO:
         **kwargs: ``<name>_coef`` weights of other losses; st_gym's per-algorithm keys are tolerated.
     """
 
+    # The config schema (st_rl.config.schema): keys accepted and ignored, and `<name>_coef` loss weights.
+    config_tolerated: frozenset[str] = _TOLERATED_KEYS | {"surrogate_loss_coef"}
+    config_accepts_coefs = True
+
     def __init__(
         self,
         actor_critic: nn.Module,
@@ -142,7 +146,7 @@ class PPO:
         value_loss_coef: float = 1.0,
         entropy_coef: float = 0.0,
         learning_rate: float = 1e-3,
-        max_grad_norm: float = 1.0,
+        max_grad_norm: float | None = 1.0,
         use_clipped_value_loss: bool = True,
         clip_min_std: float | Sequence[float] = 1e-15,
         optimizer_class_name: str = "Adam",
@@ -520,8 +524,9 @@ class PPO:
             else:
                 self._check_finite(loss, losses)
                 loss.backward()
-            for group in clip_groups:
-                nn.utils.clip_grad_norm_(group, self.max_grad_norm)
+            if self.max_grad_norm is not None:
+                for group in clip_groups:
+                    nn.utils.clip_grad_norm_(group, self.max_grad_norm)
             self.optimizer.step()
             for ext in own_optimizers:
                 ext.optimizer.step()  # type: ignore[union-attr]

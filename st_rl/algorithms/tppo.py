@@ -49,6 +49,8 @@ class TPPO(PPO):
         (other arguments as :class:`~st_rl.algorithms.ppo.PPO` and ``Distillation``)
     """
 
+    config_sources = (Distillation,)
+
     def __init__(
         self, actor_critic: nn.Module, *args: Any, ppo: dict[str, Any] | None = None, using_ppo: bool = True,
         **kwargs: Any,

@@ -8,7 +8,7 @@ Rules (docs/configuration.md, "Command line"):
 * Nested config (a ``runner`` dict): a path whose first part is not a section (``runner``, ``policy``,
   ``algorithm``, ``storage``) goes into ``runner``, unless the top level already holds that key and ``runner``
   does not (legged_gym keeps ``seed`` and ``runner_class_name`` at the top level): ``num_steps_per_env=48``
-  sets ``runner.num_steps_per_env``.
+  sets ``runner.num_steps_per_env``; likewise ``runner.seed=3`` sets that top-level ``seed``.
 * Missing dicts on the way are created; a ``None`` on the way (``rnd_cfg: None`` = off) becomes a new dict.
 * ``~path`` deletes a key. A leading ``+`` or ``++`` (Hydra's "add") is accepted and ignored.
 * A value that would turn a number or a boolean into text is an error (``algorithm.gamma=abc``, a typo),
@@ -132,6 +132,8 @@ def _map_path(cfg: dict[str, Any], parts: list[str]) -> list[str]:
     if not isinstance(runner, dict):  # flat form: runner keys are top-level keys
         return parts[1:] if parts[0] == "runner" and len(parts) > 1 else parts
     head = parts[0]
+    if head == "runner" and len(parts) == 2 and parts[1] in cfg and parts[1] not in runner:
+        return parts[1:]  # `runner.seed` where legged_gym keeps `seed` at the top level
     if head in SECTIONS or (head in cfg and head not in runner):
         return parts
     return ["runner", *parts]

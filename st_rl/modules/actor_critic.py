@@ -151,6 +151,7 @@ class ActorCritic(nn.Module):
     DEFAULT_VISUAL_KWARGS: dict[str, Any] = {"channels": [64, 64], "kernel_sizes": [3, 3], "strides": [1, 1],
                                              "hidden_sizes": [256]}  # fmt: skip
     parts = PolicyParts()
+    config_tolerated = COMMON_POLICY_KEYS  # passed to every policy by reference configs, ignored here
     is_recurrent = False
     rnn_type: str | None = None
     rnn_hidden_size: int = 64  # width of an estimator's own memory in feed-forward policies

@@ -286,6 +286,8 @@ class ActorCriticMutex(nn.Module):
     env_action_scale: torch.Tensor
     submodules: Any  # nn.ModuleList of policies (typed loosely: their methods are duck-typed)
 
+    config_tolerated = COMMON_POLICY_KEYS
+
     def __init__(
         self,
         num_actor_obs: int,

@@ -43,6 +43,8 @@ class AMPDiscriminator(nn.Module):
         activation: hidden activation (``"relu"`` as in the AMP paper).
     """
 
+    config_tolerated = frozenset({"class_name"})  # config schema: other unknown keys are errors
+
     def __init__(
         self,
         input_dim: int,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import torch.nn as nn
@@ -31,6 +32,7 @@ def resolve_policy_kwargs(env: Any, policy_cfg: dict[str, Any]) -> dict[str, Any
     spec = _env_spec(env)
     cfg = copy.deepcopy(dict(policy_cfg))
     cfg.pop("class_name", None)
+    check_policy_against_env(cfg, spec)
     num_critic = spec.num_critic_obs or spec.num_obs
     defaults = {"num_actor_obs": spec.num_obs, "num_critic_obs": num_critic, "num_actions": spec.num_actions}
     for key, value in defaults.items():
@@ -49,6 +51,60 @@ def resolve_policy_kwargs(env: Any, policy_cfg: dict[str, Any]) -> dict[str, Any
         if amp_dim:
             cfg["amp_discriminator"] = {**amp, "input_dim": int(amp_dim)}
     return cfg
+
+
+def _width(segments: Any) -> int | None:
+    try:
+        return sum(math.prod(int(d) for d in (s if isinstance(s, (list, tuple)) else [s]))
+                   for s in segments.values())  # fmt: skip
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def check_policy_against_env(cfg: dict[str, Any], spec: EnvSpec | EnvAdapter) -> None:
+    """Compare the sizes and layouts a policy config gives with the environment's, before the first step.
+
+    Raises:
+        st_rl.config.ConfigError: naming each ``policy.<key>`` that disagrees with the environment.
+    """
+    from st_rl.config.errors import ConfigError, Problem
+
+    num_critic = spec.num_critic_obs or spec.num_obs
+    problems = []
+    for key, env_value, what in (
+        ("num_actor_obs", spec.num_obs, "the environment's observation width"),
+        ("num_critic_obs", num_critic, "the environment's critic observation width"),
+        ("num_actions", spec.num_actions, "the environment's action width"),
+    ):
+        given = cfg.get(key)
+        if given is not None and given != env_value:
+            problems.append(
+                Problem(
+                    f"policy.{key}",
+                    given,
+                    f"differs from {what} ({env_value})",
+                    f"remove it (it is taken from the environment) or set {env_value}",
+                )  # fmt: skip
+            )
+    for key, width, what in (
+        ("obs_segments", cfg.get("num_actor_obs") or spec.num_obs, "observation"),
+        ("privileged_obs_segments", cfg.get("num_critic_obs") or num_critic, "critic observation"),
+        ("critic_obs_segments", cfg.get("num_critic_obs") or num_critic, "critic observation"),
+    ):
+        segments = cfg.get(key)
+        total = _width(segments) if isinstance(segments, dict) else None
+        if total is not None and total != width:
+            problems.append(
+                Problem(
+                    f"policy.{key}",
+                    segments,
+                    f"its shapes add up to {total}, the {what} is {width} wide",
+                    "make the components cover the observation exactly, or remove the key to use the "
+                    "environment's layout",
+                )  # fmt: skip
+            )
+    if problems:
+        raise ConfigError(problems)
 
 
 def fill_missing(cfg: dict[str, Any], resolved: dict[str, Any]) -> None:

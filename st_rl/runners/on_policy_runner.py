@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 
 import st_rl
+from st_rl.config.schema import check_minibatches
 from st_rl.env.adapter import EnvAdapter
 from st_rl.modules.factory import build_actor_critic, fill_missing, resolve_policy_kwargs
 from st_rl.protocols import GaussianPolicy
@@ -227,6 +228,8 @@ class OnPolicyRunner:
             velocity-tracking RMSD and cost of transport (zero tensors when the environment has no such
             metrics; see :meth:`st_rl.env.EnvAdapter.task_metrics`).
         """
+        check_minibatches(self.alg_cfg, self.env_adapter.num_envs, self.num_steps_per_env,
+                          self.alg.actor_critic.is_recurrent)  # fmt: skip
         self.init_writer(init_at_random_ep_len)
         obs, critic_obs, _ = self.env_adapter.get_observations()
         self.train_mode()

@@ -7,8 +7,8 @@ Two shapes are accepted (``reference/ancestor_spec.md`` section 3):
 * **nested** (legged_gym ``class_to_dict(train_cfg)``): ``runner`` dict with ``policy_class_name`` and
   ``algorithm_class_name``, next to ``policy`` and ``algorithm``.
 
-The user's object is deep-copied, never mutated. Unknown runner keys are reported with a warning that names
-close matches.
+The user's object is deep-copied, never mutated. Every key is validated against the schema
+(:mod:`st_rl.config.schema`); mistakes raise :class:`st_rl.config.ConfigError` naming the key path.
 """
 
 from __future__ import annotations
@@ -18,50 +18,9 @@ import dataclasses
 import difflib
 import importlib
 import inspect
-import warnings
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
-
-# Every runner-level key st_rl understands, with what it means (documented in docs/configuration.md).
-RUNNER_KEYS: dict[str, str] = {
-    "seed": "global RNG seed set when the runner is built (None: leave the RNGs alone)",
-    "device": "informational; the runner's device argument decides",
-    "num_steps_per_env": "rollout length T per iteration",
-    "max_iterations": "used by the CLI / training scripts as the default number of iterations",
-    "empirical_normalization": "normalise observations with running statistics (algorithm key wins)",
-    "save_interval": "save model_<it>.pt every this many iterations",
-    "log_interval": "log every this many iterations",
-    "experiment_name": "log directory name under the log root",
-    "run_name": "suffix of the run directory",
-    "logger": "'tensorboard' (default), 'wandb', 'neptune', 'none' or a custom writer (docs/logging.md)",
-    "neptune_project": "Neptune project (logger='neptune')",
-    "neptune_mode": "Neptune mode: 'async' (default), 'sync', 'offline', 'debug'",
-    "neptune_run_id": "continue this Neptune run",
-    "wandb_project": "W&B project (logger='wandb')",
-    "wandb_entity": "W&B entity (team or user)",
-    "wandb_mode": "W&B mode: 'online' (default), 'offline', 'disabled'",
-    "wandb_run_id": "continue this W&B run",
-    "resume": "resume from a checkpoint (training scripts)",
-    "load_run": "regex of the run directory to resume",
-    "load_checkpoint": "regex of the checkpoint file to resume (st_gym)",
-    "checkpoint": "checkpoint index or -1 (legged_gym)",
-    "resume_path": "explicit checkpoint path (legged_gym)",
-    "runner_class_name": "runner class",
-    "policy_class_name": "policy class (legged_gym nested form)",
-    "algorithm_class_name": "algorithm class (legged_gym nested form)",
-    "storage": "extra keyword arguments of the rollout storage",
-    "inference_mode_rollout": "collect rollouts under torch.inference_mode (default True)",
-    "obs_groups": "observation groups feeding the actor ('policy') and critic ('critic')",
-    "check_finite": "'rollout' (default), 'step' or 'off': NaN/Inf checks of env outputs",
-    "clip_actions": "informational; environments clip actions",
-    "class_name": "runner class (alternative spelling)",
-    "task": "built-in task name (written by st-rl train; read by st-rl play)",
-    "distributed_timeout_s": "multi-rank runs: seconds before a blocked collective fails (default 600)",
-    "ckpt_manipulator": "function applied to a checkpoint before loading it (e.g. 'replace_encoder0')",
-    "pretrain_iterations": "TwoStageRunner: iterations fed from pretrain_dataset before RL (negative: forever)",
-    "pretrain_dataset": "TwoStageRunner: RolloutDataset arguments (data_dir, dataset_loops, ...)",
-}
 
 
 @dataclass
@@ -76,19 +35,41 @@ class TrainConfig:
     storage: dict[str, Any] = field(default_factory=dict)
     source_format: str = "flat"
 
-    def to_dict(self) -> dict[str, Any]:
-        """Nested, JSON-friendly form (what is written to ``config.json`` and checkpoints)."""
+    def to_dict(self, full: bool = False) -> dict[str, Any]:
+        """Nested, JSON-friendly form (what is written to ``config.json`` and checkpoints).
+
+        Args:
+            full: also list every key left at its default, with that default (``st-rl train
+                --print-config``); the saved form holds the given keys only.
+        """
         runner = dict(self.runner)
         runner["policy_class_name"] = class_label(self.policy_class_name)
         runner["algorithm_class_name"] = class_label(self.algorithm_class_name)
+        policy, algorithm = dict(self.policy), dict(self.algorithm)
+        if full:
+            runner, policy, algorithm = self._with_defaults(runner, policy, algorithm)
         return to_jsonable(
             {
                 "runner": runner,
-                "policy": {"class_name": class_label(self.policy_class_name), **self.policy},
-                "algorithm": {"class_name": class_label(self.algorithm_class_name), **self.algorithm},
+                "policy": {"class_name": class_label(self.policy_class_name), **policy},
+                "algorithm": {"class_name": class_label(self.algorithm_class_name), **algorithm},
                 "storage": self.storage,
             }
         )
+
+    def _with_defaults(self, runner: dict, policy: dict, algorithm: dict) -> tuple[dict, dict, dict]:
+        import torch.nn as nn
+
+        import st_rl.algorithms as algorithms
+        import st_rl.modules as modules
+        from st_rl.config.schema import RUNNER_FIELDS, class_fields
+
+        runner = {**{k: d for k, (_, d, _) in RUNNER_FIELDS.items()}, **runner}
+        policy_cls = resolve_class(self.policy_class_name, modules, "policy", nn.Module)
+        algorithm_cls = resolve_class(self.algorithm_class_name, algorithms, "algorithm")
+        policy = {**{k: d for k, (_, d) in class_fields(policy_cls)[0].items()}, **policy}
+        algorithm = {**{k: d for k, (_, d) in class_fields(algorithm_cls)[0].items()}, **algorithm}
+        return dict(sorted(runner.items())), dict(sorted(policy.items())), dict(sorted(algorithm.items()))
 
 
 def class_label(obj: Any) -> str:
@@ -155,55 +136,128 @@ def to_jsonable(obj: Any) -> Any:
     return repr(obj)
 
 
-def _warn_unknown(where: str, keys: list[str], known: list[str]) -> None:
-    if not keys:
-        return
-    hints = []
-    for k in keys:
-        close = difflib.get_close_matches(k, known, n=1)
-        hints.append(f"'{k}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
-    warnings.warn(f"Unknown {where} keys are ignored: {', '.join(hints)}", stacklevel=3)
-
-
 def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
     """Validate and normalise a user's training config (flat or nested) without mutating it.
 
-    Raises:
-        ValueError: when ``policy`` or ``algorithm`` is missing or not a dict.
-    """
-    cfg = to_plain_dict(train_cfg)
-    if isinstance(cfg.get("runner"), dict):
-        fmt = "nested"
-        runner = dict(cfg.pop("runner"))
-        for key in ("seed", "runner_class_name"):
-            if key in cfg and key not in runner:
-                runner[key] = cfg.pop(key)
-            else:
-                cfg.pop(key, None)
-    else:
-        fmt = "flat"
-        runner = {}
-    policy = cfg.pop("policy", None)
-    algorithm = cfg.pop("algorithm", None)
-    if not isinstance(policy, dict) or not isinstance(algorithm, dict):
-        raise ValueError(
-            "The training config needs 'policy' and 'algorithm' dicts, at the top level (st_gym flat form) or "
-            "next to a 'runner' dict (legged_gym nested form). Got keys: "
-            + str(sorted(cfg) + ["runner"] * (fmt == "nested"))
-        )
-    storage = dict(cfg.pop("storage", None) or {})
-    runner.update(cfg)  # flat form: everything else is a runner key
-    storage.update(runner.pop("storage", None) or {})
-    unknown = [k for k in runner if k not in RUNNER_KEYS]
-    _warn_unknown("runner", unknown, list(RUNNER_KEYS))
-    for k in unknown:
-        runner.pop(k)
+    Every key is checked against the schema of the classes it configures (:mod:`st_rl.config.schema`):
+    types, ranges, unknown keys (with the closest known one) and conflicts between the two forms.
 
-    policy_cls = policy.pop("class_name", None) or runner.get("policy_class_name") or "ActorCritic"
-    algorithm_cls = algorithm.pop("class_name", None) or runner.get("algorithm_class_name") or "PPO"
+    Raises:
+        st_rl.config.ConfigError: listing every problem with its key path, value, rule and fix.
+    """
+    from st_rl.config.errors import MISSING, ConfigError, Problem
+
+    cfg = to_plain_dict(train_cfg)
+    problems: list[Problem] = []
+    if isinstance(cfg.get("runner"), dict):
+        fmt, prefix = "nested", "runner."
+        runner = dict(cfg.pop("runner"))
+        for key in [k for k in cfg if k not in ("policy", "algorithm", "storage")]:
+            value = cfg.pop(key)
+            if key in runner and runner[key] != value:
+                problems.append(
+                    Problem(
+                        key,
+                        value,
+                        f"conflicts with runner.{key} = {runner[key]!r} (the nested form reads runner.{key})",
+                        f"remove the top-level '{key}' or give it only in 'runner'",
+                    )
+                )
+            else:
+                runner[key] = value
+    else:
+        fmt, prefix = "flat", ""
+        runner = {}
+    policy = cfg.pop("policy", MISSING)
+    algorithm = cfg.pop("algorithm", MISSING)
+    for name, section in (("policy", policy), ("algorithm", algorithm)):
+        if not isinstance(section, dict):
+            problems.append(
+                Problem(
+                    name,
+                    section,
+                    "the training config needs a 'policy' and an 'algorithm' mapping",
+                    "put them at the top level (st_gym flat form) or next to a 'runner' mapping "
+                    "(legged_gym nested form)",
+                )
+            )
+    if problems and not (isinstance(policy, dict) and isinstance(algorithm, dict)):
+        raise ConfigError(problems)
+    assert isinstance(policy, dict) and isinstance(algorithm, dict)
+    storage: dict[str, Any] = {}
+    top_storage = cfg.pop("storage", None)
+    runner.update(cfg)  # flat form: everything else is a runner key
+    for where, value in (("storage", top_storage), (f"{prefix}storage", runner.pop("storage", None))):
+        if isinstance(value, dict):
+            storage.update(value)
+        elif value is not None:
+            problems.append(
+                Problem(
+                    where, value, "must be a mapping of rollout-storage arguments", "e.g. {} or remove it"
+                )
+            )
+
+    from st_rl.config.schema import validate_algorithm, validate_policy, validate_runner
+
+    problems += validate_runner(runner, prefix.rstrip("."))
+    policy_cls = _pick_class(policy, runner, "policy", prefix, "ActorCritic", problems)
+    algorithm_cls = _pick_class(algorithm, runner, "algorithm", prefix, "PPO", problems)
     if "empirical_normalization" not in algorithm and runner.get("empirical_normalization") is not None:
         algorithm["empirical_normalization"] = runner["empirical_normalization"]
+    import torch.nn as nn
+
+    import st_rl.algorithms as algorithms
+    import st_rl.modules as modules
+
+    for section, name, namespace, base, validate in (
+        ("policy", policy_cls, modules, nn.Module, validate_policy),
+        ("algorithm", algorithm_cls, algorithms, None, validate_algorithm),
+    ):
+        try:
+            cls = resolve_class(name, namespace, section, base)
+        except ValueError as e:
+            given_in_runner = runner.get(f"{section}_class_name") is not None and name is runner.get(
+                f"{section}_class_name"
+            )
+            where = f"{prefix}{section}_class_name" if given_in_runner else f"{section}.class_name"
+            problems.append(Problem(where, class_label(name), str(e)))
+            continue
+        problems += validate(cls, policy if section == "policy" else algorithm, section)
+    if (
+        algorithm.get("schedule") == "linear"
+        and algorithm.get("lr_anneal_iterations") is None
+        and runner.get("max_iterations") is None
+    ):
+        problems.append(
+            Problem(
+                "algorithm.lr_anneal_iterations",
+                MISSING,
+                "schedule='linear' needs the number of iterations over which the learning rate decays",
+                f"set it, or set {prefix}max_iterations (the runner then uses the run length)",
+            )
+        )
+    if problems:
+        raise ConfigError(problems)
     return TrainConfig(runner, policy_cls, policy, algorithm_cls, algorithm, storage, fmt)
+
+
+def _pick_class(section: dict[str, Any], runner: dict[str, Any], name: str, prefix: str, default: str,
+                problems: list[Any]) -> Any:  # fmt: skip
+    """``section['class_name']`` or ``runner['<name>_class_name']`` (they must agree), else ``default``."""
+    from st_rl.config.errors import Problem
+
+    own = section.pop("class_name", None)
+    other = runner.get(f"{name}_class_name")
+    if own is not None and other is not None and class_label(own) != class_label(other):
+        problems.append(
+            Problem(
+                f"{name}.class_name",
+                class_label(own),
+                f"conflicts with {prefix}{name}_class_name = {class_label(other)!r}",
+                "give the class in one place only",
+            )
+        )
+    return own or other or default
 
 
 def available_classes(namespace: ModuleType, base: type | None = None) -> list[str]:

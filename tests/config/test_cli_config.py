@@ -395,7 +395,8 @@ def test_print_config_shows_the_resolved_config(tmp_path, monkeypatch, capsys):
     assert cfg["algorithm"]["learning_rate"] == 3e-4
     assert cfg["policy"]["actor_hidden_dims"] == [16, 16]  # an override after an option is applied too
     assert cfg["policy"]["class_name"] == "ActorCriticRecurrent" and cfg["runner"]["seed"] == 5
-    assert cfg["runner"]["task"] == "point_mass" and "rnd_cfg" not in cfg["algorithm"]
+    assert cfg["runner"]["task"] == "point_mass" and cfg["algorithm"]["rnd_cfg"] is None  # deleted: default
+    assert cfg["algorithm"]["gamma"] is not None and "rnn_hidden_size" in cfg["policy"]  # defaults listed
     assert not (tmp_path / "logs").exists()  # nothing trained
 
 

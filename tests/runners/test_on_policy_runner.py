@@ -9,6 +9,7 @@ import os
 import pytest
 import torch
 
+from st_rl.config import ConfigError
 from st_rl.env import NonFiniteError
 from st_rl.runners import OnPolicyRunner, build_runner
 from st_rl.tasks import PointMass, VelocityTracking
@@ -105,7 +106,7 @@ def test_unknown_class_names_list_the_available_ones(small_cfg):
 
 def test_unknown_runner_key_is_reported(small_cfg):
     small_cfg["num_step_per_env"] = 10
-    with pytest.warns(UserWarning, match="num_step_per_env.*num_steps_per_env"):
+    with pytest.raises(ConfigError, match="num_step_per_env.*num_steps_per_env"):
         OnPolicyRunner(PointMass(num_envs=4, seed=0), small_cfg)
 
 

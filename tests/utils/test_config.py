@@ -10,6 +10,7 @@ import torch.nn as nn
 import st_rl.algorithms as algorithms
 import st_rl.modules as modules
 from st_rl.algorithms import PPO
+from st_rl.config import ConfigError
 from st_rl.modules import ActorCritic, MlpModel
 from st_rl.utils.config import resolve_class, resolve_train_cfg
 
@@ -142,11 +143,16 @@ def test_nested_form():
     assert cfg == snapshot
 
 
-def test_nested_class_names_in_policy_and_algorithm_win():
+def test_nested_class_names_must_agree():
     cfg = nested_cfg()
-    cfg["policy"]["class_name"] = "MlpModel"
+    cfg["policy"]["class_name"] = cfg["runner"]["policy_class_name"]
     tc = _resolve_quietly(cfg)
-    assert tc.policy_class_name == "MlpModel" and tc.algorithm_class_name == "PPO"
+    assert tc.policy_class_name == cfg["runner"]["policy_class_name"] and tc.algorithm_class_name == "PPO"
+    cfg["policy"]["class_name"] = "ActorCriticRecurrent"
+    with pytest.raises(
+        ConfigError, match="policy.class_name = 'ActorCriticRecurrent': conflicts with runner"
+    ):
+        resolve_train_cfg(cfg)
 
 
 def test_defaults_when_class_names_absent():
@@ -154,20 +160,20 @@ def test_defaults_when_class_names_absent():
     assert tc.policy_class_name == "ActorCritic" and tc.algorithm_class_name == "PPO"
 
 
-def test_unknown_runner_key_warns_with_close_match():
+def test_unknown_runner_key_is_an_error_with_close_match():
     cfg = flat_cfg()
     cfg["num_step_per_env"] = 24
-    with pytest.warns(UserWarning, match="num_step_per_env") as record:
-        tc = resolve_train_cfg(cfg)
-    assert "did you mean 'num_steps_per_env'" in str(record[0].message)
-    assert "num_step_per_env" not in tc.runner
-    assert "num_step_per_env" in cfg  # still not mutated
+    with pytest.raises(ConfigError, match="num_step_per_env") as err:
+        resolve_train_cfg(cfg)
+    assert "did you mean 'num_steps_per_env'" in str(err.value)
+    assert err.value.paths == ["num_step_per_env"]
+    assert "num_step_per_env" in cfg  # not mutated
 
 
-def test_unknown_nested_runner_key_warns():
+def test_unknown_nested_runner_key_is_an_error():
     cfg = nested_cfg()
     cfg["runner"]["save_intervall"] = 10
-    with pytest.warns(UserWarning, match="save_intervall.*save_interval"):
+    with pytest.raises(ConfigError, match=r"runner\.save_intervall.*save_interval"):
         resolve_train_cfg(cfg)
 
 
@@ -175,7 +181,7 @@ def test_unknown_nested_runner_key_warns():
 def test_missing_policy_or_algorithm_raises(drop):
     cfg = flat_cfg()
     del cfg[drop]
-    with pytest.raises(ValueError, match="'policy' and 'algorithm'"):
+    with pytest.raises(ConfigError, match="'policy' and an 'algorithm'"):
         resolve_train_cfg(cfg)
 
 

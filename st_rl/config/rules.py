@@ -1,0 +1,244 @@
+"""Value rules of the config keys: ranges, choices and the fix to suggest, by key name.
+
+Types come from the classes' constructor signatures (:mod:`st_rl.config.schema`); what a signature cannot say
+(``gamma`` lies in [0, 1], ``max_grad_norm`` must be positive) is said here, once for every class that takes
+the key. Rules by suffix (``*_coef``, ``*_prob``, ``*_hidden_dims``) cover the keys of user extensions too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Rule", "RUNNER_RULES", "RULES", "rule_for"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A check on one key's value.
+
+    Attributes:
+        text: what the value must be (shown in the error).
+        check: returns True when the value is acceptable (``None`` always passes unless ``allow_none`` is
+            False).
+        fix: what to write instead.
+        allow_none: whether ``None`` is a legal value.
+    """
+
+    text: str
+    check: Callable[[Any], bool]
+    fix: str = ""
+    allow_none: bool = True
+
+    def violated(self, value: Any) -> bool:
+        """True when ``value`` breaks the rule."""
+        if value is None:
+            return not self.allow_none
+        try:
+            return not self.check(value)
+        except (TypeError, ValueError):
+            return True
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _in(lo: float, hi: float) -> Callable[[Any], bool]:
+    return lambda x: not _num(x) or lo <= x <= hi
+
+
+def _gt(lo: float) -> Callable[[Any], bool]:
+    return lambda x: not _num(x) or x > lo
+
+
+def _ge(lo: float) -> Callable[[Any], bool]:
+    return lambda x: not _num(x) or x >= lo
+
+
+def _all_ge(lo: float) -> Callable[[Any], bool]:
+    def check(x: Any) -> bool:
+        items = x if isinstance(x, Sequence) and not isinstance(x, str) else [x]
+        return all(not _num(v) or float(v) >= lo for v in items)
+
+    return check
+
+
+def _one_of(*choices: str) -> Callable[[Any], bool]:
+    return lambda x: not isinstance(x, str) or x in choices
+
+
+def _activation(x: Any) -> bool:
+    if not isinstance(x, str):
+        return True
+    import torch.nn as nn
+
+    from st_rl.modules.utils import _ACTIVATIONS
+
+    return x.lower() in _ACTIVATIONS or (
+        isinstance(getattr(nn, x, None), type) and issubclass(getattr(nn, x), nn.Module)
+    )
+
+
+def _optimizer(x: Any) -> bool:
+    import torch.optim as optim
+
+    return isinstance(getattr(optim, str(x), None), type) and issubclass(
+        getattr(optim, str(x)), optim.Optimizer
+    )
+
+
+def _functional_loss(x: Any) -> bool:
+    import torch.nn.functional as F
+
+    return callable(F.__dict__.get(str(x)))
+
+
+def _logger(x: Any) -> bool:
+    return not isinstance(x, str) or x in ("tensorboard", "wandb", "neptune", "none") or ":" in x
+
+
+def _schedule_or_unit(x: Any) -> bool:
+    return x in ("linear", "exp", "tanh") if isinstance(x, str) else (not _num(x) or 0.0 <= x <= 1.0)
+
+
+def _schedule_or_nonneg(x: Any) -> bool:
+    return x in ("linear", "exp", "tanh") if isinstance(x, str) else (not _num(x) or x >= 0.0)
+
+
+def _weight_schedule(x: Any) -> bool:
+    return not isinstance(x, dict) or x.get("mode") in ("step", "linear")
+
+
+UNIT = Rule("must lie in [0, 1]", _in(0.0, 1.0), "use a value between 0 and 1")
+PROB = Rule("is a probability and must lie in [0, 1]", _in(0.0, 1.0), "use a value between 0 and 1")
+POSITIVE = Rule("must be > 0", _gt(0.0), "use a positive value", allow_none=False)
+NONNEG = Rule(
+    "must be >= 0", _ge(0.0), "use 0 to switch the term off, or a positive weight", allow_none=False
+)
+SIZE = Rule("must be an integer >= 1", _ge(1), "use a positive integer", allow_none=False)
+SIZE_OR_NONE = Rule("must be an integer >= 1 or None", _ge(1), "use a positive integer, or None")
+SIZES = Rule("every entry must be an integer >= 1", _all_ge(1), "list layer widths such as [256, 128]")
+
+RULES: dict[str, Rule] = {
+    # PPO
+    "gamma": Rule("is the discount factor and must lie in [0, 1]", _in(0.0, 1.0), "typical: 0.99", False),
+    "lam": Rule("is the GAE lambda and must lie in [0, 1]", _in(0.0, 1.0), "typical: 0.95", False),
+    "clip_param": Rule("is the PPO ratio clip and must be > 0", _gt(0.0), "typical: 0.2", False),
+    "learning_rate": Rule("must be > 0", _gt(0.0), "typical: 1e-3 (PPO), 3e-4", False),
+    "max_grad_norm": Rule(
+        "must be > 0, or None for no clipping (a negative norm reverses the gradient, 0 freezes training)",
+        _gt(0.0),
+        "typical: 1.0; None disables clipping",
+    ),
+    "desired_kl": Rule(
+        "is the adaptive schedule's KL target and must be > 0", _gt(0.0), "typical: 0.01", allow_none=True
+    ),
+    "num_learning_epochs": SIZE,
+    "num_mini_batches": SIZE,
+    "schedule": Rule(
+        "must be 'fixed', 'adaptive' or 'linear'",
+        _one_of("fixed", "adaptive", "linear"),
+        "pick one of them",
+        False,
+    ),
+    "lr_anneal_iterations": SIZE_OR_NONE,
+    "buffer_dilation_ratio": Rule("must be >= 1", _ge(1.0), "1 keeps one rollout", False),
+    "clip_min_std": Rule("must be >= 0", _all_ge(0.0), "typical: 1e-15 or a per-action list", False),
+    "hidden_state_resample_prob": PROB,
+    "optimizer_class_name": Rule(
+        "must name a torch.optim optimizer", _optimizer, "e.g. 'Adam', 'AdamW', 'SGD'", False
+    ),
+    # distillation (TPPO, ATPPO, EstimatorTPPO)
+    "teacher_act_prob": Rule(
+        "must be a probability in [0, 1] or a schedule 'linear', 'exp' or 'tanh'",
+        _schedule_or_unit,
+        "",
+        False,
+    ),
+    "distillation_loss_coef": Rule(
+        "must be >= 0 or a schedule 'linear', 'exp' or 'tanh'", _schedule_or_nonneg, "", False
+    ),
+    "distill_target": Rule(
+        "must be one of 'real', 'mse_sum', 'l1', 'tanh', 'scaled_tanh', 'max_log_prob'",
+        _one_of("real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob"),
+        "",
+        False,
+    ),
+    "distill_latent_target": Rule(
+        "must be one of 'real', 'l1', 'tanh', 'scaled_tanh'",
+        _one_of("real", "l1", "tanh", "scaled_tanh"),
+        "",
+        False,
+    ),
+    "estimator_loss_func": Rule(
+        "must name a torch.nn.functional loss",
+        _functional_loss,
+        "e.g. 'mse_loss', 'l1_loss', 'smooth_l1_loss'",
+        False,
+    ),
+    "weight_schedule": Rule(
+        "needs mode 'step' or 'linear'",
+        _weight_schedule,
+        "{'mode': 'step', 'final_step': s, 'final_value': v} or {'mode': 'linear', 'initial_step': a, ...}",
+    ),
+    # the AMP discriminator (policy.amp_discriminator)
+    "hidden_dims": SIZES,
+    "task_reward_lerp": UNIT,
+    "discriminator_grad_pen": NONNEG,
+    "style_reward_coef": NONNEG,
+    "update_times_scale": POSITIVE,
+    "amp_replay_buffer_size": SIZE,
+    "amp_obs_dim": SIZE_OR_NONE,
+    # RND
+    "weight": Rule("must be >= 0", _ge(0.0), "the intrinsic reward weight, e.g. 0.5", False),
+    "num_outputs": SIZE,
+    # policies
+    "init_noise_std": Rule("must be > 0", _gt(0.0), "typical: 1.0", False),
+    "activation": Rule(
+        "must name an activation", _activation, "e.g. 'elu', 'relu', 'tanh', or a torch.nn class name", False
+    ),
+    "mu_activation": Rule("must name an activation or be None", _activation, "e.g. 'tanh', or None"),
+    "rnn_type": Rule(
+        "must be 'lstm' or 'gru'", lambda x: not isinstance(x, str) or x.lower() in ("lstm", "gru"), "", False
+    ),
+    "rnn_hidden_size": SIZE,
+    "rnn_num_layers": SIZE,
+    "num_actor_obs": SIZE_OR_NONE,
+    "num_critic_obs": SIZE_OR_NONE,
+    "num_actions": SIZE_OR_NONE,
+    "encoder_output_size": SIZE_OR_NONE,
+    "visual_latent_size": SIZE,
+    "env_action_scale": Rule("must be > 0", _gt(0.0), "the env's action scale, e.g. 0.5"),
+}
+
+RUNNER_RULES: dict[str, Rule] = {
+    "num_steps_per_env": SIZE,
+    "max_iterations": SIZE_OR_NONE,
+    "save_interval": SIZE,
+    "log_interval": SIZE,
+    "distributed_timeout_s": POSITIVE,
+    "logger": Rule(
+        "must be 'tensorboard', 'wandb', 'neptune', 'none' or a custom writer ('package.module:Class')",
+        _logger,
+        "see docs/logging.md",
+    ),
+    "check_finite": Rule(
+        "must be 'rollout', 'step' or 'off'", _one_of("rollout", "step", "off"), "pick one of them", False
+    ),
+}
+
+
+def rule_for(key: str) -> Rule | None:
+    """The rule of ``key``: by name, else by suffix (``*_coef`` >= 0, ``*_prob`` in [0, 1], hidden dims)."""
+    if key in RULES:
+        return RULES[key]
+    if key.endswith("_coef"):
+        return NONNEG
+    if key.endswith("_prob"):
+        return PROB
+    if key.endswith("_hidden_dims") or key.endswith("_sizes"):
+        return SIZES
+    return None

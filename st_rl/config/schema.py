@@ -1,0 +1,434 @@
+"""One typed schema for runner, policy, algorithm and every extension, and the validation built on it.
+
+Why pydantic, and why from the signatures: the keys a policy or algorithm takes are its constructor's keyword
+arguments (the reference's contract: ``Cls(**cfg)``). The schema of a class is therefore built from its
+``__init__`` signature and those of its bases (following ``**kwargs`` up the class chain, and into the
+extensions a preset assembles, ``config_sources``), so it can never drift from the code; pydantic turns those
+annotations into strict checks (no silent truncation of floats to ints, booleans only from booleans, no NaN,
+unknown keys rejected) and reports every error with its key path. What a signature cannot say (ranges,
+choices) comes from :mod:`st_rl.config.rules`. The runner's keys have no constructor of their own and are
+declared here (:data:`RUNNER_FIELDS`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+import math
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+
+from st_rl.config.errors import MISSING, Problem
+from st_rl.config.rules import RUNNER_RULES, Rule, rule_for
+
+__all__ = [
+    "RUNNER_FIELDS",
+    "class_fields",
+    "schema_for",
+    "validate_algorithm",
+    "validate_policy",
+    "validate_runner",
+    "check_minibatches",
+]
+
+_STRICT = ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True)
+_create_model: Any = create_model  # field definitions are built at run time
+
+
+def _model_config(extra: str) -> ConfigDict:
+    return ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True, extra=extra)  # type: ignore[typeddict-item]
+
+
+# Arguments the runner passes itself, never read from a config.
+_INJECTED = frozenset({"self", "actor_critic", "device", "parts"})
+
+# Runner keys: name -> (type, default, meaning). Documented in docs/configuration.md.
+RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
+    "seed": (int | None, None, "global RNG seed set when the runner is built (None: leave the RNGs alone)"),
+    "device": (str | None, None, "informational; the runner's device argument decides"),
+    "num_steps_per_env": (int, 24, "rollout length T per iteration"),
+    "max_iterations": (int | None, None, "number of learning iterations the CLI and training scripts run"),
+    "empirical_normalization": (
+        bool | None,
+        None,
+        "normalise observations with running statistics (an algorithm-level key wins)",
+    ),
+    "save_interval": (int, 50, "save model_<it>.pt every this many iterations"),
+    "log_interval": (int, 1, "log every this many iterations"),
+    "experiment_name": (str, "", "log directory name under the log root"),
+    "run_name": (str, "", "suffix of the run directory"),
+    "logger": (Any, "tensorboard", "'tensorboard', 'wandb', 'neptune', 'none' or a custom writer class"),
+    "neptune_project": (str | None, None, "Neptune project (logger='neptune')"),
+    "neptune_mode": (str | None, None, "Neptune mode: 'async' (default), 'sync', 'offline', 'debug'"),
+    "neptune_run_id": (str | None, None, "continue this Neptune run"),
+    "wandb_project": (str | None, None, "W&B project (logger='wandb')"),
+    "wandb_entity": (str | None, None, "W&B entity (team or user)"),
+    "wandb_mode": (str | None, None, "W&B mode: 'online' (default), 'offline', 'disabled'"),
+    "wandb_run_id": (str | None, None, "continue this W&B run"),
+    "resume": (bool, False, "resume from a checkpoint (training scripts)"),
+    "load_run": (str | int | None, None, "regex of the run directory to resume"),
+    "load_checkpoint": (str | int | None, None, "regex of the checkpoint file to resume (st_gym)"),
+    "checkpoint": (int | str | None, None, "checkpoint index or -1 (legged_gym)"),
+    "resume_path": (str | None, None, "explicit checkpoint path (legged_gym)"),
+    "runner_class_name": (Any, "OnPolicyRunner", "runner class"),
+    "policy_class_name": (Any, None, "policy class (legged_gym nested form)"),
+    "algorithm_class_name": (Any, None, "algorithm class (legged_gym nested form)"),
+    "storage": (Mapping[str, Any] | None, None, "extra keyword arguments of the rollout storage"),
+    "inference_mode_rollout": (bool, True, "collect rollouts under torch.inference_mode"),
+    "obs_groups": (
+        Mapping[str, Any] | None,
+        None,
+        "observation groups feeding the actor ('policy') and critic ('critic')",
+    ),
+    "check_finite": (str, "rollout", "'rollout', 'step' or 'off': NaN/Inf checks of env outputs"),
+    "clip_actions": (Any, None, "informational; environments clip actions"),
+    "class_name": (Any, None, "runner class (alternative spelling)"),
+    "task": (str | None, None, "built-in task name (written by st-rl train; read by st-rl play)"),
+    "distributed_timeout_s": (
+        float,
+        600.0,
+        "multi-rank runs: seconds before a blocked collective fails",
+    ),
+    "ckpt_manipulator": (Any, None, "function applied to a checkpoint before loading it"),
+    "pretrain_iterations": (
+        int,
+        0,
+        "TwoStageRunner: iterations fed from pretrain_dataset before RL (negative: forever)",
+    ),
+    "pretrain_dataset": (Mapping[str, Any] | None, None, "TwoStageRunner: RolloutDataset arguments"),
+}
+
+
+# ---------------------------------------------------------------------------------------------- fields
+def _annotation(func: Callable[..., Any], param: inspect.Parameter) -> Any:
+    """The parameter's type, evaluated in its function's module; ``Any`` where it cannot be used."""
+    ann = param.annotation
+    if ann is inspect.Parameter.empty:
+        return Any
+    if isinstance(ann, str):
+        namespace = {**vars(typing), **getattr(func, "__globals__", {})}
+        try:
+            ann = eval(ann, namespace)  # noqa: S307 - annotations of our own and the user's classes
+        except Exception:
+            return Any
+    try:
+        TypeAdapter(ann, config=_STRICT)
+    except Exception:
+        return Any
+    return ann
+
+
+def _accepts_none(tp: Any) -> bool:
+    if tp is Any:
+        return True
+    try:
+        TypeAdapter(tp, config=_STRICT).validate_python(None)
+        return True
+    except Exception:
+        return False
+
+
+def _ends_walk(klass: type) -> bool:
+    """``object``, torch's base classes and the extension base take no config keys."""
+    module = klass.__module__
+    return klass is object or module.startswith("torch.") or module == "st_rl.algorithms.extensions.base"
+
+
+@functools.cache
+def class_fields(cls: type) -> tuple[dict[str, tuple[Any, Any]], frozenset[str], bool]:
+    """The config keys ``cls`` takes: ``({name: (type, default)}, tolerated names, open)``.
+
+    The walk goes up ``cls.__mro__`` while the constructors forward ``**kwargs``; classes listed in a
+    ``config_sources`` attribute (the extensions a preset assembles) add their keys. ``tolerated`` are keys
+    accepted and ignored (``config_tolerated``, e.g. ``rnn_type`` on a feed-forward policy, as the reference
+    passes them to every class); ``open`` is True when the last constructor takes arbitrary ``**kwargs``
+    without declaring which (a user's class), so unknown keys cannot be judged.
+    """
+    fields: dict[str, tuple[Any, Any]] = {}
+    open_kwargs = False
+    for klass in cls.__mro__:
+        if _ends_walk(klass):
+            break
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            params = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        for p in params:
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name in _INJECTED:
+                continue
+            if p.name not in fields:
+                tp = _annotation(init, p)
+                default = None if p.default is inspect.Parameter.empty else p.default
+                if default is None and not _accepts_none(tp):
+                    tp = tp | None
+                fields[p.name] = (tp, default)
+        open_kwargs = any(p.kind == p.VAR_KEYWORD for p in params)
+        if not open_kwargs:
+            break
+    for klass in cls.__mro__:
+        for source in klass.__dict__.get("config_sources", ()):
+            for name, spec in class_fields(source)[0].items():
+                fields.setdefault(name, spec)
+    tolerated = frozenset(getattr(cls, "config_tolerated", frozenset()))
+    declared = hasattr(cls, "config_tolerated")
+    return fields, tolerated, open_kwargs and not declared
+
+
+@functools.cache
+def schema_for(cls: type) -> type[BaseModel]:
+    """The pydantic model of ``cls``'s config keys (strict types, unknown keys forbidden unless ``cls`` is
+    open, see :func:`class_fields`)."""
+    fields, tolerated, open_kwargs = class_fields(cls)
+    spec: dict[str, Any] = {name: (tp, default) for name, (tp, default) in fields.items()}
+    for name in tolerated - set(spec):
+        spec[name] = (Any, None)
+    config = _model_config("allow" if open_kwargs else "forbid")
+    return _create_model(f"{cls.__name__}Config", __config__=config, **spec)
+
+
+@functools.cache
+def _runner_schema() -> type[BaseModel]:
+    spec = {name: (tp, default) for name, (tp, default, _) in RUNNER_FIELDS.items()}
+    return _create_model("RunnerConfig", __config__=_model_config("forbid"), **spec)
+
+
+# ------------------------------------------------------------------------------------------ validation
+def _type_problems(
+    model: type[BaseModel], values: Mapping[str, Any], prefix: str, skip: Callable[[str], bool]
+) -> list[Problem]:
+    try:
+        model.model_validate(dict(values))
+        return []
+    except ValidationError as e:
+        errors = e.errors()
+    known = list(model.model_fields)
+    problems = []
+    for err in errors:
+        loc = [str(x) for x in err["loc"]]
+        key = loc[0] if loc else ""
+        path = prefix + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"])
+        path = path.lstrip(".")
+        if err["type"] == "extra_forbidden":
+            if skip(key):
+                continue
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            fix = f"did you mean '{close[0]}'?" if close else "remove it (see docs/configuration.md)"
+            problems.append(Problem(path, err["input"], "unknown key", fix))
+            continue
+        value = values.get(key, MISSING) if len(loc) == 1 else err.get("input", MISSING)
+        tp = model.model_fields[key].annotation if key in model.model_fields else None
+        expected = type_name(tp)
+        fix = f"give {expected}" if expected else ""
+        problems.append(Problem(path, value, err["msg"].replace("Input should be", "should be"), fix))
+    return _first_per_key(problems)
+
+
+def _first_per_key(problems: list[Problem]) -> list[Problem]:
+    seen: dict[str, Problem] = {}
+    for p in problems:
+        top = p.path.split("[")[0]
+        parts = top.split(".")
+        key = ".".join(parts[:2]) if len(parts) > 1 else top
+        seen.setdefault(key, p)
+    return list(seen.values())
+
+
+def type_name(tp: Any, verbose: bool = True) -> str:
+    """``float or None``, ``a list of int``, ... for the fix text (``verbose``) and the docs."""
+    if tp is None or tp is Any:
+        return ""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return " or ".join(type_name(a, verbose) or "anything" for a in args if a is not type(None)) + (
+            " or None" if type(None) in args else ""
+        )
+    if origin in (list, tuple, set, Sequence, Iterable):
+        inner = type_name(args[0], verbose) if args else ""
+        return f"a list of {inner}" if inner else "a list"
+    if origin in (dict, Mapping):
+        return "a mapping"
+    if tp is bool:
+        return "true or false (a boolean, not a string)" if verbose else "bool"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _rule_problems(
+    values: Mapping[str, Any], prefix: str, rules: Callable[[str], Rule | None]
+) -> list[Problem]:
+    problems = []
+    for key, value in values.items():
+        rule = rules(key)
+        if rule is not None and rule.violated(value):
+            problems.append(Problem(f"{prefix}.{key}".lstrip("."), value, rule.text, rule.fix))
+    return problems
+
+
+def _merge(*groups: list[Problem]) -> list[Problem]:
+    out: dict[str, Problem] = {}
+    for group in groups:
+        for p in group:
+            out.setdefault(p.path, p)
+    return list(out.values())
+
+
+def validate_runner(runner: Mapping[str, Any], prefix: str = "runner") -> list[Problem]:
+    """Problems of the runner keys (types, ranges, unknown keys with a close match)."""
+    types = _type_problems(_runner_schema(), runner, prefix, lambda k: False)
+    rules = _rule_problems(runner, prefix, RUNNER_RULES.get)
+    return _merge(types, rules)
+
+
+def _numeric(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorithm") -> list[Problem]:
+    """Problems of an algorithm config for class ``cls`` (PPO or a preset), its extensions included."""
+    has_user_extensions = bool(cfg.get("extensions"))
+    coef_keys_ok = bool(getattr(cls, "config_accepts_coefs", False))
+
+    def skip(key: str) -> bool:
+        # A `<name>_coef` weights the loss term `<name>` of a user extension (PPO reads it); without such an
+        # extension no loss term uses it.
+        return coef_keys_ok and has_user_extensions and key.endswith("_coef")
+
+    problems = [
+        Problem(p.path, p.value, "unknown key: no loss term uses this weight", p.fix)
+        if p.rule == "unknown key" and p.path.endswith("_coef") and coef_keys_ok
+        else p
+        for p in _type_problems(schema_for(cls), cfg, prefix, skip)
+    ]
+    problems = _merge(problems, _rule_problems(cfg, prefix, rule_for))
+    problems += _algorithm_cross_checks(cfg, prefix)
+    symmetry = cfg.get("symmetry_cfg")
+    if (
+        isinstance(symmetry, Mapping)
+        and not symmetry.get("use_mirror_loss", True)
+        and not symmetry.get("use_data_augmentation", False)
+    ):
+        problems.append(
+            Problem(
+                f"{prefix}.symmetry_cfg.use_mirror_loss",
+                False,
+                "symmetry needs the mirror loss and/or data augmentation",
+                "set use_mirror_loss=True or use_data_augmentation=True, or remove symmetry_cfg",
+            )
+        )
+    for key, sub_cls in _nested_algorithm_sections(cls).items():
+        sub = cfg.get(key)
+        if isinstance(sub, Mapping):
+            problems += validate_algorithm(sub_cls, sub, f"{prefix}.{key}")
+    for i, item in enumerate(cfg.get("extensions") or ()):
+        if isinstance(item, Mapping):
+            problems += _validate_extension_item(item, f"{prefix}.extensions[{i}]")
+    return _merge(problems)
+
+
+def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem]:
+    problems = []
+    schedule = cfg.get("schedule")
+    if schedule == "adaptive" and "desired_kl" in cfg:
+        kl = cfg["desired_kl"]
+        if kl is None or (_numeric(kl) and (not math.isfinite(kl) or kl <= 0)):
+            problems.append(
+                Problem(
+                    f"{prefix}.desired_kl",
+                    kl,
+                    "schedule='adaptive' needs a KL target > 0",
+                    "typical: 0.01, or set schedule='fixed'",
+                )
+            )
+    return problems
+
+
+def _nested_algorithm_sections(cls: type) -> dict[str, type]:
+    from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
+    from st_rl.algorithms.extensions.symmetry import Symmetry
+    from st_rl.algorithms.ppo import PPO
+
+    fields = class_fields(cls)[0]
+    out: dict[str, type] = {}
+    if "rnd_cfg" in fields:
+        out["rnd_cfg"] = RandomNetworkDistillation
+    if "symmetry_cfg" in fields:
+        out["symmetry_cfg"] = Symmetry
+    if "ppo" in fields:
+        out["ppo"] = PPO
+    return out
+
+
+def _validate_extension_item(item: Mapping[str, Any], prefix: str) -> list[Problem]:
+    import st_rl.algorithms.extensions as extensions
+    from st_rl.utils.config import resolve_class
+
+    name = item.get("class_name")
+    if name is None:
+        return [Problem(f"{prefix}.class_name", MISSING, "an extension entry needs a class_name", "")]
+    try:
+        ext_cls = resolve_class(name, extensions, "extension")
+    except ValueError as e:
+        return [Problem(f"{prefix}.class_name", name, str(e))]
+    rest = {k: v for k, v in item.items() if k != "class_name"}
+    return validate_algorithm(ext_cls, rest, prefix)
+
+
+def validate_policy(cls: type, cfg: Mapping[str, Any], prefix: str = "policy") -> list[Problem]:
+    """Problems of a policy config for class ``cls`` (sizes may be absent: the environment fills them)."""
+    problems = _type_problems(schema_for(cls), cfg, prefix, lambda k: False)
+    problems = _merge(problems, _rule_problems(cfg, prefix, rule_for))
+    for key in ("obs_segments", "privileged_obs_segments", "critic_obs_segments"):
+        value = cfg.get(key)
+        if isinstance(value, Mapping):
+            problems += _segment_problems(value, f"{prefix}.{key}")
+    amp = cfg.get("amp_discriminator")
+    if isinstance(amp, Mapping):
+        from st_rl.modules.amp_discriminator import AMPDiscriminator
+
+        problems += validate_policy(AMPDiscriminator, amp, f"{prefix}.amp_discriminator")
+    return _merge(problems)
+
+
+def _segment_problems(segments: Mapping[str, Any], prefix: str) -> list[Problem]:
+    problems = []
+    for name, shape in segments.items():
+        dims = shape if isinstance(shape, Sequence) and not isinstance(shape, str) else [shape]
+        if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims):
+            problems.append(
+                Problem(
+                    f"{prefix}.{name}",
+                    shape,
+                    "a component's shape must be a list of integers >= 1",
+                    "e.g. [3] for a 3-vector, [1, 7, 5] for a height map",
+                )
+            )
+    return problems
+
+
+def check_minibatches(algorithm: Mapping[str, Any], num_envs: int, num_steps: int, recurrent: bool) -> None:
+    """A rollout of ``num_envs x num_steps`` samples must split into ``num_mini_batches`` non-empty
+    minibatches (whole env sequences for a recurrent policy).
+
+    Raises:
+        st_rl.config.ConfigError: naming ``algorithm.num_mini_batches``.
+    """
+    from st_rl.config.errors import ConfigError
+
+    n = algorithm.get("num_mini_batches", 1)
+    limit, unit = (num_envs, "environments") if recurrent else (num_envs * num_steps, "samples per rollout")
+    if isinstance(n, int) and n > limit:
+        raise ConfigError(
+            Problem(
+                "algorithm.num_mini_batches",
+                n,
+                f"more minibatches than the {limit} {unit}"
+                + (" (a recurrent policy's minibatches hold whole environments)" if recurrent else ""),
+                f"use at most {limit}",
+            )
+        )
