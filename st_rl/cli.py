@@ -138,7 +138,14 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--resume",
         default=None,
-        help="checkpoint file or run directory to continue from (with --motion, a PPO checkpoint gets AMP added)",
+        help="checkpoint file or run directory to continue from (with --motion, a PPO checkpoint gets AMP "
+        "added); continue a run in its own directory with --resume DIR --log-dir DIR",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run in --log-dir (its model_*.pt and TensorBoard files are deleted); "
+        "without it, a directory holding checkpoints or a config.json is written to only with --resume",
     )
     train.add_argument(
         "--threads", type=_int_at_least(1), default=None, help="CPU threads for torch (default: all cores)"
@@ -334,6 +341,15 @@ def _validate_train_args(args: argparse.Namespace) -> None:
                 args.motion,
                 "builds the built-in quadruped's AMP observations and cannot be combined with --env",
                 "give your environment's AMP training config with --config (docs/amp.md)",
+            )
+        )
+    if args.overwrite and args.resume:
+        problems.append(
+            Problem(
+                "--overwrite",
+                True,
+                "--resume continues the run in --log-dir and --overwrite replaces it",
+                "give one of them",
             )
         )
     if problems:
@@ -585,11 +601,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     """``st-rl train``: build the config (docs/configuration.md, "Command line"), the environment and the
     runner, and train; with ``--print-config`` print the resolved config instead.
 
+    The run directory is checked before anything is built (docs/configuration.md, "Run directories"): one
+    holding an earlier run needs ``--resume`` or ``--overwrite``, and one that another process writes is
+    refused. SIGINT / SIGTERM stop training after the iteration in progress, with a checkpoint
+    (:class:`~st_rl.runners.TrainingInterrupted`, reported by :func:`main`).
+
     Returns:
         The exit code (0).
     """
     from st_rl.config import MISSING, ConfigError, Problem
     from st_rl.runners import build_runner
+    from st_rl.runners.run_dir import check_run_dir
     from st_rl.tasks import make_env
     from st_rl.utils.config import resolve_train_cfg
 
@@ -623,6 +645,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     log_dir = args.log_dir or os.path.join(
         "logs", experiment, datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     )
+    if info.is_main:  # before the environment is built: refuse early, and write nothing
+        check_run_dir(log_dir, resume=resume_path is not None, overwrite=args.overwrite)
     env_seed = None if seed is None else seed + info.rank
     loader = None
     if args.env is not None:
@@ -653,30 +677,32 @@ def cmd_train(args: argparse.Namespace) -> int:
     runner = build_runner(
         runner_cfg.get("runner_class_name") or "OnPolicyRunner", env, cfg, log_dir=log_dir, device=device
     )
-    if resume_path is not None:
+    with runner:  # closes the writer and releases the run directory's lock, also on errors and interrupts
+        runner.overwrite = runner.overwrite or args.overwrite
+        if resume_path is not None:
+            if info.is_main:
+                if add_amp:
+                    print(
+                        f"[st-rl] adding AMP to the policy in {resume_path}: its policy, critic and "
+                        "normalisers, a fresh discriminator and optimizer"
+                    )
+                else:
+                    print(f"[st-rl] resuming from {resume_path}")
+            runner.load(resume_path)
+        ranks = f" x {info.world_size} ranks" if info.enabled else ""
         if info.is_main:
-            if add_amp:
-                print(
-                    f"[st-rl] adding AMP to the policy in {resume_path}: its policy, critic and normalisers, "
-                    "a fresh discriminator and optimizer"
-                )
-            else:
-                print(f"[st-rl] resuming from {resume_path}")
-        runner.load(resume_path)
-    ranks = f" x {info.world_size} ranks" if info.enabled else ""
-    if info.is_main:
-        print(
-            f"[st-rl] training '{name}' with {num_envs} envs{ranks} on {device} for {iterations} iterations; "
-            f"logs and checkpoints in {os.path.abspath(log_dir)}",
-            flush=True,
-        )
-    try:
-        velrmsd, cot = runner.learn(iterations, init_at_random_ep_len=True)
-    finally:
-        if info.enabled:
-            import torch.distributed as dist
+            print(
+                f"[st-rl] training '{name}' with {num_envs} envs{ranks} on {device} for {iterations} "
+                f"iterations; logs and checkpoints in {os.path.abspath(log_dir)}",
+                flush=True,
+            )
+        try:
+            velrmsd, cot = runner.learn(iterations, init_at_random_ep_len=True)
+        finally:
+            if info.enabled:
+                import torch.distributed as dist
 
-            dist.destroy_process_group()
+                dist.destroy_process_group()
     if not info.is_main:
         return 0
     summary = {
@@ -885,6 +911,8 @@ def main(argv: list[str] | None = None) -> int:
     Errors a user can fix (a bad config, value, path or import: ``ValueError`` including ``ConfigError``,
     ``OSError``, ``ImportError``) print one line, ``st-rl: error: ...``, to stderr and return 2; with ``--debug``
     they propagate with their traceback. Argument errors exit with code 2 the same way (``SystemExit``).
+    Training stopped by SIGINT / SIGTERM prints ``interrupted: saved <checkpoint>`` to stderr and returns 130 /
+    143 (128 + the signal number); a Ctrl-C elsewhere returns 130.
 
     Args:
         argv: the arguments (default: ``sys.argv[1:]``).
@@ -910,6 +938,22 @@ def main(argv: list[str] | None = None) -> int:
             raise
         _report_error(e)
         return 2
+    except KeyboardInterrupt as e:
+        return _report_interrupt(e)
+
+
+def _report_interrupt(error: KeyboardInterrupt) -> int:
+    """Print how training stopped on a signal (one line to stderr) and return the exit code."""
+    from st_rl.runners.interrupt import TrainingInterrupted
+
+    if not isinstance(error, TrainingInterrupted):  # Ctrl-C outside learn(): nothing to save
+        print("interrupted", file=sys.stderr, flush=True)
+        return 130
+    if error.checkpoint is not None:
+        print(f"interrupted: saved {os.path.abspath(error.checkpoint)}", file=sys.stderr, flush=True)
+    else:
+        print(f"interrupted: {error}", file=sys.stderr, flush=True)
+    return error.exit_code
 
 
 if __name__ == "__main__":

@@ -70,6 +70,12 @@ RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
     "wandb_mode": (str | None, None, "W&B mode: 'online' (default), 'offline', 'disabled'"),
     "wandb_run_id": (str | None, None, "continue this W&B run"),
     "resume": (bool, False, "resume from a checkpoint (training scripts)"),
+    "overwrite": (
+        bool,
+        False,
+        "replace an earlier run in the log directory (its model_*.pt and TensorBoard files are deleted when "
+        "learn() starts); without it such a directory is only written to when a checkpoint was loaded first",
+    ),
     "load_run": (str | int | None, None, "regex of the run directory to resume"),
     "load_checkpoint": (str | int | None, None, "regex of the checkpoint file to resume (st_gym)"),
     "checkpoint": (int | str | None, None, "checkpoint index or -1 (legged_gym)"),

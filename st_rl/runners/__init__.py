@@ -7,7 +7,9 @@ from typing import Any
 from st_rl.runners.amp_policy_runner import AmpPolicyRunner
 from st_rl.runners.dagger_saver import DaggerSaver
 from st_rl.runners.demonstration import DemonstrationSaver
+from st_rl.runners.interrupt import TrainingInterrupted
 from st_rl.runners.on_policy_runner import InferencePolicy, OnPolicyRunner
+from st_rl.runners.run_dir import RunDirectoryError, RunDirectoryLocked
 from st_rl.runners.two_stage_runner import TwoStageRunner
 
 __all__ = [
@@ -16,6 +18,9 @@ __all__ = [
     "DemonstrationSaver",
     "InferencePolicy",
     "OnPolicyRunner",
+    "RunDirectoryError",
+    "RunDirectoryLocked",
+    "TrainingInterrupted",
     "TwoStageRunner",
     "build_runner",
 ]

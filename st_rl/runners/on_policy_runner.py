@@ -18,6 +18,8 @@ from st_rl.config.schema import check_minibatches
 from st_rl.env.adapter import EnvAdapter
 from st_rl.modules.factory import build_actor_critic, fill_missing, resolve_policy_kwargs
 from st_rl.protocols import GaussianPolicy
+from st_rl.runners.interrupt import InterruptGuard, TrainingInterrupted
+from st_rl.runners.run_dir import RunDirectory
 from st_rl.utils import checkpoint as ckpt
 from st_rl.utils import distributed as dist_utils
 from st_rl.utils.config import TrainConfig, resolve_class, resolve_train_cfg
@@ -74,7 +76,10 @@ class OnPolicyRunner:
         env: an environment of any supported API (legged_gym 5-tuple, rsl_rl 2.x / st_gym 4-tuple, or
             TensorDict observation groups).
         train_cfg: flat (st_gym) or nested (legged_gym) training config; it is copied, never mutated.
-        log_dir: where logs, ``config.json`` and ``model_<it>.pt`` go; ``None`` disables writing.
+        log_dir: where logs, ``config.json`` and ``model_<it>.pt`` go; ``None`` disables writing. The runner
+            locks it against other processes; one holding an earlier run is written only after :meth:`load`
+            (continue) or with the runner config key ``overwrite`` (replace), see docs/configuration.md, "Run
+            directories". :meth:`close` (or a ``with`` block) closes the writer and releases the lock.
         device: training device.
     """
 
@@ -145,14 +150,32 @@ class OnPolicyRunner:
         self.writer: Writer = NullWriter()
         self.tot_timesteps = 0
         self.tot_time = 0.0
-        self.current_learning_iteration = 0
+        self._resumed = False  # set once current_learning_iteration is assigned (load())
+        self._current_learning_iteration = 0
         self.git_status_repos = [st_rl.__file__]
         self.task_metrics: dict[str, torch.Tensor] = {}
         self._writer_initialised = False
         self._last_saved_iteration = -1
+        self.overwrite = bool(self.cfg.get("overwrite", False))
+        self._run_dir: RunDirectory | None = None
         if self.log_dir is not None and self.is_main_process:
-            os.makedirs(self.log_dir, exist_ok=True)
-            self._write_config()
+            # A fresh directory is locked and gets config.json now; one holding an earlier run is written to
+            # only once learn() starts, and only when the run was resumed (load()) or overwrite is set.
+            self._run_dir = RunDirectory(self.log_dir)
+            if self._run_dir.claim_if_fresh():
+                self._write_config()
+
+    @property
+    def current_learning_iteration(self) -> int:
+        """Completed learning iterations (restored by :meth:`load`)."""
+        return self._current_learning_iteration
+
+    @current_learning_iteration.setter
+    def current_learning_iteration(self, value: int) -> None:
+        self._current_learning_iteration = value
+        # load(), or a script restoring progress: an earlier run in log_dir is continued. (learn() assigns it
+        # too, after it has claimed log_dir, when this no longer matters.)
+        self._resumed = True
 
     # ------------------------------------------------------------------ set-up
     def _sync_ranks_at_start(self) -> None:
@@ -173,8 +196,22 @@ class OnPolicyRunner:
         assert self.log_dir is not None
         write_run_config(self.log_dir, self._logged_config())
 
+    def _claim_run_dir(self) -> None:
+        """Lock ``log_dir`` for writing (see docs/configuration.md, "Run directories"); when it holds an
+        earlier run, continue it (after :meth:`load`), replace it (``overwrite``) or refuse."""
+        if self._run_dir is None or self._run_dir.claimed:
+            return
+        self._run_dir.claim(resumed=self._resumed, overwrite=self.overwrite)
+        self._write_config()
+
     def init_writer(self, init_at_random_ep_len: bool) -> None:
-        """Create the log writer and optionally randomise the episode lengths."""
+        """Create the log writer and optionally randomise the episode lengths.
+
+        Raises:
+            RunDirectoryError: ``log_dir`` holds an earlier run that is neither resumed nor overwritten.
+            RunDirectoryLocked: another process writes ``log_dir``.
+        """
+        self._claim_run_dir()
         if not self._writer_initialised:
             if self.is_main_process:
                 self.writer = make_writer(self.cfg.get("logger", "tensorboard"), self.log_dir, self.cfg)
@@ -191,6 +228,7 @@ class OnPolicyRunner:
         from st_rl.utils.config import to_jsonable
 
         data = self.train_cfg.to_dict()
+        data["runner"].pop("overwrite", None)  # an instruction for this start, not a setting of the run
         env_cfg = self.env_adapter.cfg
         if env_cfg is not None:
             data["env"] = to_jsonable(env_cfg)
@@ -227,10 +265,52 @@ class OnPolicyRunner:
             The environment's two reported task metrics after the last iteration, as st_gym scripts expect:
             velocity-tracking RMSD and cost of transport (zero tensors when the environment has no such
             metrics; see :meth:`st_rl.env.EnvAdapter.task_metrics`).
+
+        Raises:
+            TrainingInterrupted: SIGINT or SIGTERM arrived (main thread only): the iteration in progress was
+                finished, a checkpoint saved (its path is the exception's ``checkpoint``) and the writers
+                closed. A second signal raises it at once, without saving (``aborted``).
+            RunDirectoryError: ``log_dir`` holds an earlier run that is neither resumed (:meth:`load` first)
+                nor replaced (``overwrite``); nothing was written.
+            RunDirectoryLocked: another live process writes ``log_dir``.
         """
         check_minibatches(self.alg_cfg, self.env_adapter.num_envs, self.num_steps_per_env,
                           self.alg.actor_critic.is_recurrent)  # fmt: skip
         self.init_writer(init_at_random_ep_len)
+        with InterruptGuard(announce=self.is_main_process) as guard:
+            signum = self._learn_iterations(int(num_learning_iterations), trial, trial_metric, guard)
+            if self.log_dir is not None and self._last_saved_iteration != self.current_learning_iteration:
+                # Decided without looking at the file system: every rank must take part in save().
+                self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
+            self.writer.flush()
+        signum = signum or guard.signum or 0  # or a signal during the last save
+        if signum:
+            self._close_writer()
+            path = None
+            if self.log_dir is not None:
+                path = os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt")
+            raise TrainingInterrupted(path, signum)
+        return self.env_adapter.returned_metrics(self.task_metrics)
+
+    def _stop_signal(self, guard: InterruptGuard) -> int:
+        """The signal that asks training to stop after this iteration (0: none); multi-rank runs agree."""
+        signum = guard.signum or 0
+        if self.dist.enabled:
+            import torch.distributed as dist
+
+            flag = torch.tensor([signum], dtype=torch.int32, device=self.device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            signum = int(flag.item())
+        return signum
+
+    def _learn_iterations(
+        self,
+        num_learning_iterations: int,
+        trial: Any,
+        trial_metric: str | Callable[[dict[str, float]], float] | None,
+        guard: InterruptGuard,
+    ) -> int:
+        """The loop of :meth:`learn`; returns the signal that stopped it after a whole iteration (0: none)."""
         obs, critic_obs, _ = self.env_adapter.get_observations()
         self.train_mode()
         # The initial observation only feeds the first action; it does not update the policy's observation
@@ -301,11 +381,10 @@ class OnPolicyRunner:
                 store_code_state(self.log_dir, self.git_status_repos)
             if isinstance(trial, PruningTrial) and trial.should_prune():
                 break
-        if self.log_dir is not None and self._last_saved_iteration != self.current_learning_iteration:
-            # Decided without looking at the file system: every rank must take part in save().
-            self.save(os.path.join(self.log_dir, f"model_{self.current_learning_iteration}.pt"))
-        self.writer.flush()
-        return self.env_adapter.returned_metrics(self.task_metrics)
+            signum = self._stop_signal(guard)
+            if signum:
+                return signum
+        return 0
 
     # ------------------------------------------------------------------ metrics and logs
     def _trial_value(
@@ -517,6 +596,25 @@ class OnPolicyRunner:
 
     def eval_mode(self) -> None:
         self.alg.eval_mode()
+
+    def _close_writer(self) -> None:
+        if self._writer_initialised:
+            self.writer.close()
+            self.writer = NullWriter()
+            self._writer_initialised = False
+
+    def close(self) -> None:
+        """Close the log writer and release the run directory's lock (idempotent). A later :meth:`learn`
+        opens them again."""
+        self._close_writer()
+        if self._run_dir is not None:
+            self._run_dir.close()
+
+    def __enter__(self) -> OnPolicyRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def add_git_repo_to_log(self, repo_file_path: str) -> None:
         """Record the git state of another repository in ``<log_dir>/git`` at the first iteration."""

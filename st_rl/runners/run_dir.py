@@ -1,0 +1,453 @@
+"""Run directories: one writer at a time, and an earlier run is continued or replaced, never mixed into.
+
+A runner that writes a run directory holds its lock file, :data:`LOCK_NAME`, which names the owner's pid and
+host. On POSIX the file is also ``flock``-ed for as long as it is held, so the kernel releases it when the
+owner dies, even on ``kill -9``; a lock file left by a dead process of this host is taken over with a note.
+A directory that already holds checkpoints (``model_*.pt``) or a ``config.json`` is written to only when the
+run is resumed (a checkpoint loaded before training) or replaced (``overwrite``); see docs/configuration.md,
+"Run directories".
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import errno
+import glob
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: pid checks only
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "LOCK_NAME",
+    "LockOwner",
+    "RunDirLock",
+    "RunDirectory",
+    "RunDirectoryError",
+    "RunDirectoryLocked",
+    "check_run_dir",
+    "clear_previous_run",
+    "previous_run_files",
+    "read_lock",
+    "remove_stale_temporaries",
+]
+
+LOCK_NAME = ".st_rl.lock"
+"""The lock file's name inside a run directory."""
+
+# Temporary files of atomic writes: save_checkpoint's of model_*.pt, atomic_write's of config.json.
+_TMP_PATTERNS = (".tmp_model_*", ".config.json*.tmp")
+_HELD: dict[str, RunDirLock] = {}  # run directory (real path) -> the lock this process holds there
+
+
+class RunDirectoryError(FileExistsError):
+    """A run directory cannot be written: it holds an earlier run that is neither resumed nor replaced."""
+
+
+class RunDirectoryLocked(RunDirectoryError):
+    """Another live process writes the run directory.
+
+    Attributes:
+        directory: the run directory.
+        pid: the owner's process id (``None`` when the lock file could not be read).
+        host: the owner's host name (``None`` when unknown).
+    """
+
+    def __init__(self, directory: str, pid: int | None, host: str | None, detail: str = "") -> None:
+        who = f"process {pid}" if pid is not None else "another process"
+        if host is not None and host != socket.gethostname():
+            who += f" on host {host}"
+        lock = os.path.join(directory, LOCK_NAME)
+        super().__init__(
+            f"run directory {directory} is in use by {who} (lock file {lock}){detail}; wait for that run to "
+            "end or stop it, or train into another directory"
+        )
+        self.directory, self.pid, self.host = directory, pid, host
+
+
+@dataclass(frozen=True)
+class LockOwner:
+    """What a lock file says about its owner."""
+
+    pid: int
+    host: str
+    started: str = ""
+
+    def is_this_process(self) -> bool:
+        """Whether the owner is the calling process."""
+        return self.pid == os.getpid() and self.host == socket.gethostname()
+
+    def is_alive(self) -> bool:
+        """Whether the owner may still run: ``False`` only for a pid of this host that no longer exists."""
+        return self.host != socket.gethostname() or _pid_alive(self.pid)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    if os.name == "nt":  # pragma: no cover - os.kill would terminate the process
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+def _parse_owner(text: str) -> LockOwner | None:
+    try:
+        data = json.loads(text)
+        return LockOwner(int(data["pid"]), str(data["host"]), str(data.get("started", "")))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def read_lock(run_dir: str) -> LockOwner | None:
+    """The owner named by ``run_dir``'s lock file, or ``None`` (no lock file, or one being written)."""
+    try:
+        with open(os.path.join(run_dir, LOCK_NAME), encoding="utf-8") as f:
+            return _parse_owner(f.read())
+    except OSError:
+        return None
+
+
+def _read_fd(fd: int) -> LockOwner | None:
+    try:
+        return _parse_owner(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
+    except OSError:
+        return None
+
+
+def _note(message: str) -> None:
+    print(f"[st-rl] {message}", file=sys.stderr, flush=True)
+
+
+def _would_block(error: OSError) -> bool:
+    return error.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES)
+
+
+class RunDirLock:
+    """The lock file of one run directory, held by this process.
+
+    A second :class:`RunDirLock` of this process for the same directory takes the lock over from the first
+    (a script that builds a new runner to resume its own run); another process is refused while the owner
+    lives.
+
+    Args:
+        run_dir: the run directory (created by :meth:`acquire` when missing).
+    """
+
+    def __init__(self, run_dir: str) -> None:
+        self.run_dir = run_dir
+        self.path = os.path.join(run_dir, LOCK_NAME)
+        self._key = os.path.realpath(run_dir)
+        self._fd: int | None = None
+        self._pid: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock."""
+        return self._fd is not None or (fcntl is None and self._pid is not None)
+
+    def acquire(self) -> None:
+        """Take the lock (a no-op when held).
+
+        Raises:
+            RunDirectoryLocked: another live process holds it.
+        """
+        if self.held:
+            return
+        os.makedirs(self.run_dir, exist_ok=True)
+        other = _HELD.get(self._key)
+        if other is not None and other.held and other._pid == os.getpid():
+            self._fd, self._pid, other._fd, other._pid = other._fd, other._pid, None, None
+            _HELD[self._key] = self
+            return
+        if fcntl is None:  # pragma: no cover - Windows
+            self._acquire_without_flock()
+        else:
+            self._acquire_flock()
+        self._pid = os.getpid()
+        _HELD[self._key] = self
+
+    def _acquire_flock(self) -> None:
+        assert fcntl is not None
+        for _ in range(100):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if not _would_block(e):
+                    os.close(fd)
+                    raise
+                owner = _read_fd(fd)
+                same = self._same_file(fd)
+                if same and owner is not None and not owner.is_alive():
+                    # A dead owner whose lock is still held by a child it forked: start a new lock file.
+                    _note(
+                        f"took over the lock of process {owner.pid}, which no longer runs, in {self.run_dir}"
+                    )
+                    os.unlink(self.path)
+                    os.close(fd)
+                    continue
+                os.close(fd)
+                if not same:  # released (removed) by its owner meanwhile: retry
+                    continue
+                raise RunDirectoryLocked(
+                    self.run_dir, owner.pid if owner else None, owner.host if owner else None
+                ) from None
+            if not self._same_file(fd):  # removed or replaced by its previous owner meanwhile: retry
+                os.close(fd)
+                continue
+            owner = _read_fd(fd)
+            if owner is not None and not owner.is_this_process():
+                if owner.is_alive():  # not flock-ed, yet its owner lives (another host, or no flock there)
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    os.close(fd)
+                    raise RunDirectoryLocked(
+                        self.run_dir,
+                        owner.pid,
+                        owner.host,
+                        f"; if that run is over, delete {self.path}",
+                    )
+                _note(
+                    f"took over the stale lock of process {owner.pid}, which no longer runs, in {self.run_dir}"
+                )
+            self._write_owner(fd)
+            self._fd = fd
+            return
+        raise RunDirectoryLocked(self.run_dir, None, None, ": the lock file keeps changing")
+
+    def _same_file(self, fd: int) -> bool:
+        try:
+            return os.stat(self.path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            return False
+
+    def _acquire_without_flock(self) -> None:  # pragma: no cover - Windows
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                owner = read_lock(self.run_dir)
+                if owner is not None and (owner.is_this_process() or not owner.is_alive()):
+                    if not owner.is_this_process():
+                        _note(f"took over the stale lock of process {owner.pid} in {self.run_dir}")
+                    os.unlink(self.path)
+                    continue
+                raise RunDirectoryLocked(
+                    self.run_dir, owner.pid if owner else None, owner.host if owner else None
+                ) from None
+            self._write_owner(fd)
+            os.close(fd)
+            return
+        raise RunDirectoryLocked(self.run_dir, None, None)
+
+    @staticmethod
+    def _write_owner(fd: int) -> None:
+        started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        data = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started})
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (data + "\n").encode("utf-8"), 0)
+        os.fsync(fd)
+
+    def release(self) -> None:
+        """Remove the lock file and release the lock (a no-op when not held, or in a forked child)."""
+        if not self.held:
+            return
+        fd, pid = self._fd, self._pid
+        self._fd = self._pid = None
+        if _HELD.get(self._key) is self:
+            del _HELD[self._key]
+        if pid != os.getpid():  # a forked child: the lock is its parent's
+            return
+        try:
+            if fd is None or self._same_file(fd):
+                os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        if fd is not None:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+@atexit.register
+def _release_all() -> None:
+    for lock in list(_HELD.values()):
+        with contextlib.suppress(OSError):
+            lock.release()
+
+
+def previous_run_files(run_dir: str) -> list[str]:
+    """The files that mark an earlier run in ``run_dir``: ``config.json`` and ``model_*.pt`` (names, sorted)."""
+    if not os.path.isdir(run_dir):
+        return []
+    names = [os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(run_dir), "model_*.pt"))]
+    if os.path.isfile(os.path.join(run_dir, "config.json")):
+        names.append("config.json")
+    return sorted(names)
+
+
+def _describe(names: list[str]) -> str:
+    models = [n for n in names if n.startswith("model_")]
+    parts = [f"{len(models)} checkpoint{'s' if len(models) != 1 else ''} (model_*.pt)"] if models else []
+    if "config.json" in names:
+        parts.append("config.json")
+    return " and ".join(parts)
+
+
+def occupied_message(run_dir: str, names: list[str]) -> str:
+    """The one-line error for training into ``run_dir`` holding ``names`` without resuming or replacing it."""
+    return (
+        f"run directory {run_dir} already holds an earlier run ({_describe(names)}); to continue it, resume: "
+        f"st-rl train --resume {run_dir} --log-dir {run_dir} (Python: runner.load(checkpoint) before learn()); "
+        "to replace it: st-rl train --overwrite (Python: overwrite=True in the runner config); or train into "
+        "another directory"
+    )
+
+
+def check_run_dir(run_dir: str, *, resume: bool = False, overwrite: bool = False) -> None:
+    """Check, without writing anything, that training may write ``run_dir`` (``st-rl train`` runs this before
+    it builds the environment).
+
+    Raises:
+        RunDirectoryLocked: another live process holds the directory's lock.
+        RunDirectoryError: it holds an earlier run and neither ``resume`` nor ``overwrite`` is given.
+    """
+    if not os.path.isdir(run_dir):
+        return
+    mine = _HELD.get(os.path.realpath(run_dir))
+    if mine is None or not mine.held:
+        _check_lock(run_dir)
+    names = previous_run_files(run_dir)
+    if names and not resume and not overwrite:
+        raise RunDirectoryError(occupied_message(run_dir, names))
+
+
+def _check_lock(run_dir: str) -> None:
+    """Raise :class:`RunDirectoryLocked` when another live process holds ``run_dir``'s lock (changes nothing)."""
+    try:
+        fd = os.open(os.path.join(run_dir, LOCK_NAME), os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        owner = _read_fd(fd)
+        flocked = False
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            except OSError as e:
+                if not _would_block(e):
+                    raise
+                flocked = True
+    finally:
+        os.close(fd)
+    if owner is None:
+        if flocked:
+            raise RunDirectoryLocked(run_dir, None, None)
+        return
+    if owner.is_this_process() or not owner.is_alive():
+        return  # this process's own, or stale: taken over when training starts
+    raise RunDirectoryLocked(
+        run_dir,
+        owner.pid,
+        owner.host,
+        "" if flocked else f"; if that run is over, delete {os.path.join(run_dir, LOCK_NAME)}",
+    )
+
+
+def remove_stale_temporaries(run_dir: str) -> list[str]:
+    """Delete the temporary files that writes killed midway left in ``run_dir`` (checkpoints' ``.tmp_model_*``,
+    ``.config.json*.tmp``); returns their names. Only call this while holding the directory's lock."""
+    return _remove(run_dir, _TMP_PATTERNS)
+
+
+def clear_previous_run(run_dir: str) -> list[str]:
+    """Delete an earlier run's checkpoints (``model_*.pt``) and TensorBoard event files from ``run_dir``
+    (``overwrite``); ``config.json`` is rewritten by the new run. Returns the deleted names."""
+    return _remove(run_dir, ("model_*.pt", "events.out.tfevents.*"))
+
+
+def _remove(run_dir: str, patterns: tuple[str, ...]) -> list[str]:
+    removed = []
+    for pattern in patterns:
+        for path in glob.glob(os.path.join(glob.escape(run_dir), pattern)):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+                removed.append(os.path.basename(path))
+    return sorted(removed)
+
+
+class RunDirectory:
+    """The run directory of one runner: its lock and the rule for an earlier run found there.
+
+    Args:
+        path: the run directory.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lock = RunDirLock(path)
+        self.claimed = False
+        self._owned = False  # claimed once: its files are this runner's own from then on
+
+    def claim_if_fresh(self) -> bool:
+        """Lock and claim the directory when it holds no earlier run; returns whether it did (otherwise
+        nothing is written and the decision waits for :meth:`claim`)."""
+        if self.claimed:
+            return True
+        if previous_run_files(self.path):
+            return False
+        self.lock.acquire()
+        if previous_run_files(self.path):  # another process wrote it meanwhile
+            self.lock.release()
+            return False
+        self._claimed()
+        return True
+
+    def claim(self, *, resumed: bool, overwrite: bool) -> None:
+        """Lock the directory for writing (a no-op when claimed).
+
+        Args:
+            resumed: a checkpoint was loaded: an earlier run here is continued.
+            overwrite: an earlier run here is replaced (its checkpoints and TensorBoard files are deleted);
+                ``resumed`` wins.
+
+        Raises:
+            RunDirectoryLocked: another live process holds the lock.
+            RunDirectoryError: an earlier run is there and neither ``resumed`` nor ``overwrite`` is set.
+        """
+        if self.claimed:
+            return
+        self.lock.acquire()
+        names = previous_run_files(self.path)
+        if names and not (resumed or self._owned):
+            if not overwrite:
+                self.lock.release()
+                raise RunDirectoryError(occupied_message(self.path, names))
+            removed = clear_previous_run(self.path)
+            _note(f"overwrite: deleted {len(removed)} files of the earlier run in {self.path}")
+        self._claimed()
+
+    def _claimed(self) -> None:
+        removed = remove_stale_temporaries(self.path)
+        if removed:
+            _note(f"removed {len(removed)} temporary files of interrupted saves from {self.path}")
+        self.claimed = self._owned = True
+
+    def close(self) -> None:
+        """Release the lock (idempotent); a later :meth:`claim` takes it again."""
+        self.claimed = False
+        self.lock.release()
