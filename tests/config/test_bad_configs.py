@@ -25,51 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import SMALL_CFG
+from conftest import NESTED_CFG, SMALL_CFG
 
 from st_rl.config import ConfigError, apply_overrides
 from st_rl.runners import OnPolicyRunner
 from st_rl.tasks import VelocityTracking
 from st_rl.utils.config import resolve_train_cfg
-
-# The legged_gym nested form (as in tests/runners/test_on_policy_runner.py).
-NESTED_CFG: dict[str, Any] = {
-    "seed": 3,
-    "runner_class_name": "OnPolicyRunner",
-    "policy": {
-        "init_noise_std": 0.8,
-        "actor_hidden_dims": [32, 32],
-        "critic_hidden_dims": [32],
-        "activation": "elu",
-    },
-    "algorithm": {
-        "value_loss_coef": 1.0,
-        "use_clipped_value_loss": True,
-        "clip_param": 0.2,
-        "entropy_coef": 0.01,
-        "num_learning_epochs": 2,
-        "num_mini_batches": 2,
-        "learning_rate": 1e-3,
-        "schedule": "adaptive",
-        "gamma": 0.99,
-        "lam": 0.95,
-        "desired_kl": 0.01,
-        "max_grad_norm": 1.0,
-    },
-    "runner": {
-        "policy_class_name": "ActorCritic",
-        "algorithm_class_name": "PPO",
-        "num_steps_per_env": 8,
-        "max_iterations": 10,
-        "save_interval": 5,
-        "experiment_name": "test",
-        "run_name": "",
-        "resume": False,
-        "load_run": -1,
-        "checkpoint": -1,
-        "resume_path": None,
-    },
-}
 
 FORMS = ("flat", "nested")
 BASES: dict[str, dict[str, Any]] = {"flat": SMALL_CFG, "nested": NESTED_CFG}

@@ -8,50 +8,13 @@ import os
 
 import pytest
 import torch
+from conftest import NESTED_CFG
 
 from st_rl.config import ConfigError
 from st_rl.env import NonFiniteError
 from st_rl.runners import OnPolicyRunner, build_runner
 from st_rl.tasks import PointMass, VelocityTracking
 from st_rl.tasks.api_shims import LeggedGymStyle, TensorDictStyle
-
-NESTED_CFG = {
-    "seed": 3,
-    "runner_class_name": "OnPolicyRunner",
-    "policy": {
-        "init_noise_std": 0.8,
-        "actor_hidden_dims": [32, 32],
-        "critic_hidden_dims": [32],
-        "activation": "elu",
-    },
-    "algorithm": {
-        "value_loss_coef": 1.0,
-        "use_clipped_value_loss": True,
-        "clip_param": 0.2,
-        "entropy_coef": 0.01,
-        "num_learning_epochs": 2,
-        "num_mini_batches": 2,
-        "learning_rate": 1e-3,
-        "schedule": "adaptive",
-        "gamma": 0.99,
-        "lam": 0.95,
-        "desired_kl": 0.01,
-        "max_grad_norm": 1.0,
-    },
-    "runner": {
-        "policy_class_name": "ActorCritic",
-        "algorithm_class_name": "PPO",
-        "num_steps_per_env": 8,
-        "max_iterations": 10,
-        "save_interval": 5,
-        "experiment_name": "test",
-        "run_name": "",
-        "resume": False,
-        "load_run": -1,
-        "checkpoint": -1,
-        "resume_path": None,
-    },
-}
 
 
 def _params(runner: OnPolicyRunner) -> dict[str, torch.Tensor]:
