@@ -21,6 +21,7 @@ import copy
 import json
 import math
 import os
+import socket
 import sys
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -282,6 +283,21 @@ def open_study(
     return study
 
 
+def fail_interrupted_trials(study: Any) -> list[int]:
+    """Mark as failed the trials left RUNNING by a process of this host that no longer exists (a killed
+    ``st-rl tune``); trials of live processes, or of other hosts, are left alone. Returns their numbers."""
+    optuna = _optuna()
+    from st_rl.runners.run_dir import LockOwner
+
+    failed = []
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        pid, host = trial.user_attrs.get("pid"), trial.user_attrs.get("host")
+        if isinstance(pid, int) and isinstance(host, str) and not LockOwner(pid, host).is_alive():
+            study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+            failed.append(trial.number)
+    return failed
+
+
 def load_existing_study(study_name: str, storage: str) -> Any:
     """Load a study that must already exist.
 
@@ -369,6 +385,8 @@ def run_study(
     num_envs = int(num_envs or preset.num_envs)
     base_seed = int(preset.train.seed if seed is None else seed)
     study = open_study(study_name, storage, objective, task, pruner, sampler)
+    for number in fail_interrupted_trials(study):
+        print(f"[st-rl tune] trial {number} was interrupted (its process is gone): marked failed", flush=True)
 
     def train_trial(trial: Any) -> float:
         params = suggest(trial, space)
@@ -378,14 +396,14 @@ def run_study(
         cfg, env_kwargs = apply_params(cfg, preset.env_kwargs, params)
         log_dir = os.path.join(log_root, study_name, f"trial_{trial.number}")
         trial.set_user_attr("log_dir", log_dir)
+        trial.set_user_attr("pid", os.getpid())  # lets a later run tell an interrupted trial from a live one
+        trial.set_user_attr("host", socket.gethostname())
         env = make_env(task, num_envs=num_envs, device=device, seed=base_seed, **env_kwargs)
         runner = build_runner(
             cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=log_dir, device=device
         )
-        try:
+        with runner:  # closes the writers and releases the run directory, also on errors
             runner.learn(iterations, init_at_random_ep_len=True, trial=trial, trial_metric=report_metric)
-        finally:
-            runner.writer.close()
         done = runner.current_learning_iteration
         trial.set_user_attr("iterations", done)
         if done < iterations:

@@ -163,3 +163,29 @@ def test_tune_study_resumes_prunes_and_summarises(tmp_path, capsys):
 def test_summary_of_a_missing_study_is_a_clear_error(tmp_path, capsys):
     assert main(["tune", "--summary", "--log-root", str(tmp_path), "--study-name", "nope"]) == 2
     assert "no study storage" in capsys.readouterr().err
+
+
+def test_trials_of_a_killed_tune_are_marked_failed_on_restart(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from st_rl.tune import fail_interrupted_trials, open_study
+
+    storage = f"sqlite:///{tmp_path}/s.db"
+    study = open_study("s", storage, "return", "velocity_tracking", None, None)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    for pid in (int(dead.stdout), os.getpid()):  # a process that has exited, and this live one
+        trial = study.ask()
+        trial.set_user_attr("pid", pid)
+        trial.set_user_attr("host", socket.gethostname())
+    other_host = study.ask()
+    other_host.set_user_attr("pid", int(dead.stdout))
+    other_host.set_user_attr("host", "another-machine")
+
+    assert fail_interrupted_trials(study) == [0]
+    states = [t.state for t in optuna.load_study(study_name="s", storage=storage).trials]
+    running = optuna.trial.TrialState.RUNNING
+    assert states == [optuna.trial.TrialState.FAIL, running, running]
