@@ -83,8 +83,9 @@ def read_policy_metadata(path: str) -> dict[str, Any]:
         raise FileNotFoundError(f"Exported policy not found: {path}")
     side = sidecar_path(path)
     if os.path.isfile(side):
-        with open(side, encoding="utf-8") as f:
-            return json.load(f)
+        from st_rl.utils.files import read_json
+
+        return read_json(side, "exported policy's metadata", "re-export the policy (st-rl export)")
     meta = _embedded_metadata(path)
     if meta is None:
         raise ValueError(

@@ -140,8 +140,16 @@ def load_motion_file(path: str) -> dict[str, dict[str, Any]]:
     Raises:
         ValueError: the file is not a motion dict with Fields / Frames / FrameDuration per trajectory.
     """
-    with open(path, "rb") as f:
-        data = _PlainUnpickler(io.BytesIO(f.read())).load()
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"motion file not found: {path}")
+    try:
+        with open(path, "rb") as f:
+            data = _PlainUnpickler(io.BytesIO(f.read())).load()
+    except (pickle.UnpicklingError, EOFError, ValueError, IndexError, TypeError) as e:
+        raise ValueError(
+            f"{path}: not a readable motion file ({type(e).__name__}: {e}); record it again with "
+            "st-rl record-motion"
+        ) from e
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a motion file holds a dict of trajectories, got {type(data).__name__}")
     for key, traj in data.items():

@@ -159,7 +159,6 @@ def read_run_config(run_dir: str) -> dict:
     Raises:
         FileNotFoundError: when ``run_dir`` has no ``config.json`` (it must be a training log directory).
     """
-    import json
 
     path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(path):
@@ -167,8 +166,9 @@ def read_run_config(run_dir: str) -> dict:
             f"No config.json in {run_dir}: pass the log directory of a training run (OnPolicyRunner writes "
             "config.json there), or write one with st_rl.utils.utils.write_run_config."
         )
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    from st_rl.utils.files import read_json
+
+    return read_json(path, "run config", "restore it from the run's checkpoint or delete the run directory")
 
 
 def atomic_write(path: str, write: Callable[[IO[Any]], None], mode: str = "wb") -> None:

@@ -456,8 +456,9 @@ def read_run_info(run_dir: str) -> dict[str, Any] | None:
     path = os.path.join(run_dir, RUN_INFO_FILE)
     if not os.path.isfile(path):
         return None
-    with open(path) as f:
-        return json.load(f)
+    from st_rl.utils.files import read_json
+
+    return read_json(path, "logger run info", "delete it to start a new logger run")
 
 
 def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: bool = False) -> str | None:

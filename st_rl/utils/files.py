@@ -1,0 +1,40 @@
+"""Reading the small data files of a run (JSON configs and metadata) with errors that name the file."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+__all__ = ["DataFileError", "read_json"]
+
+
+class DataFileError(ValueError):
+    """A file st_rl reads (``config.json``, ``policy.json``, a motion file, ...) cannot be used; the message
+    names the file, what is wrong and what to do."""
+
+
+def read_json(path: str, what: str = "JSON file", fix: str = "restore it or delete it", **kwargs: Any) -> Any:
+    """``json.load`` of ``path``, with errors that name the file.
+
+    Args:
+        path: the file.
+        what: what the file is, for the message (``"run config"``).
+        fix: what the user can do about a broken file.
+        **kwargs: passed to :func:`json.load` (e.g. ``object_pairs_hook``).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist (the message names it).
+        DataFileError: it cannot be read or is not valid JSON (with the line and column).
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{what} not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f, **kwargs)
+    except json.JSONDecodeError as e:
+        raise DataFileError(
+            f"{path}:{e.lineno}:{e.colno}: the {what} is not valid JSON ({e.msg}); {fix}"
+        ) from e
+    except (UnicodeDecodeError, OSError) as e:
+        raise DataFileError(f"cannot read the {what} {path}: {e}; {fix}") from e
