@@ -35,6 +35,7 @@ import st_rl
 from st_rl.deploy import EXPORT_FORMAT_VERSION, METADATA_KEY, load_exported_policy
 from st_rl.env.adapter import EnvAdapter, EnvSpec
 from st_rl.runners.on_policy_runner import OnPolicyRunner
+from st_rl.utils.checkpoint import NonFiniteCheckpointError, describe_names, nonfinite_tensors
 
 __all__ = ["ExportError", "ExportResult", "FORMATS", "export_policy"]
 
@@ -273,12 +274,22 @@ def _self_check(
     for batch in (1, 7):
         example = _example_inputs(num_obs, states, batch, gen)
         hidden = {s["input"]: example[1 + i].numpy() for i, s in enumerate(states)}
-        for _ in range(3):
+        for step in range(3):
             obs = torch.randn(batch, num_obs, generator=gen)
             with torch.no_grad():
                 ref = module(obs, *[torch.from_numpy(hidden[s["input"]]) for s in states])
             ref_out = ref if isinstance(ref, tuple) else (ref,)
             got = policy.run(obs.numpy(), hidden)
+            nonfinite = [name for name, value in got.items() if not np.isfinite(value).all()]
+            nonfinite += [f"{name} (eager policy)" for name, value in zip(policy.output_names, ref_out)
+                          if not bool(torch.isfinite(value).all())]  # fmt: skip
+            if nonfinite:
+                raise ExportError(
+                    f"{path} gives NaN/Inf in {', '.join(nonfinite)} on random observations (batch {batch}, "
+                    f"step {step + 1}) in the self-check; the exported policy is broken. Export a checkpoint "
+                    "from before training diverged."
+                )
+            # max() would keep the old value against a NaN; the check above rules NaN out
             worst = max(worst, float((torch.from_numpy(got["actions"]) - ref_out[0]).abs().max()))
             hidden = {s["input"]: got[s["output"]] for s in states}
     if not worst <= tolerance:
@@ -311,6 +322,8 @@ def _source_objects(
 
         try:
             run = load_run(str(source), task=task, num_envs=1, device=device, env=env)
+        except NonFiniteCheckpointError as e:
+            raise ExportError(f"Refusing to export a broken policy: {e}") from e
         except (ValueError, TypeError) as e:
             standalone = _policy_without_env(str(source))
             if standalone is None:
@@ -377,6 +390,12 @@ def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]
     spec = EnvSpec(num_obs=num_obs, num_critic_obs=num_critic_obs, num_actions=int(num_actions))
     actor_critic = build_actor_critic(spec, train_cfg.policy_class_name, train_cfg.policy)
     model = state["model_state_dict"]
+    bad = ckpt.nonfinite_tensors(model, "model_state_dict")
+    if bad:
+        raise ExportError(
+            f"Refusing to export a broken policy: checkpoint {path} has NaN/Inf in {ckpt.describe_names(bad)}. "
+            "Export a checkpoint from before training diverged."
+        )
     actor_critic.enable_obs_normalization(
         actor=any(k.startswith("actor_obs_normalizer.") for k in model),
         critic=any(k.startswith("critic_obs_normalizer.") for k in model),
@@ -427,8 +446,9 @@ def export_policy(
         An :class:`ExportResult` (paths, metadata, self-check errors).
 
     Raises:
-        ExportError: unknown format, unsupported policy (multi-skill Mutex), a checkpoint without config/task, or
-            a failed self-check.
+        ExportError: unknown format, unsupported policy (multi-skill Mutex), a checkpoint without config/task, a
+            policy with NaN/Inf parameters or normaliser statistics, or a failed self-check (including any
+            NaN/Inf output).
     """
     formats = [str(f).lower() for f in ([formats] if isinstance(formats, str) else formats)]
     unknown = sorted(set(formats) - set(FORMATS))
@@ -436,6 +456,14 @@ def export_policy(
         raise ExportError(f"unknown export format(s) {unknown or formats}; choose from {list(FORMATS)}")
     actor_critic, env, info = _source_objects(checkpoint_or_runner, env, task, device)
     _check_supported(actor_critic)
+    bad = nonfinite_tensors(actor_critic.state_dict(), "model_state_dict")
+    if bad:
+        source = info["source_checkpoint"] or "the runner's policy"
+        raise ExportError(
+            f"Refusing to export a broken policy: {source} has NaN/Inf in {describe_names(bad)} (iteration "
+            f"{info['iteration']}). Export a checkpoint from before training diverged."
+        )
+
 
     actor_critic: Any = _detached_copy(actor_critic).to("cpu").eval()
     for p in actor_critic.parameters():

@@ -22,6 +22,7 @@ from st_rl.evaluation.runs import LoadedRun, load_run, make_env_from_cfg
 
 __all__ = [
     "LoadedRun",
+    "NonFiniteActionsError",
     "VideoRecorder",
     "evaluate_policy",
     "format_summary",
@@ -82,6 +83,40 @@ def _evaluate_and_report(
     return metrics
 
 
+class NonFiniteActionsError(ValueError):
+    """An exported policy gave NaN or Inf actions."""
+
+
+class _FiniteActions:
+    """Stops play with a :class:`NonFiniteActionsError` naming the file when the policy's actions hold NaN/Inf
+    (checked at every step; exported policies run on the CPU, where the check costs no device sync)."""
+
+    def __init__(self, policy: Any, path: str) -> None:
+        self.policy = policy
+        self.path = path
+        self.steps = 0
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        actions = self.policy(obs)
+        self.steps += 1
+        if not bool(torch.isfinite(actions).all()):
+            where = "on the first step" if self.steps == 1 else f"at step {self.steps}"
+            raise NonFiniteActionsError(
+                f"{self.path} gave NaN/Inf actions {where} (environments "
+                f"{_nonfinite_rows(actions)}): the exported policy is broken. Export a checkpoint from before "
+                "training diverged (st-rl export checks for this)."
+            )
+        return actions
+
+    def reset(self, dones: torch.Tensor | None = None) -> None:
+        self.policy.reset(dones)
+
+
+def _nonfinite_rows(actions: torch.Tensor) -> str:
+    rows = (~torch.isfinite(actions.reshape(actions.shape[0], -1))).any(dim=1).nonzero().flatten().tolist()
+    return ", ".join(map(str, rows[:5])) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
+
+
 def play(
     checkpoint: str,
     task: str | None = None,
@@ -120,6 +155,10 @@ def play(
 
     Returns:
         The metrics of :func:`evaluate_policy` plus ``task``, ``checkpoint``, ``iteration``, ``video`` and ``plot``.
+
+    Raises:
+        CheckpointError: the checkpoint does not fit its run's policy, or holds NaN/Inf weights or statistics
+            (:class:`~st_rl.utils.checkpoint.NonFiniteCheckpointError`).
     """
     if video is not None:
         set_default_gl_backend("egl")
@@ -193,6 +232,7 @@ def play_exported(
 
     Raises:
         ValueError: no task is known, or the task's observation/action sizes differ from the file's.
+        NonFiniteActionsError: the file gives NaN/Inf actions (at the first step, or later).
     """
     if video is not None:
         set_default_gl_backend("egl")
@@ -224,7 +264,7 @@ def play_exported(
     iteration = meta.get("iteration")
     metrics = _evaluate_and_report(
         env,
-        policy,
+        _FiniteActions(policy, policy_path),
         task=name,
         source=policy_path,
         label=f"{os.path.basename(policy_path)} ({fmt}, iteration {iteration})",

@@ -136,6 +136,8 @@ def load_run(
 
     Raises:
         ValueError: the checkpoint has no training config, or its task cannot be told.
+        CheckpointError: the checkpoint does not fit the rebuilt policy or holds NaN/Inf weights or statistics
+            (checked by :meth:`OnPolicyRunner.load`).
     """
     from st_rl.runners import build_runner
     from st_rl.utils import checkpoint as ckpt

@@ -314,14 +314,14 @@ class ActorCritic(nn.Module):
         """Give the policy running-statistics normalisers (fresh statistics) for its actor / critic inputs."""
         device = self.std.device
         if actor and not self.actor_obs_normalization:
-            self.actor_obs_normalizer = EmpiricalNormalization([self.num_actor_obs], until=int(1e8)).to(
-                device
-            )
+            self.actor_obs_normalizer = EmpiricalNormalization(
+                [self.num_actor_obs], until=int(1e8), name="actor_obs_normalizer"
+            ).to(device)
             self.actor_obs_normalization = True
         if critic and not self.critic_obs_normalization:
-            self.critic_obs_normalizer = EmpiricalNormalization([self.num_critic_obs], until=int(1e8)).to(
-                device
-            )
+            self.critic_obs_normalizer = EmpiricalNormalization(
+                [self.num_critic_obs], until=int(1e8), name="critic_obs_normalizer"
+            ).to(device)
             self.critic_obs_normalization = True
 
     @torch.no_grad()
@@ -569,6 +569,37 @@ class ActorCritic(nn.Module):
     def clone_hidden_states(self) -> Any:
         """A copy of the rollout hidden states."""
         return tree_map(lambda t: t.clone(), self.get_hidden_states())
+
+    def rollout_state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
+        """The rollout hidden states of the memories for a checkpoint, by attribute name (``memory_a``,
+        ``memory_c``, ``memory_s``, ``memory_p``; see :meth:`st_rl.modules.memory.Memory.rollout_state`).
+        Empty for feed-forward policies."""
+        if not self.is_recurrent:
+            return {}
+        return {name: memory.rollout_state() for name, memory in self._named_memories()}
+
+    def check_rollout_state_dict(self, state: Any, batch_size: int | None = None) -> None:
+        """Raise ``ValueError`` naming the memory if :meth:`load_rollout_state_dict` would refuse ``state``."""
+        if not isinstance(state, dict):
+            raise ValueError(f"expected a dict of memory states, got a {type(state).__name__}")
+        memories = dict(self._named_memories()) if self.is_recurrent else {}
+        if sorted(state) != sorted(memories):
+            raise ValueError(f"the policy's memories are {sorted(memories)}, the state has {sorted(state)}")
+        for name, memory in memories.items():
+            try:
+                memory.check_rollout_state(state[name], batch_size)
+            except ValueError as e:
+                raise ValueError(f"{name}: {e}") from e
+
+    def load_rollout_state_dict(self, state: dict[str, Any], batch_size: int | None = None) -> None:
+        """Restore :meth:`rollout_state_dict` (all memories or, on a ``ValueError``, none)."""
+        self.check_rollout_state_dict(state, batch_size)
+        for name, memory in self._named_memories() if self.is_recurrent else []:
+            memory.load_rollout_state(state[name], batch_size)
+
+    def _named_memories(self) -> list[tuple[str, Any]]:
+        names = ("memory_a", "memory_c", "memory_s", "memory_p")
+        return [(n, getattr(self, n)) for n in names if isinstance(getattr(self, n, None), Memory)]
 
     def actor_memories(self) -> list[tuple[str, Any]]:
         """``(role, Memory)`` of the memories on the actor's path in running order (roles ``"adaptor"``,

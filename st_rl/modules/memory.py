@@ -97,6 +97,59 @@ class Memory(nn.Module):
         else:
             self.hidden_states = self.hidden_states.detach()
 
+    def rollout_state(self) -> dict[str, torch.Tensor]:
+        """A copy of the rollout hidden state for a checkpoint: ``{"hidden": (L, B, H)}`` (GRU) or
+        ``{"hidden": ..., "cell": ...}`` (LSTM); ``{}`` before the first rollout step."""
+        if self.hidden_states is None:
+            return {}
+        if self.memory_type == "lstm":
+            return {"hidden": self.hidden_states.hidden.detach().clone(),
+                    "cell": self.hidden_states.cell.detach().clone()}  # fmt: skip
+        return {"hidden": self.hidden_states.detach().clone()}
+
+    def check_rollout_state(self, state: Any, batch_size: int | None = None) -> None:
+        """Raise ``ValueError`` if :meth:`load_rollout_state` would refuse ``state``.
+
+        Args:
+            state: what :meth:`rollout_state` returned.
+            batch_size: the number of sequences (environments) expected; None accepts any.
+        """
+        if not isinstance(state, dict):
+            raise ValueError(f"expected a dict of tensors, got a {type(state).__name__}")
+        if not state:
+            return
+        parts = ["hidden", "cell"] if self.memory_type == "lstm" else ["hidden"]
+        if sorted(state) != sorted(parts):
+            raise ValueError(f"a {self.memory_type.upper()} state has {parts}, got {sorted(state)}")
+        for part in parts:
+            value = state[part]
+            if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+                raise ValueError(f"{part!r} is not a floating-point tensor")
+            layers, hidden = self.num_layers, self.hidden_size
+            if value.dim() != 3 or value.shape[0] != layers or value.shape[2] != hidden:
+                raise ValueError(
+                    f"{part!r} has shape {tuple(value.shape)}, expected ({layers}, batch, {hidden})"
+                )
+            if batch_size is not None and value.shape[1] != batch_size:
+                raise ValueError(f"{part!r} holds {value.shape[1]} sequences, expected {batch_size}")
+
+    def load_rollout_state(self, state: dict[str, torch.Tensor], batch_size: int | None = None) -> None:
+        """Restore a :meth:`rollout_state` (``{}``: no state yet, the next rollout step starts from zeros).
+
+        Raises:
+            ValueError: the state does not fit this memory (see :meth:`check_rollout_state`).
+        """
+        self.check_rollout_state(state, batch_size)
+        if not state:
+            self.hidden_states = None
+            return
+        param = next(self.rnn.parameters())
+        hidden = state["hidden"].to(param.device, param.dtype).clone()
+        if self.memory_type == "lstm":
+            self.hidden_states = LstmHiddenState(hidden, state["cell"].to(param.device, param.dtype).clone())
+        else:
+            self.hidden_states = hidden
+
 
 class NoMemory(nn.Module):
     """The memory part of a feed-forward policy: passes its input through; every memory method is a no-op."""

@@ -12,18 +12,30 @@ import torch.nn as nn
 from st_rl.utils.distributed import reduce_moments
 
 
+class NonFiniteObservationError(ValueError):
+    """A batch with NaN or Inf was given to a normaliser; its statistics were left unchanged."""
+
+
 class EmpiricalNormalization(nn.Module):
     """Normalise with running mean and variance: ``(x - mean) / (std + eps)``.
 
     Statistics are updated from every batch seen in training mode (frozen in ``eval()``) until ``count``
-    reaches ``until``; in a multi-rank run (``torch.distributed``) each update merges the batches of all ranks. The merge of batch moments is exact (the statistics after several batches equal those
-    of the concatenated data). ``count`` is a buffer, so it is saved and restored with the state dict, and
-    buffers are updated in place, so updating inside ``torch.inference_mode`` is safe.
+    reaches ``until``; in a multi-rank run (``torch.distributed``) each update merges the batches of all ranks.
+    The merge of batch moments is exact (the statistics after several batches equal those of the concatenated
+    data). ``count`` is a buffer, so it is saved and restored with the state dict, and buffers are updated in
+    place, so updating inside ``torch.inference_mode`` is safe.
+
+    A batch holding NaN or Inf never reaches the statistics. On the CPU :meth:`update` raises a
+    :class:`NonFiniteObservationError` naming the normaliser; on an accelerator (where checking at once would
+    cost a host sync every step) the batch is skipped on the device and counted, and
+    :meth:`raise_if_nonfinite` raises the same error later. (The runner's environment adapter reports NaN/Inf
+    observations from the environment itself, naming the observation group, at the end of the rollout.)
 
     Args:
         shape: shape of one observation (int or sequence).
         eps: added to the standard deviation.
         until: stop updating once this many samples have been seen (``None``: never stop).
+        name: how errors name this normaliser (e.g. ``"actor_obs_normalizer"``).
     """
 
     _mean: torch.Tensor
@@ -32,9 +44,14 @@ class EmpiricalNormalization(nn.Module):
     count: torch.Tensor
 
     def __init__(
-        self, shape: int | Sequence[int], eps: float = 1e-2, until: int | float | None = None
+        self,
+        shape: int | Sequence[int],
+        eps: float = 1e-2,
+        until: int | float | None = None,
+        name: str | None = None,
     ) -> None:
         super().__init__()
+        self.name = name
         shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
         self.eps = eps
         self.until = until
@@ -43,6 +60,7 @@ class EmpiricalNormalization(nn.Module):
         self.register_buffer("_std", torch.ones(1, *shape))
         self.register_buffer("count", torch.zeros((), dtype=torch.long))
         self._count_host = 0  # host mirror of `count`, so `until` needs no device sync
+        self._skipped: torch.Tensor | None = None  # device count of skipped non-finite batches (accelerators)
 
     @property
     def mean(self) -> torch.Tensor:
@@ -63,7 +81,12 @@ class EmpiricalNormalization(nn.Module):
 
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
-        """Merge the moments of batch ``x`` (leading dims flattened) into the running statistics."""
+        """Merge the moments of batch ``x`` (leading dims flattened) into the running statistics.
+
+        Raises:
+            NonFiniteObservationError: ``x`` holds NaN or Inf (on the CPU; see the class docstring); the
+                statistics are unchanged.
+        """
         if self.until is not None and self._count_host >= self.until:
             return
         x = x.reshape(-1, *self._mean.shape[1:]).to(self._mean.dtype)
@@ -73,6 +96,17 @@ class EmpiricalNormalization(nn.Module):
         var_x, mean_x = torch.var_mean(x, dim=0, keepdim=True, correction=0)
         # In a multi-rank run every rank merges the moments of all ranks' batches, so statistics stay equal.
         n, mean_x, var_x = reduce_moments(n, mean_x, var_x)
+        # NaN or Inf anywhere in the batch makes its moments non-finite (so does a batch too large to square).
+        finite = torch.isfinite(mean_x).all() & torch.isfinite(var_x).all()
+        if self._mean.device.type != "cpu":
+            self._guarded_update(n, mean_x, var_x, finite)
+            return
+        if not bool(finite):
+            raise NonFiniteObservationError(
+                f"{self._label()} was given a batch of {n} observations holding NaN or Inf; its statistics "
+                "were not updated. Find where the observations become non-finite (the environment, or the "
+                "code feeding this normaliser) or clip them."
+            )
         count_new = self._count_host + n
         rate = n / count_new
         delta = mean_x - self._mean
@@ -81,6 +115,40 @@ class EmpiricalNormalization(nn.Module):
         self._std.copy_(torch.sqrt(self._var))
         self.count.fill_(count_new)
         self._count_host = count_new
+
+    def _guarded_update(
+        self, n: int, mean_x: torch.Tensor, var_x: torch.Tensor, finite: torch.Tensor
+    ) -> None:
+        """:meth:`update` without a host sync: a non-finite batch leaves the statistics as they were (it still
+        counts towards ``until``) and is counted for :meth:`raise_if_nonfinite`."""
+        count_new = self._count_host + n
+        rate = n / count_new
+        delta = mean_x - self._mean
+        mean = self._mean + rate * delta
+        var = self._var + rate * (var_x - self._var + delta * (mean_x - mean))
+        self._mean.copy_(torch.where(finite, mean, self._mean))
+        self._var.copy_(torch.where(finite, var, self._var))
+        self._std.copy_(torch.where(finite, torch.sqrt(self._var), self._std))
+        self.count.copy_(torch.where(finite, torch.full_like(self.count, count_new), self.count))
+        self._count_host = count_new
+        skipped = (~finite).to(torch.long)
+        self._skipped = skipped if self._skipped is None else self._skipped + skipped
+
+    def _label(self) -> str:
+        shape = tuple(self._mean.shape[1:])
+        return f"Normaliser '{self.name}'" if self.name else f"Normaliser EmpiricalNormalization{shape}"
+
+    def raise_if_nonfinite(self) -> None:
+        """Raise :class:`NonFiniteObservationError` if batches with NaN/Inf were skipped on an accelerator since
+        the last call (one host sync)."""
+        if self._skipped is None:
+            return
+        skipped, self._skipped = int(self._skipped), None
+        if skipped:
+            raise NonFiniteObservationError(
+                f"{self._label()} skipped {skipped} batch(es) of observations holding NaN or Inf; its "
+                "statistics exclude them. Find where the observations become non-finite or clip them."
+            )
 
     @torch.no_grad()
     def inverse(self, y: torch.Tensor) -> torch.Tensor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import statistics
 import time
@@ -17,6 +18,7 @@ import st_rl
 from st_rl.config.schema import check_minibatches
 from st_rl.env.adapter import EnvAdapter
 from st_rl.modules.factory import build_actor_critic, fill_missing, resolve_policy_kwargs
+from st_rl.modules.normalizer import NonFiniteObservationError
 from st_rl.protocols import GaussianPolicy
 from st_rl.runners.interrupt import InterruptGuard, TrainingInterrupted
 from st_rl.runners.run_dir import RunDirectory
@@ -218,8 +220,9 @@ class OnPolicyRunner:
                 if self.log_dir is not None:
                     self.writer.log_config(self._logged_config())
             self._writer_initialised = True
-        if init_at_random_ep_len:
+        if init_at_random_ep_len and not self._env_state_restored:  # a resumed run continues its episodes
             self.env_adapter.randomize_episode_lengths()
+        self._env_state_restored = False
 
     init_writter = init_writer  # reference name (st_rl/compat.py)
 
@@ -239,7 +242,11 @@ class OnPolicyRunner:
         """act -> env.step -> process_env_step; returns ``(obs, critic_obs, rewards, dones, infos)``."""
         actions = self.alg.act(obs, critic_obs)
         obs, critic_obs, rewards, dones, infos = self.env_adapter.step(actions)
-        self.alg.process_env_step(rewards, dones, infos, obs, critic_obs)
+        try:
+            self.alg.process_env_step(rewards, dones, infos, obs, critic_obs)
+        except NonFiniteObservationError:
+            self.env_adapter.raise_if_nonfinite()  # the environment returned them: name its observation group
+            raise
         return obs, critic_obs, rewards, dones, infos
 
     def learn(
@@ -253,7 +260,8 @@ class OnPolicyRunner:
 
         Args:
             num_learning_iterations: iterations to run.
-            init_at_random_ep_len: randomise the episode lengths first.
+            init_at_random_ep_len: randomise the episode lengths first (not after :meth:`load` restored the
+                environment's episodes: a resumed run continues them).
             trial: an Optuna-style trial: after each iteration ``trial.report(value, it)`` is called and, when
                 it has ``should_prune()`` (:class:`PruningTrial`), training stops early once that is true.
             trial_metric: the reported value: the name of a task metric of the environment (default: the
@@ -489,22 +497,40 @@ class OnPolicyRunner:
         print(format_console_block(title, rows, width, pad), flush=True)
 
     # ------------------------------------------------------------------ persistence
+    _last_good_checkpoint: str | None = None  # the newest checkpoint this runner wrote or loaded
+    _env_state_restored = False  # load() restored the episodes: learn() does not re-randomise their lengths
+
     def save(self, path: str, infos: dict[str, Any] | None = None) -> None:
-        """Write a checkpoint atomically: algorithm state, iteration, infos, RNG and env state, config."""
-        rng_per_rank = env_per_rank = None
-        self._last_saved_iteration = self.current_learning_iteration
+        """Write a checkpoint atomically: algorithm state (policy with its normalisers, optimizer, extensions),
+        iteration, infos, RNG and environment state, the policy's rollout hidden state and the config.
+
+        Raises:
+            NonFiniteCheckpointError: the parameters, normaliser statistics, optimizer state or rollout hidden
+                state hold NaN/Inf. Nothing is written: a file already at ``path`` and the last good checkpoint
+                (named in the message) stay as they were.
+        """
+        alg_state = self.alg.state_dict()
+        rollout_state = self._policy_rollout_state()
+        bad = self._nonfinite_entries(alg_state, rollout_state)
+        rng_per_rank = env_per_rank = rollout_per_rank = None
         if self.dist.enabled:
-            # Collective: every rank calls save(); rank 0 writes each rank's RNG and environment state.
+            # Collective: every rank calls save(); rank 0 writes each rank's RNG, environment and memory state.
             import torch.distributed as dist
 
-            mine = (ckpt.capture_rng_state(), self._env_state())
+            mine = (ckpt.capture_rng_state(), self._env_state(), rollout_state, bad)
             gathered: list[Any] = [None] * self.dist.world_size
             dist.all_gather_object(gathered, mine)
             rng_per_rank = [g[0] for g in gathered]
             env_per_rank = [g[1] for g in gathered]
-            if not self.is_main_process:
-                return
-        state = self.alg.state_dict()
+            rollout_per_rank = [g[2] for g in gathered]
+            bad = list(dict.fromkeys(name for g in gathered for name in g[3]))  # every rank refuses together
+        if bad:
+            self._refuse_nonfinite_save(path, bad)
+        self._last_saved_iteration = self.current_learning_iteration
+        if not self.is_main_process:
+            self._last_good_checkpoint = os.path.abspath(path)  # rank 0 writes it
+            return
+        state = alg_state
         state["iter"] = self.current_learning_iteration
         state["infos"] = infos
         state["rng_state"] = ckpt.capture_rng_state()
@@ -514,29 +540,91 @@ class OnPolicyRunner:
         env_state = self._env_state()
         if env_state is not None:
             state["env_state"] = env_state
+        if rollout_state:
+            state["policy_rollout_state"] = rollout_state
         if rng_per_rank is not None:
             state["rng_state_per_rank"] = rng_per_rank
             state["env_state_per_rank"] = env_per_rank
+            if any(rollout_per_rank or []):
+                state["policy_rollout_state_per_rank"] = rollout_per_rank
         ckpt.save_checkpoint(path, state)
         self._last_saved_iteration = self.current_learning_iteration
+        self._last_good_checkpoint = os.path.abspath(path)
         self.writer.save_model(path, self.current_learning_iteration)  # W&B / Neptune / custom writers upload
 
+    def _policy_rollout_state(self) -> dict[str, Any]:
+        """The policy's rollout hidden state (recurrent policies; ``{}`` otherwise)."""
+        policy: Any = self.alg.actor_critic
+        return policy.rollout_state_dict() if hasattr(policy, "rollout_state_dict") else {}
+
+    @staticmethod
+    def _nonfinite_entries(alg_state: dict[str, Any], rollout_state: Any) -> list[str]:
+        """Names of the tensors of an algorithm state and a rollout state holding NaN/Inf."""
+        bad = [name for key, value in alg_state.items() for name in ckpt.nonfinite_tensors(value, key)]
+        return bad + ckpt.nonfinite_tensors(rollout_state, "policy_rollout_state")
+
+    def _refuse_nonfinite_save(self, path: str, bad: list[str]) -> None:
+        last = self._last_good_checkpoint
+        kept = (
+            f"The last good checkpoint is {last} (kept on disk)."
+            if last is not None
+            else "This runner has not written or loaded a good checkpoint yet."
+        )
+        existing = " The file already there is left unchanged." if os.path.exists(path) else ""
+        raise ckpt.NonFiniteCheckpointError(
+            f"Refusing to save {path} at iteration {self.current_learning_iteration}: NaN/Inf in "
+            f"{ckpt.describe_names(bad)}. Nothing was written.{existing} {kept} Training diverged: lower the "
+            "learning rate, enable empirical_normalization or clip observations and rewards, then resume from "
+            "the last good checkpoint."
+        )
+
     def _env_state(self) -> Any:
+        """What the checkpoint keeps of the environment: its ``state_dict()`` (the built-in tasks: every buffer
+        and their random generator), else its ``episode_length_buf`` (so a resumed run continues the episodes'
+        lengths instead of re-randomising them); None when it exposes neither."""
         try:
             value = self.env_adapter.state_dict()
             if value is None:
-                return None
+                lengths = getattr(self.env, "episode_length_buf", None)
+                if not isinstance(lengths, torch.Tensor):
+                    return None
+                value = {"episode_length_buf": lengths.detach().clone()}
             ckpt.check_weights_only_safe(value, "env_state")
             return value
         except TypeError as e:
             warnings.warn(f"Environment state not saved: {e}", stacklevel=2)
             return None
 
+    def _load_env_state(self, env_state: Any) -> None:
+        """Restore :meth:`_env_state` (through the environment's ``load_state_dict`` when it has one)."""
+        if self.env_adapter.load_state_dict(env_state):
+            return
+        lengths = env_state.get("episode_length_buf") if isinstance(env_state, dict) else None
+        current = getattr(self.env, "episode_length_buf", None)
+        if not isinstance(lengths, torch.Tensor) or not isinstance(current, torch.Tensor):
+            raise KeyError("the environment has no load_state_dict() and the state no episode_length_buf")
+        if lengths.shape != current.shape:
+            raise ValueError(
+                f"episode_length_buf has shape {tuple(lengths.shape)}, the environment {tuple(current.shape)}"
+            )
+        self.env_adapter.episode_length_buf = lengths.to(current.device, current.dtype).clone()
+
     def load(self, path: str, load_optimizer: bool = True, map_location: Any = None) -> Any:
         """Restore a checkpoint; returns its ``infos``.
 
-        With ``load_optimizer`` (resuming training) the optimizer, RNG and environment states are restored
-        too, so training continues exactly where it stopped.
+        With ``load_optimizer`` (resuming training) the optimizer, RNG and environment states and the policy's
+        rollout hidden state are restored too, so training continues exactly where it stopped (and a following
+        ``learn(init_at_random_ep_len=True)`` keeps the restored episode lengths).
+
+        Loading is all or nothing: the whole checkpoint is checked first (``iter``, the model's keys, shapes and
+        finiteness, the optimizer's parameter groups, the RNG states) and a problem raises a
+        :class:`~st_rl.utils.checkpoint.CheckpointError` naming the file and the entry, with the runner left
+        exactly as it was. A missing optimizer state or normaliser statistics are warned about.
+
+        Raises:
+            FileNotFoundError: ``path`` does not exist.
+            CheckpointError: the checkpoint is unreadable or does not fit this runner
+                (:class:`~st_rl.utils.checkpoint.NonFiniteCheckpointError` when it holds NaN/Inf).
         """
         state = ckpt.load_checkpoint(path, map_location=map_location)
         manipulator = self.cfg.get("ckpt_manipulator")
@@ -547,41 +635,254 @@ class OnPolicyRunner:
             if self.log_dir is not None:
                 name = os.path.splitext(os.path.basename(path))[0]
                 ckpt.save_checkpoint(os.path.join(self.log_dir, f"{name}_manipulated.pt"), state)
+        plan = self._check_checkpoint(path, state, load_optimizer)
+        snapshot = self._snapshot(load_optimizer)
         try:
-            self.alg.load_state_dict(state, load_optimizer=load_optimizer)
-        except RuntimeError as e:
+            with warnings.catch_warnings():
+                # reported below, with the file name
+                warnings.filterwarnings("ignore", message="The checkpoint has no observation statistics")
+                self.alg.load_state_dict(state, load_optimizer=load_optimizer)
+            restored_env = False
+            if load_optimizer:
+                if plan["rng_state"] is not None:
+                    ckpt.restore_rng_state(plan["rng_state"])
+                restored_env = self._restore_env_and_memory(path, plan, snapshot["env"])
+        except BaseException as e:
+            self._restore_snapshot(snapshot)
+            if isinstance(e, ckpt.CheckpointError) or not isinstance(e, Exception):
+                raise
             raise ckpt.CheckpointError(
-                f"Checkpoint {path} does not fit this policy: {str(e).splitlines()[0]} ... Check that the "
-                "policy config (class_name, hidden dims, observation sizes) matches the run that saved it."
+                f"Checkpoint {path} could not be loaded ({type(e).__name__}: {ckpt.first_line(e)}); the runner "
+                "was left as it was. Check that the config matches the run that saved it."
             ) from e
-        self.current_learning_iteration = int(state.get("iter", 0))
-        self.alg.current_learning_iteration = self.current_learning_iteration
+        for message in plan["warnings"]:
+            warnings.warn(message, stacklevel=2)
+        self._env_state_restored = restored_env
+        self._last_good_checkpoint = os.path.abspath(path)
+        self.alg.current_learning_iteration = plan["iter"]
+        self.current_learning_iteration = plan["iter"]
+        return state.get("infos")
+
+    # ------------------------------------------------------------------ load helpers
+    def _check_checkpoint(self, path: str, state: dict[str, Any], load_optimizer: bool) -> dict[str, Any]:
+        """Check everything :meth:`load` will restore, before anything is changed.
+
+        Returns:
+            ``iter``, the ``rng_state``, ``env_state`` and ``rollout_state`` of this rank (None: not restored)
+            and the ``warnings`` to give once the checkpoint is loaded.
+
+        Raises:
+            CheckpointError: naming ``path`` and the entry.
+        """
+
+        def error(
+            message: str, cls: type[ckpt.CheckpointError] = ckpt.CheckpointError
+        ) -> ckpt.CheckpointError:
+            return cls(f"Checkpoint {path}: {message}")
+
+        it = state.get("iter", 0)
+        if isinstance(it, bool) or not isinstance(it, int) or it < 0:
+            raise error(f"'iter' is {it!r}; expected an integer >= 0 (the learning iterations done).")
+        alg_keys = set(self.alg.state_dict())
+        if not load_optimizer:
+            alg_keys -= {"optimizer_state_dict", "lr_scheduler_state_dict"}
+        model = state.get("model_state_dict")
+        if not isinstance(model, dict) or not all(isinstance(v, torch.Tensor) for v in model.values()):
+            raise error("'model_state_dict' is not a dict of tensors.")
+        notes = self._check_model_state(path, model)
+        plan: dict[str, Any] = {"iter": it, "rng_state": None, "env_state": None, "rollout_state": None}
         if load_optimizer:
+            optimizer_state = state.get("optimizer_state_dict")
+            if optimizer_state is None:
+                notes.append(
+                    f"{path} has no optimizer state (optimizer_state_dict): the optimizer starts fresh "
+                    f"(learning rate {self.alg.learning_rate:g})."
+                )
+            else:
+                self._check_optimizer_state(path, optimizer_state)
             rng_state, env_state = state.get("rng_state"), state.get("env_state")
+            rollout_state = state.get("policy_rollout_state")
             per_rank = state.get("rng_state_per_rank")
             if self.dist.enabled:
                 if isinstance(per_rank, list) and len(per_rank) == self.dist.world_size:
-                    rng_state = per_rank[self.dist.rank]
-                    env_state = (state.get("env_state_per_rank") or [None] * len(per_rank))[self.dist.rank]
+                    rank = self.dist.rank
+                    rng_state = per_rank[rank]
+                    env_state = (state.get("env_state_per_rank") or [None] * len(per_rank))[rank]
+                    rollouts = state.get("policy_rollout_state_per_rank") or [None] * len(per_rank)
+                    rollout_state = rollouts[rank]
                 else:
-                    warnings.warn(
+                    notes.append(
                         f"{path} was saved by a run with another number of ranks; every rank reseeds from the "
-                        "config seed + rank instead of restoring its RNG and environment state.",
-                        stacklevel=2,
+                        "config seed + rank instead of restoring its RNG, environment and memory state."
                     )
-                    rng_state = env_state = None
-                    if self.cfg.get("seed") is not None:
-                        ckpt.seed_everything(
-                            int(self.cfg["seed"]) + self.dist.rank + self.current_learning_iteration
-                        )
+                    rng_state = env_state = rollout_state = None
+                    plan["reseed"] = True
+            where = f"rng_state_per_rank[{self.dist.rank}]" if self.dist.enabled else "rng_state"
             if rng_state is not None:
-                ckpt.restore_rng_state(rng_state)
-            if env_state is not None:
                 try:
-                    self.env_adapter.load_state_dict(env_state)
-                except (RuntimeError, KeyError, ValueError) as e:
-                    warnings.warn(f"Environment state in {path} not restored: {e}", stacklevel=2)
-        return state.get("infos")
+                    ckpt.check_rng_state(rng_state, where)
+                except ValueError as e:
+                    raise error(f"{e}; its RNG state cannot be restored.") from e
+            plan.update(rng_state=rng_state, env_state=env_state, rollout_state=rollout_state)
+        bad = [name for key in sorted(alg_keys) for name in ckpt.nonfinite_tensors(state.get(key), key)]
+        bad += ckpt.nonfinite_tensors(plan["rollout_state"], "policy_rollout_state")
+        if bad:
+            raise error(
+                f"NaN/Inf in {ckpt.describe_names(bad)}: the run had diverged when it was saved. Use an earlier "
+                "checkpoint of the run.",
+                ckpt.NonFiniteCheckpointError,
+            )
+        plan["warnings"] = notes
+        return plan
+
+    def _check_model_state(self, path: str, model: dict[str, torch.Tensor]) -> list[str]:
+        """Check ``model_state_dict`` against the policy's keys and shapes; returns the warnings to give."""
+        from st_rl.modules.actor_critic import ActorCritic
+        from st_rl.modules.normalizer import EmpiricalNormalization
+
+        policy = self.alg.actor_critic
+        own = policy.state_dict()
+        notes: list[str] = []
+        tolerated: set[str] = set()
+        ignored: set[str] = set()
+        if isinstance(policy, ActorCritic):  # its load_state_dict tolerates missing / unused statistics
+            for prefix in ("actor_obs_normalizer.", "critic_obs_normalizer."):
+                own_keys = {k for k in own if k.startswith(prefix)}
+                saved_keys = {k for k in model if k.startswith(prefix)}
+                if own_keys and not saved_keys:
+                    tolerated |= own_keys
+                    notes.append(
+                        f"{path} has no observation normaliser statistics for {prefix[:-1]} "
+                        f"(model_state_dict['{prefix}*']): the normaliser keeps its current statistics (fresh "
+                        "ones in a new runner) and learns them again during training."
+                    )
+                elif saved_keys and not own_keys:
+                    ignored |= saved_keys
+        for name, module in policy.named_modules():
+            if isinstance(module, EmpiricalNormalization):  # old checkpoints lack the count
+                tolerated.add(f"{name}.count" if name else "count")
+        missing = [k for k in own if k not in model and k not in tolerated]
+        unexpected = [k for k in model if k not in own and k not in ignored]
+        wrong = [
+            f"'{k}' is {tuple(model[k].shape)} in the file, {tuple(v.shape)} in this policy"
+            for k, v in own.items()
+            if k in model and tuple(model[k].shape) != tuple(v.shape)
+        ]
+        if missing or unexpected or wrong:
+            problems = []
+            if missing:
+                problems.append(f"it lacks {ckpt.describe_names(missing)}")
+            if unexpected:
+                problems.append(f"it has unexpected {ckpt.describe_names(unexpected)}")
+            if wrong:
+                problems.append(f"shapes differ: {ckpt.describe_names(wrong, 3)}")
+            raise ckpt.CheckpointError(
+                f"Checkpoint {path} does not fit this policy (model_state_dict): {'; '.join(problems)}. Check "
+                "that the policy config (class_name, hidden dims, observation sizes) matches the run that saved it."
+            )
+        return notes
+
+    def _check_optimizer_state(self, path: str, saved: Any) -> None:
+        """Check that ``optimizer_state_dict`` fits the optimizer: groups, parameters per group, state shapes."""
+        optimizer = self.alg.optimizer
+        prefix = f"Checkpoint {path}: optimizer_state_dict"
+        if (
+            not isinstance(saved, dict)
+            or not isinstance(saved.get("param_groups"), list)
+            or not isinstance(saved.get("state"), dict)
+            or not all(
+                isinstance(g, dict) and isinstance(g.get("params"), list) for g in saved["param_groups"]
+            )
+        ):
+            raise ckpt.CheckpointError(f"{prefix} is not an optimizer state ('state' and 'param_groups').")
+        groups = saved["param_groups"]
+        if len(groups) != len(optimizer.param_groups):
+            raise ckpt.CheckpointError(
+                f"{prefix} has {len(groups)} parameter group(s), this runner's optimizer "
+                f"{len(optimizer.param_groups)}: the algorithm config (extensions, optimizer) differs from the "
+                "run that saved it. Resume with the same config, or load with load_optimizer=False."
+            )
+        params: dict[Any, torch.Tensor] = {}
+        for i, (group, own) in enumerate(zip(groups, optimizer.param_groups)):
+            if len(group["params"]) != len(own["params"]):
+                raise ckpt.CheckpointError(
+                    f"{prefix}['param_groups'][{i}] has {len(group['params'])} parameters, this runner's "
+                    f"optimizer group {len(own['params'])}: the config differs from the run that saved it."
+                )
+            params.update(zip(group["params"], own["params"]))
+        for index, entry in saved["state"].items():
+            if index not in params:
+                raise ckpt.CheckpointError(f"{prefix}['state'][{index!r}] belongs to no parameter group.")
+            if not isinstance(entry, dict):
+                raise ckpt.CheckpointError(f"{prefix}['state'][{index!r}] is not a dict.")
+            shape = tuple(params[index].shape)
+            for key, value in entry.items():
+                if isinstance(value, torch.Tensor) and value.dim() > 0 and tuple(value.shape) != shape:
+                    raise ckpt.CheckpointError(
+                        f"{prefix}['state'][{index!r}][{key!r}] has shape {tuple(value.shape)}, its parameter "
+                        f"{shape}."
+                    )
+
+    def _snapshot(self, load_optimizer: bool) -> dict[str, Any]:
+        """What :meth:`load` may change, to put back when it fails."""
+        env = None
+        if load_optimizer:
+            try:
+                env = self.env_adapter.state_dict()
+            except Exception:  # an environment that cannot report its state cannot be put back either
+                env = None
+        return {
+            "alg": copy.deepcopy(self.alg.state_dict()),
+            "learning_rate": self.alg.learning_rate,
+            "rng": ckpt.capture_rng_state() if load_optimizer else None,
+            "env": env,
+            "rollout": copy.deepcopy(self._policy_rollout_state()),
+        }
+
+    def _restore_snapshot(self, snapshot: dict[str, Any]) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.alg.load_state_dict(snapshot["alg"], load_optimizer=True)
+            if snapshot["env"] is not None:
+                self.env_adapter.load_state_dict(snapshot["env"])
+        self.alg.learning_rate = snapshot["learning_rate"]
+        if snapshot["rng"] is not None:
+            ckpt.restore_rng_state(snapshot["rng"])
+        loader = getattr(self.alg.actor_critic, "load_rollout_state_dict", None)
+        if callable(loader) and snapshot["rollout"]:
+            loader(snapshot["rollout"])
+
+    def _restore_env_and_memory(self, path: str, plan: dict[str, Any], env_before: Any) -> bool:
+        """Resume: restore the environment state and the policy's rollout hidden state (each with a warning
+        when it does not fit this runner, e.g. another number of environments); returns whether the
+        environment's episodes were restored."""
+        if plan.get("reseed") and self.cfg.get("seed") is not None:
+            ckpt.seed_everything(int(self.cfg["seed"]) + self.dist.rank + int(plan["iter"]))
+        restored = False
+        if plan["env_state"] is not None:
+            try:
+                self._load_env_state(plan["env_state"])
+                restored = True
+            except (RuntimeError, KeyError, ValueError, TypeError) as e:
+                if env_before is not None:
+                    self.env_adapter.load_state_dict(env_before)  # no half-restored environment
+                warnings.warn(
+                    f"Environment state in {path} not restored ({ckpt.first_line(e)}): the environment "
+                    "continues from its current state.",
+                    stacklevel=3,
+                )
+        memory_state = plan["rollout_state"]
+        loader = getattr(self.alg.actor_critic, "load_rollout_state_dict", None)
+        if memory_state is not None and callable(loader):
+            try:
+                loader(memory_state, self.env_adapter.num_envs)
+            except ValueError as e:
+                self.alg.actor_critic.reset()
+                warnings.warn(
+                    f"Rollout hidden state in {path} not restored ({e}): the policy's memories start from zero.",
+                    stacklevel=3,
+                )
+        return restored
 
     def get_inference_policy(self, device: str | torch.device | None = None) -> InferencePolicy:
         """Eval-mode policy taking raw observations (the policy's normaliser inside), optionally moved to

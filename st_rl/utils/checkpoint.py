@@ -1,4 +1,4 @@
-"""Checkpoint files: atomic writes, weights-only loading, RNG state capture."""
+"""Checkpoint files: atomic writes, weights-only loading, RNG state capture, finiteness and RNG-state checks."""
 
 from __future__ import annotations
 
@@ -21,6 +21,35 @@ _NORMALIZER_ENTRIES = (("obs_norm_state_dict", "actor_obs_normalizer."),
 
 class CheckpointError(ValueError):
     """A checkpoint file is missing, unreadable or lacks required entries."""
+
+
+class NonFiniteCheckpointError(CheckpointError):
+    """A checkpoint (being written or read) holds NaN or Inf in its weights or statistics."""
+
+
+def nonfinite_tensors(obj: Any, where: str = "checkpoint") -> list[str]:
+    """Names (``where['key'][0]...``) of the floating-point tensors in ``obj`` holding NaN or Inf.
+
+    ``obj`` is a tensor or nested dicts / lists / tuples of them (anything else is skipped).
+    """
+    if isinstance(obj, torch.Tensor):
+        if (obj.is_floating_point() or obj.is_complex()) and not bool(torch.isfinite(obj).all()):
+            return [where]
+        return []
+    found: list[str] = []
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            found += nonfinite_tensors(value, f"{where}[{key!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            found += nonfinite_tensors(value, f"{where}[{i}]")
+    return found
+
+
+def describe_names(names: list[str], limit: int = 5) -> str:
+    """``"a, b, c"``, or the first ``limit`` names and ``"(and N more)"``."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" (and {len(names) - limit} more)" if len(names) > limit else "")
 
 
 def check_weights_only_safe(obj: Any, where: str = "infos") -> None:
@@ -173,6 +202,55 @@ def restore_rng_state(state: dict[str, Any]) -> None:
         cuda_states = state["cuda"]
         if len(cuda_states) == torch.cuda.device_count():
             torch.cuda.set_rng_state_all([s.cpu() for s in cuda_states])
+
+
+def check_rng_state(state: Any, where: str = "rng_state") -> None:
+    """Raise ``ValueError`` naming the entry if :func:`restore_rng_state` could not restore ``state``.
+
+    Each generator state is tried on a private generator, so the global RNGs are never touched.
+    """
+    if not isinstance(state, dict):
+        raise ValueError(f"{where} is a {type(state).__name__}, expected a dict")
+    missing = [key for key in ("torch", "numpy", "python") if key not in state]
+    if missing:
+        raise ValueError(f"{where} lacks {missing}")
+    torch_state = state["torch"]
+    try:
+        if not isinstance(torch_state, torch.Tensor) or torch_state.dtype != torch.uint8:
+            raise TypeError(f"a {type(torch_state).__name__}, expected a uint8 tensor")
+        torch.Generator().set_state(torch_state.cpu())
+    except Exception as e:  # RuntimeError, TypeError ...
+        raise ValueError(f"{where}['torch'] is not a torch RNG state: {first_line(e)}") from e
+    np_state = state["numpy"]
+    try:
+        if not isinstance(np_state, dict) or not isinstance(np_state.get("keys"), torch.Tensor):
+            raise TypeError("expected a dict with 'keys' (tensor), 'pos', 'has_gauss', 'cached_gaussian'")
+        np.random.RandomState().set_state(
+            (
+                "MT19937",
+                np_state["keys"].cpu().numpy().astype(np.uint32),
+                int(np_state["pos"]),
+                int(np_state["has_gauss"]),
+                float(np_state["cached_gaussian"]),
+            )
+        )
+    except Exception as e:  # numpy raises ValueError, IndexError, TypeError, KeyError ... for bad states
+        raise ValueError(f"{where}['numpy'] is not a numpy RNG state: {first_line(e)}") from e
+    try:
+        random.Random().setstate((3, tuple(state["python"]), state.get("python_gauss_next")))
+    except Exception as e:  # TypeError, ValueError, OverflowError ...
+        raise ValueError(f"{where}['python'] is not a Python RNG state: {first_line(e)}") from e
+    cuda = state.get("cuda")
+    if cuda is not None and not (
+        isinstance(cuda, (list, tuple))
+        and all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for t in cuda)
+    ):
+        raise ValueError(f"{where}['cuda'] is not a list of CUDA RNG states (uint8 tensors)")
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message (its class name when empty)."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def seed_everything(seed: int) -> None:
