@@ -18,7 +18,7 @@ import st_rl
 from st_rl.config.schema import check_minibatches
 from st_rl.env.adapter import EnvAdapter
 from st_rl.modules.factory import build_actor_critic, fill_missing, resolve_policy_kwargs
-from st_rl.modules.normalizer import NonFiniteObservationError
+from st_rl.modules.normalizer import EmpiricalNormalization, NonFiniteObservationError
 from st_rl.protocols import GaussianPolicy
 from st_rl.runners.interrupt import InterruptGuard, TrainingInterrupted
 from st_rl.runners.run_dir import RunDirectory
@@ -361,6 +361,9 @@ class OnPolicyRunner:
                 if self.dist.enabled:
                     self.env_adapter.sync_nonfinite()  # every rank raises together
                 self.env_adapter.raise_if_nonfinite()
+                for module in self.alg.actor_critic.modules():  # batches a normaliser skipped on a GPU
+                    if isinstance(module, EmpiricalNormalization):
+                        module.raise_if_nonfinite()
             collection_time = watch.lap()
             with torch.no_grad():
                 self.alg.compute_returns(critic_obs)
