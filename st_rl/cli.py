@@ -69,6 +69,12 @@ def _finite_float_at_least(low: float) -> Callable[[str], float]:
     return parse
 
 
+_TRUST_CONFIG_HELP = (
+    "let the run's config.json / the checkpoint's config import the code it names (package.module:Class "
+    "class names, checkpoint manipulators); only for runs you trust (docs/security.md)"
+)
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from st_rl.configs import DEFAULT_TASK
 
@@ -230,6 +236,7 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="attach the video and plot to the run's W&B / Neptune run (default: when the run used one)",
     )
+    play.add_argument("--trust-config", action="store_true", help=_TRUST_CONFIG_HELP)
     plot = sub.add_parser("plot", help="plot the training curves of a run (TensorBoard event files)")
     plot.add_argument("log_dir", help="run directory")
     plot.add_argument("--out", default=None, help="PNG path (default: <log_dir>/training_curves.png)")
@@ -257,6 +264,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "velocities) or a comma-separated list",
     )
     rec.add_argument("--seed", type=int, default=0)
+    rec.add_argument("--trust-config", action="store_true", help=_TRUST_CONFIG_HELP)
     export = sub.add_parser(
         "export",
         help="export a checkpoint's policy to ONNX / TorchScript with metadata (policy.onnx, policy.pt, policy.json)",
@@ -276,6 +284,7 @@ def _build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--no-check", action="store_true", help="skip running the files against the eager policy"
     )
+    export.add_argument("--trust-config", action="store_true", help=_TRUST_CONFIG_HELP)
     for subparser in sub.choices.values():  # --debug after the command too (SUPPRESS: keep an earlier one)
         subparser.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help="show Python tracebacks of errors"
@@ -759,6 +768,7 @@ def cmd_play(args: argparse.Namespace) -> int:
         seed=args.seed,
         video_fps=args.fps,
         video_quality=args.video_quality,
+        trust_config=args.trust_config,
     )
     scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) or v is None}
     if args.upload is not False:
@@ -788,6 +798,7 @@ def _cmd_play_exported(args: argparse.Namespace) -> int:
         seed=args.seed,
         video_fps=args.fps,
         video_quality=args.video_quality,
+        trust_config=args.trust_config,
     )
     scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) or v is None}
     print("[st-rl] done: " + json.dumps(scalars))
@@ -801,7 +812,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     path = get_checkpoint_path(args.checkpoint)
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(path)), "exported")
     try:
-        result = export_policy(path, out, args.formats, task=args.task, check=not args.no_check)
+        result = export_policy(
+            path, out, args.formats, task=args.task, check=not args.no_check, trust_config=args.trust_config
+        )
     except ExportError as e:
         print(f"[st-rl] export failed: {e}", file=sys.stderr)
         return 1
@@ -840,6 +853,7 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
     else:
         from st_rl.runners import OnPolicyRunner
         from st_rl.utils.checkpoint import load_checkpoint
+        from st_rl.utils.config import untrusted_config
 
         state = load_checkpoint(args.checkpoint)
         cfg = state.get("config")
@@ -848,8 +862,9 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
                 f"{args.checkpoint} holds no training config; record with --scripted-trot instead"
             )
         env = make_env(args.task, num_envs=n, seed=args.seed, max_push_vel_xy=0.0)
-        runner = OnPolicyRunner(env, {**cfg, "logger": "none"})
-        runner.load(args.checkpoint, load_optimizer=False)
+        with untrusted_config(f"{args.checkpoint} (its stored 'config')", trusted=args.trust_config):
+            runner = OnPolicyRunner(env, {**cfg, "logger": "none"})
+            runner.load(args.checkpoint, load_optimizer=False)
         policy = runner.get_inference_policy()
     if args.fields == "joints":
         from st_rl.tasks.motion_recorder import joint_style_fields

@@ -310,22 +310,26 @@ def _adapter_of(env: Any, runner: Any) -> EnvAdapter | None:
 
 
 def _source_objects(
-    source: Any, env: Any, task: str | None, device: str
+    source: Any, env: Any, task: str | None, device: str, trust_config: bool = False
 ) -> tuple[nn.Module, EnvAdapter | None, dict[str, Any]]:
     """``(actor_critic, env, info)`` of a runner or a checkpoint path.
 
     A runner is an :class:`OnPolicyRunner`, or any object with ``alg.actor_critic`` and ``env`` (its iteration,
-    task, seed and config are then unknown).
+    task, seed and config are then unknown). ``trust_config``: see :func:`export_policy`.
     """
     if isinstance(source, (str, os.PathLike)):
         from st_rl.play import load_run
+        from st_rl.utils.config import untrusted_config
 
         try:
-            run = load_run(str(source), task=task, num_envs=1, device=device, env=env)
+            run = load_run(
+                str(source), task=task, num_envs=1, device=device, env=env, trust_config=trust_config
+            )
         except NonFiniteCheckpointError as e:
             raise ExportError(f"Refusing to export a broken policy: {e}") from e
         except (ValueError, TypeError) as e:
-            standalone = _policy_without_env(str(source))
+            with untrusted_config(f"{source} (the checkpoint's stored 'config')", trusted=trust_config):
+                standalone = _policy_without_env(str(source))
             if standalone is None:
                 raise ExportError(f"Cannot rebuild the policy of {source}: {e}") from e
             return standalone
@@ -424,6 +428,7 @@ def export_policy(
     check: bool = True,
     tolerance: float = 1e-4,
     device: str = "cpu",
+    trust_config: bool = False,
 ) -> ExportResult:
     """Export the deterministic actor (with the observation normaliser) to ONNX and/or TorchScript.
 
@@ -441,6 +446,9 @@ def export_policy(
             compare with the eager policy.
         tolerance: largest action difference the check accepts.
         device: device the runner is rebuilt on (export itself runs on the CPU).
+        trust_config: the checkpoint's stored config (or the run's ``config.json``) may name code to import
+            (``"package.module:Class"`` class names, checkpoint manipulators); without it only st_rl's registered
+            names resolve (docs/security.md).
 
     Returns:
         An :class:`ExportResult` (paths, metadata, self-check errors).
@@ -454,7 +462,7 @@ def export_policy(
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown or not formats:
         raise ExportError(f"unknown export format(s) {unknown or formats}; choose from {list(FORMATS)}")
-    actor_critic, env, info = _source_objects(checkpoint_or_runner, env, task, device)
+    actor_critic, env, info = _source_objects(checkpoint_or_runner, env, task, device, trust_config)
     _check_supported(actor_critic)
     bad = nonfinite_tensors(actor_critic.state_dict(), "model_state_dict")
     if bad:
@@ -463,7 +471,6 @@ def export_policy(
             f"Refusing to export a broken policy: {source} has NaN/Inf in {describe_names(bad)} (iteration "
             f"{info['iteration']}). Export a checkpoint from before training diverged."
         )
-
 
     actor_critic: Any = _detached_copy(actor_critic).to("cpu").eval()
     for p in actor_critic.parameters():

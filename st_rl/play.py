@@ -18,7 +18,8 @@ import torch
 
 from st_rl.evaluation.metrics import _check_locomotion_env, evaluate_policy, format_summary
 from st_rl.evaluation.rendering import VideoRecorder, render_frame, set_default_gl_backend
-from st_rl.evaluation.runs import LoadedRun, load_run, make_env_from_cfg
+from st_rl.evaluation.runs import LoadedRun, load_run, make_env_from_cfg, refuse_gymnasium_module
+from st_rl.utils.config import untrusted_config
 
 __all__ = [
     "LoadedRun",
@@ -134,6 +135,7 @@ def play(
     video_quality: str = "medium",
     camera: str | None = "track",
     verbose: bool = True,
+    trust_config: bool = False,
 ) -> dict[str, Any]:
     """Evaluate a checkpoint's deterministic policy; optionally film env ``record_env`` and plot its tracking.
 
@@ -152,6 +154,9 @@ def play(
         seed: environment seed (default: the run's seed).
         record_env, video_fps, video_size, video_quality, camera: see :class:`VideoRecorder`.
         verbose: print the summary table.
+        trust_config: the run's stored config may name code to import (``"package.module:Class"`` class
+            names, checkpoint manipulators); without it only st_rl's registered names resolve and such a config
+            raises :class:`~st_rl.utils.config.UntrustedConfigError` (docs/security.md).
 
     Returns:
         The metrics of :func:`evaluate_policy` plus ``task``, ``checkpoint``, ``iteration``, ``video`` and ``plot``.
@@ -162,7 +167,7 @@ def play(
     """
     if video is not None:
         set_default_gl_backend("egl")
-    run = load_run(checkpoint, task, num_envs, device, seed)
+    run = load_run(checkpoint, task, num_envs, device, seed, trust_config=trust_config)
     assert run.task is not None
     _check_locomotion_env(run.env)
     inference = run.runner.get_inference_policy(device)
@@ -212,6 +217,7 @@ def play_exported(
     video_quality: str = "medium",
     camera: str | None = "track",
     verbose: bool = True,
+    trust_config: bool = False,
 ) -> dict[str, Any]:
     """Deployment check: drive a task with an exported policy file alone (no st_rl model class involved).
 
@@ -224,6 +230,8 @@ def play_exported(
         policy_path: the exported file.
         task: registered task name (default: the metadata's ``task``).
         seed: environment seed (default: the metadata's ``seed``).
+        trust_config: the metadata's task may be a Gymnasium id that names a module to import
+            (``"gym:package.module:Env-v0"``); without it such a task is refused unless given as ``task``.
         (other arguments as :func:`play`)
 
     Returns:
@@ -252,6 +260,8 @@ def play_exported(
     env_cfg = meta.get("env_cfg") if name == stored_task else None
     if seed is None:
         seed = meta.get("seed")
+    with untrusted_config(f"{policy_path} (its metadata)", trusted=trust_config or task is not None):
+        refuse_gymnasium_module(name, "task")
     env = make_env_from_cfg(name, num_envs, "cpu", seed, env_cfg or {})
     num_obs, num_actions = int(env.num_obs), int(env.num_actions)
     if (num_obs, num_actions) != (policy.num_obs, policy.num_actions):

@@ -1,6 +1,15 @@
 """Environment contract, adapter for every supported API, and observation layout helpers."""
 
-from st_rl.env.adapter import API_NAMES, EnvAdapter, EnvSpec, NonFiniteError, ObservationGroups, detect_api
+from st_rl.env.adapter import (
+    API_NAMES,
+    EnvAdapter,
+    EnvOutputError,
+    EnvSpec,
+    NonFiniteError,
+    ObservationGroups,
+    describe_value,
+    detect_api,
+)
 from st_rl.env.layout import (
     get_obs_slice,
     get_subobs_by_components,
@@ -14,10 +23,12 @@ from st_rl.env.vec_env import VecEnv
 __all__ = [
     "API_NAMES",
     "EnvAdapter",
+    "EnvOutputError",
     "EnvSpec",
     "NonFiniteError",
     "ObservationGroups",
     "VecEnv",
+    "describe_value",
     "detect_api",
     "get_obs_slice",
     "get_subobs_by_components",

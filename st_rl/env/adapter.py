@@ -11,6 +11,13 @@ Three APIs are in use (``reference/ancestor_spec.md`` section 1):
 
 :class:`EnvAdapter` turns each of them into ``(obs, critic_obs, rewards, dones, infos)`` with flat float
 observations on the training device and bool dones, so runners never branch on the API.
+
+Every output is checked against the contract, with metadata only (no host synchronisation on an accelerator):
+observations ``(num_envs, num_obs)`` (a group of a mapping may have more per-environment dimensions: they are
+flattened), rewards ``(num_envs,)``, dones and time-outs ``(num_envs,)`` bool or 0/1 numbers, observations and
+rewards floating point. Nothing is reshaped across environments: a transposed or short output raises
+:class:`EnvOutputError` naming the method, the output, what it was and the fix. numpy arrays are converted
+(copied); everything is moved to the training device.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 
 from st_rl.env.layout import Shape, normalize_segments
@@ -30,6 +38,23 @@ API_NAMES = ("legged_gym", "rsl_rl2", "tensordict")
 
 class NonFiniteError(ValueError):
     """Raised when the environment returns NaN or Inf in observations or rewards."""
+
+
+class EnvOutputError(ValueError):
+    """An environment output of the wrong type, shape, dtype or device.
+
+    The message names the environment method (``step``, ``get_observations``, ...), the output (``obs``,
+    ``rewards``, ``extras['observations']['critic']``, ...), what was returned and the fix.
+    """
+
+
+def describe_value(value: Any) -> str:
+    """A short description of an environment output for error messages (type, dtype, shape, device)."""
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)} on {value.device}"
+    if isinstance(value, np.ndarray):
+        return f"a numpy {value.dtype} array of shape {value.shape}"
+    return f"a {type(value).__name__}" if value is not None else "None"
 
 
 @runtime_checkable
@@ -47,7 +72,7 @@ class ObservationGroups(Protocol):
 
 def detect_api(first_observation: Any) -> str:
     """Return the API name given what ``env.get_observations()`` returned."""
-    if isinstance(first_observation, torch.Tensor):
+    if isinstance(first_observation, (torch.Tensor, np.ndarray)):
         return "legged_gym"
     if isinstance(first_observation, (tuple, list)) and len(first_observation) == 2:
         return "rsl_rl2"
@@ -55,13 +80,9 @@ def detect_api(first_observation: Any) -> str:
         return "tensordict"
     raise TypeError(
         "env.get_observations() returned "
-        f"{type(first_observation).__name__}; expected a Tensor (legged_gym API), an (obs, extras) tuple "
+        f"{describe_value(first_observation)}; expected a Tensor (legged_gym API), an (obs, extras) tuple "
         "(rsl_rl 2.x / Isaac Lab API) or a TensorDict / mapping of observation groups (rsl_rl >= 3 API)."
     )
-
-
-def _flatten_group(x: torch.Tensor, num_envs: int) -> torch.Tensor:
-    return x.reshape(num_envs, -1)
 
 
 def _declared(env: Any, name: str) -> Any:
@@ -169,7 +190,9 @@ class EnvAdapter:
             if self.api == "legged_gym" and self.has_critic_group
             else None
         )
-        obs, critic_obs, _ = self._split_observations(first, priv)
+        obs, critic_obs, _ = self._split_observations(
+            first, priv, "get_observations", "get_privileged_observations"
+        )
         self.num_obs = int(obs.shape[-1])
         self.num_critic_obs = int(critic_obs.shape[-1])
         num_actions = _declared(env, "num_actions")
@@ -246,29 +269,158 @@ class EnvAdapter:
             return OrderedDict((g, tuple(groups[g].shape[1:]) or (1,)) for g in self._obs_groups[key])
         return None
 
-    def _concat(self, groups: Mapping[str, torch.Tensor], names: list[str]) -> torch.Tensor:
-        parts = [_flatten_group(groups[n], self.num_envs) for n in names]
-        x = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
-        return x.to(self.device, torch.float32)
+    # ------------------------------------------------------------------ output checks (metadata only)
+    def _output_error(self, method: str, output: str, value: Any, rule: str, fix: str) -> EnvOutputError:
+        return EnvOutputError(
+            f"{type(self.env).__name__}.{method}() returned {output} as {describe_value(value)}; {rule}. "
+            f"Fix: {fix}."
+        )
 
-    def _split_observations(self, raw: Any, privileged: torch.Tensor | None):
-        """Return ``(obs, critic_obs, extras)`` from one raw observation payload."""
+    def _tensor(self, value: Any, method: str, output: str, expected: str) -> torch.Tensor:
+        """``value`` as a tensor: tensors as they are, numeric numpy arrays copied, anything else refused."""
+        if isinstance(value, torch.Tensor):
+            return value
+        if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+            return torch.tensor(value)  # a copy: the environment may reuse its array
+        raise self._output_error(
+            method,
+            output,
+            value,
+            f"expected a torch.Tensor (or a numeric numpy array) of shape {expected}",
+            f"return {output} as a tensor of that shape (torch.as_tensor(x, device=env.device))",
+        )
+
+    def _to_device(
+        self, x: torch.Tensor, method: str, output: str, dtype: torch.dtype | None = None
+    ) -> torch.Tensor:
+        """``x`` on the training device (and in ``dtype``); a no-op when it is there already."""
+        try:
+            return x.to(device=self.device, dtype=dtype)
+        except (RuntimeError, NotImplementedError) as e:
+            reason = (str(e).splitlines() or [type(e).__name__])[0]
+            raise self._output_error(
+                method,
+                output,
+                x,
+                f"it cannot be moved to the training device {self.device} ({reason})",
+                "return tensors with data on a real device (the environment's device, "
+                f"{self.env_device or 'cpu'}), or train on a device that can read them",
+            ) from e
+
+    def _observation(self, value: Any, method: str, output: str, group: bool = False) -> torch.Tensor:
+        """One observation tensor checked and converted to float32 ``(num_envs, width)`` on the training device.
+
+        A flat observation must be exactly ``(num_envs, width)``; a group of a mapping may have several
+        per-environment dimensions (flattened), but its first dimension must be ``num_envs`` too.
+        """
+        n = self.num_envs
+        x = self._tensor(value, method, output, f"(num_envs, num_obs) with num_envs={n}")
+        if not x.dtype.is_floating_point:
+            raise self._output_error(
+                method,
+                output,
+                x,
+                "observations must be floating point",
+                f"convert them in the environment ({output}.float())",
+            )
+        shape = tuple(x.shape)
+        if x.ndim < (1 if group else 2) or shape[0] != n or (not group and x.ndim != 2):
+            if x.ndim == 2 and shape[1] == n and shape[0] != n:
+                rule = f"expected (num_envs, num_obs) = ({n}, ...); it looks transposed"
+                fix = (
+                    f"return it with the environments first ({output}.T); st_rl does not reshape observations"
+                )
+            elif x.ndim >= 1 and shape[0] != n:
+                rule = (
+                    f"expected one row per environment, (num_envs, num_obs) = ({n}, ...), got {shape[0]} rows"
+                )
+                fix = f"return {n} rows (num_envs={n}); st_rl does not reshape observations"
+            else:
+                rule = f"expected a 2-D (num_envs, num_obs) = ({n}, ...) tensor"
+                fix = (
+                    f"flatten the per-environment dimensions in the environment ({output}.reshape({n}, -1)), "
+                    "or return them as an observation group of a TensorDict"
+                )
+            raise self._output_error(method, output, x, rule, fix)
+        if x.ndim != 2:
+            x = x.flatten(1) if x.ndim > 2 else x.unsqueeze(1)  # one group: its per-environment dims
+        return self._to_device(x, method, output, torch.float32)
+
+    def _per_env(self, value: Any, method: str, output: str, rewards: bool) -> torch.Tensor:
+        """Rewards (float32) or dones / time-outs (bool) of shape ``(num_envs,)`` on the training device."""
+        n = self.num_envs
+        x = self._tensor(value, method, output, f"({n},)")
+        if rewards and not x.dtype.is_floating_point:
+            raise self._output_error(
+                method, output, x, "rewards must be floating point", f"return {output}.float()"
+            )
+        if not rewards and x.dtype.is_complex:
+            raise self._output_error(
+                method, output, x, "expected bool or 0/1 numbers", f"return {output} as a bool tensor"
+            )
+        if tuple(x.shape) != (n,):
+            fix = (
+                f"return it as ({n},) ({output}.reshape({n}) in the environment); st_rl does not reshape"
+                if x.numel() == n
+                else f"return one value per environment (num_envs={n})"
+            )
+            raise self._output_error(method, output, x, f"expected shape (num_envs,) = ({n},)", fix)
+        if rewards:
+            return self._to_device(x, method, output, torch.float32)
+        return self._to_device(x, method, output).bool()
+
+    def _check_width(self, x: torch.Tensor, width: int | None, method: str, output: str) -> None:
+        if width is not None and x.shape[1] != width:
+            raise self._output_error(
+                method,
+                output,
+                x,
+                f"expected (num_envs, {width}): the width of the first observation, which the policy is built for",
+                "return observations of a fixed width",
+            )
+
+    # ------------------------------------------------------------------ observations
+    def _concat(self, groups: Mapping[str, Any], names: list[str], method: str) -> torch.Tensor:
+        where = "obs" if self.api == "tensordict" else "extras['observations']"
+        parts = [self._observation(groups[n], method, f"{where}[{n!r}]", group=True) for n in names]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+
+    def _split_observations(self, raw: Any, privileged: Any, method: str, privileged_method: str = ""):
+        """Return ``(obs, critic_obs, extras)`` from one raw observation payload, checked (see the module doc).
+
+        Args:
+            raw: what ``method`` returned as the observation (legged_gym: the tensor; rsl_rl2: ``(obs, extras)``;
+                tensordict: the groups).
+            privileged: legged_gym's privileged observation (None: the critic sees the actor observation).
+            method: the environment method that returned ``raw`` (for error messages).
+            privileged_method: the method that returned ``privileged`` (default: ``method``).
+        """
         if self.api == "legged_gym":
-            obs = _flatten_group(raw, self.num_envs).to(self.device, torch.float32)
+            obs = self._observation(raw, method, "obs")
             critic = (
                 obs
                 if privileged is None
-                else privileged.reshape(self.num_envs, -1).to(self.device, torch.float32)
+                else self._observation(privileged, privileged_method or method, "privileged_obs")
             )
+            self._check_width(obs, getattr(self, "num_obs", None), method, "obs")
+            if privileged is not None:
+                width = getattr(self, "num_critic_obs", None)
+                self._check_width(critic, width, privileged_method or method, "privileged_obs")
             return obs, critic, {}
         groups = self._group_mapping(raw)
         assert self._obs_groups is not None
         if self.api == "rsl_rl2" and not self._obs_groups["policy"]:
-            obs = _flatten_group(raw[0], self.num_envs).to(self.device, torch.float32)
+            obs = self._observation(raw[0], method, "obs")
+            actor_label = "obs"
         else:
-            obs = self._concat(groups, self._obs_groups["policy"])
+            obs = self._concat(groups, self._obs_groups["policy"], method)
+            actor_label = f"observation groups {self._obs_groups['policy']}"
+        self._check_width(obs, getattr(self, "num_obs", None), method, actor_label)
         critic_names = self._obs_groups.get("critic")
-        critic = self._concat(groups, critic_names) if critic_names else obs
+        critic = self._concat(groups, critic_names, method) if critic_names else obs
+        if critic_names:
+            label = f"observation groups {critic_names}"
+            self._check_width(critic, getattr(self, "num_critic_obs", None), method, label)
         extras = dict(raw[1]) if self.api == "rsl_rl2" and raw[1] is not None else {}
         if self.api == "tensordict" and "ref_obs" in groups:
             extras["observations"] = {
@@ -278,12 +430,18 @@ class EnvAdapter:
 
     # ------------------------------------------------------------------ public API
     def get_observations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Current ``(obs, critic_obs, extras)``."""
+        """Current ``(obs, critic_obs, extras)``.
+
+        Raises:
+            EnvOutputError: an observation breaks the contract (see the module docstring).
+        """
         raw = self.env.get_observations()
-        priv = self.env.get_privileged_observations() if self.api == "legged_gym" else None
-        if self.api == "legged_gym" and not self.has_critic_group:
-            priv = None
-        obs, critic, extras = self._split_observations(raw, priv)
+        priv = None
+        if self.api == "legged_gym" and self.has_critic_group:
+            priv = self.env.get_privileged_observations()
+        obs, critic, extras = self._split_observations(
+            raw, priv, "get_observations", "get_privileged_observations"
+        )
         self._check(obs, critic, None)
         return obs, critic, extras
 
@@ -298,31 +456,49 @@ class EnvAdapter:
         """Step the environment; return ``(obs, critic_obs, rewards, dones, infos)`` with bool dones.
 
         The actions are moved to the environment's device (:attr:`env_device`) first.
+
+        Raises:
+            EnvOutputError: an output breaks the contract (see the module docstring).
         """
         if self.env_device is not None and self.env_device != actions.device:
             actions = actions.to(self.env_device)
         out = self.env.step(actions)
+        expected = 5 if self.api == "legged_gym" else 4
+        if not isinstance(out, (tuple, list)) or len(out) != expected:
+            form = (
+                "(obs, privileged_obs, rewards, dones, infos)"
+                if self.api == "legged_gym"
+                else "(obs, rewards, dones, extras)"
+            )
+            got = f"{len(out)} values" if isinstance(out, (tuple, list)) else describe_value(out)
+            raise EnvOutputError(
+                f"{type(self.env).__name__}.step() returned {got}; the {self.api} API returns {form}. Fix: "
+                f"return {form} (get_observations() decided the API: {self.api})."
+            )
+        infos_name = "infos" if self.api == "legged_gym" else "extras"
+        raw_infos = out[-1]
+        if raw_infos is not None and not isinstance(raw_infos, Mapping):
+            raise self._output_error(
+                "step", infos_name, raw_infos, "expected a dict", f"return a dict (or None) as {infos_name}"
+            )
+        infos = dict(raw_infos or {})
         if self.api == "legged_gym":
-            if len(out) != 5:
-                raise ValueError(f"legged_gym-style env.step must return 5 values, got {len(out)}.")
-            raw_obs, priv, rewards, dones, infos = out
-            obs, critic, _ = self._split_observations(raw_obs, priv if self.has_critic_group else None)
-            infos = dict(infos or {})
+            raw_obs, priv, rewards, dones, _ = out
+            obs, critic, _ = self._split_observations(
+                raw_obs, priv if self.has_critic_group else None, "step"
+            )
         else:
-            if len(out) != 4:
-                raise ValueError(
-                    f"env.step must return (obs, rewards, dones, extras) for the {self.api} API, got {len(out)} values."
-                )
-            raw_obs, rewards, dones, infos = out
-            infos = dict(infos or {})
+            raw_obs, rewards, dones, _ = out
             payload = (raw_obs, infos) if self.api == "rsl_rl2" else raw_obs
-            obs, critic, split_extras = self._split_observations(payload, None)
+            obs, critic, split_extras = self._split_observations(payload, None, "step")
             if self.api == "tensordict" and "observations" in split_extras:
                 infos["observations"] = {**(infos.get("observations") or {}), **split_extras["observations"]}
-        rewards = rewards.reshape(self.num_envs).to(self.device, torch.float32)
-        dones = dones.reshape(self.num_envs).to(self.device).bool()
-        if "time_outs" in infos and infos["time_outs"] is not None:
-            infos["time_outs"] = infos["time_outs"].reshape(self.num_envs).to(self.device).bool()
+        rewards = self._per_env(rewards, "step", "rewards", rewards=True)
+        dones = self._per_env(dones, "step", "dones", rewards=False)
+        if infos.get("time_outs") is not None:
+            infos["time_outs"] = self._per_env(
+                infos["time_outs"], "step", f"{infos_name}['time_outs']", False
+            )
         self._check(obs, critic, rewards)
         return obs, critic, rewards, dones, infos
 

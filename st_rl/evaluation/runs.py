@@ -59,6 +59,19 @@ def _stored_task(run_cfg: dict[str, Any] | None, ckpt_cfg: dict[str, Any] | None
     return None
 
 
+def refuse_gymnasium_module(task: str, key: str) -> None:
+    """Refuse a Gymnasium id that names a module (``"gym:package.module:Env-v0"``: Gymnasium imports it) when
+    ``task`` comes from an untrusted config (see :func:`st_rl.utils.config.untrusted_config`).
+
+    Raises:
+        UntrustedConfigError: inside an untrusted config.
+    """
+    if task.startswith("gym:") and ":" in task.removeprefix("gym:"):
+        from st_rl.utils.config import refuse_untrusted_import
+
+        refuse_untrusted_import(task, key)
+
+
 def make_env_from_cfg(
     task: str, num_envs: int, device: str, seed: int | None, env_cfg: dict[str, Any]
 ) -> Any:
@@ -118,6 +131,8 @@ def load_run(
     device: str = "cpu",
     seed: int | None = None,
     env: Any = None,
+    *,
+    trust_config: bool = False,
 ) -> LoadedRun:
     """Rebuild the runner of a checkpoint on its training task and load its weights (without the optimizer).
 
@@ -133,14 +148,19 @@ def load_run(
         device: policy device.
         seed: environment seed (default: the run's seed).
         env: use this environment instead of making one (``task`` is then only recorded).
+        trust_config: the stored config may name code to import (``"package.module:Class"`` class names,
+            checkpoint manipulators, Gymnasium ids with a module). Without it only st_rl's registered names
+            resolve (docs/security.md).
 
     Raises:
         ValueError: the checkpoint has no training config, or its task cannot be told.
+        st_rl.config.ConfigError, st_rl.utils.config.UntrustedConfigError: the stored config names code to
+            import and ``trust_config`` is False (the message names the file, the key and the opt-in).
         CheckpointError: the checkpoint does not fit the rebuilt policy or holds NaN/Inf weights or statistics
             (checked by :meth:`OnPolicyRunner.load`).
     """
-    from st_rl.runners import build_runner
     from st_rl.utils import checkpoint as ckpt
+    from st_rl.utils.config import untrusted_config
     from st_rl.utils.utils import get_checkpoint_path
 
     path = get_checkpoint_path(checkpoint)
@@ -153,9 +173,30 @@ def load_run(
             f"{path} has no stored training config (key 'config') and there is no config.json next to it; "
             "save checkpoints with OnPolicyRunner.save, or put the run's config.json beside the file."
         )
+    run_cfg_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
+    source = run_cfg_path if run_cfg else f"{path} (its stored 'config')"
+    with untrusted_config(source, trusted=trust_config):
+        return _load_run(path, state, run_cfg, ckpt_cfg, train_cfg, task, num_envs, device, seed, env)
+
+
+def _load_run(
+    path: str,
+    state: dict[str, Any],
+    run_cfg: dict[str, Any] | None,
+    ckpt_cfg: dict[str, Any] | None,
+    train_cfg: dict[str, Any],
+    task: str | None,
+    num_envs: int,
+    device: str,
+    seed: int | None,
+    env: Any,
+) -> LoadedRun:
+    """:func:`load_run` once the stored config is read (called inside its trust context)."""
+    from st_rl.runners import build_runner
+
     stored_task = _stored_task(run_cfg, ckpt_cfg)
     if task is not None and stored_task is not None and task != stored_task:
-        warnings.warn(f"using task {task!r}; the run was trained on {stored_task!r}", stacklevel=3)
+        warnings.warn(f"using task {task!r}; the run was trained on {stored_task!r}", stacklevel=4)
     name = task or stored_task
     env_cfg = (run_cfg or {}).get("env") if stored_task == name else None
     runner_cfg = train_cfg.get("runner", train_cfg)
@@ -168,6 +209,7 @@ def load_run(
                 "checkpoint's config names one (key runner.task). Pass it: task='quadruped_flat' (CLI: --task "
                 "quadruped_flat)."
             )
+        refuse_gymnasium_module(name, "runner.task")
         env = make_env_from_cfg(name, num_envs, device, seed, env_cfg or {})
     train_cfg = json.loads(json.dumps(train_cfg))  # a private copy
     runner = build_runner(

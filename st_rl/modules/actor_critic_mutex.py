@@ -171,10 +171,11 @@ def load_sub_policy(
     Raises:
         FileNotFoundError: ``run_dir`` has no ``config.json`` or no ``model_<it>.pt``.
         ValueError: the config names no policy class, or the checkpoint does not fit the dims.
+        UntrustedConfigError: the config names an import path (pass ``class_name`` to use such a class).
     """
     import st_rl.modules as modules
     from st_rl.modules.factory import build_actor_critic
-    from st_rl.utils.config import resolve_class
+    from st_rl.utils.config import resolve_class, untrusted_config
 
     config = read_run_config(run_dir)
     ckpt_path = latest_checkpoint(run_dir)
@@ -208,7 +209,12 @@ def load_sub_policy(
         obs_segments=obs_segments,
         critic_obs_segments=privileged_obs_segments,
     )
-    policy = build_actor_critic(spec, resolve_class(name, modules, "policy", nn.Module), kwargs)
+    # A class named by the sub-run's config.json (not by the caller) resolves among st_rl's classes only.
+    source = os.path.join(run_dir, "config.json")
+    opt_in = "name the class in the Mutex config (sub_policy_class_name) if you trust that file"
+    with untrusted_config(source, opt_in, trusted=class_name is not None):
+        policy_cls = resolve_class(name, modules, "policy", nn.Module)
+    policy = build_actor_critic(spec, policy_cls, kwargs)
 
     state = load_checkpoint(ckpt_path, map_location=map_location)
     model_sd = state["model_state_dict"]

@@ -29,7 +29,7 @@ from st_rl.modules.factory import build_actor_critic
 from st_rl.protocols import GaussianPolicy
 from st_rl.runners.demonstration import DemonstrationSaver
 from st_rl.utils.checkpoint import CheckpointError, load_checkpoint
-from st_rl.utils.config import class_label
+from st_rl.utils.config import class_label, untrusted_config
 from st_rl.utils.logger import (
     NullWriter,
     Writer,
@@ -59,6 +59,8 @@ class DaggerSaver(DemonstrationSaver):
         log_to_tensorboard: write episode statistics to ``<logdir>/collector_<first two tokens of the
             save_dir name>``.
         checkpoint_retries: attempts to read a checkpoint that fails to load (being written), 0.5 s apart.
+        trust_config: the student run's ``config.json`` may name code to import (``"package.module:Class"``);
+            without it only st_rl's registered policy classes resolve (docs/security.md).
         **kwargs: further :class:`DemonstrationSaver` keyword arguments.
     """
 
@@ -71,8 +73,10 @@ class DaggerSaver(DemonstrationSaver):
         action_sample_std: float = 0.0,
         log_to_tensorboard: bool = False,
         checkpoint_retries: int = 5,
+        trust_config: bool = False,
         **kwargs: Any,
     ) -> None:
+        self.trust_config = bool(trust_config)
         super().__init__(*args, **kwargs)
         self.training_policy_logdir = os.fspath(training_policy_logdir)
         self.update_times_scale = update_times_scale
@@ -121,6 +125,7 @@ class DaggerSaver(DemonstrationSaver):
         Raises:
             FileNotFoundError: the directory has no ``config.json``.
             ValueError: the config names no policy class.
+            UntrustedConfigError: the config names an import path and ``trust_config`` is False.
         """
         config = read_run_config(self.training_policy_logdir)
         runner_cfg = config.get("runner") or {}
@@ -137,7 +142,10 @@ class DaggerSaver(DemonstrationSaver):
         )
         if normalize:
             policy_cfg.setdefault("actor_obs_normalization", True)
-        self.training_policy = build_actor_critic(self.env, class_name, policy_cfg).to(self.device)
+        source = os.path.join(self.training_policy_logdir, "config.json")
+        opt_in = "pass trust_config=True to DaggerSaver if you trust that file"
+        with untrusted_config(source, opt_in, trusted=self.trust_config):
+            self.training_policy = build_actor_critic(self.env, class_name, policy_cfg).to(self.device)
         self.training_policy.eval()
         self.training_policy_iteration = 0
         self._loaded_file_iter = -1

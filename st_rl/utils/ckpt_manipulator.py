@@ -95,7 +95,12 @@ MANIPULATORS: dict[str, Manipulator] = {
 
 
 def get_manipulator(name: str | Manipulator) -> Manipulator:
-    """A manipulator by name (from this module, or ``"package.module:function"``) or the callable itself."""
+    """A manipulator by name (from this module, or ``"package.module:function"``) or the callable itself.
+
+    Inside :func:`st_rl.utils.config.untrusted_config` (a runner config read back from a run directory or
+    checkpoint) only the names of :data:`MANIPULATORS` resolve: an import path raises
+    :class:`~st_rl.utils.config.UntrustedConfigError` before anything is imported.
+    """
     if callable(name):
         return name  # type: ignore[return-value]
     if name in MANIPULATORS:
@@ -103,6 +108,9 @@ def get_manipulator(name: str | Manipulator) -> Manipulator:
     if isinstance(name, str) and ":" in name:
         import importlib
 
+        from st_rl.utils.config import refuse_untrusted_import
+
+        refuse_untrusted_import(name, "runner.ckpt_manipulator", sorted(MANIPULATORS))
         module_name, _, attr = name.partition(":")
         fn = getattr(importlib.import_module(module_name), attr, None)
         if callable(fn):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import threading
 
 import torch
 
@@ -124,8 +125,10 @@ def mode_learn(out: str, rank: int) -> None:
 
 
 def mode_fail(out: str, rank: int) -> None:
-    cfg = dict(UPDATE_CFG, distributed_timeout_s=15)
-    runner = OnPolicyRunner(make_env("velocity_tracking", num_envs=8, seed=rank), cfg)
+    """Rank 1 raises in its second update. No short collective timeout: the job must end because a rank
+    failed (torchrun stops the others, a gloo peer sees the connection close), never because a slow rank ran
+    out of time (a 15 s timeout once made a busy machine's start-up skew look like this failure)."""
+    runner = OnPolicyRunner(make_env("velocity_tracking", num_envs=8, seed=rank), UPDATE_CFG)
     if rank == 1:
         real_update = runner.alg.update
 
@@ -138,10 +141,32 @@ def mode_fail(out: str, rank: int) -> None:
     runner.learn(3)
 
 
-def mode_nan(out: str, rank: int) -> None:
-    """Rank 1's environment returns NaN observations: every rank must raise the same error."""
-    from st_rl.env.adapter import NonFiniteError
+def mode_stuck(out: str, rank: int) -> None:
+    """Rank 1 joins the process group and then never takes part in a collective; rank 0 must give up after
+    ``distributed_timeout_s`` with a timeout error (written to ``stuck0.txt``) instead of waiting forever.
+    The timeout is the expected outcome, whatever the machine's speed: rank 1 never arrives."""
+    timeout_s = 5.0
+    if rank == 1:
+        from st_rl.utils.distributed import init_distributed
 
+        init_distributed("cpu", timeout_s)
+        threading.Event().wait()  # stopped by torchrun once rank 0 has failed
+    cfg = dict(UPDATE_CFG, distributed_timeout_s=timeout_s)
+    try:
+        OnPolicyRunner(make_env("velocity_tracking", num_envs=8, seed=rank), cfg).learn(1)
+    except Exception as e:
+        with open(os.path.join(out, "stuck0.txt"), "w") as f:
+            f.write(f"{type(e).__name__}: {e}")
+        raise
+    with open(os.path.join(out, "stuck0.txt"), "w") as f:
+        f.write("rank 0 finished without rank 1")
+
+
+def mode_nan(out: str, rank: int, normalization: bool) -> None:
+    """Rank 1's environment returns NaN observations: every rank must raise, none may be left waiting for the
+    others. Without observation normalisation the environment adapter's check finds it (its flags are shared by
+    all ranks at the end of the rollout); with it the normalisers, which merge the batches of all ranks, may
+    find it first (then the ranks' messages may differ)."""
     env = make_env("velocity_tracking", num_envs=8, seed=rank)
     if rank == 1:
         real_step = env.step
@@ -151,24 +176,30 @@ def mode_nan(out: str, rank: int) -> None:
             return obs * float("nan"), rew, dones, extras
 
         env.step = step
-    runner = OnPolicyRunner(env, dict(UPDATE_CFG, distributed_timeout_s=30))
+    runner = OnPolicyRunner(env, dict(UPDATE_CFG, empirical_normalization=normalization))
     try:
         runner.learn(1)
-    except NonFiniteError as e:
+    except ValueError as e:  # NonFiniteError (the adapter) or the normaliser's error: both ValueErrors
         with open(os.path.join(out, f"nan{rank}.txt"), "w") as f:
-            f.write(str(e))
+            f.write(f"{type(e).__name__}: {e}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["update", "learn", "fail", "nan"])
+    parser.add_argument("mode", choices=["update", "learn", "fail", "stuck", "nan", "nan_norm"])
     parser.add_argument("out")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rank = int(os.environ["RANK"])
-    {"update": mode_update, "learn": mode_learn, "fail": mode_fail, "nan": mode_nan}[args.mode](
-        args.out, rank
-    )
+    modes = {
+        "update": mode_update,
+        "learn": mode_learn,
+        "fail": mode_fail,
+        "stuck": mode_stuck,
+        "nan": lambda out, r: mode_nan(out, r, normalization=False),
+        "nan_norm": lambda out, r: mode_nan(out, r, normalization=True),
+    }
+    modes[args.mode](args.out, rank)
     import torch.distributed as dist
 
     if dist.is_initialized():

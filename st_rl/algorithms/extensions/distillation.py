@@ -70,15 +70,17 @@ def build_teacher(
     teacher's checkpoint (our checkpoints carry it), and the student's dimensions and layouts.
     """
     import st_rl.modules as modules
-    from st_rl.utils.config import resolve_class
+    from st_rl.utils.config import resolve_class, untrusted_config
 
     cfg = copy.deepcopy(dict(teacher_policy or {}))
     class_name = cfg.pop("class_name", None)
+    from_checkpoint = False
     path = cfg.pop("teacher_ac_path", None) or teacher_ac_path
     loaded = load_teacher_state(path, device) if path else None
     saved_policy: dict[str, Any] = {}
     if loaded is not None and loaded["config"] is not None:
         saved_policy = dict(loaded["config"].get("policy", {}))
+        from_checkpoint = class_name is None and saved_policy.get("class_name") is not None
         class_name = class_name or saved_policy.pop("class_name", None)
         saved_policy.pop("class_name", None)
     class_name = class_name or default_class_name
@@ -90,7 +92,11 @@ def build_teacher(
         if kwargs.get(key) is None:
             kwargs[key] = value
     kwargs.pop("teacher_ac_path", None)
-    cls = resolve_class(class_name, modules, "teacher policy", nn.Module)
+    # A class named by the teacher checkpoint's stored config (not by the caller) resolves among st_rl's only.
+    opt_in = "name the class in teacher_policy.class_name if you trust that checkpoint"
+    with untrusted_config(f"{path} (its stored 'config')", opt_in, trusted=not from_checkpoint):
+        key = "policy.class_name" if from_checkpoint else None
+        cls = resolve_class(class_name, modules, "teacher policy", nn.Module, key=key)
     teacher: Any = cls(**kwargs)
     if loaded is None:
         warnings.warn(

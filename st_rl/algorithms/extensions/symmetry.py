@@ -33,6 +33,9 @@ def _resolve(fn: MirrorFn | str | None, what: str) -> MirrorFn | None:
     if isinstance(fn, str) and ":" in fn:
         import importlib
 
+        from st_rl.utils.config import refuse_untrusted_import
+
+        refuse_untrusted_import(fn, f"algorithm.symmetry_cfg.{what}")
         module, _, name = fn.partition(":")
         obj: Any = getattr(importlib.import_module(module), name, None)
         if callable(obj):
