@@ -9,14 +9,15 @@ import re
 import warnings
 from typing import Any, Protocol, runtime_checkable
 
+from st_rl.utils.files import read_json
+
 __all__ = ["LoadedRun", "load_run", "make_env_from_cfg"]
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+    data = read_json(path, "run config", "restore it or delete it (the checkpoint holds the config too)")
     return data if isinstance(data, dict) else None
 
 

@@ -126,6 +126,11 @@ def save_motion_file(motion: dict[str, dict[str, Any]], path: str) -> None:
     os.replace(tmp, path)
 
 
+class MotionFileError(ValueError, pickle.UnpicklingError):
+    """A motion file that cannot be read (the message names it); also an ``UnpicklingError``, as a refused
+    class reference used to be reported."""
+
+
 class _PlainUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         raise pickle.UnpicklingError(
@@ -146,7 +151,7 @@ def load_motion_file(path: str) -> dict[str, dict[str, Any]]:
         with open(path, "rb") as f:
             data = _PlainUnpickler(io.BytesIO(f.read())).load()
     except (pickle.UnpicklingError, EOFError, ValueError, IndexError, TypeError) as e:
-        raise ValueError(
+        raise MotionFileError(
             f"{path}: not a readable motion file ({type(e).__name__}: {e}); record it again with "
             "st-rl record-motion"
         ) from e
