@@ -29,6 +29,15 @@ from st_rl.modules.amp_discriminator import (
 from st_rl.modules.conv2d import Conv2dHeadModel, Conv2dModel
 from st_rl.modules.factory import build_actor_critic
 from st_rl.modules.memory import ActorCriticHiddenState, LstmHiddenState, Memory, NoMemory
+from st_rl.modules.mixins import (
+    AmpMixin,
+    DeterministicPolicyMixin,
+    EncoderActorCriticMixin,
+    EstimatorMixin,
+    PolicyMixin,
+    PrivilegeEstimatorMixin,
+    VisualActorCriticMixin,
+)
 from st_rl.modules.mlp import MlpModel
 from st_rl.modules.normalizer import EmpiricalNormalization, Normalize, Normalizer, RunningMeanStd
 from st_rl.modules.utils import conv2d_output_shape, get_activation, get_activation_Cls
@@ -58,6 +67,13 @@ __all__ = [
     "VisualDeterministicAC",
     "VisualDeterministicRecurrent",
     "MemorySpec",
+    "PolicyMixin",
+    "AmpMixin",
+    "DeterministicPolicyMixin",
+    "EncoderActorCriticMixin",
+    "EstimatorMixin",
+    "PrivilegeEstimatorMixin",
+    "VisualActorCriticMixin",
     "NoMemory",
     "PolicyParts",
     "EmpiricalNormalization",
