@@ -246,7 +246,8 @@ def amp_train_config(
     recurrent: bool = False,
     style_reward_ramp: tuple[int, int] | list[int] | None = None,
 ) -> dict[str, Any]:
-    """Turn a flat PPO training config into its AMP form (``AmpPolicyRunner``, ``APPO``, an AMP policy).
+    """Turn a flat PPO training config into its AMP form (``AmpPolicyRunner``, ``APPO`` with
+    ``amp_preset="st_rl"``, an AMP policy).
 
     ``style_reward_ramp=(start, end)`` keeps the style reward off until iteration ``start`` and ramps it to
     full weight at ``end`` (see :class:`st_rl.algorithms.APPO`).
@@ -268,7 +269,13 @@ def amp_train_config(
             "task_reward_lerp": 0.0,
         },
     }
-    cfg["algorithm"] = {**cfg["algorithm"], "class_name": "APPO", "discriminator_loss_coef": 1.0}
+    # our AMP settings (replay of past policy windows, discriminator clipped apart), not the reference's defaults
+    cfg["algorithm"] = {
+        **cfg["algorithm"],
+        "class_name": "APPO",
+        "discriminator_loss_coef": 1.0,
+        "amp_preset": "st_rl",
+    }
     if style_reward_ramp is not None:
         cfg["algorithm"]["style_reward_ramp"] = list(style_reward_ramp)
     return cfg

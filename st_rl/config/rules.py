@@ -190,7 +190,17 @@ RULES: dict[str, Rule] = {
     "discriminator_grad_pen": NONNEG,
     "style_reward_coef": NONNEG,
     "update_times_scale": POSITIVE,
-    "amp_replay_buffer_size": SIZE,
+    "amp_replay_buffer_size": Rule(
+        "must be an integer >= 0 or None", _ge(0), "0: no replay; None: the amp_preset's (0 or 100000)"
+    ),
+    "amp_preset": Rule(
+        "must be 'reference' or 'st_rl'",
+        lambda x: isinstance(x, str) and x in ("reference", "st_rl"),
+        "'reference' (the reference APPO, default) or 'st_rl' (replay of past policy windows, separate "
+        "discriminator clipping)",
+        False,
+    ),
+    "bc_loss_coef": NONNEG,
     "amp_obs_dim": SIZE_OR_NONE,
     # RND
     "weight": Rule("must be >= 0", _ge(0.0), "the intrinsic reward weight, e.g. 0.5", False),

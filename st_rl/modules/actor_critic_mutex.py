@@ -13,9 +13,13 @@ Each sub-policy directory is a training run (what :class:`~st_rl.runners.OnPolic
     "algorithm": {...}, "env": {<env cfg>}}``; the action scale is ``env.action_scale`` (or
     ``env.control.action_scale``), the command scale ``env.obs_scales.lin_vel`` (or
     ``env.normalization.obs_scales.lin_vel``);
-  - legged_gym: ``policy`` plus ``control.action_scale`` and ``normalization.obs_scales.lin_vel``.
+  - legged_gym: ``policy`` plus ``control.action_scale`` and ``normalization.obs_scales.lin_vel``;
+  - Isaac Lab: ``env.actions.joint_pos.scale``.
 
-  A missing action scale is taken as 1.0 (with a warning); a missing command scale as 1.0.
+  The ``env`` entry holds the run's env cfg as plain data whatever its kind (legged_gym class, dataclass,
+  Isaac Lab configclass, dict: :func:`st_rl.utils.config.env_cfg_to_jsonable`). A sub-policy whose config has
+  no action scale is taken to use the Mutex's ``env_action_scale``; without that either, construction fails
+  naming both (the scale is never guessed). A missing command scale is taken as 1.0.
 * ``model_<it>.pt``: the newest checkpoint's ``model_state_dict`` is loaded (weights-only). When the run used
   ``empirical_normalization`` the sub-policy carries its observation statistics inside (checkpoints of the
   older format, with a separate ``obs_norm_state_dict``, are migrated on load).
@@ -76,7 +80,18 @@ _SUPPLIED_POLICY_KEYS = (
     "privileged_obs_segments",
     "critic_obs_segments",
 )
-ACTION_SCALE_KEYS = (("control", "action_scale"), ("env", "control", "action_scale"), ("env", "action_scale"))
+ACTION_SCALE_KEYS = (
+    ("control", "action_scale"),
+    ("env", "control", "action_scale"),
+    ("env", "action_scale"),
+    ("env", "actions", "joint_pos", "scale"),
+    ("actions", "joint_pos", "scale"),
+)
+# FieldMutex's reference layout: legged_gym's ``proprioception`` (48,) = lin_vel, ang_vel, gravity, commands
+# (forward velocity at column 9), dof_pos, dof_vel, then the last action (the last ``num_actions`` columns).
+PROPRIOCEPTION = "proprioception"
+PROPRIOCEPTION_CMD_COLUMN = 9
+_AUTO = "auto"
 CMD_SCALE_KEYS = (
     ("normalization", "obs_scales", "lin_vel"),
     ("env", "normalization", "obs_scales", "lin_vel"),
@@ -275,7 +290,9 @@ class ActorCriticMutex(nn.Module):
         sub_policy_paths: training log directories (``config.json`` + ``model_<it>.pt``), one per skill.
         obs_segments: actor observation layout (name -> shape), needed to find the named components.
         privileged_obs_segments: critic layout; ``critic_obs_segments`` is an alias.
-        env_action_scale: action scale of the env the Mutex runs in (number or per-action list).
+        env_action_scale: action scale of the env the Mutex runs in (number or per-action list). ``None``
+            (default): the sub-policies' scale when their configs all give the same one; required otherwise.
+            It is also the scale of a sub-policy whose config.json has none.
         skill_selection_component: the component that selects the skill (see above).
         last_action_component: the env's last-action component, rescaled for each sub-policy by
             :meth:`recover_last_action` (``None``: observations are passed unchanged).
@@ -285,7 +302,8 @@ class ActorCriticMutex(nn.Module):
 
     Raises:
         ValueError: no sub-policy, a layout that does not match the dims, a named component not in the layout,
-            or a checkpoint that does not fit the dims.
+            a checkpoint that does not fit the dims, or an action scale found neither in a sub-policy's
+            config.json nor in ``env_action_scale``.
         FileNotFoundError: a sub-policy directory without ``config.json`` or checkpoint.
     """
 
@@ -304,7 +322,7 @@ class ActorCriticMutex(nn.Module):
         obs_segments: Mapping[str, Any] | None = None,
         privileged_obs_segments: Mapping[str, Any] | None = None,
         critic_obs_segments: Mapping[str, Any] | None = None,
-        env_action_scale: float | Sequence[float] = 0.5,
+        env_action_scale: float | Sequence[float] | None = None,
         skill_selection_component: str | None = None,
         last_action_component: str | None = None,
         last_action_columns: Sequence[int | None] | None = None,
@@ -355,13 +373,24 @@ class ActorCriticMutex(nn.Module):
             self._cmd_scales_from_config.append(snap.cmd_scale)
             scale = snap.action_scale
             if scale is None:
-                warnings.warn(
-                    f"Sub-policy {i} ({path}): config.json has no action scale (control.action_scale or "
-                    "env.action_scale); using 1.0.",
-                    stacklevel=2,
-                )
-                scale = 1.0
+                if env_action_scale is None:
+                    raise ValueError(
+                        f"Sub-policy {i} ({path}): config.json has no action scale (looked for "
+                        f"{', '.join('.'.join(k) for k in ACTION_SCALE_KEYS)}). Set env_action_scale in the "
+                        "Mutex's policy config (the scale of the env it runs in, also used for sub-policies "
+                        "whose config has none), or add control.action_scale to that config.json."
+                    )
+                scale = env_action_scale
             self.register_buffer(f"subpolicy_action_scale_{i}", self._scale_tensor(scale, f"sub-policy {i}"))
+        if env_action_scale is None:
+            scales = [self.subpolicy_action_scale(i) for i in range(len(paths))]
+            if any(s.shape != scales[0].shape or not torch.equal(s, scales[0]) for s in scales[1:]):
+                raise ValueError(
+                    f"The sub-policies were trained with different action scales "
+                    f"{[s.tolist() for s in scales]}: set env_action_scale (the action scale of the env the "
+                    f"{type(self).__name__} runs in) in its policy config."
+                )
+            env_action_scale = scales[0].tolist()
         self.register_buffer("env_action_scale", self._scale_tensor(env_action_scale, "env_action_scale"))
         for i in range(len(paths)):
             if bool((self.subpolicy_action_scale(i) == 0).any()):
@@ -592,10 +621,14 @@ class ActorCriticFieldMutex(ActorCriticMutex):
         action_smoothing_buffer_len: number of selections averaged (1: no smoothing).
         selection_component: component that selects the skill (default ``"engaging_block"``).
         selection_column_offset: first one-hot column within it (default 1).
-        command_component: component holding the velocity command (default ``"commands"``).
-        command_column: column of the forward velocity within it (default 0; legged_gym's ``proprioception``: 9).
-        last_action_component: the env's last-action component (default ``"last_actions"``; ``None`` disables
-            the rescaling); ``last_action_columns`` as in :class:`ActorCriticMutex`.
+        command_component: component holding the velocity command. Default: inferred from ``obs_segments``,
+            ``"commands"`` when the layout has it, else the reference's ``"proprioception"``.
+        command_column: column of the forward velocity within it (default: 0 in ``commands``, 9 in
+            ``proprioception``, the reference's layout).
+        last_action_component: the env's last-action component (``None`` disables the rescaling). Default:
+            ``"last_actions"`` when the layout has it, else the last ``num_actions`` columns of
+            ``"proprioception"`` (the reference's layout), else none. ``last_action_columns`` as in
+            :class:`ActorCriticMutex`.
         (other arguments as :class:`ActorCriticMutex`)
     """
 
@@ -611,11 +644,28 @@ class ActorCriticFieldMutex(ActorCriticMutex):
         action_smoothing_buffer_len: int = 1,
         selection_component: str = "engaging_block",
         selection_column_offset: int = 1,
-        command_component: str = "commands",
-        command_column: int = 0,
-        last_action_component: str | None = "last_actions",
+        command_component: str | None = None,
+        command_column: int | None = None,
+        last_action_component: str | None = _AUTO,
         **kwargs: Any,
     ) -> None:
+        segments = normalize_segments(kwargs.get("obs_segments"))
+        names = list(segments or ())
+        if last_action_component == _AUTO:
+            last_action_component = None
+            if "last_actions" in names:
+                last_action_component = "last_actions"
+            elif PROPRIOCEPTION in names:
+                last_action_component = PROPRIOCEPTION
+                if kwargs.get("last_action_columns") is None:
+                    num_actions = args[2] if len(args) > 2 else kwargs.get("num_actions")
+                    kwargs["last_action_columns"] = (-int(num_actions), None)  # type: ignore[arg-type]
+        if command_component is None:
+            command_component = (
+                PROPRIOCEPTION if PROPRIOCEPTION in names and "commands" not in names else "commands"
+            )
+        if command_column is None:
+            command_column = PROPRIOCEPTION_CMD_COLUMN if command_component == PROPRIOCEPTION else 0
         super().__init__(*args, last_action_component=last_action_component, **kwargs)
         k = self.num_sub_policies
         self.cmd_vel_mapping = normalize_cmd_vel_mapping(cmd_vel_mapping, k)

@@ -228,13 +228,15 @@ class OnPolicyRunner:
 
     def _logged_config(self) -> dict[str, Any]:
         """The resolved config (plus the environment's ``cfg``) as given to a writer's ``log_config``."""
-        from st_rl.utils.config import to_jsonable
+        from st_rl.utils.config import env_cfg_to_jsonable
 
         data = self.train_cfg.to_dict()
         data["runner"].pop("overwrite", None)  # an instruction for this start, not a setting of the run
-        env_cfg = self.env_adapter.cfg
+        # The env's cfg of any kind (dict, legged_gym class, dataclass, configclass) as plain data: sub-policy
+        # runs are read back by the Mutex (action scale) and by DaggerSaver.
+        env_cfg = getattr(self.env_adapter.env, "cfg", None)
         if env_cfg is not None:
-            data["env"] = to_jsonable(env_cfg)
+            data["env"] = env_cfg_to_jsonable(env_cfg)
         return data
 
     # ------------------------------------------------------------------ loop

@@ -21,7 +21,10 @@ class TwoStageRunner(OnPolicyRunner):
     observation statistics like environment observations. When the dataset is exhausted, or once
     ``current_learning_iteration >= pretrain_iterations``, steps come from the environment again (the
     observation is refreshed from the environment and the policy memory is reset at the switch).
-    ``pretrain_iterations < 0`` pretrains for as long as the dataset lasts. ``log_interval`` defaults to 50.
+    ``pretrain_iterations < 0`` pretrains for as long as the dataset lasts. The runner may start before its
+    collector (e.g. a :class:`~st_rl.runners.dagger_saver.DaggerSaver`) has written: the first rollout waits
+    for the data (``pretrain_dataset.wait_for_data_s``, default: until it arrives, polling every
+    ``poll_interval_s``; missing directories are created). ``log_interval`` defaults to 50.
     Dataset statistics are logged as ``Perf/dataset_<key>``.
     """
 

@@ -139,6 +139,72 @@ def to_jsonable(obj: Any) -> Any:
     return repr(obj)
 
 
+_ENV_CFG_MAX_DEPTH = 32
+
+
+def env_cfg_to_jsonable(cfg: Any) -> Any:
+    """An environment config of any kind as plain JSON data (what ``config.json``'s ``env`` entry holds).
+
+    Accepted kinds, nested freely: mappings; legged_gym class-based configs (a class or an instance, with
+    nested classes: every public non-method attribute, inherited ones included); dataclasses; Isaac Lab
+    configclasses and other objects with ``to_dict()``. Leaves go through :func:`to_jsonable` (tuples ->
+    lists, tensors and arrays -> lists, classes and functions -> labels, anything else -> ``repr``).
+    """
+    return _env_cfg_value(cfg, 0, is_root=True)
+
+
+def _is_nested_cfg_class(value: Any, name: str) -> bool:
+    """A legged_gym nested config class: defined inside another class under the attribute's name."""
+    qual = getattr(value, "__qualname__", "")
+    return isinstance(value, type) and "." in qual and qual.rsplit(".", 1)[-1] == name
+
+
+def _cfg_namespace(obj: Any, depth: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in dir(obj):
+        if key.startswith("_"):
+            continue
+        try:
+            val = getattr(obj, key)
+        except Exception:  # a property that fails is not config data
+            continue
+        if _is_nested_cfg_class(val, key) or _is_nested_cfg_class(type(val), key):
+            out[key] = _env_cfg_value(val, depth + 1, is_root=True)
+        elif inspect.isroutine(val):
+            continue  # methods of the config class (e.g. legged_gym's init_member_classes)
+        else:
+            out[key] = _env_cfg_value(val, depth + 1)
+    return out
+
+
+def _env_cfg_value(obj: Any, depth: int, is_root: bool = False) -> Any:
+    if depth > _ENV_CFG_MAX_DEPTH:
+        return repr(obj)
+    is_mapping = hasattr(obj, "items") and hasattr(obj, "keys") and not isinstance(obj, type)
+    if isinstance(obj, dict) or is_mapping:
+        return {str(k): _env_cfg_value(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_env_cfg_value(v, depth + 1) for v in obj]
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if not isinstance(obj, type):
+        to_dict = getattr(obj, "to_dict", None)
+        if callable(to_dict):
+            try:
+                data = to_dict()
+            except TypeError:
+                data = None
+            if isinstance(data, dict):
+                return _env_cfg_value(data, depth + 1)
+        if dataclasses.is_dataclass(obj):
+            return {f.name: _env_cfg_value(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)}
+        if hasattr(obj, "tolist"):
+            return obj.tolist()
+    if is_root and (isinstance(obj, type) or hasattr(obj, "__dict__")):
+        return _cfg_namespace(obj, depth)
+    return to_jsonable(obj)
+
+
 def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
     """Validate and normalise a user's training config (flat or nested) without mutating it.
 

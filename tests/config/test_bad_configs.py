@@ -229,7 +229,7 @@ RESOLVE_CASES = [
     # --- presets: APPO, TPPO, EstimatorPPO
     Case("appo_discriminator_loss_coef_negative", A, "discriminator_loss_coef", -1.0, setup=(cls(A, "APPO"),)),
     Case("appo_mimic_loss_coef_negative", A, "mimic_loss_coef", -0.5, setup=(cls(A, "APPO"),)),
-    Case("appo_replay_buffer_zero", A, "amp_replay_buffer_size", 0, setup=(cls(A, "APPO"),)),
+    Case("appo_replay_buffer_negative", A, "amp_replay_buffer_size", -1, setup=(cls(A, "APPO"),)),
     Case("appo_replay_buffer_float", A, "amp_replay_buffer_size", 1e5, setup=(cls(A, "APPO"),)),
     Case("appo_discriminator_loss_cof", A, "discriminator_loss_cof", 1.0, setup=(cls(A, "APPO"),),
          fix="did you mean 'discriminator_loss_coef'"),

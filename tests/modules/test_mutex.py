@@ -330,19 +330,45 @@ def test_per_action_env_scale_and_legged_gym_config(runs, tmp_path):
     torch.testing.assert_close(mutex.act_inference(obs), expected, rtol=1e-5, atol=1e-6)
 
 
-def test_missing_action_scale_warns_and_uses_one(runs, tmp_path):
+def test_missing_action_scale_uses_env_action_scale_or_raises(runs, tmp_path):
     d = tmp_path / "noscale"
     d.mkdir()
     cfg = read_run_config(runs["B"])
     write_run_config(str(d), {"policy": cfg["policy"]})
     shutil.copy(latest_checkpoint(runs["B"]), d / "model_3.pt")
-    with pytest.warns(UserWarning, match="no action scale"):
-        mutex = ActorCriticMutex(**mutex_kwargs([str(d)]))
-    assert float(mutex.subpolicy_action_scale_0) == 1.0
+    kw = mutex_kwargs([str(d)])
+    kw.pop("env_action_scale")
+    with pytest.raises(ValueError, match="no action scale.*Set env_action_scale"):
+        ActorCriticMutex(**kw)
+    mutex = ActorCriticMutex(**mutex_kwargs([str(d)]))  # never 1.0: the Mutex's env_action_scale
+    assert float(mutex.subpolicy_action_scale_0) == ENV_SCALE
     obs = raw_obs()
     with torch.no_grad():
-        expected = independent_policy(runs["B"], "B")(obs) * 1.0 / ENV_SCALE
+        expected = independent_policy(runs["B"], "B")(obs)
     torch.testing.assert_close(mutex.act_inference(obs), expected, rtol=1e-6, atol=1e-6)  # single skill
+
+
+def test_field_mutex_defaults_follow_the_layout(runs):
+    # the layout names commands / last_actions: those are used (column 0 of commands)
+    mutex = ActorCriticFieldMutex(**mutex_kwargs([runs["A"], runs["B"]], cmd_vel_mapping={1: 0.5}))
+    assert (mutex.command_component, mutex.command_column, mutex.last_action_component) == (
+        "commands",
+        0,
+        "last_actions",
+    )
+    assert mutex._cmd_index == CMD_COL and mutex._last_action_slice == LAST
+    # the reference's layout: one "proprioception" component, command at column 9, last action at the end
+    segments = OrderedDict([("proprioception", (8,)), ("engaging_block", (6,))])
+    kw = mutex_kwargs([runs["A"], runs["B"]])
+    kw["obs_segments"] = segments
+    mutex = ActorCriticFieldMutex(**kw)
+    assert (mutex.command_component, mutex.command_column) == ("proprioception", 9)
+    assert mutex.last_action_component == "proprioception" and mutex._last_action_slice == slice(6, 8)
+    with pytest.raises(ValueError, match="command_column 9 is outside 'proprioception'"):
+        ActorCriticFieldMutex(**kw, cmd_vel_mapping={1: 0.5})
+    # neither: no last-action rescaling
+    kw["obs_segments"] = OrderedDict([("state", (8,)), ("engaging_block", (6,))])
+    assert ActorCriticFieldMutex(**kw).last_action_component is None
 
 
 def test_built_through_the_factory_from_a_class_path(runs):

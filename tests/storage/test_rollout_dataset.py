@@ -186,8 +186,8 @@ def test_keep_latest_n_trajs(tmp_path):
     assert ds.num_trajectories == 2
     assert sorted(k for k, _ in _ids(first)) == [0, 1]
     assert _ids(first) == [(1, 0), (0, 0)]  # oldest first
-    with pytest.warns(UserWarning, match="only 4 trajectories"):
-        many = RolloutDataset(root, num_envs=2, device="cpu", keep_latest_n_trajs=10)
+    with pytest.warns(UserWarning, match="only 4 trajectories"):  # not waiting for more: use them all
+        many = RolloutDataset(root, num_envs=2, device="cpu", keep_latest_n_trajs=10, wait_for_data_s=0)
         many.get_batch()
     assert many.num_trajectories == 4
 
@@ -362,12 +362,12 @@ def test_malicious_pickle_is_refused_without_running_code(tmp_path):
 def test_missing_directory_and_empty_dataset(tmp_path):
     missing = str(tmp_path / "nope")
     with pytest.raises(FileNotFoundError, match="nope.*does not exist"):
-        RolloutDataset(missing, num_envs=1, device="cpu").get_batch()
-    assert not os.path.exists(missing)  # never created by the reader
+        RolloutDataset(missing, num_envs=1, device="cpu", wait_for_data_s=0).get_batch()
+    assert not os.path.exists(missing)  # not created when not waiting
     empty = tmp_path / "empty"
     (empty / "trajectory_0").mkdir(parents=True)
     with pytest.raises(FileNotFoundError, match="no trajectory in"):
-        RolloutDataset(str(empty), num_envs=1, device="cpu").get_batch()
+        RolloutDataset(str(empty), num_envs=1, device="cpu", wait_for_data_s=0).get_batch()
     start = time.monotonic()
     with pytest.raises(FileNotFoundError):
         RolloutDataset(str(empty), 1, device="cpu", wait_for_data_s=0.3, poll_interval_s=0.1).get_batch()

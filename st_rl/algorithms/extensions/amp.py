@@ -15,13 +15,23 @@ from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.replay_buffer import ReplayBuffer
 from st_rl.storage.rollout_storage import Field, MiniBatch, RolloutStorage, Transition
 
-__all__ = ["DISCRIMINATOR_LOSSES", "AdversarialMotionPrior", "MissingAmpDataError"]
+__all__ = ["AMP_PRESETS", "DISCRIMINATOR_LOSSES", "AdversarialMotionPrior", "MissingAmpDataError"]
 
 DISCRIMINATOR_LOSSES = (
     "discriminator_expert_loss",
     "discriminator_policy_loss",
     "discriminator_grad_pen_loss",
 )
+# The reference's name of the gradient-penalty loss, logged too (a copy: it is not added to the loss again).
+REFERENCE_GRAD_PEN_KEY = "discriminator_grad_len_loss"
+
+# Settings the presets give to the arguments left at None:
+# "reference": the reference APPO (no replay of past policy windows; discriminator and policy gradients clipped
+# together by one norm); "st_rl": our settings (a 100k replay, the discriminator clipped apart).
+AMP_PRESETS: dict[str, dict[str, Any]] = {
+    "reference": {"amp_replay_buffer_size": 0, "amp_separate_clipping": False},
+    "st_rl": {"amp_replay_buffer_size": 100_000, "amp_separate_clipping": True},
+}
 
 
 class MissingAmpDataError(KeyError):
@@ -54,12 +64,26 @@ class AdversarialMotionPrior(Extension):
       past policy windows (``amp_replay_buffer_size``; 0 disables it).
     * ``mimic_loss = mean ||ref_obs - ref_motion||`` (``mimic_loss_coef``; no policy gradient, a diagnostic of
       how far apart the streams are).
+    * ``bc_loss = mean ||mu - action_labels||`` (``bc_loss_coef``, the st_gym config key): behaviour cloning
+      of the minibatch's action labels, the actions the rollout executed (the reference's APPO records its
+      own actions as labels; ATPPO's labels are the teacher's). 0: not computed.
+
+    The gradient penalty is logged under the reference's name ``discriminator_grad_len_loss`` as well.
+
+    Presets (``amp_preset``) fill the arguments left at ``None``: ``"reference"`` (default) is the reference
+    APPO: no replay of past policy windows, discriminator gradients clipped together with the policy's;
+    ``"st_rl"``: a replay of 100k past policy windows and the discriminator clipped apart (what
+    ``st-rl train --motion`` uses).
 
     Args:
         discriminator_loss_coef: weight of the three discriminator losses.
         mimic_loss_coef: weight of ``mimic_loss`` (0: not computed).
         amp_obs_dim: window width; the discriminator's ``input_dim`` decides (a different value is warned about).
-        amp_replay_buffer_size: capacity of the replay of past policy windows (0: none).
+        bc_loss_coef: weight of ``bc_loss`` (0: not computed).
+        amp_preset: ``"reference"`` or ``"st_rl"`` (see above).
+        amp_replay_buffer_size: capacity of the replay of past policy windows (0: none; None: the preset's).
+        amp_separate_clipping: clip the discriminator's gradient norm apart from the policy's (None: the
+            preset's).
         style_reward_ramp: ``(start, end)`` learning iterations: the style reward the policy receives is off
             before ``start`` and rises linearly to its full weight at ``end`` (the discriminator trains
             throughout). None: full weight from the start. The logged ``Episode_Reward/style_reward`` is the
@@ -73,14 +97,34 @@ class AdversarialMotionPrior(Extension):
         discriminator_loss_coef: float = 1.0,
         mimic_loss_coef: float = 0.0,
         amp_obs_dim: int | None = None,
-        amp_replay_buffer_size: int = 100_000,
+        bc_loss_coef: float = 0.0,
+        amp_preset: str = "reference",
+        amp_replay_buffer_size: int | None = None,
+        amp_separate_clipping: bool | None = None,
         style_reward_ramp: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
+        if amp_preset not in AMP_PRESETS:
+            raise ValueError(
+                f"amp_preset must be one of {sorted(AMP_PRESETS)} ('reference': the reference APPO, 'st_rl': "
+                f"replay of past policy windows and separate discriminator clipping), got {amp_preset!r}"
+            )
+        preset = AMP_PRESETS[amp_preset]
+        self.amp_preset = amp_preset
         self.discriminator_loss_coef = float(discriminator_loss_coef)
         self.mimic_loss_coef = float(mimic_loss_coef)
+        self.bc_loss_coef = float(bc_loss_coef)
+        if self.bc_loss_coef < 0:
+            raise ValueError(f"bc_loss_coef must be >= 0 (0 switches bc_loss off), got {bc_loss_coef!r}")
         self._requested_dim = amp_obs_dim
-        self.replay_buffer_size = int(amp_replay_buffer_size)
+        size = preset["amp_replay_buffer_size"] if amp_replay_buffer_size is None else amp_replay_buffer_size
+        separate = preset["amp_separate_clipping"] if amp_separate_clipping is None else amp_separate_clipping
+        self.separate_clipping = bool(separate)
+        self.replay_buffer_size = int(size)
+        if self.replay_buffer_size < 0:
+            raise ValueError(
+                f"amp_replay_buffer_size must be >= 0 (0: no replay), got {amp_replay_buffer_size!r}"
+            )
         self.style_reward_ramp = _check_ramp(style_reward_ramp)
         self._sums: dict[str, torch.Tensor] = {}
         self._count = 0
@@ -88,6 +132,7 @@ class AdversarialMotionPrior(Extension):
     # ------------------------------------------------------------------ set-up
     def setup(self, policy: Any, device: torch.device) -> None:
         super().setup(policy, device)
+        self._policy: Any = policy
         discriminator = policy.discriminator
         if discriminator is None:
             raise ValueError(
@@ -125,9 +170,9 @@ class AdversarialMotionPrior(Extension):
         return [self.normalizer]
 
     def clip_groups(self) -> list[list[nn.Parameter]]:
-        """The discriminator's (gradient-penalty) gradients must not shrink the policy's step through a shared
-        norm: they are clipped apart."""
-        return [list(self.discriminator.parameters())]
+        """With ``amp_separate_clipping`` the discriminator's (gradient-penalty) gradients are clipped apart, so
+        they cannot shrink the policy's step through a shared norm; the reference clips them together."""
+        return [list(self.discriminator.parameters())] if self.separate_clipping else []
 
     def style_reward_weight(self, iteration: int | None = None) -> float:
         """The ``style_reward_ramp`` weight at ``iteration`` (default: the current learning iteration)."""
@@ -200,6 +245,8 @@ class AdversarialMotionPrior(Extension):
     def loss_weights(self) -> dict[str, float]:
         weights: dict[str, float] = dict.fromkeys(DISCRIMINATOR_LOSSES, self.discriminator_loss_coef)
         weights["mimic_loss"] = self.mimic_loss_coef
+        weights["bc_loss"] = self.bc_loss_coef
+        weights[REFERENCE_GRAD_PEN_KEY] = 0.0  # a logged copy of discriminator_grad_pen_loss
         return weights
 
     def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
@@ -208,6 +255,9 @@ class AdversarialMotionPrior(Extension):
         expert_x = self.normalizer.normalize(minibatch.ref_motion.reshape(-1, self.amp_obs_dim))
         if self.mimic_loss_coef:
             losses["mimic_loss"] = torch.norm(policy_x - expert_x, dim=-1).mean()
+        if self.bc_loss_coef:
+            labels = minibatch.get("action_labels", minibatch.actions)
+            losses["bc_loss"] = torch.norm(self._policy.action_mean - labels, dim=-1).mean()
         if self.discriminator_loss_coef:
             disc = self.discriminator
             if self.replay is not None and self.replay.num_samples > 0:
@@ -218,6 +268,7 @@ class AdversarialMotionPrior(Extension):
             losses["discriminator_expert_loss"] = 0.5 * F.mse_loss(expert_d, torch.ones_like(expert_d))
             losses["discriminator_policy_loss"] = 0.5 * F.mse_loss(policy_d, -torch.ones_like(policy_d))
             losses["discriminator_grad_pen_loss"] = disc.compute_grad_pen(expert_x)
+            losses[REFERENCE_GRAD_PEN_KEY] = losses["discriminator_grad_pen_loss"].detach()
             with torch.no_grad():
                 self._accumulate(
                     discriminator_expert_d=expert_d.mean(),

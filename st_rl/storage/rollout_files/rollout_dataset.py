@@ -30,6 +30,7 @@ import math
 import os
 import pickle
 import re
+import threading
 import time
 import warnings
 import zipfile
@@ -378,15 +379,19 @@ class RolloutDataset(RolloutFileBase):
         starting_frame_range: ``[low, high)`` of the starting frame of each trajectory (``low == high``:
             always ``low``); clipped to the trajectory length.
         device: device of the returned tensors (used as given; tests pass ``"cpu"``).
-        wait_for_data_s: when fewer than ``max(1, keep_latest_n_trajs)`` trajectories exist, poll for up to
-            this many seconds (for a collector running beside the trainer). ``0``: raise at once if there is
-            no trajectory.
-        poll_interval_s: seconds between polls while waiting.
+        wait_for_data_s: when fewer than ``max(1, keep_latest_n_trajs)`` trajectories exist (a collector such
+            as :class:`~st_rl.runners.dagger_saver.DaggerSaver` running beside the trainer has not written
+            yet), create the missing data directories and poll for up to this many seconds. ``None``
+            (default, as the reference): wait until the data is there. ``0``: raise at once if there is no
+            trajectory (missing directories are not created).
+        poll_interval_s: seconds between polls while waiting (default 900, the reference's 15 minutes);
+            :meth:`wake` rescans at once.
         mark_first_frame_done: report the first frame of each new trajectory as done (see above).
         seed: seed of the generator drawing starting frames and shuffles (``None``: nondeterministic).
 
     Raises:
-        FileNotFoundError: a data directory does not exist or holds no trajectory (on the first batch).
+        FileNotFoundError: a data directory does not exist or holds no trajectory when the wait ends (on the
+            first batch).
         TrajectoryFileError: a file is corrupt or disagrees with the dataset's metadata.
     """
 
@@ -414,8 +419,8 @@ class RolloutDataset(RolloutFileBase):
         keep_latest_n_trajs: int = 0,
         starting_frame_range: Sequence[int] = (0, 1),
         device: str | torch.device = "cuda",
-        wait_for_data_s: float = 0.0,
-        poll_interval_s: float = 10.0,
+        wait_for_data_s: float | None = None,
+        poll_interval_s: float = 900.0,
         mark_first_frame_done: bool = True,
         seed: int | None = None,
     ) -> None:
@@ -441,8 +446,14 @@ class RolloutDataset(RolloutFileBase):
         self.random_shuffle_traj_order = bool(random_shuffle_traj_order)
         self.keep_latest_n_trajs = int(keep_latest_n_trajs)
         self.starting_frame_range = [int(rng_range[0]), int(rng_range[1])]
-        self.wait_for_data_s = float(wait_for_data_s)
+        self.wait_for_data_s = None if wait_for_data_s is None else float(wait_for_data_s)
+        if self.wait_for_data_s is not None and not self.wait_for_data_s >= 0:
+            raise ValueError(f"wait_for_data_s must be >= 0 or None (wait forever), got {wait_for_data_s!r}")
         self.poll_interval_s = float(poll_interval_s)
+        if not self.poll_interval_s > 0:
+            raise ValueError(f"poll_interval_s must be > 0, got {poll_interval_s!r}")
+        self.waiting_for_data = threading.Event()  # set while reset_all waits for a collector
+        self._wake_event = threading.Event()
         self.mark_first_frame_done = bool(mark_first_frame_done)
         self.num_dataset_looped = 0
         self.metadata: dict[str, Any] | None = None
@@ -498,28 +509,55 @@ class RolloutDataset(RolloutFileBase):
             order = [order[i % len(order)] for i in range(self.num_envs)]
         self._queue = deque(order)
 
+    def wake(self) -> None:
+        """Rescan the data directories now instead of at the end of the current poll interval (thread-safe;
+        a collector or a test calls it after writing trajectories)."""
+        self._wake_event.set()
+
+    def _wait_for_data(self) -> None:
+        """Poll until enough trajectories exist or ``wait_for_data_s`` has passed (missing directories are
+        created so that a collector can write into them)."""
+        wait = self.wait_for_data_s
+        deadline = math.inf if wait is None else time.monotonic() + wait
+        need = max(1, self.keep_latest_n_trajs)
+        try:
+            while not self.read_dataset_directory():
+                for missing in self._missing_dirs:
+                    os.makedirs(missing, exist_ok=True)
+                self._missing_dirs = []
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                left = "until it arrives" if wait is None else f"up to {remaining:.0f} s more"
+                print(
+                    f"RolloutDataset: {len(self.trajectories)} trajectories in {self.data_dirs}, waiting for "
+                    f"{need} ({left}, polling every {self.poll_interval_s:g} s)...",
+                    flush=True,
+                )
+                self.waiting_for_data.set()
+                if self._wake_event.wait(min(self.poll_interval_s, remaining)):
+                    self._wake_event.clear()
+        finally:
+            self.waiting_for_data.clear()
+
     def reset_all(self) -> None:
-        """Scan the data (waiting up to ``wait_for_data_s`` for it) and start the first loop."""
-        deadline = time.monotonic() + self.wait_for_data_s
-        while not self.read_dataset_directory() and time.monotonic() < deadline:
-            need = max(1, self.keep_latest_n_trajs)
-            print(
-                f"RolloutDataset: {len(self.trajectories)} trajectories in {self.data_dirs}, waiting for {need} "
-                f"(up to {max(0.0, deadline - time.monotonic()):.0f} s more)...",
-                flush=True,
-            )
-            time.sleep(max(0.0, min(self.poll_interval_s, deadline - time.monotonic())))
-        if self._missing_dirs and (not self.trajectories or self.wait_for_data_s <= 0):
+        """Scan the data (waiting up to ``wait_for_data_s`` for it, see the class docstring) and start the
+        first loop."""
+        if self.wait_for_data_s == 0:
+            self.read_dataset_directory()
+        else:
+            self._wait_for_data()
+        if self._missing_dirs and (not self.trajectories or self.wait_for_data_s == 0):
             raise FileNotFoundError(
                 f"RolloutDataset: data directory {self._missing_dirs[0]!r} does not exist. Record a dataset "
-                "there with st_rl.runners.demonstration.DemonstrationSaver, fix data_dir, or pass "
-                "wait_for_data_s to wait for a collector that is starting."
+                "there with st_rl.runners.demonstration.DemonstrationSaver, fix data_dir, or leave "
+                "wait_for_data_s at None (or > 0) to wait for a collector that is starting."
             )
         if not self.trajectories:
             raise FileNotFoundError(
                 f"RolloutDataset: no trajectory in {self.data_dirs} (expected trajectory_<k>/traj_<a>_<b>.npz "
-                "files). Record a dataset with DemonstrationSaver, or pass wait_for_data_s to wait for a "
-                "running collector."
+                "files). Record a dataset with DemonstrationSaver, or leave wait_for_data_s at None (or > 0) to "
+                "wait for a running collector."
             )
         if len(self.trajectories) < self.keep_latest_n_trajs:
             warnings.warn(

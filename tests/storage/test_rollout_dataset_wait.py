@@ -1,0 +1,192 @@
+"""RolloutDataset waits for a collector that has not written yet (missing or empty data directory).
+
+Deterministic: the writer thread starts only once the dataset signals that it is waiting
+(``waiting_for_data``), and wakes it (``wake()``) after writing; the poll interval is far longer than any
+test, so correctness never depends on a sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from st_rl.storage.rollout_files.rollout_dataset import (
+    RolloutDataset,
+    rollout_dataset_from_config,
+    trajectory_file_name,
+    write_trajectory_file,
+)
+
+LONG_POLL = 3600.0  # a poll never elapses within a test: only wake() ends a wait
+
+
+def write_trajectory(root: str, k: int, length: int, obs_dim: int = 2, act_dim: int = 1) -> None:
+    """Trajectory ``k`` of ``length`` frames (observation ``[k, f, 0...]``), ending with a timeout."""
+    d = os.path.join(root, f"trajectory_{k}")
+    os.makedirs(d, exist_ok=True)
+    frames = np.arange(length)
+    obs = np.zeros((length, obs_dim), np.float32)
+    obs[:, 0], obs[:, 1] = k, frames
+    dones = np.zeros(length, bool)
+    dones[-1] = True
+    write_trajectory_file(
+        os.path.join(d, trajectory_file_name(0, length, "npz")),
+        {
+            "observations": obs,
+            "privileged_observations": obs.copy(),
+            "actions": np.zeros((length, act_dim), np.float32),
+            "rewards": np.ones(length, np.float32),
+            "dones": dones,
+            "timeouts": dones.copy(),
+        },
+    )
+
+
+def start_collector(dataset: RolloutDataset, write: object) -> tuple[threading.Thread, list[BaseException]]:
+    """A thread that writes (``write()``) once ``dataset`` waits, then wakes it; returns (thread, errors)."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            if not dataset.waiting_for_data.wait(timeout=60):
+                raise TimeoutError("the dataset never started waiting")
+            write()  # type: ignore[operator]
+        except BaseException as e:  # reported by the test
+            errors.append(e)
+        finally:
+            dataset.wake()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+def test_defaults_are_the_references():
+    ds = RolloutDataset("unused", num_envs=1, device="cpu")
+    assert ds.wait_for_data_s is None  # wait until the data arrives
+    assert ds.poll_interval_s == 900.0  # every 15 minutes
+    assert not ds.waiting_for_data.is_set()
+    with pytest.raises(ValueError, match="wait_for_data_s"):
+        RolloutDataset("unused", num_envs=1, device="cpu", wait_for_data_s=-1)
+    with pytest.raises(ValueError, match="poll_interval_s"):
+        RolloutDataset("unused", num_envs=1, device="cpu", poll_interval_s=0)
+
+
+@pytest.mark.parametrize("exists", [False, True], ids=["missing-dir", "empty-dir"])
+def test_waits_for_the_first_trajectory(tmp_path, exists):
+    root = str(tmp_path / "live" / "dagger")
+    if exists:
+        os.makedirs(root)
+    ds = RolloutDataset(root, num_envs=2, device="cpu", poll_interval_s=LONG_POLL)
+    created: list[bool] = []
+
+    def write() -> None:
+        created.append(os.path.isdir(root))  # the dataset created the directory for the collector
+        write_trajectory(root, 0, 3)
+
+    thread, errors = start_collector(ds, write)
+    batch = ds.get_batch()
+    thread.join(timeout=60)
+    assert not errors and created == [True]
+    assert batch.observation[:, 0].tolist() == [0.0, 0.0] and batch.observation[:, 1].tolist() == [0.0, 0.0]
+    assert not ds.waiting_for_data.is_set()
+
+
+def test_waits_for_keep_latest_n_trajs(tmp_path):
+    root = str(tmp_path)
+    write_trajectory(root, 0, 2)
+    ds = RolloutDataset(root, num_envs=2, device="cpu", keep_latest_n_trajs=2, poll_interval_s=LONG_POLL)
+    thread, errors = start_collector(ds, lambda: write_trajectory(root, 1, 2))
+    ds.get_batch()
+    thread.join(timeout=60)
+    assert not errors and ds.num_trajectories == 2
+
+
+def test_timeout_ends_the_wait_with_a_clear_error(tmp_path):
+    root = str(tmp_path / "never")
+    ds = RolloutDataset(root, num_envs=1, device="cpu", wait_for_data_s=1e-6, poll_interval_s=LONG_POLL)
+    with pytest.raises(FileNotFoundError, match="no trajectory in"):
+        ds.get_batch()
+    assert os.path.isdir(root)  # created while waiting, for the collector
+    ds0 = RolloutDataset(str(tmp_path / "nope"), num_envs=1, device="cpu", wait_for_data_s=0)
+    with pytest.raises(FileNotFoundError, match="does not exist.*wait_for_data_s"):
+        ds0.get_batch()
+    assert not os.path.exists(tmp_path / "nope")
+
+
+def test_config_accepts_the_wait_keys(tmp_path):
+    ds = rollout_dataset_from_config(
+        {"data_dir": str(tmp_path), "wait_for_data_s": 5, "poll_interval_s": 1}, num_envs=1, device="cpu"
+    )
+    assert (ds.wait_for_data_s, ds.poll_interval_s) == (5.0, 1.0)
+
+
+def test_two_stage_runner_starts_before_its_collector_writes(tmp_path):
+    """A TwoStageRunner whose DAgger collector has not written yet waits, then pretrains from the data."""
+    from st_rl.configs import get_preset
+    from st_rl.runners import OnPolicyRunner, build_runner
+    from st_rl.runners.two_stage_runner import TwoStageRunner
+    from st_rl.tasks import make_env
+
+    torch.manual_seed(0)
+    num_envs = 4
+    teacher_cfg = get_preset("velocity_tracking").train.to_dict()
+    teacher_cfg.update(logger="none", num_steps_per_env=4)
+    teacher_cfg["obs_groups"] = {"policy": ["critic"], "critic": ["critic"]}  # the teacher is privileged
+    teacher = OnPolicyRunner(make_env("velocity_tracking", num_envs=num_envs, seed=1), teacher_cfg)
+    teacher_ckpt = str(tmp_path / "teacher.pt")
+    teacher.save(teacher_ckpt)
+
+    cfg = get_preset("velocity_tracking").train.to_dict()
+    ppo = dict(cfg["algorithm"], num_mini_batches=1, num_learning_epochs=1)
+    ppo.pop("class_name", None)
+    cfg.update(logger="none", log_interval=1000, num_steps_per_env=4, save_interval=1000)
+    cfg["policy"] = {"class_name": "ActorCritic", "actor_hidden_dims": [16], "critic_hidden_dims": [16]}
+    cfg["algorithm"] = {
+        "class_name": "TPPO",
+        "ppo": ppo,
+        "teacher_policy": {"teacher_ac_path": teacher_ckpt},
+        "teacher_act_prob": 0.0,
+        "using_ppo": True,
+    }
+    data_dir = str(tmp_path / "dagger")  # does not exist yet: the collector has not started writing
+    cfg["pretrain_iterations"] = 1
+    cfg["pretrain_dataset"] = {"data_dir": data_dir, "dataset_loops": -1, "poll_interval_s": LONG_POLL}
+    env = make_env("velocity_tracking", num_envs=num_envs, seed=2)
+    runner = build_runner("TwoStageRunner", env, cfg)
+    assert isinstance(runner, TwoStageRunner)
+    dataset = runner.rollout_dataset
+    assert dataset.wait_for_data_s is None
+    num_obs, num_critic, num_actions = (
+        runner.env_adapter.num_obs,
+        runner.env_adapter.num_critic_obs,
+        runner.env_adapter.num_actions,
+    )
+
+    def write() -> None:
+        d = os.path.join(data_dir, "trajectory_0")
+        os.makedirs(d, exist_ok=True)
+        length = 16
+        dones = np.zeros(length, bool)
+        write_trajectory_file(
+            os.path.join(d, trajectory_file_name(0, length, "npz")),
+            {
+                "observations": np.zeros((length, num_obs), np.float32),
+                "privileged_observations": np.zeros((length, num_critic), np.float32),
+                "actions": np.full((length, num_actions), 0.25, np.float32),
+                "rewards": np.ones(length, np.float32),
+                "dones": dones,
+                "timeouts": dones.copy(),
+            },
+        )
+
+    thread, errors = start_collector(dataset, write)
+    runner.learn(2)
+    thread.join(timeout=60)
+    assert not errors
+    assert runner.current_learning_iteration == 2
+    assert dataset.num_trajectories == 1
