@@ -44,6 +44,50 @@ REFERENCE_NAMES: dict[str, str] = {
     # the algorithm attributes reference scripts read (the features now live in extensions)
     "st_rl.algorithms:APPO.ref_obs_normalizer": "st_rl.algorithms:APPO.amp_normalizer",
     "st_rl.algorithms:APPO.ref_motion_normalizer": "st_rl.algorithms:APPO.amp_normalizer",
+    # reference module paths (thin re-export modules) and the names reference scripts import from them
+    "st_rl.utils:unpad_trajectories": "st_rl.utils.utils:unpad_trajectories",
+    "st_rl.utils:split_and_pad_trajectories": "st_rl.utils.utils:split_and_pad_trajectories",
+    "st_rl.utils:get_obs_slice": "st_rl.env.layout:get_obs_slice",
+    "st_rl.utils:get_subobs_size": "st_rl.env.layout:get_subobs_size",
+    "st_rl.utils:get_subobs_by_components": "st_rl.env.layout:get_subobs_by_components",
+    "st_rl.utils:substitute_estimated_state": "st_rl.env.layout:substitute_estimated_state",
+    "st_rl.utils:store_code_state": "st_rl.utils.utils:store_code_state",
+    "st_rl.modules.state_estimator:StateAc": "st_rl.modules:StateAc",
+    "st_rl.modules.state_estimator:StateAcRecurrent": "st_rl.modules:StateAcRecurrent",
+    "st_rl.modules.state_estimator:EstimatorActorHiddenState": "st_rl.modules:EstimatorActorHiddenState",
+    "st_rl.modules.state_adaptor:PrivilegeStateAcRecurrent": "st_rl.modules:PrivilegeStateAcRecurrent",
+    "st_rl.modules.state_adaptor:AdaptorActorHiddenState": "st_rl.modules:AdaptorActorHiddenState",
+    "st_rl.modules.encoder_actor_critic:EncoderActorCritic": "st_rl.modules:EncoderActorCritic",
+    "st_rl.modules.encoder_actor_critic:EncoderActorCriticRecurrent": (
+        "st_rl.modules:EncoderActorCriticRecurrent"
+    ),
+    "st_rl.modules.encoder_actor_critic:EncoderAmpActorCriticRecurrent": (
+        "st_rl.modules:EncoderAmpActorCriticRecurrent"
+    ),
+    "st_rl.modules.visual_actor_critic:VisualDeterministicAC": "st_rl.modules:VisualDeterministicAC",
+    "st_rl.modules.visual_actor_critic:VisualDeterministicRecurrent": (
+        "st_rl.modules:VisualDeterministicRecurrent"
+    ),
+    "st_rl.modules.all_mixer:EncoderStateAc": "st_rl.modules:EncoderStateAc",
+    "st_rl.modules.all_mixer:EncoderStateAcRecurrent": "st_rl.modules:EncoderStateAcRecurrent",
+    "st_rl.modules.actor_critic_field_mutex:ActorCriticFieldMutex": "st_rl.modules:ActorCriticFieldMutex",
+    "st_rl.modules.actor_critic_field_mutex:ActorCriticClimbMutex": "st_rl.modules:ActorCriticClimbMutex",
+    "st_rl.modules.actor_critic_recurrent:LstmHiddenState": "st_rl.modules.memory:LstmHiddenState",
+    "st_rl.modules.actor_critic_recurrent:ActorCriticHiddenState": (
+        "st_rl.modules.memory:ActorCriticHiddenState"
+    ),
+    "st_rl.modules.actor_critic_recurrent:Memory": "st_rl.modules.memory:Memory",
+    "st_rl.modules.state_estimator:EstimatorMixin": "st_rl.modules.mixins:EstimatorMixin",
+    "st_rl.modules.state_adaptor:PrivilegeEstimatorMixin": "st_rl.modules.mixins:PrivilegeEstimatorMixin",
+    "st_rl.modules.encoder_actor_critic:EncoderActorCriticMixin": (
+        "st_rl.modules.mixins:EncoderActorCriticMixin"
+    ),
+    "st_rl.modules.visual_actor_critic:VisualActorCriticMixin": "st_rl.modules.mixins:VisualActorCriticMixin",
+    "st_rl.modules.deterministic_policy:DeterministicPolicyMixin": (
+        "st_rl.modules.mixins:DeterministicPolicyMixin"
+    ),
+    "st_rl.datasets.dagger_saver:DaggerSaver": "st_rl.runners.dagger_saver:DaggerSaver",
+    "st_rl.algorithms.appo:GET_PROB_FUNC": "st_rl.algorithms.schedules:GET_PROB_FUNC",
 }
 
 # keyword accepted by -> (reference keyword, current keyword)
@@ -51,6 +95,9 @@ KEYWORD_ALIASES: dict[str, tuple[str, str]] = {
     "st_rl.modules:ActorCritic": ("critic_obs_segments", "privileged_obs_segments"),
     "st_rl.modules:ActorCriticClimbMutex": ("climb_down_policy_path", "jump_down_policy_path"),
     "st_rl.storage.rollout_files.rollout_dataset:rollout_dataset_from_config": ("scan_dir", "data_dir"),
+    # the reference's keyword first; st_rl's former keyword still accepted
+    "st_rl.env.layout:get_subobs_by_components": ("obs_segments", "segments"),
+    "st_rl.env.layout:substitute_estimated_state": ("obs_segments", "segments"),
 }
 
 

@@ -12,9 +12,10 @@ import torch.nn as nn
 from st_rl.algorithms.extensions.amp import DISCRIMINATOR_LOSSES, AdversarialMotionPrior, MissingAmpDataError
 from st_rl.algorithms.extensions.distillation import Distillation
 from st_rl.algorithms.ppo import PPO
+from st_rl.algorithms.schedules import GET_PROB_FUNC  # reference name (st_rl/compat.py)
 from st_rl.algorithms.tppo import TPPO, merge_nested_ppo, split_kwargs
 
-__all__ = ["APPO", "ATPPO", "DISCRIMINATOR_LOSSES", "MissingAmpDataError"]
+__all__ = ["APPO", "ATPPO", "DISCRIMINATOR_LOSSES", "GET_PROB_FUNC", "MissingAmpDataError"]
 
 
 class _AmpNames:

@@ -15,7 +15,34 @@ from st_rl.algorithms.tppo import TPPO, merge_nested_ppo, split_kwargs
 __all__ = ["EstimatorPPO", "EstimatorTPPO"]
 
 
-class EstimatorPPO(PPO):
+class _EstimatorNames:
+    """The reference's estimator attributes on the algorithm (st_rl/compat.py), read from the
+    :class:`~st_rl.algorithms.extensions.estimator.StateEstimation` extension ``self.estimator``."""
+
+    estimator: StateEstimation
+
+    @property
+    def estimator_obs_components(self) -> list[str]:
+        """The policy's estimator input components."""
+        return self.estimator.estimator_obs_components
+
+    @property
+    def estimator_target_obs_components(self) -> list[str]:
+        """The policy's estimator target components (read from the critic observations)."""
+        return self.estimator.estimator_target_obs_components
+
+    @property
+    def estimator_loss_func(self) -> str:
+        """The ``torch.nn.functional`` loss name."""
+        return self.estimator.estimator_loss_func
+
+    @property
+    def estimator_loss_kwargs(self) -> dict[str, Any]:
+        """Extra keyword arguments of the loss function."""
+        return self.estimator.estimator_loss_kwargs
+
+
+class EstimatorPPO(_EstimatorNames, PPO):
     """PPO plus :class:`~st_rl.algorithms.extensions.estimator.StateEstimation` (arguments
     ``estimator_loss_func``, ``estimator_loss_kwargs``, ``estimator_loss_coef``; the others as :class:`PPO`)."""
 
@@ -28,7 +55,7 @@ class EstimatorPPO(PPO):
         super().__init__(actor_critic, *args, extensions=extensions, **kwargs)
 
 
-class EstimatorTPPO(TPPO):
+class EstimatorTPPO(_EstimatorNames, TPPO):
     """Teacher-student PPO (:class:`TPPO`) plus the state-estimator loss."""
 
     config_sources = (StateEstimation,)

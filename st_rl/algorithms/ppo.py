@@ -87,6 +87,14 @@ class NonFiniteLossError(FloatingPointError):
     """Raised when a loss becomes NaN or Inf (before the optimizer step, so parameters stay intact)."""
 
 
+def _scalars_to_cpu(sums: dict[str, torch.Tensor], n: int) -> dict[str, torch.Tensor]:
+    """``{name: sum / n}`` as 0-dim CPU tensors, copied from the device in one transfer."""
+    if not sums:
+        return {}
+    values = (torch.stack([v.float() for v in sums.values()]) / n).cpu()
+    return dict(zip(sums, values.unbind()))
+
+
 class PPO:
     """PPO with clipped surrogate and value losses, entropy bonus, GAE and an adaptive-KL learning rate, plus
     a list of extensions (see :mod:`st_rl.algorithms.extensions`).
@@ -481,8 +489,12 @@ class PPO:
     # ------------------------------------------------------------------ update
     def update(
         self, current_learning_iteration: int | None = None
-    ) -> tuple[dict[str, float], dict[str, float]]:
-        """Run the epochs over the stored rollout; return the mean losses and stats."""
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """Run the epochs over the stored rollout; return the mean losses and stats.
+
+        The values are 0-dim CPU tensors (copied from the device in one transfer): ``value.item()``, as the
+        reference's tensors take it, and ``float(value)`` / ``f"{value:.4f}"`` both work.
+        """
         assert self.storage is not None
         if current_learning_iteration is not None:
             self.current_learning_iteration = current_learning_iteration
@@ -539,10 +551,13 @@ class PPO:
             self.lr_scheduler.step()
             self.learning_rate = self.optimizer.param_groups[0]["lr"]
         n = max(num_updates, 1)
-        out_stats = {k: float(v) / n for k, v in mean_stats.items()}
+        means = _scalars_to_cpu({**{f"l/{k}": v for k, v in mean_losses.items()},
+                                 **{f"s/{k}": v for k, v in mean_stats.items()}}, n)  # fmt: skip
+        out_losses = {k[2:]: v for k, v in means.items() if k.startswith("l/")}
+        out_stats = {k[2:]: v for k, v in means.items() if k.startswith("s/")}
         for ext in self._ordered:
-            out_stats.update({k: float(v) for k, v in ext.log_scalars().items()})
-        return {k: float(v) / n for k, v in mean_losses.items()}, out_stats
+            out_stats.update({k: torch.tensor(float(v)) for k, v in ext.log_scalars().items()})
+        return out_losses, out_stats
 
     def _anneal_learning_rate(self, iteration: int) -> None:
         """``learning_rate = initial * (1 - iteration / lr_anneal_iterations)``, floored at 0."""

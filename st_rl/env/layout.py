@@ -67,10 +67,31 @@ def get_subobs_size(segments: Segments, component_names: str | Iterable[str]) ->
     return sum(math.prod(normalize_shape(s)) for k, s in segments.items() if k in names)
 
 
+def _segments_arg(obs_segments: Segments | None, segments: Segments | None, owner: str) -> Segments:
+    """The layout passed as ``obs_segments`` (the reference's keyword) or ``segments`` (the former one)."""
+    if obs_segments is not None and segments is not None:
+        raise TypeError(f"{owner}() got both obs_segments and segments; pass one")
+    layout = obs_segments if obs_segments is not None else segments
+    if layout is None:
+        raise TypeError(f"{owner}() missing the observation layout: pass obs_segments (name -> shape)")
+    return layout
+
+
 def get_subobs_by_components(
-    observations: torch.Tensor, component_names: str | Iterable[str], segments: Segments
+    observations: torch.Tensor,
+    component_names: str | Iterable[str],
+    obs_segments: Segments | None = None,
+    *,
+    segments: Segments | None = None,
 ) -> torch.Tensor:
-    """Concatenate the named components along the last dim, in layout order (any leading dims)."""
+    """Concatenate the named components along the last dim, in layout order (any leading dims).
+
+    Args:
+        observations: (..., width) observations laid out by ``obs_segments``.
+        component_names: a name or names of the components to take.
+        obs_segments: the layout, name -> shape (the reference's keyword); ``segments=`` is accepted too.
+    """
+    segments = _segments_arg(obs_segments, segments, "get_subobs_by_components")
     names = _names_list(component_names)
     for n in names:
         get_obs_slice(segments, n)
@@ -82,12 +103,21 @@ def substitute_estimated_state(
     observations: torch.Tensor,
     target_components: str | Iterable[str],
     estimated_state: torch.Tensor,
-    segments: Segments,
+    obs_segments: Segments | None = None,
+    *,
+    segments: Segments | None = None,
 ) -> torch.Tensor:
     """Write consecutive chunks of ``estimated_state`` into the target components, in place.
 
     Chunks are taken in layout order. Returns ``observations``.
+
+    Args:
+        observations: (..., width) observations laid out by ``obs_segments``, written in place.
+        target_components: a name or names of the components to overwrite.
+        estimated_state: (..., width of the targets) values.
+        obs_segments: the layout, name -> shape (the reference's keyword); ``segments=`` is accepted too.
     """
+    segments = _segments_arg(obs_segments, segments, "substitute_estimated_state")
     names = _names_list(target_components)
     for n in names:
         get_obs_slice(segments, n)

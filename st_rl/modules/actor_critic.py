@@ -43,11 +43,25 @@ from st_rl.modules.encoder import DEFAULT_ENCODER_OUTPUT_SIZE, EncoderLayout, bu
 from st_rl.modules.memory import ActorCriticHiddenState, Memory, NoMemory
 from st_rl.modules.mlp import MlpModel, mlp_layers
 from st_rl.modules.normalizer import EmpiricalNormalization
-from st_rl.modules.utils import warn_unknown_kwargs
+from st_rl.modules.utils import get_activation_Cls, warn_unknown_kwargs
 from st_rl.utils.collections import namedarraytuple, tree_map
 
 EstimatorActorHiddenState = namedarraytuple("EstimatorActorHiddenState", ["estimator", "actor"])
 AdaptorActorHiddenState = namedarraytuple("AdaptorActorHiddenState", ["adaptor", "actor"])
+
+
+DEFAULT_NONLINEARITY_KEY = "reference_default_nonlinearity"
+"""Buffer of policies whose estimator / adaptor / encoders use the default nonlinearity (ReLU, the
+reference's); a checkpoint without it predates that default (see ``ActorCritic.load_state_dict``)."""
+
+
+def _replace_relu(module: nn.Module, cls: type[nn.Module]) -> None:
+    """Replace every ``nn.ReLU`` inside ``module`` by ``cls()``, in place."""
+    for name, child in module.named_children():
+        if type(child) is nn.ReLU:
+            setattr(module, name, cls())
+        else:
+            _replace_relu(child, cls)
 
 
 def split_estimator_hidden(hidden_states: Any) -> tuple[Any, Any]:
@@ -220,6 +234,8 @@ class ActorCritic(nn.Module):
             self.rnn_type = str(parts.memory.rnn_type).lower()
             self.rnn_hidden_size = int(parts.memory.hidden_size)
             self.rnn_num_layers = int(parts.memory.num_layers)
+        # parts built with the default nonlinearity (ReLU, the reference's) -> the activation st_rl used before
+        self._legacy_activations: dict[str, tuple[type[nn.Module], list[int] | None]] = {}
         self.actor_layout: EncoderLayout | None = None
         self.critic_layout: EncoderLayout | None = None
         self.visual_layout: EncoderLayout | None = None
@@ -286,6 +302,9 @@ class ActorCritic(nn.Module):
         self.discriminator: Any = None
         if parts.discriminator:
             self._build_discriminator(amp_discriminator)
+        if self._legacy_activations:
+            # marks checkpoints written since the default became ReLU (see load_state_dict)
+            self.register_buffer(DEFAULT_NONLINEARITY_KEY, torch.ones(()))
 
     def _warn_unused_parts(
         self, parts: PolicyParts, encoder_args: Any, estimator_args: Any, adaptor_args: Any
@@ -350,6 +369,9 @@ class ActorCritic(nn.Module):
         each with a warning."""
         state = dict(state_dict)
         own = self.state_dict()
+        if DEFAULT_NONLINEARITY_KEY in own and DEFAULT_NONLINEARITY_KEY not in state and state:
+            self._restore_legacy_activations()
+            state[DEFAULT_NONLINEARITY_KEY] = own[DEFAULT_NONLINEARITY_KEY]
         for prefix, enabled in (("actor_obs_normalizer.", self.actor_obs_normalization),
                                 ("critic_obs_normalizer.", self.critic_obs_normalization)):  # fmt: skip
             keys = [k for k in state if k.startswith(prefix)]
@@ -369,6 +391,26 @@ class ActorCritic(nn.Module):
                 state.update({k: v for k, v in own.items() if k.startswith(prefix)})
         return super().load_state_dict(state, strict=strict, assign=assign)
 
+    def _restore_legacy_activations(self) -> None:
+        """A checkpoint from before the reference's ReLU default: its estimator / adaptor used the policy's
+        activation and its encoders ELU; put those back in the parts built with the default."""
+        changed = []
+        for name, (old_cls, indices) in self._legacy_activations.items():
+            module = getattr(self, name, None)
+            if module is None or old_cls is nn.ReLU:
+                continue
+            targets = [module[i] for i in indices] if indices is not None else [module]
+            for target in targets:
+                _replace_relu(target, old_cls)
+            changed.append(name)
+        if changed:
+            warnings.warn(
+                f"The checkpoint predates the ReLU default nonlinearity of estimators and encoders: {changed} keep "
+                "the activation they were trained with (set the nonlinearity in estimator_kwargs / "
+                "encoder_kwargs / adaptor_kwargs to silence this).",
+                stacklevel=3,
+            )
+
     # ------------------------------------------------------------------ encoders
     def _build_encoders(
         self,
@@ -387,6 +429,7 @@ class ActorCritic(nn.Module):
         if names:
             self.actor_layout = EncoderLayout(self._require_segments(self.obs_segments, "obs"), names, out)
             self.encoders = build_encoders(self.actor_layout, class_name, kwargs)
+            self._record_default_activation("encoders", kwargs, len(names), nn.ELU)
         if critic_names == "shared":
             if not names:
                 raise ValueError("critic_encoder_component_names='shared' needs encoder_component_names")
@@ -400,6 +443,28 @@ class ActorCritic(nn.Module):
                 critic_class_name if critic_class_name is not None else class_name,
                 critic_kwargs if critic_kwargs is not None else kwargs,
             )
+            self._record_default_activation(
+                "critic_encoders",
+                critic_kwargs if critic_kwargs is not None else kwargs,
+                len(critic_names),
+                nn.ELU,
+            )
+
+    def _record_default_activation(
+        self, name: str, kwargs: Any, count: int | None, former: type[nn.Module] | None
+    ) -> None:
+        """Note that part ``name`` (``count`` modules, or one when None) got the default nonlinearity where its
+        kwargs name none; ``former`` is the activation st_rl used by default before."""
+        if former is None:
+            return
+        if count is None:
+            if "nonlinearity" not in (kwargs or {}):
+                self._legacy_activations[name] = (former, None)
+            return
+        per_module = list(kwargs) if isinstance(kwargs, (list, tuple)) else [kwargs] * count
+        indices = [i for i, kw in enumerate(per_module) if "nonlinearity" not in (kw or {})]
+        if indices:
+            self._legacy_activations[name] = (former, indices)
 
     @staticmethod
     def _require_segments(segments: Any, which: str) -> Any:
@@ -442,7 +507,7 @@ class ActorCritic(nn.Module):
         i = layout.component_names.index(obs_component)
         modules = self._critic_encoder_modules() if critic else self.encoders
         x = self.normalize_critic_obs(observations) if critic else self.normalize_actor_obs(observations)
-        return modules[i](layout.component_input(x, i))
+        return layout.encode(x, i, modules)
 
     # ------------------------------------------------------------------ visual encoder
     def _build_visual(self, component: str, kwargs: dict, latent: int, privileged_segments: Any) -> None:
@@ -701,7 +766,8 @@ class ActorCritic(nn.Module):
         rnn_hidden = int(kwargs.pop("rnn_hidden_size", self.rnn_hidden_size))
         rnn_layers = int(kwargs.pop("rnn_num_layers", self.rnn_num_layers))
         hidden = kwargs.pop("hidden_sizes", [128, 64])
-        kwargs.setdefault("nonlinearity", self.activation)
+        # no default nonlinearity: MlpModel's ReLU, as the reference's estimator (not the policy's activation)
+        self._record_default_activation("estimator", kwargs, None, get_activation_Cls(self.activation))
         if self.use_actor_rnn:
             if not self.is_recurrent:
                 raise ValueError(
@@ -763,7 +829,8 @@ class ActorCritic(nn.Module):
         hidden_size = int(kw.pop("rnn_hidden_size", self.rnn_hidden_size))
         layers = int(kw.pop("rnn_num_layers", self.rnn_num_layers))
         hidden = kw.pop("hidden_sizes", [128, 64])
-        kw.setdefault("nonlinearity", self.activation)
+        # no default nonlinearity: MlpModel's ReLU, as the reference's adaptor
+        self._record_default_activation("adaptor", kw, None, get_activation_Cls(self.activation))
         self.memory_p = Memory(
             get_subobs_size(segments, self.adaptor_obs_components), rnn_type, layers, hidden_size
         )
@@ -894,7 +961,8 @@ class EncoderActorCritic(ActorCritic):
         encoder_class_name: ``"MlpModel"`` or ``"Conv2dHeadModel"``, once or per component.
         encoder_kwargs: encoder keyword arguments (``hidden_sizes``, conv settings), once or per component;
             defaults: MLP ``hidden_sizes=[128, 64]``, conv ``channels=[16, 32]``, ``kernel_sizes=[5, 3]``,
-            ``strides=[2, 2]``, ``hidden_sizes=[64]``.
+            ``strides=[2, 2]``, ``hidden_sizes=[64]``, ``nonlinearity`` ReLU (the reference's). An MLP encoder
+            reads its component flattened, a conv encoder in its (C, H, W) shape.
         encoder_output_size: latent width per component (default 32).
         critic_encoder_component_names: ``None`` (critic sees raw observations), ``"shared"`` (the actor's
             encoders applied to the critic observations) or a list (separate critic encoders, configured by
@@ -911,7 +979,8 @@ class StateAc(ActorCritic):
         estimator_obs_components: actor components the estimator reads.
         estimator_target_components: actor components it predicts (trained by EstimatorPPO against the same
             components of the critic observations).
-        estimator_kwargs: ``hidden_sizes`` (default [128, 64]), ``nonlinearity``; recurrent policies also take
+        estimator_kwargs: ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (default ReLU, the reference's
+            ``MlpModel`` default, not the policy's ``activation``); recurrent policies also take
             ``rnn_type``, ``rnn_hidden_size``, ``rnn_num_layers`` for the estimator's own memory.
         use_actor_rnn: (recurrent) estimate from the actor memory's output instead of an own memory.
         replace_state_prob: probability of feeding the (detached) estimate to the policy in place of the

@@ -6,6 +6,7 @@ classes only declare it and take the reference's ``rnn_type``, ``rnn_hidden_size
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from st_rl.modules.actor_critic import (
@@ -15,13 +16,17 @@ from st_rl.modules.actor_critic import (
     MemorySpec,
     PolicyParts,
 )
+from st_rl.modules.memory import ActorCriticHiddenState, LstmHiddenState, Memory  # reference names
 
 __all__ = [
+    "ActorCriticHiddenState",
     "ActorCriticRecurrent",
     "AdaptorActorHiddenState",
     "EncoderActorCriticRecurrent",
     "EncoderStateAcRecurrent",
     "EstimatorActorHiddenState",
+    "LstmHiddenState",
+    "Memory",
     "PrivilegeStateAcRecurrent",
     "StateAcRecurrent",
     "VisualDeterministicRecurrent",
@@ -36,6 +41,10 @@ class ActorCriticRecurrent(ActorCritic):
     finished env by :meth:`reset`); in updates ``act``/``evaluate`` receive padded trajectories, ``masks`` and
     the initial hidden states.
 
+    The positional order is the reference's: ``(num_actor_obs, num_critic_obs, num_actions, actor_hidden_dims,
+    critic_hidden_dims, activation, rnn_type, rnn_hidden_size, rnn_num_layers, init_noise_std)``; every other
+    argument is a keyword.
+
     Args:
         rnn_type: ``"lstm"`` or ``"gru"``.
         rnn_hidden_size: memory width.
@@ -48,15 +57,33 @@ class ActorCriticRecurrent(ActorCritic):
 
     def __init__(
         self,
-        *args: Any,
+        num_actor_obs: int,
+        num_critic_obs: int,
+        num_actions: int,
+        actor_hidden_dims: Sequence[int] = (256, 256, 256),
+        critic_hidden_dims: Sequence[int] = (256, 256, 256),
+        activation: str = "elu",
         rnn_type: str = "lstm",
         rnn_hidden_size: int = 256,
         rnn_num_layers: int = 1,
+        init_noise_std: float = 1.0,
+        *,
         parts: PolicyParts | None = None,
         **kwargs: Any,
     ) -> None:
+        # Positional order as the reference's: the memory arguments come before init_noise_std.
         memory = MemorySpec(str(rnn_type).lower(), int(rnn_hidden_size), int(rnn_num_layers))
-        super().__init__(*args, parts=(parts or type(self).parts).add(memory=memory), **kwargs)
+        super().__init__(
+            num_actor_obs,
+            num_critic_obs,
+            num_actions,
+            actor_hidden_dims,
+            critic_hidden_dims,
+            activation,
+            init_noise_std,
+            parts=(parts or type(self).parts).add(memory=memory),
+            **kwargs,
+        )
 
 
 class EncoderActorCriticRecurrent(ActorCriticRecurrent):

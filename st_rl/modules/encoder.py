@@ -1,8 +1,10 @@
 """Encoders on named observation components.
 
 An encoded component's columns are replaced, in place, by a learned latent of ``encoder_output_size``; the other
-columns keep their values and order. Encoders are ``MlpModel`` (any component) or ``Conv2dHeadModel`` (a
-(C, H, W) image component); both end in an activation, as the reference does.
+columns keep their values and order. Encoders are ``MlpModel`` (any component, flattened: a legged_gym
+``height_measurements`` of shape (1, nx, ny) enters as nx * ny columns) or ``Conv2dHeadModel`` (a (C, H, W) image
+component, kept in its shape); both end in an activation, as the reference does. The default nonlinearity is the
+reference's ``MlpModel`` / ``Conv2dHeadModel`` default, ReLU, not the policy's activation.
 """
 
 from __future__ import annotations
@@ -21,13 +23,12 @@ from st_rl.modules.mlp import MlpModel
 
 DEFAULT_ENCODER_OUTPUT_SIZE = 32
 DEFAULT_ENCODER_KWARGS: dict[str, dict[str, Any]] = {
-    "MlpModel": {"hidden_sizes": [128, 64], "nonlinearity": "elu"},
+    "MlpModel": {"hidden_sizes": [128, 64]},
     "Conv2dHeadModel": {
         "channels": [16, 32],
         "kernel_sizes": [5, 3],
         "strides": [2, 2],
         "hidden_sizes": [64],
-        "nonlinearity": "elu",
     },
 }
 
@@ -59,9 +60,27 @@ class EncoderLayout:
         if cursor < self.input_width:
             self.pieces.append(("raw", slice(cursor, self.input_width)))
 
-    def component_input(self, observations: torch.Tensor, index: int) -> torch.Tensor:
+    def component_input(
+        self, observations: torch.Tensor, index: int, encoder: nn.Module | None = None
+    ) -> torch.Tensor:
+        """Columns of component ``index``: flat for an MLP encoder, in the component's shape otherwise.
+
+        Args:
+            observations: (..., input_width) observations.
+            index: position of the component in ``component_names``.
+            encoder: the module that will read the input; an ``MlpModel`` gets the flat columns, any other
+                module (``None`` included) the component's shape.
+        """
         sl, shape = self.slices[index]
-        return observations[..., sl].reshape(*observations.shape[:-1], *shape)
+        columns = observations[..., sl]
+        if isinstance(encoder, MlpModel):
+            return columns
+        return columns.reshape(*observations.shape[:-1], *shape)
+
+    def encode(self, observations: torch.Tensor, index: int, encoders: nn.ModuleList) -> torch.Tensor:
+        """Latent of component ``index`` (any leading dims)."""
+        encoder = encoders[index]
+        return encoder(self.component_input(observations, index, encoder))
 
     def embed(self, observations: torch.Tensor, encoders: nn.ModuleList) -> torch.Tensor:
         """Replace each encoded component by its latent (any leading dims)."""
@@ -75,7 +94,7 @@ class EncoderLayout:
             if kind == "raw":
                 parts.append(observations[..., ref])
             else:
-                parts.append(encoders[ref](self.component_input(observations, ref)))
+                parts.append(self.encode(observations, ref, encoders))
         return torch.cat(parts, dim=-1)
 
 

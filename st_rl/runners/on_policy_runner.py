@@ -742,7 +742,7 @@ class OnPolicyRunner:
 
     def _check_model_state(self, path: str, model: dict[str, torch.Tensor]) -> list[str]:
         """Check ``model_state_dict`` against the policy's keys and shapes; returns the warnings to give."""
-        from st_rl.modules.actor_critic import ActorCritic
+        from st_rl.modules.actor_critic import DEFAULT_NONLINEARITY_KEY, ActorCritic
         from st_rl.modules.normalizer import EmpiricalNormalization
 
         policy = self.alg.actor_critic
@@ -751,6 +751,8 @@ class OnPolicyRunner:
         tolerated: set[str] = set()
         ignored: set[str] = set()
         if isinstance(policy, ActorCritic):  # its load_state_dict tolerates missing / unused statistics
+            # absent from a checkpoint older than the ReLU default: load_state_dict restores its activations
+            tolerated.add(DEFAULT_NONLINEARITY_KEY)
             for prefix in ("actor_obs_normalizer.", "critic_obs_normalizer."):
                 own_keys = {k for k in own if k.startswith(prefix)}
                 saved_keys = {k for k in model if k.startswith(prefix)}

@@ -213,6 +213,9 @@ class RolloutStorage:
             self.register(name, spec)
         self.saved_hidden_states: list[torch.Tensor] | None = None
         self._hidden_structure: Any = None
+        # what get_minibatch_from_indices() reads while a generator runs
+        self._generator_fields: dict[str, tuple[Field, torch.Tensor]] | None = None
+        self._padded_trajectories: tuple[Any, ...] | None = None
         self.step = 0
 
     # ------------------------------------------------------------------ fields
@@ -401,18 +404,25 @@ class RolloutStorage:
         return out
 
     def mini_batch_generator(self, num_mini_batches: int, num_epochs: int = 8) -> Iterator[MiniBatch]:
-        """Yield flat minibatches; the sample order is reshuffled every epoch, the remainder is dropped."""
+        """Yield flat minibatches; the sample order is reshuffled every epoch, the remainder is dropped.
+
+        Each minibatch is built by :meth:`get_minibatch_from_indices` with the (time, env) indices of its
+        samples, so a subclass can add fields by overriding that hook.
+        """
         self.untie_buffer_loop()
         batch_size = self.num_envs * self.num_transitions_per_env
         mini_batch_size = batch_size // num_mini_batches
         if mini_batch_size == 0:
             raise ValueError(f"num_mini_batches={num_mini_batches} exceeds the batch size {batch_size}.")
-        flat = {name: buf.flatten(0, 1) for name, (_, buf) in self._minibatch_fields().items()}
-        for _ in range(num_epochs):
-            indices = torch.randperm(batch_size, device=self.device)
-            for i in range(num_mini_batches):
-                idx = indices[i * mini_batch_size : (i + 1) * mini_batch_size]
-                yield MiniBatch(**{k: v[idx] for k, v in flat.items()})
+        self._generator_fields = self._minibatch_fields()
+        try:
+            for _ in range(num_epochs):
+                indices = torch.randperm(batch_size, device=self.device)
+                for i in range(num_mini_batches):
+                    idx = indices[i * mini_batch_size : (i + 1) * mini_batch_size]
+                    yield self.get_minibatch_from_indices(idx // self.num_envs, idx % self.num_envs)
+        finally:
+            self._generator_fields = None
 
     def recurrent_mini_batch_generator(
         self, num_mini_batches: int, num_epochs: int = 8
@@ -423,7 +433,7 @@ class RolloutStorage:
         observation-like fields) are split at dones and zero-padded to length T (``masks`` marks real steps);
         the other fields stay (T, n, ...) and are matched by unpadding the policy outputs. ``hidden_states``
         are the states saved at each trajectory's first step, shaped (layers, n_traj, H). The minibatch order
-        is reshuffled every epoch.
+        is reshuffled every epoch. Each minibatch is built by :meth:`get_minibatch_from_indices`.
         """
         self.untie_buffer_loop()
         n_envs = self.num_envs
@@ -454,20 +464,56 @@ class RolloutStorage:
             hidden_per_traj = [
                 h.permute(2, 0, 1, 3)[first_step.transpose(0, 1)] for h in self.saved_hidden_states
             ]
-        for _ in range(num_epochs):
-            for i in torch.randperm(num_mini_batches).tolist():
-                start, stop = i * mini_batch_size, (i + 1) * mini_batch_size
-                t0, t1 = cum[start], cum[stop]
-                hidden = None
-                if hidden_per_traj is not None:
-                    leaves = [h[t0:t1].transpose(1, 0).contiguous() for h in hidden_per_traj]
-                    hidden = tree_unflatten(self._hidden_structure, leaves)
-                yield MiniBatch(
-                    hidden_states=hidden,
-                    masks=traj_masks[:, t0:t1],
-                    **{k: v[:, t0:t1] for k, v in padded.items()},
-                    **{k: v[:, start:stop] for k, v in plain.items()},
-                )
+        self._padded_trajectories = (padded, plain, traj_masks, hidden_per_traj)
+        try:
+            for _ in range(num_epochs):
+                for i in torch.randperm(num_mini_batches).tolist():
+                    start, stop = i * mini_batch_size, (i + 1) * mini_batch_size
+                    yield self.get_minibatch_from_indices(
+                        slice(None),
+                        slice(start, stop),
+                        padded_B_slice=slice(cum[start], cum[stop]),
+                        prev_done_mask=first_step,
+                    )
+        finally:
+            self._padded_trajectories = None
+
+    def get_minibatch_from_indices(
+        self,
+        T_slice: Any,  # noqa: N803 - the reference's argument names
+        B_slice: Any,  # noqa: N803
+        padded_B_slice: slice | None = None,  # noqa: N803
+        prev_done_mask: torch.Tensor | None = None,
+    ) -> MiniBatch:
+        """The minibatch at the given (time, env) selection: the reference's override hook.
+
+        A subclass adds fields by overriding it: ``mb = super().get_minibatch_from_indices(T_slice, B_slice,
+        padded_B_slice, prev_done_mask)``, then ``mb._replace(extra=self.extra[T_slice, B_slice])`` (or
+        ``mb.extra = ...``).
+
+        Args:
+            T_slice: time indices (an index tensor, feed-forward) or ``slice(None)`` (recurrent).
+            B_slice: env indices matching ``T_slice`` (feed-forward) or the minibatch's env slice (recurrent).
+            padded_B_slice: recurrent only: the minibatch's trajectories in the padded (T, n_traj, ...) tensors;
+                ``None`` for feed-forward minibatches.
+            prev_done_mask: recurrent only: (T, N) bool, True where a trajectory starts (step 0 or after a done).
+        """
+        if padded_B_slice is None:
+            fields = self._generator_fields or self._minibatch_fields()
+            return MiniBatch(**{k: buf[T_slice, B_slice] for k, (_, buf) in fields.items()})
+        if self._padded_trajectories is None:
+            raise RuntimeError("padded_B_slice is only valid inside recurrent_mini_batch_generator()")
+        padded, plain, traj_masks, hidden_per_traj = self._padded_trajectories
+        hidden = None
+        if hidden_per_traj is not None:
+            leaves = [h[padded_B_slice].transpose(1, 0).contiguous() for h in hidden_per_traj]
+            hidden = tree_unflatten(self._hidden_structure, leaves)
+        return MiniBatch(
+            hidden_states=hidden,
+            masks=traj_masks[T_slice, padded_B_slice],
+            **{k: v[T_slice, padded_B_slice] for k, v in padded.items()},
+            **{k: v[T_slice, B_slice] for k, v in plain.items()},
+        )
 
     reccurent_mini_batch_generator = recurrent_mini_batch_generator  # reference name (st_rl/compat.py)
 

@@ -4,12 +4,19 @@
 (field by field when ``value`` has the same structure). Fields may be tensors, arrays, ``None`` or nested
 namedarraytuples. Hidden states use them: ``LstmHiddenState(hidden, cell)``,
 ``ActorCriticHiddenState(actor, critic)``.
+
+The reference's class-free variants (rlpyt's "schema" types) are here too: :class:`NamedTupleSchema` /
+:class:`NamedArrayTupleSchema` act like the classes ``namedtuple`` / ``namedarraytuple`` return, and their
+instances are :class:`NamedTuple` / :class:`NamedArrayTuple` objects (one class for every typename).
 """
 
 from __future__ import annotations
 
-from collections import namedtuple
-from typing import Any
+import string
+from collections import OrderedDict, namedtuple
+from collections.abc import Iterable
+from inspect import Parameter, Signature
+from typing import Any, TypeVar
 
 RESERVED_NAMES = ("get", "items")
 
@@ -18,7 +25,7 @@ def _index(value: Any, loc: Any) -> Any:
     return None if value is None else value[loc]
 
 
-class NamedArrayTuple:
+class _NamedArrayTupleClass:
     """Marker base of every class made by :func:`namedarraytuple` (``isinstance`` tells them from plain
     namedtuples)."""
 
@@ -82,7 +89,7 @@ def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...
         "__slots__": (),
         "_is_namedarraytuple": True,
     }
-    return type(typename, (base, NamedArrayTuple), namespace)
+    return type(typename, (base, _NamedArrayTupleClass), namespace)
 
 
 def is_namedtuple(obj: Any) -> bool:
@@ -90,13 +97,16 @@ def is_namedtuple(obj: Any) -> bool:
 
 
 def is_namedarraytuple(obj: Any) -> bool:
-    return isinstance(obj, NamedArrayTuple)
+    return isinstance(obj, (_NamedArrayTupleClass, NamedArrayTuple))
 
 
 def namedarraytuple_like(example: Any) -> type:
-    """The namedarraytuple class with the same name and fields as ``example`` (a namedtuple or its class)."""
+    """The namedarraytuple class with the same name and fields as ``example`` (a namedtuple or its class, or
+    a schema type or instance)."""
+    if isinstance(example, (NamedTupleSchema, NamedTuple)):
+        return namedarraytuple(example._typename, example._fields)
     cls = example if isinstance(example, type) else type(example)
-    if issubclass(cls, NamedArrayTuple):
+    if issubclass(cls, _NamedArrayTupleClass):
         return cls
     return namedarraytuple(cls.__name__, cls._fields)
 
@@ -156,7 +166,8 @@ def tree_map(fn: Any, value: Any) -> Any:
         return None
     if isinstance(value, tuple):
         mapped = [tree_map(fn, v) for v in value]
-        return type(value)(*mapped) if is_namedtuple(value) else type(value)(mapped)
+        named: Any = value
+        return named._make(mapped) if is_namedtuple(value) else type(value)(mapped)
     return fn(value)
 
 
@@ -177,7 +188,147 @@ def tree_unflatten(structure: Any, leaves: list[Any]) -> Any:
     def build(s: Any) -> Any:
         if isinstance(s, tuple):
             items = [build(v) for v in s]
-            return type(s)(*items) if is_namedtuple(s) else type(s)(items)
+            named: Any = s
+            return named._make(items) if is_namedtuple(s) else type(s)(items)
         return next(iterator)
 
     return build(structure)
+
+
+# ---------------------------------------------------------------------------------------------- schema types
+class NamedTupleSchema:
+    """Acts like a class returned by ``namedtuple(typename, fields)``, without defining a class.
+
+    ``schema(*values)`` / ``schema._make(values)`` return :class:`NamedTuple` objects (picklable under spawn,
+    since no per-type class exists).
+
+    Raises:
+        ValueError: a field name is not a string, starts with ``_``, or is ``index`` / ``count``.
+    """
+
+    _typename: str
+    _fields: tuple[str, ...]
+    _signature: Signature
+
+    def __init__(self, typename: str, fields: str | Iterable[str]) -> None:
+        if not isinstance(typename, str):
+            raise TypeError(f"type name must be string, not {type(typename)}")
+        if isinstance(fields, str):
+            spaces = any(ws in fields for ws in string.whitespace)
+            if spaces and "," in fields:
+                raise ValueError(f"Single string fields={fields} cannot have both spaces and commas.")
+            fields = fields.split() if spaces else fields.split(",")
+        fields = tuple(fields)
+        for field in fields:
+            if not isinstance(field, str):
+                raise ValueError(f"field names must be strings: {field}")
+            if field.startswith("_"):
+                raise ValueError(f"field names cannot start with an underscore: {field}")
+            if field in ("index", "count"):
+                raise ValueError(f"can't name field {field!r}")
+        self.__dict__["_typename"] = typename
+        self.__dict__["_fields"] = fields
+        self.__dict__["_signature"] = Signature(
+            [Parameter(f, Parameter.POSITIONAL_OR_KEYWORD) for f in fields]
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> NamedTuple:
+        return self._make(self._signature.bind(*args, **kwargs).args)
+
+    def _make(self, iterable: Iterable[Any]) -> NamedTuple:
+        return NamedTuple(self._typename, self._fields, iterable)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise TypeError(f"can't set attributes of '{type(self).__name__}' instance")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._typename!r}, {self._fields!r})"
+
+
+_NT = TypeVar("_NT", bound="NamedTuple")
+
+
+class NamedTuple(tuple):
+    """An instance of a :class:`NamedTupleSchema`: a tuple whose fields are also attributes."""
+
+    _typename: str
+    _fields: tuple[str, ...]
+
+    def __new__(cls: type[_NT], typename: str, fields: tuple[str, ...], values: Iterable[Any]) -> _NT:
+        result = tuple.__new__(cls, values)
+        if len(fields) != len(result):
+            raise ValueError(f"Expected {len(fields)} arguments, got {len(result)}")
+        result.__dict__["_typename"] = typename
+        result.__dict__["_fields"] = tuple(fields)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return tuple.__getitem__(self, self._fields.index(name))
+        except ValueError:
+            raise AttributeError(f"'{self._typename}' object has no attribute '{name}'") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"can't set attributes of '{type(self).__name__}' instance")
+
+    def _make(self, iterable: Iterable[Any]) -> NamedTuple:
+        """A new object of the same typename and fields."""
+        return type(self)(self._typename, self._fields, iterable)
+
+    def _replace(self, **kwargs: Any) -> NamedTuple:
+        """A copy with the named fields replaced."""
+        result = self._make(map(kwargs.pop, self._fields, self))
+        if kwargs:
+            raise ValueError(f"Got unexpected field names: {list(kwargs)}")
+        return result
+
+    def _asdict(self) -> OrderedDict[str, Any]:
+        return OrderedDict(zip(self._fields, self))
+
+    def __getnewargs__(self) -> tuple[Any, ...]:  # type: ignore[override]
+        return self._typename, self._fields, tuple(self)
+
+    def __repr__(self) -> str:
+        return self._typename + "(" + ", ".join(f"{n}={v}" for n, v in zip(self._fields, self)) + ")"
+
+
+class NamedArrayTupleSchema(NamedTupleSchema):
+    """Acts like a class returned by :func:`namedarraytuple`; its instances are :class:`NamedArrayTuple`."""
+
+    def __init__(self, typename: str, fields: str | Iterable[str]) -> None:
+        super().__init__(typename, fields)
+        for name in self._fields:
+            if name in RESERVED_NAMES:
+                raise ValueError(f"Disallowed field name: '{name}'")
+
+    def _make(self, iterable: Iterable[Any]) -> NamedArrayTuple:
+        return NamedArrayTuple(self._typename, self._fields, iterable)
+
+
+class NamedArrayTuple(NamedTuple):
+    """An instance of a :class:`NamedArrayTupleSchema`: indexing and assignment apply to every field."""
+
+    def __getitem__(self, loc: Any) -> Any:  # type: ignore[override]
+        return self._make(_index(v, loc) for v in self)
+
+    def __setitem__(self, loc: Any, value: Any) -> None:
+        same_structure = isinstance(value, tuple) and getattr(value, "_fields", None) == self._fields
+        for i, field_value in enumerate(self):
+            if field_value is None:
+                continue
+            field_value[loc] = tuple.__getitem__(value, i) if same_structure else value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._fields
+
+    def get(self, index: int) -> Any:
+        """The field at position ``index`` (plain tuple access)."""
+        return tuple.__getitem__(self, index)
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        """``(name, value)`` pairs."""
+        yield from zip(self._fields, self)
+
+    def get_leading_dims(self) -> tuple[int, ...]:
+        """Leading dims shared by all fields."""
+        return _leading_dims(self)

@@ -119,8 +119,8 @@ def test_mlp_and_conv_encoders_per_component():
     )
     mlp, conv = ac.encoders
     assert isinstance(mlp, MlpModel) and isinstance(conv, Conv2dHeadModel)
-    # MLP encoder: hidden_sizes + [out], ending in an activation (default elu)
-    assert [type(m) for m in mlp.model] == [nn.Linear, nn.ELU, nn.Linear, nn.ELU]
+    # MLP encoder: hidden_sizes + [out], ending in an activation (default ReLU, the reference's)
+    assert [type(m) for m in mlp.model] == [nn.Linear, nn.ReLU, nn.Linear, nn.ReLU]
     assert (mlp.model[0].in_features, mlp.model[0].out_features, mlp.model[2].out_features) == (5, 16, 6)
     assert conv.conv.conv[0].out_channels == 4 and conv.conv.conv[0].stride == (2, 2)
     assert mlp.output_size == conv.output_size == 6

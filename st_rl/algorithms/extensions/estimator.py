@@ -29,6 +29,10 @@ class StateEstimation(Extension):
             ``"smooth_l1_loss"``, ...).
         estimator_loss_kwargs: extra keyword arguments of that function.
         estimator_loss_coef: weight of ``estimator_loss`` (and ``adaptor_loss``).
+
+    Attributes (the reference's names): ``estimator_obs_components`` and ``estimator_target_obs_components``
+    (the policy's ``estimator_obs_components`` / ``estimator_target_components``, known after ``setup``),
+    ``estimator_loss_func`` (the name) and ``estimator_loss_kwargs``.
     """
 
     name = "estimator"
@@ -45,6 +49,11 @@ class StateEstimation(Extension):
             raise ValueError(f"estimator_loss_func {estimator_loss_func!r} is not a torch.nn.functional loss")
         self.loss_fn: Any = func
         self.loss_kwargs = dict(estimator_loss_kwargs or {})
+        # the reference's names (st_rl/compat.py); the component lists are the policy's, set in setup()
+        self.estimator_loss_func = estimator_loss_func
+        self.estimator_loss_kwargs = self.loss_kwargs
+        self.estimator_obs_components: list[str] = []
+        self.estimator_target_obs_components: list[str] = []
         self.estimator_loss_coef = float(estimator_loss_coef)
         self._sum: torch.Tensor | None = None
         self._count = 0
@@ -57,6 +66,8 @@ class StateEstimation(Extension):
                 "The state-estimation loss needs a policy with a state estimator (StateAc, StateAcRecurrent, "
                 f"EncoderStateAc, EncoderStateAcRecurrent); got {type(policy).__name__}"
             )
+        self.estimator_obs_components = list(policy.estimator_obs_components)
+        self.estimator_target_obs_components = list(policy.estimator_target_components)
         critic_segments = policy.privileged_obs_segments
         missing = [c for c in policy.estimator_target_components if c not in (critic_segments or {})]
         if missing:

@@ -1,0 +1,6 @@
+"""Reference name (st_rl/compat.py): :class:`~st_rl.runners.dagger_saver.DaggerSaver` under
+``st_rl.datasets``."""
+
+from st_rl.runners.dagger_saver import DaggerSaver
+
+__all__ = ["DaggerSaver"]

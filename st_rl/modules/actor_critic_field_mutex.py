@@ -1,0 +1,6 @@
+"""Reference name (st_rl/compat.py): the field and climb Mutex policies under the reference's module name
+(they live in :mod:`st_rl.modules.actor_critic_mutex`)."""
+
+from st_rl.modules.actor_critic_mutex import ActorCriticClimbMutex, ActorCriticFieldMutex
+
+__all__ = ["ActorCriticClimbMutex", "ActorCriticFieldMutex"]

@@ -1,0 +1,11 @@
+"""Reference name (st_rl/compat.py): the estimator policies under the reference's module name.
+
+The reference defines them in ``state_estimator.py``; here they are presets of
+:class:`~st_rl.modules.actor_critic.ActorCritic` (``PolicyParts(estimator=True)``).
+"""
+
+from st_rl.modules.actor_critic import EstimatorActorHiddenState, StateAc
+from st_rl.modules.actor_critic_recurrent import StateAcRecurrent
+from st_rl.modules.mixins import EstimatorMixin
+
+__all__ = ["EstimatorActorHiddenState", "EstimatorMixin", "StateAc", "StateAcRecurrent"]
