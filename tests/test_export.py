@@ -244,15 +244,15 @@ def test_export_errors(runs, tmp_path):
     from st_rl.modules import ActorCriticMutex
 
     env = runner.env
-    with pytest.warns(UserWarning, match="no action scale"):
-        mutex = ActorCriticMutex(
-            num_actor_obs=env.num_obs,
-            num_critic_obs=env.num_privileged_obs,
-            num_actions=env.num_actions,
-            sub_policy_paths=[run_dir],
-            obs_segments=env.obs_segments,
-            skill_selection_component="mass",
-        )
+    mutex = ActorCriticMutex(
+        num_actor_obs=env.num_obs,
+        num_critic_obs=env.num_privileged_obs,
+        num_actions=env.num_actions,
+        sub_policy_paths=[run_dir],
+        obs_segments=env.obs_segments,
+        skill_selection_component="mass",
+        env_action_scale=0.5,  # the run's config.json has no action scale (a pure-PyTorch task)
+    )
     fake = SimpleNamespace(
         alg=SimpleNamespace(actor_critic=mutex, obs_normalizer=nn.Identity()), env=env, cfg={}
     )

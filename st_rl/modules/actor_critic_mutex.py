@@ -53,7 +53,7 @@ import torch.nn as nn
 
 from st_rl.env.adapter import EnvSpec
 from st_rl.env.layout import get_obs_slice, normalize_segments, segments_size
-from st_rl.modules.actor_critic import COMMON_POLICY_KEYS
+from st_rl.modules.actor_critic import COMMON_POLICY_KEYS, DEFAULT_NONLINEARITY_KEY
 from st_rl.modules.utils import warn_unknown_kwargs
 from st_rl.protocols import DeclaresRecurrence
 from st_rl.utils.checkpoint import load_checkpoint
@@ -244,7 +244,9 @@ def load_sub_policy(
         for k, v in model_sd.items()
         if k in own and tuple(v.shape) != tuple(own[k].shape)
     ]
-    missing = sorted(set(own) - set(model_sd))
+    # A checkpoint from before the reference's default nonlinearity lacks this marker; the policy's
+    # load_state_dict then restores its old activations (with a warning).
+    missing = sorted(set(own) - set(model_sd) - {DEFAULT_NONLINEARITY_KEY})
     unexpected = sorted(set(model_sd) - set(own))
     if mismatched or missing or unexpected:
         raise ValueError(
