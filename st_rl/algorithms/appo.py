@@ -45,9 +45,11 @@ class _AmpNames:
 
 class APPO(_AmpNames, PPO):
     """PPO plus :class:`~st_rl.algorithms.extensions.amp.AdversarialMotionPrior` (arguments
-    ``discriminator_loss_coef``, ``mimic_loss_coef``, ``amp_obs_dim``, ``amp_replay_buffer_size``,
-    ``style_reward_ramp``; the others as :class:`PPO`). The policy must carry a discriminator
-    (``AmpActorCritic``, ``AmpActorCriticRecurrent``, ``EncoderAmpActorCriticRecurrent``)."""
+    ``discriminator_loss_coef``, ``mimic_loss_coef``, ``bc_loss_coef``, ``amp_obs_dim``, ``amp_preset``
+    (``"reference"``: the reference's defaults, no replay and one gradient clip; ``"st_rl"``: 100k replay and
+    separate clipping), ``amp_replay_buffer_size``, ``amp_separate_clipping``, ``style_reward_ramp``; the
+    others as :class:`PPO`; see docs/amp.md). The policy must carry a discriminator (``AmpActorCritic``,
+    ``AmpActorCriticRecurrent``, ``EncoderAmpActorCriticRecurrent``)."""
 
     config_sources = (AdversarialMotionPrior,)
 
