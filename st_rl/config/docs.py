@@ -74,7 +74,7 @@ def render() -> str:
         "Also `<name>_coef` (>= 0) weighs the loss term `<name>` of an extension given in `extensions`.",
     )
     for name in ("APPO", "TPPO", "ATPPO", "EstimatorPPO", "EstimatorTPPO"):
-        fields = class_fields(getattr(algorithms, name))[0]
+        fields = class_fields(vars(algorithms)[name])[0]
         extra = {k: v for k, v in fields.items() if k not in ppo}
         lines += _table(f"Algorithm: `{name}` (the `PPO` keys, plus)", extra, rule_for)
     lines += _table("`algorithm.rnd_cfg`", class_fields(RandomNetworkDistillation)[0], rule_for)

@@ -96,10 +96,11 @@ def _parse_yaml(path: str, text: str) -> Any:
     try:
         return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        marked: yaml.MarkedYAMLError | None = e if isinstance(e, yaml.MarkedYAMLError) else None
+        mark = None if marked is None else (marked.problem_mark or marked.context_mark)
         line = None if mark is None else mark.line + 1
         where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        problem = (None if marked is None else marked.problem) or str(e).splitlines()[0]
         raise _error(
             path,
             f"not valid YAML{where}: {problem}",

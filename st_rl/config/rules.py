@@ -77,17 +77,18 @@ def _activation(x: Any) -> bool:
 
     from st_rl.modules.utils import _ACTIVATIONS
 
-    return x.lower() in _ACTIVATIONS or (
-        isinstance(getattr(nn, x, None), type) and issubclass(getattr(nn, x), nn.Module)
-    )
+    return x.lower() in _ACTIVATIONS or _names_subclass(nn, x, nn.Module)
+
+
+def _names_subclass(module: Any, name: Any, base: type) -> bool:
+    obj = vars(module).get(str(name))
+    return isinstance(obj, type) and issubclass(obj, base)
 
 
 def _optimizer(x: Any) -> bool:
     import torch.optim as optim
 
-    return isinstance(getattr(optim, str(x), None), type) and issubclass(
-        getattr(optim, str(x)), optim.Optimizer
-    )
+    return _names_subclass(optim, x, optim.Optimizer)
 
 
 def _functional_loss(x: Any) -> bool:

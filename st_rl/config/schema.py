@@ -16,6 +16,7 @@ import difflib
 import functools
 import inspect
 import math
+import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -138,6 +139,11 @@ def _accepts_none(tp: Any) -> bool:
         return False
 
 
+def _declared(cls: type, name: str) -> Any:
+    """The class attribute ``name`` as the nearest class of ``cls.__mro__`` declares it, else None."""
+    return next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), None)
+
+
 def _ends_walk(klass: type) -> bool:
     """``object``, torch's base classes and the extension base take no config keys."""
     module = klass.__module__
@@ -182,9 +188,9 @@ def class_fields(cls: type) -> tuple[dict[str, tuple[Any, Any]], frozenset[str],
         for source in klass.__dict__.get("config_sources", ()):
             for name, spec in class_fields(source)[0].items():
                 fields.setdefault(name, spec)
-    tolerated = frozenset(getattr(cls, "config_tolerated", frozenset()))
-    declared = hasattr(cls, "config_tolerated")
-    return fields, tolerated, open_kwargs and not declared
+    declared = _declared(cls, "config_tolerated")
+    tolerated = frozenset(declared or ())
+    return fields, tolerated, open_kwargs and declared is None
 
 
 @functools.cache
@@ -251,7 +257,7 @@ def type_name(tp: Any, verbose: bool = True) -> str:
     if tp is None or tp is Any:
         return ""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         return " or ".join(type_name(a, verbose) or "anything" for a in args if a is not type(None)) + (
             " or None" if type(None) in args else ""
         )
@@ -262,7 +268,9 @@ def type_name(tp: Any, verbose: bool = True) -> str:
         return "a mapping"
     if tp is bool:
         return "true or false (a boolean, not a string)" if verbose else "bool"
-    return getattr(tp, "__name__", str(tp))
+    if isinstance(tp, type):
+        return tp.__name__
+    return origin.__name__ if isinstance(origin, type) else str(tp)
 
 
 def _rule_problems(
@@ -298,7 +306,7 @@ def _numeric(x: Any) -> bool:
 def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorithm") -> list[Problem]:
     """Problems of an algorithm config for class ``cls`` (PPO or a preset), its extensions included."""
     has_user_extensions = bool(cfg.get("extensions"))
-    coef_keys_ok = bool(getattr(cls, "config_accepts_coefs", False))
+    coef_keys_ok = bool(_declared(cls, "config_accepts_coefs"))
 
     def skip(key: str) -> bool:
         # A `<name>_coef` weights the loss term `<name>` of a user extension (PPO reads it); without such an

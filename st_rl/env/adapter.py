@@ -190,11 +190,13 @@ class EnvAdapter:
             if self.api == "legged_gym" and self.has_critic_group
             else None
         )
+        self._widths: dict[str, int] = {}  # empty while the first observation fixes them
         obs, critic_obs, _ = self._split_observations(
             first, priv, "get_observations", "get_privileged_observations"
         )
         self.num_obs = int(obs.shape[-1])
         self.num_critic_obs = int(critic_obs.shape[-1])
+        self._widths = {"obs": self.num_obs, "critic": self.num_critic_obs}
         num_actions = _declared(env, "num_actions")
         if num_actions is None:
             raise TypeError(f"{type(env).__name__} has no 'num_actions' attribute.")
@@ -402,9 +404,9 @@ class EnvAdapter:
                 if privileged is None
                 else self._observation(privileged, privileged_method or method, "privileged_obs")
             )
-            self._check_width(obs, getattr(self, "num_obs", None), method, "obs")
+            self._check_width(obs, self._widths.get("obs"), method, "obs")
             if privileged is not None:
-                width = getattr(self, "num_critic_obs", None)
+                width = self._widths.get("critic")
                 self._check_width(critic, width, privileged_method or method, "privileged_obs")
             return obs, critic, {}
         groups = self._group_mapping(raw)
@@ -415,12 +417,12 @@ class EnvAdapter:
         else:
             obs = self._concat(groups, self._obs_groups["policy"], method)
             actor_label = f"observation groups {self._obs_groups['policy']}"
-        self._check_width(obs, getattr(self, "num_obs", None), method, actor_label)
+        self._check_width(obs, self._widths.get("obs"), method, actor_label)
         critic_names = self._obs_groups.get("critic")
         critic = self._concat(groups, critic_names, method) if critic_names else obs
         if critic_names:
             label = f"observation groups {critic_names}"
-            self._check_width(critic, getattr(self, "num_critic_obs", None), method, label)
+            self._check_width(critic, self._widths.get("critic"), method, label)
         extras = dict(raw[1]) if self.api == "rsl_rl2" and raw[1] is not None else {}
         if self.api == "tensordict" and "ref_obs" in groups:
             extras["observations"] = {

@@ -17,6 +17,7 @@ import torch.nn as nn
 import st_rl
 from st_rl.config.schema import check_minibatches
 from st_rl.env.adapter import EnvAdapter
+from st_rl.modules.actor_critic import ActorCritic
 from st_rl.modules.factory import build_actor_critic, fill_missing, resolve_policy_kwargs
 from st_rl.modules.normalizer import EmpiricalNormalization, NonFiniteObservationError
 from st_rl.protocols import GaussianPolicy
@@ -559,8 +560,8 @@ class OnPolicyRunner:
 
     def _policy_rollout_state(self) -> dict[str, Any]:
         """The policy's rollout hidden state (recurrent policies; ``{}`` otherwise)."""
-        policy: Any = self.alg.actor_critic
-        return policy.rollout_state_dict() if hasattr(policy, "rollout_state_dict") else {}
+        policy = self.alg.actor_critic
+        return policy.rollout_state_dict() if isinstance(policy, ActorCritic) else {}
 
     @staticmethod
     def _nonfinite_entries(alg_state: dict[str, Any], rollout_state: Any) -> list[str]:
@@ -855,9 +856,9 @@ class OnPolicyRunner:
         self.alg.learning_rate = snapshot["learning_rate"]
         if snapshot["rng"] is not None:
             ckpt.restore_rng_state(snapshot["rng"])
-        loader = getattr(self.alg.actor_critic, "load_rollout_state_dict", None)
-        if callable(loader) and snapshot["rollout"]:
-            loader(snapshot["rollout"])
+        policy = self.alg.actor_critic
+        if isinstance(policy, ActorCritic) and snapshot["rollout"]:
+            policy.load_rollout_state_dict(snapshot["rollout"])
 
     def _restore_env_and_memory(self, path: str, plan: dict[str, Any], env_before: Any) -> bool:
         """Resume: restore the environment state and the policy's rollout hidden state (each with a warning
@@ -879,10 +880,10 @@ class OnPolicyRunner:
                     stacklevel=3,
                 )
         memory_state = plan["rollout_state"]
-        loader = getattr(self.alg.actor_critic, "load_rollout_state_dict", None)
-        if memory_state is not None and callable(loader):
+        policy = self.alg.actor_critic
+        if memory_state is not None and isinstance(policy, ActorCritic):
             try:
-                loader(memory_state, self.env_adapter.num_envs)
+                policy.load_rollout_state_dict(memory_state, self.env_adapter.num_envs)
             except ValueError as e:
                 self.alg.actor_critic.reset()
                 warnings.warn(
