@@ -86,6 +86,12 @@ class TPPO(PPO):
         self.distillation.use_teacher_act_mask = value
 
     @property
+    def teacher_act_prob(self) -> Any:
+        """Schedule ``iteration -> probability`` that an env executes the teacher's actions for an episode (the
+        reference's ``process_env_step`` resamples ``use_teacher_act_mask`` with it)."""
+        return self.distillation.teacher_act_prob
+
+    @property
     def distillation_loss_coef(self) -> float:
         return self.distillation.distillation_loss_coef
 

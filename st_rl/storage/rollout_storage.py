@@ -370,6 +370,17 @@ class RolloutStorage:
             self.saved_hidden_states = [self.swap_from_cursor(h, cursor) for h in self.saved_hidden_states]
         self.step = self.num_transitions_per_env
 
+    # ------------------------------------------------------------------ returns
+    def compute_returns(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
+        """GAE returns and normalised advantages of the stored rollout, bootstrapped from ``last_values``.
+
+        The reference's ``storage.compute_returns(last_values, gamma, lam)`` (custom algorithms call it); the
+        same computation as ``PPO.compute_returns`` after its critic evaluation.
+        """
+        from st_rl.algorithms.ppo import compute_returns  # the algorithms import the storage
+
+        compute_returns(self, last_values, gamma, lam)
+
     # ------------------------------------------------------------------ statistics
     def get_statistics(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean trajectory length and mean reward per step (the stored steps are not modified)."""
