@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn as nn
+from utils.reference_fixtures import flat_size, legged_segments, part_kwargs, rollout
 
 from st_rl.algorithms import PPO, EstimatorPPO
 from st_rl.storage import RolloutStorage
@@ -321,11 +322,8 @@ def test_adaptor_default_nonlinearity_is_relu():
 
 # ---------------------------------------------------------------------------------------------- item 8
 N, T = 6, 5
-EST_SEGMENTS: Any = OrderedDict(
-    [("base_lin_vel", (3,)), ("dof_pos", (4,)), ("height_measurements", (1, 3, 3))]
-)
-EST_CRITIC: Any = OrderedDict([*EST_SEGMENTS.items(), ("friction", (1,))])
-NUM_OBS, NUM_CRITIC = 16, 17
+EST_SEGMENTS, EST_CRITIC = legged_segments([("base_lin_vel", (3,)), ("dof_pos", (4,))], (1, 3, 3))
+NUM_OBS, NUM_CRITIC = flat_size(EST_SEGMENTS), flat_size(EST_CRITIC)  # 16, 17
 
 
 def _estimator_alg(recurrent: bool) -> EstimatorPPO:
@@ -333,7 +331,7 @@ def _estimator_alg(recurrent: bool) -> EstimatorPPO:
 
     torch.manual_seed(0)
     cls: Any = StateAcRecurrent if recurrent else StateAc
-    kwargs: dict[str, Any] = {"rnn_type": "gru", "rnn_hidden_size": 8} if recurrent else {}
+    kwargs = part_kwargs(recurrent=recurrent)
     policy = cls(NUM_OBS, NUM_CRITIC, 2, [16], [16], obs_segments=EST_SEGMENTS,
                  privileged_obs_segments=EST_CRITIC, estimator_obs_components=["dof_pos", "height_measurements"],
                  estimator_target_components=["base_lin_vel"], replace_state_prob=0.5, **kwargs)  # fmt: skip
@@ -343,17 +341,7 @@ def _estimator_alg(recurrent: bool) -> EstimatorPPO:
 
 
 def _rollout(alg: PPO) -> None:
-    gen = torch.Generator().manual_seed(1)
-    obs, critic = torch.randn(N, NUM_OBS, generator=gen), torch.randn(N, NUM_CRITIC, generator=gen)
-    alg.train_mode()
-    with torch.inference_mode():
-        for step in range(T):
-            alg.act(obs, critic)
-            obs, critic = torch.randn(N, NUM_OBS, generator=gen), torch.randn(N, NUM_CRITIC, generator=gen)
-            dones = torch.zeros(N, dtype=torch.bool)
-            dones[step] = step in (1, 3)
-            alg.process_env_step(torch.randn(N, generator=gen), dones, {}, obs, critic)
-        alg.compute_returns(critic)
+    rollout(alg, N, T, NUM_OBS, NUM_CRITIC, done_steps=(1, 3), seed=1)
 
 
 @pytest.mark.parametrize("recurrent", [False, True])
@@ -465,7 +453,7 @@ def test_checkpoints_from_before_the_relu_default_keep_their_activations():
     from st_rl.modules import EncoderStateAc
     from st_rl.modules.actor_critic import DEFAULT_NONLINEARITY_KEY
 
-    segs = OrderedDict([("a", (3,)), ("b", (2,)), ("h", (1, 2, 2))])
+    segs: Any = OrderedDict([("a", (3,)), ("b", (2,)), ("h", (1, 2, 2))])
 
     def build(**kw: Any) -> Any:
         torch.manual_seed(0)

@@ -8,12 +8,12 @@ and takes one PPO update; the built-in ``quadruped_rough`` task's (1, 7, 5) heig
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from typing import Any
 
 import pytest
 import torch
 import torch.nn as nn
+from utils.reference_fixtures import build_policy, flat_size, legged_segments, part_kwargs, rollout
 
 from st_rl.algorithms import PPO, EstimatorPPO
 from st_rl.modules import (
@@ -31,19 +31,12 @@ from st_rl.tasks import make_env
 N, T, A = 4, 6, 4
 HEIGHT = (1, 21, 11)  # the parkour height map that crashed ("84x11 and 231x128")
 
-ACTOR_SEGMENTS: Any = OrderedDict(
-    [
-        ("base_lin_vel", (3,)),
-        ("base_ang_vel", (3,)),
-        ("projected_gravity", (3,)),
-        ("dof_pos", (A,)),
-        ("last_actions", (A,)),
-        ("height_measurements", HEIGHT),
-    ]
-)
-CRITIC_SEGMENTS: Any = OrderedDict([*ACTOR_SEGMENTS.items(), ("friction", (1,))])
-NUM_OBS = sum(math.prod(s) for s in ACTOR_SEGMENTS.values())
-NUM_CRITIC = sum(math.prod(s) for s in CRITIC_SEGMENTS.values())
+ACTOR_SEGMENTS, CRITIC_SEGMENTS = legged_segments(
+    [("base_lin_vel", (3,)), ("base_ang_vel", (3,)), ("projected_gravity", (3,)), ("dof_pos", (A,)),
+     ("last_actions", (A,))],
+    HEIGHT,
+)  # fmt: skip
+NUM_OBS, NUM_CRITIC = flat_size(ACTOR_SEGMENTS), flat_size(CRITIC_SEGMENTS)
 
 PRESETS = [
     EncoderActorCritic,
@@ -63,48 +56,33 @@ CRITIC_MODES = [None, "shared", ["height_measurements"]]
 
 def _policy(cls: type, encoder: str, critic_mode: Any) -> Any:
     kwargs: dict[str, Any] = dict(
-        num_actor_obs=NUM_OBS,
-        num_critic_obs=NUM_CRITIC,
-        num_actions=A,
-        actor_hidden_dims=[16],
-        critic_hidden_dims=[16],
-        obs_segments=ACTOR_SEGMENTS,
-        privileged_obs_segments=CRITIC_SEGMENTS,
         encoder_component_names=["height_measurements"],
         encoder_class_name=encoder,
         encoder_kwargs=ENCODERS[encoder],
         encoder_output_size=6,
         critic_encoder_component_names=critic_mode,
     )
-    if cls in RECURRENT_PRESETS:
-        kwargs.update(rnn_type="gru", rnn_hidden_size=8)
-    if cls in ESTIMATOR_PRESETS:
-        kwargs.update(
-            estimator_obs_components=["base_ang_vel", "projected_gravity", "dof_pos"],
-            estimator_target_components=["base_lin_vel"],
-            estimator_kwargs={"hidden_sizes": [8], "rnn_hidden_size": 8},
-            replace_state_prob=0.5,
+    estimator = {
+        "estimator_obs_components": ["base_ang_vel", "projected_gravity", "dof_pos"],
+        "estimator_target_components": ["base_lin_vel"],
+        "estimator_kwargs": {"hidden_sizes": [8], "rnn_hidden_size": 8},
+        "replace_state_prob": 0.5,
+    }
+    kwargs.update(
+        part_kwargs(
+            recurrent=cls in RECURRENT_PRESETS,
+            estimator=estimator if cls in ESTIMATOR_PRESETS else None,
+            amp_input_dim=6 if cls is EncoderAmpActorCriticRecurrent else None,
         )
-    if cls is EncoderAmpActorCriticRecurrent:
-        kwargs["amp_discriminator"] = {"input_dim": 6, "style_reward_coef": 1.0, "hidden_dims": [8]}
-    return cls(**kwargs)
+    )
+    return build_policy(cls, ACTOR_SEGMENTS, CRITIC_SEGMENTS, A, **kwargs)
 
 
 def _ppo_update(policy: Any) -> dict[str, Any]:
     alg_cls = EstimatorPPO if isinstance(policy, ESTIMATOR_PRESETS) else PPO
     alg = alg_cls(policy, num_learning_epochs=1, num_mini_batches=2, learning_rate=1e-3)
     alg.init_storage(N, T, [NUM_OBS], [NUM_CRITIC], [A])
-    gen = torch.Generator().manual_seed(0)
-    obs, critic = torch.randn(N, NUM_OBS, generator=gen), torch.randn(N, NUM_CRITIC, generator=gen)
-    alg.train_mode()
-    with torch.inference_mode():
-        for step in range(T):
-            alg.act(obs, critic)
-            obs, critic = torch.randn(N, NUM_OBS, generator=gen), torch.randn(N, NUM_CRITIC, generator=gen)
-            dones = torch.zeros(N, dtype=torch.bool)
-            dones[step % N] = step == 3  # one finished episode: two trajectories in that env
-            alg.process_env_step(torch.randn(N, generator=gen), dones, {}, obs, critic)
-        alg.compute_returns(critic)
+    rollout(alg, N, T, NUM_OBS, NUM_CRITIC, done_steps=[3])  # one finished episode in env 3
     losses, _ = alg.update()
     return losses
 
