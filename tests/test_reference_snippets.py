@@ -1174,6 +1174,10 @@ def test_reference_runner_learn_fragments_on_our_runner(tmp_path):
     assert runner.alg.actor_critic.training
     run(f"{RUNNERS_DOC}#6", loc)
     assert runner.alg.storage.step == 4 and loc["rewards"].shape == (4,)
+    # #6 leaves inference-mode observations; PPO.compute_returns (the reference's #6 of 000 too) evaluates the
+    # critic with autograd on, so outside inference_mode it needs a normal tensor (the reference's learn() calls
+    # it inside the rollout's inference_mode block; the doc prints it after)
+    loc["critic_obs"] = loc["critic_obs"].clone()
     run(f"{RUNNERS_DOC}#7", loc)
     assert {"surrogate_loss", "value_loss"} <= set(loc["losses"]) and runner.alg.storage.step == 0
     run(f"{RUNNERS_DOC}#8", loc)  # trial None: evaluation() only
