@@ -108,3 +108,20 @@ def adaptive_learning_rate(
     if 0.0 < kl_mean < desired_kl / 2.0:
         return min(max_lr, learning_rate * 1.5)
     return learning_rate
+
+
+def adaptive_learning_rate_tensor(
+    learning_rate: torch.Tensor,
+    kl_mean: torch.Tensor,
+    desired_kl: float,
+    min_lr: float = 1e-5,
+    max_lr: float = 1e-2,
+) -> torch.Tensor:
+    """:func:`adaptive_learning_rate` on device tensors (no host synchronisation)."""
+    down = (learning_rate / 1.5).clamp_min(min_lr)
+    up = (learning_rate * 1.5).clamp_max(max_lr)
+    return torch.where(
+        kl_mean > desired_kl * 2.0,
+        down,
+        torch.where((kl_mean > 0.0) & (kl_mean < desired_kl / 2.0), up, learning_rate),
+    )

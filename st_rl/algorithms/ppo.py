@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import time
 import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -13,8 +15,10 @@ import torch.optim as optim
 
 from st_rl.algorithms import functional as F
 from st_rl.algorithms.extensions.base import Extension, StorageLayout
+from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.rollout_storage import MiniBatch, RolloutStorage, Transition
 from st_rl.utils import distributed as dist_utils
+from st_rl.utils.precision import autocast, resolve_precision
 
 # Keys that st_gym's PPO config form carries for every algorithm (AMP / BC settings); plain PPO accepts and
 # ignores them silently. Anything else unknown is reported.
@@ -84,15 +88,44 @@ def _make_extension(spec: Extension | dict[str, Any]) -> Extension:
 
 
 class NonFiniteLossError(FloatingPointError):
-    """Raised when a loss becomes NaN or Inf (before the optimizer step, so parameters stay intact)."""
+    """Raised when a loss becomes NaN or Inf (before the optimizer step, or, in a sync-free update, after
+    restoring the parameters and optimizer state of the update's start: they stay intact either way)."""
 
 
-def _scalars_to_cpu(sums: dict[str, torch.Tensor], n: int) -> dict[str, torch.Tensor]:
-    """``{name: sum / n}`` as 0-dim CPU tensors, copied from the device in one transfer."""
-    if not sums:
+def compile_policy(policy: nn.Module) -> bool:
+    """Compile the policy's ``actor`` and ``critic`` networks in place (``nn.Module.compile``: parameter names
+    and checkpoints stay the same); False, with a warning, where this torch cannot compile (no compiler
+    toolchain, an unsupported platform)."""
+    try:
+        torch.compile(lambda x: x * 2.0)(torch.ones(2))  # a probe: fails fast when the backend is unusable
+    except Exception as exc:  # noqa: BLE001 - any backend failure means: run eagerly
+        warnings.warn(
+            f"torch.compile is not usable here ({type(exc).__name__}: {exc}); running eagerly", stacklevel=3
+        )
+        return False
+    networks = [m for name in ("actor", "critic") if isinstance(m := getattr(policy, name, None), nn.Module)]
+    for module in networks:
+        module.compile()
+    return bool(networks)
+
+
+def _fused_takes_tensor_lr(optimizer_cls: type[optim.Optimizer], device: torch.device) -> bool:
+    """Whether this torch's fused ``optimizer_cls`` steps with a learning rate held in a device tensor."""
+    try:
+        p = torch.zeros(1, device=device, requires_grad=True)
+        p.grad = torch.zeros(1, device=device)
+        optimizer_cls([p], lr=torch.tensor(1e-3, device=device), fused=True).step()  # type: ignore[call-arg]
+    except (RuntimeError, TypeError, ValueError):
+        return False
+    return True
+
+
+def _scalars_to_cpu(values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The 0-dim device tensors ``values`` as 0-dim CPU float tensors, copied in one transfer."""
+    if not values:
         return {}
-    values = (torch.stack([v.float() for v in sums.values()]) / n).cpu()
-    return dict(zip(sums, values.unbind()))
+    host = torch.stack([v.float() for v in values.values()]).cpu()
+    return dict(zip(values, host.unbind()))
 
 
 class PPO:
@@ -136,6 +169,13 @@ class PPO:
         buffer_dilation_ratio: keep this many rollouts' worth of steps in a ring storage (>= 1).
         lr_scheduler_class_name: a ``torch.optim.lr_scheduler`` class, stepped once per update.
         lr_scheduler: its keyword arguments.
+        precision: ``"fp32"``, ``"bf16"`` (the policy's forward passes, in the rollout and the update, under
+            bfloat16 autocast; see :mod:`st_rl.utils.precision`) or ``"auto"`` (bf16 where the device has fast
+            bfloat16 units: CPUs with AVX512-BF16/AMX, CUDA GPUs of compute capability 8+; else fp32).
+        compile: compile the policy's actor and critic networks with ``torch.compile`` (compiled on their first
+            call; later iterations reuse the compiled code; the time of the first rollout step and update,
+            compilation included, is printed). Falls back to eager execution with a warning where this torch
+            cannot compile.
         **kwargs: ``<name>_coef`` weights of other losses; st_gym's per-algorithm keys are tolerated.
     """
 
@@ -160,10 +200,10 @@ class PPO:
         optimizer_class_name: str = "Adam",
         schedule: str = "fixed",
         desired_kl: float | None = 0.01,
-        lr_anneal_iterations: int | None = None,
         device: str | torch.device = "cpu",
         empirical_normalization: bool = False,
         *args: Any,
+        lr_anneal_iterations: int | None = None,
         extensions: Iterable[Extension | dict[str, Any]] = (),
         rnd_cfg: dict[str, Any] | None = None,
         symmetry_cfg: dict[str, Any] | None = None,
@@ -171,6 +211,8 @@ class PPO:
         buffer_dilation_ratio: float = 1.0,
         lr_scheduler_class_name: str | None = None,
         lr_scheduler: dict[str, Any] | None = None,
+        precision: str = "auto",
+        compile: bool = False,  # noqa: A002 - the option's name in configs
         **kwargs: Any,
     ) -> None:
         if args:
@@ -189,6 +231,7 @@ class PPO:
         if buffer_dilation_ratio < 1.0:
             raise ValueError(f"buffer_dilation_ratio must be >= 1, got {buffer_dilation_ratio}")
         self.device = torch.device(device)
+        self.precision = resolve_precision(precision, self.device)
         self.actor_critic: Any = actor_critic.to(self.device)
         self.num_learning_epochs = int(num_learning_epochs)
         self.num_mini_batches = int(num_mini_batches)
@@ -198,6 +241,7 @@ class PPO:
         self.value_loss_coef = value_loss_coef
         self.entropy_coef = entropy_coef
         self.surrogate_loss_coef = float(kwargs.pop("surrogate_loss_coef", 1.0))
+        self._lr_t: torch.Tensor | None = None
         self.learning_rate = learning_rate
         self.max_grad_norm = max_grad_norm
         self.use_clipped_value_loss = use_clipped_value_loss
@@ -228,7 +272,7 @@ class PPO:
         self.optimizer: optim.Optimizer = make_optimizer(
             optimizer_class(optimizer_class_name), self.actor_critic.parameters(), learning_rate
         )
-        self.lr_scheduler: Any = None
+        self._lr_scheduler: Any = None
         if lr_scheduler_class_name is not None:
             sched_cls = getattr(torch.optim.lr_scheduler, lr_scheduler_class_name, None)
             if sched_cls is None:
@@ -241,8 +285,53 @@ class PPO:
                     "rate after each update.",
                     stacklevel=2,
                 )
-            self.lr_scheduler = sched_cls(self.optimizer, **dict(lr_scheduler or {}))
+            # The attribute exists only with a scheduler (the reference's state_dict tests hasattr).
+            self._lr_scheduler = self.lr_scheduler = sched_cls(self.optimizer, **dict(lr_scheduler or {}))
         self.transition = Transition()
+        self.compiled = bool(compile) and compile_policy(self.actor_critic)
+        self._compile_clock: float | None = None
+        self.sync_free = False
+        self.set_sync_free(self.device.type == "cuda")
+
+    @property
+    def learning_rate(self) -> float:
+        """The policy optimizer's learning rate (with :attr:`sync_free` and the adaptive schedule it lives on the
+        device during an update and is read back once at its end)."""
+        return self._learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        self._learning_rate = float(value)
+        if self._lr_t is not None:
+            self._lr_t.fill_(self._learning_rate)
+
+    def set_sync_free(self, enabled: bool) -> None:
+        """Keep the update's per-minibatch checks on the device (on by default on CUDA).
+
+        With it, the non-finite loss check and the adaptive-KL learning rate never wait for the device inside
+        the update: the learning rate is a device tensor (with an optimizer whose fused kernel takes one), the
+        non-finite flags are gathered on the device and read once per update, together with the mean losses.
+        A non-finite minibatch then restores the parameters and optimizer state of the start of the update
+        before :class:`NonFiniteLossError` is raised. Without it (the CPU default, where reading a value costs
+        nothing) the check runs before each optimizer step. Multi-rank runs always check per minibatch.
+        """
+        self.sync_free = bool(enabled)
+        for group in self.optimizer.param_groups:
+            if isinstance(group["lr"], torch.Tensor):
+                group["lr"] = self._learning_rate
+        self._lr_t = None
+        if not (
+            self.sync_free
+            and self.schedule == "adaptive"
+            and self.desired_kl is not None
+            and self._lr_scheduler is None
+            and self.optimizer.defaults.get("fused")
+            and _fused_takes_tensor_lr(type(self.optimizer), self.device)
+        ):
+            return
+        self._lr_t = torch.tensor(self._learning_rate, dtype=torch.float32, device=self.device)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self._lr_t
 
     def _absorb_extra_kwargs(self, kwargs: dict[str, Any]) -> None:
         unknown = []
@@ -307,10 +396,25 @@ class PPO:
         """The policy's actor observation normaliser (identity when normalisation is off)."""
         return self.actor_critic.actor_obs_normalizer
 
+    @obs_normalizer.setter
+    def obs_normalizer(self, module: nn.Module) -> None:
+        self.actor_critic.actor_obs_normalizer = module
+        self.actor_critic.actor_obs_normalization = isinstance(module, EmpiricalNormalization)
+
     @property
     def critic_obs_normalizer(self) -> nn.Module:
         """The policy's critic observation normaliser (identity when normalisation is off)."""
         return self.actor_critic.critic_obs_normalizer
+
+    @critic_obs_normalizer.setter
+    def critic_obs_normalizer(self, module: nn.Module) -> None:
+        self.actor_critic.critic_obs_normalizer = module
+        self.actor_critic.critic_obs_normalization = isinstance(module, EmpiricalNormalization)
+
+    @property
+    def rnd(self) -> Extension | None:
+        """The random network distillation extension (None without one), as the reference names it."""
+        return self.extensions.get("rnd")
 
     def loss_weight(self, name: str) -> float:
         """Weight of loss ``name`` in the total loss."""
@@ -384,6 +488,37 @@ class PPO:
         for ext in self._ordered:
             ext.train(False)
 
+    def autocast(self) -> contextlib.AbstractContextManager[None]:
+        """The mixed-precision context of the policy's forward passes (bfloat16 autocast when
+        ``self.precision == "bf16"``, else nothing)."""
+        return autocast(self.device, self.precision)
+
+    def _update_start_state(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[set[int]], float]:
+        """Parameters, optimizer states and learning rate as they are (live tensors and their copies), and
+        which parameters have optimizer state yet: what a failed sync-free update restores."""
+        optimizers = self._optimizers()
+        live = [p.data for p in self._trainable]
+        live += [
+            t for opt in optimizers for st in opt.state.values() for t in st.values() if torch.is_tensor(t)
+        ]
+        had_state = [{id(p) for p in opt.state} for opt in optimizers]
+        return live, [t.detach().clone() for t in live], had_state, self._learning_rate
+
+    def _restore_update_start_state(
+        self, state: tuple[list[torch.Tensor], list[torch.Tensor], list[set[int]], float]
+    ) -> None:
+        live, saved, had_state, learning_rate = state
+        with torch.no_grad():
+            for tensor, copy in zip(live, saved):
+                tensor.copy_(copy)
+        for opt, ids in zip(self._optimizers(), had_state):
+            for p in [p for p in opt.state if id(p) not in ids]:
+                del opt.state[p]  # created by this update's first step: the optimizer starts fresh again
+        self.learning_rate = learning_rate
+
+    def _optimizers(self) -> list[optim.Optimizer]:
+        return [self.optimizer] + [e.optimizer for e in self._ordered if e.optimizer is not None]
+
     def modules(self) -> list[nn.Module]:
         """The policy and every extension's modules (what a multi-rank run broadcasts from rank 0)."""
         return [self.actor_critic] + [m for ext in self._ordered for m in ext.modules()]
@@ -392,10 +527,13 @@ class PPO:
     def act(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
         """Sample actions for raw observations and record what the update needs."""
         policy, t = self.actor_critic, self.transition
+        if self.compiled and self._compile_clock is None:
+            self._compile_clock = time.perf_counter()
         if policy.is_recurrent:
             t.hidden_states = policy.get_hidden_states()
-        actions = policy.act(obs).detach()
-        t.values = policy.evaluate(critic_obs).detach()
+        with self.autocast():
+            actions = policy.act(obs).detach()
+            t.values = policy.evaluate(critic_obs).detach()
         t.action_mean = policy.action_mean.detach()
         t.action_sigma = policy.action_std.detach()
         t.observations = obs
@@ -452,8 +590,9 @@ class PPO:
         policy.update_normalization(obs, critic_obs)
         if policy.is_recurrent:
             t.hidden_states = policy.get_hidden_states()
-        policy.act(obs)
-        t.values = policy.evaluate(critic_obs).detach()
+        with self.autocast():
+            policy.act(obs)
+            t.values = policy.evaluate(critic_obs).detach()
         t.action_mean = policy.action_mean.detach()
         t.action_sigma = policy.action_std.detach()
         t.observations, t.critic_observations = obs, critic_obs
@@ -481,7 +620,8 @@ class PPO:
         policy = self.actor_critic
         # Bootstrapping must not advance a recurrent critic's rollout memory.
         saved = policy.get_hidden_states() if policy.is_recurrent else None
-        last_values = policy.evaluate(last_critic_obs).detach()
+        with self.autocast():
+            last_values = policy.evaluate(last_critic_obs).detach()
         if saved is not None:
             policy.set_hidden_states(saved)
         compute_returns(self.storage, last_values, self.gamma, self.lam)
@@ -512,6 +652,10 @@ class PPO:
         clip_groups = self._grad_clip_groups()
         own_optimizers = [ext for ext in self._ordered if ext.optimizer is not None]
         trainable = self._trainable
+        check_on_device = self.sync_free and not dist_utils.is_distributed()
+        start_state = self._update_start_state() if check_on_device else None
+        nonfinite: dict[str, torch.Tensor] = {}
+        never = torch.tensor(2**24, dtype=torch.float32, device=self.device)
         num_updates = 0
         for minibatch in generator:
             for ext in self._ordered:
@@ -533,6 +677,13 @@ class PPO:
                 loss.backward()
                 if dist_utils.all_reduce_gradients(trainable, ~torch.isfinite(loss)):
                     self._check_finite(loss, losses, any_rank=True)
+            elif check_on_device:
+                # per loss: the index of the first minibatch where it was non-finite (a large number: none)
+                for name, value in (*losses.items(), ("total_loss", loss)):
+                    first = nonfinite.get(name, never)
+                    bad_now = ~torch.isfinite(value.detach()).all() & (first == never)
+                    nonfinite[name] = torch.where(bad_now, num_updates, first)
+                loss.backward()
             else:
                 self._check_finite(loss, losses)
                 loss.backward()
@@ -543,20 +694,46 @@ class PPO:
             for ext in own_optimizers:
                 ext.optimizer.step()  # type: ignore[union-attr]
             num_updates += 1
+        n = max(num_updates, 1)
+        to_host = {f"l/{k}": v / n for k, v in mean_losses.items()}
+        to_host.update({f"s/{k}": v / n for k, v in mean_stats.items()})
+        to_host.update({f"f/{k}": v for k, v in nonfinite.items()})
+        if self._lr_t is not None:
+            to_host["lr"] = self._lr_t
+        host = _scalars_to_cpu(to_host)  # the update's one wait for the device
+        if "lr" in host:
+            self._learning_rate = float(host["lr"])
+        first_bad = {k[2:]: int(v) for k, v in host.items() if k.startswith("f/") and int(v) < int(never)}
+        if first_bad:
+            assert start_state is not None
+            self._restore_update_start_state(start_state)
+            k = min(first_bad.values())
+            bad = [name for name, i in first_bad.items() if i == k]
+            raise NonFiniteLossError(
+                f"Non-finite loss at learning iteration {self.current_learning_iteration} in {bad} (minibatch "
+                f"{k + 1} of {num_updates}). The parameters and optimizer state were restored to their values "
+                "before this update. Typical causes: "
+                "exploding observations (enable empirical_normalization or clip observations), a too high "
+                "learning_rate, or rewards of very large magnitude."
+            )
         self.storage.clear()
         self.actor_critic.clip_std(min=self.clip_min_std)
         for ext in self._ordered:
             ext.after_update(self.storage)
-        if self.lr_scheduler is not None:
-            self.lr_scheduler.step()
+        if self._lr_scheduler is not None:
+            self._lr_scheduler.step()
             self.learning_rate = self.optimizer.param_groups[0]["lr"]
-        n = max(num_updates, 1)
-        means = _scalars_to_cpu({**{f"l/{k}": v for k, v in mean_losses.items()},
-                                 **{f"s/{k}": v for k, v in mean_stats.items()}}, n)  # fmt: skip
-        out_losses = {k[2:]: v for k, v in means.items() if k.startswith("l/")}
-        out_stats = {k[2:]: v for k, v in means.items() if k.startswith("s/")}
+        out_losses = {k[2:]: v for k, v in host.items() if k.startswith("l/")}
+        out_stats = {k[2:]: v for k, v in host.items() if k.startswith("s/")}
         for ext in self._ordered:
             out_stats.update({k: torch.tensor(float(v)) for k, v in ext.log_scalars().items()})
+        if self._compile_clock is not None and self._compile_clock > 0:
+            print(
+                "[st_rl] torch.compile: the first rollout and update, compilation included, took "
+                f"{time.perf_counter() - self._compile_clock:.1f} s",
+                flush=True,
+            )
+            self._compile_clock = 0.0
         return out_losses, out_stats
 
     def _anneal_learning_rate(self, iteration: int) -> None:
@@ -618,7 +795,8 @@ class PPO:
                 "masks": minibatch.masks,
                 "hidden_states": hidden.critic if hidden is not None else None,
             }
-        policy.act(minibatch.obs, **actor_kw)
+        with self.autocast():
+            policy.act(minibatch.obs, **actor_kw)
         losses: dict[str, torch.Tensor] = {}
         inter_vars: dict[str, torch.Tensor] = {}
         stats: dict[str, torch.Tensor] = {}
@@ -644,14 +822,20 @@ class PPO:
         policy = self.actor_critic
         log_prob = policy.get_actions_log_prob(minibatch.actions)
         mu, sigma, entropy = policy.action_mean, policy.action_std, policy.entropy
-        value = policy.evaluate(minibatch.critic_obs, **critic_kw)
+        with self.autocast():
+            value = policy.evaluate(minibatch.critic_obs, **critic_kw)
         if self.desired_kl is not None and self.schedule == "adaptive":
             with torch.inference_mode():
                 kl = F.gaussian_kl(minibatch.old_mu, minibatch.old_sigma, mu, sigma)
-                kl_mean = float(dist_utils.all_reduce_mean(kl.mean()))  # same learning rate on every rank
-            self.learning_rate = F.adaptive_learning_rate(self.learning_rate, kl_mean, self.desired_kl)
-            for group in self.optimizer.param_groups:
-                group["lr"] = self.learning_rate
+                kl_mean = dist_utils.all_reduce_mean(kl.mean())  # same learning rate on every rank
+                if self._lr_t is not None:
+                    self._lr_t.copy_(F.adaptive_learning_rate_tensor(self._lr_t, kl_mean, self.desired_kl))
+            if self._lr_t is None:
+                self.learning_rate = F.adaptive_learning_rate(
+                    self.learning_rate, float(kl_mean), self.desired_kl
+                )
+                for group in self.optimizer.param_groups:
+                    group["lr"] = self.learning_rate
             inter_vars["kl"] = kl
             stats["kl"] = kl.mean()
         surrogate_loss, surr_vars = F.clipped_surrogate_loss(
@@ -670,12 +854,17 @@ class PPO:
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
         """Model (with its normalisers), optimizer, scheduler and every extension's checkpoint entries."""
+        optimizer_state = self.optimizer.state_dict()
+        optimizer_state["param_groups"] = [  # a device learning rate is saved as the float it is
+            {**g, "lr": float(g["lr"])} if torch.is_tensor(g["lr"]) else g
+            for g in optimizer_state["param_groups"]
+        ]
         state: dict[str, Any] = {
             "model_state_dict": self.actor_critic.state_dict(),
-            "optimizer_state_dict": self.optimizer.state_dict(),
+            "optimizer_state_dict": optimizer_state,
         }
-        if self.lr_scheduler is not None:
-            state["lr_scheduler_state_dict"] = self.lr_scheduler.state_dict()
+        if self._lr_scheduler is not None:
+            state["lr_scheduler_state_dict"] = self._lr_scheduler.state_dict()
         for ext in self._ordered:
             for key, value in ext.state_dict().items():
                 if key in state:
@@ -694,15 +883,16 @@ class PPO:
         self.actor_critic.load_state_dict(state_dict["model_state_dict"])
         if load_optimizer and "optimizer_state_dict" in state_dict:
             self.optimizer.load_state_dict(state_dict["optimizer_state_dict"])
-            self.learning_rate = self.optimizer.param_groups[0]["lr"]
-        if self.lr_scheduler is not None and load_optimizer:
+            self._learning_rate = float(self.optimizer.param_groups[0]["lr"])
+            self.set_sync_free(self.sync_free)  # re-links a device learning rate to the loaded value
+        if self._lr_scheduler is not None and load_optimizer:
             if "lr_scheduler_state_dict" in state_dict:
-                self.lr_scheduler.load_state_dict(state_dict["lr_scheduler_state_dict"])
+                self._lr_scheduler.load_state_dict(state_dict["lr_scheduler_state_dict"])
             else:
                 warnings.warn(
                     "The checkpoint has no lr scheduler state; the scheduler starts fresh.", stacklevel=2
                 )
-        elif self.lr_scheduler is None and "lr_scheduler_state_dict" in state_dict:
+        elif self._lr_scheduler is None and "lr_scheduler_state_dict" in state_dict:
             warnings.warn(
                 "The checkpoint has an lr scheduler state but no scheduler is configured; ignored.",
                 stacklevel=2,

@@ -146,6 +146,12 @@ RULES: dict[str, Rule] = {
         False,
     ),
     "lr_anneal_iterations": SIZE_OR_NONE,
+    "precision": Rule(
+        "must be 'fp32', 'bf16' or 'auto'",
+        _one_of("fp32", "bf16", "auto"),
+        "'auto' is bf16 where the hardware has fast bfloat16 units, else fp32",
+        False,
+    ),
     "buffer_dilation_ratio": Rule("must be >= 1", _ge(1.0), "1 keeps one rollout", False),
     "clip_min_std": Rule("must be >= 0", _all_ge(0.0), "typical: 1e-15 or a per-action list", False),
     "hidden_state_resample_prob": PROB,

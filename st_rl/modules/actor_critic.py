@@ -45,6 +45,7 @@ from st_rl.modules.mlp import MlpModel, mlp_layers
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.modules.utils import get_activation_Cls, warn_unknown_kwargs
 from st_rl.utils.collections import namedarraytuple, tree_map
+from st_rl.utils.precision import full_precision
 
 EstimatorActorHiddenState = namedarraytuple("EstimatorActorHiddenState", ["estimator", "actor"])
 AdaptorActorHiddenState = namedarraytuple("AdaptorActorHiddenState", ["adaptor", "actor"])
@@ -701,8 +702,8 @@ class ActorCritic(nn.Module):
             observations = self._estimate_and_substitute(observations, est_hidden, inference)
         features = self.actor_features(observations, masks=masks, hidden_states=actor_hidden, **kwargs)
         if self.estimator is not None and self.use_actor_rnn:
-            self.estimated_state_ = self.estimator(features)
-        self._mean = self.actor(features)
+            self.estimated_state_ = full_precision(self.estimator(features))
+        self._mean = full_precision(self.actor(features))
 
     def act(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         """Sample actions (the mean for deterministic presets); afterwards ``action_mean``, ``action_std`` and
@@ -719,7 +720,9 @@ class ActorCritic(nn.Module):
 
     def evaluate(self, critic_observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         """State value of raw critic observations, shape ``(..., 1)``."""
-        return self.critic(self.critic_features(self.normalize_critic_obs(critic_observations), **kwargs))
+        return full_precision(
+            self.critic(self.critic_features(self.normalize_critic_obs(critic_observations), **kwargs))
+        )
 
     def get_actions_log_prob(self, actions: torch.Tensor) -> torch.Tensor:
         """Log-probability of ``actions`` under the last distribution, summed over actions."""
@@ -792,7 +795,7 @@ class ActorCritic(nn.Module):
         x = get_subobs_by_components(observations, self.estimator_obs_components, segments)
         if self.memory_s is not None:
             x = self.memory_s(x, None, est_hidden)  # batch mode stays padded, like the observations
-        estimate = self.estimator(x)
+        estimate = full_precision(self.estimator(x))
         self.estimated_state_ = estimate
         return substitute_with_probability(
             observations,
@@ -841,7 +844,7 @@ class ActorCritic(nn.Module):
     def _adapt_and_substitute(self, observations: torch.Tensor, hidden: Any, inference: bool) -> torch.Tensor:
         segments = self._require_segments(self.obs_segments, "obs")
         x = get_subobs_by_components(observations, self.adaptor_obs_components, segments)
-        estimate = self.adaptor(self.memory_p(x, None, hidden))
+        estimate = full_precision(self.adaptor(self.memory_p(x, None, hidden)))
         self.adapted_state_ = estimate
         return substitute_with_probability(
             observations, estimate, self.adaptor_target_components, segments, self.privilege_replace_state_prob,

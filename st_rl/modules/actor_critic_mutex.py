@@ -322,9 +322,9 @@ class ActorCriticMutex(nn.Module):
         sub_policy_class_name: Any = None,
         sub_policy_paths: Sequence[str] | str = (),
         obs_segments: Mapping[str, Any] | None = None,
-        privileged_obs_segments: Mapping[str, Any] | None = None,
         critic_obs_segments: Mapping[str, Any] | None = None,
         env_action_scale: float | Sequence[float] | None = None,
+        privileged_obs_segments: Mapping[str, Any] | None = None,
         skill_selection_component: str | None = None,
         last_action_component: str | None = None,
         last_action_columns: Sequence[int | None] | None = None,
@@ -479,13 +479,13 @@ class ActorCriticMutex(nn.Module):
         )
 
     # ------------------------------------------------------------------ observations per sub-policy
-    def recover_last_action(self, observations: torch.Tensor, policy_index: int) -> torch.Tensor:
-        """Observations with the env's last action rescaled into sub-policy ``policy_index``'s action units
+    def recover_last_action(self, observations: torch.Tensor, policy_selection: int) -> torch.Tensor:
+        """Observations with the env's last action rescaled into sub-policy ``policy_selection``'s action units
         (times ``env_action_scale / subpolicy_action_scale_i``); unchanged without ``last_action_component``."""
         sl = self._last_action_slice
         if sl is None:
             return observations
-        ratio = self.env_action_scale / self.subpolicy_action_scale(policy_index)
+        ratio = self.env_action_scale / self.subpolicy_action_scale(policy_selection)
         out = observations.clone()
         out[..., sl] = observations[..., sl] * ratio
         return out
@@ -758,14 +758,14 @@ class ActorCriticFieldMutex(ActorCriticMutex):
         else:
             self.cmd_vel_current = torch.where(dones.reshape(1, -1).to(cur.device).bool(), new, cur)
 
-    def override_cmd_vel(self, observations: torch.Tensor, policy_index: int) -> torch.Tensor:
+    def override_cmd_vel(self, observations: torch.Tensor, policy_selection: int) -> torch.Tensor:
         """Observations with the forward-velocity command set to ``cmd_vel_current[i] * cmd_scales[i]`` for
         sub-policy ``i`` in ``cmd_vel_mapping`` (unchanged otherwise)."""
-        if not self._cmd_mapped[policy_index]:
+        if not self._cmd_mapped[policy_selection]:
             return observations
         self._prepare(observations)
         assert self.cmd_vel_current is not None and self._cmd_index is not None
-        value = self.cmd_vel_current[policy_index] * self.cmd_scales[policy_index]
+        value = self.cmd_vel_current[policy_selection] * self.cmd_scales[policy_selection]
         out = observations.clone()
         out[..., self._cmd_index] = value.to(out.dtype)
         return out

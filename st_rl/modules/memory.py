@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from st_rl.utils.collections import namedarraytuple
+from st_rl.utils.precision import full_precision
 from st_rl.utils.utils import unpad_trajectories
 
 LstmHiddenState = namedarraytuple("LstmHiddenState", ["hidden", "cell"])
@@ -52,10 +53,16 @@ class Memory(nn.Module):
             out, _ = self.rnn(x, tuple(hidden_states) if self.memory_type == "lstm" else hidden_states)
             return unpad_trajectories(out, masks) if masks is not None else out
         if self.hidden_states is None:
-            self.hidden_states = self.initial_state(x.shape[0], x.device, x.dtype)
+            self.hidden_states = self.initial_state(
+                x.shape[0], x.device, torch.promote_types(x.dtype, torch.float32)
+            )
         state = tuple(self.hidden_states) if self.memory_type == "lstm" else self.hidden_states
         out, new_state = self.rnn(x.unsqueeze(0), state)
-        self.hidden_states = LstmHiddenState(*new_state) if self.memory_type == "lstm" else new_state
+        # Under bfloat16 autocast an LSTM returns bfloat16 states; the rollout memory stays in full precision.
+        if self.memory_type == "lstm":
+            self.hidden_states = LstmHiddenState(*(full_precision(h) for h in new_state))
+        else:
+            self.hidden_states = full_precision(new_state)
         return out.squeeze(0)
 
     def initial_state(

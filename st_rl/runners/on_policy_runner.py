@@ -426,6 +426,16 @@ class OnPolicyRunner:
             )
         return metrics[trial_metric]
 
+    @property
+    def metrics_velrmsd(self) -> torch.Tensor:
+        """The last evaluation's velocity-tracking RMSD (the reference's name; 0 when the env reports none)."""
+        return self.env_adapter.returned_metrics(self.task_metrics)[0]
+
+    @property
+    def metrics_CoT(self) -> torch.Tensor:  # noqa: N802 - the reference's name
+        """The last evaluation's cost of transport (the reference's name; 0 when the env reports none)."""
+        return self.env_adapter.returned_metrics(self.task_metrics)[1]
+
     def evaluation(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Read the environment's task metrics (:meth:`st_rl.env.EnvAdapter.task_metrics`); returns the two
         that :meth:`learn` returns."""

@@ -76,7 +76,7 @@ def test_two_rank_update_equals_single_rank_update_on_joined_batch(tmp_path):
     state.update({f"critic_obs_normalizer.{k}": v for k, v in r0["critic_norm"].items()})
     ac.load_state_dict(state)
     alg = PPO(ac, num_learning_epochs=2, num_mini_batches=1, learning_rate=1e-3, schedule="adaptive", gamma=0.99,
-              lam=0.95, entropy_coef=0.01)  # fmt: skip
+              lam=0.95, entropy_coef=0.01, precision="fp32")  # fmt: skip
     alg.init_obs_norm(6, 8)
     alg.init_storage(2 * n, T, [6], [8], [2])
     st = alg.storage

@@ -179,7 +179,7 @@ def _build(case: str):
 def _collect(ac, seed: int = 0, alg_cls=PPO):
     """Roll out T steps through PPO.act / process_env_step with random (and some forced) dones."""
     g = torch.Generator().manual_seed(seed)
-    alg = alg_cls(ac, num_learning_epochs=1, num_mini_batches=3, desired_kl=None)
+    alg = alg_cls(ac, num_learning_epochs=1, num_mini_batches=3, desired_kl=None, precision="fp32")
     alg.init_storage(N, T, [8], [9], [A])
     rec = {
         "obs": [],

@@ -1,0 +1,70 @@
+"""Mixed precision for the policy's forward passes (``precision="fp32" | "bf16" | "auto"``).
+
+Only the matrix products of the policy's forward passes (rollout inference and the update's forward passes) run
+in bfloat16, under :func:`torch.autocast`; the policy returns its action mean, value and memory states in
+float32, and parameters, optimizer state, normaliser statistics, GAE, the distribution, every loss reduction and
+the KL stay float32. bfloat16 has float32's exponent range, so no loss scaling is needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from functools import cache
+
+import torch
+
+PRECISIONS = ("fp32", "bf16", "auto")
+
+
+@cache
+def _cpu_has_fast_bf16() -> bool:
+    """AVX512-BF16 or AMX on this CPU (oneDNN's bfloat16 kernels), read from ``/proc/cpuinfo`` on Linux."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return ("avx512_bf16" in flags or "amx_bf16" in flags) and torch.backends.mkldnn.is_available()
+
+
+def has_fast_bf16(device: torch.device | str) -> bool:
+    """Whether ``device`` has native bfloat16 matrix units (CPU: AVX512-BF16/AMX; CUDA: compute capability 8+)."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return _cpu_has_fast_bf16()
+    if device.type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_capability(device)[0] >= 8
+    return False
+
+
+def resolve_precision(precision: str, device: torch.device | str) -> str:
+    """``"fp32"`` or ``"bf16"`` for ``precision`` on ``device``; ``"auto"`` is bf16 where the hardware has a fast
+    bfloat16 path (see :func:`has_fast_bf16`), else fp32.
+
+    Raises:
+        ValueError: unknown ``precision``, or ``"bf16"`` on a device that cannot autocast to bfloat16.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    device = torch.device(device)
+    if precision == "auto":
+        return "bf16" if has_fast_bf16(device) else "fp32"
+    if precision == "bf16" and device.type not in ("cpu", "cuda"):
+        raise ValueError(f"precision='bf16' needs a CPU or CUDA device, got {device}; use precision='fp32'")
+    return precision
+
+
+@contextlib.contextmanager
+def autocast(device: torch.device | str, precision: str) -> Iterator[None]:
+    """bfloat16 autocast on ``device`` when ``precision == "bf16"``, otherwise nothing."""
+    if precision != "bf16":
+        yield
+        return
+    with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
+        yield
+
+
+def full_precision(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32 when it is a half type (the output of an autocast region), else ``x`` unchanged."""
+    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
