@@ -37,36 +37,31 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _int_at_least(low: int) -> Callable[[str], int]:
-    """An argparse ``type`` accepting integers >= ``low``."""
+def _number_at_least(kind: type, low: float) -> Callable[[str], Any]:
+    """An argparse ``type`` accepting finite values of ``kind`` (int or float) >= ``low``."""
+    noun = "an integer" if kind is int else "a finite number"
 
-    def parse(text: str) -> int:
+    def parse(text: str) -> Any:
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+            value = None
+        if value is None or not math.isfinite(value) or value < low:
+            raise argparse.ArgumentTypeError(f"must be {noun} >= {low:g}, got {text!r}")
         return value
 
-    parse.__name__ = f"integer >= {low}"
+    parse.__name__ = f"{'integer' if kind is int else 'number'} >= {low:g}"
     return parse
+
+
+def _int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type`` accepting integers >= ``low``."""
+    return _number_at_least(int, low)
 
 
 def _finite_float_at_least(low: float) -> Callable[[str], float]:
     """An argparse ``type`` accepting finite numbers >= ``low``."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number >= {low:g}, got {text!r}") from None
-        if not math.isfinite(value) or value < low:
-            raise argparse.ArgumentTypeError(f"must be a finite number >= {low:g}, got {text!r}")
-        return value
-
-    parse.__name__ = f"number >= {low:g}"
-    return parse
+    return _number_at_least(float, low)
 
 
 _TRUST_CONFIG_HELP = (

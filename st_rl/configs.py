@@ -26,6 +26,8 @@ class PolicyCfg:
     """Hidden sizes of the critic MLP."""
     activation: str = "elu"
     """Activation name."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Further keyword arguments of the policy class (e.g. an encoder's), merged into the policy config."""
 
 
 @dataclass
@@ -67,7 +69,9 @@ class TrainCfg:
     algorithm: AlgorithmCfg = field(default_factory=AlgorithmCfg)
 
     def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(dataclasses.asdict(self))
+        out = copy.deepcopy(dataclasses.asdict(self))
+        out["policy"].update(out["policy"].pop("extra"))
+        return out
 
 
 @dataclass
@@ -136,6 +140,14 @@ def _preset_quadruped(terrain: str) -> TaskPreset:
     cfg.policy.actor_hidden_dims = [256, 128, 64]
     cfg.policy.critic_hidden_dims = [256, 128, 64]
     cfg.algorithm.entropy_coef = 0.01
+    if terrain == "rough":
+        # What a legged_gym user picks for rough ground: an MLP encoder of the (1, 7, 5) height scan.
+        cfg.policy.class_name = "EncoderActorCritic"
+        cfg.policy.extra = {
+            "encoder_component_names": ["height_measurements"],
+            "encoder_kwargs": {"hidden_sizes": [64, 32]},
+            "encoder_output_size": 16,
+        }
     env_kwargs = {
         "reward_scales": {
             "tracking_lin_vel": 2.0,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -87,3 +88,13 @@ def small_cfg() -> dict:
 def _few_threads():
     torch.set_num_threads(2)
     yield
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One torch thread (and so one MuJoCo thread) for the test: the same arithmetic on every machine, and on
+    a shared 2-core machine the thread pool's synchronisation costs more than it saves for small batches."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

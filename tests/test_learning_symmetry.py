@@ -10,7 +10,6 @@ with symmetry 0.191; seeds 1, 2, 3 at 20 iterations plain 0.81-0.94, with symmet
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,16 +27,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:The given NumPy array is not wri
 
 TASK = "quadruped_flat"
 NUM_ENVS, ITERATIONS, SEED = 128, 30, 1
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    """One torch thread (and so one MuJoCo thread): the task's per-step tensors are tiny, and on a shared
-    2-core machine the thread pool's synchronisation costs more than it saves (3x slower measured)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _train_and_measure(symmetry: bool) -> float:

@@ -92,7 +92,10 @@ class NonFiniteLossError(FloatingPointError):
     restoring the parameters and optimizer state of the update's start: they stay intact either way)."""
 
 
-def compile_policy(policy: nn.Module) -> bool:
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compile_policy(policy: nn.Module, mode: str | None = None) -> bool:
     """Compile the policy's ``actor`` and ``critic`` networks in place (``nn.Module.compile``: parameter names
     and checkpoints stay the same); False, with a warning, where this torch cannot compile (no compiler
     toolchain, an unsupported platform)."""
@@ -105,7 +108,7 @@ def compile_policy(policy: nn.Module) -> bool:
         return False
     networks = [m for name in ("actor", "critic") if isinstance(m := getattr(policy, name, None), nn.Module)]
     for module in networks:
-        module.compile()
+        module.compile(mode=mode)
     return bool(networks)
 
 
@@ -174,8 +177,9 @@ class PPO:
             bfloat16 units: CPUs with AVX512-BF16/AMX, CUDA GPUs of compute capability 8+; else fp32).
         compile: compile the policy's actor and critic networks with ``torch.compile`` (compiled on their first
             call; later iterations reuse the compiled code; the time of the first rollout step and update,
-            compilation included, is printed). Falls back to eager execution with a warning where this torch
-            cannot compile.
+            compilation included, is printed). True uses torch's default mode; a string is the mode
+            (``"reduce-overhead"``: CUDA graphs on a GPU, ``"max-autotune"``, ...). Falls back to eager
+            execution with a warning where this torch cannot compile.
         **kwargs: ``<name>_coef`` weights of other losses; st_gym's per-algorithm keys are tolerated.
     """
 
@@ -212,7 +216,7 @@ class PPO:
         lr_scheduler_class_name: str | None = None,
         lr_scheduler: dict[str, Any] | None = None,
         precision: str = "auto",
-        compile: bool = False,  # noqa: A002 - the option's name in configs
+        compile: bool | str = False,  # noqa: A002 - the option's name in configs
         **kwargs: Any,
     ) -> None:
         if args:
@@ -288,7 +292,10 @@ class PPO:
             # The attribute exists only with a scheduler (the reference's state_dict tests hasattr).
             self._lr_scheduler = self.lr_scheduler = sched_cls(self.optimizer, **dict(lr_scheduler or {}))
         self.transition = Transition()
-        self.compiled = bool(compile) and compile_policy(self.actor_critic)
+        if isinstance(compile, str) and compile not in COMPILE_MODES:
+            raise ValueError(f"compile must be a bool or one of {COMPILE_MODES}, got {compile!r}")
+        mode = compile if isinstance(compile, str) else None
+        self.compiled = bool(compile) and compile_policy(self.actor_critic, mode)
         self._compile_clock: float | None = None
         self.sync_free = False
         self.set_sync_free(self.device.type == "cuda")

@@ -146,6 +146,15 @@ RULES: dict[str, Rule] = {
         False,
     ),
     "lr_anneal_iterations": SIZE_OR_NONE,
+    "compile": Rule(
+        "must be true, false or a torch.compile mode",
+        lambda x: (
+            isinstance(x, bool)
+            or x in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+        ),
+        "true (default mode), 'reduce-overhead' (CUDA graphs on a GPU) or false",
+        False,
+    ),
     "precision": Rule(
         "must be 'fp32', 'bf16' or 'auto'",
         _one_of("fp32", "bf16", "auto"),

@@ -41,7 +41,7 @@ from st_rl.env.layout import (
 from st_rl.modules.distribution import gaussian_entropy, gaussian_log_prob, gaussian_sample
 from st_rl.modules.encoder import DEFAULT_ENCODER_OUTPUT_SIZE, EncoderLayout, build_encoders
 from st_rl.modules.memory import ActorCriticHiddenState, Memory, NoMemory
-from st_rl.modules.mlp import MlpModel, mlp_layers
+from st_rl.modules.mlp import MlpModel, PolicyHead, mlp_layers
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.modules.utils import get_activation_Cls, warn_unknown_kwargs
 from st_rl.utils.collections import namedarraytuple, tree_map
@@ -261,12 +261,12 @@ class ActorCritic(nn.Module):
         self.replace_state_prob = float(replace_state_prob)
 
         # Heads, then the estimator, then the memories, then the adaptor: the order the parameters are drawn in.
-        self.actor = nn.Sequential(
+        self.actor = PolicyHead(
             *mlp_layers(
                 self.actor_input_size(), self.actor_hidden_dims, self.num_actions, activation, mu_activation
             )
         )
-        self.critic = nn.Sequential(
+        self.critic = PolicyHead(
             *mlp_layers(self.critic_input_size(), self.critic_hidden_dims, 1, activation)
         )
         self.std = nn.Parameter(self.init_noise_std * torch.ones(self.num_actions))

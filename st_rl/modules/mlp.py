@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from st_rl.modules.utils import get_activation_Cls
+from st_rl.utils.precision import autocast_enabled
 
 
 def mlp_layers(
@@ -34,6 +35,30 @@ def mlp_layers(
                 raise ValueError(f"Unknown output activation {output_activation!r}")
             layers.append(out_cls())
     return layers
+
+
+class PolicyHead(nn.Sequential):
+    """An MLP (``nn.Sequential``, same parameter names) whose output layer runs in float32 under autocast.
+
+    With ``precision="bf16"`` the hidden layers run in bfloat16, but the last ``Linear`` (and any output
+    activation after it) takes float32 inputs and weights: action means and values keep float32 resolution, so
+    the rollout's and the update's values and log-probabilities agree and GAE is not fed rounding noise
+    (a value of 5 in bfloat16 is only resolved to 0.03, about a step's reward).
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        device_type = x.device.type
+        if not autocast_enabled(device_type):
+            return super().forward(x)
+        layers = list(self)
+        last = max((i for i, m in enumerate(layers) if isinstance(m, nn.Linear)), default=len(layers))
+        for layer in layers[:last]:
+            x = layer(x)
+        with torch.autocast(device_type, enabled=False):
+            x = x.float()
+            for layer in layers[last:]:
+                x = layer(x)
+        return x
 
 
 class MlpModel(nn.Module):

@@ -1,7 +1,8 @@
 """Mixed precision for the policy's forward passes (``precision="fp32" | "bf16" | "auto"``).
 
-Only the matrix products of the policy's forward passes (rollout inference and the update's forward passes) run
-in bfloat16, under :func:`torch.autocast`; the policy returns its action mean, value and memory states in
+Only the matrix products of the policy's hidden layers (rollout inference and the update's forward passes) run
+in bfloat16, under :func:`torch.autocast`; the output layers run in float32
+(:class:`st_rl.modules.mlp.PolicyHead`), the policy returns its action mean, value and memory states in
 float32, and parameters, optimizer state, normaliser statistics, GAE, the distribution, every loss reduction and
 the KL stay float32. bfloat16 has float32's exponent range, so no loss scaling is needed.
 """
@@ -63,6 +64,14 @@ def autocast(device: torch.device | str, precision: str) -> Iterator[None]:
         return
     with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
         yield
+
+
+def autocast_enabled(device_type: str) -> bool:
+    """Whether autocast is on for ``device_type`` here (torch 2.2-2.3 have per-device functions)."""
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:
+        return torch.is_autocast_cpu_enabled() if device_type == "cpu" else torch.is_autocast_enabled()
 
 
 def full_precision(x: torch.Tensor) -> torch.Tensor:
