@@ -106,7 +106,7 @@ def compile_policy(policy: nn.Module, mode: str | None = None) -> bool:
             f"torch.compile is not usable here ({type(exc).__name__}: {exc}); running eagerly", stacklevel=3
         )
         return False
-    networks = [m for name in ("actor", "critic") if isinstance(m := getattr(policy, name, None), nn.Module)]
+    networks = [m for name, m in policy.named_children() if name in ("actor", "critic")]
     for module in networks:
         module.compile(mode=mode)
     return bool(networks)

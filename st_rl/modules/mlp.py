@@ -46,17 +46,21 @@ class PolicyHead(nn.Sequential):
     (a value of 5 in bfloat16 is only resolved to 0.03, about a step's reward).
     """
 
+    def __init__(self, *layers: nn.Module) -> None:
+        super().__init__(*layers)
+        linear = [i for i, m in enumerate(layers) if isinstance(m, nn.Linear)]
+        self._output_start = linear[-1] if linear else len(layers)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         device_type = x.device.type
         if not autocast_enabled(device_type):
             return super().forward(x)
-        layers = list(self)
-        last = max((i for i, m in enumerate(layers) if isinstance(m, nn.Linear)), default=len(layers))
-        for layer in layers[:last]:
-            x = layer(x)
+        layers = iter(self)  # the current modules (layers may be swapped in place, e.g. activations)
+        for _ in range(self._output_start):
+            x = next(layers)(x)
         with torch.autocast(device_type, enabled=False):
             x = x.float()
-            for layer in layers[last:]:
+            for layer in layers:
                 x = layer(x)
         return x
 
