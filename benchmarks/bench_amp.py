@@ -1,19 +1,18 @@
 """AMP on the MuJoCo quadruped: does a motion prior change the gait towards the reference, while tracking?
 
-Example (the numbers in RESULTS.md):
-    python benchmarks/bench_amp.py --minutes 20
+Example (the from-scratch numbers in RESULTS.md; one process per seed and method also works):
+    python benchmarks/bench_amp.py --reference gait_grid.motion --iterations 600 --num-envs 256 --seeds 1 2 3
 
-1. Records a reference gait: the scripted open-loop trot (diagonal leg pairs in antiphase, 2 Hz) on the
-   built-in quadruped, 10 s per robot, style fields = the 12 joint positions and 12 joint velocities;
-   ``--reference walk`` (default): 27 robots walking with 9 strides x 3 hip swings (forward, backward,
-   turning); ``--reference trot``: 8 robots trotting in place.
-2. Trains APPO (AmpActorCritic, 2-frame windows, style reward added to the task reward) and, with the same
-   wall-clock budget, plain PPO (the ``quadruped_flat`` preset) on the same task.
+1. The reference gait: a motion file (``--reference FILE``, e.g. recorded from a ``quadruped_gait`` policy with
+   ``st-rl record-motion --grid-vx ...``; its style fields are used), or a scripted open-loop gait recorded on
+   the spot with joint-only style fields: ``walk`` (27 robots, 9 strides x 3 hip swings) or ``trot`` (in place).
+2. For each seed, trains APPO (``amp_train_config``: AmpActorCritic, 2-frame windows, style reward added to the
+   preset's task reward) and plain PPO (the preset) for the same iterations or wall-clock budget.
 3. Evaluates both deterministic policies on fresh robots with commands over the whole range: velocity
-   tracking RMSD, survival, the gait distance to the reference (``st_rl.datasets.gait_distance``: mean
-   distance of the policy's style windows to the nearest reference window, in reference standard
-   deviations) and the style reward the trained discriminator gives each gait.
-Prints the logged mean style reward over training and a summary table.
+   tracking RMSD (mean action, and sampled actions), survival, the gait distance to the reference
+   (``st_rl.datasets.gait_distance``: mean distance of the policy's style windows to the nearest reference
+   window, in reference standard deviations) and the style reward the trained discriminator gives each gait.
+Prints the logged mean style reward over training, a table per seed, the means and the APPO / PPO ratios.
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ def train(
     log_dir: str,
     iterations: int | None = None,
     init_from: str | None = None,
-) -> tuple[Any, list[tuple[int, float, float]]]:
+) -> tuple[Any, list[tuple[int, float, float]], float]:
     runner = build_runner(cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=None)
     if init_from:  # APPO from a PPO checkpoint, counting its iterations from 0
         state = add_amp_discriminator(load_checkpoint(init_from, "cpu"), runner.alg.state_dict())
@@ -82,10 +81,32 @@ def train(
         runner.learn(1, init_at_random_ep_len=first)
         spent += time.perf_counter() - t0
         first = False
-    runner.train_minutes = spent / 60.0
     os.makedirs(log_dir, exist_ok=True)
     runner.save(os.path.join(log_dir, f"model_{runner.current_learning_iteration}.pt"))
-    return runner, curve
+    return runner, curve, spent / 60.0
+
+
+def evaluate(method: str, runner: Any, minutes: float, make: Any, reference: torch.Tensor) -> dict[str, Any]:
+    """Tracking (mean and sampled actions), survival and gait distance of a trained runner's policy."""
+    policy = runner.get_inference_policy()
+    metrics = evaluate_policy(make(128, 1000), policy, 20.0, warmup_s=1.0)
+    ac = runner.alg.actor_critic
+    sampled = evaluate_policy(  # the training-time policy: actions drawn with its learned noise
+        make(128, 1000), lambda obs, ac=ac: ac.act(obs), 20.0, warmup_s=1.0
+    )
+    windows = collect_style_windows(make(128, 2000), policy, 10.0)
+    result = {
+        "iterations": runner.current_learning_iteration,
+        "minutes": minutes,
+        "velrmsd": metrics["velrmsd"],
+        "survival": metrics["survival"],
+        "velrmsd_sampled": sampled["velrmsd"],
+        "gait_distance": gait_distance(windows, reference),
+        "windows": windows,
+    }
+    print(f"{method}: {result['iterations']} iterations, velrmsd {metrics['velrmsd']:.3f}, "
+          f"gait distance {result['gait_distance']:.3f}", flush=True)  # fmt: skip
+    return result
 
 
 def main() -> None:
@@ -101,7 +122,9 @@ def main() -> None:
         help="training budget in iterations per method (overrides --minutes)",
     )
     parser.add_argument("--num-envs", type=int, default=None)
-    parser.add_argument("--style-reward-coef", type=float, default=0.03)
+    parser.add_argument("--style-reward-coef", type=float, default=None, help="default: amp_train_config's")
+    parser.add_argument("--task-reward-lerp", type=float, default=None, help="default: amp_train_config's")
+    parser.add_argument("--grad-pen", type=float, default=None, help="default: amp_train_config's")
     parser.add_argument(
         "--style-ramp",
         type=int,
@@ -110,14 +133,16 @@ def main() -> None:
         metavar=("START", "END"),
         help="APPO: no style reward before iteration START, full weight from END",
     )
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[42], help="one APPO and one PPO run per seed"
+    )
     parser.add_argument("--log-dir", default="logs/bench_amp")
     parser.add_argument("--methods", nargs="+", default=["APPO", "PPO"])
     parser.add_argument(
         "--reference",
-        choices=["trot", "walk"],
         default="walk",
-        help="trot: the scripted trot in place; walk: scripted trots with 9 strides x 3 hip swings (moving)",
+        help="trot: the scripted trot in place; walk: scripted trots with 9 strides x 3 hip swings (moving); "
+        "or a motion file (st-rl record-motion), whose style fields are used",
     )
     parser.add_argument(
         "--appo-init",
@@ -139,95 +164,103 @@ def main() -> None:
     print(f"# {platform.machine()} with {os.cpu_count()} cores, torch {torch.__version__}")
 
     os.makedirs(args.log_dir, exist_ok=True)
-    motion_path = os.path.join(args.log_dir, "trot.motion")
-    fields = record_scripted_trot(args.task, motion_path, seed=args.seed, moving=args.reference == "walk")
+    probe = make_env(args.task, num_envs=1, seed=0)
+    if args.reference in ("trot", "walk"):
+        motion_path = os.path.join(args.log_dir, "trot.motion")
+        fields = record_scripted_trot(args.task, motion_path, seed=0, moving=args.reference == "walk")
+        loader = MotionLoader(motion_path, fields, amp_obs_frame_num=2, time_between_frames=probe.dt)
+    else:
+        loader = MotionLoader(args.reference, amp_obs_frame_num=2, time_between_frames=probe.dt)
+        fields = list(loader.style_fields)
+    torch.manual_seed(0)
+    reference = loader.sample_windows(4096)
     preset = get_preset(args.task)
     num_envs = args.num_envs or preset.num_envs
-    probe = make_env(args.task, num_envs=1, seed=0)
-    loader = MotionLoader(motion_path, fields, amp_obs_frame_num=2, time_between_frames=probe.dt)
-    reference = loader.sample_windows(4096)
-    base = preset.train.to_dict()
-    base.update(seed=args.seed, task=args.task, log_interval=1, save_interval=10**9, logger="none")
+    amp_kwargs: dict[str, Any] = {"style_reward_ramp": args.style_ramp}
+    for key, value in (
+        ("style_reward_coef", args.style_reward_coef),
+        ("task_reward_lerp", args.task_reward_lerp),
+        ("discriminator_grad_pen", args.grad_pen),
+    ):
+        if value is not None:
+            amp_kwargs[key] = value
 
-    results: dict[str, dict[str, Any]] = {}
-    runners: dict[str, Any] = {}
-    for method in args.methods:
-        cfg = (
-            amp_train_config(base, args.style_reward_coef, style_reward_ramp=args.style_ramp)
-            if method == "APPO"
-            else copy.deepcopy(base)
-        )
-        env = make_task_env(args.task, num_envs, args.seed, fields, loader, preset.env_kwargs)
-        checkpoint = {"PPO": args.ppo_checkpoint, "APPO": args.appo_checkpoint}.get(method)
-        if checkpoint:
-            runner, curve = (
-                build_runner(cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=None),
-                [],
-            )
-            runner.load(checkpoint)
-            runner.train_minutes = float("nan")
-        else:
-            init = args.appo_init if method == "APPO" else None
-            runner, curve = train(
-                args.task, cfg, env, args.minutes, os.path.join(args.log_dir, method), args.iterations, init
-            )
-        runners[method] = runner
-        policy = runner.get_inference_policy()
-        eval_env = make_task_env(args.task, 128, 1000, fields, loader, preset.env_kwargs)
-        metrics = evaluate_policy(eval_env, policy, 20.0, warmup_s=1.0)
-        ac = runner.alg.actor_critic
-        sampled = evaluate_policy(  # the training-time policy: actions drawn with its learned noise
-            make_task_env(args.task, 128, 1000, fields, loader, preset.env_kwargs),
-            lambda obs, ac=ac: ac.act(obs),
-            20.0,
-            warmup_s=1.0,
-        )
-        windows = collect_style_windows(
-            make_task_env(args.task, 128, 2000, fields, loader, preset.env_kwargs), policy, 10.0
-        )
-        results[method] = {
-            "iterations": runner.current_learning_iteration,
-            "minutes": runner.train_minutes,
-            "velrmsd": metrics["velrmsd"],
-            "survival": metrics["survival"],
-            "velrmsd_sampled": sampled["velrmsd"],
-            "gait_distance": gait_distance(windows, reference),
-            "windows": windows,
-            "curve": curve,
-        }
-        print(f"{method}: {results[method]['iterations']} iterations, velrmsd {metrics['velrmsd']:.3f}, "
-              f"gait distance {results[method]['gait_distance']:.3f}", flush=True)  # fmt: skip
+    def make(n: int, seed: int) -> Any:
+        return make_task_env(args.task, n, seed, fields, loader, preset.env_kwargs)
 
-    if "APPO" in runners:
-        alg = runners["APPO"].alg
-        curve = results["APPO"]["curve"]
-        if curve:
-            print(
-                "\nAPPO logged mean style reward per step / training tracking error m/s "
-                "(first 10 iterations, then every 10%):"
+    rows: list[tuple[int, str, dict[str, Any]]] = []
+    for seed in args.seeds:
+        base = preset.train.to_dict()
+        base.update(seed=seed, task=args.task, log_interval=1, save_interval=10**9, logger="none")
+        results: dict[str, dict[str, Any]] = {}
+        runners: dict[str, Any] = {}
+        for method in args.methods:
+            cfg = amp_train_config(base, **amp_kwargs) if method == "APPO" else copy.deepcopy(base)
+            env = make(num_envs, seed)
+            checkpoint = {"PPO": args.ppo_checkpoint, "APPO": args.appo_checkpoint}.get(method)
+            curve: list[tuple[int, float, float]] = []
+            if checkpoint:
+                runner = build_runner(cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=None)
+                runner.load(checkpoint)
+                minutes = float("nan")
+            else:
+                init = args.appo_init if method == "APPO" else None
+                log_dir = os.path.join(args.log_dir, f"seed{seed}", method)
+                runner, curve, minutes = train(
+                    args.task, cfg, env, args.minutes, log_dir, args.iterations, init
+                )
+            runners[method] = runner
+            results[method] = evaluate(method, runner, minutes, make, reference)
+            results[method]["curve"] = curve
+
+        if "APPO" in runners:
+            alg = runners["APPO"].alg
+            coef = float(alg.actor_critic.discriminator.style_reward_coef)
+            curve = results["APPO"]["curve"]
+            if curve:
+                print(
+                    "\nAPPO logged mean style reward per step / training tracking error m/s "
+                    "(first 10 iterations, then every 10%):"
+                )
+                picks = curve[:10] + curve[10 :: max(1, len(curve) // 10)] + curve[-1:]
+                print(", ".join(f"it {it}: {v:.4f} / {t:.3f}" for it, v, t in picks))
+            for r in results.values():
+                x = alg.amp_normalizer.normalize(r["windows"])
+                style, _, _ = alg.actor_critic.discriminator.predict_style_reward(x, torch.zeros(x.shape[0]))
+                r["style"] = float(style.mean()) / coef
+            ref_x = alg.amp_normalizer.normalize(reference)
+            ref_style, _, _ = alg.actor_critic.discriminator.predict_style_reward(
+                ref_x, torch.zeros(ref_x.shape[0])
             )
-            picks = curve[:10] + curve[10 :: max(1, len(curve) // 10)] + curve[-1:]
-            print(", ".join(f"it {it}: {v:.4f} / {t:.3f}" for it, v, t in picks))
-        for r in results.values():
-            x = alg.amp_normalizer.normalize(r["windows"])
-            style, _, _ = alg.actor_critic.discriminator.predict_style_reward(x, torch.zeros(x.shape[0]))
-            r["style"] = float(style.mean()) / args.style_reward_coef
-        ref_x = alg.amp_normalizer.normalize(reference)
-        ref_style, _, _ = alg.actor_critic.discriminator.predict_style_reward(
-            ref_x, torch.zeros(ref_x.shape[0])
-        )
-        print(f"reference windows' style score: {float(ref_style.mean()) / args.style_reward_coef:.3f}")
+            print(f"reference windows' style score: {float(ref_style.mean()) / coef:.3f}")
+        rows += [(seed, method, r) for method, r in results.items()]
 
     print()
     print(
-        "| method | train min | iterations | velrmsd m/s | survival | velrmsd, sampled actions | "
+        "| seed | method | train min | iterations | velrmsd m/s | survival | velrmsd, sampled actions | "
         "gait distance to reference | style score (trained D, 0..1) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for method, r in results.items():
+    print("|---|---|---|---|---|---|---|---|---|")
+    for seed, method, r in rows:
         style = f"{r['style']:.3f}" if "style" in r else "-"
-        print(f"| {method} | {r['minutes']:.1f} | {r['iterations']} | {r['velrmsd']:.3f} | {r['survival']:.3f} | {r['velrmsd_sampled']:.3f} | "
-              f"{r['gait_distance']:.3f} | {style} |")  # fmt: skip
+        print(f"| {seed} | {method} | {r['minutes']:.1f} | {r['iterations']} | {r['velrmsd']:.3f} | {r['survival']:.3f} | "
+              f"{r['velrmsd_sampled']:.3f} | {r['gait_distance']:.3f} | {style} |")  # fmt: skip
+    if len(args.seeds) > 1:
+        for method in args.methods:
+            rs = [r for _, m, r in rows if m == method]
+            mean = {
+                k: sum(r[k] for r in rs) / len(rs)
+                for k in ("velrmsd", "survival", "velrmsd_sampled", "gait_distance")
+            }
+            print(f"| mean | {method} | | | {mean['velrmsd']:.3f} | {mean['survival']:.3f} | "
+                  f"{mean['velrmsd_sampled']:.3f} | {mean['gait_distance']:.3f} | |")  # fmt: skip
+    if {"APPO", "PPO"} <= set(args.methods):
+        mean = lambda m, k: sum(r[k] for _, mm, r in rows if mm == m) / len(args.seeds)  # noqa: E731
+        print(
+            f"\nAPPO / PPO over {len(args.seeds)} seed(s): velrmsd {mean('APPO', 'velrmsd') / mean('PPO', 'velrmsd'):.2f}x "
+            f"(target <= 1.10), gait distance {mean('APPO', 'gait_distance') / mean('PPO', 'gait_distance'):.2f}x "
+            "(target <= 0.50)"
+        )
 
 
 if __name__ == "__main__":

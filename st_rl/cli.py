@@ -21,8 +21,7 @@ from typing import Any, NoReturn
 
 import torch
 
-_STYLE_REWARD_COEF = 0.03
-"""Default AMP style reward weight of ``st-rl train --motion``."""
+from st_rl.configs import AMP_STYLE_REWARD_COEF as _STYLE_REWARD_COEF
 
 
 def _default_device() -> str:
@@ -252,11 +251,25 @@ def _build_parser() -> argparse.ArgumentParser:
     rec.add_argument(
         "--command", dest="fixed_command", type=float, nargs=3, default=None, metavar=("VX", "VY", "YAW")
     )
+    for axis, what in (
+        ("vx", "forward speeds (m/s)"),
+        ("vy", "lateral speeds (m/s)"),
+        ("yaw", "turn rates (rad/s)"),
+    ):
+        rec.add_argument(
+            f"--grid-{axis}",
+            type=float,
+            nargs="+",
+            default=None,
+            metavar="V",
+            help=f"command grid: {what}; one trajectory per combination of the --grid-* values, each at its "
+            "own fixed command (missing axes: 0)",
+        )
     rec.add_argument(
         "--fields",
         default="default",
-        help="style fields: 'default' (root height, base velocities, joints), 'joints' (joint positions and "
-        "velocities) or a comma-separated list",
+        help="style fields: 'default' (root height, base velocities, joints, feet), 'joints' (joint positions "
+        "and velocities) or a comma-separated list",
     )
     rec.add_argument("--seed", type=int, default=0)
     rec.add_argument("--trust-config", action="store_true", help=_TRUST_CONFIG_HELP)
@@ -838,28 +851,33 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_record_motion(args: argparse.Namespace) -> int:
     from st_rl.tasks import make_env
-    from st_rl.tasks.motion_recorder import record_motion, save_motion_file, scripted_trot_policy
+    from st_rl.tasks.motion_recorder import (
+        command_grid,
+        record_motion,
+        save_motion_file,
+        scripted_trot_policy,
+    )
 
     n = max(1, args.num_trajectories)
+    command = args.fixed_command
+    grid = (args.grid_vx, args.grid_vy, args.grid_yaw)
+    if any(g is not None for g in grid):
+        if command is not None:
+            raise ValueError("give either --command or --grid-vx/--grid-vy/--grid-yaw, not both")
+        command = command_grid(*(g or (0.0,) for g in grid))
+        n = command.shape[0]
+    fixed: dict[str, Any] = {"resampling_time_s": 1e9} if command is not None else {}
     if args.scripted_trot or args.scripted_walk:
-        env = make_env(args.task, num_envs=n, seed=args.seed, max_push_vel_xy=0.0, noise_level=0.0)
+        env = make_env(args.task, num_envs=n, seed=args.seed, max_push_vel_xy=0.0, noise_level=0.0, **fixed)
         stride = torch.linspace(-0.4, 0.4, n) if args.scripted_walk and n > 1 else 0.0
         policy = scripted_trot_policy(env, stride=stride)
     else:
-        from st_rl.runners import OnPolicyRunner
-        from st_rl.utils.checkpoint import load_checkpoint
-        from st_rl.utils.config import untrusted_config
+        from st_rl.evaluation.runs import load_run
 
-        state = load_checkpoint(args.checkpoint)
-        cfg = state.get("config")
-        if not isinstance(cfg, dict):
-            raise SystemExit(
-                f"{args.checkpoint} holds no training config; record with --scripted-trot instead"
-            )
-        env = make_env(args.task, num_envs=n, seed=args.seed, max_push_vel_xy=0.0)
-        with untrusted_config(f"{args.checkpoint} (its stored 'config')", trusted=args.trust_config):
-            runner = OnPolicyRunner(env, {**cfg, "logger": "none"})
-            runner.load(args.checkpoint, load_optimizer=False)
+        env = make_env(args.task, num_envs=n, seed=args.seed, max_push_vel_xy=0.0, **fixed)
+        # the run's stored config rebuilds its policy (flat or nested form, any runner); the recording env
+        # is ours: no pushes, commands held when a command or grid is given
+        runner = load_run(args.checkpoint, task=args.task, env=env, trust_config=args.trust_config).runner
         policy = runner.get_inference_policy()
     if args.fields == "joints":
         from st_rl.tasks.motion_recorder import joint_style_fields
@@ -869,9 +887,7 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
         fields = None
     else:
         fields = [f.strip() for f in args.fields.split(",") if f.strip()]
-    motion = record_motion(
-        env, policy, args.duration, fields=fields, env_ids=range(n), command=args.fixed_command
-    )
+    motion = record_motion(env, policy, args.duration, fields=fields, env_ids=range(n), command=command)
     if not motion:
         raise SystemExit("every recorded trajectory fell before recording started; nothing written")
     save_motion_file(motion, args.out)

@@ -9,6 +9,11 @@ trained policy on a fresh evaluation environment:
 * ``objective="velrmsd"`` (minimised; velocity-command tasks only): velocity-tracking RMSD measured by
   :func:`st_rl.play.evaluate_policy`; the runner reports its own ``Eval/velrmsd`` during training.
 
+With ``motion`` (a motion file, ``st-rl tune --motion FILE``) every trial trains AMP (APPO,
+:func:`st_rl.configs.amp_train_config`) towards that reference, the default space is :data:`AMP_SPACE`, and
+each trial also records the gait distance of its policy to the reference (user attribute ``gait_distance``,
+shown in the summary).
+
 Studies live in an Optuna storage (default: a SQLite file ``<log_root>/<study>.db``) and are loaded when they
 exist, so a second invocation adds trials and several workers can share one study. Each trial logs to
 ``<log_root>/<study>/trial_<n>``. Optuna is imported on use (``pip install st-rl[tune]``).
@@ -39,6 +44,14 @@ DEFAULT_SPACE: dict[str, list[Any]] = {
     "policy.hidden_width": ["categorical", 32, 64, 128, 256],
 }
 """The PPO search space: ``dotted.key -> [kind, ...]`` (see :func:`parse_space`)."""
+
+AMP_SPACE: dict[str, list[Any]] = {
+    "policy.amp_discriminator.style_reward_coef": ["log", 0.003, 0.05],
+    "policy.amp_discriminator.discriminator_grad_pen": ["log", 0.5, 20.0],
+    "algorithm.amp_replay_buffer_size": ["categorical", 0, 20000, 100000],
+    "algorithm.learning_rate": ["log", 3e-4, 3e-3],
+}
+"""The AMP search space of ``st-rl tune --motion`` (style weight, gradient penalty, replay, learning rate)."""
 
 OBJECTIVES: dict[str, tuple[str, str, str]] = {
     # name: (direction, metric the runner reports during training, description)
@@ -336,6 +349,7 @@ def run_study(
     timeout_s: float | None = None,
     verbose: bool = True,
     summary_top: int = 5,
+    motion: str | None = None,
 ) -> Any:
     """Run (or continue) a study of ``n_trials`` more trials on a built-in task's preset.
 
@@ -360,6 +374,8 @@ def run_study(
         timeout_s: stop starting trials after this many seconds.
         verbose: print one line per trial and, at the end, the summary of the ``summary_top`` best trials.
         summary_top: rows of the summary table.
+        motion: a motion file: train AMP (APPO) towards it (default space :data:`AMP_SPACE`) and record
+            each trial's gait distance to it.
 
     Returns:
         The ``optuna.Study``.
@@ -373,7 +389,23 @@ def run_study(
     preset = get_preset(task)
     study_name = study_name or task
     storage = storage or default_storage(log_root, study_name)
-    space = parse_space(DEFAULT_SPACE if space is None else space)
+    space = parse_space((AMP_SPACE if motion else DEFAULT_SPACE) if space is None else space)
+    loader = reference = None
+    if motion:
+        from st_rl.datasets import MotionLoader
+
+        dt = make_env(task, num_envs=1, seed=0, **preset.env_kwargs).dt
+        loader = MotionLoader(motion, amp_obs_frame_num=2, time_between_frames=dt, device=device)
+        reference = loader.sample_windows(4096)
+
+    def task_env(n: int, env_seed: int, env_kwargs: dict[str, Any]) -> Any:
+        if loader is None:
+            return make_env(task, num_envs=n, device=device, seed=env_seed, **env_kwargs)
+        kwargs = {**env_kwargs, "amp_obs_frame_num": 2, "style_fields": loader.style_fields}
+        env = make_env(task, num_envs=n, device=device, seed=env_seed, **kwargs)
+        env.set_ref_motion_source(loader)
+        return env
+
     direction, report_metric, _ = OBJECTIVES.get(objective, (None, None, None))
     if direction is None:
         raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
@@ -391,6 +423,10 @@ def run_study(
     def train_trial(trial: Any) -> float:
         params = suggest(trial, space)
         cfg = preset.train.to_dict()
+        if loader is not None:
+            from st_rl.configs import amp_train_config
+
+            cfg = amp_train_config(cfg)
         cfg.update(task=task, seed=base_seed, logger=logger, save_interval=max(1, iterations))
         cfg["log_interval"] = log_interval or max(1, iterations // 5)
         cfg, env_kwargs = apply_params(cfg, preset.env_kwargs, params)
@@ -398,7 +434,7 @@ def run_study(
         trial.set_user_attr("log_dir", log_dir)
         trial.set_user_attr("pid", os.getpid())  # lets a later run tell an interrupted trial from a live one
         trial.set_user_attr("host", socket.gethostname())
-        env = make_env(task, num_envs=num_envs, device=device, seed=base_seed, **env_kwargs)
+        env = task_env(num_envs, base_seed, env_kwargs)
         runner = build_runner(
             cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=log_dir, device=device
         )
@@ -408,7 +444,16 @@ def run_study(
         trial.set_user_attr("iterations", done)
         if done < iterations:
             raise optuna.TrialPruned(f"pruned after {done}/{iterations} iterations")
-        eval_env = make_env(task, num_envs=eval_envs, device=device, seed=base_seed + 10000, **env_kwargs)
+        eval_env = task_env(eval_envs, base_seed + 10000, env_kwargs)
+        if reference is not None:
+            from st_rl.datasets import gait_distance
+            from st_rl.tasks.motion_recorder import collect_style_windows
+
+            windows = collect_style_windows(
+                task_env(eval_envs, base_seed + 20000, env_kwargs), runner.get_inference_policy(), 10.0
+            )
+            trial.set_user_attr("gait_distance", gait_distance(windows, reference))
+            runner.train_mode()
         if objective == "velrmsd":
             value = evaluate_velrmsd(runner, eval_env, eval_steps)
         else:
@@ -420,6 +465,8 @@ def run_study(
     def report(study: Any, trial: Any) -> None:
         if verbose:
             value = "" if trial.value is None else f" value={trial.value:.4g}"
+            if "gait_distance" in trial.user_attrs:
+                value += f" gait_distance={trial.user_attrs['gait_distance']:.3f}"
             print(
                 f"[st-rl tune] trial {trial.number} {trial.state.name.lower()}{value} "
                 f"params={_format_params(trial.params)}",
@@ -475,9 +522,22 @@ def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
         f"Best trial {best.number}: value {best.value:.6g} (log dir {best.user_attrs.get('log_dir')})"
     )
     keys = sorted({k for t in complete[:top] for k in t.params})
-    header = ["rank", "trial", "value", *[k.split(".")[-1] for k in keys]]
+    gait = any("gait_distance" in t.user_attrs for t in complete[:top])
+    header = [
+        "rank",
+        "trial",
+        "value",
+        *(["gait_distance"] if gait else []),
+        *[k.split(".")[-1] for k in keys],
+    ]
     rows = [
-        [str(i + 1), str(t.number), f"{t.value:.5g}", *[_format_value(t.params.get(k, "-")) for k in keys]]
+        [
+            str(i + 1),
+            str(t.number),
+            f"{t.value:.5g}",
+            *([_format_value(t.user_attrs.get("gait_distance", "-"))] if gait else []),
+            *[_format_value(t.params.get(k, "-")) for k in keys],
+        ]
         for i, t in enumerate(complete[:top])
     ]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
@@ -528,6 +588,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     parser.add_argument("--top", type=int, default=5, help="rows of the summary table (default 5)")
     parser.add_argument(
+        "--motion",
+        default=None,
+        help="reference-motion file: tune AMP (APPO) towards it (default space: style weight, gradient "
+        "penalty, replay size, learning rate); each trial also reports its gait distance to the reference",
+    )
+    parser.add_argument(
         "--summary", action="store_true", help="print the summary of an existing study and exit (no training)"
     )
 
@@ -564,6 +630,7 @@ def main(args: argparse.Namespace) -> int:
             log_interval=args.log_interval,
             timeout_s=args.timeout,
             summary_top=args.top,
+            motion=args.motion,
         )
     except ValueError as e:
         print(f"[st-rl tune] error: {e}", file=sys.stderr)

@@ -153,3 +153,53 @@ def test_record_motion_scripted_walk_spreads_strides(tmp_path):
     assert 1 <= len(trajectories) <= 3
     frames = [torch.tensor(t["Frames"]) for t in trajectories.values()]
     assert all(0 < f.shape[0] <= 50 for f in frames)  # 1 s at the task's 50 Hz, cut if the robot fell
+
+
+def test_record_motion_over_a_command_grid(tmp_path, capsys):
+    motion = tmp_path / "grid.motion"
+    rc = main(
+        ["record-motion", "--scripted-trot", "--duration", "0.5", "--grid-vx", "-0.5", "0.5",
+         "--grid-yaw", "0", "1", "--out", str(motion)]
+    )  # fmt: skip
+    assert rc == 0
+    from st_rl.tasks.motion_recorder import load_motion_file
+
+    trajectories = load_motion_file(str(motion))
+    commands = sorted(tuple(t["Command"]) for t in trajectories.values())
+    assert commands == [(-0.5, 0.0, 0.0), (-0.5, 0.0, 1.0), (0.5, 0.0, 0.0), (0.5, 0.0, 1.0)]
+    assert all(len(t["Fields"]) == 43 for t in trajectories.values())  # default fields: base, joints, feet
+    rc = main(
+        [
+            "record-motion",
+            "--scripted-trot",
+            "--grid-vx",
+            "1",
+            "--command",
+            "1",
+            "0",
+            "0",
+            "--out",
+            str(motion),
+        ]
+    )
+    assert rc == 2 and "either --command or --grid" in capsys.readouterr().err
+
+
+def test_record_motion_from_a_trained_run_over_a_command_grid(tmp_path):
+    """A run of ``st-rl train`` (nested config in config.json and the checkpoint) records a reference over a
+    grid of commands: the recipe of docs/amp.md with the gait preset."""
+    run = tmp_path / "gait"
+    assert main(["train", "--task", "quadruped_gait", "--num-envs", "16", "--iterations", "1", "--device", "cpu",
+                 "--log-dir", str(run)]) == 0  # fmt: skip
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["env"]["reward_scales"]["trot"] == 0.5 and cfg["env"]["reward_scales"]["feet_air_time"] == 0.5
+    motion = tmp_path / "gait.motion"
+    rc = main(["record-motion", "--checkpoint", str(run), "--task", "quadruped_gait", "--duration", "0.5",
+               "--grid-vx", "0", "0.5", "--grid-yaw", "-0.5", "0.5", "--out", str(motion)])  # fmt: skip
+    assert rc == 0
+    from st_rl.tasks.motion_recorder import load_motion_file
+
+    trajectories = load_motion_file(str(motion))
+    assert len(trajectories) <= 4 and {tuple(t["Command"]) for t in trajectories.values()} <= {
+        (vx, 0.0, w) for vx in (0.0, 0.5) for w in (-0.5, 0.5)
+    }

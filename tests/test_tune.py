@@ -189,3 +189,41 @@ def test_trials_of_a_killed_tune_are_marked_failed_on_restart(tmp_path):
     states = [t.state for t in optuna.load_study(study_name="s", storage=storage).trials]
     running = optuna.trial.TrialState.RUNNING
     assert states == [optuna.trial.TrialState.FAIL, running, running]
+
+
+def test_tune_with_a_motion_file_trains_amp_and_records_the_gait_distance(tmp_path, capsys):
+    """``st-rl tune --motion``: trials train APPO (a discriminator in the checkpoint), draw the AMP space's
+    keys, and report the gait distance to the reference next to the objective."""
+    pytest.importorskip("mujoco")
+    import torch
+
+    from st_rl.tasks.motion_recorder import record_scripted_trot
+    from st_rl.tune import AMP_SPACE
+
+    motion = tmp_path / "trot.motion"
+    record_scripted_trot("quadruped_flat", str(motion), num_robots=2, duration_s=1.0)
+    root = tmp_path / "tune"
+    space = {**AMP_SPACE, "algorithm.num_learning_epochs": 1, "algorithm.num_mini_batches": 1}
+    args = [
+        "tune",
+        "--task",
+        "quadruped_flat",
+        "--motion",
+        str(motion),
+        "--iterations",
+        "1",
+        "--num-envs",
+        "16",
+    ]
+    args += ["--eval-envs", "8", "--eval-steps", "2", "--objective", "velrmsd", "--log-root", str(root)]
+    args += ["--study-name", "amp", "--trials", "1", "--space", json.dumps(space), "--threads", "1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "trial 0 complete" in out and "gait_distance=" in out
+    study = optuna.load_study(study_name="amp", storage=f"sqlite:///{root}/amp.db")
+    trial = study.trials[0]
+    assert set(AMP_SPACE) <= set(trial.params)
+    assert trial.user_attrs["gait_distance"] > 0
+    state = torch.load(root / "amp" / "trial_0" / "model_1.pt", weights_only=True)
+    assert any("discriminator" in k for k in state["model_state_dict"])
+    assert "gait_distance" in out[out.index("rank") :].splitlines()[0]

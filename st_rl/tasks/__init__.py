@@ -88,3 +88,6 @@ def _quadruped(terrain: str) -> Any:
 
 register_task("quadruped_flat", _quadruped("flat"))  # type: ignore[arg-type]
 register_task("quadruped_rough", _quadruped("rough"))  # type: ignore[arg-type]
+# The flat task under the name of its gait-shaping training preset (configs.quadruped_gait), so that
+# `st-rl train --task quadruped_gait` and `st-rl record-motion --task quadruped_gait` find it.
+register_task("quadruped_gait", _quadruped("flat"))  # type: ignore[arg-type]

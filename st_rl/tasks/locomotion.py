@@ -129,7 +129,9 @@ class LeggedLocomotion(BuiltinTask):
 
     Reward terms (``reward_scales``; each ``scale * kernel * dt``): ``tracking_lin_vel``,
     ``tracking_ang_vel``, ``lin_vel_z``, ``ang_vel_xy``, ``orientation``, ``torques``, ``dof_acc``,
-    ``action_rate``, ``feet_air_time``, ``termination``. A term with scale 0 is skipped.
+    ``action_rate``, ``feet_air_time``, ``trot``, ``termination``. A term with scale 0 is skipped.
+    ``trot`` (a gait-shaping term, off by default) is 1 while the robot is commanded to move and its
+    diagonal feet share a contact state that the two feet of each side do not (a two-beat trot), else 0.
 
     Args:
         num_envs: parallel simulations.
@@ -188,6 +190,7 @@ class LeggedLocomotion(BuiltinTask):
             "dof_acc": -2.5e-7,
             "action_rate": -0.01,
             "feet_air_time": 1.0,
+            "trot": 0.0,
             "termination": -10.0,
         },
         # termination
@@ -206,7 +209,7 @@ class LeggedLocomotion(BuiltinTask):
         "metric_warmup_s": 1.0,
         # AMP reference motion: frames of style features in extras["observations"]["ref_obs"]
         "amp_obs_frame_num": 0,  # H; 0 disables ref_obs
-        "style_fields": None,  # None: root height, base velocities (body frame), joint positions/velocities
+        "style_fields": None,  # None: root height, base velocities, joints, feet (body frame)
     }
     failure_terms = ("trunk_contact", "tilt", "base_height")
     metric_terms = ("tracking_error", "CoT")
@@ -234,6 +237,8 @@ class LeggedLocomotion(BuiltinTask):
         self.use_height_scan = self.terrain == "rough" if c["height_scan"] is None else bool(c["height_scan"])
         self._build_model(c["model_path"] or DEFAULT_MODEL_PATH)
         self._build_buffers()
+        if "trot" in self.reward_terms:
+            self._gait_partners()  # a robot without four corner feet is refused here, not at the first step
         self.reset()
 
     # ------------------------------------------------------------------ construction
@@ -276,6 +281,7 @@ class LeggedLocomotion(BuiltinTask):
             raise ValueError(f"{path}: no foot geoms found; name them '*foot*' or pass foot_geom_names")
         self.foot_geoms = np.asarray([geoms.index(n) for n in names])
         self.num_feet = len(names)
+        self.foot_names = list(names)
         self.foot_bodies = np.asarray([model.geom_bodyid[g] for g in self.foot_geoms])
         self.foot_touch_adr, self.trunk_touch_adr = self._find_touch_sensors(model, path)
         key = mj.mj_name2id(model, mj.mjtObj.mjOBJ_KEY, self.cfg["home_keyframe"])
@@ -297,6 +303,8 @@ class LeggedLocomotion(BuiltinTask):
             warnings.simplefilter("ignore", UserWarning)
             self._act_force = torch.from_numpy(self.batch.bind("actuator_force"))
             self._sensordata = torch.from_numpy(self.batch.bind("sensordata"))
+            self._geom_xpos = torch.from_numpy(self.batch.bind("geom_xpos"))
+            self._xpos = torch.from_numpy(self.batch.bind("xpos"))
         self._friction = torch.from_numpy(self.batch.expand("geom_friction"))
         self._body_mass = torch.from_numpy(self.batch.expand("body_mass"))
 
@@ -452,10 +460,12 @@ class LeggedLocomotion(BuiltinTask):
         self._warmup_steps = int(round(c["metric_warmup_s"] / self.dt))
         self._cache: dict[str, torch.Tensor] = {}
         self._mirror_maps: dict[str, SignedPermutation] | None = None
+        self._partners: tuple[list[int], list[int]] | None = None
         self.ref_motion_source: Any = None
         self.amp_obs_frame_num = int(c["amp_obs_frame_num"])
         self.style_fields = list(c["style_fields"] or self.default_style_fields())
         self._style_index = self._style_columns(self.style_fields)
+        self._style_needs_feet = any(f in self._foot_style_fields() for f in self.style_fields)
         if self.amp_obs_frame_num > 0:
             self.ref_obs_buf = z(n, self.amp_obs_frame_num, len(self.style_fields))
             self._state_buffers.append("ref_obs_buf")
@@ -487,6 +497,18 @@ class LeggedLocomotion(BuiltinTask):
         """Gravity direction in the base frame."""
         g = torch.tensor([[0.0, 0.0, -1.0]]).expand(self.num_envs, 3)
         return self._cached("grav", lambda: quat_rotate_inverse(self.base_quat, g))
+
+    @property
+    def foot_pos_b(self) -> torch.Tensor:
+        """Foot positions relative to the base, in the base frame, (N, feet, 3) (m). Runs MuJoCo's position
+        stage for the current state on first use after a state change (style features read it)."""
+        return self._cached("feet", self._compute_foot_pos_b)
+
+    def _compute_foot_pos_b(self) -> torch.Tensor:
+        self.batch.forward(stage=self.mujoco.mjtStage.mjSTAGE_POS)
+        rel = (self._geom_xpos[:, self.foot_geoms] - self._xpos[:, self.base_body, None]).float()
+        q = self.base_quat[:, None].expand(-1, self.num_feet, 4).reshape(-1, 4)
+        return quat_rotate_inverse(q, rel.reshape(-1, 3)).reshape(self.num_envs, self.num_feet, 3)
 
     @property
     def dof_pos(self) -> torch.Tensor:
@@ -571,9 +593,41 @@ class LeggedLocomotion(BuiltinTask):
             "dof_acc": lambda: ((self.dof_vel - self.last_dof_vel) / self.dt).square().sum(1),
             "action_rate": lambda: (actions - self.last_actions).square().sum(1),
             "feet_air_time": lambda: air,
+            "trot": lambda: self._trot_phase() * moving,
             "termination": lambda: failed.float() / self.dt,  # one-off penalty: scale * 1
         }
         return torch.stack([self.reward_scales[t] * kernels[t]() for t in self.reward_terms], dim=1)
+
+    def _trot_phase(self) -> torch.Tensor:
+        """1 where diagonal feet share their contact state and the two feet of each side differ, else 0."""
+        c = self.foot_contact
+        diagonal, lateral = self._gait_partners()
+        return ((c == c[:, diagonal]).all(dim=1) & (c != c[:, lateral]).all(dim=1)).float()
+
+    def _gait_partners(self) -> tuple[list[int], list[int]]:
+        if self._partners is None:
+            if self.num_feet != 4:
+                raise ValueError(f"the 'trot' reward needs four feet; this robot has {self.num_feet}")
+            home = self._home_foot_positions()
+            diagonal = [
+                int(np.argmin(np.linalg.norm(home - home[f] * [-1, -1, 1], axis=1))) for f in range(4)
+            ]
+            lateral = [int(np.argmin(np.linalg.norm(home - home[f] * [1, -1, 1], axis=1))) for f in range(4)]
+            if sorted(diagonal) != [0, 1, 2, 3] or sorted(lateral) != [0, 1, 2, 3] or diagonal == lateral:
+                raise ValueError(
+                    "the 'trot' reward needs feet at the four corners of the base (front/hind, left/right)"
+                )
+            self._partners = (diagonal, lateral)
+        return self._partners
+
+    def _home_foot_positions(self) -> np.ndarray:
+        """Foot positions in the base frame at the standing pose (feet, 3)."""
+        mj = self.mujoco
+        data = mj.MjData(self.model)
+        data.qpos[:] = self.default_qpos.numpy()
+        mj.mj_kinematics(self.model, data)
+        rot = data.xmat[self.base_body].reshape(3, 3)
+        return (data.geom_xpos[self.foot_geoms] - data.xpos[self.base_body]) @ rot
 
     def _failures(self) -> torch.Tensor:
         return self._cached("failures", self._compute_failures_uncached)
@@ -757,14 +811,18 @@ class LeggedLocomotion(BuiltinTask):
         for frame in ("b", "w"):
             names += [f"root_vel_{a}_{frame}" for a in "xyz"] + [f"root_ang_vel_{a}_{frame}" for a in "xyz"]
         names += [f"{j}_dof_pos" for j in self.joint_names] + [f"{j}_dof_vel" for j in self.joint_names]
-        return names
+        return names + self._foot_style_fields()
+
+    def _foot_style_fields(self) -> list[str]:
+        return [f"{foot}_pos_{a}_b" for foot in self.foot_names for a in "xyz"]
 
     def default_style_fields(self) -> list[str]:
-        """Root height, body-frame base velocities, joint positions and velocities."""
+        """Root height, base linear and angular velocity (base frame), joint positions and velocities, and
+        foot positions relative to the base (base frame): what a discriminator needs to tell walking at a
+        speed from stepping in place."""
         fields = ["root_pos_z"] + [f"root_vel_{a}_b" for a in "xyz"] + [f"root_ang_vel_{a}_b" for a in "xyz"]
-        return (
-            fields + [f"{j}_dof_pos" for j in self.joint_names] + [f"{j}_dof_vel" for j in self.joint_names]
-        )
+        joints = [f"{j}_dof_pos" for j in self.joint_names] + [f"{j}_dof_vel" for j in self.joint_names]
+        return fields + joints + self._foot_style_fields()
 
     def _style_columns(self, fields: list[str]) -> torch.Tensor:
         available = self.available_style_fields()
@@ -773,8 +831,9 @@ class LeggedLocomotion(BuiltinTask):
             raise ValueError(f"Unknown style fields {unknown}; available: {available}")
         return torch.tensor([available.index(f) for f in fields], dtype=torch.long)
 
-    def all_style_features(self) -> torch.Tensor:
-        """Every field of :meth:`available_style_fields` for every env, (N, F_all)."""
+    def all_style_features(self, feet: bool = True) -> torch.Tensor:
+        """Every field of :meth:`available_style_fields` for every env, (N, F_all); ``feet=False`` leaves out
+        the foot positions (the last ``3 * feet`` columns), which need MuJoCo's position stage."""
         q = self.base_quat
         lin_w = self._qvel[:, 0:3].float()
         ang_b = self.base_ang_vel
@@ -783,12 +842,18 @@ class LeggedLocomotion(BuiltinTask):
             self._qpos[:, 0:3].float(), q, quat_rotate_inverse(q, lin_w), ang_b, lin_w, ang_w,
             self.dof_pos, self.dof_vel,
         ]  # fmt: skip
+        if feet:
+            parts.append(self.foot_pos_b.reshape(self.num_envs, -1))
         return torch.cat(parts, dim=1)
 
     def style_features(self, fields: list[str] | None = None) -> torch.Tensor:
         """Style features (N, F) of the named fields (default: ``style_fields``)."""
-        index = self._style_index if fields is None else self._style_columns(fields)
-        return self.all_style_features()[:, index]
+        if fields is None:
+            index, feet = self._style_index, self._style_needs_feet
+        else:
+            index = self._style_columns(fields)
+            feet = any(f in self._foot_style_fields() for f in fields)
+        return self.all_style_features(feet=feet)[:, index]
 
     def set_ref_motion_source(self, source: Any) -> None:
         """Provide expert windows: ``source(num_envs) -> (N, H * F)`` is added as ``extras["ref_motion"]``."""
@@ -831,7 +896,8 @@ class LeggedLocomotion(BuiltinTask):
           kept for hinges about its normal y (thigh, calf); the built-in robot's joint map is
           ``FR_hip <- -FL_hip, FR_thigh <- FL_thigh, FR_calf <- FL_calf`` and likewise for the other legs;
         * ``height_measurements`` (1, nx, ny): scan column ``iy -> ny - 1 - iy`` (the scan's y grid must be
-          symmetric); ``foot_contact``: mirror partner's foot; ``friction``, ``added_mass``: unchanged.
+          symmetric); ``foot_contact``: mirror partner's foot; style foot positions ``<foot>_pos_*_b``: the
+          mirror partner foot's position, as a polar vector; ``friction``, ``added_mass``: unchanged.
 
         Partners and signs come from the model's geometry (joint anchors and axes, foot positions in the base
         frame at ``qpos0``), so any mirror-symmetric MJCF or URDF robot works. The standing pose must be its own
@@ -947,12 +1013,14 @@ class LeggedLocomotion(BuiltinTask):
             "actions": SignedPermutation(joint_partner, joint_sign, self.device),
         }
         if self.amp_obs_frame_num > 0:
-            style = self._style_mirror(joint_partner, joint_sign)
+            style = self._style_mirror(joint_partner, joint_sign, foot_partner)
             if style is not None:
                 maps["ref_obs"] = style
         return maps
 
-    def _style_mirror(self, joint_partner: list[int], joint_sign: list[float]) -> SignedPermutation | None:
+    def _style_mirror(
+        self, joint_partner: list[int], joint_sign: list[float], foot_partner: list[int]
+    ) -> SignedPermutation | None:
         """Mirror map of the style features (``style_fields``), or None when a field's partner is missing."""
         rule: dict[str, tuple[str, float]] = {}
         polar, axial = {"x": 1.0, "y": -1.0, "z": 1.0}, {"x": -1.0, "y": 1.0, "z": -1.0}
@@ -967,6 +1035,10 @@ class LeggedLocomotion(BuiltinTask):
             partner = self.joint_names[joint_partner[i]]
             for kind in ("dof_pos", "dof_vel"):
                 rule[f"{name}_{kind}"] = (f"{partner}_{kind}", joint_sign[i])
+        for f, name in enumerate(self.foot_names):
+            partner = self.foot_names[foot_partner[f]]
+            for ax in "xyz":
+                rule[f"{name}_pos_{ax}_b"] = (f"{partner}_pos_{ax}_b", polar[ax])
         fields = self.style_fields
         if any(rule[f][0] not in fields for f in fields):
             return None

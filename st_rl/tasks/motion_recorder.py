@@ -22,6 +22,7 @@ import torch
 
 __all__ = [
     "collect_style_windows",
+    "command_grid",
     "joint_style_fields",
     "load_motion_file",
     "record_motion",
@@ -73,6 +74,16 @@ def scripted_trot_policy(
     return policy
 
 
+def command_grid(
+    vx: Sequence[float] = (0.0,), vy: Sequence[float] = (0.0,), yaw: Sequence[float] = (0.0,)
+) -> torch.Tensor:
+    """Every combination of the given forward speeds, lateral speeds and turn rates, ``(K, 3)``."""
+    axes = [torch.as_tensor(list(v), dtype=torch.float32).reshape(-1) for v in (vx, vy, yaw)]
+    if any(a.numel() == 0 for a in axes):
+        raise ValueError("command_grid: every axis needs at least one value")
+    return torch.cartesian_prod(*axes).reshape(-1, 3)
+
+
 @torch.inference_mode()
 def record_motion(
     env: Any,
@@ -81,23 +92,33 @@ def record_motion(
     fields: Sequence[str] | None = None,
     env_ids: Sequence[int] = (0,),
     warmup_s: float = 1.0,
-    command: Sequence[float] | None = None,
+    command: Sequence[float] | torch.Tensor | None = None,
     name: str = "recorded",
 ) -> dict[str, dict[str, Any]]:
     """Run ``policy`` on ``env`` and record the style fields of ``env_ids`` as one trajectory each.
 
     Frames are recorded every policy step (``FrameDuration = env.dt``) after ``warmup_s``; a trajectory
-    that terminates is cut at the termination.
+    that terminates is cut at the termination. ``command`` holds the velocity command fixed: one
+    ``(vx, vy, yaw rate)`` for every robot, or one row per robot, ``(num_envs, 3)`` (e.g. a
+    :func:`command_grid`); each trajectory then also stores its ``"Command"`` (extra key, ignored by loaders).
     """
     fields = list(fields or env.default_style_fields())
+    fixed = None
+    if command is not None:
+        fixed = torch.as_tensor(command, dtype=torch.float32)
+        if fixed.shape not in ((3,), (env.num_envs, 3)):
+            raise ValueError(
+                f"command must be (vx, vy, yaw) or one row per robot ({env.num_envs}, 3), got {tuple(fixed.shape)}"
+            )
+        fixed = fixed.expand(env.num_envs, 3)
     obs, _ = env.get_observations()
     steps = int(round(duration_s / env.dt))
     warm = int(round(warmup_s / env.dt))
     frames: dict[int, list[list[float]]] = {i: [] for i in env_ids}
     alive = dict.fromkeys(env_ids, True)
     for k in range(warm + steps):
-        if command is not None:
-            env.commands[:] = torch.as_tensor(command, dtype=torch.float32)
+        if fixed is not None:
+            env.commands[:] = fixed
         obs, _, dones, extras = env.step(policy(obs))
         feats = env.style_features(fields)
         for i in env_ids:
@@ -105,16 +126,20 @@ def record_motion(
                 alive[i] = False
             if alive[i] and k >= warm:
                 frames[i].append([float(v) for v in feats[i]])
-    return {
-        f"{name}_{i}": {
+    motion = {}
+    for i in env_ids:
+        if not frames[i]:
+            continue
+        traj: dict[str, Any] = {
             "Fields": fields,
             "Frames": frames[i],
             "FrameDuration": float(env.dt),
             "MotionWeight": 1.0,
         }
-        for i in env_ids
-        if frames[i]
-    }
+        if fixed is not None:
+            traj["Command"] = [float(v) for v in fixed[i]]
+        motion[f"{name}_{i}"] = traj
+    return motion
 
 
 def save_motion_file(motion: dict[str, dict[str, Any]], path: str) -> None:

@@ -96,7 +96,7 @@ def test_contract_flat():
     assert dones.shape == (n,) and dones.dtype == torch.bool
     assert extras["time_outs"].shape == (n,) and extras["time_outs"].dtype == torch.bool
     expected = (
-        {f"Episode_Reward/{t}" for t in ALL_TERMS}
+        {f"Episode_Reward/{t}" for t in ALL_TERMS if t != "trot"}  # trot: scale 0 by default, skipped
         | {f"Episode_Termination/{t}" for t in ("time_out", "trunk_contact", "tilt", "base_height")}
         | {"Metrics/tracking_error", "Metrics/CoT"}
     )
@@ -579,7 +579,8 @@ def test_episode_reward_log_is_episode_sum_per_second():
 def test_zero_scale_terms_are_removed():
     scales = {"torques": 0.0, "dof_acc": 0, "feet_air_time": 0.0}
     env = _flat(2, reward_scales=scales)
-    assert env.reward_terms == tuple(t for t in ALL_TERMS if t not in scales)
+    off_by_default = {t for t, v in LeggedLocomotion.DEFAULT_CFG["reward_scales"].items() if v == 0}  # trot
+    assert env.reward_terms == tuple(t for t in ALL_TERMS if t not in scales and t not in off_by_default)
     _, _, _, extras = env.step(_zeros(env))
     logged = {k.split("/", 1)[1] for k in extras["log"] if k.startswith("Episode_Reward/")}
     assert logged == set(env.reward_terms)
@@ -832,3 +833,67 @@ def test_one_ppo_iteration(small_cfg):
         assert torch.isfinite(t) and t > 0
     assert float(velrmsd) == pytest.approx(float(env.tracking_error.mean()))
     assert runner.current_learning_iteration == 1
+
+
+# ------------------------------------------------------------------------------- gait-shaping and feet (AMP)
+def test_foot_positions_match_mujoco_kinematics():
+    """``foot_pos_b`` (and the ``<foot>_pos_*_b`` style fields) equal MuJoCo's foot positions relative to the
+    base, rotated into the base frame, after steps and after resets."""
+    import mujoco
+
+    env = _flat(3, seed=4, init_base_vel=1.0, amp_obs_frame_num=2)
+    gen = torch.Generator().manual_seed(2)
+    for _ in range(4):
+        env.step(_actions(gen, 3))
+    env._reset_envs(torch.tensor([False, True, False]))  # a freshly reset robot, too
+    feet = env.foot_pos_b
+    fields = [f"{foot}_pos_{a}_b" for foot in env.foot_names for a in "xyz"]
+    assert torch.equal(env.style_features(fields), feet.reshape(3, -1))
+    for i in range(3):
+        model, data = env.batch.get_model(i), env.batch.get_data(i)
+        mujoco.mj_kinematics(model, data)
+        rot = data.xmat[env.base_body].reshape(3, 3)
+        expected = (data.geom_xpos[env.foot_geoms] - data.xpos[env.base_body]) @ rot
+        assert torch.allclose(feet[i], torch.as_tensor(expected, dtype=torch.float32), atol=1e-5)
+    # standing: feet about 0.28 m below the base, front feet ahead, left feet at +y
+    env = _flat(1, **CALM)
+    home = env.foot_pos_b[0]
+    assert torch.allclose(home[:, 2], torch.full((4,), -STANDING_Z), atol=0.03)
+    front = torch.tensor(["F" in n[:2] for n in env.foot_names])
+    left = torch.tensor([n[1] == "L" for n in env.foot_names])
+    assert (home[front, 0] > 0.1).all() and (home[~front, 0] < -0.1).all()
+    assert (home[left, 1] > 0.05).all() and (home[~left, 1] < -0.05).all()
+
+
+def test_default_style_fields_include_base_velocities_and_feet():
+    env = _flat(1)
+    fields = env.default_style_fields()
+    assert fields[:7] == ["root_pos_z", "root_vel_x_b", "root_vel_y_b", "root_vel_z_b",
+                          "root_ang_vel_x_b", "root_ang_vel_y_b", "root_ang_vel_z_b"]  # fmt: skip
+    assert fields[-12:] == [f"{f}_foot_pos_{a}_b" for f in ("FR", "FL", "RR", "RL") for a in "xyz"]
+    assert len(fields) == 7 + 24 + 12
+
+
+@pytest.mark.parametrize(
+    ("contacts", "expected"),
+    [
+        ([1, 0, 0, 1], 1.0),  # FR + RL down, FL + RR in the air: trot
+        ([0, 1, 1, 0], 1.0),  # the other diagonal
+        ([1, 1, 1, 1], 0.0),  # standing
+        ([0, 0, 0, 0], 0.0),  # flight
+        ([1, 1, 0, 0], 0.0),  # bound (front pair together)
+        ([1, 0, 1, 0], 0.0),  # pace (right side together)
+        ([1, 0, 0, 0], 0.0),  # three feet up
+    ],
+)
+def test_trot_reward_by_hand(contacts, expected):
+    """The trot term pays ``scale`` (times dt in the step's reward) while commanded to move when diagonal feet (FR+RL, FL+RR) share a
+    contact state that each side's two feet do not; nothing for other contact patterns or without command."""
+    scale = 0.5
+    env = _flat(2, **CALM, lin_vel_x=(0.5, 0.5), zero_command_prob=0.0, reward_scales=_only("trot", scale))
+    assert env.foot_names == ["FR_foot", "FL_foot", "RR_foot", "RL_foot"]
+    env.foot_contact = torch.tensor([contacts, contacts], dtype=torch.bool)
+    rew = env._compute_rewards(_zeros(env))[:, 0]  # weight * kernel; step() multiplies by dt
+    assert torch.allclose(rew, torch.full((2,), scale * expected))
+    env.commands[:] = 0.0
+    assert (env._compute_rewards(_zeros(env)) == 0).all()
