@@ -22,7 +22,12 @@ def _tb_files(log_dir) -> list[str]:
 
 
 def _read_wandb_records(path: str) -> list:
-    """Decode a W&B ``.wandb`` transaction log (LevelDB-style 32 KiB blocks of CRC/length/type records)."""
+    """Decode a W&B ``.wandb`` transaction log (LevelDB-style 32 KiB blocks of CRC/length/type records).
+
+    wandb-core appends to the log in the background, so the tail may be a record still being written: reading
+    stops there (the caller polls until the run's exit record is in).
+    """
+    from google.protobuf.message import DecodeError
     from wandb.proto import wandb_internal_pb2 as pb
 
     with open(path, "rb") as f:
@@ -39,11 +44,16 @@ def _read_wandb_records(path: str) -> list:
         if kind == 0 and length == 0:
             pos += left - 7
             continue
+        if pos + length > len(data):
+            break  # a record still being written
         pending += data[pos : pos + length]
         pos += length
         if kind in (1, 4):  # FULL or LAST
             record = pb.Record()
-            record.ParseFromString(pending)
+            try:
+                record.ParseFromString(pending)
+            except DecodeError:
+                break  # a record still being written (its bytes not yet all flushed)
             records.append(record)
             pending = b""
     return records
