@@ -27,7 +27,7 @@ import math
 import os
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -622,12 +622,24 @@ class LeggedLocomotion(BuiltinTask):
 
     def _home_foot_positions(self) -> np.ndarray:
         """Foot positions in the base frame at the standing pose (feet, 3)."""
+        data, to_base = self._base_frame_kinematics(self.default_qpos.numpy())
+        return to_base(data.geom_xpos[self.foot_geoms])
+
+    def _base_frame_kinematics(self, qpos: np.ndarray | None = None) -> tuple[Any, Callable[..., np.ndarray]]:
+        """MuJoCo kinematics at ``qpos`` (default: the model's ``qpos0``) and a map of world points into the
+        base frame (origin at the base body)."""
         mj = self.mujoco
         data = mj.MjData(self.model)
-        data.qpos[:] = self.default_qpos.numpy()
+        if qpos is not None:
+            data.qpos[:] = qpos
         mj.mj_kinematics(self.model, data)
-        rot = data.xmat[self.base_body].reshape(3, 3)
-        return (data.geom_xpos[self.foot_geoms] - data.xpos[self.base_body]) @ rot
+        origin = data.xpos[self.base_body].copy()
+        rot = data.xmat[self.base_body].reshape(3, 3).copy()  # base -> world
+
+        def to_base(p: np.ndarray) -> np.ndarray:
+            return (p - origin) @ rot
+
+        return data, to_base
 
     def _failures(self) -> torch.Tensor:
         return self._cached("failures", self._compute_failures_uncached)
@@ -918,14 +930,8 @@ class LeggedLocomotion(BuiltinTask):
         """Mirror partner and sign of every actuated joint, and mirror partner of every foot."""
         mj = self.mujoco
         model = self.model
-        data = mj.MjData(model)
-        mj.mj_kinematics(model, data)
-        origin = data.xpos[self.base_body].copy()
-        rot = data.xmat[self.base_body].reshape(3, 3).copy()  # base -> world
-
-        def to_base(p: np.ndarray) -> np.ndarray:
-            return (p - origin) @ rot
-
+        data, to_base = self._base_frame_kinematics()
+        rot = data.xmat[self.base_body].reshape(3, 3)
         flip = np.array([1.0, -1.0, 1.0])
         tol = 1e-4  # pairing tolerance (m, and 1 - |cos| for axes); model numbers mirror far more exactly
         joints = model.actuator_trnid[:, 0]

@@ -114,21 +114,30 @@ def record_motion(
     obs, _ = env.get_observations()
     steps = int(round(duration_s / env.dt))
     warm = int(round(warmup_s / env.dt))
-    frames: dict[int, list[list[float]]] = {i: [] for i in env_ids}
-    alive = dict.fromkeys(env_ids, True)
+    ids = torch.as_tensor(list(env_ids), dtype=torch.long, device=obs.device)
+    buffer: torch.Tensor | None = None  # (steps, robots, fields), allocated with the first frame
+    never = warm + steps
+    end = torch.full((len(ids),), never, dtype=torch.long, device=obs.device)  # first step of a failure
     for k in range(warm + steps):
         if fixed is not None:
             env.commands[:] = fixed
         obs, _, dones, extras = env.step(policy(obs))
-        feats = env.style_features(fields)
-        for i in env_ids:
-            if bool(dones[i]) and not bool(extras["time_outs"][i]):
-                alive[i] = False
-            if alive[i] and k >= warm:
-                frames[i].append([float(v) for v in feats[i]])
+        failed = (dones.bool() & ~extras["time_outs"].bool())[ids]
+        end = torch.where(failed & (end == never), k, end)
+        if k >= warm:
+            feats = env.style_features(fields)
+            if buffer is None:
+                buffer = torch.zeros(
+                    steps, len(ids), feats.shape[-1], dtype=torch.float32, device=feats.device
+                )
+            buffer[k - warm] = feats[ids]
+    counts = (end - warm).clamp(min=0).tolist()
+    frames = (
+        {} if buffer is None else {i: buffer[: counts[j], j].cpu().tolist() for j, i in enumerate(env_ids)}
+    )
     motion = {}
     for i in env_ids:
-        if not frames[i]:
+        if not frames.get(i):
             continue
         traj: dict[str, Any] = {
             "Fields": fields,

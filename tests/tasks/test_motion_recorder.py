@@ -62,3 +62,44 @@ def test_record_motion_holds_one_command_per_robot_and_stores_it():
         assert "one row per robot (3, 3)" in str(e)
     else:
         raise AssertionError("a command table of the wrong height was accepted")
+
+
+class _CountingEnv:
+    """Three robots whose one style field is ``10 * robot + step``; robot 0 falls at step 3, robot 1 times out
+    at step 2 (an episode end, not a failure), robot 2 runs through."""
+
+    num_envs, dt, num_actions = 3, 0.1, 1
+
+    def __init__(self) -> None:
+        self.k = 0
+        self.commands = torch.zeros(3, 3)
+
+    def default_style_fields(self) -> list[str]:
+        return ["count"]
+
+    def get_observations(self):
+        return torch.zeros(3, 1), {}
+
+    def step(self, actions):
+        dones = torch.tensor([self.k == 3, self.k == 2, False])
+        time_outs = torch.tensor([False, self.k == 2, False])
+        self.frame = torch.tensor([[0.0], [10.0], [20.0]]) + self.k
+        self.k += 1
+        return torch.zeros(3, 1), torch.zeros(3), dones, {"time_outs": time_outs}
+
+    def style_features(self, fields):
+        return self.frame
+
+
+def test_record_motion_cuts_a_trajectory_at_its_failure_but_not_at_a_time_out():
+    from st_rl.tasks.motion_recorder import record_motion
+
+    motion = record_motion(_CountingEnv(), lambda obs: obs, duration_s=0.5, env_ids=(0, 1, 2), warmup_s=0.1)
+    # one warm-up step (k = 0), then five recorded steps (k = 1..5); robot 0 fails at k = 3 (not recorded)
+    assert motion["recorded_0"]["Frames"] == [[1.0], [2.0]]
+    assert motion["recorded_1"]["Frames"] == [[11.0], [12.0], [13.0], [14.0], [15.0]]
+    assert motion["recorded_2"]["Frames"] == [[21.0], [22.0], [23.0], [24.0], [25.0]]
+    assert motion["recorded_2"]["Fields"] == ["count"] and motion["recorded_2"]["FrameDuration"] == 0.1
+    # a robot that fails during the warm-up leaves no trajectory
+    env = _CountingEnv()
+    assert "recorded_0" not in record_motion(env, lambda obs: obs, duration_s=0.2, env_ids=(0,), warmup_s=0.4)
