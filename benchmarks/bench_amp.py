@@ -126,6 +126,24 @@ def main() -> None:
     parser.add_argument("--task-reward-lerp", type=float, default=None, help="default: amp_train_config's")
     parser.add_argument("--grad-pen", type=float, default=None, help="default: amp_train_config's")
     parser.add_argument(
+        "--learning-rate",
+        type=float,
+        default=None,
+        help="APPO's initial learning rate (default: amp_train_config's)",
+    )
+    parser.add_argument(
+        "--ppo-learning-rate",
+        type=float,
+        default=None,
+        help="PPO's initial learning rate (default: the preset's)",
+    )
+    parser.add_argument(
+        "--replay-size",
+        type=int,
+        default=None,
+        help="APPO's amp_replay_buffer_size (default: amp_train_config's)",
+    )
+    parser.add_argument(
         "--style-ramp",
         type=int,
         nargs=2,
@@ -181,6 +199,8 @@ def main() -> None:
         ("style_reward_coef", args.style_reward_coef),
         ("task_reward_lerp", args.task_reward_lerp),
         ("discriminator_grad_pen", args.grad_pen),
+        ("learning_rate", args.learning_rate),
+        ("amp_replay_buffer_size", args.replay_size),
     ):
         if value is not None:
             amp_kwargs[key] = value
@@ -196,6 +216,8 @@ def main() -> None:
         runners: dict[str, Any] = {}
         for method in args.methods:
             cfg = amp_train_config(base, **amp_kwargs) if method == "APPO" else copy.deepcopy(base)
+            if method == "PPO" and args.ppo_learning_rate is not None:
+                cfg["algorithm"]["learning_rate"] = args.ppo_learning_rate
             env = make(num_envs, seed)
             checkpoint = {"PPO": args.ppo_checkpoint, "APPO": args.appo_checkpoint}.get(method)
             curve: list[tuple[int, float, float]] = []

@@ -156,7 +156,9 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--motion",
         default=None,
-        help="reference-motion file (st-rl record-motion): train with AMP (APPO) towards that gait",
+        help="reference-motion file (st-rl record-motion): train with AMP (APPO) towards that gait, with "
+        "st_rl.configs.amp_train_config's defaults (gradient penalty 2, initial learning rate 4e-4; change them "
+        "with policy.amp_discriminator.discriminator_grad_pen=... / algorithm.learning_rate=...)",
     )
     train.add_argument(
         "--style-reward-coef",

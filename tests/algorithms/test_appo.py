@@ -569,3 +569,26 @@ def test_amp_runner_with_atppo(tmp_path):
     runner = AmpPolicyRunner(_wrapped(), cfg)
     runner.learn(2)
     assert isinstance(runner.alg, ATPPO) and runner.alg.storage.num_transitions_per_env == 16
+
+
+def test_amp_train_config_sets_the_tuned_defaults_and_leaves_the_users_config_alone():
+    import copy
+
+    from st_rl.configs import amp_train_config, get_preset
+
+    base = get_preset("quadruped_flat").train.to_dict()
+    before = copy.deepcopy(base)
+    cfg = amp_train_config(base)
+    assert base == before, "amp_train_config must not mutate its input"
+    disc = cfg["policy"]["amp_discriminator"]
+    assert (disc["style_reward_coef"], disc["discriminator_grad_pen"], disc["hidden_dims"]) == (
+        0.03,
+        2.0,
+        [256, 128],
+    )
+    assert cfg["algorithm"]["learning_rate"] == 4e-4 and cfg["algorithm"]["class_name"] == "APPO"
+    assert "amp_replay_buffer_size" not in cfg["algorithm"]  # the st_rl preset's replay (100,000 windows)
+    assert cfg["runner_class_name"] == "AmpPolicyRunner" and cfg["policy"]["class_name"] == "AmpActorCritic"
+    kept = amp_train_config(base, learning_rate=None, amp_replay_buffer_size=0)
+    assert kept["algorithm"]["learning_rate"] == base["algorithm"]["learning_rate"]
+    assert kept["algorithm"]["amp_replay_buffer_size"] == 0
