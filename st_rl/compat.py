@@ -86,6 +86,15 @@ REFERENCE_NAMES: dict[str, str] = {
     "st_rl.modules.deterministic_policy:DeterministicPolicyMixin": (
         "st_rl.modules.mixins:DeterministicPolicyMixin"
     ),
+    "st_rl.modules.state_adaptor:PrivilegeStateAc": "st_rl.modules:PrivilegeStateAc",
+    # the seed's (003) minimal networks at its module path; its ActorCritic(obs_dim, act_dim) is
+    # SimpleActorCritic, as ActorCritic is the reference's (num_actor_obs, num_critic_obs, num_actions, ...)
+    "st_rl.modules.actor_critic:Actor": "st_rl.modules:Actor",
+    "st_rl.modules.actor_critic:Critic": "st_rl.modules:Critic",
+    "st_rl.modules.actor_critic:SimpleActorCritic": "st_rl.modules:SimpleActorCritic",
+    # the reference's algorithm mixins, at their module paths (each adds its extension to the base it precedes)
+    "st_rl.algorithms.appo:APPOAlgoMixin": "st_rl.algorithms:APPOAlgoMixin",
+    "st_rl.algorithms.estimator:EstimatorAlgoMixin": "st_rl.algorithms:EstimatorAlgoMixin",
     "st_rl.datasets.dagger_saver:DaggerSaver": "st_rl.runners.dagger_saver:DaggerSaver",
     "st_rl.algorithms.appo:GET_PROB_FUNC": "st_rl.algorithms.schedules:GET_PROB_FUNC",
 }

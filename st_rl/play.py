@@ -140,7 +140,10 @@ def play(
     """Evaluate a checkpoint's deterministic policy; optionally film env ``record_env`` and plot its tracking.
 
     The runner is rebuilt by :func:`load_run` (stored training config, the run's task and env config unless
-    ``task`` is given) and loaded without the optimizer.
+    ``task`` is given) and loaded without the optimizer. Play starts fresh episodes on its own ``num_envs``
+    environments: the training environment's episode state (lengths, commands) and a recurrent policy's
+    rollout memories stored in the checkpoint belong to the training rollout and are not restored, so nothing
+    is said about them whatever ``num_envs`` is.
 
     Args:
         checkpoint: a ``model_<it>.pt`` file, or a run directory (its highest-numbered checkpoint).

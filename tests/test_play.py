@@ -176,3 +176,41 @@ def test_plot_training_and_cli(run_dir, tmp_path, capsys):
     assert not os.path.exists(os.path.join(run_dir, "play_1.mp4"))
     out_text = capsys.readouterr().out
     assert "velocity tracking RMSD" in out_text and '"task": "quadruped_flat"' in out_text
+
+
+@pytest.mark.parametrize("policy_class", ["ActorCritic", "ActorCriticRecurrent"])
+def test_play_on_fewer_envs_than_training_gives_no_repeated_restore_warning(tmp_path, capfd, policy_class):
+    """`st-rl play --num-envs 1` of a 16-env run: play starts fresh episodes (the training environment's
+    episode state and the policy's rollout memories are not restored), so nothing about restoring them is
+    said, and no warning is given twice."""
+    import warnings
+
+    cfg = {
+        **TINY_CFG,
+        "task": "velocity_tracking",
+        "policy": {**TINY_CFG["policy"], "class_name": policy_class},
+    }
+    log_dir = str(tmp_path / "run")
+    OnPolicyRunner(
+        make_env("velocity_tracking", num_envs=16, seed=3), cfg, log_dir=log_dir, device="cpu"
+    ).learn(1)
+    capfd.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        args = [
+            "play",
+            "--checkpoint",
+            os.path.join(log_dir, "model_1.pt"),
+            "--num-envs",
+            "1",
+            "--duration",
+            "1.5",
+        ]
+        assert main([*args, "--no-video", "--no-plot"]) == 0
+    captured = capfd.readouterr()
+    messages = [str(w.message) for w in caught]
+    text = "\n".join([*messages, captured.out, captured.err])
+    for phrase in ("not restored", "episodes", "rollout memories", "episode_length"):
+        assert phrase not in text, text  # play does not restore the training episodes: not even once
+    assert len(messages) == len(set(messages)), messages  # no warning given twice
+    assert '"num_envs": 1' in captured.out

@@ -63,8 +63,10 @@ REFERENCE_MODULES = {
     "st_rl.modules.state_adaptor": [
         "AdaptorActorHiddenState",
         "PrivilegeEstimatorMixin",
+        "PrivilegeStateAc",
         "PrivilegeStateAcRecurrent",
     ],
+    "st_rl.modules.actor_critic": ["ActorCritic", "Actor", "Critic", "SimpleActorCritic"],  # seed 003's names
     "st_rl.modules.encoder_actor_critic": [
         "EncoderActorCriticMixin",
         "EncoderActorCritic",
@@ -86,7 +88,8 @@ REFERENCE_MODULES = {
         "Memory",
     ],
     "st_rl.datasets.dagger_saver": ["DaggerSaver"],
-    "st_rl.algorithms.appo": ["APPO", "ATPPO", "GET_PROB_FUNC"],
+    "st_rl.algorithms.appo": ["APPO", "ATPPO", "APPOAlgoMixin", "GET_PROB_FUNC"],
+    "st_rl.algorithms.estimator": ["EstimatorAlgoMixin", "EstimatorPPO", "EstimatorTPPO"],
     "st_rl.utils.collections": [
         "namedarraytuple",
         "is_namedarraytuple",

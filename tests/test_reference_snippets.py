@@ -755,10 +755,11 @@ def test_reference_estimator_ppo_compute_losses_agree_with_ours():
 
 # ---------------------------------------------------------------------------------------------- modules
 def test_illustrative_actor_critic_computes_what_ours_does():
-    """The doc's introductory Actor / Critic / ActorCritic (#0-#2) and st_rl's ActorCritic with its weights."""
+    """The doc's introductory Actor / Critic / ActorCritic (#0-#2), st_rl's ActorCritic with its weights and
+    st_rl's SimpleActorCritic (the seed's classes) loaded from its state dict."""
     from torch.distributions import Normal
 
-    from st_rl.modules import ActorCritic
+    from st_rl.modules import ActorCritic, SimpleActorCritic
 
     ns: dict[str, Any] = {"nn": torch.nn, "torch": torch, "Normal": Normal}
     for index in (1, 2, 0):
@@ -784,6 +785,23 @@ def test_illustrative_actor_critic_computes_what_ours_does():
         torch.testing.assert_close(ours.action_mean, dist.mean)
         sampled, log_prob = ref.act(obs)
         assert sampled.shape == (7, 2) and log_prob.shape == (7,)
+        for got, want in zip(ours.evaluate_actions(obs, actions), (log_probs, entropy, values)):
+            torch.testing.assert_close(got, want)
+        # the seed's classes under st_rl's names: the same parameter names, the same outputs
+        simple = SimpleActorCritic(5, 2)
+        simple.load_state_dict(ref.state_dict())
+        for got, want in zip(simple.evaluate_actions(obs, actions), (log_probs, entropy, values)):
+            torch.testing.assert_close(got, want)
+        simple_dist, simple_value = simple(obs)
+        torch.testing.assert_close(simple_dist.mean, dist.mean)
+        torch.testing.assert_close(simple_dist.stddev, dist.stddev)
+        torch.testing.assert_close(simple_value, value)
+        torch.manual_seed(3)
+        simple_sampled, simple_log_prob = simple.act(obs)
+        torch.manual_seed(3)
+        sampled, log_prob = ref.act(obs)
+        torch.testing.assert_close(simple_sampled, sampled)
+        torch.testing.assert_close(simple_log_prob, log_prob)
 
 
 MUTEX_METHODS = {

@@ -860,7 +860,12 @@ class PPO:
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
-        """Model (with its normalisers), optimizer, scheduler and every extension's checkpoint entries."""
+        """Model (with its normalisers), optimizer, scheduler and every extension's checkpoint entries.
+
+        Each observation normaliser that is on is also written as the reference's separate entry
+        (``obs_norm_state_dict``, ``critic_obs_norm_state_dict``: ``_mean``, ``_var``, ``_std``, ``count``) for
+        tools that read it there; :meth:`load_state_dict` reads the statistics from ``model_state_dict``.
+        """
         optimizer_state = self.optimizer.state_dict()
         optimizer_state["param_groups"] = [  # a device learning rate is saved as the float it is
             {**g, "lr": float(g["lr"])} if torch.is_tensor(g["lr"]) else g
@@ -870,6 +875,11 @@ class PPO:
             "model_state_dict": self.actor_critic.state_dict(),
             "optimizer_state_dict": optimizer_state,
         }
+        for key, name in (("obs_norm_state_dict", "actor_obs_normalizer"),
+                          ("critic_obs_norm_state_dict", "critic_obs_normalizer")):  # fmt: skip
+            normalizer = getattr(self.actor_critic, name, None)
+            if isinstance(normalizer, EmpiricalNormalization):
+                state[key] = normalizer.state_dict()  # shares storage with model_state_dict: saved once
         if self._lr_scheduler is not None:
             state["lr_scheduler_state_dict"] = self._lr_scheduler.state_dict()
         for ext in self._ordered:
@@ -883,7 +893,12 @@ class PPO:
 
     def load_state_dict(self, state_dict: dict[str, Any], load_optimizer: bool = True) -> None:
         """Restore what :meth:`state_dict` saved (checkpoints of earlier formats are migrated); the optimizer
-        and scheduler only when ``load_optimizer``."""
+        and scheduler only when ``load_optimizer``.
+
+        The normalisers' statistics come from ``model_state_dict``; ``obs_norm_state_dict`` /
+        ``critic_obs_norm_state_dict`` are used only for a normaliser that ``model_state_dict`` lacks (the
+        reference's layout, st_rl format 1).
+        """
         from st_rl.utils.checkpoint import migrate_checkpoint
 
         state_dict = migrate_checkpoint(state_dict)

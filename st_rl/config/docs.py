@@ -71,7 +71,10 @@ def render() -> str:
         "Algorithm: `PPO`",
         ppo,
         rule_for,
-        "Also `<name>_coef` (>= 0) weighs the loss term `<name>` of an extension given in `extensions`.",
+        "Also `<name>_coef` (>= 0) weighs the loss term `<name>` of an extension given in `extensions`. A weight "
+        "of 0 for a loss the algorithm does not build is accepted (st_gym's PPO config carries "
+        "`mimic_loss_coef=0.0` and `discriminator_loss_coef=0.0`); a non-zero one is an error. `amp_obs_dim` "
+        "is accepted by every algorithm and checked against the AMP window where AMP is on.",
     )
     for name in ("APPO", "TPPO", "ATPPO", "EstimatorPPO", "EstimatorTPPO"):
         fields = class_fields(vars(algorithms)[name])[0]

@@ -228,7 +228,9 @@ RULES: dict[str, Rule] = {
     ),
     "mu_activation": Rule("must name an activation or be None", _activation, "e.g. 'tanh', or None"),
     "rnn_type": Rule(
-        "must be 'lstm' or 'gru'", lambda x: not isinstance(x, str) or x.lower() in ("lstm", "gru"), "", False
+        "must be 'lstm' or 'gru' (None only on a feed-forward policy)",
+        lambda x: not isinstance(x, str) or x.lower() in ("lstm", "gru"),
+        "pick one of them",
     ),
     "rnn_hidden_size": SIZE,
     "rnn_num_layers": SIZE,

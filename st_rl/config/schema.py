@@ -107,6 +107,11 @@ RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
         "TwoStageRunner: iterations fed from pretrain_dataset before RL (negative: forever)",
     ),
     "pretrain_dataset": (Mapping[str, Any] | None, None, "TwoStageRunner: RolloutDataset arguments"),
+    "init_member_classes": (
+        Any,
+        None,
+        "ignored: legged_gym's BaseConfig method, which its class_to_dict exports as {}",
+    ),
 }
 
 
@@ -303,6 +308,10 @@ def _numeric(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def _is_zero(x: Any) -> bool:
+    return _numeric(x) and x == 0
+
+
 def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorithm") -> list[Problem]:
     """Problems of an algorithm config for class ``cls`` (PPO or a preset), its extensions included."""
     has_user_extensions = bool(cfg.get("extensions"))
@@ -310,11 +319,19 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
 
     def skip(key: str) -> bool:
         # A `<name>_coef` weights the loss term `<name>` of a user extension (PPO reads it); without such an
-        # extension no loss term uses it.
-        return coef_keys_ok and has_user_extensions and key.endswith("_coef")
+        # extension no loss term uses it. A weight of 0 switches a loss off, so it is harmless where the loss
+        # is not built (st_gym's PPO config carries `mimic_loss_coef=0.0` and `discriminator_loss_coef=0.0`).
+        if not (coef_keys_ok and key.endswith("_coef")):
+            return False
+        return has_user_extensions or _is_zero(cfg.get(key))
 
     problems = [
-        Problem(p.path, p.value, "unknown key: no loss term uses this weight", p.fix)
+        Problem(
+            p.path,
+            p.value,
+            f"unknown key: {cls.__name__} builds no loss term that uses this weight",
+            f"{p.fix}; a weight of 0 is accepted (the loss is off)" if p.fix else "set it to 0 or remove it",
+        )
         if p.rule == "unknown key" and p.path.endswith("_coef") and coef_keys_ok
         else p
         for p in _type_problems(schema_for(cls), cfg, prefix, skip)
@@ -395,7 +412,8 @@ def _validate_extension_item(item: Mapping[str, Any], prefix: str) -> list[Probl
 
 def validate_policy(cls: type, cfg: Mapping[str, Any], prefix: str = "policy") -> list[Problem]:
     """Problems of a policy config for class ``cls`` (sizes may be absent: the environment fills them)."""
-    problems = _type_problems(schema_for(cls), cfg, prefix, lambda k: False)
+    problems = _recurrence_problems(cls, cfg, prefix)
+    problems += _type_problems(schema_for(cls), cfg, prefix, lambda k: False)
     problems = _merge(problems, _rule_problems(cfg, prefix, rule_for))
     for key in ("obs_segments", "privileged_obs_segments", "critic_obs_segments"):
         value = cfg.get(key)
@@ -407,6 +425,23 @@ def validate_policy(cls: type, cfg: Mapping[str, Any], prefix: str = "policy") -
 
         problems += validate_policy(AMPDiscriminator, amp, f"{prefix}.amp_discriminator")
     return _merge(problems)
+
+
+def _recurrence_problems(cls: type, cfg: Mapping[str, Any], prefix: str) -> list[Problem]:
+    """``rnn_type=None`` means feed-forward (st_gym writes it so): fine for a feed-forward class, a mistake for a
+    recurrent one."""
+    if "rnn_type" not in cfg or cfg["rnn_type"] is not None:
+        return []
+    if "rnn_type" not in class_fields(cls)[0]:  # a constructor argument only of recurrent policies
+        return []
+    return [
+        Problem(
+            f"{prefix}.rnn_type",
+            None,
+            f"{cls.__name__} is a recurrent policy and needs a memory type ('lstm' or 'gru')",
+            "set rnn_type='lstm' or 'gru', or pick the feed-forward class (e.g. ActorCritic) for rnn_type=None",
+        )
+    ]
 
 
 def _segment_problems(segments: Mapping[str, Any], prefix: str) -> list[Problem]:

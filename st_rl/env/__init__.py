@@ -18,7 +18,7 @@ from st_rl.env.layout import (
     segments_size,
     substitute_estimated_state,
 )
-from st_rl.env.vec_env import VecEnv
+from st_rl.env.vec_env import VecEnv, VecEnvLike
 
 __all__ = [
     "API_NAMES",
@@ -28,6 +28,7 @@ __all__ = [
     "NonFiniteError",
     "ObservationGroups",
     "VecEnv",
+    "VecEnvLike",
     "describe_value",
     "detect_api",
     "get_obs_slice",

@@ -7,6 +7,7 @@ from st_rl.modules.actor_critic import (
     EstimatorActorHiddenState,
     MemorySpec,
     PolicyParts,
+    PrivilegeStateAc,
     StateAc,
     VisualDeterministicAC,
 )
@@ -40,6 +41,7 @@ from st_rl.modules.mixins import (
 )
 from st_rl.modules.mlp import MlpModel
 from st_rl.modules.normalizer import EmpiricalNormalization, Normalize, Normalizer, RunningMeanStd
+from st_rl.modules.simple_actor_critic import Actor, Critic, SimpleActorCritic
 from st_rl.modules.utils import conv2d_output_shape, get_activation, get_activation_Cls
 
 __all__ = [
@@ -62,6 +64,7 @@ __all__ = [
     "EstimatorActorHiddenState",
     "StateAc",
     "StateAcRecurrent",
+    "PrivilegeStateAc",
     "PrivilegeStateAcRecurrent",
     "AdaptorActorHiddenState",
     "VisualDeterministicAC",
@@ -83,6 +86,9 @@ __all__ = [
     "LstmHiddenState",
     "Memory",
     "MlpModel",
+    "Actor",
+    "Critic",
+    "SimpleActorCritic",
     "build_actor_critic",
     "conv2d_output_shape",
     "get_activation",

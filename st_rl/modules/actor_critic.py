@@ -7,15 +7,15 @@ needs it (:class:`PolicyParts`):
 * a visual encoder on an image component (``visual_encoder``);
 * encoders on named observation components (``encoders``, ``critic_encoders``);
 * a supervised state estimator (``estimator``, with its own memory ``memory_s`` in recurrent policies) and a
-  privileged-state adaptor (``adaptor`` with ``memory_p``);
-* memories (``memory_a``, ``memory_c``: LSTM/GRU; in feed-forward policies :class:`NoMemory`, whose methods are
-  no-ops, so recurrence needs no twin classes);
+  privileged-state adaptor (``adaptor``, with ``memory_p`` in recurrent policies);
+* memories (``memory_a``, ``memory_c``: LSTM/GRU, attributes of recurrent policies only; feed-forward policies
+  run a :class:`NoMemory` pass-through whose methods are no-ops, so recurrence needs no twin classes);
 * the actor and critic MLP heads (``actor``, ``critic``) and a Gaussian distribution with a state-independent
   ``std`` (deterministic presets return its mean from ``act``);
 * an AMP discriminator (``discriminator``; trained by the AMP extension, not used to act).
 
 Every reference class name is a thin preset over it with the reference's keyword arguments
-(:class:`EncoderActorCritic`, :class:`StateAc`, ... here; the recurrent ones in
+(:class:`EncoderActorCritic`, :class:`StateAc`, :class:`PrivilegeStateAc`, ... here; the recurrent ones in
 :mod:`st_rl.modules.actor_critic_recurrent`; the AMP ones in :mod:`st_rl.modules.amp_discriminator`).
 The policy takes raw observations everywhere.
 """
@@ -43,6 +43,9 @@ from st_rl.modules.encoder import DEFAULT_ENCODER_OUTPUT_SIZE, EncoderLayout, bu
 from st_rl.modules.memory import ActorCriticHiddenState, Memory, NoMemory
 from st_rl.modules.mlp import MlpModel, PolicyHead, mlp_layers
 from st_rl.modules.normalizer import EmpiricalNormalization
+from st_rl.modules.simple_actor_critic import Actor as Actor  # the seed's module path (docs/policies.md)
+from st_rl.modules.simple_actor_critic import Critic as Critic
+from st_rl.modules.simple_actor_critic import SimpleActorCritic as SimpleActorCritic
 from st_rl.modules.utils import get_activation_Cls, warn_unknown_kwargs
 from st_rl.utils.collections import namedarraytuple, tree_map
 from st_rl.utils.precision import full_precision
@@ -169,6 +172,8 @@ class ActorCritic(nn.Module):
     config_tolerated = COMMON_POLICY_KEYS  # passed to every policy by reference configs, ignored here
     is_recurrent = False
     rnn_type: str | None = None
+    _actor_memory: nn.Module  # the actor's memory, or a pass-through (see __init__)
+    _critic_memory: nn.Module
     rnn_hidden_size: int = 64  # width of an estimator's own memory in feed-forward policies
     rnn_num_layers: int = 1
 
@@ -288,12 +293,17 @@ class ActorCritic(nn.Module):
                 list(estimator_target_components or []),
                 dict(estimator_kwargs or {}),
             )
-        self.memory_a: Any = NoMemory()
-        self.memory_c: Any = NoMemory()
+        # `memory_a` / `memory_c` exist only on recurrent policies: legged_gym's exporter takes any policy with a
+        # `memory_a` for an LSTM one. The forward passes use `_actor_memory` / `_critic_memory`, plain references
+        # (not registered twice) to those memories or to a pass-through.
+        actor_memory: nn.Module = NoMemory()
+        critic_memory: nn.Module = actor_memory
         if parts.memory is not None:
             rnn = (parts.memory.rnn_type, parts.memory.num_layers, parts.memory.hidden_size)
-            self.memory_a = Memory(self.encoded_actor_width(), *rnn)
-            self.memory_c = Memory(self.encoded_critic_width(), *rnn)
+            self.memory_a = actor_memory = Memory(self.encoded_actor_width(), *rnn)
+            self.memory_c = critic_memory = Memory(self.encoded_critic_width(), *rnn)
+        object.__setattr__(self, "_actor_memory", actor_memory)
+        object.__setattr__(self, "_critic_memory", critic_memory)
         self.adaptor: Any = None
         self.memory_p: Any = None
         self.adapted_state_: torch.Tensor | None = None
@@ -325,7 +335,7 @@ class ActorCritic(nn.Module):
         if adaptor_args and not parts.adaptor:
             warnings.warn(
                 f"{type(self).__name__} has no privileged-state adaptor; adaptor_* arguments are ignored (use "
-                "PrivilegeStateAcRecurrent).",
+                "PrivilegeStateAc or PrivilegeStateAcRecurrent).",
                 stacklevel=3,
             )
 
@@ -547,7 +557,7 @@ class ActorCritic(nn.Module):
         x = observations
         if self.actor_layout is not None:
             x = self.actor_layout.embed(x, self.encoders)
-        x = self.memory_a(x, kwargs.get("masks"), kwargs.get("hidden_states"))
+        x = self._actor_memory(x, kwargs.get("masks"), kwargs.get("hidden_states"))
         self._mean = self.actor(x)
         return self.action_mean
 
@@ -578,7 +588,7 @@ class ActorCritic(nn.Module):
         **kwargs: Any,
     ) -> torch.Tensor:
         """Normalised actor observations -> the actor MLP input (encoders, then the memory)."""
-        return self.memory_a(self.encode_actor(observations), masks, hidden_states)
+        return self._actor_memory(self.encode_actor(observations), masks, hidden_states)
 
     def critic_features(
         self,
@@ -588,11 +598,12 @@ class ActorCritic(nn.Module):
         **kwargs: Any,
     ) -> torch.Tensor:
         """Normalised critic observations -> the critic MLP input."""
-        return self.memory_c(self.encode_critic(critic_observations), masks, hidden_states)
+        return self._critic_memory(self.encode_critic(critic_observations), masks, hidden_states)
 
     # ------------------------------------------------------------------ memories (no-ops when feed-forward)
     def _memories(self) -> list[Any]:
-        return [m for m in (self.memory_a, self.memory_c, self.memory_s, self.memory_p) if m is not None]
+        memories = (self._actor_memory, self._critic_memory, self.memory_s, self.memory_p)
+        return [m for m in dict.fromkeys(memories) if m is not None]
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
         """Zero the memories of finished envs (bool or 0/1 ``dones``; all envs when None); a no-op for
@@ -724,6 +735,33 @@ class ActorCritic(nn.Module):
             self.critic(self.critic_features(self.normalize_critic_obs(critic_observations), **kwargs))
         )
 
+    def evaluate_actions(
+        self,
+        observations: torch.Tensor,
+        actions: torch.Tensor,
+        critic_observations: torch.Tensor | None = None,
+        masks: torch.Tensor | None = None,
+        hidden_states: Any = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The terms of the PPO loss for given actions, as the seed's ``evaluate_actions``.
+
+        Computes the action distribution of raw ``observations`` (as :meth:`act`, without sampling) and the
+        values of ``critic_observations`` (default: ``observations``, for a critic that reads the actor's
+        observations). Recurrent policies take the padded trajectories' ``masks`` and their initial
+        ``ActorCriticHiddenState(actor, critic)`` as ``hidden_states``; without them the rollout memories are
+        used and advanced, as :meth:`act` and :meth:`evaluate` do.
+
+        Returns:
+            ``(log_prob, entropy, values)``: :meth:`get_actions_log_prob` and :attr:`entropy` (summed over the
+            action dimension) and :meth:`evaluate` (``(..., 1)``).
+        """
+        actor_hidden = None if hidden_states is None else hidden_states.actor
+        critic_hidden = None if hidden_states is None else hidden_states.critic
+        self.update_distribution(observations, masks=masks, hidden_states=actor_hidden)
+        critic_obs = observations if critic_observations is None else critic_observations
+        values = self.evaluate(critic_obs, masks=masks, hidden_states=critic_hidden)
+        return self.get_actions_log_prob(actions), self.entropy, values
+
     def get_actions_log_prob(self, actions: torch.Tensor) -> torch.Tensor:
         """Log-probability of ``actions`` under the last distribution, summed over actions."""
         return gaussian_log_prob(actions, self.action_mean, self.action_std)
@@ -834,17 +872,20 @@ class ActorCritic(nn.Module):
         hidden = kw.pop("hidden_sizes", [128, 64])
         # no default nonlinearity: MlpModel's ReLU, as the reference's adaptor
         self._record_default_activation("adaptor", kw, None, get_activation_Cls(self.activation))
-        self.memory_p = Memory(
-            get_subobs_size(segments, self.adaptor_obs_components), rnn_type, layers, hidden_size
-        )
+        in_size = get_subobs_size(segments, self.adaptor_obs_components)
+        if self.is_recurrent:  # feed-forward policies: an MLP on the components, no memory
+            self.memory_p = Memory(in_size, rnn_type, layers, hidden_size)
+            in_size = hidden_size
         self.adaptor = MlpModel(
-            hidden_size, hidden, get_subobs_size(segments, self.adaptor_target_components), **kw
+            in_size, hidden, get_subobs_size(segments, self.adaptor_target_components), **kw
         )
 
     def _adapt_and_substitute(self, observations: torch.Tensor, hidden: Any, inference: bool) -> torch.Tensor:
         segments = self._require_segments(self.obs_segments, "obs")
         x = get_subobs_by_components(observations, self.adaptor_obs_components, segments)
-        estimate = full_precision(self.adaptor(self.memory_p(x, None, hidden)))
+        if self.memory_p is not None:
+            x = self.memory_p(x, None, hidden)
+        estimate = full_precision(self.adaptor(x))
         self.adapted_state_ = estimate
         return substitute_with_probability(
             observations, estimate, self.adaptor_target_components, segments, self.privilege_replace_state_prob,
@@ -997,6 +1038,27 @@ class EncoderStateAc(StateAc):
     """:class:`StateAc` with encoders: the estimator reads the observations, then the encoders run."""
 
     parts = PolicyParts(encoders=True, estimator=True)
+
+
+class PrivilegeStateAc(StateAc):
+    """:class:`StateAc` plus a feed-forward privileged-state adaptor (the feed-forward
+    :class:`~st_rl.modules.actor_critic_recurrent.PrivilegeStateAcRecurrent`).
+
+    The adaptor, an MLP ``adaptor`` without memory, reads ``adaptor_obs_components`` and predicts
+    ``adaptor_target_components``; with probability ``privilege_replace_state_prob`` its detached estimate
+    replaces those components before the state estimator and the policy run (always at inference when the
+    probability is > 0). Its output is kept apart from the estimator's (:meth:`get_adapted_state`), and
+    EstimatorPPO trains it with ``adaptor_loss`` against the critic observations.
+
+    Args:
+        adaptor_obs_components: actor components the adaptor reads.
+        adaptor_target_components: actor components it predicts.
+        adaptor_kwargs: ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (default ReLU).
+        privilege_replace_state_prob: substitution probability during training.
+        (other arguments as :class:`StateAc`)
+    """
+
+    parts = PolicyParts(estimator=True, adaptor=True)
 
 
 class VisualDeterministicAC(ActorCritic):

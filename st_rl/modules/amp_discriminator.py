@@ -43,7 +43,9 @@ class AMPDiscriminator(nn.Module):
         activation: hidden activation (``"relu"`` as in the AMP paper).
     """
 
-    config_tolerated = frozenset({"class_name"})  # config schema: other unknown keys are errors
+    # Config schema: other unknown keys are errors. st_gym's AMP config also carries the window width
+    # `amp_obs_dim` (an empty mapping when left unset: Isaac Lab writes its MISSING marker so).
+    config_tolerated = frozenset({"class_name", "amp_obs_dim"})
 
     def __init__(
         self,
@@ -63,6 +65,22 @@ class AMPDiscriminator(nn.Module):
             )
         if not 0.0 <= task_reward_lerp <= 1.0:
             raise ValueError(f"task_reward_lerp must be in [0, 1], got {task_reward_lerp}")
+        amp_obs_dim = kwargs.pop("amp_obs_dim", None)
+        if (
+            isinstance(amp_obs_dim, int)
+            and not isinstance(amp_obs_dim, bool)
+            and amp_obs_dim != int(input_dim)
+        ):
+            from st_rl.config.errors import ConfigError, Problem
+
+            raise ConfigError(
+                Problem(
+                    "policy.amp_discriminator.amp_obs_dim",
+                    amp_obs_dim,
+                    f"differs from the discriminator's input_dim ({int(input_dim)})",
+                    "give both the width of one AMP window (frames x style features), or remove amp_obs_dim",
+                )
+            )
         if kwargs:
             import warnings
 

@@ -19,7 +19,7 @@ def _env_spec(env: Any) -> EnvSpec | EnvAdapter:
     return EnvSpec.from_env(env)
 
 
-def resolve_policy_kwargs(env: Any, policy_cfg: dict[str, Any]) -> dict[str, Any]:
+def resolve_policy_kwargs(env: Any, policy_cfg: dict[str, Any], check: bool = True) -> dict[str, Any]:
     """The policy's keyword arguments: ``policy_cfg`` (copied, without ``class_name``) completed from ``env``.
 
     ``num_actor_obs``, ``num_critic_obs`` and ``num_actions`` are filled when missing or ``None``;
@@ -27,12 +27,14 @@ def resolve_policy_kwargs(env: Any, policy_cfg: dict[str, Any]) -> dict[str, Any
     ``amp_discriminator`` config without ``input_dim`` gets the width of the env's AMP windows. ``env`` is an
     :class:`st_rl.env.EnvAdapter`, an :class:`st_rl.env.EnvSpec`, or any env with ``num_obs`` /
     ``num_privileged_obs`` (0 or ``None`` meaning "critic sees the actor observations"), read by
-    :meth:`st_rl.env.EnvSpec.from_env`.
+    :meth:`st_rl.env.EnvSpec.from_env`. With ``check`` (the runner's policy), sizes and layouts the config
+    gives must match the environment's (:func:`check_policy_against_env`); without it they are kept as given.
     """
     spec = _env_spec(env)
     cfg = copy.deepcopy(dict(policy_cfg))
     cfg.pop("class_name", None)
-    check_policy_against_env(cfg, spec)
+    if check:
+        check_policy_against_env(cfg, spec)
     num_critic = spec.num_critic_obs or spec.num_obs
     defaults = {"num_actor_obs": spec.num_obs, "num_critic_obs": num_critic, "num_actions": spec.num_actions}
     for key, value in defaults.items():
@@ -103,6 +105,17 @@ def check_policy_against_env(cfg: dict[str, Any], spec: EnvSpec | EnvAdapter) ->
                     "environment's layout",
                 )  # fmt: skip
             )
+    amp = cfg.get("amp_discriminator")
+    given = amp.get("input_dim") if isinstance(amp, dict) else None
+    if isinstance(given, int) and spec.amp_obs_dim and given != spec.amp_obs_dim:
+        problems.append(
+            Problem(
+                "policy.amp_discriminator.input_dim",
+                given,
+                f"differs from the width of the environment's AMP window ref_obs ({spec.amp_obs_dim})",
+                f"set {spec.amp_obs_dim} (frames x style features) or remove it (it is taken from the environment)",
+            )
+        )
     if problems:
         raise ConfigError(problems)
 
@@ -131,5 +144,7 @@ def build_actor_critic(env: Any, class_name: Any, policy_cfg: dict[str, Any]) ->
         cfg = copy.deepcopy(dict(policy_cfg))
         cfg.pop("class_name", None)
     else:
-        cfg = resolve_policy_kwargs(env, policy_cfg)
+        # The reference fills what is missing or None and keeps what is given: parkour's collect.py builds its
+        # teacher for the privileged observations with explicit sizes next to the student's env.
+        cfg = resolve_policy_kwargs(env, policy_cfg, check=False)
     return cls(**cfg)

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from st_rl.utils.collections import namedarraytuple
-from st_rl.utils.precision import full_precision
+from st_rl.utils.precision import autocast_enabled, full_precision, has_fast_bf16
 from st_rl.utils.utils import unpad_trajectories
 
 LstmHiddenState = namedarraytuple("LstmHiddenState", ["hidden", "cell"])
@@ -50,20 +50,28 @@ class Memory(nn.Module):
         if hidden_states is not None:
             if self.memory_type == "lstm" and not isinstance(hidden_states, tuple):
                 raise ValueError("An LSTM memory needs (hidden, cell) hidden states in batch mode")
-            out, _ = self.rnn(x, tuple(hidden_states) if self.memory_type == "lstm" else hidden_states)
+            out, _ = self._run(x, tuple(hidden_states) if self.memory_type == "lstm" else hidden_states)
             return unpad_trajectories(out, masks) if masks is not None else out
         if self.hidden_states is None:
             self.hidden_states = self.initial_state(
                 x.shape[0], x.device, torch.promote_types(x.dtype, torch.float32)
             )
         state = tuple(self.hidden_states) if self.memory_type == "lstm" else self.hidden_states
-        out, new_state = self.rnn(x.unsqueeze(0), state)
+        out, new_state = self._run(x.unsqueeze(0), state)
         # Under bfloat16 autocast an LSTM returns bfloat16 states; the rollout memory stays in full precision.
         if self.memory_type == "lstm":
             self.hidden_states = LstmHiddenState(*(full_precision(h) for h in new_state))
         else:
             self.hidden_states = full_precision(new_state)
         return out.squeeze(0)
+
+    def _run(self, x: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        if x.device.type == "cpu" and autocast_enabled("cpu") and not has_fast_bf16("cpu"):
+            # oneDNN has no bfloat16 LSTM on CPUs without AVX512-BF16/AMX ("could not create a primitive
+            # descriptor for the LSTM forward propagation primitive"): there the memory runs in float32.
+            with torch.autocast("cpu", enabled=False):
+                return self.rnn(x.float(), state)
+        return self.rnn(x, state)
 
     def initial_state(
         self, batch_size: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32

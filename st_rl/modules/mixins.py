@@ -49,13 +49,7 @@ class PolicyMixin:
         declared: dict[str, Any] = {}
         for klass in reversed(cls.__mro__):
             declared.update(klass.__dict__.get("policy_parts", {}))
-        parts = cls.parts.add(**declared)
-        if parts.adaptor and parts.memory is None:
-            raise TypeError(
-                f"{cls.__name__}: PrivilegeEstimatorMixin needs a recurrent base (ActorCriticRecurrent); the "
-                "adaptor has its own memory."
-            )
-        cls.parts = parts
+        cls.parts = cls.parts.add(**declared)
 
 
 class EncoderActorCriticMixin(PolicyMixin):
@@ -80,9 +74,11 @@ class EstimatorMixin(PolicyMixin):
 
 
 class PrivilegeEstimatorMixin(PolicyMixin):
-    """A privileged-state adaptor with its own memory (the ``adaptor`` part; recurrent bases only).
+    """A privileged-state adaptor (the ``adaptor`` part; with its own memory on a recurrent base, an MLP on a
+    feed-forward one).
 
-    Keyword arguments as :class:`~st_rl.modules.actor_critic_recurrent.PrivilegeStateAcRecurrent`:
+    Keyword arguments as :class:`~st_rl.modules.actor_critic.PrivilegeStateAc` /
+    :class:`~st_rl.modules.actor_critic_recurrent.PrivilegeStateAcRecurrent`:
     ``adaptor_obs_components``, ``adaptor_target_components``, ``adaptor_kwargs``,
     ``privilege_replace_state_prob``.
     """

@@ -44,6 +44,9 @@ class PolicyHead(nn.Sequential):
     activation after it) takes float32 inputs and weights: action means and values keep float32 resolution, so
     the rollout's and the update's values and log-probabilities agree and GAE is not fed rounding noise
     (a value of 5 in bfloat16 is only resolved to 0.03, about a step's reward).
+
+    ``torch.jit.script`` compiles it as the plain MLP (all layers in the input's dtype, float32 for float32
+    inputs): equal to the eager module outside autocast, which is how inference policies run.
     """
 
     def __init__(self, *layers: nn.Module) -> None:
@@ -52,6 +55,13 @@ class PolicyHead(nn.Sequential):
         self._output_start = linear[-1] if linear else len(layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        if torch.jit.is_scripting():
+            # TorchScript (``torch.jit.script``, e.g. a deployment exporter) resolves this branch statically and
+            # compiles nothing below it: the scripted head is the plain float32 MLP, what eager mode computes
+            # without autocast.
+            for layer in self:
+                x = layer(x)
+            return x
         device_type = x.device.type
         if not autocast_enabled(device_type):
             return super().forward(x)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -25,6 +25,9 @@ class EmpiricalNormalization(nn.Module):
     data). ``count`` is a buffer, so it is saved and restored with the state dict, and buffers are updated in
     place, so updating inside ``torch.inference_mode`` is safe.
 
+    ``torch.jit.script`` compiles it as :meth:`normalize` (in training mode too): a scripted normaliser never
+    updates its statistics, it applies those it was scripted with.
+
     A batch holding NaN or Inf never reaches the statistics. On the CPU :meth:`update` raises a
     :class:`NonFiniteObservationError` naming the normaliser; on an accelerator (where checking at once would
     cost a host sync every step) the batch is skipped on the device and counted, and
@@ -38,10 +41,11 @@ class EmpiricalNormalization(nn.Module):
         name: how errors name this normaliser (e.g. ``"actor_obs_normalizer"``).
     """
 
-    _mean: torch.Tensor
-    _var: torch.Tensor
-    _std: torch.Tensor
-    count: torch.Tensor
+    if TYPE_CHECKING:  # buffer types for the type checker; TorchScript cannot read them as annotations
+        _mean: torch.Tensor
+        _var: torch.Tensor
+        _std: torch.Tensor
+        count: torch.Tensor
 
     def __init__(
         self,
@@ -71,6 +75,8 @@ class EmpiricalNormalization(nn.Module):
         return self._std.squeeze(0).clone()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.jit.is_scripting():  # resolved when scripting: the compiled forward only normalises
+            return self.normalize(x)
         if self.training:
             self.update(x)
         return self.normalize(x)
@@ -79,6 +85,7 @@ class EmpiricalNormalization(nn.Module):
         """``(x - mean) / (std + eps)`` with the current statistics (never updates them)."""
         return (x - self._mean) / (self._std + self.eps)
 
+    @torch.jit.unused
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
         """Merge the moments of batch ``x`` (leading dims flattened) into the running statistics.

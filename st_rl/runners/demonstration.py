@@ -5,6 +5,7 @@ The dataset layout (read back by :class:`st_rl.storage.rollout_files.rollout_dat
 
     <save_dir>/metadata.json
     <save_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz     # frames [a, b) of trajectory k
+                                            (.pickle with file_format="pickle", the reference's form)
 
 Each environment writes one trajectory directory at a time; its rollout of ``rollout_storage_length`` steps
 is split at dones, and a new directory starts after every done. Files store RAW (un-normalised)
@@ -39,6 +40,7 @@ from st_rl.protocols import DeterministicActor, ResettablePolicy, StochasticActo
 from st_rl.storage.rollout_files.rollout_dataset import (
     DATASET_FORMAT,
     DATASET_FORMAT_VERSION,
+    FILE_FORMATS,
     METADATA_FILE,
     TRAJ_DIR_RE,
     TRAJ_FILE_RE,
@@ -99,6 +101,9 @@ class DemonstrationSaver:
             runner's ``alg.obs_normalizer``) is not applied twice. Files keep raw observations.
         critic_obs_normalizer: the same for critic observations (``use_critic_obs``).
         device: device of the rollout buffers and policy inputs (default: ``env.device`` or CPU).
+        file_format: ``"npz"`` (default; read back without unpickling) or ``"pickle"``: the reference's
+            ``traj_*.pickle`` files (a pickled dict of numpy arrays), for tools that read that form. Both hold
+            the same arrays; :class:`RolloutDataset` reads either, also mixed in one dataset.
 
     Raises:
         ValueError: bad arguments (unknown components or compression types, no ``obs_segments``...).
@@ -120,7 +125,11 @@ class DemonstrationSaver:
         obs_normalizer: Callable[[torch.Tensor], torch.Tensor] | None = None,
         critic_obs_normalizer: Callable[[torch.Tensor], torch.Tensor] | None = None,
         device: str | torch.device | None = None,
+        file_format: str = "npz",
     ) -> None:
+        if file_format not in FILE_FORMATS:
+            raise ValueError(f"file_format must be one of {list(FILE_FORMATS)}, got {file_format!r}")
+        self.file_format = file_format
         self._started = False
         self._closed = False
         if int(rollout_storage_length) < 1:
@@ -195,7 +204,7 @@ class DemonstrationSaver:
         return {
             "format": DATASET_FORMAT,
             "format_version": DATASET_FORMAT_VERSION,
-            "file_format": "npz",
+            "file_format": self.file_format,
             "config": to_jsonable(config),
             "env": type(self.raw_env).__name__,
             "policy": policy_name,
@@ -423,7 +432,8 @@ class DemonstrationSaver:
         """Append rows ``step_slice`` of env ``env_i`` to its current trajectory; returns the file path."""
         start = int(self.dumped_traj_lengths[env_i])
         stop = start + (step_slice.stop - step_slice.start)
-        path = os.path.join(self._traj_dir(self.traj_idxs[env_i]), trajectory_file_name(start, stop))
+        name = trajectory_file_name(start, stop, self.file_format)
+        path = os.path.join(self._traj_dir(self.traj_idxs[env_i]), name)
         write_trajectory_file(path, self.wrap_up_trajectory(env_i, step_slice))
         self.dumped_traj_lengths[env_i] = stop
         self.total_timesteps += stop - start

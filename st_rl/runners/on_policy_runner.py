@@ -22,7 +22,7 @@ from st_rl.modules.factory import build_actor_critic, fill_missing, resolve_poli
 from st_rl.modules.normalizer import EmpiricalNormalization, NonFiniteObservationError
 from st_rl.protocols import GaussianPolicy
 from st_rl.runners.interrupt import InterruptGuard, TrainingInterrupted
-from st_rl.runners.run_dir import RunDirectory
+from st_rl.runners.run_dir import RunDirectory, check_run_dir
 from st_rl.utils import checkpoint as ckpt
 from st_rl.utils import distributed as dist_utils
 from st_rl.utils.config import TrainConfig, resolve_class, resolve_train_cfg
@@ -162,11 +162,12 @@ class OnPolicyRunner:
         self.overwrite = bool(self.cfg.get("overwrite", False))
         self._run_dir: RunDirectory | None = None
         if self.log_dir is not None and self.is_main_process:
-            # A fresh directory is locked and gets config.json now; one holding an earlier run is written to
-            # only once learn() starts, and only when the run was resumed (load()) or overwrite is set.
+            # Nothing is written before learn() (or save()): st_gym's and Isaac Lab's train scripts build the
+            # runner, then look up the checkpoint to resume as the newest run directory under the log root
+            # (load_run=".*"), which must not be this new, empty one. Then the directory is locked; one holding
+            # an earlier run is written to only when the run was resumed (load()) or overwrite is set.
             self._run_dir = RunDirectory(self.log_dir)
-            if self._run_dir.claim_if_fresh():
-                self._write_config()
+            check_run_dir(self.log_dir, resume=True)  # another live process writing it: refused now
 
     @property
     def current_learning_iteration(self) -> int:
@@ -205,7 +206,8 @@ class OnPolicyRunner:
         if self._run_dir is None or self._run_dir.claimed:
             return
         self._run_dir.claim(resumed=self._resumed, overwrite=self.overwrite)
-        self._write_config()
+        if not self._run_dir.client_config:  # the caller's own config.json of this run stays as written
+            self._write_config()
 
     def init_writer(self, init_at_random_ep_len: bool) -> None:
         """Create the log writer and optionally randomise the episode lengths.
@@ -546,6 +548,10 @@ class OnPolicyRunner:
         if not self.is_main_process:
             self._last_good_checkpoint = os.path.abspath(path)  # rank 0 writes it
             return
+        if self.log_dir is not None and os.path.realpath(os.path.dirname(os.path.abspath(path))) == (
+            os.path.realpath(self.log_dir)
+        ):
+            self._claim_run_dir()  # the first write into log_dir locks it (and writes config.json)
         state = alg_state
         state["iter"] = self.current_learning_iteration
         state["infos"] = infos
@@ -649,8 +655,10 @@ class OnPolicyRunner:
 
             state = get_manipulator(manipulator)(state, self.alg.state_dict())
             if self.log_dir is not None:
-                name = os.path.splitext(os.path.basename(path))[0]
-                ckpt.save_checkpoint(os.path.join(self.log_dir, f"{name}_manipulated.pt"), state)
+                # What was loaded, for reproducibility; named so that no "latest model" lookup (legged_gym:
+                # 'model' in the name, Isaac Lab: model_.*.pt) takes it for this run's newest checkpoint.
+                name = os.path.splitext(os.path.basename(path))[0].replace("model_", "")
+                ckpt.save_checkpoint(os.path.join(self.log_dir, f"loaded_{name}_manipulated.pt"), state)
         plan = self._check_checkpoint(path, state, load_optimizer)
         snapshot = self._snapshot(load_optimizer)
         try:
@@ -877,6 +885,7 @@ class OnPolicyRunner:
         if plan.get("reseed") and self.cfg.get("seed") is not None:
             ckpt.seed_everything(int(self.cfg["seed"]) + self.dist.rank + int(plan["iter"]))
         restored = False
+        skipped: list[str] = []  # one note for all of them (e.g. a run of 4096 envs played on one robot)
         if plan["env_state"] is not None:
             try:
                 self._load_env_state(plan["env_state"])
@@ -884,10 +893,9 @@ class OnPolicyRunner:
             except (RuntimeError, KeyError, ValueError, TypeError) as e:
                 if env_before is not None:
                     self.env_adapter.load_state_dict(env_before)  # no half-restored environment
-                warnings.warn(
-                    f"Environment state in {path} not restored ({ckpt.first_line(e)}): the environment "
-                    "continues from its current state.",
-                    stacklevel=3,
+                skipped.append(
+                    f"the environment's episodes ({ckpt.first_line(e)}): the environment continues from its "
+                    "current state"
                 )
         memory_state = plan["rollout_state"]
         policy = self.alg.actor_critic
@@ -896,10 +904,14 @@ class OnPolicyRunner:
                 policy.load_rollout_state_dict(memory_state, self.env_adapter.num_envs)
             except ValueError as e:
                 self.alg.actor_critic.reset()
-                warnings.warn(
-                    f"Rollout hidden state in {path} not restored ({e}): the policy's memories start from zero.",
-                    stacklevel=3,
-                )
+                skipped.append(f"the policy's rollout memories ({e}): they start from zero")
+        if skipped:
+            warnings.warn(
+                f"Checkpoint {path}: not restored, so training does not continue exactly where it stopped: "
+                + "; ".join(skipped)
+                + ". (Expected when the number of environments differs from the saved run's.)",
+                stacklevel=3,
+            )
         return restored
 
     def get_inference_policy(self, device: str | torch.device | None = None) -> InferencePolicy:

@@ -402,6 +402,10 @@ class RunDirectory:
         self.lock = RunDirLock(path)
         self.claimed = False
         self._owned = False  # claimed once: its files are this runner's own from then on
+        # Held no earlier run when the runner was built: a config.json that appears before the first write is
+        # the client's own, for this run (legged_gym's task registry writes it after building the runner).
+        self._fresh = not previous_run_files(path)
+        self.client_config = False  # the config.json found at the claim is the client's: keep it
 
     def claim_if_fresh(self) -> bool:
         """Lock and claim the directory when it holds no earlier run; returns whether it did (otherwise
@@ -433,6 +437,9 @@ class RunDirectory:
             return
         self.lock.acquire()
         names = previous_run_files(self.path)
+        if self._fresh and not self._owned and "config.json" in names:
+            names.remove("config.json")
+            self.client_config = True
         if names and not (resumed or self._owned):
             if not overwrite:
                 self.lock.release()

@@ -3,7 +3,7 @@
 Both built-in tasks (:class:`PointMass` and :class:`~st_rl.tasks.velocity_tracking.VelocityTracking`) are
 written in pure PyTorch, batched over environments and free of host synchronisation inside ``step``: finished
 environments are reset with ``torch.where`` over freshly sampled states, never by indexing with a data-dependent
-mask. They implement st_rl's native API (:class:`st_rl.env.vec_env.VecEnv`, the rsl_rl 2.x / Isaac Lab
+mask. They implement st_rl's native API (:class:`st_rl.env.vec_env.VecEnvLike`, the rsl_rl 2.x / Isaac Lab
 4-tuple).
 
 Rewards follow legged_gym / Isaac Lab: each named term is ``weight * kernel * dt``, so a step's reward is

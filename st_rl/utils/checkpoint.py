@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 import torch
 
-# 2: the observation normalisers live in the policy (``model_state_dict["actor_obs_normalizer.*"]``).
-# 1: they were separate entries (``obs_norm_state_dict``, ``critic_obs_norm_state_dict``), as in rsl_rl 2.x.
+# 2: the observation normalisers live in the policy (``model_state_dict["actor_obs_normalizer.*"]``); copies
+#    are written as the reference's ``obs_norm_state_dict`` / ``critic_obs_norm_state_dict`` for its tools,
+#    and ``model_state_dict`` wins over them when loading.
+# 1: they were only separate entries (``obs_norm_state_dict``, ``critic_obs_norm_state_dict``), as in rsl_rl 2.x.
 CHECKPOINT_FORMAT_VERSION = 2
 _NORMALIZER_ENTRIES = (("obs_norm_state_dict", "actor_obs_normalizer."),
                        ("critic_obs_norm_state_dict", "critic_obs_normalizer."))  # fmt: skip
@@ -131,7 +133,8 @@ def migrate_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
 
     Format 1 (st_rl before the policy owned its normalisers, rsl_rl 2.x) keeps the observation statistics in
     ``obs_norm_state_dict`` / ``critic_obs_norm_state_dict``; they move into ``model_state_dict`` under
-    ``actor_obs_normalizer.`` / ``critic_obs_normalizer.``. A run without separate critic observations never
+    ``actor_obs_normalizer.`` / ``critic_obs_normalizer.``. Where ``model_state_dict`` already has a normaliser
+    (format 2 writes both), its statistics win and the separate entry is dropped. A run without separate critic observations never
     updated its critic normaliser (count 0): the critic statistics become the actor's, which is what that run
     applied to the critic.
     """

@@ -3,7 +3,7 @@ by the runner's ``load()`` when the runner config names one (``ckpt_manipulator=
 
 A manipulator adapts a checkpoint to a changed model before it is loaded, e.g. a student whose first encoder
 now reads a different sensor. The runner then loads the result (optimizer state only when it is kept) and
-writes it into the log directory as ``model_<iter>_manipulated.pt`` so the run is reproducible.
+writes it into the log directory as ``loaded_<iter>_manipulated.pt`` (a name no "latest model" lookup takes for a checkpoint of the run) so the run is reproducible.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import torch
 
 from st_rl.algorithms import APPO, ATPPO
 from st_rl.algorithms.appo import MissingAmpDataError
+from st_rl.config.errors import ConfigError
 from st_rl.datasets import AmpObservationWrapper, MotionLoader
 from st_rl.modules import (
     ActorCritic,
@@ -117,6 +118,15 @@ def make_appo(num_envs=4, steps=3, cls=APPO, **kwargs):
     alg = cls(ac, **kwargs)
     alg.init_obs_norm(NUM_OBS, NUM_OBS)
     alg.init_storage(num_envs, steps, [NUM_OBS], [None], [NUM_ACT])
+    return alg
+
+
+def make_appo_with_window(width, **kwargs):
+    ac = AmpActorCritic(NUM_OBS, NUM_OBS, NUM_ACT, actor_hidden_dims=[8], critic_hidden_dims=[8],
+                        amp_discriminator={"input_dim": width, "hidden_dims": []})  # fmt: skip
+    with pytest.warns(UserWarning, match=f"placeholder default; using the width of one AMP window, {width}"):
+        alg = APPO(ac, **kwargs)
+    alg.init_storage(4, 3, [NUM_OBS], [None], [NUM_ACT])
     return alg
 
 
@@ -278,13 +288,17 @@ def test_missing_amp_data_is_explained():
             )
 
 
-def test_amp_obs_dim_inferred_and_st_gym_placeholder_tolerated():
-    with pytest.warns(UserWarning, match="using 2"):
-        alg = make_appo(amp_obs_dim=7)
-    assert alg.amp_obs_dim == 2 and alg.storage.ref_obs.shape[-1] == 2
+def test_amp_obs_dim_checked_and_st_gym_placeholder_tolerated():
+    # AMP_DIM = 2 here: the given width agrees, no word.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert make_appo(amp_obs_dim=2, bc_loss_coef=0.001).amp_obs_dim == 2
+    # A width that is not the window's is a mistake, named with the value to write.
+    with pytest.raises(ConfigError, match=r"algorithm.amp_obs_dim = 7: .*set algorithm.amp_obs_dim=2"):
+        make_appo(amp_obs_dim=7)
+    # st_gym's dataclass default (2) left in place while the window is wider: a warning, the window's width.
+    alg = make_appo_with_window(6, amp_obs_dim=2)
+    assert alg.amp_obs_dim == 6 and alg.storage.ref_obs.shape[-1] == 6
     with pytest.raises(ValueError, match="AMP discriminator"):
         APPO(ActorCritic(NUM_OBS, NUM_OBS, NUM_ACT))
 

@@ -197,10 +197,11 @@ def test_total_loss_is_coefficient_weighted_sum():
     ppo = make_ppo(value_loss_coef=0.5, entropy_coef=0.01, surrogate_loss_coef=2.0)
     collect(ppo)
     losses, _ = ppo.update()
-    expected = 2.0 * losses["surrogate_loss"] + 0.5 * losses["value_loss"] + 0.01 * losses["entropy"]
-    assert losses["total_loss"] == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    value = {k: float(v) for k, v in losses.items()}  # update() returns 0-d tensors (the reference's form)
+    expected = 2.0 * value["surrogate_loss"] + 0.5 * value["value_loss"] + 0.01 * value["entropy"]
+    assert value["total_loss"] == pytest.approx(expected, rel=1e-5, abs=1e-6)
     # entropy loss = -sum over 2 actions of (0.5 + 0.5 ln(2 pi)) at std 1 = -2 * 1.4189385
-    assert losses["entropy"] == pytest.approx(-2.837877, abs=1e-5)
+    assert value["entropy"] == pytest.approx(-2.837877, abs=1e-5)
 
 
 def test_all_zero_coefficients_leave_parameters_unchanged():
@@ -330,9 +331,18 @@ def test_state_dict_round_trip_through_checkpoint_file(tmp_path):
     src = _trained(seed=0)
     assert src.learning_rate == pytest.approx(1.5e-3)
     sd = src.state_dict()
-    assert set(sd) == {"model_state_dict", "optimizer_state_dict"}
-    # the policy owns its normalisers: their statistics are part of the model state
+    assert set(sd) == {
+        "model_state_dict",
+        "optimizer_state_dict",
+        "obs_norm_state_dict",
+        "critic_obs_norm_state_dict",
+    }
+    # the policy owns its normalisers: their statistics are part of the model state (and copied into the
+    # reference's separate entries, which loading does not need)
     assert {"actor_obs_normalizer._mean", "critic_obs_normalizer.count"} <= set(sd["model_state_dict"])
+    assert torch.equal(
+        sd["obs_norm_state_dict"]["_mean"], sd["model_state_dict"]["actor_obs_normalizer._mean"]
+    )
     save_checkpoint(str(tmp_path / "model_1.pt"), sd)
     loaded = load_checkpoint(str(tmp_path / "model_1.pt"))
 

@@ -7,6 +7,7 @@ import torch
 from st_rl.algorithms import PPO, NonFiniteLossError
 from st_rl.algorithms import functional as F
 from st_rl.modules import ActorCritic, ActorCriticRecurrent
+from st_rl.modules.memory import Memory
 from st_rl.utils.precision import autocast, full_precision, has_fast_bf16, resolve_precision
 
 NUM_OBS, NUM_CRITIC, NUM_ACT, N, T = 6, 7, 3, 8, 6
@@ -69,8 +70,14 @@ def test_bf16_runs_the_matrix_products_in_bfloat16_and_returns_float32():
     torch.testing.assert_close(y.float(), lin(x), rtol=2**-7, atol=1e-3)
 
 
-@pytest.mark.parametrize("recurrent", [False, True], ids=["mlp", "lstm"])
-def test_bf16_update_keeps_fp32_state_and_follows_fp32(recurrent):
+@pytest.mark.parametrize(
+    "recurrent, bf16_units",
+    [(False, True), (True, True), (True, False)],
+    ids=["mlp", "lstm", "lstm-cpu-without-bf16-units"],
+)
+def test_bf16_update_keeps_fp32_state_and_follows_fp32(recurrent, bf16_units, monkeypatch):
+    if not bf16_units:  # an older CPU: oneDNN has no bfloat16 LSTM there, the memory must run in float32
+        monkeypatch.setattr("st_rl.modules.memory.has_fast_bf16", lambda device: False)
     runs = {}
     for precision in ("fp32", "bf16"):
         ppo = make_ppo(recurrent=recurrent, precision=precision)
@@ -96,6 +103,20 @@ def test_bf16_update_keeps_fp32_state_and_follows_fp32(recurrent):
     for a, b in zip(runs["bf16"][2], runs["fp32"][2]):
         torch.testing.assert_close(a, b, rtol=0.0, atol=1e-2)
     assert runs["bf16"][2][0].ne(runs["fp32"][2][0]).any()  # bf16 did compute differently
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_memory_runs_in_float32_under_bf16_autocast_on_a_cpu_without_bf16_units(kind, monkeypatch):
+    torch.manual_seed(0)
+    memory = Memory(5, kind, num_layers=1, hidden_size=4)
+    x = torch.randn(3, 5)
+    expected = memory(x)  # float32, no autocast
+    memory.reset()
+    monkeypatch.setattr("st_rl.modules.memory.has_fast_bf16", lambda device: False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = memory(x)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)  # the same float32 computation
 
 
 # ------------------------------------------------------------------ sync-free update

@@ -129,11 +129,13 @@ PRESETS = {
     "StateAcRecurrent": {**EST, **RNN_GRU},
     "EncoderStateAc": {**ENC, **EST},
     "EncoderStateAcRecurrent": {**ENC, **EST, **RNN_LSTM},
+    "PrivilegeStateAc": {**EST, **PRIV},
     "PrivilegeStateAcRecurrent": {**EST, **PRIV, **RNN_LSTM},
     "VisualDeterministicAC": VIS,
     "VisualDeterministicRecurrent": {**VIS, **RNN_GRU},
 }
 RECURRENT = [n for n in PRESETS if "Recurrent" in n]
+PRIVILEGED = [n for n in PRESETS if n.startswith("Privilege")]
 ENCODER = [n for n in PRESETS if n.startswith("Encoder")]
 ESTIMATOR = [n for n in PRESETS if "State" in n]
 
@@ -192,8 +194,9 @@ def test_preset_builds_from_config_with_expected_shapes(name):
     assert ac.get_actions_log_prob(actions).shape == (NUM_ENVS,)
     if name in ESTIMATOR:
         assert ac.get_estimated_state().shape == (NUM_ENVS, 2)
-    if name == "PrivilegeStateAcRecurrent":
+    if name in PRIVILEGED:
         assert ac.get_adapted_state().shape == (NUM_ENVS, 1)
+        assert (ac.memory_p is not None) == (name in RECURRENT)
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -242,7 +245,7 @@ def test_learn_updates_every_parameter_with_finite_losses(name):
         assert {"surrogate_loss", "value_loss", "entropy", "total_loss"} <= set(losses)
         if name in ESTIMATOR:
             assert "estimator_loss" in losses
-        if name == "PrivilegeStateAcRecurrent":
+        if name in PRIVILEGED:
             assert "adaptor_loss" in losses
         assert all(math.isfinite(v) for v in losses.values()), losses
     unchanged = [
@@ -325,6 +328,23 @@ def test_encoder_state_presets_estimate_from_raw_obs_then_encode(name):
             ac.reset()
             features = ac.memory_a(features[None], None, ac.memory_a.initial_state(NUM_ENVS))[0]
         torch.testing.assert_close(ac.action_mean, ac.actor(features))
+
+
+def test_feed_forward_adaptor_reads_raw_components_and_substitutes_its_estimate():
+    from st_rl.env.layout import get_subobs_by_components, substitute_estimated_state
+
+    ac = make_runner("PrivilegeStateAc").alg.actor_critic
+    assert ac.memory_p is None and ac.adaptor.input_size == 2 + 2  # base_lin_vel, last_actions
+    ac.privilege_replace_state_prob, ac.replace_state_prob = 1.0, 0.0
+    obs = torch.randn(NUM_ENVS, NUM_OBS)
+    with torch.no_grad():
+        actions = ac.act_inference(obs)
+        x = ac.normalize_actor_obs(obs)
+        adapted = ac.adaptor(get_subobs_by_components(x, ["base_lin_vel", "last_actions"], ACTOR_SEGMENTS))
+        torch.testing.assert_close(ac.get_adapted_state(), adapted)
+        substituted = substitute_estimated_state(x.clone(), ["friction"], adapted, ACTOR_SEGMENTS)
+        torch.testing.assert_close(actions, ac.actor(substituted))
+        assert not torch.allclose(actions, ac.actor(x))
 
 
 # ---------------------------------------------------------------------------- deterministic / visual

@@ -32,6 +32,7 @@ from st_rl.modules import (
     EstimatorMixin,
     PolicyParts,
     PrivilegeEstimatorMixin,
+    PrivilegeStateAc,
     PrivilegeStateAcRecurrent,
     StateAc,
     VisualActorCriticMixin,
@@ -61,6 +62,10 @@ class EncoderEstimatorAc(EstimatorMixin, EncoderActorCriticMixin, ActorCritic):
 
 class AdaptedEstimatorRecurrent(PrivilegeEstimatorMixin, EstimatorMixin, ActorCriticRecurrent):
     """The reference's PrivilegeStateAcRecurrent, written by a user."""
+
+
+class AdaptedEstimatorAc(PrivilegeEstimatorMixin, EstimatorMixin, ActorCritic):
+    """The feed-forward PrivilegeStateAc, written by a user."""
 
 
 class DeterministicEncoderAc(DeterministicPolicyMixin, EncoderActorCriticMixin, ActorCritic):
@@ -100,6 +105,7 @@ COMPOSED: dict[str, tuple[Any, dict[str, Any], type]] = {
     "encoder_estimator_recurrent": (EncoderEstimatorRecurrent, {**ENC, **EST, **GRU}, EstimatorPPO),
     "encoder_estimator_ff": (f"{__name__}:EncoderEstimatorAc", {**ENC, **EST}, EstimatorPPO),
     "adapted_estimator_recurrent": (AdaptedEstimatorRecurrent, {**EST, **PRIV, **GRU}, EstimatorPPO),
+    "adapted_estimator_ff": (AdaptedEstimatorAc, {**EST, **PRIV}, EstimatorPPO),
     "deterministic_encoder_ff": (DeterministicEncoderAc, ENC, PPO),
     "user_init_ff": (ScaledEstimatorAc, {**EST, "action_gain": 0.5}, EstimatorPPO),
 }
@@ -166,11 +172,9 @@ def test_compositions_are_the_presets():
     assert not issubclass(EstimatorMixin, torch.nn.Module)
 
 
-def test_privilege_mixin_needs_a_recurrent_base():
-    with pytest.raises(TypeError, match="recurrent base"):
-
-        class _FeedForward(PrivilegeEstimatorMixin, EstimatorMixin, ActorCritic):
-            pass
+def test_privilege_mixin_on_a_feed_forward_base_is_the_feed_forward_preset():
+    assert AdaptedEstimatorAc.parts == PrivilegeStateAc.parts
+    assert PrivilegeStateAc.parts.adaptor and PrivilegeStateAc.parts.memory is None
 
 
 @pytest.mark.parametrize(
@@ -179,6 +183,7 @@ def test_privilege_mixin_needs_a_recurrent_base():
         (EncoderEstimatorRecurrent, EncoderStateAcRecurrent, {**ENC, **EST, **GRU}),
         (EncoderEstimatorAc, EncoderStateAc, {**ENC, **EST}),
         (AdaptedEstimatorRecurrent, PrivilegeStateAcRecurrent, {**EST, **PRIV, **GRU}),
+        (AdaptedEstimatorAc, PrivilegeStateAc, {**EST, **PRIV}),
     ],
 )
 def test_composed_class_equals_its_preset(composed, preset, policy):
@@ -243,7 +248,7 @@ def test_composed_class_trains_from_a_config(name):
     assert all(math.isfinite(v) for v in losses.values()), losses
     if alg is EstimatorPPO:
         assert "estimator_loss" in losses
-    if cls is AdaptedEstimatorRecurrent:
+    if cls in (AdaptedEstimatorRecurrent, AdaptedEstimatorAc):
         assert "adaptor_loss" in losses
     if cls is ScaledEstimatorAc:
         assert ac.action_gain == 0.5

@@ -476,9 +476,10 @@ def test_dagger_reloads_newer_checkpoints(tmp_path, student_logdir):
 
 def test_dagger_with_empty_log_directory_and_logging(tmp_path, capsys):
     logdir = str(tmp_path / "fresh")
-    OnPolicyRunner(
+    runner = OnPolicyRunner(
         make_env("velocity_tracking", num_envs=4, seed=1), copy.deepcopy(STUDENT_CFG), log_dir=logdir
     )
+    runner.init_writer(init_at_random_ep_len=False)  # training has started (config.json), no model saved yet
     assert not [f for f in os.listdir(logdir) if f.startswith("model_")]
     env = _env(n=4)
     save_dir = str(tmp_path / "dagger_run_1")
@@ -498,3 +499,73 @@ def test_dagger_with_empty_log_directory_and_logging(tmp_path, capsys):
 
     with pytest.raises(FileNotFoundError, match="config.json"):
         _dagger(_env(n=4), str(tmp_path / "x"), str(tmp_path / "nothing"), 0.5).init_traj_handlers()
+
+
+# ---------------------------------------------------------------------------------------------- reference form
+REFERENCE_KEYS = {
+    "observations",
+    "privileged_observations",
+    "actions",
+    "rewards",
+    "dones",
+    "timeouts",
+    "values",
+}
+
+
+def _pickle_files(save_dir):
+    return sorted(
+        os.path.join(root, f) for root, _, files in os.walk(save_dir) for f in files if f.startswith("traj_")
+    )
+
+
+def test_pickle_file_format_writes_the_reference_files(tmp_path):
+    import pickle
+
+    def record(file_format):
+        env = _env(n=4, seed=3)
+        save_dir = str(tmp_path / file_format)
+        DemonstrationSaver(
+            env, Expert(env), save_dir, rollout_storage_length=8, min_timesteps=64, min_episodes=4,
+            file_format=file_format,
+        ).collect_and_save()  # fmt: skip
+        return save_dir
+
+    npz_dir, pickle_dir = record("npz"), record("pickle")
+    files = _pickle_files(pickle_dir)
+    assert files and all(f.endswith(".pickle") for f in files)
+    assert all(os.path.basename(os.path.dirname(f)).startswith("trajectory_") for f in files)
+    for path in files:
+        with open(path, "rb") as f:
+            data = pickle.load(f)  # what a reference tool does
+        assert isinstance(data, dict) and set(data) == REFERENCE_KEYS, path
+        assert all(isinstance(v, np.ndarray) for v in data.values())
+        assert len({v.shape[0] for v in data.values()}) == 1  # one row per frame
+    assert _meta(pickle_dir)["file_format"] == "pickle" and _meta(npz_dir)["file_format"] == "npz"
+    # same recording, same arrays, whichever the form
+    npz, pkl = _trajectories(npz_dir), _trajectories(pickle_dir)
+    assert set(npz) == set(pkl)
+    for name in npz:
+        assert set(npz[name]) == set(pkl[name])
+        for key, value in npz[name].items():
+            assert pkl[name][key].dtype == value.dtype and np.array_equal(pkl[name][key], value), (name, key)
+
+    def served(save_dir):  # every transition the dataset serves (order aside: it follows modification times)
+        return sorted(
+            tuple(torch.cat([b.observation[0], b.privileged_observation[0], b.action[0], b.reward]).tolist())
+            for b in RolloutDataset(save_dir, num_envs=1, device="cpu")
+        )
+
+    assert served(pickle_dir) == served(npz_dir) and len(served(npz_dir)) == _frames_on_disk(npz_dir) - 1
+
+
+def test_file_format_is_checked_and_reaches_dagger(tmp_path, student_logdir):
+    env = _env(n=4)
+    with pytest.raises(ValueError, match="file_format.*'npz', 'pickle'.*'hdf5'"):
+        DemonstrationSaver(env, Expert(env), str(tmp_path / "x"), file_format="hdf5")
+    logdir, _ = student_logdir
+    save_dir = str(tmp_path / "dagger")
+    _dagger(_env(n=4, seed=5), save_dir, logdir, 0.5, file_format="pickle").collect_and_save()
+    files = _pickle_files(save_dir)
+    assert files and all(f.endswith(".pickle") for f in files)
+    assert _meta(save_dir)["file_format"] == "pickle"

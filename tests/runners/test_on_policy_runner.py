@@ -33,6 +33,8 @@ def test_flat_config_builds_and_is_not_mutated(small_cfg, tmp_path):
     assert runner.alg.num_learning_epochs == 2 and runner.num_steps_per_env == 16
     # Normalisation comes from the runner-level key of the flat form.
     assert runner.alg.empirical_normalization
+    assert not (tmp_path / "config.json").exists()  # written when training starts, not before
+    runner.learn(1)
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["policy"]["class_name"] == "ActorCritic" and saved["runner"]["num_steps_per_env"] == 16
 

@@ -117,9 +117,9 @@ def test_second_writer_is_refused_while_the_first_holds_the_lock(tmp_path):
     # The holder released the lock when it ended: the directory is free again.
     assert not (run / LOCK_NAME).exists()
     with _runner(run) as runner:
+        runner.learn(1)
         assert (run / "config.json").exists()
         assert read_lock(str(run)).pid == os.getpid()  # type: ignore[union-attr]
-        runner.learn(1)
 
 
 def test_lock_naming_a_live_process_is_respected(tmp_path):
@@ -163,10 +163,10 @@ def test_stale_lock_is_taken_over_with_a_note(tmp_path, capsys):
     dead = _dead_pid()
     _write_lock(run, dead)
     runner = _runner(run)
+    runner.learn(1)
     assert f"took over the stale lock of process {dead}" in capsys.readouterr().err
     owner = read_lock(str(run))
     assert owner is not None and owner.pid == os.getpid() and owner.host == socket.gethostname()
-    runner.learn(1)
     assert (run / "model_1.pt").exists()
     runner.close()
     assert not (run / LOCK_NAME).exists()
@@ -294,8 +294,11 @@ def test_a_loaded_checkpoint_wins_over_overwrite(tmp_path):
 def test_close_and_context_manager(tmp_path):
     run = tmp_path / "run"
     with _runner(run) as runner:
-        assert (run / LOCK_NAME).exists() and (run / "config.json").exists()
+        # Nothing is written before learn(): Isaac Lab / st_gym scripts look up the checkpoint to resume as the
+        # newest run directory after building the runner.
+        assert not run.exists()
         runner.learn(1)
+        assert (run / LOCK_NAME).exists() and (run / "config.json").exists()
         assert not isinstance(runner.writer, NullWriter)
     assert not (run / LOCK_NAME).exists() and isinstance(runner.writer, NullWriter)
     runner.close()  # idempotent
@@ -311,7 +314,8 @@ def test_close_and_context_manager(tmp_path):
 
 def test_context_manager_releases_on_errors(tmp_path):
     run = tmp_path / "run"
-    with pytest.raises(RuntimeError, match="boom"), _runner(run):
+    with pytest.raises(RuntimeError, match="boom"), _runner(run) as runner:
+        runner.learn(1)
         assert (run / LOCK_NAME).exists()
         raise RuntimeError("boom")
     assert not (run / LOCK_NAME).exists()
@@ -322,8 +326,10 @@ def test_stale_temporary_files_are_removed(tmp_path, capsys):
     fresh.mkdir()
     for name in (".tmp_model_7.ptab12", ".config.jsonq1w2.tmp", "notes.txt"):
         (fresh / name).write_text("x")
-    with _runner(fresh):
-        assert sorted(os.listdir(fresh)) == [LOCK_NAME, "config.json", "notes.txt"]
+    with _runner(fresh) as runner:
+        assert len(os.listdir(fresh)) == 3  # nothing touched before the runner writes
+        runner.save(str(fresh / "model_0.pt"))
+        assert sorted(os.listdir(fresh)) == [LOCK_NAME, "config.json", "model_0.pt", "notes.txt"]
     assert "removed 2 temporary files" in capsys.readouterr().err
 
     run = tmp_path / "run"

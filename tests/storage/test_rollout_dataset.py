@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import threading
 import time
 
@@ -356,6 +357,98 @@ def test_malicious_pickle_is_refused_without_running_code(tmp_path):
     assert not os.path.exists(marker)
     with pytest.raises(TypeError, match="dtype object"):
         write_trajectory_file(obj_path, {"x": np.array([None], dtype=object)})
+
+
+def _dump_pickle(directory, name, arrays):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, name), "wb") as f:
+        pickle.dump(arrays, f)
+
+
+def test_hand_written_reference_pickle_dataset_is_served_exactly(tmp_path):
+    root = str(tmp_path)
+    with open(os.path.join(root, "metadata.json"), "w", encoding="utf-8") as f:
+        json.dump({"obs_segments": {"a": [1], "b": [1]}, "use_critic_obs": False}, f)
+    f32 = np.float32
+    t0, t1 = os.path.join(root, "trajectory_0"), os.path.join(root, "trajectory_1")
+    # trajectory 0: three frames in two files, ended by a time-out
+    _dump_pickle(t0, "traj_000000_000002.pickle", {
+        "observations": np.array([[1, 10], [2, 20]], f32), "privileged_observations": np.array([[0.5], [0.25]], f32),
+        "actions": np.array([[-1], [-2]], f32), "rewards": np.array([0.5, 0.25], f32),
+        "dones": np.array([False, False]), "timeouts": np.array([False, False]), "values": np.zeros(2, f32),
+    })  # fmt: skip
+    _dump_pickle(t0, "traj_000002_000003.pickle", {
+        "observations": np.array([[3, 30]], f32), "privileged_observations": np.array([[0.125]], f32),
+        "actions": np.array([[-3]], f32), "rewards": np.array([0.125], f32),
+        "dones": np.array([True]), "timeouts": np.array([True]), "values": np.zeros(1, f32),
+    })  # fmt: skip
+    # trajectory 1: two frames, ended by a termination
+    _dump_pickle(t1, "traj_000000_000002.pickle", {
+        "observations": np.array([[7, 70], [8, 80]], f32), "privileged_observations": np.array([[4], [8]], f32),
+        "actions": np.array([[5], [6]], f32), "rewards": np.array([1.5, 2.5], f32),
+        "dones": np.array([False, True]), "timeouts": np.array([False, False]), "values": np.zeros(2, f32),
+    })  # fmt: skip
+    os.utime(t0, (100, 100))
+    os.utime(t1, (200, 200))
+    batches = list(RolloutDataset(root, num_envs=1, device="cpu"))
+    # (obs, privileged, action, reward, done, timeout, next obs, next privileged); the first frame of each
+    # trajectory is reported done (and a time-out: it is no termination), the last frame of all has no next.
+    expected = [
+        ([1, 10], [0.5], [-1], 0.5, True, True, [2, 20], [0.25]),
+        ([2, 20], [0.25], [-2], 0.25, False, False, [3, 30], [0.125]),  # crosses into the second file
+        ([3, 30], [0.125], [-3], 0.125, True, True, [7, 70], [4]),  # recorded time-out; trajectory 1 next
+        ([7, 70], [4], [5], 1.5, True, True, [8, 80], [8]),
+    ]
+    assert len(batches) == len(expected)
+    for batch, (obs, priv, action, reward, done, timeout, nxt, nxt_priv) in zip(batches, expected):
+        assert batch.observation.tolist() == [obs] and batch.privileged_observation.tolist() == [priv]
+        assert batch.action.tolist() == [action] and batch.reward.tolist() == [reward]
+        assert batch.done.tolist() == [done] and batch.timeout.tolist() == [timeout]
+        assert batch.next_observation.tolist() == [nxt]
+        assert batch.next_privileged_observation.tolist() == [nxt_priv]
+
+
+def test_a_dataset_mixing_npz_and_pickle_files_reads_both(tmp_path):
+    root = str(tmp_path)
+    write_traj(root, 0, [2], end="done", mtime=100, ext="npz")
+    write_traj(root, 1, [3], end="timeout", mtime=200, ext="pickle")
+    # trajectory 2 is split between the two forms: frames [0, 2) in an npz, [2, 4) in a pickle
+    d = os.path.join(root, "trajectory_2")
+    os.makedirs(d)
+    head = _frame_arrays(2, np.arange(2))
+    head.update(dones=np.zeros(2, bool), timeouts=np.zeros(2, bool))
+    write_trajectory_file(os.path.join(d, "traj_000000_000002.npz"), head)
+    tail = _frame_arrays(2, np.arange(2, 4))
+    tail.update(dones=np.array([False, True]), timeouts=np.array([False, False]))
+    write_trajectory_file(os.path.join(d, "traj_000002_000004.pickle"), tail)
+    with open(os.path.join(d, "traj_000002_000004.pickle"), "rb") as f:
+        assert set(pickle.load(f)) == set(tail)  # write_trajectory_file wrote the reference's pickle form
+    os.utime(d, (300, 300))
+    batches = list(RolloutDataset(root, num_envs=1, device="cpu"))
+    assert [_ids(b)[0] for b in batches] == [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
+    assert [_ids(b, "next_observation")[0] for b in batches][-1] == (2, 3)
+    for b in batches:
+        k, frame = _ids(b)[0]
+        assert b.action.item() == 100 * k + frame and b.reward.item() == 1000 * k + frame
+
+
+@pytest.mark.parametrize("where", ["top level", "inside an entry"])
+def test_malicious_pickle_beside_good_files_is_refused_naming_the_file(tmp_path, where):
+    root = str(tmp_path / "data")
+    marker = str(tmp_path / "pwned")
+    write_traj(root, 1, [2], end="done", mtime=200, ext="npz")
+    d = os.path.join(root, "trajectory_0")
+    payload = (
+        _Evil(marker)
+        if where == "top level"
+        else {"observations": np.zeros((2, 2)), "rewards": _Evil(marker)}
+    )
+    _dump_pickle(d, "traj_000000_000002.pickle", payload)
+    os.utime(d, (100, 100))
+    path = os.path.join(d, "traj_000000_000002.pickle")
+    with pytest.raises(TrajectoryFileError, match=re.escape(path) + r".*(posix|os|nt)\.system"):
+        list(RolloutDataset(root, num_envs=2, device="cpu"))
+    assert not os.path.exists(marker)  # nothing was executed
 
 
 # ---------------------------------------------------------------------------------------------- errors

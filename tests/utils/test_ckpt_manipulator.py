@@ -88,7 +88,7 @@ def test_runner_applies_manipulator_on_load(tmp_path, small_cfg):
     for key in now:
         expected = fresh[key] if key.startswith("encoders.0.") else trained[key]
         assert torch.equal(now[key], expected), key
-    assert (tmp_path / "b" / "model_1_manipulated.pt").exists()
+    assert (tmp_path / "b" / "loaded_1_manipulated.pt").exists()
     assert second.current_learning_iteration == 1
 
 

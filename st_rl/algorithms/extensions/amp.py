@@ -41,6 +41,11 @@ class MissingAmpDataError(KeyError):
         return str(self.args[0])
 
 
+# st_gym's PPO config class declares `amp_obs_dim: int = 2` and overwrites it with the real width whenever AMP is
+# on; a 2 that differs from the window width is that default left in place, not a choice.
+ST_GYM_AMP_OBS_DIM_PLACEHOLDER = 2
+
+
 class AdversarialMotionPrior(Extension):
     """Adds Adversarial Motion Priors to PPO.
 
@@ -142,12 +147,24 @@ class AdversarialMotionPrior(Extension):
             )
         self.discriminator: Any = discriminator
         self.amp_obs_dim = int(discriminator.input_dim)
-        if self._requested_dim is not None and int(self._requested_dim) != self.amp_obs_dim:
-            # st_gym's dataclass default (amp_obs_dim=2) is not the real width: the discriminator decides.
+        requested = self._requested_dim
+        if requested == ST_GYM_AMP_OBS_DIM_PLACEHOLDER and self.amp_obs_dim != requested:
             warnings.warn(
-                f"amp_obs_dim={self._requested_dim} differs from the discriminator's input_dim={self.amp_obs_dim}; "
-                f"using {self.amp_obs_dim}.",
+                f"algorithm.amp_obs_dim={requested} is st_gym's placeholder default; using the width of one AMP "
+                f"window, {self.amp_obs_dim} (set algorithm.amp_obs_dim={self.amp_obs_dim} to silence this).",
                 stacklevel=4,
+            )
+        elif isinstance(requested, int) and not isinstance(requested, bool) and requested != self.amp_obs_dim:
+            from st_rl.config.errors import ConfigError, Problem
+
+            raise ConfigError(
+                Problem(
+                    "algorithm.amp_obs_dim",
+                    requested,
+                    f"differs from the width of one AMP window ({self.amp_obs_dim}: the discriminator's "
+                    "input_dim, which must match the environment's ref_obs)",
+                    f"set algorithm.amp_obs_dim={self.amp_obs_dim} or remove it",
+                )
             )
         self.normalizer = EmpiricalNormalization(shape=[self.amp_obs_dim], until=int(1e8)).to(device)
         self.replay = (

@@ -4,13 +4,14 @@ On-disk format (see ``docs/datasets.md``)::
 
     <data_dir>/metadata.json
     <data_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz     # frames [a, b) of trajectory k
+                                       (or .pickle, the reference's form; one dataset may mix both)
 
-Each ``.npz`` holds numpy arrays with ``b - a`` rows: ``observations`` (or ``obs_<component>`` per
+Each file holds numpy arrays with ``b - a`` rows: ``observations`` (or ``obs_<component>`` per
 component of ``metadata["obs_segments"]``, compressed as ``metadata["obs_disassemble_mapping"]`` says),
 optionally ``privileged_observations``, ``actions``, ``rewards``, ``dones``, ``timeouts`` and ``values``.
-Files are read with ``np.load(allow_pickle=False)``; the ancestor's ``.pickle`` files (a dict of numpy
-arrays) are read with an unpickler that only resolves the numpy functions needed to rebuild arrays, so
-loading never executes code from the data.
+``.npz`` files are read with ``np.load(allow_pickle=False)``; ``.pickle`` files (a dict of numpy arrays)
+are read with an unpickler that only resolves the numpy functions needed to rebuild arrays, so loading
+never executes code from the data.
 
 :class:`RolloutDataset` serves ``N`` environment slots. Each slot reads one trajectory at a time from a
 random starting frame, switching files and trajectories as an environment would reset. Per-slot bookkeeping
@@ -51,6 +52,7 @@ from st_rl.utils.utils import atomic_write, write_json_atomic
 __all__ = [
     "DATASET_FORMAT",
     "DATASET_FORMAT_VERSION",
+    "FILE_FORMATS",
     "METADATA_FILE",
     "RolloutDataset",
     "TrajectoryFileError",
@@ -94,17 +96,30 @@ def get_frame_range(filename: str) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------------------------------- writing
+FILE_FORMATS = ("npz", "pickle")  # "pickle": the reference's form, a pickled dict of numpy arrays
+
+
 def write_trajectory_file(path: str, arrays: Mapping[str, np.ndarray]) -> None:
-    """Write ``arrays`` as an ``.npz`` file atomically (temporary file in the same directory, then rename).
+    """Write ``arrays`` atomically (temporary file in the same directory, then rename) in the form the
+    extension of ``path`` names: ``.npz`` (``np.savez``), or ``.pickle`` / ``.pkl`` (the reference's form: a
+    pickled dict of numpy arrays, protocol 4, readable by ``pickle.load`` and by :func:`load_legacy_pickle`).
 
     Raises:
-        TypeError: an array has dtype ``object`` (it could not be read back without pickle).
+        TypeError: an array has dtype ``object`` (it could not be read back without running code).
+        ValueError: another extension.
     """
     for key, value in arrays.items():
         if np.asarray(value).dtype == object:
             raise TypeError(f"array {key!r} has dtype object; trajectory files hold numeric arrays only")
-    savez: Any = np.savez  # keyword names are array names
-    atomic_write(path, lambda f: savez(f, **{k: np.asarray(v) for k, v in arrays.items()}))
+    data = {str(k): np.asarray(v) for k, v in arrays.items()}
+    ext = os.path.splitext(path)[1]
+    if ext in (".pickle", ".pkl"):
+        atomic_write(path, lambda f: pickle.dump(data, f, protocol=4))
+    elif ext == ".npz":
+        savez: Any = np.savez  # keyword names are array names
+        atomic_write(path, lambda f: savez(f, **data))
+    else:
+        raise ValueError(f"{path}: unknown trajectory file type {ext!r} (expected .npz or .pickle)")
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -146,7 +161,10 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
 
 
 def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
-    """Read an ancestor ``traj_*.pickle`` (a dict of numpy arrays) without executing code from it.
+    """Read a ``traj_*.pickle`` in the reference's form (a dict of numpy arrays) without executing code from it.
+
+    The unpickler resolves only the numpy functions that rebuild arrays and dtypes; any other global (e.g. a
+    payload calling ``os.system``) is refused before it is called.
 
     A value that is a 1-tuple holding an array (the ancestor's ``observations`` trailing-comma bug) is
     unwrapped.
@@ -160,7 +178,7 @@ def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
             data = _NumpyOnlyUnpickler(f).load()
     except _RefusedGlobal as e:
         raise TrajectoryFileError(
-            f"Refusing to load {path}: it references {e}, but a legacy trajectory pickle may only hold numpy "
+            f"Refusing to load {path}: it references {e}, but a trajectory pickle may only hold numpy "
             "arrays (loading it could execute code). If the file comes from a source you trust, convert it to "
             ".npz with numpy outside st_rl; otherwise delete it."
         ) from None
@@ -176,7 +194,7 @@ def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
         KeyError,
     ) as e:
         raise TrajectoryFileError(
-            f"Cannot read legacy trajectory file {path}: {type(e).__name__}: {e}. The file is truncated or "
+            f"Cannot read trajectory file {path}: {type(e).__name__}: {e}. The file is truncated or "
             "corrupt; delete it (or its trajectory directory) and re-record."
         ) from e
     if not isinstance(data, dict):
@@ -196,7 +214,7 @@ def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
 
 
 def read_trajectory_file(path: str) -> dict[str, np.ndarray]:
-    """Read one trajectory file (``.npz``, or a legacy ``.pickle``) into a dict of numpy arrays.
+    """Read one trajectory file (``.npz``, or ``.pickle`` in the reference's form) into a dict of numpy arrays.
 
     Raises:
         FileNotFoundError: the file does not exist.

@@ -1,0 +1,95 @@
+"""The seed's minimal actor-critic (reference modules document 003, ``actor_critic.py`` section 1).
+
+Three small networks for a hand-written PPO loop on one observation vector: :class:`Actor` (a Gaussian policy
+whose ``forward`` returns a ``torch.distributions.Normal``), :class:`Critic` (a value network) and
+:class:`SimpleActorCritic` (the seed's ``ActorCritic(obs_dim, act_dim)``, renamed because st_rl's
+:class:`~st_rl.modules.actor_critic.ActorCritic` is the reference's richer
+``ActorCritic(num_actor_obs, num_critic_obs, num_actions, ...)`` that the runners build; see docs/policies.md).
+They take no part in the runners and presets: they are for users' own training loops.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+from torch.distributions import Normal
+
+__all__ = ["Actor", "Critic", "SimpleActorCritic"]
+
+HIDDEN = 64
+"""Width of the two hidden tanh layers of the seed's actor and critic."""
+
+
+def _trunk(in_features: int) -> nn.Sequential:
+    """Two ``HIDDEN``-wide tanh layers (``fc.0`` and ``fc.2`` hold the weights, as in the seed)."""
+    return nn.Sequential(nn.Linear(in_features, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, HIDDEN), nn.Tanh())
+
+
+class Actor(nn.Module):
+    """Gaussian policy: a 2x64 tanh MLP ``fc``, a linear ``mean`` head and a state-independent learnable
+    ``log_std`` (initialised at zero, i.e. std 1).
+
+    Args:
+        obs_dim: observation width.
+        act_dim: action width.
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int) -> None:
+        super().__init__()
+        self.fc = _trunk(obs_dim)
+        self.mean = nn.Linear(HIDDEN, act_dim)
+        self.log_std = nn.Parameter(torch.zeros(act_dim))
+
+    def forward(self, obs: torch.Tensor) -> Normal:
+        """The action distribution ``Normal(mean(obs), exp(log_std))``, batch shape ``(..., act_dim)``."""
+        return Normal(self.mean(self.fc(obs)), self.log_std.exp())
+
+
+class Critic(nn.Module):
+    """Value network: a 2x64 tanh MLP ``fc`` ending in one output.
+
+    Args:
+        obs_dim: observation width.
+    """
+
+    def __init__(self, obs_dim: int) -> None:
+        super().__init__()
+        self.fc = _trunk(obs_dim)
+        self.fc.append(nn.Linear(HIDDEN, 1))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values, shape ``(..., 1)``."""
+        return self.fc(obs)
+
+
+class SimpleActorCritic(nn.Module):
+    """The seed's ``ActorCritic(obs_dim, act_dim)``: an :class:`Actor` and a :class:`Critic` on the same
+    observations.
+
+    Args:
+        obs_dim: observation width.
+        act_dim: action width.
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int) -> None:
+        super().__init__()
+        self.actor = Actor(obs_dim, act_dim)
+        self.critic = Critic(obs_dim)
+
+    def forward(self, obs: torch.Tensor) -> tuple[Normal, torch.Tensor]:
+        """``(action distribution, value (..., 1))``."""
+        return self.actor(obs), self.critic(obs)
+
+    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample actions: ``(actions (..., act_dim), log-probabilities summed over actions (...,))``."""
+        dist = self.actor(obs)
+        actions = dist.sample()
+        return actions, dist.log_prob(actions).sum(dim=-1)
+
+    def evaluate_actions(
+        self, obs: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(log-probabilities of actions (...,), entropies (...,), values (..., 1))``, the first two summed over
+        the action dimension (the terms of the PPO loss)."""
+        dist = self.actor(obs)
+        return dist.log_prob(actions).sum(dim=-1), dist.entropy().sum(dim=-1), self.critic(obs)
