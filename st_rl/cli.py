@@ -1,8 +1,11 @@
 """Command line: ``st-rl train`` trains a built-in task or your environment (``--env``) with the task's preset,
 a config file (``--config``) and ``KEY=VALUE`` overrides; ``st-rl tasks`` lists the tasks; ``st-rl play``
 evaluates a checkpoint (metrics, video, plot; rendering uses ``MUJOCO_GL=egl`` unless set); ``st-rl plot``
-draws a run's training curves. Errors print one line, ``st-rl: error: ...`` (exit code 2); ``--debug`` shows
-the traceback."""
+draws a run's training curves. Errors print one line, ``st-rl: error: ...`` (exit code 2; 130 for a Ctrl-C
+before training started); ``--debug`` shows the traceback.
+
+This module imports only the standard library when it is imported (torch and st_rl's packages inside
+:func:`main`), so that a Ctrl-C while Python starts up is reported like any other interrupt."""
 
 from __future__ import annotations
 
@@ -19,13 +22,64 @@ import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-import torch
+EXIT_ERROR = 2
+"""Exit code of an error the user can fix (a bad option, config, file, device, environment factory ...)."""
+EXIT_UNEXPECTED = 1
+"""Exit code of an unexpected error (a bug in st_rl or in code it runs); ``--debug`` shows its traceback."""
 
-from st_rl.configs import AMP_STYLE_REWARD_COEF as _STYLE_REWARD_COEF
+
+class CommandError(ValueError):
+    """A mistake the user can fix, reported by :func:`main` as one line, ``st-rl: error: <message>``."""
 
 
 def _default_device() -> str:
+    import torch
+
     return "cuda:0" if torch.cuda.is_available() else "cpu"
+
+
+def _check_device(text: str, option: str = "--device") -> str:
+    """``text`` if it names a device this machine can compute on, else a :class:`ConfigError` naming ``option``.
+
+    Under ``torchrun`` a CUDA device's index is replaced by the rank's own (only CUDA's presence is checked).
+    """
+    import torch
+
+    from st_rl.config import ConfigError, Problem
+
+    def error(rule: str, fix: str) -> ConfigError:
+        return ConfigError(Problem(option, text, rule, fix), source="command line")
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError, TypeError):
+        raise error("is not a device", "give cpu, cuda, cuda:N (an NVIDIA GPU) or mps (Apple)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            why = (
+                "this PyTorch is built without CUDA"
+                if torch.version.cuda is None
+                else "PyTorch finds no CUDA GPU on this machine (driver, CUDA_VISIBLE_DEVICES?)"
+            )
+            raise error(
+                f"CUDA is not available: {why}", "use --device cpu, or install a CUDA build of PyTorch"
+            )
+        count = torch.cuda.device_count()
+        distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+        if device.index is not None and device.index >= count and not distributed:
+            raise error(
+                f"there {'is' if count == 1 else 'are'} {count} CUDA GPU(s)",
+                f"use cuda:0 .. cuda:{count - 1}",
+            )
+    elif device.type == "meta":
+        raise error("holds no data: nothing can be computed there", "use --device cpu or cuda")
+    elif device.type != "cpu":
+        try:
+            torch.empty(1, device=device)
+        except Exception as e:  # noqa: BLE001 - any backend failure means the device is unusable
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise error(f"cannot be used on this machine ({first})", "use --device cpu") from None
+    return text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,21 +90,31 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _number_at_least(kind: type, low: float) -> Callable[[str], Any]:
-    """An argparse ``type`` accepting finite values of ``kind`` (int or float) >= ``low``."""
+def _number_at_least(kind: type, low: float, strict: bool = False) -> Callable[[str], Any]:
+    """An argparse ``type`` accepting finite values of ``kind`` (int or float) >= ``low`` (> ``low`` when
+    ``strict``)."""
     noun = "an integer" if kind is int else "a finite number"
+    relation = ">" if strict else ">="
 
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
             value = None
-        if value is None or not math.isfinite(value) or value < low:
-            raise argparse.ArgumentTypeError(f"must be {noun} >= {low:g}, got {text!r}")
+        if value is None or not math.isfinite(value) or value < low or (strict and value == low):
+            raise argparse.ArgumentTypeError(f"must be {noun} {relation} {low:g}, got {text!r}")
         return value
 
-    parse.__name__ = f"{'integer' if kind is int else 'number'} >= {low:g}"
+    parse.__name__ = f"{'integer' if kind is int else 'number'} {relation} {low:g}"
     return parse
+
+
+def _positive_float(text: str) -> float:
+    """An argparse ``type`` accepting finite numbers > 0 (durations, rates)."""
+    return _number_at_least(float, 0.0, strict=True)(text)
+
+
+_positive_float.__name__ = "number > 0"
 
 
 def _int_at_least(low: int) -> Callable[[str], int]:
@@ -70,7 +134,7 @@ _TRUST_CONFIG_HELP = (
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from st_rl.configs import DEFAULT_TASK
+    from st_rl.configs import AMP_STYLE_REWARD_COEF, DEFAULT_TASK
 
     parser = _Parser(
         prog="st-rl",
@@ -164,7 +228,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--style-reward-coef",
         type=_finite_float_at_least(0.0),
         default=None,
-        help=f"with --motion: AMP style reward weight per step (default {_STYLE_REWARD_COEF})",
+        help=f"with --motion: AMP style reward weight per step (default {AMP_STYLE_REWARD_COEF})",
     )
     train.add_argument(
         "--style-ramp",
@@ -197,8 +261,10 @@ def _build_parser() -> argparse.ArgumentParser:
         help="an exported policy.onnx / policy.pt (st-rl export): deployment check without st_rl model classes",
     )
     play.add_argument("--task", default=None, help="task (default: the one the run was trained on)")
-    play.add_argument("--num-envs", type=int, default=16, help="parallel environments (default 16)")
-    play.add_argument("--duration", type=float, default=20.0, help="simulated seconds (default 20)")
+    play.add_argument(
+        "--num-envs", type=_int_at_least(1), default=16, help="parallel environments (default 16)"
+    )
+    play.add_argument("--duration", type=_positive_float, default=20.0, help="simulated seconds (default 20)")
     play.add_argument(
         "--video", default=None, help="MP4 path (default: play_<iter>.mp4 next to the checkpoint)"
     )
@@ -224,8 +290,10 @@ def _build_parser() -> argparse.ArgumentParser:
         default="medium",
         help="fast: no shadows (cheap software GL); high: the model's own settings (default: medium)",
     )
-    play.add_argument("--fps", type=float, default=25.0, help="video frame rate (default 25)")
-    play.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: all cores)")
+    play.add_argument("--fps", type=_positive_float, default=25.0, help="video frame rate (default 25)")
+    play.add_argument(
+        "--threads", type=_int_at_least(1), default=None, help="CPU threads for torch (default: all cores)"
+    )
     play.add_argument(
         "--upload",
         action=argparse.BooleanOptionalAction,
@@ -247,9 +315,14 @@ def _build_parser() -> argparse.ArgumentParser:
         help="record open-loop trots that walk: strides spread over the trajectories from -0.4 to 0.4 rad "
         "(backward to forward, about -0.6 to 0.6 m/s)",
     )
-    rec.add_argument("--task", default="quadruped_flat")
-    rec.add_argument("--duration", type=float, default=10.0, help="seconds recorded per trajectory")
-    rec.add_argument("--num-trajectories", type=int, default=4)
+    rec.add_argument(
+        "--task",
+        default=None,
+        help="a legged task (default: the one the checkpoint's run was trained on; quadruped_flat for the "
+        "scripted gaits)",
+    )
+    rec.add_argument("--duration", type=_positive_float, default=10.0, help="seconds recorded per trajectory")
+    rec.add_argument("--num-trajectories", type=_int_at_least(1), default=4)
     rec.add_argument(
         "--command", dest="fixed_command", type=float, nargs=3, default=None, metavar=("VX", "VY", "YAW")
     )
@@ -362,15 +435,6 @@ def _validate_train_args(args: argparse.Namespace) -> None:
                 "give your environment's AMP training config with --config (docs/amp.md)",
             )
         )
-    if args.overwrite and args.resume:
-        problems.append(
-            Problem(
-                "--overwrite",
-                True,
-                "--resume continues the run in --log-dir and --overwrite replaces it",
-                "give one of them",
-            )
-        )
     if problems:
         raise ConfigError(problems, source="command line")
 
@@ -392,7 +456,7 @@ def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | 
         ``(config, preset or None, checkpoint to resume or None, whether AMP is added to a PPO checkpoint)``.
     """
     from st_rl.config import MISSING, ConfigError, Problem, apply_overrides, load_config_file
-    from st_rl.configs import amp_train_config, get_preset
+    from st_rl.configs import AMP_STYLE_REWARD_COEF, amp_train_config, get_preset
     from st_rl.utils.utils import get_checkpoint_path
 
     preset = None
@@ -424,7 +488,7 @@ def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | 
                 source=f"config file {args.config}",
             )
         nested = isinstance(cfg.get("runner"), dict)
-        coef = _STYLE_REWARD_COEF if args.style_reward_coef is None else args.style_reward_coef
+        coef = AMP_STYLE_REWARD_COEF if args.style_reward_coef is None else args.style_reward_coef
         cfg = amp_train_config(cfg, coef, style_reward_ramp=args.style_ramp)
         if nested:  # legged_gym form: the runner's own runner_class_name would win over the top-level one
             cfg["runner"]["runner_class_name"] = cfg.pop("runner_class_name")
@@ -523,8 +587,10 @@ def _import_env_module(module_name: str, spec: str) -> Any:
         sys.modules[name] = module
         try:
             loader_spec.loader.exec_module(module)
-        except BaseException:
+        except BaseException as e:
             sys.modules.pop(name, None)
+            if isinstance(e, Exception):
+                raise _user_code_error(spec, f"importing {file}", e) from e
             raise
         return module
     cwd = os.getcwd()
@@ -545,6 +611,60 @@ def _import_env_module(module_name: str, spec: str) -> Any:
                 "command line",
             ) from e
         raise ImportError(f"--env {spec}: importing {module_name!r} failed: {e}") from e
+    except Exception as e:  # a syntax error, or an exception raised while the module runs
+        raise _user_code_error(spec, f"importing {module_name!r}", e) from e
+
+
+def _user_code_error(spec: str, what: str, error: Exception) -> CommandError:
+    """The one-line error for an exception raised by the user's code of ``--env`` (importing it or calling the
+    factory): where it happened and what was raised."""
+    import traceback
+
+    if isinstance(error, SyntaxError):
+        where = f"{error.filename} line {error.lineno}" if error.filename else "the module"
+        return CommandError(
+            f"--env {spec}: {what} failed: a syntax error in {where}: {error.msg}; fix it (--debug shows the "
+            "traceback)"
+        )
+    frames = traceback.extract_tb(error.__traceback__)
+    at = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    message = (str(error).strip().splitlines() or [""])[0]
+    raised = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return CommandError(
+        f"--env {spec}: {what} raised {raised}{at}; fix your code there (--debug shows the traceback)"
+    )
+
+
+def _checked_env(spec: str, env: Any) -> Any:
+    """``env`` if it looks like a vectorised environment, else a :class:`ConfigError` naming ``--env``."""
+    from st_rl.config import ConfigError, Problem
+
+    api = "a vectorised environment with num_envs, num_actions, get_observations() and step(actions)"
+    if env is None:
+        rule, fix = "the factory returned None", f"make it return the environment ({api})"
+    elif inspect.isclass(env):
+        rule, fix = (
+            f"the factory returned the class {env.__name__}, not an environment",
+            f"return an instance, {env.__name__}(...)",
+        )
+    else:
+        missing = [attr for attr in ("num_envs", "step", "get_observations") if not hasattr(env, attr)]
+        if not missing:
+            return env
+        kind = type(env).__name__
+        article = "an" if kind[:1].lower() in "aeiou" else "a"
+        rule = f"the factory returned {article} {kind}, which has no {', '.join(missing)}"
+        fix = f"return {api} (docs/environments.md)"
+    raise ConfigError(Problem("--env", spec, rule, fix), source="command line")
+
+
+def _call_factory(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """Call the ``--env`` factory; its exceptions and a result that is no environment are one-line errors."""
+    try:
+        env = factory(**kwargs)
+    except Exception as e:
+        raise _user_code_error(spec, "the factory", e) from e
+    return _checked_env(spec, env)
 
 
 def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | None) -> Any:
@@ -584,7 +704,7 @@ def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | Non
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):  # no signature (a C function): give what we have
-        return factory(**{k: v for k, v in given.items() if v is not None})
+        return _call_factory(spec, factory, {k: v for k, v in given.items() if v is not None})
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     named = {
         n
@@ -613,7 +733,7 @@ def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | Non
             f"the factory needs {required}, which st-rl does not give",
             "give them defaults; st-rl passes num_envs, device and seed (those the factory takes)",
         )
-    return factory(**kwargs)
+    return _call_factory(spec, factory, kwargs)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -621,20 +741,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     runner, and train; with ``--print-config`` print the resolved config instead.
 
     The run directory is checked before anything is built (docs/configuration.md, "Run directories"): one
-    holding an earlier run needs ``--resume`` or ``--overwrite``, and one that another process writes is
-    refused. SIGINT / SIGTERM stop training after the iteration in progress, with a checkpoint
-    (:class:`~st_rl.runners.TrainingInterrupted`, reported by :func:`main`).
+    holding an earlier run needs ``--resume`` (of one of its checkpoints) or ``--overwrite``, and one that another
+    process writes is refused. Without ``--log-dir`` a new directory ``logs/<experiment>/<date_time>`` is made
+    (``_2``, ``_3``, ... when a run started in the same second took that name) and removed again when training
+    fails before writing into it. SIGINT / SIGTERM stop training after the iteration in progress, with a
+    checkpoint (:class:`~st_rl.runners.TrainingInterrupted`, reported by :func:`main`).
 
     Returns:
         The exit code (0).
     """
-    from st_rl.config import MISSING, ConfigError, Problem
-    from st_rl.runners import build_runner
+    from st_rl.config import ConfigError, Problem
     from st_rl.runners.run_dir import check_run_dir
-    from st_rl.tasks import make_env
     from st_rl.utils.config import resolve_train_cfg
 
     _validate_train_args(args)
+    if args.device is not None and not args.print_config:
+        _check_device(args.device)
     cfg, preset, resume_path, add_amp = _train_config(args)
     with warnings.catch_warnings():
         if not args.print_config:  # the runner reports unknown keys when it resolves the config again
@@ -650,6 +772,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ConfigError(Problem("runner.seed", seed, "must be an integer or null", "e.g. seed=42"))
     if args.threads:
+        import torch
+
         torch.set_num_threads(args.threads)
     from st_rl.utils.distributed import init_distributed
 
@@ -659,13 +783,118 @@ def cmd_train(args: argparse.Namespace) -> int:
         args.device or _default_device(), float(600.0 if timeout is None else timeout)
     )
     device = str(rank_device)
-    name = args.env or args.task
     experiment = runner_cfg.get("experiment_name") or (_env_name(args.env) if args.env else args.task)
-    log_dir = args.log_dir or os.path.join(
-        "logs", experiment, datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    made: list[str] = []  # folders made for a default run directory, removed again if still empty at the end
+    if args.log_dir:
+        log_dir = args.log_dir
+    elif info.is_main:
+        log_dir = _new_run_dir(os.path.join("logs", experiment), made)
+    else:  # rank 0 writes the run directory; the others never write into it
+        log_dir = os.path.join("logs", experiment, datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
+    try:
+        if info.is_main:  # before the environment is built: refuse early, and write nothing
+            overwrite_other = _check_resume_target(log_dir, resume_path, args.overwrite)
+            check_run_dir(
+                log_dir, resume=resume_path is not None and not overwrite_other, overwrite=args.overwrite
+            )
+        else:
+            overwrite_other = False
+        return _train(
+            args, cfg, preset, runner_cfg, info, device, log_dir, iterations, seed, resume_path, add_amp,
+            overwrite_other,
+        )  # fmt: skip
+    finally:
+        for folder in reversed(made):
+            try:
+                os.rmdir(folder)  # only when empty: training failed before writing anything
+            except OSError:
+                break
+
+
+def _new_run_dir(root: str, made: list[str] | None = None) -> str:
+    """Make a new run directory ``root/<date_time>`` atomically: ``<date_time>_2``, ``_3``, ... when a run
+    started in the same second (another process, or this one) took the name. The folders made (``root`` and
+    its missing parents first, the run directory last) are appended to ``made``."""
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    made = [] if made is None else made
+    missing = []
+    parent = os.path.abspath(root)
+    while not os.path.isdir(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    os.makedirs(root, exist_ok=True)
+    made.extend(reversed(missing))
+    for n in range(1, 10_000):
+        path = os.path.join(root, stamp if n == 1 else f"{stamp}_{n}")
+        try:
+            os.mkdir(path)  # atomic: exactly one process gets each name
+        except FileExistsError:
+            continue
+        except FileNotFoundError:  # a failed run removed its empty root meanwhile
+            os.makedirs(root, exist_ok=True)
+            os.mkdir(path)
+        made.append(path)
+        return path
+    raise CommandError(f"{root} holds 10000 runs started at {stamp}; give --log-dir DIR")
+
+
+def _check_resume_target(log_dir: str, resume_path: str | None, overwrite: bool) -> bool:
+    """Check ``--resume CKPT --log-dir DIR`` where DIR holds another run than the one CKPT belongs to.
+
+    Returns:
+        Whether DIR's earlier run is to be replaced by the run continued from CKPT (``--overwrite``).
+
+    Raises:
+        CommandError: DIR holds another run and ``--overwrite`` is not given (nothing was written), or
+            ``--overwrite`` would delete the checkpoint being resumed.
+    """
+    from st_rl.runners.run_dir import previous_run_files
+
+    if resume_path is None:
+        return False
+    inside = os.path.realpath(os.path.dirname(os.path.abspath(resume_path))) == os.path.realpath(log_dir)
+    if inside:
+        if overwrite:
+            raise CommandError(
+                f"--overwrite would delete the checkpoints of {log_dir}, and --resume {resume_path} is one of "
+                "them: give --resume to continue that run, or --overwrite (without --resume) to replace it"
+            )
+        return False
+    names = previous_run_files(log_dir)
+    if not names:
+        return False
+    if overwrite:
+        return True
+    checkpoints = [n for n in names if n.startswith("model_")]
+    holds = f"{len(checkpoints)} checkpoint(s) and " if checkpoints else ""
+    raise CommandError(
+        f"--log-dir {log_dir} holds another run ({holds}{'config.json' if 'config.json' in names else ''}"
+        f"), and --resume {resume_path} is not one of its checkpoints: continuing from it there would mix two "
+        f"runs. Fix: train into a new --log-dir (continued from {resume_path}), continue that run with --resume "
+        f"{log_dir} --log-dir {log_dir}, or replace it with --overwrite"
     )
-    if info.is_main:  # before the environment is built: refuse early, and write nothing
-        check_run_dir(log_dir, resume=resume_path is not None, overwrite=args.overwrite)
+
+
+def _train(
+    args: argparse.Namespace,
+    cfg: dict[str, Any],
+    preset: Any,
+    runner_cfg: dict[str, Any],
+    info: Any,
+    device: str,
+    log_dir: str,
+    iterations: int,
+    seed: int | None,
+    resume_path: str | None,
+    add_amp: bool,
+    overwrite_other: bool,
+) -> int:
+    """:func:`cmd_train` once the config, the device and the run directory are settled."""
+    from st_rl.config import MISSING, ConfigError, Problem
+    from st_rl.runners import build_runner
+    from st_rl.tasks import make_env
+
+    name = args.env or args.task
     env_seed = None if seed is None else seed + info.rank
     loader = None
     if args.env is not None:
@@ -693,11 +922,23 @@ def cmd_train(args: argparse.Namespace) -> int:
         env = make_env(args.task, num_envs=num_envs, device=device, seed=env_seed, **env_kwargs)
         if loader is not None:
             env.set_ref_motion_source(loader)
-    runner = build_runner(
-        runner_cfg.get("runner_class_name") or "OnPolicyRunner", env, cfg, log_dir=log_dir, device=device
-    )
+    try:
+        runner = build_runner(
+            runner_cfg.get("runner_class_name") or "OnPolicyRunner", env, cfg, log_dir=log_dir, device=device
+        )
+    except ValueError:  # a config error, named by its message
+        raise
+    except Exception as e:
+        if args.env is None:
+            raise
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise CommandError(
+            f"--env {args.env}: st_rl cannot train this environment: {type(e).__name__}: {first} (--debug shows "
+            "the traceback; docs/environments.md lists what st_rl needs)"
+        ) from e
     with runner:  # closes the writer and releases the run directory's lock, also on errors and interrupts
         runner.overwrite = runner.overwrite or args.overwrite
+        lock = None
         if resume_path is not None:
             if info.is_main:
                 if add_amp:
@@ -708,6 +949,20 @@ def cmd_train(args: argparse.Namespace) -> int:
                 else:
                     print(f"[st-rl] resuming from {resume_path}")
             runner.load(resume_path)
+        if overwrite_other:
+            # --resume CKPT --log-dir DIR --overwrite: the run continued from CKPT replaces DIR's earlier run, whose
+            # checkpoints and TensorBoard files go now that CKPT has loaded (the runner keeps the files of a run
+            # it resumes). The lock is held while deleting; learn() takes it over.
+            from st_rl.runners.run_dir import RunDirLock, clear_previous_run
+
+            lock = RunDirLock(log_dir)
+            lock.acquire()
+            removed = clear_previous_run(log_dir)
+            print(
+                f"[st-rl] overwrite: deleted {len(removed)} files of the earlier run in {log_dir}",
+                file=sys.stderr,
+                flush=True,
+            )
         ranks = f" x {info.world_size} ranks" if info.enabled else ""
         if info.is_main:
             print(
@@ -716,8 +971,11 @@ def cmd_train(args: argparse.Namespace) -> int:
                 flush=True,
             )
         try:
+            args.training_started = True  # a Ctrl-C from here on is the runner's (TrainingInterrupted)
             velrmsd, cot = runner.learn(iterations, init_at_random_ep_len=True)
         finally:
+            if lock is not None:
+                lock.release()  # a no-op once learn() took it over
             if info.enabled:
                 import torch.distributed as dist
 
@@ -753,9 +1011,13 @@ def cmd_play(args: argparse.Namespace) -> int:
     from st_rl.utils.utils import get_checkpoint_path
 
     if args.fixed_command is not None and len(args.fixed_command) not in (2, 3):
-        print("[st-rl] --command takes VX VY YAW (or VX VY)", file=sys.stderr)
-        return 2
+        raise CommandError(
+            f"--command takes VX VY YAW (or VX VY), got {len(args.fixed_command)} values; e.g. --command 0.8 0 0"
+        )
+    _check_device(args.device)
     if args.threads:
+        import torch
+
         torch.set_num_threads(args.threads)
     if args.policy:
         return _cmd_play_exported(args)
@@ -826,8 +1088,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             path, out, args.formats, task=args.task, check=not args.no_check, trust_config=args.trust_config
         )
     except ExportError as e:
-        print(f"[st-rl] export failed: {e}", file=sys.stderr)
-        return 1
+        print(f"st-rl: error: export failed: {_first_line(e)}", file=sys.stderr)
+        return EXIT_ERROR
     meta = result.metadata
     names = (
         " ".join(s["name"] for s in meta["inputs"]) + " -> " + " ".join(s["name"] for s in meta["outputs"])
@@ -852,7 +1114,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_record_motion(args: argparse.Namespace) -> int:
-    from st_rl.tasks import make_env
+    import torch
+
     from st_rl.tasks.motion_recorder import (
         command_grid,
         record_motion,
@@ -870,17 +1133,12 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
         n = command.shape[0]
     fixed: dict[str, Any] = {"resampling_time_s": 1e9} if command is not None else {}
     if args.scripted_trot or args.scripted_walk:
-        env = make_env(args.task, num_envs=n, seed=args.seed, max_push_vel_xy=0.0, noise_level=0.0, **fixed)
+        task = args.task or "quadruped_flat"
+        env = _recording_env(task, n, args.seed, None, noise_level=0.0, **fixed)
         stride = torch.linspace(-0.4, 0.4, n) if args.scripted_walk and n > 1 else 0.0
         policy = scripted_trot_policy(env, stride=stride)
     else:
-        from st_rl.evaluation.runs import load_run
-
-        env = make_env(args.task, num_envs=n, seed=args.seed, max_push_vel_xy=0.0, **fixed)
-        # the run's stored config rebuilds its policy (flat or nested form, any runner); the recording env
-        # is ours: no pushes, commands held when a command or grid is given
-        runner = load_run(args.checkpoint, task=args.task, env=env, trust_config=args.trust_config).runner
-        policy = runner.get_inference_policy()
+        env, policy = _recorded_policy(args, n, fixed)
     if args.fields == "joints":
         from st_rl.tasks.motion_recorder import joint_style_fields
 
@@ -891,7 +1149,10 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
         fields = [f.strip() for f in args.fields.split(",") if f.strip()]
     motion = record_motion(env, policy, args.duration, fields=fields, env_ids=range(n), command=command)
     if not motion:
-        raise SystemExit("every recorded trajectory fell before recording started; nothing written")
+        raise CommandError(
+            "every recorded trajectory fell before recording started; nothing written (a policy that walks, "
+            "or --scripted-trot)"
+        )
     save_motion_file(motion, args.out)
     frames = sum(len(t["Frames"]) for t in motion.values())
     n_fields = len(next(iter(motion.values()))["Fields"])
@@ -899,17 +1160,99 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_error(error: BaseException) -> None:
-    """Print an error as ``st-rl: error: <first line>`` (a ConfigError's other problems indented below)."""
+def _legged_tasks() -> list[str]:
+    from st_rl.tasks import TASKS
+
+    return sorted(name for name in TASKS if name.startswith("quadruped"))
+
+
+def _recording_env(task: str, n: int, seed: int, run: tuple[str, str | None] | None, **cfg: Any) -> Any:
+    """The environment record-motion records on: ``task`` without pushes (``run``: the checkpoint and the task
+    its run was trained on, for the error when ``task`` is not a legged one)."""
+    from st_rl.tasks import make_env
+
+    try:
+        return make_env(task, num_envs=n, seed=seed, max_push_vel_xy=0.0, **cfg)
+    except TypeError as e:
+        if "unknown config option" not in str(e):
+            raise
+        legged = ", ".join(_legged_tasks())
+        if run is not None and run[1] == task:
+            raise CommandError(
+                f"--checkpoint {run[0]} is a run of task {task!r}; record-motion records legged robots ({legged}): "
+                "give a checkpoint of a run of one of them"
+            ) from None
+        raise CommandError(
+            f"--task {task}: record-motion records legged robots, not {task!r}: give --task one of {legged}"
+        ) from None
+
+
+def _recorded_policy(args: argparse.Namespace, n: int, fixed: dict[str, Any]) -> tuple[Any, Any]:
+    """record-motion --checkpoint: the recording environment and the checkpoint's policy.
+
+    The task is ``--task``, else the one the checkpoint's run was trained on. The run's stored config rebuilds
+    its policy (flat or nested form, any runner); the recording env is ours: no pushes, commands held when a
+    command or grid is given.
+    """
+    from st_rl.evaluation.runs import load_run, run_task
+    from st_rl.utils.checkpoint import CheckpointError
+
+    path, trained_on = run_task(args.checkpoint, trust_config=args.trust_config)
+    task = args.task or trained_on or "quadruped_flat"
+    other = trained_on is not None and trained_on != task
+    env = _recording_env(task, n, args.seed, (path, trained_on), **fixed)
+    try:
+        with warnings.catch_warnings():  # said below, once the policy is known to fit
+            warnings.filterwarnings("ignore", message="using task")
+            runner = load_run(path, task=task, env=env, trust_config=args.trust_config).runner
+    except CheckpointError as e:
+        if not other:
+            raise
+        own = f"drop --task to record on {trained_on!r}, or " if trained_on in _legged_tasks() else ""
+        raise CommandError(
+            f"--checkpoint {path} is a run of task {trained_on!r}, and its policy does not fit task {task!r} "
+            f"(--task): {own}give a checkpoint of a {task!r} run"
+        ) from e
+    if other:
+        print(f"[st-rl] recording on task {task!r}; the run was trained on {trained_on!r}", file=sys.stderr)
+    return env, runner.get_inference_policy()
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [""])[0].strip()
+
+
+def _error_lines(error: BaseException) -> tuple[list[str], int]:
+    """What :func:`main` prints for ``error`` (the lines after ``st-rl: error: ``) and the exit code."""
     from st_rl.config import ConfigError
 
-    lines = str(error).splitlines() or [type(error).__name__]
+    if isinstance(error, ConfigError):  # its other problems indented below the first
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        return [lines[0], *("  " + line for line in lines[1:])], EXIT_ERROR
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
-        lines = [f"{error.strerror}: {error.filename}"]
-    out = [f"st-rl: error: {lines[0]}"]
-    if isinstance(error, ConfigError):
-        out += ["  " + line.strip() for line in lines[1:] if line.strip()]
-    print("\n".join(out), file=sys.stderr)
+        target = f"{error.filename} -> {error.filename2}" if error.filename2 else str(error.filename)
+        return [f"{error.strerror}: {target}"], EXIT_ERROR
+    if isinstance(error, (ValueError, OSError, ImportError)):  # errors st_rl raises with a message to show
+        return [_first_line(error) or type(error).__name__], EXIT_ERROR
+    out_of_memory = getattr(sys.modules.get("torch"), "OutOfMemoryError", None)  # torch >= 2.5
+    if out_of_memory is not None and isinstance(error, out_of_memory):
+        return [
+            f"out of memory on the device ({_first_line(error).split('. ')[0]}): use fewer --num-envs, a "
+            "smaller policy or --device cpu"
+        ], EXIT_ERROR
+    detail = _first_line(error)
+    return [
+        f"unexpected {type(error).__name__}{': ' + detail if detail else ''} (--debug shows the traceback; if st_rl "
+        "is at fault, please report it with that traceback)"
+    ], EXIT_UNEXPECTED
+
+
+def _report_error(error: BaseException) -> int:
+    """Print an error as ``st-rl: error: <first line>`` (a ConfigError's other problems indented below) and
+    return the exit code."""
+    lines, code = _error_lines(error)
+    print("\n".join([f"st-rl: error: {lines[0]}", *lines[1:]]), file=sys.stderr, flush=True)
+    return code
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -936,11 +1279,13 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``st-rl`` command.
 
-    Errors a user can fix (a bad config, value, path or import: ``ValueError`` including ``ConfigError``,
-    ``OSError``, ``ImportError``) print one line, ``st-rl: error: ...``, to stderr and return 2; with ``--debug``
-    they propagate with their traceback. Argument errors exit with code 2 the same way (``SystemExit``).
-    Training stopped by SIGINT / SIGTERM prints ``interrupted: saved <checkpoint>`` to stderr and returns 130 /
-    143 (128 + the signal number); a Ctrl-C elsewhere returns 130.
+    Every error prints one line, ``st-rl: error: ...``, to stderr: a mistake the user can fix (a bad option,
+    config, value, path, device or import, an ``--env`` factory that fails or returns no environment, a file that
+    cannot be read or written: ``ValueError`` including ``ConfigError``, ``OSError``, ``ImportError``) returns 2;
+    anything else returns 1 and says so. With ``--debug`` errors propagate with their traceback. Argument errors
+    exit with code 2 the same way (``SystemExit``). Training stopped by SIGINT / SIGTERM prints ``interrupted:
+    saved <checkpoint>`` to stderr and returns 130 / 143 (128 + the signal number); a Ctrl-C before training
+    started (Python starting up, building the environment ...) prints one line and returns 130.
 
     Args:
         argv: the arguments (default: ``sys.argv[1:]``).
@@ -949,39 +1294,49 @@ def main(argv: list[str] | None = None) -> int:
         The exit code.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _build_parser()
     debug = "--debug" in argv
-    args, extra = parser.parse_known_args(argv)
-    if extra:
-        # 'train' overrides after an option (argparse fills a '*' positional only once)
-        if args.command == "train" and not any(item.startswith("-") for item in extra):
-            args.overrides = [*args.overrides, *extra]
-        else:
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    debug = debug or bool(getattr(args, "debug", False))
+    args: argparse.Namespace | None = None
     try:
+        parser = _build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            # 'train' overrides after an option (argparse fills a '*' positional only once)
+            if args.command == "train" and not any(item.startswith("-") for item in extra):
+                args.overrides = [*args.overrides, *extra]
+            else:
+                parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        debug = debug or bool(getattr(args, "debug", False))
         return _dispatch(parser, args)
-    except (ValueError, OSError, ImportError) as e:
+    except KeyboardInterrupt as e:
+        return _report_interrupt(e, args, debug)
+    except Exception as e:
         if debug:
             raise
-        _report_error(e)
-        return 2
-    except KeyboardInterrupt as e:
-        return _report_interrupt(e)
+        return _report_error(e)
 
 
-def _report_interrupt(error: KeyboardInterrupt) -> int:
-    """Print how training stopped on a signal (one line to stderr) and return the exit code."""
-    from st_rl.runners.interrupt import TrainingInterrupted
-
-    if not isinstance(error, TrainingInterrupted):  # Ctrl-C outside learn(): nothing to save
-        print("interrupted", file=sys.stderr, flush=True)
-        return 130
-    if error.checkpoint is not None:
-        print(f"interrupted: saved {os.path.abspath(error.checkpoint)}", file=sys.stderr, flush=True)
+def _report_interrupt(error: KeyboardInterrupt, args: argparse.Namespace | None, debug: bool) -> int:
+    """Print how a Ctrl-C / SIGTERM stopped the command (one line to stderr) and return the exit code."""
+    # Not imported here: the Ctrl-C may have stopped Python while it imported torch.
+    training_interrupted = getattr(sys.modules.get("st_rl.runners.interrupt"), "TrainingInterrupted", None)
+    if training_interrupted is not None and isinstance(error, training_interrupted):
+        checkpoint = getattr(error, "checkpoint", None)
+        if checkpoint is not None:
+            print(f"interrupted: saved {os.path.abspath(checkpoint)}", file=sys.stderr, flush=True)
+        else:
+            print(f"interrupted: {error}", file=sys.stderr, flush=True)
+        return int(getattr(error, "exit_code", 130))
+    if debug:
+        raise error
+    command = getattr(args, "command", None)
+    if command == "train" and not getattr(args, "training_started", False):
+        what = " before training started; nothing was saved: start it again"
+    elif command == "train":
+        what = " during training; the checkpoints already saved are complete: continue with --resume"
     else:
-        print(f"interrupted: {error}", file=sys.stderr, flush=True)
-    return error.exit_code
+        what = f"; st-rl {command} stopped" if command else " while st-rl was starting"
+    print(f"st-rl: error: interrupted (Ctrl-C){what}", file=sys.stderr, flush=True)
+    return 130
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ __all__ = [
     "EXPORT_FORMAT_VERSION",
     "METADATA_KEY",
     "ExportedPolicy",
+    "ExportedPolicyError",
     "OnnxPolicy",
     "TorchScriptPolicy",
     "load_exported_policy",
@@ -50,26 +51,57 @@ def _jit_load(path: str, **kwargs: Any) -> Any:
         return torch.jit.load(path, map_location="cpu", **kwargs)
 
 
+class ExportedPolicyError(ValueError):
+    """An exported policy file (or its metadata) that cannot be loaded or run; the message names the file."""
+
+
+def _first_sentence(error: BaseException) -> str:
+    """The first sentence of a third-party error (onnxruntime, protobuf, torch.jit), without its advice."""
+    text = (str(error).strip().splitlines() or [""])[0].strip()
+    text = text.split(". ", 1)[0].rstrip(". ")
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _broken_file(path: str, kind: str, error: BaseException) -> ExportedPolicyError:
+    return ExportedPolicyError(
+        f"{path} is not a loadable {kind} policy ({_first_sentence(error)}): the file is truncated, corrupt or "
+        "of another kind. Export it again (st-rl export --checkpoint RUN); for a training checkpoint use st-rl "
+        "play --checkpoint"
+    )
+
+
 def _embedded_metadata(path: str) -> dict[str, Any] | None:
     if path.endswith(".onnx"):
         try:
             import onnx
         except ImportError:
             return None
-        model = onnx.load(path, load_external_data=False)
+        try:
+            model = onnx.load(path, load_external_data=False)
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends: a broken file
+            raise _broken_file(path, "ONNX", e) from e
         for prop in model.metadata_props:
             if prop.key == METADATA_KEY:
-                return json.loads(prop.value)
+                return _parse_metadata(path, prop.value)
         return None
     extra = {METADATA_KEY: ""}
     try:
         _jit_load(path, _extra_files=extra)
-    except RuntimeError as e:
-        raise ValueError(
-            f"{path} is not a TorchScript policy ({str(e).splitlines()[0]}). For a training checkpoint use "
+    except Exception as e:  # noqa: BLE001 - torch.jit.load's RuntimeError and friends
+        raise ExportedPolicyError(
+            f"{path} is not a TorchScript policy ({_first_sentence(e)}). For a training checkpoint use "
             "st-rl play --checkpoint, or export it first: st-rl export --checkpoint PATH."
         ) from e
-    return json.loads(extra[METADATA_KEY]) if extra[METADATA_KEY] else None
+    return _parse_metadata(path, extra[METADATA_KEY]) if extra[METADATA_KEY] else None
+
+
+def _parse_metadata(path: str, text: str) -> dict[str, Any]:
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise ExportedPolicyError(
+            f"{path}: its embedded st_rl metadata is not valid JSON ({e}); export the policy again"
+        ) from e
 
 
 def read_policy_metadata(path: str) -> dict[str, Any]:
@@ -106,11 +138,23 @@ class ExportedPolicy(abc.ABC):
     def __init__(self, metadata: dict[str, Any], path: str) -> None:
         self.metadata = metadata
         self.path = path
-        self.num_obs = int(metadata["num_obs"])
-        self.num_actions = int(metadata["num_actions"])
-        self.obs_name: str = metadata["inputs"][0]["name"]
-        self.state_specs: list[dict[str, Any]] = list(metadata.get("states") or [])
-        self.output_names: list[str] = [o["name"] for o in metadata["outputs"]]
+        try:
+            self.num_obs = int(metadata["num_obs"])
+            self.num_actions = int(metadata["num_actions"])
+            self.obs_name: str = metadata["inputs"][0]["name"]
+            self.state_specs: list[dict[str, Any]] = list(metadata.get("states") or [])
+            self.output_names: list[str] = [o["name"] for o in metadata["outputs"]]
+            for spec in self.state_specs:
+                shape, names = spec["shape"], (spec["input"], spec["output"])
+                if len(shape) != 3 or not all(isinstance(shape[i], int) for i in (0, 2)):
+                    raise ValueError(f"states shape {shape!r} is not (layers, 'batch', hidden)")
+                if not all(isinstance(name, str) for name in names):
+                    raise ValueError(f"states names {names!r} are not strings")
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            raise ExportedPolicyError(
+                f"{path}: its metadata ({os.path.basename(sidecar_path(path))} or the copy in the file) lacks or "
+                f"mangles {type(e).__name__}: {e}; export the policy again (st-rl export)"
+            ) from e
         self.states: dict[str, np.ndarray] = {}
 
     @property
@@ -165,11 +209,20 @@ class OnnxPolicy(ExportedPolicy):
         if num_threads:
             options.intra_op_num_threads = int(num_threads)
             options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        except Exception as e:  # noqa: BLE001 - onnxruntime's InvalidProtobuf, Fail, InvalidGraph ...
+            raise _broken_file(path, "ONNX", e) from e
 
     def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         feeds = {self.obs_name: obs, **states}
-        values = self.session.run(self.output_names, feeds)
+        try:
+            values = self.session.run(self.output_names, feeds)
+        except Exception as e:  # noqa: BLE001 - a graph that does not take what its metadata says
+            raise ExportedPolicyError(
+                f"{self.path}: running it failed ({_first_sentence(e)}): the file does not match its metadata "
+                "(inputs, outputs, sizes) or is corrupt; export the policy again (st-rl export)"
+            ) from e
         return {name: np.asarray(v) for name, v in zip(self.output_names, values)}
 
 
@@ -178,15 +231,24 @@ class TorchScriptPolicy(ExportedPolicy):
 
     def __init__(self, path: str, metadata: dict[str, Any] | None = None) -> None:
         super().__init__(metadata or read_policy_metadata(path), path)
-        self.module = _jit_load(path)
+        try:
+            self.module = _jit_load(path)
+        except Exception as e:  # noqa: BLE001 - torch.jit.load's RuntimeError and friends
+            raise _broken_file(path, "TorchScript", e) from e
         self.module.eval()
 
     def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         args = [torch.from_numpy(obs)] + [torch.from_numpy(states[s["input"]]) for s in self.state_specs]
-        with torch.no_grad():
-            out = self.module(*args)
-        values = out if isinstance(out, (tuple, list)) else (out,)
-        return {name: v.numpy() for name, v in zip(self.output_names, values)}
+        try:
+            with torch.no_grad():
+                out = self.module(*args)
+            values = out if isinstance(out, (tuple, list)) else (out,)
+            return {name: v.numpy() for name, v in zip(self.output_names, values)}
+        except Exception as e:  # noqa: BLE001 - a module that does not take what its metadata says
+            raise ExportedPolicyError(
+                f"{self.path}: running it failed ({_first_sentence(e)}): the file does not match its metadata "
+                "(inputs, outputs, sizes) or is corrupt; export the policy again (st-rl export)"
+            ) from e
 
 
 def load_exported_policy(path: str, num_threads: int | None = None) -> ExportedPolicy:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from st_rl.config.rules import RUNNER_RULES, rule_for
-from st_rl.config.schema import RUNNER_FIELDS, class_fields, type_name
+from st_rl.config.schema import RUNNER_FIELDS, class_fields, storage_fields, type_name
 
 __all__ = ["BEGIN", "END", "render", "update_file"]
 
@@ -50,6 +50,22 @@ def _table(title: str, fields: dict[str, tuple[Any, Any]], rules: Any, note: str
     return lines
 
 
+def _pretrain_dataset_fields() -> dict[str, tuple[Any, Any]]:
+    import inspect
+
+    from st_rl.config.schema import _annotation
+    from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS, RolloutDataset
+
+    init = RolloutDataset.__init__
+    params = inspect.signature(init).parameters
+    fields = {}
+    for name in _CONFIG_KEYS:
+        p = params[name]
+        default = None if p.default is inspect.Parameter.empty else p.default
+        fields[name] = (_annotation(init, p), default)
+    return fields
+
+
 def render() -> str:
     """The generated markdown block (markers included)."""
     import st_rl.algorithms as algorithms
@@ -66,6 +82,23 @@ def render() -> str:
             f"{_cell(rule.text) if rule else ''} | {_cell(meaning)} |"
         )
     lines.append("")
+    lines += _table(
+        "`storage`",
+        storage_fields(),
+        lambda key: None,
+        "Keyword arguments of the rollout storage (top level, or `runner.storage` in the nested form), and the "
+        "keys extensions read from it (`storage_options`, e.g. AMP's `amp_obs_shape`, which st_gym sends with "
+        "every config). Any other key is an error; `buffer_dilation_ratio` is an algorithm key.",
+    )
+    lines += _table(
+        "`pretrain_dataset` (TwoStageRunner)",
+        _pretrain_dataset_fields(),
+        lambda key: None,
+        "Arguments of `RolloutDataset` (legged_gym's `scan_dir` is accepted for `data_dir`, "
+        "`keep_latest_ratio` is ignored with a warning). `wait_for_data_s`: None waits up to 600 s for a "
+        "collector that has started writing `data_dir` and fails at once when none has; a number waits that "
+        "long in any case (for a collector started after the trainer); 0 never waits.",
+    )
     ppo = class_fields(algorithms.PPO)[0]
     lines += _table(
         "Algorithm: `PPO`",

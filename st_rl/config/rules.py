@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Rule", "RUNNER_RULES", "RULES", "rule_for"]
+__all__ = ["LIMITS", "Rule", "RUNNER_RULES", "RULES", "rule_for"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,18 @@ def _gt(lo: float) -> Callable[[Any], bool]:
 
 def _ge(lo: float) -> Callable[[Any], bool]:
     return lambda x: not _num(x) or x >= lo
+
+
+def _between(lo: float, hi: float) -> Callable[[Any], bool]:
+    return lambda x: not _num(x) or lo <= x <= hi
+
+
+def _all_between(lo: float, hi: float) -> Callable[[Any], bool]:
+    def check(x: Any) -> bool:
+        items = x if isinstance(x, Sequence) and not isinstance(x, str) else [x]
+        return all(not _num(v) or lo <= float(v) <= hi for v in items)
+
+    return check
 
 
 def _all_ge(lo: float) -> Callable[[Any], bool]:
@@ -121,7 +133,47 @@ NONNEG = Rule(
 )
 SIZE = Rule("must be an integer >= 1", _ge(1), "use a positive integer", allow_none=False)
 SIZE_OR_NONE = Rule("must be an integer >= 1 or None", _ge(1), "use a positive integer, or None")
-SIZES = Rule("every entry must be an integer >= 1", _all_ge(1), "list layer widths such as [256, 128]")
+# Upper bounds where a larger value can only be a mistake (a typo, an extra zero, 1e6 for 1): no real run comes
+# near them, and each would make training run for days, exhaust memory or never log/save. Key -> (limit, typical).
+LIMITS: dict[str, tuple[int, str]] = {
+    "num_learning_epochs": (1000, "1-10 passes over each rollout"),
+    "num_mini_batches": (65536, "1-8 minibatches per epoch"),
+    "num_steps_per_env": (100_000, "24-100 steps per environment and iteration"),
+    # 10**9 is the common "never" (benchmarks, tests): accepted
+    "save_interval": (10**9, "50-500 iterations (the last one is always saved; 10**9: no periodic saves)"),
+    "log_interval": (10**9, "1-50 iterations (10**9: log only the last one)"),
+    "hidden_dims": (65536, "layer widths such as [256, 128]"),
+    "rnn_hidden_size": (65536, "64-512"),
+    "rnn_num_layers": (64, "1-3"),
+    "num_outputs": (65536, "8-128"),
+    "encoder_output_size": (65536, "16-256"),
+    "visual_latent_size": (65536, "64-512"),
+    "buffer_dilation_ratio": (1000, "1-10 rollouts kept"),
+}
+
+
+def _bounded_size(key: str, none: bool = False) -> Rule:
+    """An integer >= 1 and at most ``LIMITS[key]`` (or None when ``none``)."""
+    hi, typical = LIMITS[key]
+    text = f"must be an integer in [1, {hi}]" + (" or None" if none else "")
+    fix = f"typical: {typical}; more than {hi} can only be a mistake" + (
+        ", None for the default" if none else ""
+    )
+    return Rule(text, _between(1, hi), fix, allow_none=none)
+
+
+SIZES = Rule(
+    f"every entry must be an integer in [1, {LIMITS['hidden_dims'][0]}]",
+    _all_between(1, LIMITS["hidden_dims"][0]),
+    f"list layer widths such as [256, 128]; wider than {LIMITS['hidden_dims'][0]} can only be a mistake",
+)
+
+CLASS_NAME = Rule(
+    "is an empty class name",
+    lambda x: not isinstance(x, str) or bool(x.strip()),
+    "name a class (a short name such as 'ActorCritic', 'PPO', 'OnPolicyRunner', or 'package.module:Class'), "
+    "or remove the key for the default",
+)
 
 RULES: dict[str, Rule] = {
     # PPO
@@ -137,8 +189,8 @@ RULES: dict[str, Rule] = {
     "desired_kl": Rule(
         "is the adaptive schedule's KL target and must be > 0", _gt(0.0), "typical: 0.01", allow_none=True
     ),
-    "num_learning_epochs": SIZE,
-    "num_mini_batches": SIZE,
+    "num_learning_epochs": _bounded_size("num_learning_epochs"),
+    "num_mini_batches": _bounded_size("num_mini_batches"),
     "schedule": Rule(
         "must be 'fixed', 'adaptive' or 'linear'",
         _one_of("fixed", "adaptive", "linear"),
@@ -161,7 +213,12 @@ RULES: dict[str, Rule] = {
         "'auto' is bf16 where the hardware has fast bfloat16 units, else fp32",
         False,
     ),
-    "buffer_dilation_ratio": Rule("must be >= 1", _ge(1.0), "1 keeps one rollout", False),
+    "buffer_dilation_ratio": Rule(
+        f"must lie in [1, {LIMITS['buffer_dilation_ratio'][0]}]",
+        _between(1.0, LIMITS["buffer_dilation_ratio"][0]),
+        "1 keeps one rollout; each unit more keeps one more rollout in memory",
+        False,
+    ),
     "clip_min_std": Rule("must be >= 0", _all_ge(0.0), "typical: 1e-15 or a per-action list", False),
     "hidden_state_resample_prob": PROB,
     "optimizer_class_name": Rule(
@@ -220,7 +277,7 @@ RULES: dict[str, Rule] = {
     "amp_obs_dim": SIZE_OR_NONE,
     # RND
     "weight": Rule("must be >= 0", _ge(0.0), "the intrinsic reward weight, e.g. 0.5", False),
-    "num_outputs": SIZE,
+    "num_outputs": _bounded_size("num_outputs"),
     # policies
     "init_noise_std": Rule("must be > 0", _gt(0.0), "typical: 1.0", False),
     "activation": Rule(
@@ -232,21 +289,21 @@ RULES: dict[str, Rule] = {
         lambda x: not isinstance(x, str) or x.lower() in ("lstm", "gru"),
         "pick one of them",
     ),
-    "rnn_hidden_size": SIZE,
-    "rnn_num_layers": SIZE,
+    "rnn_hidden_size": _bounded_size("rnn_hidden_size"),
+    "rnn_num_layers": _bounded_size("rnn_num_layers"),
     "num_actor_obs": SIZE_OR_NONE,
     "num_critic_obs": SIZE_OR_NONE,
     "num_actions": SIZE_OR_NONE,
-    "encoder_output_size": SIZE_OR_NONE,
-    "visual_latent_size": SIZE,
+    "encoder_output_size": _bounded_size("encoder_output_size", none=True),
+    "visual_latent_size": _bounded_size("visual_latent_size"),
     "env_action_scale": Rule("must be > 0", _gt(0.0), "the env's action scale, e.g. 0.5"),
 }
 
 RUNNER_RULES: dict[str, Rule] = {
-    "num_steps_per_env": SIZE,
+    "num_steps_per_env": _bounded_size("num_steps_per_env"),
     "max_iterations": SIZE_OR_NONE,
-    "save_interval": SIZE,
-    "log_interval": SIZE,
+    "save_interval": _bounded_size("save_interval"),
+    "log_interval": _bounded_size("log_interval"),
     "distributed_timeout_s": POSITIVE,
     "logger": Rule(
         "must be 'tensorboard', 'wandb', 'neptune', 'none' or a custom writer ('package.module:Class')",
@@ -256,6 +313,10 @@ RUNNER_RULES: dict[str, Rule] = {
     "check_finite": Rule(
         "must be 'rollout', 'step' or 'off'", _one_of("rollout", "step", "off"), "pick one of them", False
     ),
+    "runner_class_name": CLASS_NAME,
+    "class_name": CLASS_NAME,
+    "policy_class_name": CLASS_NAME,
+    "algorithm_class_name": CLASS_NAME,
 }
 
 

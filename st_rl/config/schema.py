@@ -33,6 +33,8 @@ __all__ = [
     "validate_algorithm",
     "validate_policy",
     "validate_runner",
+    "validate_storage",
+    "storage_fields",
     "check_minibatches",
 ]
 
@@ -298,10 +300,116 @@ def _merge(*groups: list[Problem]) -> list[Problem]:
 
 
 def validate_runner(runner: Mapping[str, Any], prefix: str = "runner") -> list[Problem]:
-    """Problems of the runner keys (types, ranges, unknown keys with a close match)."""
+    """Problems of the runner keys (types, ranges, unknown keys with a close match), and of the keys of
+    ``pretrain_dataset`` (TwoStageRunner)."""
     types = _type_problems(_runner_schema(), runner, prefix, lambda k: False)
     rules = _rule_problems(runner, prefix, RUNNER_RULES.get)
-    return _merge(types, rules)
+    dataset = runner.get("pretrain_dataset")
+    extra: list[Problem] = []
+    if isinstance(dataset, Mapping):
+        extra = _pretrain_dataset_problems(dataset, f"{prefix}.pretrain_dataset".lstrip("."))
+    return _merge(types, rules, extra)
+
+
+def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[Problem]:
+    from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS
+
+    known = [*_CONFIG_KEYS, "scan_dir", "keep_latest_ratio"]  # legged_gym's legacy keys
+    problems = []
+    for key in dataset:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+            hint = " (num_envs and device come from the runner)" if key in ("num_envs", "device") else ""
+            fix = (
+                f"did you mean '{close[0]}'?"
+                if close
+                else f"remove it{hint}; the keys are {', '.join(known)}"
+            )
+            problems.append(Problem(f"{prefix}.{key}", dataset[key], "unknown key", fix))
+    return problems
+
+
+# Rollout-storage arguments the algorithm passes itself: -> the algorithm key that sets them.
+_STORAGE_SET_BY_ALGORITHM = {
+    "buffer_dilation_ratio": "set algorithm.buffer_dilation_ratio instead",
+    "ring": "the storage is a ring when algorithm.buffer_dilation_ratio > 1; remove it",
+}
+
+
+@functools.cache
+def _rollout_storage_fields() -> dict[str, tuple[Any, Any]]:
+    """The keyword-only arguments of :class:`~st_rl.storage.rollout_storage.RolloutStorage` and of its
+    subclasses (the reference passes storage-class-specific keys to every storage)."""
+    from st_rl.storage.rollout_storage import RolloutStorage
+
+    fields: dict[str, tuple[Any, Any]] = {}
+    pending: list[type] = [RolloutStorage]
+    while pending:
+        klass = pending.pop(0)
+        pending += klass.__subclasses__()
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        for p in inspect.signature(init).parameters.values():
+            if p.kind == p.KEYWORD_ONLY and p.name not in fields:
+                default = None if p.default is inspect.Parameter.empty else p.default
+                fields[p.name] = (_annotation(init, p), default)
+    return fields
+
+
+def _extension_classes(algorithm_cfg: Mapping[str, Any]) -> list[type]:
+    """Every extension class st_rl exports, and those the config's ``extensions`` list names."""
+    import st_rl.algorithms.extensions as extensions
+    from st_rl.algorithms.extensions.base import Extension
+
+    classes = [c for c in vars(extensions).values() if isinstance(c, type) and issubclass(c, Extension)]
+    for item in algorithm_cfg.get("extensions") or ():
+        if isinstance(item, Mapping):
+            from st_rl.utils.config import resolve_class
+
+            try:
+                classes.append(resolve_class(item.get("class_name"), extensions, "extension"))
+            except (ValueError, ImportError):
+                continue  # reported by validate_algorithm
+        elif isinstance(item, Extension):
+            classes.append(type(item))
+    return classes
+
+
+def storage_fields(algorithm_cfg: Mapping[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
+    """The keys the config's ``storage`` section may hold, ``{key: (type, default)}``: the rollout storage's
+    keyword arguments and the ``storage_options`` of the extensions (st_rl's, and those the algorithm config's
+    ``extensions`` list names), e.g. ``amp_obs_shape``."""
+    fields = {k: v for k, v in _rollout_storage_fields().items() if k not in _STORAGE_SET_BY_ALGORITHM}
+    for ext in _extension_classes(algorithm_cfg or {}):
+        for key, tp in getattr(ext, "storage_options", {}).items():
+            fields.setdefault(key, (tp, None))
+    return dict(sorted(fields.items()))
+
+
+def validate_storage(
+    algorithm_cls: type | None, algorithm_cfg: Mapping[str, Any], storage: Mapping[str, Any], prefix: str
+) -> list[Problem]:
+    """Problems of a ``storage`` section (unknown keys, with a close match; types): its keys are the
+    rollout storage's keyword arguments and the extensions' ``storage_options`` (:func:`storage_fields`). An
+    algorithm class that builds its own storage (overrides ``init_storage``) may take any key."""
+    from st_rl.algorithms.ppo import PPO
+
+    if algorithm_cls is not None and getattr(algorithm_cls, "init_storage", None) is not PPO.init_storage:
+        return []
+    problems = [
+        Problem(f"{prefix}.{key}", storage[key], "is set by the algorithm, not by the storage section", fix)
+        for key, fix in _STORAGE_SET_BY_ALGORITHM.items()
+        if key in storage
+    ]
+    rest = {k: v for k, v in storage.items() if k not in _STORAGE_SET_BY_ALGORITHM}
+    fields = storage_fields(algorithm_cfg)
+    model = _create_model("StorageConfig", __config__=_model_config("forbid"), **fields)
+    for p in _type_problems(model, rest, prefix, lambda k: False):
+        if p.rule == "unknown key" and not p.fix.startswith("did you mean"):
+            p = Problem(p.path, p.value, p.rule, f"remove it; the storage section takes {', '.join(fields)}")
+        problems.append(p)
+    return problems
 
 
 def _numeric(x: Any) -> bool:

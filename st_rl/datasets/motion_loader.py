@@ -67,6 +67,7 @@ class MotionLoader:
         self.random_start = random_start
         self.generator = generator
         paths = self._expand_paths(motion_files)
+        self.motion_files = paths  # named by errors (e.g. the task's check of the style fields)
         frames: list[torch.Tensor] = []
         starts, lengths, durations, weights, names = [], [], [], [], []
         offset = 0

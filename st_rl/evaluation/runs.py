@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from st_rl.utils.files import read_json
 
-__all__ = ["LoadedRun", "load_run", "make_env_from_cfg"]
+__all__ = ["LoadedRun", "load_run", "make_env_from_cfg", "run_task"]
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
@@ -58,6 +58,53 @@ def _stored_task(run_cfg: dict[str, Any] | None, ckpt_cfg: dict[str, Any] | None
     if run_cfg and isinstance(run_cfg.get("env"), dict):
         return _infer_task_from_env_cfg(run_cfg["env"])
     return None
+
+
+def run_task(checkpoint: str, *, trust_config: bool = False) -> tuple[str, str | None]:
+    """The checkpoint file of ``checkpoint`` (a ``model_<it>.pt`` file or a run directory) and the task its run
+    was trained on (``runner.task`` of ``config.json`` or of the checkpoint's stored config, else inferred from the
+    stored env config; None when it cannot be told).
+
+    The stored training config is checked as :func:`load_run` will read it (its policy and algorithm classes
+    resolved), so that a config naming code to import is refused first, before anything is built.
+
+    Raises:
+        FileNotFoundError: no checkpoint there.
+        CheckpointError: the checkpoint cannot be read.
+        ValueError: the checkpoint has no training config.
+        st_rl.utils.config.UntrustedConfigError: the stored config names code to import and ``trust_config`` is
+            False.
+    """
+    from st_rl.utils.config import resolve_train_cfg, untrusted_config
+
+    path, _, run_cfg, ckpt_cfg, train_cfg, source = _read_run(checkpoint)
+    with untrusted_config(source, trusted=trust_config), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # unknown keys: said when the runner is built
+        resolve_train_cfg(json.loads(json.dumps(train_cfg)))
+    return path, _stored_task(run_cfg, ckpt_cfg)
+
+
+def _read_run(
+    checkpoint: str,
+) -> tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any] | None, dict[str, Any], str]:
+    """``(checkpoint file, its state, config.json, the checkpoint's config, the training config, where that
+    config comes from)`` of a checkpoint file or run directory (see :func:`load_run`)."""
+    from st_rl.utils import checkpoint as ckpt
+    from st_rl.utils.utils import get_checkpoint_path
+
+    path = get_checkpoint_path(checkpoint)
+    state = ckpt.load_checkpoint(path, map_location="cpu")
+    ckpt_cfg = state.get("config") if isinstance(state.get("config"), dict) else None
+    run_cfg_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
+    run_cfg = _read_json(run_cfg_path)
+    train_cfg = {k: v for k, v in (run_cfg or {}).items() if k != "env"} or ckpt_cfg
+    if not train_cfg:
+        raise ValueError(
+            f"{path} has no stored training config (key 'config') and there is no config.json next to it; "
+            "save checkpoints with OnPolicyRunner.save, or put the run's config.json beside the file."
+        )
+    source = run_cfg_path if run_cfg else f"{path} (its stored 'config')"
+    return path, state, run_cfg, ckpt_cfg, train_cfg, source
 
 
 def refuse_gymnasium_module(task: str, key: str) -> None:
@@ -160,22 +207,9 @@ def load_run(
         CheckpointError: the checkpoint does not fit the rebuilt policy or holds NaN/Inf weights or statistics
             (checked by :meth:`OnPolicyRunner.load`).
     """
-    from st_rl.utils import checkpoint as ckpt
     from st_rl.utils.config import untrusted_config
-    from st_rl.utils.utils import get_checkpoint_path
 
-    path = get_checkpoint_path(checkpoint)
-    state = ckpt.load_checkpoint(path, map_location="cpu")
-    ckpt_cfg = state.get("config") if isinstance(state.get("config"), dict) else None
-    run_cfg = _read_json(os.path.join(os.path.dirname(os.path.abspath(path)), "config.json"))
-    train_cfg = {k: v for k, v in (run_cfg or {}).items() if k != "env"} or ckpt_cfg
-    if not train_cfg:
-        raise ValueError(
-            f"{path} has no stored training config (key 'config') and there is no config.json next to it; "
-            "save checkpoints with OnPolicyRunner.save, or put the run's config.json beside the file."
-        )
-    run_cfg_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
-    source = run_cfg_path if run_cfg else f"{path} (its stored 'config')"
+    path, state, run_cfg, ckpt_cfg, train_cfg, source = _read_run(checkpoint)
     with untrusted_config(source, trusted=trust_config):
         return _load_run(path, state, run_cfg, ckpt_cfg, train_cfg, task, num_envs, device, seed, env)
 

@@ -27,9 +27,11 @@ __all__ = [
 
 
 def build_runner(runner_class_name: Any, *args: Any, **kwargs: Any) -> OnPolicyRunner:
-    """Construct a runner by class name (``"OnPolicyRunner"`` or ``"package.module:Class"``)."""
+    """Construct a runner by class name (``"OnPolicyRunner"`` or ``"package.module:Class"``; ``None``: the
+    default ``OnPolicyRunner``; an empty name is an error)."""
     import st_rl.runners as runners
     from st_rl.utils.config import resolve_class
 
-    cls = resolve_class(runner_class_name or "OnPolicyRunner", runners, "runner")
+    name = "OnPolicyRunner" if runner_class_name is None else runner_class_name
+    cls = resolve_class(name, runners, "runner", key="runner_class_name")
     return cls(*args, **kwargs)

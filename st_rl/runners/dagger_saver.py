@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -39,9 +40,14 @@ from st_rl.utils.logger import (
 )
 from st_rl.utils.utils import latest_checkpoint, read_run_config
 
-__all__ = ["DaggerSaver"]
+__all__ = ["DEFAULT_WAIT_FOR_RUN_S", "DaggerSaver"]
 
 _MODEL_ITER_RE = re.compile(r"model_(\d+)\.pt$")
+DEFAULT_WAIT_FOR_RUN_S = 600.0
+"""Seconds a DaggerSaver with ``wait_for_run_s=None`` waits for the training run's ``config.json`` when the run
+directory exists (a run is starting there)."""
+RUN_POLL_INTERVAL_S = 5.0
+"""Seconds between two looks for the training run's ``config.json`` while waiting."""
 
 
 class DaggerSaver(DemonstrationSaver):
@@ -59,6 +65,13 @@ class DaggerSaver(DemonstrationSaver):
         log_to_tensorboard: write episode statistics to ``<logdir>/collector_<first two tokens of the
             save_dir name>``.
         checkpoint_retries: attempts to read a checkpoint that fails to load (being written), 0.5 s apart.
+        wait_for_run_s: how long :meth:`build_training_policy` waits for the training run's ``config.json``
+            (the run writes it when its ``learn()`` starts, so a collector started beside it may be early).
+            ``None`` (default): up to :data:`DEFAULT_WAIT_FOR_RUN_S` (600 s) when ``training_policy_logdir``
+            exists, and an error at once when it does not (no run has started there). A number: up to that many
+            seconds in any case (``math.inf``: no limit); ``0``: never wait. A wait that ends without the file
+            raises ``FileNotFoundError`` naming the directory. (There is no wait for a checkpoint: until the run
+            saves one the student keeps its initial weights.)
         trust_config: the student run's ``config.json`` may name code to import (``"package.module:Class"``);
             without it only st_rl's registered policy classes resolve (docs/security.md).
         **kwargs: further :class:`DemonstrationSaver` keyword arguments.
@@ -74,9 +87,13 @@ class DaggerSaver(DemonstrationSaver):
         log_to_tensorboard: bool = False,
         checkpoint_retries: int = 5,
         trust_config: bool = False,
+        wait_for_run_s: float | None = None,
         **kwargs: Any,
     ) -> None:
         self.trust_config = bool(trust_config)
+        if wait_for_run_s is not None and not float(wait_for_run_s) >= 0:
+            raise ValueError(f"wait_for_run_s must be >= 0 or None, got {wait_for_run_s!r}")
+        self.wait_for_run_s = None if wait_for_run_s is None else float(wait_for_run_s)
         super().__init__(*args, **kwargs)
         self.training_policy_logdir = os.fspath(training_policy_logdir)
         self.update_times_scale = update_times_scale
@@ -123,10 +140,12 @@ class DaggerSaver(DemonstrationSaver):
         """Build a fresh student from ``<training_policy_logdir>/config.json``.
 
         Raises:
-            FileNotFoundError: the directory has no ``config.json``.
+            FileNotFoundError: the directory has no ``config.json`` and none will come, or the wait for it
+                (``wait_for_run_s``) ended.
             ValueError: the config names no policy class.
             UntrustedConfigError: the config names an import path and ``trust_config`` is False.
         """
+        self._wait_for_run_config()
         config = read_run_config(self.training_policy_logdir)
         runner_cfg = config.get("runner") or {}
         policy_cfg = dict(config.get("policy") or {})
@@ -151,6 +170,35 @@ class DaggerSaver(DemonstrationSaver):
         self._loaded_file_iter = -1
         self.loaded_checkpoint = None
         self._apply_action_std()
+
+    def _wait_for_run_config(self) -> None:
+        """Wait (as ``wait_for_run_s`` says) until the training run has written its ``config.json``."""
+        logdir = self.training_policy_logdir
+        path = os.path.join(logdir, "config.json")
+        wait = self.wait_for_run_s
+        if os.path.isfile(path) or wait == 0:
+            return  # read_run_config reports a missing file
+        if wait is None:
+            if not os.path.isdir(logdir):
+                raise FileNotFoundError(
+                    f"DaggerSaver: training_policy_logdir {logdir!r} does not exist: no training run has started "
+                    "there, so the config.json it writes when its learn() starts will not appear. Start the "
+                    "training run first, fix training_policy_logdir, or pass wait_for_run_s=SECONDS to wait for "
+                    "a run that is starting."
+                )
+            wait = DEFAULT_WAIT_FOR_RUN_S
+        deadline = time.monotonic() + wait
+        left = "with no time limit" if math.isinf(wait) else f"up to {wait:g} s"
+        print(f"DaggerSaver: waiting {left} for the training run to write {path}...", flush=True)
+        while not os.path.isfile(path):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise FileNotFoundError(
+                    f"DaggerSaver: no config.json in {logdir} after waiting {wait:g} s: expected the training run "
+                    f"(a runner with log_dir={logdir!r}) to write it when its learn() starts. Check that the "
+                    "training run is running and logs there, or pass a larger wait_for_run_s."
+                )
+            time.sleep(min(RUN_POLL_INTERVAL_S, remaining))
 
     @property
     def training_obs_normalizer(self) -> nn.Module:

@@ -1,34 +1,55 @@
-"""Stopping training cleanly on SIGINT / SIGTERM.
+"""Stopping training cleanly on SIGINT / SIGTERM / SIGHUP.
 
-While :meth:`st_rl.runners.OnPolicyRunner.learn` runs in the main thread, the first Ctrl-C (SIGINT) or SIGTERM
-only asks it to stop: the iteration in progress finishes, a checkpoint is saved atomically, the writers are
-closed and :class:`TrainingInterrupted` is raised. A second signal aborts at once.
+While :meth:`st_rl.runners.OnPolicyRunner.learn` runs in the main thread, the first Ctrl-C (SIGINT), SIGTERM or
+SIGHUP (the terminal closed, the ssh connection dropped; where the platform has it) only asks it to stop: the
+iteration in progress finishes, a checkpoint is saved atomically, the writers are closed and
+:class:`TrainingInterrupted` is raised. A second signal aborts at once.
+
+Where finishing the iteration is impossible or pointless, any signal stops at once (nothing is saved, and
+nothing is lost: no iteration has run since the last checkpoint): while training starts (before the first
+rollout step) and while a step blocks waiting for data that another process writes (a
+:class:`~st_rl.runners.TwoStageRunner` waiting for its pretrain dataset). Such a phase is marked with
+:meth:`InterruptGuard.immediate` or, from code that does not hold the guard, :func:`stop_at_once`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-__all__ = ["InterruptGuard", "TrainingInterrupted"]
+__all__ = ["STOP_SIGNALS", "InterruptGuard", "TrainingInterrupted", "stop_at_once"]
+
+STOP_SIGNALS: tuple[int, ...] = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+"""The signals that stop training: SIGINT, SIGTERM and, where the platform has it (not on Windows), SIGHUP."""
 
 
 class TrainingInterrupted(KeyboardInterrupt):
     """Training stopped on a signal.
 
     Attributes:
-        checkpoint: the checkpoint saved at the stop (``None`` when nothing was saved: no log directory, or an
-            abort by a second signal).
-        signum: the signal (``signal.SIGINT`` or ``signal.SIGTERM``).
-        aborted: a second signal stopped training at once, without saving.
+        checkpoint: the checkpoint saved at the stop (``None`` when nothing was saved: no log directory, or a
+            stop at once).
+        signum: the signal (``signal.SIGINT``, ``signal.SIGTERM`` or ``signal.SIGHUP``).
+        aborted: training stopped at once, without saving: a second signal, or a signal while training started
+            or waited for data (``during`` says which).
+        during: the phase a stop at once interrupted (``"during start-up"``, ``"while waiting for ..."``), or
+            ``None``.
     """
 
-    def __init__(self, checkpoint: str | None, signum: int, aborted: bool = False) -> None:
+    def __init__(
+        self, checkpoint: str | None, signum: int, aborted: bool = False, during: str | None = None
+    ) -> None:
         name = _signal_name(signum)
-        if aborted:
+        if during is not None:
+            text = f"training stopped by {name} {during}; nothing saved"
+        elif aborted:
             text = f"training aborted by a second {name}; nothing saved"
         elif checkpoint is None:
             text = f"training stopped by {name}; nothing saved (no log directory)"
@@ -37,11 +58,13 @@ class TrainingInterrupted(KeyboardInterrupt):
         super().__init__(text)
         self.checkpoint = checkpoint
         self.signum = int(signum)
-        self.aborted = aborted
+        self.aborted = aborted or during is not None
+        self.during = during
 
     @property
     def exit_code(self) -> int:
-        """The shell's exit code for the signal: 128 + signal number (130 for SIGINT, 143 for SIGTERM)."""
+        """The shell's exit code for the signal: 128 + signal number (130 for SIGINT, 143 for SIGTERM, 129 for
+        SIGHUP)."""
         return 128 + self.signum
 
 
@@ -52,25 +75,58 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
+class _HungUpStream:
+    """A text stream that forwards to another and drops what cannot be written (a terminal that hung up): after
+    SIGHUP, training must still finish its iteration and save although printing fails with ``EIO``."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError):  # EIO / EPIPE on a dead terminal, or a closed stream
+            return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _tolerate_hang_up() -> None:
+    """Make ``sys.stdout`` / ``sys.stderr`` drop writes that fail (SIGHUP: the terminal is probably gone)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name, None)
+        if stream is not None and not isinstance(stream, _HungUpStream):
+            setattr(sys, name, _HungUpStream(stream))
+
+
+_ACTIVE: list[InterruptGuard] = []  # guards whose handlers are installed (main thread only), innermost last
+
+
 class InterruptGuard:
-    """Turns SIGINT and SIGTERM into a stop request while active (a context manager).
+    """Turns SIGINT, SIGTERM and SIGHUP into a stop request while active (a context manager).
 
     The handlers are installed on entry and the previous ones restored on exit, only in the main thread;
     elsewhere the guard does nothing. The first signal sets :attr:`signum`; a second one restores the previous
-    handlers and raises :class:`TrainingInterrupted` (``aborted=True``) at once.
+    handlers and raises :class:`TrainingInterrupted` (``aborted=True``) at once. Inside :meth:`immediate` every
+    signal raises at once. After SIGHUP, ``sys.stdout`` and ``sys.stderr`` drop writes that fail, so a hung-up
+    terminal cannot stop the final save.
 
     Args:
-        signals: the signals to handle.
+        signals: the signals to handle (default: :data:`STOP_SIGNALS`).
         announce: print a note to stderr at the first signal.
     """
 
-    def __init__(
-        self, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM), announce: bool = True
-    ) -> None:
+    def __init__(self, signals: tuple[int, ...] = STOP_SIGNALS, announce: bool = True) -> None:
         self.signals = signals
         self.announce = announce
         self.signum: int | None = None
         self._previous: dict[int, Any] = {}
+        self._during: str | None = None
 
     @property
     def requested(self) -> bool:
@@ -86,6 +142,7 @@ class InterruptGuard:
         if threading.current_thread() is threading.main_thread():
             for sig in self.signals:
                 self._previous[sig] = signal.signal(sig, self.handle)
+            _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -96,13 +153,43 @@ class InterruptGuard:
         previous, self._previous = self._previous, {}
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
 
-    def handle(self, signum: int, frame: FrameType | None = None) -> None:
-        """The signal handler: the first call asks for a stop, the second aborts.
+    @contextlib.contextmanager
+    def immediate(self, during: str) -> Iterator[None]:
+        """A phase in which a signal stops at once: training starts, or blocks waiting for data.
+
+        A stop asked for before the phase starts also stops at once, when it starts.
+
+        Args:
+            during: the phase, for the message (``"during start-up"``, ``"while waiting for ..."``).
 
         Raises:
-            TrainingInterrupted: at the second signal.
+            TrainingInterrupted: a signal arrived (``aborted=True``, ``during`` set).
         """
+        if self.signum is not None and self.active:
+            signum = self.signum
+            self.restore()
+            raise TrainingInterrupted(None, signum, during=during)
+        outer, self._during = self._during, during
+        try:
+            yield
+        finally:
+            self._during = outer
+
+    def handle(self, signum: int, frame: FrameType | None = None) -> None:
+        """The signal handler: the first call asks for a stop, the second aborts; inside :meth:`immediate` the
+        first aborts.
+
+        Raises:
+            TrainingInterrupted: at the second signal, or inside :meth:`immediate`.
+        """
+        if hasattr(signal, "SIGHUP") and signum == signal.SIGHUP:
+            _tolerate_hang_up()
+        if self._during is not None:
+            self.restore()
+            raise TrainingInterrupted(None, signum, during=self._during)
         if self.signum is not None:
             self.restore()
             raise TrainingInterrupted(None, signum, aborted=True)
@@ -116,3 +203,21 @@ class InterruptGuard:
                 sys.stderr.flush()
             except (OSError, RuntimeError, ValueError):  # a closed or busy stream must not break the stop
                 pass
+
+
+@contextlib.contextmanager
+def stop_at_once(during: str) -> Iterator[None]:
+    """Mark a blocking wait of the running :meth:`~st_rl.runners.OnPolicyRunner.learn` (e.g. for data another
+    process writes): a signal arriving in the block, or asked for before it, stops training at once instead of
+    after the iteration (see :meth:`InterruptGuard.immediate`). Outside ``learn()`` (no guard is active in this
+    thread) the block runs unchanged, with the process's own signal handling.
+
+    Args:
+        during: the phase, for the message, e.g. ``"while waiting for the pretrain dataset in data/dagger"``.
+    """
+    guard = _ACTIVE[-1] if _ACTIVE and threading.current_thread() is threading.main_thread() else None
+    if guard is None:
+        yield
+        return
+    with guard.immediate(during):
+        yield

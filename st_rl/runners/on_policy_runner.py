@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import statistics
@@ -280,17 +281,20 @@ class OnPolicyRunner:
             metrics; see :meth:`st_rl.env.EnvAdapter.task_metrics`).
 
         Raises:
-            TrainingInterrupted: SIGINT or SIGTERM arrived (main thread only): the iteration in progress was
-                finished, a checkpoint saved (its path is the exception's ``checkpoint``) and the writers
-                closed. A second signal raises it at once, without saving (``aborted``).
+            TrainingInterrupted: SIGINT, SIGTERM or SIGHUP arrived (main thread only): the iteration in
+                progress was finished, a checkpoint saved (its path is the exception's ``checkpoint``) and the
+                writers closed. A second signal raises it at once, without saving (``aborted``), as does any
+                signal while training starts (before the first rollout step) or while a step waits for data
+                (``during`` names the phase; see :func:`st_rl.runners.interrupt.stop_at_once`).
             RunDirectoryError: ``log_dir`` holds an earlier run that is neither resumed (:meth:`load` first)
                 nor replaced (``overwrite``); nothing was written.
             RunDirectoryLocked: another live process writes ``log_dir``.
         """
         check_minibatches(self.alg_cfg, self.env_adapter.num_envs, self.num_steps_per_env,
                           self.alg.actor_critic.is_recurrent)  # fmt: skip
-        self.init_writer(init_at_random_ep_len)
         with InterruptGuard(announce=self.is_main_process) as guard:
+            with guard.immediate("during start-up"):  # nothing to finish or save yet: a signal stops at once
+                self.init_writer(init_at_random_ep_len)
             signum = self._learn_iterations(int(num_learning_iterations), trial, trial_metric, guard)
             if self.log_dir is not None and self._last_saved_iteration != self.current_learning_iteration:
                 # Decided without looking at the file system: every rank must take part in save().
@@ -324,7 +328,8 @@ class OnPolicyRunner:
         guard: InterruptGuard,
     ) -> int:
         """The loop of :meth:`learn`; returns the signal that stopped it after a whole iteration (0: none)."""
-        obs, critic_obs, _ = self.env_adapter.get_observations()
+        with guard.immediate("during start-up"):
+            obs, critic_obs, _ = self.env_adapter.get_observations()
         self.train_mode()
         # The initial observation only feeds the first action; it does not update the policy's observation
         # statistics, so a run resumed from a checkpoint sees exactly the same updates as an uninterrupted one.
@@ -512,7 +517,9 @@ class OnPolicyRunner:
             ("ETA", format_duration(remaining)),
         ]
         title = f"Learning iteration {it + 1}/{locs['tot_iter']}"
-        print(format_console_block(title, rows, width, pad), flush=True)
+        # A terminal that went away (SIGHUP follows) must not stop training and its final save.
+        with contextlib.suppress(OSError):
+            print(format_console_block(title, rows, width, pad), flush=True)
 
     # ------------------------------------------------------------------ persistence
     _last_good_checkpoint: str | None = None  # the newest checkpoint this runner wrote or loaded
@@ -651,9 +658,9 @@ class OnPolicyRunner:
         state = ckpt.load_checkpoint(path, map_location=map_location)
         manipulator = self.cfg.get("ckpt_manipulator")
         if manipulator:
-            from st_rl.utils.ckpt_manipulator import get_manipulator
+            from st_rl.utils.ckpt_manipulator import apply_manipulator
 
-            state = get_manipulator(manipulator)(state, self.alg.state_dict())
+            state = apply_manipulator(manipulator, state, self.alg.state_dict(), path)
             if self.log_dir is not None:
                 # What was loaded, for reproducibility; named so that no "latest model" lookup (legged_gym:
                 # 'model' in the name, Isaac Lab: model_.*.pt) takes it for this run's newest checkpoint.
@@ -665,12 +672,15 @@ class OnPolicyRunner:
             with warnings.catch_warnings():
                 # reported below, with the file name
                 warnings.filterwarnings("ignore", message="The checkpoint has no observation statistics")
+                if plan.get("drop_optimizer"):
+                    drop = ("optimizer_state_dict", "lr_scheduler_state_dict")
+                    state = {k: v for k, v in state.items() if k not in drop}
                 self.alg.load_state_dict(state, load_optimizer=load_optimizer)
-            restored_env = False
+            restored_env, not_restored = False, ""
             if load_optimizer:
                 if plan["rng_state"] is not None:
                     ckpt.restore_rng_state(plan["rng_state"])
-                restored_env = self._restore_env_and_memory(path, plan, snapshot["env"])
+                restored_env, not_restored = self._restore_env_and_memory(path, plan, snapshot["env"])
         except BaseException as e:
             self._restore_snapshot(snapshot)
             if isinstance(e, ckpt.CheckpointError) or not isinstance(e, Exception):
@@ -681,6 +691,8 @@ class OnPolicyRunner:
             ) from e
         for message in plan["warnings"]:
             warnings.warn(message, stacklevel=2)
+        if load_optimizer and not_restored:
+            warnings.warn(not_restored, stacklevel=2)
         self._env_state_restored = restored_env
         self._last_good_checkpoint = os.path.abspath(path)
         self.alg.current_learning_iteration = plan["iter"]
@@ -722,6 +734,8 @@ class OnPolicyRunner:
                     f"{path} has no optimizer state (optimizer_state_dict): the optimizer starts fresh "
                     f"(learning rate {self.alg.learning_rate:g})."
                 )
+            elif self._other_optimizer(path, optimizer_state, notes):  # its state is dropped: starts fresh
+                plan["drop_optimizer"] = True
             else:
                 self._check_optimizer_state(path, optimizer_state)
             rng_state, env_state = state.get("rng_state"), state.get("env_state")
@@ -748,6 +762,19 @@ class OnPolicyRunner:
                 except ValueError as e:
                     raise error(f"{e}; its RNG state cannot be restored.") from e
             plan.update(rng_state=rng_state, env_state=env_state, rollout_state=rollout_state)
+            absent = []  # said once, with the states that do not fit (see _restore_env_and_memory)
+            if not plan.get("reseed"):
+                if rng_state is None:
+                    absent.append(
+                        "the random number generators (the file has no rng_state): the random draws differ "
+                        "from those of an uninterrupted run"
+                    )
+                if env_state is None:
+                    absent.append(
+                        "the environment's episodes (the file has no env_state): the environment continues "
+                        "from its current state"
+                    )
+            plan["absent"] = absent
         bad = [name for key in sorted(alg_keys) for name in ckpt.nonfinite_tensors(state.get(key), key)]
         bad += ckpt.nonfinite_tensors(plan["rollout_state"], "policy_rollout_state")
         if bad:
@@ -807,6 +834,30 @@ class OnPolicyRunner:
                 "that the policy config (class_name, hidden dims, observation sizes) matches the run that saved it."
             )
         return notes
+
+    def _other_optimizer(self, path: str, saved: Any, notes: list[str]) -> bool:
+        """Whether ``optimizer_state_dict`` was saved by another optimizer class than this runner's (its parameter
+        groups lack this optimizer's hyperparameters once loaded, e.g. Adam's state for SGD, which would fail at
+        the first step); then a note that the optimizer starts fresh is added to ``notes``."""
+        optimizer = self.alg.optimizer
+        groups = saved.get("param_groups") if isinstance(saved, dict) else None
+        if not isinstance(groups, list) or len(groups) != len(optimizer.param_groups):
+            return False  # _check_optimizer_state names the problem
+        probe = copy.deepcopy(optimizer)
+        try:
+            probe.load_state_dict(saved)  # fills the defaults an older torch did not save
+        except Exception:  # noqa: BLE001 - a malformed state: _check_optimizer_state names the problem
+            return False
+        missing = sorted(
+            {key for group in probe.param_groups for key in optimizer.defaults if key not in group}
+        )
+        if missing:
+            notes.append(
+                f"Checkpoint {path}: optimizer_state_dict was saved by another optimizer than this run's "
+                f"{type(optimizer).__name__} (it has no {', '.join(missing)}): the optimizer starts fresh "
+                f"(learning rate {self.alg.learning_rate:g}); the policy, its normalisers and the rest are restored."
+            )
+        return bool(missing)
 
     def _check_optimizer_state(self, path: str, saved: Any) -> None:
         """Check that ``optimizer_state_dict`` fits the optimizer: groups, parameters per group, state shapes."""
@@ -878,14 +929,21 @@ class OnPolicyRunner:
         if isinstance(policy, ActorCritic) and snapshot["rollout"]:
             policy.load_rollout_state_dict(snapshot["rollout"])
 
-    def _restore_env_and_memory(self, path: str, plan: dict[str, Any], env_before: Any) -> bool:
-        """Resume: restore the environment state and the policy's rollout hidden state (each with a warning
-        when it does not fit this runner, e.g. another number of environments); returns whether the
-        environment's episodes were restored."""
+    def _restore_env_and_memory(self, path: str, plan: dict[str, Any], env_before: Any) -> tuple[bool, str]:
+        """Resume: restore the environment state and the policy's rollout hidden state.
+
+        Returns:
+            Whether the environment's episodes were restored, and the one warning (``""``: none) that says what
+            was not restored, so that training does not continue exactly where it stopped: a state the file
+            lacks (``rng_state``, ``env_state``), or one that does not fit this runner (e.g. another number of
+            environments). :meth:`load` gives it once the checkpoint is loaded.
+        """
         if plan.get("reseed") and self.cfg.get("seed") is not None:
             ckpt.seed_everything(int(self.cfg["seed"]) + self.dist.rank + int(plan["iter"]))
         restored = False
-        skipped: list[str] = []  # one note for all of them (e.g. a run of 4096 envs played on one robot)
+        # One note for all of them (e.g. a run of 4096 envs played on one robot, or an old checkpoint).
+        skipped: list[str] = list(plan.get("absent", ()))
+        misfit = False
         if plan["env_state"] is not None:
             try:
                 self._load_env_state(plan["env_state"])
@@ -897,6 +955,7 @@ class OnPolicyRunner:
                     f"the environment's episodes ({ckpt.first_line(e)}): the environment continues from its "
                     "current state"
                 )
+                misfit = True
         memory_state = plan["rollout_state"]
         policy = self.alg.actor_critic
         if memory_state is not None and isinstance(policy, ActorCritic):
@@ -905,14 +964,17 @@ class OnPolicyRunner:
             except ValueError as e:
                 self.alg.actor_critic.reset()
                 skipped.append(f"the policy's rollout memories ({e}): they start from zero")
-        if skipped:
-            warnings.warn(
-                f"Checkpoint {path}: not restored, so training does not continue exactly where it stopped: "
-                + "; ".join(skipped)
-                + ". (Expected when the number of environments differs from the saved run's.)",
-                stacklevel=3,
-            )
-        return restored
+                misfit = True
+        if not skipped:
+            return restored, ""
+        note = (
+            f"Checkpoint {path}: not restored, so training does not continue exactly where it stopped: "
+            + "; ".join(skipped)
+            + "."
+        )
+        if misfit:
+            note += " (Expected when the number of environments differs from the saved run's.)"
+        return restored, note
 
     def get_inference_policy(self, device: str | torch.device | None = None) -> InferencePolicy:
         """Eval-mode policy taking raw observations (the policy's normaliser inside), optionally moved to

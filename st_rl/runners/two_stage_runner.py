@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from st_rl.runners.interrupt import stop_at_once
 from st_rl.runners.on_policy_runner import OnPolicyRunner
 
 
@@ -21,11 +22,17 @@ class TwoStageRunner(OnPolicyRunner):
     observation statistics like environment observations. When the dataset is exhausted, or once
     ``current_learning_iteration >= pretrain_iterations``, steps come from the environment again (the
     observation is refreshed from the environment and the policy memory is reset at the switch).
-    ``pretrain_iterations < 0`` pretrains for as long as the dataset lasts. The runner may start before its
-    collector (e.g. a :class:`~st_rl.runners.dagger_saver.DaggerSaver`) has written: the first rollout waits
-    for the data (``pretrain_dataset.wait_for_data_s``, default: until it arrives, polling every
-    ``poll_interval_s``; missing directories are created). ``log_interval`` defaults to 50.
+    ``pretrain_iterations < 0`` pretrains for as long as the dataset lasts. ``log_interval`` defaults to 50.
     Dataset statistics are logged as ``Perf/dataset_<key>``.
+
+    The dataset is read at the first rollout step. A missing or empty ``data_dir`` that no collector has
+    started writing is an error at once (``FileNotFoundError``: nothing will arrive). The runner may start
+    before its collector (e.g. a :class:`~st_rl.runners.dagger_saver.DaggerSaver`, which needs this run's
+    ``config.json``) has written: set ``pretrain_dataset.wait_for_data_s`` to the seconds the first rollout
+    waits for the data (missing directories are created for the collector); a collector that has started
+    writing (``metadata.json`` or ``trajectory_*`` directories in ``data_dir``) is waited for up to 600 s
+    without it. A wait that ends without data raises ``FileNotFoundError`` naming the directory. While it waits,
+    SIGINT / SIGTERM / SIGHUP stop training at once (``TrainingInterrupted``; nothing to save: no iteration ran).
     """
 
     def __init__(
@@ -52,6 +59,7 @@ class TwoStageRunner(OnPolicyRunner):
         )
         self._from_dataset = False
         self._dataset_checked = False
+        self._dataset_started = False  # the first batch may wait for a collector
 
     def is_pretraining(self) -> bool:
         """Whether the current iteration still learns from the dataset."""
@@ -78,7 +86,15 @@ class TwoStageRunner(OnPolicyRunner):
 
     def rollout_step(self, obs: torch.Tensor, critic_obs: torch.Tensor, **kwargs: Any):
         if self.is_pretraining():
-            transition, infos = self.rollout_dataset.get_transition_batch()
+            if self._dataset_started:
+                transition, infos = self.rollout_dataset.get_transition_batch()
+            else:
+                # The first batch scans the data and may wait for a collector: a signal must end the wait,
+                # not ask for an iteration that cannot finish.
+                where = ", ".join(self.rollout_dataset.data_dirs)
+                with stop_at_once(f"while waiting for the pretrain dataset in {where}"):
+                    transition, infos = self.rollout_dataset.get_transition_batch()
+                self._dataset_started = True
             if transition is not None:
                 if not self._dataset_checked:
                     self._check_dataset_widths(transition)

@@ -868,8 +868,47 @@ class LeggedLocomotion(BuiltinTask):
         return self.all_style_features(feet=feet)[:, index]
 
     def set_ref_motion_source(self, source: Any) -> None:
-        """Provide expert windows: ``source(num_envs) -> (N, H * F)`` is added as ``extras["ref_motion"]``."""
+        """Provide expert windows: ``source(num_envs) -> (N, H * F)`` is added as ``extras["ref_motion"]``.
+
+        A source that names its fields (a :class:`~st_rl.datasets.MotionLoader`: ``style_fields``) must serve
+        this task's ``style_fields`` in the same order (and windows of ``amp_obs_frame_num`` frames): the
+        discriminator compares its windows with the task's ``ref_obs`` column by column.
+
+        Raises:
+            ValueError: naming the motion file(s) and the fields missing from them or extra in them.
+        """
+        if source is not None:
+            self._check_motion_source(source)
         self.ref_motion_source = source
+
+    def _check_motion_source(self, source: Any) -> None:
+        fields = getattr(source, "style_fields", None)
+        files = getattr(source, "motion_files", None)
+        name = (
+            f"Motion file {', '.join(map(str, files))}" if files else f"Motion source {type(source).__name__}"
+        )
+        if fields is not None and list(fields) != list(self.style_fields):
+            fields = list(fields)
+            missing = [f for f in self.style_fields if f not in fields]
+            extra = [f for f in fields if f not in self.style_fields]
+            parts = []
+            if missing:
+                parts.append(f"missing from the motion: {missing}")
+            if extra:
+                parts.append(f"in the motion but not among the task's style fields (extra): {extra}")
+            detail = "; ".join(parts) or "the same fields in another order"
+            raise ValueError(
+                f"{name} does not match the task's style fields: {detail}. The motion has {len(fields)} fields "
+                f"{fields}; the task ({type(self).__name__}) has {len(self.style_fields)} {self.style_fields}. "
+                "Record the motion on this task (st-rl record-motion), or build the task with style_fields="
+                "MotionLoader(...).style_fields (st-rl train --motion does)."
+            )
+        frames = getattr(source, "amp_obs_frame_num", None)
+        if frames is not None and self.amp_obs_frame_num > 0 and int(frames) != self.amp_obs_frame_num:
+            raise ValueError(
+                f"{name} serves windows of {frames} frames but the task's ref_obs holds amp_obs_frame_num="
+                f"{self.amp_obs_frame_num}: give both the same number of frames."
+            )
 
     def _update_ref_obs(self, reset_mask: torch.Tensor) -> None:
         feat = self.style_features()

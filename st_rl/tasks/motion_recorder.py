@@ -18,6 +18,7 @@ import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 __all__ = [
@@ -155,9 +156,14 @@ def save_motion_file(motion: dict[str, dict[str, Any]], path: str) -> None:
     """Write a motion dict (plain data only) atomically."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        pickle.dump(motion, f, protocol=4)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            pickle.dump(motion, f, protocol=4)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):  # an earlier file at ``path`` stays as it was
+            os.remove(tmp)
+        raise
 
 
 class MotionFileError(ValueError, pickle.UnpicklingError):
@@ -176,8 +182,14 @@ class _PlainUnpickler(pickle.Unpickler):
 def load_motion_file(path: str) -> dict[str, dict[str, Any]]:
     """Read a motion file without executing code from it (no classes are resolved).
 
+    Every trajectory is checked: ``Fields`` a list of names, ``Frames`` a non-empty list of rows of
+    ``len(Fields)`` finite numbers, ``FrameDuration`` a finite number > 0 and ``MotionWeight`` (optional) a finite
+    number >= 0.
+
     Raises:
-        ValueError: the file is not a motion dict with Fields / Frames / FrameDuration per trajectory.
+        FileNotFoundError: there is no such file.
+        MotionFileError: (a ``ValueError``) the file is not such a motion dict; the message names the file, the
+            trajectory and the entry (for NaN / Inf: the frame and field).
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"motion file not found: {path}")
@@ -190,19 +202,62 @@ def load_motion_file(path: str) -> dict[str, dict[str, Any]]:
             "st-rl record-motion"
         ) from e
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a motion file holds a dict of trajectories, got {type(data).__name__}")
+        raise MotionFileError(
+            f"{path}: a motion file holds a dict of trajectories, got {type(data).__name__}"
+        )
     for key, traj in data.items():
-        missing = [
-            k for k in ("Fields", "Frames", "FrameDuration") if not isinstance(traj, dict) or k not in traj
-        ]
-        if missing:
-            raise ValueError(f"{path}: trajectory {key!r} lacks {missing}")
-        width = len(traj["Fields"])
-        if any(len(fr) != width for fr in traj["Frames"]):
-            raise ValueError(
-                f"{path}: trajectory {key!r} has frames whose length differs from len(Fields)={width}"
-            )
+        _check_trajectory(path, key, traj)
     return data
+
+
+def _check_trajectory(path: str, key: Any, traj: Any) -> None:
+    """Raise :class:`MotionFileError` naming ``path``, the trajectory ``key`` and the entry when ``traj`` is not
+    a trajectory that :class:`~st_rl.datasets.MotionLoader` can sample (see :func:`load_motion_file`)."""
+
+    def error(message: str) -> MotionFileError:
+        return MotionFileError(f"{path}: trajectory {key!r}: {message}; fix or re-record the file")
+
+    missing = [
+        k for k in ("Fields", "Frames", "FrameDuration") if not isinstance(traj, dict) or k not in traj
+    ]
+    if missing:
+        raise MotionFileError(f"{path}: trajectory {key!r} lacks {missing}")
+    fields = traj["Fields"]
+    if not isinstance(fields, (list, tuple)) or not all(isinstance(f, str) for f in fields):
+        raise error("'Fields' must be a list of field names")
+    frames = traj["Frames"]
+    if not isinstance(frames, (list, tuple)):
+        raise error(f"'Frames' must be a list of frames, got {type(frames).__name__}")
+    width = len(fields)
+    for i, frame in enumerate(frames):
+        if not isinstance(frame, (list, tuple)) or len(frame) != width:
+            raise MotionFileError(
+                f"{path}: trajectory {key!r} has frames whose length differs from len(Fields)={width} "
+                f"(frame {i})"
+            )
+    if len(frames) == 0:
+        raise error("'Frames' is empty")
+    try:
+        values = np.asarray(frames, dtype=np.float64).reshape(len(frames), width)
+    except (TypeError, ValueError) as e:
+        raise error(f"'Frames' must hold numbers ({e})") from None
+    bad = np.argwhere(~np.isfinite(values))
+    if bad.size:
+        frame, column = (int(v) for v in bad[0])
+        raise error(
+            f"frame {frame} holds {values[frame, column]} (field {fields[column]!r}; {len(bad)} non-finite "
+            f"value(s) in all) -- NaN/Inf frames cannot serve as a reference"
+        )
+    duration = traj["FrameDuration"]
+    if isinstance(duration, bool) or not isinstance(duration, (int, float, np.number)):
+        raise error(f"'FrameDuration' must be a number of seconds, got {duration!r}")
+    if not math.isfinite(duration) or duration <= 0:
+        raise error(f"'FrameDuration' must be a finite number of seconds > 0, got {duration!r}")
+    weight = traj.get("MotionWeight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float, np.number)):
+        raise error(f"'MotionWeight' must be a number >= 0, got {weight!r}")
+    if not math.isfinite(weight) or weight < 0:
+        raise error(f"'MotionWeight' must be a finite number >= 0, got {weight!r}")
 
 
 def joint_style_fields(env: Any) -> list[str]:

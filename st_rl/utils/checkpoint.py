@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import random
 import re
 import tempfile
+import warnings
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,54 @@ class CheckpointError(ValueError):
 
 class NonFiniteCheckpointError(CheckpointError):
     """A checkpoint (being written or read) holds NaN or Inf in its weights or statistics."""
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (disk full, folder not writable, ...); the message names the file.
+
+    The file that was there before (an earlier save to the same path) is untouched: checkpoints are written to a
+    temporary file that is renamed only once complete.
+
+    Attributes:
+        path: the checkpoint that was being written.
+    """
+
+    def __init__(self, path: str, cause: BaseException) -> None:
+        detail = _torch_error_detail(cause)
+        code = cause.errno if isinstance(cause, OSError) else None
+        if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            why = "the disk is full (or your quota is used up)."
+        elif code in (errno.EACCES, errno.EPERM, errno.EROFS):
+            why = "the folder is not writable."
+        elif code is None:  # torch.save's RuntimeError("[enforce fail at inline_container.cc:...]")
+            why = "is the disk full?"
+        else:
+            why = "check the folder."
+        super().__init__(
+            f"cannot write checkpoint {path} ({detail}): {why} Free some space or write elsewhere, then resume "
+            "from the last checkpoint saved; that file was not changed (an earlier version of it is intact)."
+        )
+        self.path = path
+
+
+def _torch_error_detail(error: BaseException) -> str:
+    """The useful part of a torch / OS error message: its first sentence, without torch's advice (escape
+    codes, "re-run with weights_only=False", "please file an issue", allowlisting globals)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for i, line in enumerate(lines):  # torch's weights-only unpickler: the reason follows this marker
+        if "WeightsUnpickler error:" in line:
+            rest = line.split("WeightsUnpickler error:", 1)[1].strip()
+            lines = [rest] if rest else lines[i + 1 : i + 2]
+            break
+    detail = lines[0] if lines else type(error).__name__
+    global_name = re.search(r"Unsupported global: GLOBAL (\S+)", detail)
+    if global_name:
+        return f"it references {global_name.group(1)}"
+    detail = re.split(r"(?<=[^.])\. (?=[A-Z(])", detail, maxsplit=1)[0].rstrip(". ")
+    if "weights_only" in detail or "add_safe_globals" in detail:
+        detail = type(error).__name__
+    return detail or type(error).__name__
 
 
 def nonfinite_tensors(obj: Any, where: str = "checkpoint") -> list[str]:
@@ -78,20 +128,31 @@ def save_checkpoint(path: str, state: dict[str, Any]) -> None:
     """Write ``state`` to ``path`` atomically (temporary file in the same directory, then rename).
 
     An existing file at ``path`` is replaced only once the new one is completely written.
+
+    Raises:
+        TypeError: ``state`` holds something a weights-only checkpoint cannot hold (nothing is written).
+        CheckpointWriteError: the file could not be written (a full disk, a folder that is not writable);
+            ``path`` is as it was and no temporary file is left.
     """
     check_weights_only_safe(state, "checkpoint")
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp_" + os.path.basename(path), dir=directory)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp_" + os.path.basename(path), dir=directory)
+    except OSError as e:
+        raise CheckpointWriteError(path, e) from e
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(e, (OSError, RuntimeError)) and not isinstance(e, CheckpointWriteError):
+            # torch.save reports a full disk as RuntimeError("[enforce fail at inline_container.cc:...]")
+            raise CheckpointWriteError(path, e) from e
         raise
 
 
@@ -108,15 +169,28 @@ def load_checkpoint(
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Checkpoint not found: {path}")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # a plain pickle: refused below, without torch's protocol warning
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            state = torch.load(path, map_location=map_location, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as e:
-        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()] or [type(e).__name__]
-        detail = next((ln for ln in lines if "Unsupported global" in ln), lines[0])
-        detail = re.sub(r"\x1b\[[0-9;]*m", "", detail)
+        detail = _torch_error_detail(e)
+        if isinstance(e, pickle.UnpicklingError) and "WeightsUnpickler" in str(e):
+            if detail.startswith("it references "):
+                what = f"{detail}, a Python object that is not a tensor, number, string, list or dict"
+            else:
+                what = f"it is not a PyTorch checkpoint of plain data ({detail})"
+            raise CheckpointError(
+                f"Cannot read checkpoint {path}: {what}. st_rl loads checkpoints as data and never unpickles "
+                "arbitrary Python objects (they could run code): a checkpoint must be a dict of tensors (and "
+                "numbers, strings, lists, dicts). Re-save it as one where it was made, from a source you trust "
+                "(docs/security.md, 'A checkpoint that will not load')."
+            ) from e
+        if os.path.getsize(path) == 0:
+            detail = "the file is empty"
         raise CheckpointError(
-            f"Cannot read checkpoint {path}: {detail}. The file may be truncated or corrupt, or "
-            "hold arbitrary Python objects that st_rl refuses to unpickle. If it comes from a source you trust, "
-            "re-save it as a dict of tensors (e.g. torch.save({'model_state_dict': sd}, path))."
+            f"Cannot read checkpoint {path}: {detail}. The file is truncated or corrupt "
+            "(an interrupted save, copy or download?) or not a PyTorch checkpoint: copy it again, or use another "
+            "checkpoint of the run."
         ) from e
     if not isinstance(state, dict):
         raise CheckpointError(f"Checkpoint {path} holds a {type(state).__name__}, expected a dict.")

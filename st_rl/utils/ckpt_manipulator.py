@@ -112,9 +112,50 @@ def get_manipulator(name: str | Manipulator) -> Manipulator:
 
         refuse_untrusted_import(name, "runner.ckpt_manipulator", sorted(MANIPULATORS))
         module_name, _, attr = name.partition(":")
-        fn = getattr(importlib.import_module(module_name), attr, None)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            raise ImportError(
+                f"ckpt_manipulator {name!r}: cannot import {module_name!r} ({e}); put its folder on PYTHONPATH or "
+                "install its package"
+            ) from e
+        fn = getattr(module, attr, None)
         if callable(fn):
             return fn  # type: ignore[return-value]
     raise ValueError(
         f"Unknown ckpt_manipulator {name!r}; available: {sorted(MANIPULATORS)} or 'package.module:function'"
     )
+
+
+def apply_manipulator(
+    name: str | Manipulator, state: dict[str, Any], algo_state_dict: dict[str, Any], path: str
+) -> dict[str, Any]:
+    """Run the manipulator ``name`` (see :func:`get_manipulator`) on the checkpoint ``state`` read from ``path``.
+
+    Raises:
+        CheckpointError: the manipulator raised, or returned something other than a checkpoint dict with a
+            ``model_state_dict`` (the message names the manipulator and the file).
+    """
+    from st_rl.utils.checkpoint import CheckpointError
+
+    fn = get_manipulator(name)
+    label = name if isinstance(name, str) else getattr(name, "__qualname__", repr(name))
+    try:
+        out = fn(state, algo_state_dict)
+    except (KeyError, ValueError, TypeError) as e:
+        detail = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise CheckpointError(
+            f"checkpoint manipulator {label!r} (runner.ckpt_manipulator) failed on {path}: {detail}"
+        ) from e
+    if not isinstance(out, dict) or "model_state_dict" not in out:
+        got = (
+            f"a dict without 'model_state_dict' (keys {sorted(map(str, out))[:8]})"
+            if isinstance(out, dict)
+            else ("None" if out is None else f"a {type(out).__name__}")
+        )
+        raise CheckpointError(
+            f"checkpoint manipulator {label!r} (runner.ckpt_manipulator) returned {got} for {path}; it must "
+            "return the checkpoint to load, a dict with 'model_state_dict': fix the manipulator, or remove "
+            "ckpt_manipulator from the run's config"
+        )
+    return out

@@ -254,11 +254,13 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
         raise ConfigError(problems)
     assert isinstance(policy, dict) and isinstance(algorithm, dict)
     storage: dict[str, Any] = {}
+    storage_sources: list[tuple[str, dict[str, Any]]] = []  # (where, section): checked with the algorithm
     top_storage = cfg.pop("storage", None)
     runner.update(cfg)  # flat form: everything else is a runner key
     for where, value in (("storage", top_storage), (f"{prefix}storage", runner.pop("storage", None))):
         if isinstance(value, dict):
             storage.update(value)
+            storage_sources.append((where, value))
         elif value is not None:
             problems.append(
                 Problem(
@@ -266,7 +268,7 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
                 )
             )
 
-    from st_rl.config.schema import validate_algorithm, validate_policy, validate_runner
+    from st_rl.config.schema import validate_algorithm, validate_policy, validate_runner, validate_storage
 
     problems += validate_runner(runner, prefix.rstrip("."))
     policy_cls = _pick_class(policy, runner, "policy", prefix, "ActorCritic", problems)
@@ -278,6 +280,7 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
     import st_rl.algorithms as algorithms
     import st_rl.modules as modules
 
+    resolved_algorithm: type | None = None
     for section, name, namespace, base, validate in (
         ("policy", policy_cls, modules, nn.Module, validate_policy),
         ("algorithm", algorithm_cls, algorithms, None, validate_algorithm),
@@ -291,7 +294,12 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
             where = f"{prefix}{section}_class_name" if given_in_runner else f"{section}.class_name"
             problems.append(Problem(where, class_label(name), str(e)))
             continue
+        if section == "algorithm":
+            resolved_algorithm = cls
         problems += validate(cls, policy if section == "policy" else algorithm, section)
+    if resolved_algorithm is not None:  # else the storage's keys cannot be known
+        for where, section in storage_sources:
+            problems += validate_storage(resolved_algorithm, algorithm, section, where)
     if (
         algorithm.get("schedule") == "linear"
         and algorithm.get("lr_anneal_iterations") is None
@@ -312,11 +320,19 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
 
 def _pick_class(section: dict[str, Any], runner: dict[str, Any], name: str, prefix: str, default: str,
                 problems: list[Any]) -> Any:  # fmt: skip
-    """``section['class_name']`` or ``runner['<name>_class_name']`` (they must agree), else ``default``."""
+    """``section['class_name']`` or ``runner['<name>_class_name']`` (they must agree), else ``default``. An empty
+    name is a mistake, not a request for the default (the runner's key is checked by its rule)."""
     from st_rl.config.errors import Problem
+    from st_rl.config.rules import RUNNER_RULES
 
     own = section.pop("class_name", None)
     other = runner.get(f"{name}_class_name")
+    rule = RUNNER_RULES["class_name"]
+    if rule.violated(own):
+        problems.append(Problem(f"{name}.class_name", own, rule.text, rule.fix))
+        own = None
+    if rule.violated(other):
+        other = None  # reported by validate_runner
     if own is not None and other is not None and class_label(own) != class_label(other):
         problems.append(
             Problem(

@@ -249,6 +249,44 @@ RESOLVE_CASES = [
     Case("tppo_distill_target_typo", A, "distill_target", "reel", setup=(cls(A, "TPPO"),)),
     Case("estimator_loss_coef_negative", A, "estimator_loss_coef", -1.0, setup=(cls(A, "EstimatorPPO"),)),
     Case("estimator_loss_func_typo", A, "estimator_loss_func", "mse", setup=(cls(A, "EstimatorPPO"),)),
+    # --- upper bounds: sizes that can only be a mistake (the message names the key, the value and the limit)
+    Case("num_learning_epochs_huge", A, "num_learning_epochs", 1_000_000, fix="more than 1000"),
+    Case("num_mini_batches_huge", A, "num_mini_batches", 1_000_000, fix="more than 65536"),
+    Case("num_steps_per_env_huge", R, "num_steps_per_env", 10**7, fix="more than 100000"),
+    Case("save_interval_huge", R, "save_interval", 10**12, fix="more than 1000000000"),
+    Case("log_interval_huge", R, "log_interval", 10**12, fix="more than 1000000000"),
+    Case("actor_hidden_dims_huge", P, "actor_hidden_dims", [256, 10**6], fix="wider than 65536"),
+    Case("critic_hidden_dims_huge", P, "critic_hidden_dims", [100_000]),
+    Case("rnn_hidden_size_huge", P, "rnn_hidden_size", 10**6, setup=RECURRENT, fix="more than 65536"),
+    Case("rnn_num_layers_huge", P, "rnn_num_layers", 1000, setup=RECURRENT, fix="more than 64"),
+    Case("buffer_dilation_ratio_huge", A, "buffer_dilation_ratio", 1e6),
+    Case("rnd_num_outputs_huge", A, "rnd_cfg", {"num_outputs": 10**6}, path="algorithm.rnd_cfg.num_outputs"),
+    Case("rnd_predictor_huge", A, "rnd_cfg", {"predictor_hidden_dims": [10**6]},
+         path="algorithm.rnd_cfg.predictor_hidden_dims"),
+    Case("amp_discriminator_hidden_dims_huge", P, "amp_discriminator", {"hidden_dims": [10**6]},
+         path="policy.amp_discriminator.hidden_dims", setup=(cls(P, "AmpActorCritic"),)),
+    # --- storage keys: the rollout storage's arguments and the extensions' storage options only
+    Case("storage_unknown_key", T, "storage", {"foo": 1}, path="storage.foo", fix="remove it"),
+    Case("storage_typo", T, "storage", {"amp_obs_shap": [4]}, path="storage.amp_obs_shap",
+         fix="did you mean 'amp_obs_shape'"),
+    Case("storage_ring", T, "storage", {"ring": True}, path="storage.ring"),
+    Case("storage_buffer_dilation_ratio", T, "storage", {"buffer_dilation_ratio": 2.0},
+         path="storage.buffer_dilation_ratio", fix="algorithm.buffer_dilation_ratio"),
+    Case("storage_next_observations_string", T, "storage", {"next_observations": "yes"},
+         path="storage.next_observations"),
+    Case("storage_amp_obs_shape_text", T, "storage", {"amp_obs_shape": "42"}, path="storage.amp_obs_shape"),
+    Case("runner_storage_unknown_key", R, "storage", {"foo": 1}, path="runner.storage.foo", forms=("nested",)),
+    # --- empty class names: an error naming the key, not the default class
+    Case("policy_class_empty", C, P, "", path="policy.class_name", fix="remove the key for the default"),
+    Case("algorithm_class_empty", C, A, "", path="algorithm.class_name"),
+    Case("algorithm_class_blank", C, A, "   ", path="algorithm.class_name"),
+    Case("runner_class_empty", T, "runner_class_name", "", path="runner.runner_class_name"),
+    Case("runner_class_name_empty", R, "class_name", ""),
+    # --- TwoStageRunner's dataset keys
+    Case("pretrain_dataset_typo", R, "pretrain_dataset", {"data_dir": "demos", "wait_for_data": 5},
+         path="runner.pretrain_dataset.wait_for_data", fix="did you mean 'wait_for_data_s'"),
+    Case("pretrain_dataset_num_envs", R, "pretrain_dataset", {"data_dir": "demos", "num_envs": 4},
+         path="runner.pretrain_dataset.num_envs", fix="num_envs and device come from the runner"),
 ]
 
 ENV_CASES = [
@@ -303,6 +341,11 @@ CLI_CASES = [
     CliCase("no_equals_sign", ("algorithm.learning_rate",), "algorithm.learning_rate", fix="KEY=VALUE"),
     CliCase("delete_missing_key", ("~algorithm.nope",), "~algorithm.nope"),
     CliCase("last_of_several_wrong", ("algorithm.gamma=0.9", "algorithm.lam=1.2"), "algorithm.lam"),
+    CliCase("num_learning_epochs_huge", ("algorithm.num_learning_epochs=1000000",), "algorithm.num_learning_epochs",
+            fix="more than 1000"),
+    CliCase("num_learning_epochs_1e6", ("algorithm.num_learning_epochs=1e6",), "algorithm.num_learning_epochs"),
+    CliCase("storage_unknown_key", ("storage.foo=1",), "storage.foo", fix="remove it"),
+    CliCase("algorithm_class_empty", ('algorithm.class_name=""',), "algorithm.class_name"),
 ]
 # fmt: on
 
@@ -507,6 +550,19 @@ GOOD_CASES: dict[str, tuple[Edit, ...]] = {
         (R, "log_interval", 10),
     ),
     "extension_as_dict": ((A, "extensions", [{"class_name": "RandomNetworkDistillation", "weight": 0.1}]),),
+    # st_gym sends its AMP storage option with every config, PPO's too
+    "st_gym_storage_on_ppo": ((T, "storage", {"amp_obs_shape": (42,)}),),
+    "storage_next_observations": ((T, "storage", {"next_observations": True}),),
+    # the upper bounds themselves are legal
+    "at_the_limits": (
+        (A, "num_learning_epochs", 1000),
+        (A, "buffer_dilation_ratio", 1000.0),
+        (R, "save_interval", 10**9),  # the usual "never"
+        (R, "log_interval", 10**9),
+        (R, "num_steps_per_env", 100_000),
+        (P, "actor_hidden_dims", [65536]),
+    ),
+    "class_names_none_mean_default": ((C, P, None), (C, A, None)),
 }
 
 

@@ -363,8 +363,16 @@ class _SignalAt(PointMass):
         return super().step(actions)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_finishes_the_iteration_saves_and_raises(tmp_path, sig):
+# SIGHUP (terminal closed, ssh dropped) stops like SIGTERM where the platform has it.
+STOP_SIGNALS = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, getattr(signal, "SIGHUP", -1): 129}
+
+
+@pytest.mark.parametrize("sig", STOP_SIGNALS)
+def test_signal_finishes_the_iteration_saves_and_raises(tmp_path, sig, monkeypatch):
+    # SIGHUP makes sys.stdout / sys.stderr drop failing writes (a hung-up terminal): undone after the test.
+    for name in ("stdout", "stderr"):
+        monkeypatch.setattr(sys, name, getattr(sys, name))
     run = tmp_path / "run"
     env = _SignalAt(at=6, signals=(sig,), num_envs=4, seed=0)  # step 6 is in iteration 2 (4 steps each)
     previous = signal.getsignal(sig)
@@ -374,7 +382,7 @@ def test_signal_finishes_the_iteration_saves_and_raises(tmp_path, sig):
     stop = info.value
     assert isinstance(stop, KeyboardInterrupt)
     assert stop.signum == sig and not stop.aborted
-    assert stop.exit_code == {signal.SIGINT: 130, signal.SIGTERM: 143}[sig]
+    assert stop.exit_code == EXIT_CODES[sig]
     # The iteration in progress was finished (all its steps and its update), then nothing more.
     assert env.steps == 8 and runner.current_learning_iteration == 2
     assert stop.checkpoint == os.path.join(str(run), "model_2.pt")
@@ -520,7 +528,7 @@ def _models(run: Path) -> dict[int, Path]:
     return found
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(("sig", "code"), [(sig, EXIT_CODES[sig]) for sig in STOP_SIGNALS])
 def test_cli_signal_saves_a_checkpoint_and_exits(tmp_path, sig, code):
     run, out = tmp_path / "run", tmp_path / "log"
     proc = _spawn(_train_cmd(run, "save_interval=1000"), out)

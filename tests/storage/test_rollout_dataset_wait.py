@@ -1,8 +1,10 @@
-"""RolloutDataset waits for a collector that has not written yet (missing or empty data directory).
+"""RolloutDataset waits for a collector that has not written yet (missing or empty data directory), and only
+when one will write: ``wait_for_data_s`` given, or a collector has started writing there (``metadata.json`` /
+``trajectory_*`` directories). A directory nobody writes is an error at once; every wait has a time limit.
 
 Deterministic: the writer thread starts only once the dataset signals that it is waiting
 (``waiting_for_data``), and wakes it (``wake()``) after writing; the poll interval is far longer than any
-test, so correctness never depends on a sleep.
+test, so correctness never depends on a sleep. Time limits are monkeypatched to a microsecond.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import numpy as np
 import pytest
 import torch
 
+import st_rl.storage.rollout_files.rollout_dataset as rollout_dataset
 from st_rl.storage.rollout_files.rollout_dataset import (
+    DEFAULT_POLL_INTERVAL_S,
+    DEFAULT_WAIT_FOR_DATA_S,
     RolloutDataset,
     rollout_dataset_from_config,
     trajectory_file_name,
@@ -65,10 +70,11 @@ def start_collector(dataset: RolloutDataset, write: object) -> tuple[threading.T
     return thread, errors
 
 
-def test_defaults_are_the_references():
+def test_defaults():
     ds = RolloutDataset("unused", num_envs=1, device="cpu")
-    assert ds.wait_for_data_s is None  # wait until the data arrives
-    assert ds.poll_interval_s == 900.0  # every 15 minutes
+    assert ds.wait_for_data_s is None  # wait for a collector that has started writing, not for nobody
+    assert DEFAULT_WAIT_FOR_DATA_S == 600.0  # ... up to 10 minutes
+    assert ds.poll_interval_s == DEFAULT_POLL_INTERVAL_S == 10.0
     assert not ds.waiting_for_data.is_set()
     with pytest.raises(ValueError, match="wait_for_data_s"):
         RolloutDataset("unused", num_envs=1, device="cpu", wait_for_data_s=-1)
@@ -77,11 +83,55 @@ def test_defaults_are_the_references():
 
 
 @pytest.mark.parametrize("exists", [False, True], ids=["missing-dir", "empty-dir"])
+def test_nothing_to_wait_for_is_an_error_at_once(tmp_path, exists):
+    """No wait_for_data_s and no collector has written anything there: nothing will arrive."""
+    root = tmp_path / "demos"
+    if exists:
+        root.mkdir()
+        (root / "notes.txt").write_text("not a dataset")
+    ds = RolloutDataset(str(root), num_envs=2, device="cpu", poll_interval_s=LONG_POLL)
+    with pytest.raises(FileNotFoundError) as info:
+        ds.get_batch()
+    message = str(info.value)
+    assert str(root) in message and "trajectory_<k>/traj_<a>_<b>.npz" in message
+    assert "no collector has started writing there" in message and "wait_for_data_s" in message
+    assert ("does not exist" in message) != exists
+    assert not ds.waiting_for_data.is_set() and root.exists() == exists  # no directory created
+
+
+@pytest.mark.parametrize("trace", ["metadata", "trajectory-dir"])
+def test_waits_for_a_collector_that_has_started(tmp_path, trace):
+    """A collector has started writing (metadata.json / an empty trajectory_* directory): the default waits."""
+    root = tmp_path / "demos"
+    if trace == "metadata":
+        root.mkdir()
+        (root / "metadata.json").write_text("{}")
+    else:
+        (root / "trajectory_0").mkdir(parents=True)
+    ds = RolloutDataset(str(root), num_envs=2, device="cpu", poll_interval_s=LONG_POLL)
+    thread, errors = start_collector(ds, lambda: write_trajectory(str(root), 0, 3))
+    batch = ds.get_batch()
+    thread.join(timeout=60)
+    assert not errors and batch.observation[:, 1].tolist() == [0.0, 0.0]
+
+
+def test_the_default_wait_has_a_time_limit(tmp_path, monkeypatch):
+    root = tmp_path / "demos"
+    (root / "trajectory_0").mkdir(parents=True)  # a collector started, then wrote nothing
+    monkeypatch.setattr(rollout_dataset, "DEFAULT_WAIT_FOR_DATA_S", 1e-6)
+    with pytest.raises(FileNotFoundError) as info:
+        RolloutDataset(str(root), num_envs=1, device="cpu", poll_interval_s=LONG_POLL).get_batch()
+    message = str(info.value)
+    assert f"no trajectory in {[str(root)]} after waiting 1e-06 s" in message
+    assert "a collector had started writing there" in message and "wait_for_data_s" in message
+
+
+@pytest.mark.parametrize("exists", [False, True], ids=["missing-dir", "empty-dir"])
 def test_waits_for_the_first_trajectory(tmp_path, exists):
     root = str(tmp_path / "live" / "dagger")
     if exists:
         os.makedirs(root)
-    ds = RolloutDataset(root, num_envs=2, device="cpu", poll_interval_s=LONG_POLL)
+    ds = RolloutDataset(root, num_envs=2, device="cpu", wait_for_data_s=3600, poll_interval_s=LONG_POLL)
     created: list[bool] = []
 
     def write() -> None:
@@ -155,12 +205,17 @@ def test_two_stage_runner_starts_before_its_collector_writes(tmp_path):
     }
     data_dir = str(tmp_path / "dagger")  # does not exist yet: the collector has not started writing
     cfg["pretrain_iterations"] = 1
-    cfg["pretrain_dataset"] = {"data_dir": data_dir, "dataset_loops": -1, "poll_interval_s": LONG_POLL}
+    cfg["pretrain_dataset"] = {
+        "data_dir": data_dir,
+        "dataset_loops": -1,
+        "wait_for_data_s": 3600,  # the collector starts after the trainer
+        "poll_interval_s": LONG_POLL,
+    }
     env = make_env("velocity_tracking", num_envs=num_envs, seed=2)
     runner = build_runner("TwoStageRunner", env, cfg)
     assert isinstance(runner, TwoStageRunner)
     dataset = runner.rollout_dataset
-    assert dataset.wait_for_data_s is None
+    assert dataset.wait_for_data_s == 3600
     num_obs, num_critic, num_actions = (
         runner.env_adapter.num_obs,
         runner.env_adapter.num_critic_obs,

@@ -143,7 +143,7 @@ def test_play_and_export_refuse_a_nonfinite_checkpoint(good, tmp_path, capsys):
     with pytest.raises(ExportError, match="broken policy.*NaN/Inf"):
         export_policy(bad, str(tmp_path / "out"), ["torchscript"])
     assert (
-        main(["export", "--checkpoint", bad, "--format", "torchscript", "--out", str(tmp_path / "out")]) == 1
+        main(["export", "--checkpoint", bad, "--format", "torchscript", "--out", str(tmp_path / "out")]) == 2
     )
     assert "NaN/Inf" in capsys.readouterr().err
     assert not (tmp_path / "out" / "policy.pt").exists()

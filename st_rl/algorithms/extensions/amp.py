@@ -96,6 +96,7 @@ class AdversarialMotionPrior(Extension):
     """
 
     name = "amp"
+    storage_options = {"amp_obs_shape": int | Sequence[int] | None}  # checked against the window width
 
     def __init__(
         self,

@@ -74,10 +74,14 @@ class Extension:
             policy's cached outputs (action mean, estimates); PPO calls such extensions after the others.
         optimizer: the extension's own optimizer, if any.
         iteration: the current learning iteration (set by PPO before each rollout).
+        storage_options: the keys of the config's ``storage`` section this extension reads from
+            ``StorageLayout.options``, ``{key: type}``; the config validation accepts them (beside the rollout
+            storage's own keyword arguments) and refuses every other key.
     """
 
     name: ClassVar[str] = "extension"
     reruns_policy: ClassVar[bool] = False
+    storage_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self) -> None:
         self.optimizer: torch.optim.Optimizer | None = None

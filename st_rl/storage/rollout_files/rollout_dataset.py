@@ -51,6 +51,8 @@ from st_rl.utils.utils import atomic_write, write_json_atomic
 
 __all__ = [
     "DATASET_FORMAT",
+    "DEFAULT_POLL_INTERVAL_S",
+    "DEFAULT_WAIT_FOR_DATA_S",
     "DATASET_FORMAT_VERSION",
     "FILE_FORMATS",
     "METADATA_FILE",
@@ -71,6 +73,11 @@ DATASET_FORMAT_VERSION = 1
 METADATA_FILE = "metadata.json"
 TRAJ_DIR_RE = re.compile(r"trajectory_(\d+)")
 TRAJ_FILE_RE = re.compile(r"traj_(\d+)_(\d+)\.(npz|pickle|pkl)")
+DEFAULT_WAIT_FOR_DATA_S = 600.0
+"""Seconds a :class:`RolloutDataset` with ``wait_for_data_s=None`` waits for a collector that has started writing
+its data directory (``metadata.json`` or ``trajectory_*`` directories there) before it gives up."""
+DEFAULT_POLL_INTERVAL_S = 10.0
+"""Seconds between two scans of the data directories while a :class:`RolloutDataset` waits."""
 
 
 class TrajectoryFileError(ValueError):
@@ -218,24 +225,36 @@ def read_trajectory_file(path: str) -> dict[str, np.ndarray]:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        TrajectoryFileError: the file is corrupt or holds anything but numeric arrays.
+        TrajectoryFileError: the file is corrupt, holds anything but numeric arrays, or NaN / Inf (the message
+            names the file, the array and the first frame).
     """
     ext = os.path.splitext(path)[1]
     if ext in (".pickle", ".pkl"):
-        return load_legacy_pickle(path)
-    if ext != ".npz":
+        arrays = load_legacy_pickle(path)
+    elif ext != ".npz":
         raise TrajectoryFileError(f"{path}: unknown trajectory file type {ext!r} (expected .npz or .pickle)")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except FileNotFoundError:
-        raise
-    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as e:
-        raise TrajectoryFileError(
-            f"Cannot read trajectory file {path}: {type(e).__name__}: {e}. The file is truncated or corrupt, "
-            "or holds Python objects (never loaded by st_rl); delete it (or its trajectory directory) and "
-            "re-record."
-        ) from e
+    else:
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except FileNotFoundError:
+            raise
+        except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as e:
+            raise TrajectoryFileError(
+                f"Cannot read trajectory file {path}: {type(e).__name__}: {e}. The file is truncated or corrupt, "
+                "or holds Python objects (never loaded by st_rl); delete it (or its trajectory directory) and "
+                "re-record."
+            ) from e
+    for key, value in arrays.items():  # a diverged recording: refused here, not by the normaliser or the loss
+        if value.dtype.kind in "fc" and not np.isfinite(value).all():
+            first = np.argwhere(~np.isfinite(value))[0]
+            frame = f"frame {int(first[0])}" if value.ndim else "its value"
+            raise TrajectoryFileError(
+                f"{path}: array {key!r} holds NaN/Inf ({int((~np.isfinite(value)).sum())} value(s), the first at "
+                f"{frame}); the recording diverged or the file is corrupt: delete the file (or its trajectory "
+                "directory) and re-record"
+            )
+    return arrays
 
 
 def read_metadata(directory: str) -> dict[str, Any] | None:
@@ -368,6 +387,18 @@ def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[_Trajectory], list
     return [t for _, _, t in found], missing
 
 
+def _collector_started(data_dirs: Sequence[str]) -> bool:
+    """Whether a collector has started writing one of ``data_dirs``: a ``metadata.json`` or a ``trajectory_*``
+    directory exists below it (DemonstrationSaver creates both before its first round ends)."""
+    for data_dir in data_dirs:
+        if not os.path.isdir(data_dir):
+            continue
+        for _, dirs, files in os.walk(data_dir):
+            if METADATA_FILE in files or any(TRAJ_DIR_RE.fullmatch(d) for d in dirs):
+                return True
+    return False
+
+
 # ---------------------------------------------------------------------------------------------- dataset
 class RolloutDataset(RolloutFileBase):
     """Serve recorded trajectories to ``num_envs`` slots as environment-like transitions.
@@ -397,19 +428,23 @@ class RolloutDataset(RolloutFileBase):
         starting_frame_range: ``[low, high)`` of the starting frame of each trajectory (``low == high``:
             always ``low``); clipped to the trajectory length.
         device: device of the returned tensors (used as given; tests pass ``"cpu"``).
-        wait_for_data_s: when fewer than ``max(1, keep_latest_n_trajs)`` trajectories exist (a collector such
-            as :class:`~st_rl.runners.dagger_saver.DaggerSaver` running beside the trainer has not written
-            yet), create the missing data directories and poll for up to this many seconds. ``None``
-            (default, as the reference): wait until the data is there. ``0``: raise at once if there is no
-            trajectory (missing directories are not created).
-        poll_interval_s: seconds between polls while waiting (default 900, the reference's 15 minutes);
+        wait_for_data_s: how long to wait when fewer than ``max(1, keep_latest_n_trajs)`` trajectories exist
+            because a collector (a :class:`~st_rl.runners.demonstration.DemonstrationSaver` or
+            :class:`~st_rl.runners.dagger_saver.DaggerSaver` running beside the trainer) has not written them
+            yet. ``None`` (default): wait up to :data:`DEFAULT_WAIT_FOR_DATA_S` (600 s) when a collector has
+            started writing the data directory (it holds ``metadata.json`` or ``trajectory_*`` directories), and
+            raise at once when none has (the directory is missing or empty: nothing will arrive). A number
+            ``> 0``: wait up to that many seconds in any case, creating missing data directories for the
+            collector (a collector that starts after the trainer, as a DaggerSaver does; ``math.inf``: no time
+            limit). ``0``: never wait. A wait that ends without data raises, naming the directories.
+        poll_interval_s: seconds between scans while waiting (default :data:`DEFAULT_POLL_INTERVAL_S`, 10);
             :meth:`wake` rescans at once.
         mark_first_frame_done: report the first frame of each new trajectory as done (see above).
         seed: seed of the generator drawing starting frames and shuffles (``None``: nondeterministic).
 
     Raises:
-        FileNotFoundError: a data directory does not exist or holds no trajectory when the wait ends (on the
-            first batch).
+        FileNotFoundError: on the first batch: a data directory does not exist or holds no trajectory, and no
+            collector will write one (see ``wait_for_data_s``), or the wait ended without data.
         TrajectoryFileError: a file is corrupt or disagrees with the dataset's metadata.
     """
 
@@ -438,7 +473,7 @@ class RolloutDataset(RolloutFileBase):
         starting_frame_range: Sequence[int] = (0, 1),
         device: str | torch.device = "cuda",
         wait_for_data_s: float | None = None,
-        poll_interval_s: float = 900.0,
+        poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         mark_first_frame_done: bool = True,
         seed: int | None = None,
     ) -> None:
@@ -466,7 +501,10 @@ class RolloutDataset(RolloutFileBase):
         self.starting_frame_range = [int(rng_range[0]), int(rng_range[1])]
         self.wait_for_data_s = None if wait_for_data_s is None else float(wait_for_data_s)
         if self.wait_for_data_s is not None and not self.wait_for_data_s >= 0:
-            raise ValueError(f"wait_for_data_s must be >= 0 or None (wait forever), got {wait_for_data_s!r}")
+            raise ValueError(
+                f"wait_for_data_s must be >= 0 (seconds; math.inf: no limit) or None (wait "
+                f"{DEFAULT_WAIT_FOR_DATA_S:g} s for a collector that has started), got {wait_for_data_s!r}"
+            )
         self.poll_interval_s = float(poll_interval_s)
         if not self.poll_interval_s > 0:
             raise ValueError(f"poll_interval_s must be > 0, got {poll_interval_s!r}")
@@ -489,6 +527,7 @@ class RolloutDataset(RolloutFileBase):
         self._fresh = np.zeros(n, dtype=bool)
         self._missing_file_warned = False
         self._missing_dirs: list[str] = []
+        self._waited_s: float | None = None  # the wait that ended without data (for the message)
 
     @classmethod
     def from_config(
@@ -533,50 +572,100 @@ class RolloutDataset(RolloutFileBase):
         self._wake_event.set()
 
     def _wait_for_data(self) -> None:
-        """Poll until enough trajectories exist or ``wait_for_data_s`` has passed (missing directories are
-        created so that a collector can write into them)."""
+        """Scan the data; when too few trajectories exist, wait for a collector as ``wait_for_data_s`` says,
+        polling every ``poll_interval_s`` (missing directories are created so that the collector can write
+        into them). Returns when the data is there or the wait is over (``_waited_s`` set).
+
+        Raises:
+            FileNotFoundError: ``wait_for_data_s=None`` and no trajectory exists and no collector has started
+                writing the data directories: nothing will arrive.
+        """
+        self._waited_s = None
+        if self.read_dataset_directory():
+            return
         wait = self.wait_for_data_s
-        deadline = math.inf if wait is None else time.monotonic() + wait
+        if wait is None:
+            if not _collector_started(self.data_dirs):
+                if self.trajectories:
+                    return  # fewer than keep_latest_n_trajs, and nobody adds more: use them (reset_all warns)
+                raise FileNotFoundError(self._no_data_message(nothing_will_come=True))
+            wait = DEFAULT_WAIT_FOR_DATA_S
+        if wait == 0:
+            return
+        deadline = time.monotonic() + wait
         need = max(1, self.keep_latest_n_trajs)
+        announced = False
         try:
-            while not self.read_dataset_directory():
+            while True:
                 for missing in self._missing_dirs:
                     os.makedirs(missing, exist_ok=True)
                 self._missing_dirs = []
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
+                    self._waited_s = wait
                     return
-                left = "until it arrives" if wait is None else f"up to {remaining:.0f} s more"
-                print(
-                    f"RolloutDataset: {len(self.trajectories)} trajectories in {self.data_dirs}, waiting for "
-                    f"{need} ({left}, polling every {self.poll_interval_s:g} s)...",
-                    flush=True,
-                )
+                if not announced:
+                    left = "with no time limit" if math.isinf(wait) else f"up to {wait:g} s"
+                    print(
+                        f"RolloutDataset: {len(self.trajectories)} trajectories in {self.data_dirs}, waiting "
+                        f"{left} for {need} (a collector writes them; rescanning every "
+                        f"{self.poll_interval_s:g} s)...",
+                        flush=True,
+                    )
+                    announced = True
                 self.waiting_for_data.set()
                 if self._wake_event.wait(min(self.poll_interval_s, remaining)):
                     self._wake_event.clear()
+                if self.read_dataset_directory():
+                    return
         finally:
             self.waiting_for_data.clear()
 
+    def _no_data_message(self, nothing_will_come: bool = False) -> str:
+        """Why the first batch has no trajectory, and what to do."""
+        expected = (
+            "expected trajectory_<k>/traj_<a>_<b>.npz files, as DemonstrationSaver and DaggerSaver write them"
+        )
+        where = (
+            f"data directory {self._missing_dirs[0]!r} does not exist"
+            if self._missing_dirs
+            else f"no trajectory in {self.data_dirs}"
+        )
+        key = "wait_for_data_s (TwoStageRunner: pretrain_dataset.wait_for_data_s)"
+        if self._waited_s is not None:
+            started = (
+                "; a collector had started writing there (metadata.json or trajectory_* directories exist) but "
+                "wrote no trajectory file"
+                if _collector_started(self.data_dirs)
+                else ""
+            )
+            return (
+                f"RolloutDataset: no trajectory in {self.data_dirs} after waiting {self._waited_s:g} s ({expected})"
+                f"{started}. Check that the collector runs and writes into this directory, or wait longer with "
+                f"a larger {key}."
+            )
+        if nothing_will_come:
+            return (
+                f"RolloutDataset: {where} ({expected}), and no collector has started writing there (no "
+                "metadata.json, no trajectory_* directory), so nothing will arrive. Record a dataset with "
+                "st_rl.runners.demonstration.DemonstrationSaver, fix data_dir, or, when a collector (e.g. a "
+                f"DaggerSaver) will write there after this run starts, set {key} to the seconds to wait for it, "
+                "e.g. 600."
+            )
+        return (
+            f"RolloutDataset: {where} ({expected}). Record a dataset there with "
+            f"st_rl.runners.demonstration.DemonstrationSaver, fix data_dir, or set {key} > 0 to wait for a "
+            "collector that is starting."
+        )
+
     def reset_all(self) -> None:
-        """Scan the data (waiting up to ``wait_for_data_s`` for it, see the class docstring) and start the
+        """Scan the data (waiting for it as ``wait_for_data_s`` says, see the class docstring) and start the
         first loop."""
-        if self.wait_for_data_s == 0:
-            self.read_dataset_directory()
-        else:
-            self._wait_for_data()
-        if self._missing_dirs and (not self.trajectories or self.wait_for_data_s == 0):
-            raise FileNotFoundError(
-                f"RolloutDataset: data directory {self._missing_dirs[0]!r} does not exist. Record a dataset "
-                "there with st_rl.runners.demonstration.DemonstrationSaver, fix data_dir, or leave "
-                "wait_for_data_s at None (or > 0) to wait for a collector that is starting."
-            )
+        self._wait_for_data()
         if not self.trajectories:
-            raise FileNotFoundError(
-                f"RolloutDataset: no trajectory in {self.data_dirs} (expected trajectory_<k>/traj_<a>_<b>.npz "
-                "files). Record a dataset with DemonstrationSaver, or leave wait_for_data_s at None (or > 0) to "
-                "wait for a running collector."
-            )
+            raise FileNotFoundError(self._no_data_message())
+        if self._missing_dirs and self.wait_for_data_s == 0:
+            raise FileNotFoundError(self._no_data_message())
         if len(self.trajectories) < self.keep_latest_n_trajs:
             warnings.warn(
                 f"RolloutDataset: keep_latest_n_trajs={self.keep_latest_n_trajs} but only "
