@@ -8,6 +8,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from st_rl.config.errors import ConfigError, Problem
 from st_rl.modules.actor_critic import ActorCritic, PolicyParts
 from st_rl.modules.actor_critic_recurrent import ActorCriticRecurrent, EncoderActorCriticRecurrent
 from st_rl.modules.utils import get_activation_Cls
@@ -71,8 +72,6 @@ class AMPDiscriminator(nn.Module):
             and not isinstance(amp_obs_dim, bool)
             and amp_obs_dim != int(input_dim)
         ):
-            from st_rl.config.errors import ConfigError, Problem
-
             raise ConfigError(
                 Problem(
                     "policy.amp_discriminator.amp_obs_dim",

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch.nn as nn
 
+from st_rl.config.errors import ConfigError, Problem
 from st_rl.env.adapter import EnvAdapter, EnvSpec
 
 
@@ -69,8 +70,6 @@ def check_policy_against_env(cfg: dict[str, Any], spec: EnvSpec | EnvAdapter) ->
     Raises:
         st_rl.config.ConfigError: naming each ``policy.<key>`` that disagrees with the environment.
     """
-    from st_rl.config.errors import ConfigError, Problem
-
     num_critic = spec.num_critic_obs or spec.num_obs
     problems = []
     for key, env_value, what in (

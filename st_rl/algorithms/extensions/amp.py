@@ -11,6 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F  # noqa: N812
 
 from st_rl.algorithms.extensions.base import Extension, StorageLayout
+from st_rl.config.errors import ConfigError, Problem
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.replay_buffer import ReplayBuffer
 from st_rl.storage.rollout_storage import Field, MiniBatch, RolloutStorage, Transition
@@ -156,8 +157,6 @@ class AdversarialMotionPrior(Extension):
                 stacklevel=4,
             )
         elif isinstance(requested, int) and not isinstance(requested, bool) and requested != self.amp_obs_dim:
-            from st_rl.config.errors import ConfigError, Problem
-
             raise ConfigError(
                 Problem(
                     "algorithm.amp_obs_dim",
