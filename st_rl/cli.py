@@ -10,6 +10,7 @@ This module imports only the standard library when it is imported (torch and st_
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib
 import importlib.util
@@ -303,7 +304,9 @@ def _build_parser() -> argparse.ArgumentParser:
     play.add_argument("--trust-config", action="store_true", help=_TRUST_CONFIG_HELP)
     plot = sub.add_parser("plot", help="plot the training curves of a run (TensorBoard event files)")
     plot.add_argument("log_dir", help="run directory")
-    plot.add_argument("--out", default=None, help="PNG path (default: <log_dir>/training_curves.png)")
+    plot.add_argument(
+        "--out", default=None, help="PNG path or folder (default: <log_dir>/training_curves.png)"
+    )
     rec = sub.add_parser("record-motion", help="record reference motion (AMP motion-file format)")
     rec.add_argument("--out", required=True, help="motion file to write (.pkl)")
     source = rec.add_mutually_exclusive_group(required=True)
@@ -589,7 +592,7 @@ def _import_env_module(module_name: str, spec: str) -> Any:
             loader_spec.loader.exec_module(module)
         except BaseException as e:
             sys.modules.pop(name, None)
-            if isinstance(e, Exception):
+            if isinstance(e, (Exception, SystemExit)):
                 raise _user_code_error(spec, f"importing {file}", e) from e
             raise
         return module
@@ -611,13 +614,14 @@ def _import_env_module(module_name: str, spec: str) -> Any:
                 "command line",
             ) from e
         raise ImportError(f"--env {spec}: importing {module_name!r} failed: {e}") from e
-    except Exception as e:  # a syntax error, or an exception raised while the module runs
+    except (Exception, SystemExit) as e:  # a syntax error, an exception or sys.exit() while the module runs
         raise _user_code_error(spec, f"importing {module_name!r}", e) from e
 
 
-def _user_code_error(spec: str, what: str, error: Exception) -> CommandError:
-    """The one-line error for an exception raised by the user's code of ``--env`` (importing it or calling the
-    factory): where it happened and what was raised."""
+def _user_code_error(spec: str, what: str, error: BaseException, where: str | None = None) -> CommandError:
+    """The one-line error for an exception raised by the user's code of ``--env`` (importing it, calling the
+    factory, or the environment while training): where it happened (``where``: ``file:line``; default: the
+    innermost frame) and what was raised."""
     import traceback
 
     if isinstance(error, SyntaxError):
@@ -627,12 +631,39 @@ def _user_code_error(spec: str, what: str, error: Exception) -> CommandError:
             "traceback)"
         )
     frames = traceback.extract_tb(error.__traceback__)
-    at = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    if where is None and frames:
+        where = f"{frames[-1].filename}:{frames[-1].lineno}"
+    at = f" at {where}" if where else ""
     message = (str(error).strip().splitlines() or [""])[0]
     raised = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    if isinstance(error, SystemExit):  # the module ran a script's main (argparse, sys.exit)
+        raised = f"SystemExit (sys.exit({error.code!r}))"
     return CommandError(
         f"--env {spec}: {what} raised {raised}{at}; fix your code there (--debug shows the traceback)"
     )
+
+
+def _user_env_frame(error: BaseException, spec: str, env: Any) -> str | None:
+    """``file:line`` of the innermost frame of ``error``'s traceback in the user's code of ``--env`` (the module
+    of the factory, the module of the environment's class), or None when the user's code is not on the way (the
+    error is st_rl's, or a library's)."""
+    import traceback
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    files = set()
+    module_name = spec.rpartition(":")[0]
+    candidates = [
+        os.path.abspath(module_name) if module_name.endswith(".py") else None,
+        getattr(sys.modules.get(module_name), "__file__", None),
+        getattr(sys.modules.get(type(env).__module__), "__file__", None),
+    ]
+    for file in candidates:
+        if file and not os.path.abspath(file).startswith(package):
+            files.add(os.path.abspath(file))
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if os.path.abspath(frame.filename) in files:
+            return f"{frame.filename}:{frame.lineno}"
+    return None
 
 
 def _checked_env(spec: str, env: Any) -> Any:
@@ -662,7 +693,7 @@ def _call_factory(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]
     """Call the ``--env`` factory; its exceptions and a result that is no environment are one-line errors."""
     try:
         env = factory(**kwargs)
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         raise _user_code_error(spec, "the factory", e) from e
     return _checked_env(spec, env)
 
@@ -919,7 +950,15 @@ def _train(
                     f"[st-rl] AMP towards {args.motion}: {len(loader.style_fields)} style fields, "
                     "2-frame windows"
                 )
-        env = make_env(args.task, num_envs=num_envs, device=device, seed=env_seed, **env_kwargs)
+        try:
+            env = make_env(args.task, num_envs=num_envs, device=device, seed=env_seed, **env_kwargs)
+        except ValueError as e:
+            if loader is None or "style fields" not in str(e):
+                raise
+            raise CommandError(
+                f"--motion {args.motion}: its fields are not style fields of task {args.task!r}: {_first_line(e)} "
+                f"(record the motion on this task: st-rl record-motion --task {args.task})"
+            ) from e
         if loader is not None:
             env.set_ref_motion_source(loader)
     try:
@@ -972,7 +1011,14 @@ def _train(
             )
         try:
             args.training_started = True  # a Ctrl-C from here on is the runner's (TrainingInterrupted)
-            velrmsd, cot = runner.learn(iterations, init_at_random_ep_len=True)
+            try:
+                velrmsd, cot = runner.learn(iterations, init_at_random_ep_len=True)
+            except Exception as e:
+                spec = args.env
+                where = _user_env_frame(e, spec, env) if spec is not None else None
+                if spec is None or where is None:
+                    raise
+                raise _user_code_error(spec, "the environment", e, where) from e
         finally:
             if lock is not None:
                 lock.release()  # a no-op once learn() took it over
@@ -1007,7 +1053,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     if not args.no_video:
         set_default_gl_backend("egl")  # MuJoCo reads MUJOCO_GL when it is imported
     from st_rl.play import play
-    from st_rl.utils.checkpoint import load_checkpoint
+    from st_rl.utils.checkpoint import CheckpointError, load_checkpoint
     from st_rl.utils.utils import get_checkpoint_path
 
     if args.fixed_command is not None and len(args.fixed_command) not in (2, 3):
@@ -1028,20 +1074,23 @@ def cmd_play(args: argparse.Namespace) -> int:
     folder = os.path.dirname(os.path.abspath(path))
     video = None if args.no_video else (args.video or os.path.join(folder, f"play_{tag}.mp4"))
     plot = None if args.no_plot else (args.plot or os.path.join(folder, f"play_{tag}.png"))
-    metrics = play(
-        path,
-        task=args.task,
-        num_envs=args.num_envs,
-        duration_s=args.duration,
-        video=video,
-        plot=plot,
-        device=args.device,
-        command=args.fixed_command,
-        seed=args.seed,
-        video_fps=args.fps,
-        video_quality=args.video_quality,
-        trust_config=args.trust_config,
-    )
+    try:
+        metrics = play(
+            path,
+            task=args.task,
+            num_envs=args.num_envs,
+            duration_s=args.duration,
+            video=video,
+            plot=plot,
+            device=args.device,
+            command=args.fixed_command,
+            seed=args.seed,
+            video_fps=args.fps,
+            video_quality=args.video_quality,
+            trust_config=args.trust_config,
+        )
+    except CheckpointError as e:
+        raise _task_mismatch(path, args.task, args.trust_config) or e from e
     scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) or v is None}
     if args.upload is not False:
         from st_rl.utils.writers import attach_files_to_run
@@ -1051,6 +1100,25 @@ def cmd_play(args: argparse.Namespace) -> int:
             print(f"[st-rl] attached the video and plot to the run's {backend} run")
     print("[st-rl] done: " + json.dumps(scalars))
     return 0
+
+
+def _task_mismatch(path: str, task: str | None, trust_config: bool) -> CommandError | None:
+    """The error for a checkpoint that does not fit ``--task`` because its run was trained on another task, or
+    None when that is not why."""
+    if task is None:
+        return None
+    from st_rl.evaluation.runs import run_task
+
+    try:
+        _, trained_on = run_task(path, trust_config=trust_config)
+    except Exception:  # noqa: BLE001 - the original error is reported instead
+        return None
+    if trained_on is None or trained_on == task:
+        return None
+    return CommandError(
+        f"--checkpoint {path} is a run of task {trained_on!r}, and its policy does not fit task {task!r} (--task): "
+        f"drop --task to use {trained_on!r}, or give a checkpoint of a {task!r} run"
+    )
 
 
 def _cmd_play_exported(args: argparse.Namespace) -> int:
@@ -1079,6 +1147,7 @@ def _cmd_play_exported(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from st_rl.export import ExportError, export_policy
+    from st_rl.utils.checkpoint import CheckpointError
     from st_rl.utils.utils import get_checkpoint_path
 
     path = get_checkpoint_path(args.checkpoint)
@@ -1087,7 +1156,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         result = export_policy(
             path, out, args.formats, task=args.task, check=not args.no_check, trust_config=args.trust_config
         )
-    except ExportError as e:
+    except (ExportError, CheckpointError) as e:
+        mismatch = _task_mismatch(path, args.task, args.trust_config)
+        if mismatch is not None:
+            raise mismatch from e
+        if isinstance(e, CheckpointError):
+            raise
         print(f"st-rl: error: export failed: {_first_line(e)}", file=sys.stderr)
         return EXIT_ERROR
     meta = result.metadata
@@ -1240,6 +1314,12 @@ def _error_lines(error: BaseException) -> tuple[list[str], int]:
             f"out of memory on the device ({_first_line(error).split('. ')[0]}): use fewer --num-envs, a "
             "smaller policy or --device cpu"
         ], EXIT_ERROR
+    if isinstance(error, MemoryError) or "DefaultCPUAllocator: can't allocate memory" in str(error):
+        import re
+
+        size = re.search(r"you tried to allocate (\d+) bytes", str(error))
+        detail = f"{int(size.group(1)) / 2**30:,.1f} GiB asked for" if size else _first_line(error)
+        return [f"out of memory on the CPU ({detail}): use fewer --num-envs or a smaller policy"], EXIT_ERROR
     detail = _first_line(error)
     return [
         f"unexpected {type(error).__name__}{': ' + detail if detail else ''} (--debug shows the traceback; if st_rl "
@@ -1296,6 +1376,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
     args: argparse.Namespace | None = None
+    handlers = _install_stop_handlers()
+    format_warning = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning
     try:
         parser = _build_parser()
         args, extra = parser.parse_known_args(argv)
@@ -1306,6 +1389,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 parser.error(f"unrecognized arguments: {' '.join(extra)}")
         debug = debug or bool(getattr(args, "debug", False))
+        _refuse_empty_paths(parser, args)
         return _dispatch(parser, args)
     except KeyboardInterrupt as e:
         return _report_interrupt(e, args, debug)
@@ -1313,6 +1397,78 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         return _report_error(e)
+    finally:
+        warnings.formatwarning = format_warning
+        _restore_handlers(handlers)
+
+
+_PATH_OPTIONS = {
+    "train": ("config", "env", "resume", "log_dir", "motion"),
+    "play": ("checkpoint", "policy", "video", "plot"),
+    "export": ("checkpoint", "out"),
+    "plot": ("log_dir", "out"),
+    "record-motion": ("checkpoint", "out"),
+    "tune": ("space", "storage", "log_root", "motion"),
+}
+"""The options of each command that name a file or folder."""
+
+
+def _refuse_empty_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """An empty path (``--resume "$RUN"`` with ``RUN`` unset) is an error, not the option left out: ``--resume ""``
+    used to train from scratch and ``--motion ""`` without AMP, silently."""
+    for name in _PATH_OPTIONS.get(args.command, ()):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            flag = name if args.command == "plot" and name == "log_dir" else "--" + name.replace("_", "-")
+            parser.error(
+                f"argument {flag}: an empty path (an unset shell variable?); give a path or leave it out"
+            )
+
+
+def _one_line_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+) -> str:
+    """A warning as ``st-rl: warning: <message>`` (Python's format adds the file and a line of st_rl's source)."""
+    return f"st-rl: warning: {message}\n"
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM / SIGHUP outside ``learn()`` (which handles them itself): stop, as a Ctrl-C does."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _install_stop_handlers() -> dict[int, Any]:
+    """Make SIGTERM and SIGHUP (where the platform has it) stop the command like a Ctrl-C, so that a closed
+    terminal or ``timeout`` ends it with one line and exit code 128 + the signal number (instead of killing it
+    without a word). Signals the caller ignores (``nohup``) or handles stay as they are. Returns the previous
+    handlers."""
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _Stopped(signum)
+
+    previous: dict[int, Any] = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is None:
+            continue
+        try:
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                previous[signum] = signal.signal(signum, stop)
+        except ValueError:  # not the main thread: signals stay as they are
+            break
+    return previous
+
+
+def _restore_handlers(previous: dict[int, Any]) -> None:
+    import signal
+
+    for signum, handler in previous.items():
+        with contextlib.suppress(ValueError):  # installed in the main thread, restored there
+            signal.signal(signum, handler)
 
 
 def _report_interrupt(error: KeyboardInterrupt, args: argparse.Namespace | None, debug: bool) -> int:
@@ -1335,8 +1491,20 @@ def _report_interrupt(error: KeyboardInterrupt, args: argparse.Namespace | None,
         what = " during training; the checkpoints already saved are complete: continue with --resume"
     else:
         what = f"; st-rl {command} stopped" if command else " while st-rl was starting"
-    print(f"st-rl: error: interrupted (Ctrl-C){what}", file=sys.stderr, flush=True)
-    return 130
+    signum = getattr(error, "signum", None)
+    name = "Ctrl-C" if signum is None else _signal_name(signum)
+    with contextlib.suppress(OSError):  # the terminal went away (SIGHUP)
+        print(f"st-rl: error: interrupted ({name}){what}", file=sys.stderr, flush=True)
+    return 130 if signum is None else 128 + int(signum)
+
+
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 if __name__ == "__main__":

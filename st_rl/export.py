@@ -458,6 +458,8 @@ def export_policy(
             policy with NaN/Inf parameters or normaliser statistics, or a failed self-check (including any
             NaN/Inf output).
     """
+    if not isinstance(name, str) or not name or name in (".", "..") or os.path.basename(name) != name:
+        raise ExportError(f"name must be a file stem without folders (e.g. 'policy'), got {name!r}")
     formats = [str(f).lower() for f in ([formats] if isinstance(formats, str) else formats)]
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown or not formats:

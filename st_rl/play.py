@@ -69,7 +69,7 @@ def _evaluate_and_report(
         from st_rl.plotting import plot_tracking
 
         title = f"{task} - {os.path.basename(source)} - env {record_env}"
-        plot_tracking(metrics["trace"], plot, title=title, metrics=metrics)
+        plot = plot_tracking(metrics["trace"], plot, title=title, metrics=metrics)
     metrics.update(
         task=task,
         video=os.path.abspath(video) if video else None,

@@ -123,10 +123,24 @@ def plot_training(log_dir: str, out_png: str | None = None, tags: Sequence[str] 
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
     fig.suptitle(os.path.basename(os.path.normpath(log_dir)), fontsize=11)
-    out = out_png or os.path.join(log_dir, "training_curves.png")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    out = png_path(out_png or log_dir, "training_curves.png")
     fig.savefig(out, dpi=100)
     return out
+
+
+def png_path(path: str, default_name: str) -> str:
+    """Where a plot asked to go to ``path`` is written: ``path/<default_name>`` for a folder, ``path.png`` for a
+    name without extension (matplotlib adds it); its folder is created."""
+    from st_rl.utils.files import refuse_special_file
+
+    if os.path.isdir(path):
+        path = os.path.join(path, default_name)
+    else:
+        refuse_special_file(path, "plot")  # /dev/null: matplotlib would write /dev/null.png
+        if not os.path.splitext(path)[1]:
+            path += ".png"
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return path
 
 
 def _ema(values: np.ndarray, alpha: float) -> np.ndarray:
@@ -188,6 +202,6 @@ def plot_tracking(
         text = (text + "\n" if text else "") + "all envs: " + ", ".join(parts)
     if text:
         fig.suptitle(text, fontsize=10)
-    os.makedirs(os.path.dirname(os.path.abspath(out_png)), exist_ok=True)
+    out_png = png_path(out_png, "tracking.png")
     fig.savefig(out_png, dpi=100)
     return out_png

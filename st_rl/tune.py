@@ -27,8 +27,8 @@ import json
 import math
 import os
 import socket
-import sys
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -119,15 +119,20 @@ def load_space(spec: str) -> dict[str, Any]:
     try:
         if text.startswith("{"):
             data = json.loads(text)
+        elif not os.path.isfile(spec):  # also never read a device (/dev/zero) to its end
+            raise OSError(f"no such file (give inline JSON, or a .json / .yaml file): {spec}")
         elif spec.endswith((".yaml", ".yml")):
             import yaml
 
             with open(spec) as f:
-                data = yaml.safe_load(f)
+                try:
+                    data = yaml.safe_load(f)
+                except yaml.YAMLError as e:
+                    raise ValueError(str(e).replace("\n", " ")) from e
         else:
             with open(spec) as f:
                 data = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
         raise ValueError(f"cannot read the search space {spec!r}: {e}") from e
     if not isinstance(data, dict):
         raise ValueError(f"search space {spec!r} must be a mapping of dotted config keys to specs")
@@ -182,6 +187,26 @@ def apply_params(
             target = target[part]
         target[leaf] = value
     return cfg, env_kw
+
+
+def _check_space(space: Mapping[str, Any], trial_config: Callable[[Mapping[str, Any]], Any]) -> None:
+    """Resolve the config of a trial at the low end of every range (first choice, fixed values), so that a key
+    of the space the config does not take (``algorithm.gama``) is an error before the first trial, not a
+    failure of every trial.
+
+    Raises:
+        st_rl.config.ConfigError: naming the key.
+    """
+    from st_rl.utils.config import resolve_train_cfg
+
+    values = {
+        key: spec[1] if isinstance(spec, list) and spec and spec[0] in SPACE_KINDS else spec
+        for key, spec in space.items()
+    }
+    cfg, _ = trial_config(values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        resolve_train_cfg(cfg)
 
 
 # ----------------------------------------------------------------------------------------------- evaluation
@@ -276,14 +301,17 @@ def open_study(
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
     _prepare_storage(storage)
-    study = optuna.create_study(
-        study_name=study_name,
-        storage=storage,
-        direction=OBJECTIVES[objective][0],
-        pruner=pruner if pruner is not None else make_pruner("median"),
-        sampler=sampler,
-        load_if_exists=True,
-    )
+    try:
+        study = optuna.create_study(
+            study_name=study_name,
+            storage=storage,
+            direction=OBJECTIVES[objective][0],
+            pruner=pruner if pruner is not None else make_pruner("median"),
+            sampler=sampler,
+            load_if_exists=True,
+        )
+    except Exception as e:  # SQLAlchemy's errors of a bad URL or an unreachable database
+        raise _storage_error(storage, e) from e
     attrs = study.user_attrs
     for key, value in (("task", task), ("objective", objective)):
         if key in attrs and attrs[key] != value:
@@ -325,6 +353,15 @@ def load_existing_study(study_name: str, storage: str) -> Any:
     except KeyError as e:
         names = optuna.get_all_study_names(storage)
         raise ValueError(f"no study {study_name!r} in {storage}; it has {names}") from e
+    except Exception as e:
+        raise _storage_error(storage, e) from e
+
+
+def _storage_error(storage: str, error: Exception) -> ValueError:
+    return ValueError(
+        f"cannot open the study storage {storage!r} (--storage): {type(error).__name__}: {_first_line(error)}; "
+        "give an Optuna storage URL such as sqlite:///logs/tune/study.db"
+    )
 
 
 def run_study(
@@ -416,12 +453,8 @@ def run_study(
     iterations = int(iterations or max(1, preset.train.max_iterations // 5))
     num_envs = int(num_envs or preset.num_envs)
     base_seed = int(preset.train.seed if seed is None else seed)
-    study = open_study(study_name, storage, objective, task, pruner, sampler)
-    for number in fail_interrupted_trials(study):
-        print(f"[st-rl tune] trial {number} was interrupted (its process is gone): marked failed", flush=True)
 
-    def train_trial(trial: Any) -> float:
-        params = suggest(trial, space)
+    def trial_config(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         cfg = preset.train.to_dict()
         if loader is not None:
             from st_rl.configs import amp_train_config
@@ -429,7 +462,15 @@ def run_study(
             cfg = amp_train_config(cfg)
         cfg.update(task=task, seed=base_seed, logger=logger, save_interval=max(1, iterations))
         cfg["log_interval"] = log_interval or max(1, iterations // 5)
-        cfg, env_kwargs = apply_params(cfg, preset.env_kwargs, params)
+        return apply_params(cfg, preset.env_kwargs, params)
+
+    _check_space(space, trial_config)
+    study = open_study(study_name, storage, objective, task, pruner, sampler)
+    for number in fail_interrupted_trials(study):
+        print(f"[st-rl tune] trial {number} was interrupted (its process is gone): marked failed", flush=True)
+
+    def train_trial(trial: Any) -> float:
+        cfg, env_kwargs = trial_config(suggest(trial, space))
         log_dir = os.path.join(log_root, study_name, f"trial_{trial.number}")
         trial.set_user_attr("log_dir", log_dir)
         trial.set_user_attr("pid", os.getpid())  # lets a later run tell an interrupted trial from a live one
@@ -548,13 +589,21 @@ def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
 
 # ----------------------------------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``st-rl tune``."""
+    """The options of ``st-rl tune`` (counts are integers >= 1, ``--timeout`` a number of seconds > 0)."""
+    from st_rl.cli import _int_at_least, _positive_float
+
+    positive = _int_at_least(1)
     parser.add_argument("--task", default=DEFAULT_TASK, help=f"built-in task (default: {DEFAULT_TASK})")
-    parser.add_argument("--trials", type=int, default=20, help="trials to add in this call (default 20)")
+    parser.add_argument("--trials", type=positive, default=20, help="trials to add in this call (default 20)")
     parser.add_argument(
-        "--iterations", type=int, default=None, help="learning iterations per trial (default: preset / 5)"
+        "--iterations",
+        type=positive,
+        default=None,
+        help="learning iterations per trial (default: preset / 5)",
     )
-    parser.add_argument("--num-envs", type=int, default=None, help="training envs per trial (preset default)")
+    parser.add_argument(
+        "--num-envs", type=positive, default=None, help="training envs per trial (preset default)"
+    )
     parser.add_argument("--study-name", default=None, help="study name (default: the task name)")
     parser.add_argument(
         "--storage", default=None, help="Optuna storage URL (default: sqlite:///<log-root>/<study>.db)"
@@ -573,9 +622,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="return",
         help="return: mean evaluation episode return (maximise, default); velrmsd: tracking RMSD (minimise)",
     )
-    parser.add_argument("--eval-envs", type=int, default=64, help="evaluation environments (default 64)")
+    parser.add_argument("--eval-envs", type=positive, default=64, help="evaluation environments (default 64)")
     parser.add_argument(
-        "--eval-steps", type=int, default=None, help="evaluation steps (default: one episode)"
+        "--eval-steps", type=positive, default=None, help="evaluation steps (default: one episode)"
     )
     parser.add_argument("--pruner", choices=("median", "none"), default="median", help="(default median)")
     parser.add_argument(
@@ -583,10 +632,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--device", default="cpu", help="training device (default cpu)")
     parser.add_argument("--logger", default="tensorboard", help="logger of every trial (default tensorboard)")
-    parser.add_argument("--log-interval", type=int, default=None, help="print/log every N iterations")
-    parser.add_argument("--timeout", type=float, default=None, help="stop starting trials after N seconds")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
-    parser.add_argument("--top", type=int, default=5, help="rows of the summary table (default 5)")
+    parser.add_argument("--log-interval", type=positive, default=None, help="print/log every N iterations")
+    parser.add_argument(
+        "--timeout", type=_positive_float, default=None, help="stop starting trials after N seconds"
+    )
+    parser.add_argument("--threads", type=positive, default=None, help="CPU threads for torch")
+    parser.add_argument(
+        "--top", type=_int_at_least(0), default=5, help="rows of the summary table (default 5)"
+    )
     parser.add_argument(
         "--motion",
         default=None,
@@ -632,7 +685,10 @@ def main(args: argparse.Namespace) -> int:
             summary_top=args.top,
             motion=args.motion,
         )
-    except ValueError as e:
-        print(f"[st-rl tune] error: {e}", file=sys.stderr)
-        return 2
+    except ValueError as e:  # one line, st-rl: error: ... (st_rl.cli.main), naming the option where it can
+        raise ValueError(_first_line(e)) from e
     return 0
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import math
 import os
 import pickle
 import shutil
@@ -427,6 +428,9 @@ def test_dataset_files_with_nan_name_the_file_key_and_frame(tmp_path, ext):
             ["record-motion", "--scripted-trot", "--out", "m.pkl", "--num-trajectories", "-1"],
             "--num-trajectories",
         ),
+        (["tune", "--trials", "0"], "--trials"),  # used to run no trial and exit 0
+        (["tune", "--num-envs", "0"], "--num-envs"),  # used to train the preset's number instead
+        (["tune", "--timeout", "nan"], "--timeout"),
     ],
 )
 def test_bad_option_values(capsys, argv, culprit):
@@ -452,9 +456,11 @@ def test_an_unexpected_error_is_one_line_with_exit_code_1(capsys, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------- subprocesses
-def run_st_rl(args: list[str], cwd: Path, code: str | None = None) -> subprocess.CompletedProcess:
+def run_st_rl(
+    args: list[str], cwd: Path, code: str | None = None, **extra_env: str
+) -> subprocess.CompletedProcess:
     """``python -m st_rl ARGS`` (or ``python -c CODE ARGS``) in ``cwd``."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(cwd)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(cwd), **extra_env}
     cmd = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "st_rl", *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
@@ -503,3 +509,334 @@ def test_console_errors_end_to_end(tmp_path):
     assert result.returncode == 2, result.stderr
     assert "returned None" in one_error_line(result.stderr) and "Traceback" not in result.stdout
     assert not (tmp_path / "logs").exists()
+
+
+SIGNAL_ENV = """
+import os, signal, time
+
+def make_env(**kwargs):  # `timeout` (SIGTERM) or a closed terminal (SIGHUP) while the environment is built
+    os.kill(os.getpid(), getattr(signal, os.environ["TEST_SIGNAL"]))
+    time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize(("name", "code"), [("SIGTERM", 143), ("SIGHUP", 129)])
+def test_sigterm_or_sighup_during_start_up_is_one_line(tmp_path, name, code):
+    """They used to kill st-rl without a word (the handlers of learn() were not installed yet)."""
+    import signal
+
+    if not hasattr(signal, name):
+        pytest.skip(f"no {name} on this platform")
+    (tmp_path / "signal_env.py").write_text(SIGNAL_ENV)
+    result = run_st_rl(
+        ["train", "--env", "signal_env:make_env", "--iterations", "1"], tmp_path, TEST_SIGNAL=name
+    )
+    assert result.returncode == code, result.stderr
+    assert f"interrupted ({name}) before training started" in one_error_line(result.stderr)
+    assert not (tmp_path / "logs").exists()  # the default run directory made for it is removed again
+
+
+def test_warnings_are_one_line_too(tmp_path, vt_run):
+    """A warning before the error is one ``st-rl: warning:`` line, not Python's two (file, source line)."""
+    result = run_st_rl(["play", "--checkpoint", str(vt_run), "--task", "point_mass", *PLAY], tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 2, result.stderr
+    assert lines[0] == "st-rl: warning: using task 'point_mass'; the run was trained on 'velocity_tracking'"
+    assert lines[1].startswith("st-rl: error: ") and "Traceback" not in result.stderr
+
+
+# ------------------------------------------------------------------------------------- found by the adversarial pass
+# tools/adversarial_pass.py (docs/security.md, "Adversarial pass"): each of these used to be a traceback, an
+# "unexpected" error, a message that did not name the culprit, or a silent wrong result.
+RAISING_ENV = """
+from st_rl.tasks import PointMass
+
+
+class Env(PointMass):
+    def step(self, actions):
+        raise RuntimeError("boom in step")
+
+
+def make_env(num_envs=8, **kwargs):
+    return Env(num_envs=num_envs, **kwargs)
+"""
+
+
+def test_env_that_raises_while_training_is_named_with_its_file(tmp_path, capsys):
+    file = tmp_path / "raising_env.py"
+    file.write_text(RAISING_ENV)
+    line = fails(
+        capsys,
+        [*TRAIN, "--env", f"{file}:make_env", "--log-dir", str(tmp_path / "run")],
+        "--env",
+        "RuntimeError: boom in step",
+        f"{file}:",
+    )
+    assert "unexpected" not in line
+
+
+def test_train_with_a_motion_of_other_fields_names_the_file(tmp_path, capsys):
+    from st_rl.tasks.motion_recorder import save_motion_file
+
+    path = tmp_path / "other.motion"
+    save_motion_file(_motion(GOOD), str(path))  # fields 'a' and 'b': not the quadruped's
+    argv = [*TRAIN, "--task", "quadruped_flat", "--motion", str(path), "--log-dir", str(tmp_path / "run")]
+    fails(capsys, argv, f"--motion {path}", "'quadruped_flat'", "'a'")
+    assert not (tmp_path / "run").exists()
+
+
+def test_play_and_export_with_the_task_of_another_run(vt_run, tmp_path, capsys):
+    for argv in (
+        ["play", "--checkpoint", str(vt_run), "--task", "point_mass", *PLAY],
+        ["export", "--checkpoint", str(vt_run), "--task", "point_mass", "--out", str(tmp_path / "out")],
+    ):
+        fails(capsys, argv, "a run of task 'velocity_tracking'", "task 'point_mass' (--task)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_run_config_that_is_not_a_mapping_is_not_ignored(vt_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(vt_run, run)
+    (run / "config.json").write_text("[]")  # used to be ignored: the checkpoint's config was used instead
+    fails(capsys, ["play", "--checkpoint", str(run), *PLAY], str(run / "config.json"), "list")
+
+
+def test_plot_into_a_folder_writes_the_file_it_names(pm_run, tmp_path, capsys):
+    folder = tmp_path / "plots"
+    folder.mkdir()
+    assert main(["plot", str(pm_run), "--out", str(folder)]) == 0
+    assert f"training curves: {folder / 'training_curves.png'}" in capsys.readouterr().out
+    assert (folder / "training_curves.png").is_file()  # matplotlib used to write plots.png beside the folder
+    assert main(["plot", str(pm_run), "--out", str(tmp_path / "curves")]) == 0
+    assert (tmp_path / "curves.png").is_file() and "curves.png" in capsys.readouterr().out
+
+
+def test_tune_mistakes_are_one_line_before_any_trial(tmp_path, capsys):
+    pytest.importorskip("optuna")
+    root = tmp_path / "tune"
+    base = ["tune", "--task", "point_mass", "--log-root", str(root), "--iterations", "1", "--num-envs", "8"]
+    # a key the config does not take: every trial used to fail with a traceback in the log
+    fails(capsys, [*base, "--space", '{"algorithm.gama": [0.9, 0.99]}'], "algorithm.gama", "'gamma'")
+    assert not root.exists()
+    fails(capsys, [*base, "--storage", "nonsense://x"], "'nonsense://x' (--storage)")
+    fails(capsys, [*base, "--summary"], "no study storage", str(root))
+    fails(capsys, [*base, "--space", "{"], "search space")
+
+
+def _point_mass(**kwargs):
+    from st_rl.tasks import PointMass
+
+    return PointMass(num_envs=kwargs.pop("num_envs", 4), seed=0, **kwargs)
+
+
+class _NoEpisodeLength:
+    """An environment without episode_length_buf / max_episode_length."""
+
+    def __init__(self):
+        self.env = _point_mass()
+        self.num_envs, self.num_actions, self.device = 4, self.env.num_actions, "cpu"
+
+    def get_observations(self):
+        return self.env.get_observations()
+
+    def step(self, actions):
+        return self.env.step(actions)
+
+
+def _demonstration_saver(tmp_path, policy, **kwargs):
+    from st_rl.runners import DemonstrationSaver
+
+    env = _point_mass()
+    saver = DemonstrationSaver(env, policy, str(tmp_path / "demos"), rollout_storage_length=8, min_episodes=0,
+                               min_timesteps=kwargs.pop("min_timesteps", 32), **kwargs)  # fmt: skip
+    saver.collect_and_save()
+
+
+def _motion_file(tmp_path):
+    from st_rl.tasks.motion_recorder import save_motion_file
+
+    save_motion_file(_motion(GOOD), str(tmp_path / "m.motion"))
+    return str(tmp_path / "m.motion")
+
+
+def _dataset(tmp_path, **kwargs):
+    from st_rl.storage.rollout_files.rollout_dataset import RolloutDataset
+
+    (tmp_path / "demos").mkdir(exist_ok=True)
+    return RolloutDataset(str(tmp_path / "demos"), kwargs.pop("num_envs", 2), device="cpu", **kwargs)
+
+
+def _metadata_list(tmp_path):
+    from st_rl.storage.rollout_files.rollout_dataset import read_metadata
+
+    (tmp_path / "metadata.json").write_text("[]")  # used to be read as "no metadata"
+    return read_metadata(str(tmp_path))
+
+
+def _runner_with_obs_groups(tmp_path):
+    from st_rl.runners import OnPolicyRunner
+
+    cfg = {"logger": "none", "obs_groups": {"policy": 3}, "policy": {"actor_hidden_dims": [8]},
+           "algorithm": {"num_mini_batches": 1}}  # fmt: skip
+    return OnPolicyRunner(_point_mass(), cfg, None)
+
+
+def _export_named(tmp_path, pm_run, name):
+    from st_rl.export import export_policy
+
+    return export_policy(str(pm_run / "model_1.pt"), str(tmp_path / "out"), name=name, check=False)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "culprits"),
+    [
+        (
+            lambda t, r: __import__("st_rl.datasets").datasets.MotionLoader(
+                _motion_file(t), amp_obs_frame_num="2"
+            ),
+            ValueError,
+            ("amp_obs_frame_num", "'2'"),
+        ),
+        (
+            lambda t, r: __import__("st_rl.datasets").datasets.MotionLoader(
+                _motion_file(t), amp_obs_frame_num=2.5
+            ),
+            ValueError,
+            ("amp_obs_frame_num", "2.5"),
+        ),
+        (
+            lambda t, r: __import__("st_rl.datasets").datasets.MotionLoader(
+                _motion_file(t), time_between_frames=math.nan
+            ),
+            ValueError,
+            ("time_between_frames", "nan"),
+        ),
+        (
+            lambda t, r: __import__("st_rl.datasets").datasets.MotionLoader(str(t)),
+            FileNotFoundError,
+            ("holds no motion files",),
+        ),
+        (lambda t, r: _dataset(t, num_envs="2"), ValueError, ("num_envs", "'2'")),
+        (lambda t, r: _dataset(t, dataset_loops="x"), ValueError, ("dataset_loops", "'x'")),
+        (lambda t, r: _metadata_list(t), ValueError, ("metadata.json", "list")),
+        (
+            lambda t, r: _demonstration_saver(t, lambda obs: obs[:, :2], min_timesteps=math.nan),
+            ValueError,
+            ("min_timesteps",),
+        ),
+        (
+            lambda t, r: _demonstration_saver(t, lambda obs: torch.full((obs.shape[0], 2), math.nan)),
+            ValueError,
+            ("NaN/Inf actions", "nothing of this round was written"),
+        ),
+        (lambda t, r: _export_named(t, r, "../evil"), ValueError, ("name", "'../evil'")),
+        (lambda t, r: _runner_with_obs_groups(t), ValueError, ("obs_groups['policy']", "3")),
+        (
+            lambda t, r: __import__("st_rl.env").env.EnvAdapter(__import__("st_rl.tasks").tasks.PointMass),
+            TypeError,
+            ("the class PointMass", "PointMass(...)"),
+        ),
+    ],
+    ids=[
+        "frames_text",
+        "frames_float",
+        "time_nan",
+        "motion_folder_empty",
+        "dataset_num_envs_text",
+        "dataset_loops_text",
+        "metadata_list",
+        "saver_min_timesteps_nan",
+        "saver_nan_actions",
+        "export_name_folder",
+        "obs_groups_number",
+        "env_class",
+    ],  # fmt: skip
+)
+def test_python_api_mistakes_name_the_culprit(tmp_path, pm_run, call, error, culprits):
+    with pytest.raises(error) as info:
+        call(tmp_path, pm_run)
+    message = str(info.value)
+    for culprit in culprits:
+        assert culprit in message, (culprit, message)
+    assert not list(tmp_path.rglob("traj_*")) and not (tmp_path / "evil.onnx").exists()
+
+
+def test_an_env_without_episode_lengths_trains_with_a_warning():
+    """learn(init_at_random_ep_len=True), as st-rl train calls it, used to fail with an AttributeError."""
+    from st_rl.runners import OnPolicyRunner
+
+    cfg = {"logger": "none", "num_steps_per_env": 4, "policy": {"actor_hidden_dims": [8]},
+           "algorithm": {"num_mini_batches": 1}}  # fmt: skip
+    runner = OnPolicyRunner(_NoEpisodeLength(), cfg, None)
+    with pytest.warns(UserWarning, match="_NoEpisodeLength has no episode_length_buf or max_episode_length"):
+        runner.learn(1, init_at_random_ep_len=True)
+    assert runner.current_learning_iteration == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [*PM, "--resume", ""],  # used to train from scratch
+        [*PM, "--motion", ""],  # used to train without AMP
+        ["play", "--checkpoint", "", *PLAY],
+        ["export", "--checkpoint", ""],
+        ["plot", ""],
+    ],
+    ids=["resume", "motion", "play", "export", "plot"],
+)
+def test_an_empty_path_is_an_error_not_the_option_left_out(capsys, argv):
+    """``--resume "$RUN"`` with ``RUN`` unset."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert "an empty path" in one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    ("source", "culprit"),
+    [
+        ("import sys\nsys.exit(2)\n", "sys.exit(2)"),  # a training script's argparse, run on import
+        ("import sys\n\ndef make_env(**kwargs):\n    sys.exit('no GPU found')\n", "no GPU found"),
+    ],
+    ids=["on_import", "in_the_factory"],
+)
+def test_env_code_that_calls_sys_exit(tmp_path, capsys, source, culprit):
+    """It used to end st-rl with the script's exit code and no message."""
+    file = tmp_path / "script_env.py"
+    file.write_text(source)
+    argv = [*TRAIN, "--env", f"{file}:make_env", "--log-dir", str(tmp_path / "run")]
+    fails(capsys, argv, f"--env {file}:make_env", "SystemExit", culprit, f"{file}:")
+
+
+def test_more_environments_than_memory_is_one_line(tmp_path, capsys, monkeypatch):
+    """torch's CPU allocator fails with a RuntimeError (reported as 'unexpected' before)."""
+    import st_rl.tasks
+
+    def no_memory(*args, **kwargs):
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried "
+            "to allocate 8000000000000 bytes. Error code 12 (Cannot allocate memory)"
+        )
+
+    monkeypatch.setattr(st_rl.tasks, "make_env", no_memory)
+    argv = [*PM, "--num-envs", str(10**12), "--log-dir", str(tmp_path / "run")]
+    fails(capsys, argv, "out of memory on the CPU (7,450.6 GiB asked for)", "--num-envs")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_writes_never_replace_what_is_not_a_regular_file(tmp_path, pm_run, capsys):
+    """Files are written to a temporary file that replaces the target: run as root, ``--out /dev/null`` replaced
+    the device. A FIFO stands in for it here."""
+    import stat
+
+    from st_rl.tasks.motion_recorder import save_motion_file
+    from st_rl.utils.checkpoint import CheckpointWriteError, save_checkpoint
+
+    fifo = tmp_path / "fifo.pkl"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        save_motion_file(_motion(GOOD), str(fifo))
+    with pytest.raises(CheckpointWriteError, match="not a regular file"):
+        save_checkpoint(str(fifo), {"model_state_dict": {"w": torch.zeros(1)}})
+    fails(capsys, ["plot", str(pm_run), "--out", str(fifo)], str(fifo), "not a regular file")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and not [p for p in os.listdir(tmp_path) if "tmp" in p]

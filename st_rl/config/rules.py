@@ -8,7 +8,7 @@ the key. Rules by suffix (``*_coef``, ``*_prob``, ``*_hidden_dims``) cover the k
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,7 +100,14 @@ def _names_subclass(module: Any, name: Any, base: type) -> bool:
 def _optimizer(x: Any) -> bool:
     import torch.optim as optim
 
-    return _names_subclass(optim, x, optim.Optimizer)
+    return _names_subclass(optim, x, optim.Optimizer) and x != "Optimizer"  # not the abstract base
+
+
+def _lr_scheduler(x: Any) -> bool:
+    import torch.optim.lr_scheduler as schedulers
+
+    bases = ("LRScheduler", "_LRScheduler")
+    return _names_subclass(schedulers, x, schedulers.LRScheduler) and x not in bases
 
 
 def _functional_loss(x: Any) -> bool:
@@ -110,19 +117,47 @@ def _functional_loss(x: Any) -> bool:
 
 
 def _logger(x: Any) -> bool:
-    return not isinstance(x, str) or x in ("tensorboard", "wandb", "neptune", "none") or ":" in x
+    if isinstance(x, str):
+        return x in ("tensorboard", "wandb", "neptune", "none") or ":" in x
+    # a writer class or factory, or {"class_name": ...}
+    return callable(x) or (isinstance(x, Mapping) and "class_name" in x)
+
+
+def _is_number(x: Any) -> bool:
+    """A number, NaN and infinities included (where a key's type does not exclude them, a rule must)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _schedule_or_unit(x: Any) -> bool:
-    return x in ("linear", "exp", "tanh") if isinstance(x, str) else (not _num(x) or 0.0 <= x <= 1.0)
+    if isinstance(x, str):
+        return x in ("linear", "exp", "tanh")
+    return not _is_number(x) or (math.isfinite(x) and 0.0 <= x <= 1.0)
 
 
 def _schedule_or_nonneg(x: Any) -> bool:
-    return x in ("linear", "exp", "tanh") if isinstance(x, str) else (not _num(x) or x >= 0.0)
+    if isinstance(x, str):
+        return x in ("linear", "exp", "tanh")
+    return not _is_number(x) or (math.isfinite(x) and x >= 0.0)
 
 
 def _weight_schedule(x: Any) -> bool:
-    return not isinstance(x, dict) or x.get("mode") in ("step", "linear")
+    if not isinstance(x, Mapping):
+        return False
+    numbers = ["final_step", "final_value"] + (["initial_step"] if "initial_step" in x else [])
+    return x.get("mode") in ("step", "linear") and all(_num(x.get(k)) for k in numbers)
+
+
+def _ramp(x: Any) -> bool:
+    return (
+        isinstance(x, (list, tuple))
+        and len(x) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in x)
+        and 0 <= x[0] <= x[1]
+    )
+
+
+def _seed(x: Any) -> bool:
+    return not isinstance(x, int) or isinstance(x, bool) or -(2**63) <= x < 2**64
 
 
 UNIT = Rule("must lie in [0, 1]", _in(0.0, 1.0), "use a value between 0 and 1")
@@ -253,12 +288,24 @@ RULES: dict[str, Rule] = {
         False,
     ),
     "weight_schedule": Rule(
-        "needs mode 'step' or 'linear'",
+        "needs mode 'step' or 'linear' with numbers final_step and final_value",
         _weight_schedule,
-        "{'mode': 'step', 'final_step': s, 'final_value': v} or {'mode': 'linear', 'initial_step': a, ...}",
+        "{'mode': 'step', 'final_step': s, 'final_value': v} or {'mode': 'linear', 'initial_step': a, "
+        "'final_step': b, 'final_value': v}",
+    ),
+    "lr_scheduler_class_name": Rule(
+        "must name a torch.optim.lr_scheduler class",
+        _lr_scheduler,
+        "e.g. 'StepLR', 'ExponentialLR', 'CosineAnnealingLR', or None",
+    ),
+    "style_reward_ramp": Rule(
+        "must be two learning iterations [start, end] with 0 <= start <= end",
+        _ramp,
+        "e.g. [100, 300]: no style reward before iteration 100, full weight from 300; None: always full",
     ),
     # the AMP discriminator (policy.amp_discriminator)
     "hidden_dims": SIZES,
+    "input_dim": SIZE_OR_NONE,
     "task_reward_lerp": UNIT,
     "discriminator_grad_pen": NONNEG,
     "style_reward_coef": NONNEG,
@@ -300,6 +347,11 @@ RULES: dict[str, Rule] = {
 }
 
 RUNNER_RULES: dict[str, Rule] = {
+    "seed": Rule(
+        "must be an integer in [-2**63, 2**64 - 1] (what torch.manual_seed takes) or None",
+        _seed,
+        "e.g. 42",
+    ),
     "num_steps_per_env": _bounded_size("num_steps_per_env"),
     "max_iterations": SIZE_OR_NONE,
     "save_interval": _bounded_size("save_interval"),

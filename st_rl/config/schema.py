@@ -315,7 +315,11 @@ def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[
     from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS
 
     known = [*_CONFIG_KEYS, "scan_dir", "keep_latest_ratio"]  # legged_gym's legacy keys
+    given = {k: v for k, v in dataset.items() if k in _CONFIG_KEYS}
     problems = []
+    for p in _type_problems(_pretrain_dataset_schema(), given, prefix, lambda k: True):
+        key = p.path[len(prefix) + 1 :].split(".")[0].split("[")[0]  # not the union member pydantic names
+        problems.append(Problem(f"{prefix}.{key}", given.get(key, p.value), p.rule, p.fix))
     for key in dataset:
         if key not in known:
             close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
@@ -327,6 +331,16 @@ def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[
             )
             problems.append(Problem(f"{prefix}.{key}", dataset[key], "unknown key", fix))
     return problems
+
+
+@functools.cache
+def _pretrain_dataset_schema() -> type[BaseModel]:
+    """The types of the ``pretrain_dataset`` keys: :class:`RolloutDataset`'s arguments."""
+    from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS, RolloutDataset
+
+    fields = class_fields(RolloutDataset)[0]
+    spec = {k: fields[k] for k in _CONFIG_KEYS if k in fields}
+    return _create_model("PretrainDatasetConfig", __config__=_model_config("ignore"), **spec)
 
 
 # Rollout-storage arguments the algorithm passes itself: -> the algorithm key that sets them.
@@ -409,7 +423,15 @@ def validate_storage(
         if p.rule == "unknown key" and not p.fix.startswith("did you mean"):
             p = Problem(p.path, p.value, p.rule, f"remove it; the storage section takes {', '.join(fields)}")
         problems.append(p)
-    return problems
+    return _merge(problems, _rule_problems(rest, prefix, _STORAGE_RULES.get))
+
+
+_STORAGE_RULES = {
+    "amp_obs_shape": Rule(
+        "every entry must be an integer >= 1",
+        lambda x: all(v >= 1 for v in (x if isinstance(x, Sequence) else [x])),
+    ),
+}
 
 
 def _numeric(x: Any) -> bool:
@@ -464,10 +486,52 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
         sub = cfg.get(key)
         if isinstance(sub, Mapping):
             problems += validate_algorithm(sub_cls, sub, f"{prefix}.{key}")
-    for i, item in enumerate(cfg.get("extensions") or ()):
-        if isinstance(item, Mapping):
-            problems += _validate_extension_item(item, f"{prefix}.extensions[{i}]")
+    problems += _extension_list_problems(cfg.get("extensions"), f"{prefix}.extensions")
+    problems += _teacher_policy_problems(cfg.get("teacher_policy"), f"{prefix}.teacher_policy")
     return _merge(problems)
+
+
+def _extension_list_problems(extensions: Any, prefix: str) -> list[Problem]:
+    """``extensions`` is a list of extension objects or ``{"class_name": ..., **kwargs}`` dicts."""
+    from st_rl.algorithms.extensions.base import Extension
+
+    if extensions is None:
+        return []
+    example = '[{"class_name": "RandomNetworkDistillation", "weight": 0.5}]'
+    if not isinstance(extensions, (list, tuple)):
+        return [Problem(prefix, extensions, "must be a list of extensions", f"e.g. {example}")]
+    problems = []
+    for i, item in enumerate(extensions):
+        if isinstance(item, Mapping):
+            problems += _validate_extension_item(item, f"{prefix}[{i}]")
+        elif not isinstance(item, Extension):
+            problems.append(
+                Problem(
+                    f"{prefix}[{i}]",
+                    item,
+                    "must be an extension object or a dict with its class_name",
+                    f"e.g. {example}",
+                )
+            )
+    return problems
+
+
+def _teacher_policy_problems(teacher: Any, prefix: str) -> list[Problem]:
+    """The keys of ``teacher_policy`` that st_rl reads itself (the policy keys are checked when the teacher's
+    class is known, as it is built)."""
+    if not isinstance(teacher, Mapping):
+        return []
+    path = teacher.get("teacher_ac_path")
+    if path is not None and not isinstance(path, str):
+        return [
+            Problem(
+                f"{prefix}.teacher_ac_path",
+                path,
+                "must be the path of the teacher's checkpoint (a string)",
+                "e.g. 'logs/teacher/model_1000.pt'",
+            )
+        ]
+    return []
 
 
 def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem]:

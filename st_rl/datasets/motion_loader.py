@@ -10,6 +10,8 @@ selected ``style_fields``, flattened frame-major into ``(H * F,)`` -- the layout
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -57,10 +59,21 @@ class MotionLoader:
     ) -> None:
         from st_rl.tasks.motion_recorder import load_motion_file
 
-        if amp_obs_frame_num < 1:
-            raise ValueError(f"amp_obs_frame_num must be >= 1, got {amp_obs_frame_num}")
-        if time_between_frames <= 0:
-            raise ValueError(f"time_between_frames must be > 0, got {time_between_frames}")
+        if (
+            isinstance(amp_obs_frame_num, bool)
+            or not isinstance(amp_obs_frame_num, numbers.Integral)
+            or amp_obs_frame_num < 1
+        ):
+            raise ValueError(f"amp_obs_frame_num must be an integer >= 1, got {amp_obs_frame_num!r}")
+        if (
+            isinstance(time_between_frames, bool)
+            or not isinstance(time_between_frames, numbers.Real)
+            or not math.isfinite(time_between_frames)
+            or time_between_frames <= 0
+        ):
+            raise ValueError(
+                f"time_between_frames must be a finite number of seconds > 0, got {time_between_frames!r}"
+            )
         self.device = torch.device(device)
         self.amp_obs_frame_num = int(amp_obs_frame_num)
         self.time_between_frames = float(time_between_frames)
@@ -124,11 +137,17 @@ class MotionLoader:
         paths: list[str] = []
         for item in items:
             if os.path.isdir(item):
-                paths += sorted(
+                found = sorted(
                     os.path.join(item, f)
                     for f in os.listdir(item)
                     if f.endswith((".pkl", ".pickle", ".motion"))
                 )
+                if not found:
+                    raise FileNotFoundError(
+                        f"Motion folder {item} holds no motion files (*.pkl, *.pickle, *.motion); record one with "
+                        "st-rl record-motion"
+                    )
+                paths += found
             elif os.path.isfile(item):
                 paths.append(item)
             else:

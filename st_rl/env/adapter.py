@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -168,6 +169,10 @@ class EnvAdapter:
     ) -> None:
         if check_finite not in ("rollout", "step", "off"):
             raise ValueError(f"check_finite must be 'rollout', 'step' or 'off', got {check_finite!r}")
+        if isinstance(env, type):
+            raise TypeError(
+                f"got the class {env.__name__}, not an environment: pass an instance, {env.__name__}(...)"
+            )
         for attr in ("num_envs", "step", "get_observations"):
             if _declared(env, attr) is None:
                 raise TypeError(
@@ -224,7 +229,13 @@ class EnvAdapter:
             for key, names in obs_groups.items():
                 if key not in ("policy", "critic", "actor"):
                     raise ValueError(f"obs_groups key '{key}' is not one of 'policy', 'critic' (or 'actor').")
-                names = [names] if isinstance(names, str) else list(names)
+                names = [names] if isinstance(names, str) else names
+                if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+                    raise ValueError(
+                        f"obs_groups['{key}'] must be a list of observation group names, got {names!r}; "
+                        f"available groups: {groups_available}"
+                    )
+                names = list(names)
                 missing = [n for n in names if n not in groups_available]
                 if missing:
                     raise ValueError(
@@ -656,7 +667,19 @@ class EnvAdapter:
         return first, second
 
     def randomize_episode_lengths(self) -> None:
-        """Spread episode start times: ``episode_length_buf ~ U[0, max_episode_length)``."""
+        """Spread episode start times: ``episode_length_buf ~ U[0, max_episode_length)``.
+
+        An environment without a writable ``episode_length_buf`` or without ``max_episode_length`` keeps its
+        episode starts (with a warning): spreading them only decorrelates the first rollouts.
+        """
+        missing = [a for a in ("episode_length_buf", "max_episode_length") if _declared(self.env, a) is None]
+        if missing:
+            warnings.warn(
+                f"init_at_random_ep_len: {type(self.env).__name__} has no {' or '.join(missing)}, so its "
+                "episodes keep their start times (add them to spread the starts, see docs/environments.md)",
+                stacklevel=3,
+            )
+            return
         buf = self.env.episode_length_buf
         max_len = self.env.max_episode_length
         if isinstance(max_len, torch.Tensor):

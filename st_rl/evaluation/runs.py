@@ -9,7 +9,7 @@ import re
 import warnings
 from typing import Any, Protocol, runtime_checkable
 
-from st_rl.utils.files import read_json
+from st_rl.utils.files import DataFileError, read_json
 
 __all__ = ["LoadedRun", "load_run", "make_env_from_cfg", "run_task"]
 
@@ -17,8 +17,11 @@ __all__ = ["LoadedRun", "load_run", "make_env_from_cfg", "run_task"]
 def _read_json(path: str) -> dict[str, Any] | None:
     if not os.path.isfile(path):
         return None
-    data = read_json(path, "run config", "restore it or delete it (the checkpoint holds the config too)")
-    return data if isinstance(data, dict) else None
+    fix = "restore it or delete it (the checkpoint holds the config too)"
+    data = read_json(path, "run config", fix)
+    if not isinstance(data, dict):
+        raise DataFileError(f"{path}: the run config holds a {type(data).__name__}, not a mapping; {fix}")
+    return data
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 import os
 import time
 import types
@@ -134,6 +135,9 @@ class DemonstrationSaver:
         self._closed = False
         if int(rollout_storage_length) < 1:
             raise ValueError(f"rollout_storage_length must be >= 1, got {rollout_storage_length}")
+        for name, value in (("min_timesteps", min_timesteps), ("min_episodes", min_episodes)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+                raise ValueError(f"{name} must be a number >= 0 (math.inf: never stop), got {value!r}")
         self.env = env if isinstance(env, EnvAdapter) else EnvAdapter(env, device=device)
         self.raw_env = self.env.env
         self.device = self.env.device
@@ -460,6 +464,15 @@ class DemonstrationSaver:
     def save_steps(self) -> None:
         """Write the round's data: each env's rows are split after every done."""
         self._cpu = {k: v.cpu().numpy() for k, v in self.buffers.items()}
+        bad = np.argwhere(~np.isfinite(self._cpu["actions"]))
+        if bad.size:
+            step, env_i = (int(v) for v in bad[0][:2])
+            self._cpu = {}
+            raise ValueError(
+                f"the demonstrator returned NaN/Inf actions (env {env_i}, step {step} of this round of "
+                f"{self.rollout_storage_length}); nothing of this round was written to {self.save_dir}. Fix the "
+                "policy (or its observation normaliser) before recording."
+            )
         dones = self._cpu["dones"]
         steps = self.rollout_storage_length
         for env_i in range(self.env.num_envs):

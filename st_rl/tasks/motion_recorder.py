@@ -153,7 +153,14 @@ def record_motion(
 
 
 def save_motion_file(motion: dict[str, dict[str, Any]], path: str) -> None:
-    """Write a motion dict (plain data only) atomically."""
+    """Write a motion dict (plain data only) atomically.
+
+    Raises:
+        OSError: ``path`` is a folder, a device, FIFO or socket (it is never replaced).
+    """
+    from st_rl.utils.files import refuse_special_file
+
+    refuse_special_file(path, "motion file")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     try:

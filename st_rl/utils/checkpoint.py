@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from st_rl.utils.files import refuse_special_file
+
 # 2: the observation normalisers live in the policy (``model_state_dict["actor_obs_normalizer.*"]``); copies
 #    are written as the reference's ``obs_norm_state_dict`` / ``critic_obs_norm_state_dict`` for its tools,
 #    and ``model_state_dict`` wins over them when loading.
@@ -137,6 +139,7 @@ def save_checkpoint(path: str, state: dict[str, Any]) -> None:
     check_weights_only_safe(state, "checkpoint")
     directory = os.path.dirname(os.path.abspath(path))
     try:
+        refuse_special_file(path, "checkpoint")
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp_" + os.path.basename(path), dir=directory)
     except OSError as e:
@@ -167,7 +170,7 @@ def load_checkpoint(
         CheckpointError: the file is not a readable weights-only checkpoint or lacks required keys.
     """
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"Checkpoint not found: {path}")
+        raise FileNotFoundError(f"Checkpoint not found: {path or repr(path) + ' (an empty path)'}")
     try:
         with warnings.catch_warnings():  # a plain pickle: refused below, without torch's protocol warning
             warnings.filterwarnings("ignore", message="Detected pickle protocol")

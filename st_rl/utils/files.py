@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from typing import Any
 
-__all__ = ["DataFileError", "read_json"]
+__all__ = ["DataFileError", "read_json", "refuse_special_file"]
 
 
 class DataFileError(ValueError):
     """A file st_rl reads (``config.json``, ``policy.json``, a motion file, ...) cannot be used; the message
     names the file, what is wrong and what to do."""
+
+
+def refuse_special_file(path: str, what: str = "file") -> None:
+    """Refuse to write ``path`` when something other than a regular file is there: a folder, or a device, FIFO
+    or socket (``/dev/null``). Files are written to a temporary file that then replaces ``path``: run as root,
+    that would replace the device itself.
+
+    Raises:
+        OSError: (``EEXIST``) naming ``path`` and what is there.
+    """
+    if os.path.lexists(path) and not os.path.isfile(path):
+        kind = "a folder" if os.path.isdir(path) else "not a regular file (a device, FIFO or socket)"
+        raise OSError(errno.EEXIST, f"cannot write the {what} there: it is {kind}; give a file path", path)
 
 
 def read_json(path: str, what: str = "JSON file", fix: str = "restore it or delete it", **kwargs: Any) -> Any:

@@ -173,7 +173,14 @@ def read_run_config(run_dir: str) -> dict:
 
 def atomic_write(path: str, write: Callable[[IO[Any]], None], mode: str = "wb") -> None:
     """Write a file atomically: ``write(f)`` fills a temporary file in the same directory, which then
-    replaces ``path``; on any error the temporary file is removed and ``path`` is untouched."""
+    replaces ``path``; on any error the temporary file is removed and ``path`` is untouched.
+
+    Raises:
+        OSError: ``path`` is a folder, a device, FIFO or socket (it is never replaced).
+    """
+    from st_rl.utils.files import refuse_special_file
+
+    refuse_special_file(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path), suffix=".tmp", dir=directory)
     try:

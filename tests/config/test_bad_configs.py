@@ -287,6 +287,27 @@ RESOLVE_CASES = [
          path="runner.pretrain_dataset.wait_for_data", fix="did you mean 'wait_for_data_s'"),
     Case("pretrain_dataset_num_envs", R, "pretrain_dataset", {"data_dir": "demos", "num_envs": 4},
          path="runner.pretrain_dataset.num_envs", fix="num_envs and device come from the runner"),
+    # --- found by tools/adversarial_pass.py (docs/security.md, "Adversarial pass")
+    Case("pretrain_dataset_data_dir_int", R, "pretrain_dataset", {"data_dir": 3},
+         path="runner.pretrain_dataset.data_dir"),
+    Case("pretrain_dataset_loops_text", R, "pretrain_dataset", {"data_dir": "demos", "dataset_loops": "x"},
+         path="runner.pretrain_dataset.dataset_loops"),
+    Case("seed_beyond_torch", R, "seed", 2**70, fix="torch.manual_seed"),
+    Case("logger_int", R, "logger", 3),
+    Case("optimizer_abstract_base", A, "optimizer_class_name", "Optimizer"),
+    Case("lr_scheduler_unknown", A, "lr_scheduler_class_name", "NoSuchLR"),
+    Case("extensions_text", A, "extensions", "rnd", fix="must be a list of extensions"),
+    Case("extension_number", A, "extensions", [3], path="algorithm.extensions[0]"),
+    Case("rnd_weight_schedule_incomplete", A, "rnd_cfg", {"weight_schedule": {"mode": "linear"}},
+         path="algorithm.rnd_cfg.weight_schedule", fix="final_step"),
+    Case("storage_amp_obs_shape_negative", T, "storage", {"amp_obs_shape": -1}, path="storage.amp_obs_shape"),
+    Case("tppo_teacher_path_int", A, "teacher_policy", {"teacher_ac_path": 5},
+         path="algorithm.teacher_policy.teacher_ac_path", setup=(cls(A, "TPPO"),)),
+    Case("tppo_teacher_act_prob_nan", A, "teacher_act_prob", NAN, setup=(cls(A, "TPPO"),)),
+    Case("appo_style_reward_ramp_reversed", A, "style_reward_ramp", [10, 5], setup=(cls(A, "APPO"),)),
+    Case("appo_style_reward_ramp_negative", A, "style_reward_ramp", [-1, 5], setup=(cls(A, "APPO"),)),
+    Case("amp_discriminator_input_dim_zero", P, "amp_discriminator", {"input_dim": 0},
+         path="policy.amp_discriminator.input_dim", setup=(cls(P, "AmpActorCritic"),)),
 ]
 
 ENV_CASES = [
@@ -298,6 +319,9 @@ ENV_CASES = [
     Case("more_minibatches_than_samples", A, "num_mini_batches", 10_000),
     Case("recurrent_more_minibatches_than_envs", A, "num_mini_batches", 16, setup=RECURRENT),
     Case("activation_typo_at_build", P, "activation", "elo"),
+    Case("tppo_teacher_policy_typo", A, "teacher_policy", {"actor_hiden_dims": [8]},
+         path="algorithm.teacher_policy.actor_hiden_dims", setup=(cls(A, "TPPO"),),
+         fix="did you mean 'actor_hidden_dims'"),
 ]
 # fmt: on
 

@@ -97,6 +97,7 @@ def build_teacher(
     with untrusted_config(f"{path} (its stored 'config')", opt_in, trusted=not from_checkpoint):
         key = "policy.class_name" if from_checkpoint else None
         cls = resolve_class(class_name, modules, "teacher policy", nn.Module, key=key)
+    _check_teacher_keys(cls, cfg)
     teacher: Any = cls(**kwargs)
     if loaded is None:
         warnings.warn(
@@ -122,6 +123,21 @@ def build_teacher(
     for p in teacher.parameters():
         p.requires_grad_(False)
     return teacher
+
+
+def _check_teacher_keys(cls: type, cfg: dict[str, Any]) -> None:
+    """The caller's ``teacher_policy`` keys, checked against the teacher class as the student's policy keys are
+    (unknown or misspelt keys, types, ranges).
+
+    Raises:
+        st_rl.config.ConfigError: naming ``algorithm.teacher_policy.<key>``.
+    """
+    from st_rl.config import ConfigError
+    from st_rl.config.schema import validate_policy
+
+    problems = validate_policy(cls, cfg, "algorithm.teacher_policy")
+    if problems:
+        raise ConfigError(problems)
 
 
 class Distillation(Extension):

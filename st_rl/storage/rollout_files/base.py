@@ -13,6 +13,7 @@ or iterate over it (``for batch in dataset``), or ask for whole sequences with `
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -44,8 +45,8 @@ class RolloutFileBase(IterableDataset, ABC):
         self, data_dir: str | Sequence[str], num_envs: int, device: str | torch.device = "cuda"
     ) -> None:
         super().__init__()
-        if int(num_envs) < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
+            raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
         self.device = torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(

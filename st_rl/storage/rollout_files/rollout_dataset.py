@@ -28,6 +28,7 @@ import difflib
 import importlib
 import json
 import math
+import numbers
 import os
 import pickle
 import re
@@ -268,9 +269,18 @@ def read_metadata(directory: str) -> dict[str, Any] | None:
         return None
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f, object_pairs_hook=OrderedDict)
+            metadata = json.load(f, object_pairs_hook=OrderedDict)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise TrajectoryFileError(f"{path} is not valid JSON ({e}); restore or delete it") from e
+    if not isinstance(metadata, dict):
+        raise TrajectoryFileError(
+            f"{path} holds a {type(metadata).__name__}, not the dataset's metadata (a mapping); restore or delete it"
+        )
+    return metadata
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def assemble_observations(
@@ -490,11 +500,21 @@ class RolloutDataset(RolloutFileBase):
             raise TypeError(
                 f"data_dir must be a directory path or a non-empty list of paths, got {data_dir!r}"
             )
-        rng_range = list(starting_frame_range)
-        if len(rng_range) != 2 or any(int(v) != v or v < 0 for v in rng_range) or rng_range[1] < rng_range[0]:
+        iterable = hasattr(starting_frame_range, "__iter__") and not isinstance(starting_frame_range, str)
+        rng_range = list(starting_frame_range) if iterable else []
+        if (
+            len(rng_range) != 2
+            or not all(
+                (_is_integer(v) or (isinstance(v, float) and v.is_integer())) and v >= 0 for v in rng_range
+            )
+            or rng_range[1] < rng_range[0]
+        ):
             raise ValueError(
                 f"starting_frame_range must be [low, high) with 0 <= low <= high, got {starting_frame_range!r}"
             )
+        for name, value in (("dataset_loops", dataset_loops), ("keep_latest_n_trajs", keep_latest_n_trajs)):
+            if not _is_integer(value):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
         self.dataset_loops = int(dataset_loops)
         self.random_shuffle_traj_order = bool(random_shuffle_traj_order)
         self.keep_latest_n_trajs = int(keep_latest_n_trajs)
