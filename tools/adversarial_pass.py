@@ -132,6 +132,7 @@ class Case:
     timeout: float = 120.0
     cwd: str = "{C}"
     env: dict[str, str] = field(default_factory=dict)
+    nohup: bool = False  # the CLI starts with SIGHUP ignored, as under ``nohup``
 
 
 @dataclass
@@ -241,7 +242,7 @@ def run_cli(case: Case, cdir: Path) -> tuple[str, str]:
             cwd=cwd,
             env=environ,
             start_new_session=True,
-            preexec_fn=_default_sigint,  # a shell's background job ignores SIGINT: the child must not
+            preexec_fn=_nohup_child if case.nohup else _default_child,
         )
         timed_out = False
         try:
@@ -317,11 +318,19 @@ CHILD_MEMORY_LIMIT = 8 * 2**30
 fails with MemoryError instead of taking the machine down."""
 
 
-def _default_sigint() -> None:
+def _default_child() -> None:
+    """A CLI process as a user's terminal starts it, whatever this script inherited (a shell's background job
+    ignores SIGINT; ``nohup`` ignores SIGHUP), under a memory cap."""
     import resource
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_LIMIT, CHILD_MEMORY_LIMIT))
+
+
+def _nohup_child() -> None:
+    _default_child()
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 def _alarm(signum: int, frame: Any) -> None:
@@ -3429,6 +3438,24 @@ def signal_cases() -> None:
             codes=(codes[sig],),
             protect=("{FX:vt}",),
         )
+    cli(
+        "signal-sighup_under_nohup_keeps_training",
+        [*PM, "--iterations", "20", "num_steps_per_env=4", "--log-dir", "{C}/run"],
+        category="signal",
+        expect="works",
+        signal=(signal.SIGHUP, "Learning iteration"),
+        check=exists("run/model_20.pt"),
+        nohup=True,
+    )
+    cli(
+        "signal-sighup_under_nohup_keeps_playing",
+        ["play", "--checkpoint", "{FX:vt}", "--num-envs", "2", "--duration", "5", "--no-video", "--no-plot"],
+        category="signal",
+        expect="works",
+        signal=(signal.SIGHUP, "@2"),
+        protect=("{FX:vt}",),
+        nohup=True,
+    )
     slow = [
         *TRAIN,
         "--env",
