@@ -8,6 +8,7 @@ import torch
 
 from st_rl.runners.interrupt import stop_at_once
 from st_rl.runners.on_policy_runner import OnPolicyRunner
+from st_rl.storage.rollout_files.rollout_dataset import rollout_dataset_from_config
 
 
 class TwoStageRunner(OnPolicyRunner):
@@ -39,8 +40,6 @@ class TwoStageRunner(OnPolicyRunner):
         self, env: Any, train_cfg: Any, log_dir: str | None = None, device: str | torch.device = "cpu"
     ) -> None:
         super().__init__(env, train_cfg, log_dir=log_dir, device=device)
-        from st_rl.storage.rollout_files.rollout_dataset import rollout_dataset_from_config
-
         if "log_interval" not in self.cfg:
             self.log_interval = 50
         self.pretrain_iterations = int(self.cfg.get("pretrain_iterations", 0))

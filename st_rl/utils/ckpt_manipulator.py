@@ -8,10 +8,14 @@ writes it into the log directory as ``loaded_<iter>_manipulated.pt`` (a name no 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from st_rl.utils.checkpoint import CheckpointError
+from st_rl.utils.config import refuse_untrusted_import
 
 Manipulator = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
@@ -106,10 +110,6 @@ def get_manipulator(name: str | Manipulator) -> Manipulator:
     if name in MANIPULATORS:
         return MANIPULATORS[name]
     if isinstance(name, str) and ":" in name:
-        import importlib
-
-        from st_rl.utils.config import refuse_untrusted_import
-
         refuse_untrusted_import(name, "runner.ckpt_manipulator", sorted(MANIPULATORS))
         module_name, _, attr = name.partition(":")
         try:
@@ -136,8 +136,6 @@ def apply_manipulator(
         CheckpointError: the manipulator raised, or returned something other than a checkpoint dict with a
             ``model_state_dict`` (the message names the manipulator and the file).
     """
-    from st_rl.utils.checkpoint import CheckpointError
-
     fn = get_manipulator(name)
     label = name if isinstance(name, str) else getattr(name, "__qualname__", repr(name))
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -27,9 +28,11 @@ __all__ = [
     "all_reduce_gradients",
     "all_reduce_mean",
     "broadcast_module",
+    "gather_objects",
     "global_mean_std",
     "init_distributed",
     "is_distributed",
+    "max_over_ranks",
     "reduce_moments",
     "world_size",
 ]
@@ -129,6 +132,24 @@ def all_reduce_gradients(parameters: list[torch.nn.Parameter], nonfinite: torch.
             p.grad.copy_(bucket[offset : offset + n].view_as(p))
         offset += n
     return any_bad
+
+
+def gather_objects(obj: Any) -> list[Any]:
+    """``obj`` of every rank, in rank order (``[obj]`` on one rank)."""
+    if not is_distributed():
+        return [obj]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def max_over_ranks(value: int, device: torch.device) -> int:
+    """The largest ``value`` of all ranks (``value`` on one rank)."""
+    if not is_distributed():
+        return value
+    flag = torch.tensor([value], dtype=torch.int32, device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return int(flag.item())
 
 
 def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:

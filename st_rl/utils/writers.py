@@ -18,10 +18,13 @@ import importlib
 import inspect
 import json
 import os
+import sys
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from st_rl.utils.logger import Writer
+from st_rl.utils.config import resolve_class
+from st_rl.utils.files import read_json
+from st_rl.utils.writer_base import Writer
 
 RUN_INFO_FILE = "logger_run.json"
 """Written into the run directory when a W&B or Neptune run starts: backend, project, mode and run id."""
@@ -337,36 +340,6 @@ class NeptuneWriter(TrackingWriter):
         run.stop()
 
 
-@runtime_checkable
-class _AddsScalars(Protocol):
-    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None: ...
-
-
-@runtime_checkable
-class _LogsConfig(Protocol):
-    def log_config(self, cfg: dict[str, Any]) -> None: ...
-
-
-@runtime_checkable
-class _SavesModels(Protocol):
-    def save_model(self, path: str, it: int) -> None: ...
-
-
-@runtime_checkable
-class _SavesFiles(Protocol):
-    def save_file(self, path: str) -> None: ...
-
-
-@runtime_checkable
-class _Flushes(Protocol):
-    def flush(self) -> None: ...
-
-
-@runtime_checkable
-class _Closes(Protocol):
-    def close(self) -> None: ...
-
-
 class CustomWriter(Writer):
     """A user's writer (any object with ``add_scalar``) as a :class:`~st_rl.utils.logger.Writer`.
 
@@ -386,28 +359,28 @@ class CustomWriter(Writer):
             raise AttributeError(name)
         return getattr(self.writer, name)
 
+    def _call(self, name: str, *args: Any) -> None:
+        method = getattr(self.writer, name, None)
+        if callable(method):
+            method(*args)
+
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
         self.writer.add_scalar(tag, scalar_value, global_step)
 
     def log_config(self, cfg: dict[str, Any]) -> None:
-        if isinstance(self.writer, _LogsConfig):
-            self.writer.log_config(cfg)
+        self._call("log_config", cfg)
 
     def save_model(self, path: str, it: int) -> None:
-        if isinstance(self.writer, _SavesModels):
-            self.writer.save_model(path, it)
+        self._call("save_model", path, it)
 
     def save_file(self, path: str, name: str | None = None) -> None:
-        if isinstance(self.writer, _SavesFiles):
-            self.writer.save_file(path)
+        self._call("save_file", path)
 
     def flush(self) -> None:
-        if isinstance(self.writer, _Flushes):
-            self.writer.flush()
+        self._call("flush")
 
     def close(self) -> None:
-        if isinstance(self.writer, _Closes):
-            self.writer.close()
+        self._call("close")
 
 
 def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:
@@ -423,10 +396,6 @@ def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:
         ValueError: the class cannot be resolved.
         TypeError: it cannot be built with these arguments or has no ``add_scalar``.
     """
-    import sys
-
-    from st_rl.utils.config import resolve_class
-
     kwargs: dict[str, Any] = {}
     if isinstance(spec, dict):
         kwargs = {k: v for k, v in spec.items() if k != "class_name"}
@@ -444,7 +413,7 @@ def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:
     writer = cls(log_dir=log_dir, cfg=cfg, **kwargs)
     if isinstance(writer, Writer):
         return writer
-    if not isinstance(writer, _AddsScalars):
+    if not callable(getattr(writer, "add_scalar", None)):
         raise TypeError(
             f"custom writer {cls.__qualname__} has no add_scalar(tag, value, step) method; see docs/logging.md"
         )
@@ -456,8 +425,6 @@ def read_run_info(run_dir: str) -> dict[str, Any] | None:
     path = os.path.join(run_dir, RUN_INFO_FILE)
     if not os.path.isfile(path):
         return None
-    from st_rl.utils.files import read_json
-
     return read_json(path, "logger run info", "delete it to start a new logger run")
 
 
