@@ -326,26 +326,21 @@ class OnPolicyRunner:
 
         Args:
             num_learning_iterations: iterations to run.
-            init_at_random_ep_len: randomise the episode lengths first (not after :meth:`load` restored the
-                environment's episodes: a resumed run continues them).
-            trial: an Optuna-style trial: after each iteration ``trial.report(value, it)`` is called and, when
-                it has ``should_prune()`` (:class:`PruningTrial`), training stops early once that is true.
-            trial_metric: the reported value: the name of a task metric of the environment (default: the
-                first reported one, the velocity-tracking RMSD), ``"mean_reward"`` (mean training episode
-                return) or ``"mean_episode_length"``, or a callable taking that dict and returning a float.
-                NaN values (e.g. no episode finished yet) are not reported.
+            init_at_random_ep_len: randomise the episode lengths first (not after :meth:`load` restored them).
+            trial: an Optuna-style trial: ``trial.report(value, it)`` after each iteration; training stops
+                early once its ``should_prune()`` (:class:`PruningTrial`) is true.
+            trial_metric: the reported value: a task metric's name (default: the first one, the
+                velocity-tracking RMSD), ``"mean_reward"``, ``"mean_episode_length"``, or a callable taking
+                that dict. NaN values are not reported.
 
         Returns:
-            The environment's two reported task metrics after the last iteration, as st_gym scripts expect:
-            velocity-tracking RMSD and cost of transport (zero tensors when the environment has no such
-            metrics; see :meth:`st_rl.env.EnvAdapter.task_metrics`).
+            The environment's velocity-tracking RMSD and cost of transport after the last iteration (zero
+            tensors when it reports none; see :meth:`st_rl.env.EnvAdapter.task_metrics`).
 
         Raises:
-            TrainingInterrupted: SIGINT, SIGTERM or SIGHUP arrived (main thread only): the iteration in
-                progress was finished, a checkpoint saved (its path is the exception's ``checkpoint``) and the
-                writers closed. A second signal raises it at once, without saving (``aborted``), as does any
-                signal while training starts (before the first rollout step) or while a step waits for data
-                (``during`` names the phase; see :func:`st_rl.runners.interrupt.stop_at_once`).
+            TrainingInterrupted: SIGINT, SIGTERM or SIGHUP arrived (main thread only): the iteration was finished,
+                a checkpoint saved (``checkpoint``) and the writers closed. A second signal, or one during
+                start-up or a wait for data, raises it at once without saving (see :mod:`st_rl.runners.interrupt`).
             RunDirectoryError: ``log_dir`` holds an earlier run that is neither resumed (:meth:`load` first)
                 nor replaced (``overwrite``); nothing was written.
             RunDirectoryLocked: another live process writes ``log_dir``.
@@ -563,19 +558,14 @@ class OnPolicyRunner:
     def load(self, path: str, load_optimizer: bool = True, map_location: Any = None) -> Any:
         """Restore a checkpoint; returns its ``infos``.
 
-        With ``load_optimizer`` (resuming training) the optimizer, RNG and environment states and the policy's
-        rollout hidden state are restored too, so training continues exactly where it stopped (and a following
-        ``learn(init_at_random_ep_len=True)`` keeps the restored episode lengths).
-
-        Loading is all or nothing: the whole checkpoint is checked first (``iter``, the model's keys, shapes and
-        finiteness, the optimizer's parameter groups, the RNG states) and a problem raises a
-        :class:`~st_rl.utils.checkpoint.CheckpointError` naming the file and the entry, with the runner left
-        exactly as it was. A missing optimizer state or normaliser statistics are warned about.
+        With ``load_optimizer`` (resuming) the optimizer, RNG and environment states and the policy's rollout
+        hidden state are restored too, so training continues exactly where it stopped. Loading is all or
+        nothing: the whole checkpoint is checked first and a problem leaves the runner as it was.
 
         Raises:
             FileNotFoundError: ``path`` does not exist.
-            CheckpointError: the checkpoint is unreadable or does not fit this runner
-                (:class:`~st_rl.utils.checkpoint.NonFiniteCheckpointError` when it holds NaN/Inf).
+            CheckpointError: the checkpoint is unreadable or does not fit this runner, naming the file and the
+                entry (:class:`~st_rl.utils.checkpoint.NonFiniteCheckpointError` when it holds NaN/Inf).
         """
         infos, it = self.checkpointer.load(path, load_optimizer, map_location)
         self.alg.current_learning_iteration = it

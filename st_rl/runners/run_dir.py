@@ -1,11 +1,7 @@
 """Run directories: one writer at a time, and an earlier run is continued or replaced, never mixed into.
 
-A runner that writes a run directory holds its lock file, :data:`LOCK_NAME`, which names the owner's pid and
-host. On POSIX the file is also ``flock``-ed for as long as it is held, so the kernel releases it when the
-owner dies, even on ``kill -9``; a lock file left by a dead process of this host is taken over with a note.
-A directory that already holds checkpoints (``model_*.pt``) or a ``config.json`` is written to only when the
-run is resumed (a checkpoint loaded before training) or replaced (``overwrite``); see docs/configuration.md,
-"Run directories".
+A runner writing a run directory holds its lock file, :data:`LOCK_NAME` (owner's pid and host; ``flock``-ed on
+POSIX, so it is released when the owner dies). See docs/configuration.md, "Run directories".
 """
 
 from __future__ import annotations

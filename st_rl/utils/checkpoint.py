@@ -264,19 +264,16 @@ def capture_rng_state() -> dict[str, Any]:
     return state
 
 
+def _numpy_state(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """numpy's legacy RNG state from :func:`capture_rng_state`'s ``"numpy"`` entry."""
+    keys = entry["keys"].cpu().numpy().astype(np.uint32)
+    return ("MT19937", keys, int(entry["pos"]), int(entry["has_gauss"]), float(entry["cached_gaussian"]))
+
+
 def restore_rng_state(state: dict[str, Any]) -> None:
     """Restore what :func:`capture_rng_state` captured."""
     torch.set_rng_state(state["torch"].cpu())
-    np_state = state["numpy"]
-    np.random.set_state(
-        (
-            "MT19937",
-            np_state["keys"].cpu().numpy().astype(np.uint32),
-            np_state["pos"],
-            np_state["has_gauss"],
-            np_state["cached_gaussian"],
-        )
-    )
+    np.random.set_state(_numpy_state(state["numpy"]))
     random.setstate((3, tuple(state["python"]), state.get("python_gauss_next")))
     if "cuda" in state and torch.cuda.is_available():
         cuda_states = state["cuda"]
@@ -305,15 +302,7 @@ def check_rng_state(state: Any, where: str = "rng_state") -> None:
     try:
         if not isinstance(np_state, dict) or not isinstance(np_state.get("keys"), torch.Tensor):
             raise TypeError("expected a dict with 'keys' (tensor), 'pos', 'has_gauss', 'cached_gaussian'")
-        np.random.RandomState().set_state(
-            (
-                "MT19937",
-                np_state["keys"].cpu().numpy().astype(np.uint32),
-                int(np_state["pos"]),
-                int(np_state["has_gauss"]),
-                float(np_state["cached_gaussian"]),
-            )
-        )
+        np.random.RandomState().set_state(_numpy_state(np_state))
     except Exception as e:  # numpy raises ValueError, IndexError, TypeError, KeyError ... for bad states
         raise ValueError(f"{where}['numpy'] is not a numpy RNG state: {first_line(e)}") from e
     try:

@@ -1,9 +1,6 @@
-"""Checkpoint manipulators: functions ``(loaded_checkpoint, current_algorithm_state) -> checkpoint`` applied
-by the runner's ``load()`` when the runner config names one (``ckpt_manipulator="replace_encoder0"``).
-
-A manipulator adapts a checkpoint to a changed model before it is loaded, e.g. a student whose first encoder
-now reads a different sensor. The runner then loads the result (optimizer state only when it is kept) and
-writes it into the log directory as ``loaded_<iter>_manipulated.pt`` (a name no "latest model" lookup takes for a checkpoint of the run) so the run is reproducible.
+"""Checkpoint manipulators: ``(loaded_checkpoint, current_algorithm_state) -> checkpoint``, applied by the
+runner's ``load()`` when the runner config names one (``ckpt_manipulator="replace_encoder0"``), to adapt a
+checkpoint to a changed model; the result is written to the log directory as ``loaded_<iter>_manipulated.pt``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Multi-process training with ``torch.distributed`` (launched by ``torchrun``).
 
-Each rank steps its own environments and keeps its own rollout storage; what must agree is synchronised:
-
-* parameters and normaliser statistics are broadcast from rank 0 at start;
-* gradients are averaged with one bucketed all-reduce per optimizer step (a flag for non-finite losses rides
-  in the same bucket, so every rank raises together instead of leaving the others blocked);
-* the adaptive-KL learning rate uses the mean KL of all ranks;
-* advantages are normalised with the mean and standard deviation of all ranks' rollouts;
-* ``EmpiricalNormalization`` merges the moments of all ranks' batches (count-weighted) at every update.
-
-The backend follows the device (``nccl`` for CUDA, ``gloo`` for CPU); collectives time out after
-``timeout_s`` so a failed rank cannot block the others forever.
+Each rank steps its own environments; parameters are broadcast from rank 0 at start, gradients, the
+adaptive-KL learning rate, advantage statistics and normaliser moments are reduced over all ranks.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""Experiment-tracking writers: Weights & Biases, Neptune and user-defined writers.
+"""Experiment-tracking writers (Weights & Biases, Neptune) and user-defined writers.
 
-Every writer is a :class:`st_rl.utils.logger.Writer`: ``add_scalar(tag, value, step)``, ``flush()``,
-``close()`` and the optional hooks ``log_config(cfg)``, ``save_model(path, it)`` and ``save_file(path)``
-(no-ops in the base class; a user's writer that is not a ``Writer`` is wrapped in :class:`CustomWriter`).
-:class:`WandbWriter` and :class:`NeptuneWriter` also write TensorBoard event files into the run directory (as
-rsl_rl does), import their library only when they are built (``pip install st-rl[wandb]`` /
-``st-rl[neptune]``) and start the remote run on first use, so building one never contacts a server. The runner builds writers on rank 0 only.
-
-When the remote run starts, the writer records how to find it again in ``<log_dir>/logger_run.json``;
-:func:`attach_files_to_run` (``st-rl play --upload``) uses it to add the play video and plot to that run.
+W&B and Neptune writers also write TensorBoard files, import their library when built and start the remote run
+on first use; the run is recorded in ``<log_dir>/logger_run.json`` for :func:`attach_files_to_run`.
 """
 
 from __future__ import annotations
@@ -77,7 +70,6 @@ class TrackingWriter(Writer, abc.ABC):
         self._run: Any = None
         self._closed = False
 
-    # -- remote run
     @property
     def run(self) -> Any:
         """The library's run object (started on first access)."""
@@ -102,7 +94,6 @@ class TrackingWriter(Writer, abc.ABC):
         with open(os.path.join(self.log_dir, RUN_INFO_FILE), "w") as f:
             json.dump(self.run_info(), f, indent=2)
 
-    # -- writer API
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
         """Log one scalar (TensorBoard file and remote run)."""
         value = float(scalar_value)
@@ -139,29 +130,23 @@ class TrackingWriter(Writer, abc.ABC):
             self._run = None
         self._closed = True
 
-    # -- backend hooks
     @abc.abstractmethod
-    def _init_run(self) -> Any:
-        """Backend hook."""
+    def _init_run(self) -> Any: ...
 
     @abc.abstractmethod
-    def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None:
-        """Backend hook."""
+    def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None: ...
 
     @abc.abstractmethod
-    def _log_config(self, run: Any, cfg: dict[str, Any]) -> None:
-        """Backend hook."""
+    def _log_config(self, run: Any, cfg: dict[str, Any]) -> None: ...
 
     @abc.abstractmethod
-    def _upload(self, run: Any, path: str, name: str, kind: str) -> None:
-        """Backend hook."""
+    def _upload(self, run: Any, path: str, name: str, kind: str) -> None: ...
 
     def _flush_remote(self, run: Any) -> None:  # noqa: B027 - optional hook, no-op by default
         """Push buffered data to the service (optional)."""
 
     @abc.abstractmethod
-    def _finish(self, run: Any) -> None:
-        """Backend hook."""
+    def _finish(self, run: Any) -> None: ...
 
 
 class WandbWriter(TrackingWriter):
@@ -341,15 +326,8 @@ class NeptuneWriter(TrackingWriter):
 
 
 class CustomWriter(Writer):
-    """A user's writer (any object with ``add_scalar``) as a :class:`~st_rl.utils.logger.Writer`.
-
-    Each optional hook (``log_config``, ``save_model``, ``save_file``, ``flush``, ``close``) calls the user's
-    method of that name where the writer has one and does nothing otherwise. Other attributes are read from
-    the user's writer.
-
-    Args:
-        writer: the user's writer.
-    """
+    """A user's writer (any object with ``add_scalar``) as a :class:`~st_rl.utils.writer_base.Writer`: each hook
+    calls the user's method of that name where it has one; other attributes are read from the user's writer."""
 
     def __init__(self, writer: Any) -> None:
         self.writer = writer
@@ -385,7 +363,7 @@ class CustomWriter(Writer):
 
 def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:
     """Build a user-defined writer: ``MyWriter(log_dir=log_dir, cfg=cfg, **kwargs)``, wrapped in a
-    :class:`CustomWriter` unless it is a :class:`~st_rl.utils.logger.Writer`.
+    :class:`CustomWriter` unless it is a :class:`~st_rl.utils.writer_base.Writer`.
 
     Args:
         spec: a class, ``"package.module:Class"``, or ``{"class_name": <class or string>, **kwargs}``.
@@ -454,12 +432,8 @@ def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: boo
     if not paths:
         return None
     backend = info.get("logger")
-    cls: type[TrackingWriter]
-    if backend == "wandb":
-        cls = WandbWriter
-    elif backend == "neptune":
-        cls = NeptuneWriter
-    else:
+    cls: type[TrackingWriter] | None = {"wandb": WandbWriter, "neptune": NeptuneWriter}.get(str(backend))
+    if cls is None:
         raise ValueError(f"{os.path.join(run_dir, RUN_INFO_FILE)} names an unknown logger {backend!r}")
     writer = cls(run_dir, info, tensorboard=False)
     try:
