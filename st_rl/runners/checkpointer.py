@@ -55,9 +55,8 @@ class Checkpointer:
         if not r.is_main_process:
             self.last_good = os.path.abspath(path)  # rank 0 writes it
             return
-        if r.log_dir is not None and os.path.realpath(os.path.dirname(os.path.abspath(path))) == (
-            os.path.realpath(r.log_dir)
-        ):
+        directory = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+        if r.log_dir is not None and directory == os.path.realpath(r.log_dir):
             r._claim_run_dir()  # the first write into log_dir locks it (and writes config.json)
         state = alg_state
         state.update(
@@ -227,11 +226,10 @@ class Checkpointer:
         per_rank = state.get("rng_state_per_rank")
         if info.enabled:
             if isinstance(per_rank, list) and len(per_rank) == info.world_size:
+                none = [None] * len(per_rank)
                 rng_state = per_rank[info.rank]
-                env_state = (state.get("env_state_per_rank") or [None] * len(per_rank))[info.rank]
-                rollout_state = (state.get("policy_rollout_state_per_rank") or [None] * len(per_rank))[
-                    info.rank
-                ]
+                env_state = (state.get("env_state_per_rank") or none)[info.rank]
+                rollout_state = (state.get("policy_rollout_state_per_rank") or none)[info.rank]
             else:
                 notes.append(
                     f"{path} was saved by a run with another number of ranks; every rank reseeds from the "
@@ -239,11 +237,10 @@ class Checkpointer:
                 )
                 rng_state = env_state = rollout_state = None
                 plan["reseed"] = True
+        where = f"rng_state_per_rank[{info.rank}]" if info.enabled else "rng_state"
         if rng_state is not None:
             try:
-                ckpt.check_rng_state(
-                    rng_state, f"rng_state_per_rank[{info.rank}]" if info.enabled else "rng_state"
-                )
+                ckpt.check_rng_state(rng_state, where)
             except ValueError as e:
                 raise ckpt.CheckpointError(
                     f"Checkpoint {path}: {e}; its RNG state cannot be restored."

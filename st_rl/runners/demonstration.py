@@ -42,12 +42,6 @@ from st_rl.utils.data_compresser import get_compresser
 __all__ = ["DemonstrationSaver"]
 
 
-def _segments_json(segments: Mapping[str, Any] | None) -> dict[str, list[int]] | None:
-    if segments is None:
-        return None
-    return {str(k): [int(s) for s in v] for k, v in segments.items()}
-
-
 def _belongs_to(normalizer: Any, policy: Any) -> bool:
     """Whether ``normalizer`` is a module of ``policy`` (a policy that normalises its own observations)."""
     return (
@@ -218,8 +212,8 @@ class DemonstrationSaver:
             "num_obs": env.num_obs,
             "num_critic_obs": env.num_critic_obs if env.has_critic_group else None,
             "num_actions": env.num_actions,
-            "obs_segments": _segments_json(env.obs_segments),
-            "critic_obs_segments": _segments_json(env.critic_obs_segments) if env.has_critic_group else None,
+            "obs_segments": to_jsonable(env.obs_segments),
+            "critic_obs_segments": to_jsonable(env.critic_obs_segments) if env.has_critic_group else None,
             "obs_disassemble_mapping": self.obs_disassemble_mapping,
             "total_timesteps": 0,
             "total_trajectories": 0,

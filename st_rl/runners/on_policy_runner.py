@@ -229,9 +229,7 @@ class OnPolicyRunner:
                     f"Every rank must run the same number of environments and steps per iteration; got "
                     f"(num_envs, num_steps_per_env) per rank = {counts}."
                 )
-            for (
-                module
-            ) in self.alg.modules():  # the policy with its normalisers, and every extension's modules
+            for module in self.alg.modules():  # the policy with its normalisers, and the extensions' modules
                 dist_utils.broadcast_module(module)
         self.writer: Writer = NullWriter()
         self.tot_timesteps = 0

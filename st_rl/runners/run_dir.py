@@ -403,20 +403,6 @@ class RunDirectory:
         self._fresh = not previous_run_files(path)
         self.client_config = False  # the config.json found at the claim is the client's: keep it
 
-    def claim_if_fresh(self) -> bool:
-        """Lock and claim the directory when it holds no earlier run; returns whether it did (otherwise
-        nothing is written and the decision waits for :meth:`claim`)."""
-        if self.claimed:
-            return True
-        if previous_run_files(self.path):
-            return False
-        self.lock.acquire()
-        if previous_run_files(self.path):  # another process wrote it meanwhile
-            self.lock.release()
-            return False
-        self._claimed()
-        return True
-
     def claim(self, *, resumed: bool, overwrite: bool) -> None:
         """Lock the directory for writing (a no-op when claimed).
 
@@ -442,9 +428,6 @@ class RunDirectory:
                 raise RunDirectoryError(occupied_message(self.path, names))
             removed = clear_previous_run(self.path)
             _note(f"overwrite: deleted {len(removed)} files of the earlier run in {self.path}")
-        self._claimed()
-
-    def _claimed(self) -> None:
         removed = remove_stale_temporaries(self.path)
         if removed:
             _note(f"removed {len(removed)} temporary files of interrupted saves from {self.path}")

@@ -34,10 +34,8 @@ class NonFiniteCheckpointError(CheckpointError):
 
 
 class CheckpointWriteError(OSError):
-    """A checkpoint could not be written (disk full, folder not writable, ...); the message names the file.
-
-    The file that was there before (an earlier save to the same path) is untouched: checkpoints are written to a
-    temporary file that is renamed only once complete.
+    """A checkpoint could not be written (disk full, folder not writable, ...); an earlier file at the path is
+    untouched (checkpoints are written to a temporary file renamed once complete).
 
     Attributes:
         path: the checkpoint that was being written.
@@ -208,12 +206,9 @@ def load_checkpoint(
 def migrate_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint in the current format (a new dict; ``state`` is not modified).
 
-    Format 1 (st_rl before the policy owned its normalisers, rsl_rl 2.x) keeps the observation statistics in
-    ``obs_norm_state_dict`` / ``critic_obs_norm_state_dict``; they move into ``model_state_dict`` under
-    ``actor_obs_normalizer.`` / ``critic_obs_normalizer.``. Where ``model_state_dict`` already has a normaliser
-    (format 2 writes both), its statistics win and the separate entry is dropped. A run without separate critic observations never
-    updated its critic normaliser (count 0): the critic statistics become the actor's, which is what that run
-    applied to the critic.
+    Format 1 (rsl_rl 2.x) keeps the observation statistics in ``obs_norm_state_dict`` /
+    ``critic_obs_norm_state_dict``; they move into ``model_state_dict`` unless it has them (format 2 writes
+    both). An unused critic normaliser (count 0: no separate critic observations) takes the actor's statistics.
     """
     if not any(entry in state for entry, _ in _NORMALIZER_ENTRIES):
         return state

@@ -32,19 +32,13 @@ def replace_encoder0(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> di
     model: dict[str, torch.Tensor] = {}
     missing = []
     for key, value in current.items():
-        if key.startswith("critic_encoders.0."):
-            pick_src = True
-        elif key.startswith("encoders.0.") or ".encoders.0." in key:
-            pick_src = False
-        else:
-            pick_src = True
-        if pick_src:
-            if key not in source:
-                missing.append(key)
-                continue
+        fresh = key.startswith("encoders.0.") or ".encoders.0." in key
+        if fresh and not key.startswith("critic_encoders.0."):
+            model[key] = value
+        elif key in source:
             model[key] = source[key]
         else:
-            model[key] = value
+            missing.append(key)
     if missing:
         raise KeyError(
             f"replace_encoder0: the checkpoint lacks {missing[:5]}{'...' if len(missing) > 5 else ''}"

@@ -6,11 +6,7 @@ from typing import Any, Protocol
 
 
 class ScalarWriter(Protocol):
-    """What a log backend must offer (``torch.utils.tensorboard.SummaryWriter`` does).
-
-    The runner logs to a :class:`Writer`, which adds the optional hooks; :func:`make_writer` wraps a custom
-    writer that is not a :class:`Writer` once. See ``docs/logging.md``.
-    """
+    """What a log backend must offer (``torch.utils.tensorboard.SummaryWriter`` does); see docs/logging.md."""
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None: ...
 
@@ -20,11 +16,8 @@ class ScalarWriter(Protocol):
 
 
 class Writer:
-    """Base of the writers the runner logs to: ``add_scalar`` and every optional hook, each a no-op here.
-
-    The runner calls all of them; a backend overrides what it supports. A custom writer may subclass this
-    class, or be any object with ``add_scalar`` (:func:`make_writer` then calls the hooks it has).
-    """
+    """Base of the writers the runner logs to: ``add_scalar`` and the optional hooks (no-ops here) that a
+    backend overrides where it supports them."""
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
         """Record one scalar (required).
