@@ -48,15 +48,14 @@ class DaggerSaver(DemonstrationSaver):
 
     Args:
         *args: the :class:`DemonstrationSaver` arguments; its ``policy`` is the teacher.
-        training_policy_logdir: log directory of the student's training run (``config.json`` and
-            ``model_<it>.pt``). It may have no checkpoint yet: the student then keeps its initial weights.
+        training_policy_logdir: the student's training run (``config.json``, ``model_<it>.pt``; until there
+            is a checkpoint the student keeps its initial weights).
         teacher_act_prob: ``"exp"``, ``"linear"``, ``"tanh"`` (schedules over the student's iteration with
             scale ``update_times_scale``), a constant probability, or a callable ``iteration -> prob``.
         update_times_scale: scale of the named schedules.
         action_sample_std: if ``> 0``, the student's std is set to this value and its actions are sampled
             (``act``); otherwise the student acts deterministically (``act_inference``).
-        log_to_tensorboard: write episode statistics to ``<logdir>/collector_<first two tokens of the
-            save_dir name>``.
+        log_to_tensorboard: write episode statistics to ``<logdir>/collector_<save_dir name's first 2 tokens>``.
         checkpoint_retries: attempts to read a checkpoint that fails to load (being written), 0.5 s apart.
         wait_for_run_s: how long :meth:`build_training_policy` waits for the run's ``config.json`` (written when
             its ``learn()`` starts). ``None``: up to :data:`DEFAULT_WAIT_FOR_RUN_S` when ``training_policy_logdir``

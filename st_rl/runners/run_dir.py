@@ -133,11 +133,8 @@ def _would_block(error: OSError) -> bool:
 
 
 class RunDirLock:
-    """The lock file of one run directory, held by this process.
-
-    A second :class:`RunDirLock` of this process for the same directory takes the lock over from the first
-    (a script that builds a new runner to resume its own run); another process is refused while the owner
-    lives.
+    """The lock file of one run directory, held by this process (a second :class:`RunDirLock` of this process
+    for the same directory takes it over; another process is refused while the owner lives).
 
     Args:
         run_dir: the run directory (created by :meth:`acquire` when missing).

@@ -18,11 +18,8 @@ Manipulator = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
 def replace_encoder0(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> dict[str, Any]:
-    """Keep everything from ``src`` except the actor's first encoder, which keeps its fresh weights.
-
-    For every key of the current model: ``critic_encoders.0.*`` comes from ``src``; any other key under
-    ``encoders.0.`` keeps the current (freshly initialised) weights; all remaining keys come from ``src``.
-    The result has no optimizer state (the parameter set changed meaning).
+    """Keep everything from ``src`` except the actor's first encoder (keys under ``encoders.0.``, not
+    ``critic_encoders.0.``), which keeps its fresh weights. The result has no optimizer state.
 
     Raises:
         KeyError: a key the current model needs is missing from ``src``.
@@ -49,10 +46,8 @@ def replace_encoder0(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> di
 def add_amp_discriminator(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> dict[str, Any]:
     """Start AMP (APPO / ATPPO) from a checkpoint without a discriminator, e.g. a trained PPO policy.
 
-    The policy, critic, observation normalisers and iteration come from ``src``; the discriminator and the
-    AMP normaliser keep their fresh state; the optimizer starts fresh (its parameter set changed). This is
-    the "learn the task first, then add the style" recipe of docs/amp.md (``st-rl train --motion M --resume
-    <PPO run>`` applies it by itself).
+    The policy, critic, normalisers and iteration come from ``src``; the discriminator and AMP normaliser keep
+    their fresh state and the optimizer starts fresh (docs/amp.md, "learn the task first, then add the style").
 
     Raises:
         ValueError: ``src`` already has a discriminator (resume it as it is), or the current model has none.

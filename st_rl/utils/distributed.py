@@ -58,11 +58,8 @@ def world_size() -> int:
 def init_distributed(
     device: str | torch.device, timeout_s: float = 600.0
 ) -> tuple[DistributedInfo, torch.device]:
-    """Join the process group described by ``torchrun``'s environment (``WORLD_SIZE``, ``RANK``,
-    ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``), if any.
-
-    Returns the rank information and the device this rank should train on: ``cuda:<LOCAL_RANK>`` when a CUDA
-    device was asked for (each rank owns one GPU), else the device given.
+    """Join the process group described by ``torchrun``'s environment variables, if any; returns the rank
+    information and this rank's device (``cuda:<LOCAL_RANK>`` when a CUDA device was asked for).
 
     Raises:
         RuntimeError: a CUDA run with more local ranks than visible GPUs.

@@ -34,10 +34,8 @@ def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = Non
     """Create the writer for ``cfg["logger"]``.
 
     Args:
-        kind: ``"tensorboard"`` (default), ``"wandb"``, ``"neptune"``, ``"none"``/None, or a custom writer: a
-            class, ``"package.module:Class"`` or ``{"class_name": ..., **kwargs}``, built as
-            ``Class(log_dir=log_dir, cfg=cfg, **kwargs)`` (and wrapped in a
-            :class:`~st_rl.utils.writers.CustomWriter` unless it is a :class:`Writer`).
+        kind: ``"tensorboard"`` (default), ``"wandb"``, ``"neptune"``, ``"none"``/None, or a custom writer
+            (see :func:`~st_rl.utils.writers.build_custom_writer`).
         log_dir: run directory; None disables logging (a :class:`NullWriter`).
         cfg: the runner config (the W&B / Neptune keys are read from it).
 

@@ -31,13 +31,8 @@ class MissingLoggerPackageError(ImportError, ValueError):
 
 
 def import_optional(module: str, extra: str, feature: str | None = None) -> Any:
-    """Import ``module`` or raise :class:`MissingLoggerPackageError` naming the extra that installs it.
-
-    Args:
-        module: module name (``"wandb"``, ``"neptune"``, ``"optuna"``).
-        extra: the st-rl extra that installs it.
-        feature: what needs it, for the message (default: ``logger='<extra>'``).
-    """
+    """Import ``module`` or raise :class:`MissingLoggerPackageError` naming the st-rl ``extra`` that installs
+    it and the ``feature`` that needs it (default: ``logger='<extra>'``)."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
@@ -50,8 +45,6 @@ def import_optional(module: str, extra: str, feature: str | None = None) -> Any:
 
 class TrackingWriter(Writer, abc.ABC):
     """Base of the W&B and Neptune writers: local TensorBoard files plus a lazily started remote run.
-
-    Subclasses implement ``_init_run``, ``_log_scalar``, ``_log_config``, ``_upload`` and ``_finish``.
 
     Args:
         log_dir: run directory (TensorBoard files, ``logger_run.json``).
@@ -150,16 +143,12 @@ class TrackingWriter(Writer, abc.ABC):
 
 
 class WandbWriter(TrackingWriter):
-    """Weights & Biases writer (``logger="wandb"``).
-
-    Scalars are logged against a ``global_step`` metric (the runner's iteration; the ``*/time`` curves use
-    seconds), so ``wandb.log`` never sees a decreasing step. ``wandb.init`` runs on first use.
+    """Weights & Biases writer (``logger="wandb"``); scalars are logged against a ``global_step`` metric.
 
     Args:
         log_dir: run directory; W&B files go to ``<log_dir>/wandb`` unless ``WANDB_DIR`` is set.
-        cfg: runner config; reads ``wandb_project`` (required, or ``WANDB_PROJECT``), ``wandb_entity``,
-            ``wandb_mode`` (``"online"``, ``"offline"``, ``"disabled"``; default ``WANDB_MODE`` or online),
-            ``wandb_run_id`` (continue that run) and ``run_name``.
+        cfg: runner config: ``wandb_project`` (required, or ``WANDB_PROJECT``), ``wandb_entity``,
+            ``wandb_mode`` (default ``WANDB_MODE`` or online), ``wandb_run_id`` (continue it), ``run_name``.
         tensorboard: also write TensorBoard event files into ``log_dir``.
 
     Raises:
@@ -246,17 +235,13 @@ class WandbWriter(TrackingWriter):
 
 
 class NeptuneWriter(TrackingWriter):
-    """Neptune writer (``logger="neptune"``; the ``neptune`` 1.x client).
-
-    Scalars go to series ``run[tag]``, the config to ``run["config"]``, checkpoints to
-    ``run["model/checkpoints/model_<it>"]`` and other files to ``run["files/<stem>/<extension>"]``.
+    """Neptune writer (``logger="neptune"``; the ``neptune`` 1.x client; token from ``NEPTUNE_API_TOKEN``).
 
     Args:
         log_dir: run directory.
-        cfg: runner config; reads ``neptune_project`` (or ``NEPTUNE_PROJECT``; required unless the mode is
-            ``"offline"`` or ``"debug"``), ``neptune_mode`` (``"async"``, ``"sync"``, ``"offline"``,
-            ``"debug"``, ``"read-only"``; default ``NEPTUNE_MODE`` or async), ``neptune_run_id`` (continue that
-            run) and ``run_name``. The API token comes from ``NEPTUNE_API_TOKEN``.
+        cfg: runner config: ``neptune_project`` (or ``NEPTUNE_PROJECT``; required unless the mode is
+            ``"offline"`` or ``"debug"``), ``neptune_mode`` (default ``NEPTUNE_MODE`` or async),
+            ``neptune_run_id`` (continue it), ``run_name``.
         tensorboard: also write TensorBoard event files into ``log_dir``.
 
     Raises:
@@ -409,13 +394,8 @@ def read_run_info(run_dir: str) -> dict[str, Any] | None:
 def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: bool = False) -> str | None:
     """Upload files (a play video, a plot) to the W&B or Neptune run that trained ``run_dir``.
 
-    Args:
-        run_dir: the training run directory (holds ``logger_run.json`` when it used W&B or Neptune).
-        files: paths to upload; ``None`` entries are skipped.
-        required: raise when the run used no W&B/Neptune logger (instead of returning None).
-
-    Returns:
-        The backend name the files went to, or None when there was nothing to attach to.
+    ``None`` entries of ``files`` are skipped. Returns the backend name, or None when there was nothing to
+    attach to.
 
     Raises:
         ValueError: ``required`` and the run has no W&B/Neptune run recorded.
