@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from st_rl.runners.amp_policy_runner import AmpPolicyRunner
@@ -11,6 +12,7 @@ from st_rl.runners.interrupt import TrainingInterrupted
 from st_rl.runners.on_policy_runner import InferencePolicy, OnPolicyRunner
 from st_rl.runners.run_dir import RunDirectoryError, RunDirectoryLocked
 from st_rl.runners.two_stage_runner import TwoStageRunner
+from st_rl.utils.config import resolve_class
 
 __all__ = [
     "AmpPolicyRunner",
@@ -29,9 +31,6 @@ __all__ = [
 def build_runner(runner_class_name: Any, *args: Any, **kwargs: Any) -> OnPolicyRunner:
     """Construct a runner by class name (``"OnPolicyRunner"`` or ``"package.module:Class"``; ``None``: the
     default ``OnPolicyRunner``; an empty name is an error)."""
-    import st_rl.runners as runners
-    from st_rl.utils.config import resolve_class
-
     name = "OnPolicyRunner" if runner_class_name is None else runner_class_name
-    cls = resolve_class(name, runners, "runner", key="runner_class_name")
+    cls = resolve_class(name, sys.modules[__name__], "runner", key="runner_class_name")
     return cls(*args, **kwargs)

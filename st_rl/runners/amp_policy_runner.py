@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -28,8 +29,6 @@ class AmpPolicyRunner(OnPolicyRunner):
                 "OnPolicyRunner for the others."
             )
         if self.env_adapter.amp_obs_dim is None:
-            import warnings
-
             warnings.warn(
                 "The environment declares no amp_obs_dim and its observations carry no 'ref_obs' group; APPO "
                 "will raise at the first step unless step() provides extras['observations']['ref_obs'] and "

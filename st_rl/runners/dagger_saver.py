@@ -1,15 +1,8 @@
 """DAgger data collection: the student being trained drives, the teacher labels.
 
-:class:`DaggerSaver` runs beside a training run (e.g. a TwoStageRunner distilling from the dataset): before
-every collection round it loads the newest ``model_<it>.pt`` of ``training_policy_logdir`` into a student
-built from that run's ``config.json``, and each env executes the teacher's action with probability
-``teacher_act_prob(student iteration)`` (drawn per env and round), the student's otherwise. The stored
-``actions`` are always the teacher's labels for the visited observations.
-
-Example:
-    >>> saver = DaggerSaver(env, teacher, "data/dagger_run", training_policy_logdir="logs/student/run1",
-    ...                     teacher_act_prob="exp", update_times_scale=500, min_timesteps=1e6)
-    >>> saver.collect_and_save()
+Before every round :class:`DaggerSaver` loads the newest ``model_<it>.pt`` of the training run into a student
+built from its ``config.json``; each env executes the teacher's action with probability
+``teacher_act_prob(student iteration)``, the student's otherwise. Stored ``actions`` are the teacher's labels.
 """
 
 from __future__ import annotations
@@ -55,23 +48,18 @@ class DaggerSaver(DemonstrationSaver):
 
     Args:
         *args: the :class:`DemonstrationSaver` arguments; its ``policy`` is the teacher.
-        training_policy_logdir: log directory of the student's training run (``config.json`` and
-            ``model_<it>.pt``). It may have no checkpoint yet: the student then keeps its initial weights.
+        training_policy_logdir: the student's training run (``config.json``, ``model_<it>.pt``; until there
+            is a checkpoint the student keeps its initial weights).
         teacher_act_prob: ``"exp"``, ``"linear"``, ``"tanh"`` (schedules over the student's iteration with
             scale ``update_times_scale``), a constant probability, or a callable ``iteration -> prob``.
         update_times_scale: scale of the named schedules.
         action_sample_std: if ``> 0``, the student's std is set to this value and its actions are sampled
             (``act``); otherwise the student acts deterministically (``act_inference``).
-        log_to_tensorboard: write episode statistics to ``<logdir>/collector_<first two tokens of the
-            save_dir name>``.
+        log_to_tensorboard: write episode statistics to ``<logdir>/collector_<save_dir name's first 2 tokens>``.
         checkpoint_retries: attempts to read a checkpoint that fails to load (being written), 0.5 s apart.
-        wait_for_run_s: how long :meth:`build_training_policy` waits for the training run's ``config.json``
-            (the run writes it when its ``learn()`` starts, so a collector started beside it may be early).
-            ``None`` (default): up to :data:`DEFAULT_WAIT_FOR_RUN_S` (600 s) when ``training_policy_logdir``
-            exists, and an error at once when it does not (no run has started there). A number: up to that many
-            seconds in any case (``math.inf``: no limit); ``0``: never wait. A wait that ends without the file
-            raises ``FileNotFoundError`` naming the directory. (There is no wait for a checkpoint: until the run
-            saves one the student keeps its initial weights.)
+        wait_for_run_s: how long :meth:`build_training_policy` waits for the run's ``config.json`` (written when
+            its ``learn()`` starts). ``None``: up to :data:`DEFAULT_WAIT_FOR_RUN_S` when ``training_policy_logdir``
+            exists, an error at once otherwise; a number: up to that many seconds (``math.inf``: no limit).
         trust_config: the student run's ``config.json`` may name code to import (``"package.module:Class"``);
             without it only st_rl's registered policy classes resolve (docs/security.md).
         **kwargs: further :class:`DemonstrationSaver` keyword arguments.

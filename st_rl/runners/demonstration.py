@@ -1,24 +1,9 @@
 """Record demonstrations: run a policy on a vectorised environment and write trajectories to disk.
 
-The dataset layout (read back by :class:`st_rl.storage.rollout_files.rollout_dataset.RolloutDataset`; see
-``docs/datasets.md``)::
-
-    <save_dir>/metadata.json
-    <save_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz     # frames [a, b) of trajectory k
-                                            (.pickle with file_format="pickle", the reference's form)
-
-Each environment writes one trajectory directory at a time; its rollout of ``rollout_storage_length`` steps
-is split at dones, and a new directory starts after every done. Files store RAW (un-normalised)
-observations, whatever normaliser the policy uses.
-
-Example:
-    >>> from st_rl.tasks import make_env
-    >>> env = make_env("velocity_tracking", num_envs=64, seed=0)
-    >>> class Expert:
-    ...     def act_inference(self, obs):
-    ...         return env.expert_action(obs)
-    >>> saver = DemonstrationSaver(env, Expert(), "data/vt_expert", min_timesteps=10_000, min_episodes=50)
-    >>> saver.collect_and_save(config={"task": "velocity_tracking"})
+Layout (read back by :class:`~st_rl.storage.rollout_files.rollout_dataset.RolloutDataset`; docs/datasets.md):
+``<save_dir>/metadata.json`` and ``<save_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz`` (frames ``[a, b)`` of
+trajectory ``k``; ``.pickle`` with ``file_format="pickle"``). Each env writes one trajectory directory at a time
+and starts a new one after every done. Files store raw (un-normalised) observations.
 """
 
 from __future__ import annotations
@@ -57,12 +42,6 @@ from st_rl.utils.data_compresser import get_compresser
 __all__ = ["DemonstrationSaver"]
 
 
-def _segments_json(segments: Mapping[str, Any] | None) -> dict[str, list[int]] | None:
-    if segments is None:
-        return None
-    return {str(k): [int(s) for s in v] for k, v in segments.items()}
-
-
 def _belongs_to(normalizer: Any, policy: Any) -> bool:
     """Whether ``normalizer`` is a module of ``policy`` (a policy that normalises its own observations)."""
     return (
@@ -72,39 +51,73 @@ def _belongs_to(normalizer: Any, policy: Any) -> bool:
     )
 
 
+def _traj_files(traj_dir: str) -> list[str]:
+    if not os.path.isdir(traj_dir):
+        return []
+    return [n for n in os.listdir(traj_dir) if TRAJ_FILE_RE.fullmatch(n)]
+
+
+def _check_disassemble_mapping(mapping: dict[str, str] | None, env: EnvAdapter) -> None:
+    if not mapping:
+        return
+    segments = env.obs_segments
+    if segments is None:
+        raise ValueError(
+            "obs_disassemble_mapping needs the environment's obs_segments (component layout); this "
+            "environment has none. Drop obs_disassemble_mapping or give the env an obs_segments attribute."
+        )
+    if segments_size(segments) != env.num_obs:
+        raise ValueError(
+            f"env.obs_segments adds up to {segments_size(segments)} columns but observations have "
+            f"{env.num_obs}; fix obs_segments before recording per component."
+        )
+    for name, kind in mapping.items():
+        if name not in segments:
+            raise ValueError(
+                f"obs_disassemble_mapping names component {name!r}, which is not in env.obs_segments "
+                f"{list(segments)}"
+            )
+        get_compresser(kind)
+
+
+def _apply_normalizer(normalizer: Any, x: torch.Tensor) -> torch.Tensor:
+    if normalizer is None:
+        return x
+    if isinstance(normalizer, nn.Module) and normalizer.training:
+        normalizer.eval()  # never update a trained runner's statistics with demonstration data
+        try:
+            return normalizer(x)
+        finally:
+            normalizer.train()
+    return normalizer(x)
+
+
 class DemonstrationSaver:
     """Collect trajectories of ``policy`` acting in ``env`` and save them as a demonstration dataset.
 
-    Collection runs in rounds of ``rollout_storage_length`` steps until at least ``min_timesteps`` frames
-    and ``min_episodes`` finished trajectories are on disk. An existing ``save_dir`` is continued: new
-    trajectories get the next free numbers (empty ``trajectory_<k>`` directories are reused) and the
-    totals continue from ``metadata.json``.
+    Collection runs in rounds of ``rollout_storage_length`` steps until at least ``min_timesteps`` frames and
+    ``min_episodes`` finished trajectories are on disk. An existing ``save_dir`` is continued (next free
+    trajectory numbers, totals from ``metadata.json``).
 
     Args:
-        env: a vectorised environment of any API st_rl supports (wrapped in :class:`EnvAdapter`), or an
-            :class:`EnvAdapter`.
-        policy: the demonstrator: an object with ``act_inference(obs)`` (``act(obs)`` when ``demo_by_sample``)
-            and optionally ``reset(dones)``, or a plain callable ``obs -> actions``.
+        env: a vectorised environment of any API st_rl supports, or an :class:`EnvAdapter`.
+        policy: the demonstrator: ``act_inference(obs)`` (``act(obs)`` when ``demo_by_sample``) and optionally
+            ``reset(dones)``, or a callable ``obs -> actions``.
         save_dir: dataset directory (created if missing).
         rollout_storage_length: steps per collection round (the longest file).
         min_timesteps: stop once at least this many frames are saved ...
         min_episodes: ... and at least this many trajectories finished (ended by a done and were kept).
-        success_traj_only: delete trajectories that ended by a termination; those that survived to the
-            time-out (``infos["time_outs"]``) are kept. "Success" means "not terminated": a trajectory still
-            running when collection stops is kept too (it ends without a done).
+        success_traj_only: delete trajectories that ended by a termination (not a time-out,
+            ``infos["time_outs"]``); one still running when collection stops is kept.
         use_critic_obs: feed the policy the critic (privileged) observations instead of the actor ones.
-        obs_disassemble_mapping: ``{component: compression type}`` (e.g. ``{"forward_depth":
-            "normalized_image"}``): observations are stored per component of ``env.obs_segments`` as
-            ``obs_<component>``, the mapped ones compressed (see :mod:`st_rl.utils.data_compresser`).
+        obs_disassemble_mapping: ``{component: compression type}``: observations are stored per component of
+            ``env.obs_segments`` as ``obs_<component>``, the mapped ones compressed (:mod:`st_rl.utils.data_compresser`).
         demo_by_sample: sample actions with ``policy.act`` instead of ``policy.act_inference``.
-        obs_normalizer: applied to the actor observations before a policy that does not normalise them
-            itself (used in eval mode). st_rl policies normalise inside: their own normaliser (e.g. a trained
-            runner's ``alg.obs_normalizer``) is not applied twice. Files keep raw observations.
+        obs_normalizer: applied (in eval mode) to the actor observations before a policy that does not
+            normalise them itself; a normaliser inside ``policy`` is not applied twice.
         critic_obs_normalizer: the same for critic observations (``use_critic_obs``).
         device: device of the rollout buffers and policy inputs (default: ``env.device`` or CPU).
-        file_format: ``"npz"`` (default; read back without unpickling) or ``"pickle"``: the reference's
-            ``traj_*.pickle`` files (a pickled dict of numpy arrays), for tools that read that form. Both hold
-            the same arrays; :class:`RolloutDataset` reads either, also mixed in one dataset.
+        file_format: ``"npz"`` (default; read without unpickling) or ``"pickle"`` (the reference's files).
 
     Raises:
         ValueError: bad arguments (unknown components or compression types, no ``obs_segments``...).
@@ -160,7 +173,7 @@ class DemonstrationSaver:
             None if _belongs_to(critic_obs_normalizer, policy) else critic_obs_normalizer
         )
         self.obs_disassemble_mapping = dict(obs_disassemble_mapping) if obs_disassemble_mapping else None
-        self._check_disassemble_mapping()
+        _check_disassemble_mapping(self.obs_disassemble_mapping, self.env)
 
         self.total_timesteps = 0
         self.total_traj_completed = 0
@@ -176,29 +189,6 @@ class DemonstrationSaver:
         self.metadata: dict[str, Any] = self._build_metadata(config=None)
 
     # ------------------------------------------------------------------ set-up
-    def _check_disassemble_mapping(self) -> None:
-        mapping = self.obs_disassemble_mapping
-        if not mapping:
-            return
-        segments = self.env.obs_segments
-        if segments is None:
-            raise ValueError(
-                "obs_disassemble_mapping needs the environment's obs_segments (component layout); this "
-                "environment has none. Drop obs_disassemble_mapping or give the env an obs_segments attribute."
-            )
-        if segments_size(segments) != self.env.num_obs:
-            raise ValueError(
-                f"env.obs_segments adds up to {segments_size(segments)} columns but observations have "
-                f"{self.env.num_obs}; fix obs_segments before recording per component."
-            )
-        for name, kind in mapping.items():
-            if name not in segments:
-                raise ValueError(
-                    f"obs_disassemble_mapping names component {name!r}, which is not in env.obs_segments "
-                    f"{list(segments)}"
-                )
-            get_compresser(kind)
-
     def _build_metadata(self, config: Any) -> dict[str, Any]:
         env = self.env
         named = isinstance(
@@ -222,8 +212,8 @@ class DemonstrationSaver:
             "num_obs": env.num_obs,
             "num_critic_obs": env.num_critic_obs if env.has_critic_group else None,
             "num_actions": env.num_actions,
-            "obs_segments": _segments_json(env.obs_segments),
-            "critic_obs_segments": _segments_json(env.critic_obs_segments) if env.has_critic_group else None,
+            "obs_segments": to_jsonable(env.obs_segments),
+            "critic_obs_segments": to_jsonable(env.critic_obs_segments) if env.has_critic_group else None,
             "obs_disassemble_mapping": self.obs_disassemble_mapping,
             "total_timesteps": 0,
             "total_trajectories": 0,
@@ -233,12 +223,6 @@ class DemonstrationSaver:
 
     def _traj_dir(self, traj_idx: int) -> str:
         return os.path.join(self.save_dir, f"trajectory_{int(traj_idx)}")
-
-    @staticmethod
-    def _traj_files(traj_dir: str) -> list[str]:
-        if not os.path.isdir(traj_dir):
-            return []
-        return [n for n in os.listdir(traj_dir) if TRAJ_FILE_RE.fullmatch(n)]
 
     def _check_compatible(self, previous: Mapping[str, Any]) -> None:
         for key in ("num_obs", "num_critic_obs", "num_actions", "obs_segments", "obs_disassemble_mapping"):
@@ -256,7 +240,7 @@ class DemonstrationSaver:
         for name in os.listdir(self.save_dir):
             match = TRAJ_DIR_RE.fullmatch(name)
             if match and os.path.isdir(os.path.join(self.save_dir, name)):
-                existing[int(match.group(1))] = bool(self._traj_files(os.path.join(self.save_dir, name)))
+                existing[int(match.group(1))] = bool(_traj_files(os.path.join(self.save_dir, name)))
         previous = read_metadata(self.save_dir)
         non_empty = [k for k, has in existing.items() if has]
         if non_empty or previous is not None:
@@ -265,7 +249,7 @@ class DemonstrationSaver:
             frames = sum(
                 b - a
                 for k in non_empty
-                for a, b in (get_frame_range(f) for f in self._traj_files(self._traj_dir(k)))
+                for a, b in (get_frame_range(f) for f in _traj_files(self._traj_dir(k)))
             )
             prev = previous or {}
             self.total_timesteps = int(frames)
@@ -293,10 +277,10 @@ class DemonstrationSaver:
     def _allocate_traj_idx(self) -> int:
         while self._free_traj_idxs:
             idx = self._free_traj_idxs.pop(0)
-            if not self._traj_files(self._traj_dir(idx)):
+            if not _traj_files(self._traj_dir(idx)):
                 os.makedirs(self._traj_dir(idx), exist_ok=True)
                 return idx
-        while self._traj_files(self._traj_dir(self._next_traj_idx)):
+        while _traj_files(self._traj_dir(self._next_traj_idx)):
             self._next_traj_idx += 1
         idx = self._next_traj_idx
         self._next_traj_idx += 1
@@ -322,24 +306,12 @@ class DemonstrationSaver:
         """Whether both ``min_timesteps`` and ``min_episodes`` are reached."""
         return self.total_traj_completed >= self.min_episodes and self.total_timesteps >= self.min_timesteps
 
-    @staticmethod
-    def _apply_normalizer(normalizer: Any, x: torch.Tensor) -> torch.Tensor:
-        if normalizer is None:
-            return x
-        if isinstance(normalizer, nn.Module) and normalizer.training:
-            normalizer.eval()  # never update a trained runner's statistics with demonstration data
-            try:
-                return normalizer(x)
-            finally:
-                normalizer.train()
-        return normalizer(x)
-
     def get_policy_actions(self) -> torch.Tensor:
         """The demonstrator's actions for the current observations (normalised as the policy expects)."""
         if self.use_critic_obs:
-            x = self._apply_normalizer(self.critic_obs_normalizer, self.critic_obs)
+            x = _apply_normalizer(self.critic_obs_normalizer, self.critic_obs)
         else:
-            x = self._apply_normalizer(self.obs_normalizer, self.obs)
+            x = _apply_normalizer(self.obs_normalizer, self.obs)
         if self.demo_by_sample:
             actions = self.policy.act(x)
         else:
@@ -421,14 +393,9 @@ class DemonstrationSaver:
                 out["obs_" + name] = np.ascontiguousarray(component)
         else:
             out["observations"] = np.ascontiguousarray(obs)
-        if "privileged_observations" in data:
-            out["privileged_observations"] = np.ascontiguousarray(
-                data["privileged_observations"][step_slice, env_i]
-            )
-        out["actions"] = np.ascontiguousarray(data["actions"][step_slice, env_i])
-        out["rewards"] = np.ascontiguousarray(data["rewards"][step_slice, env_i])
-        out["dones"] = np.ascontiguousarray(data["dones"][step_slice, env_i])
-        out["timeouts"] = np.ascontiguousarray(data["timeouts"][step_slice, env_i])
+        for key in ("privileged_observations", "actions", "rewards", "dones", "timeouts"):
+            if key in data:
+                out[key] = np.ascontiguousarray(data[key][step_slice, env_i])
         out["values"] = np.zeros(length, dtype=np.float32)
         return out
 
@@ -452,7 +419,7 @@ class DemonstrationSaver:
         self.dumped_traj_lengths[env_i] = 0
         if self.success_traj_only and terminated:
             # last file first: what remains is always a valid prefix for a reader scanning meanwhile
-            for name in sorted(self._traj_files(traj_dir), key=get_frame_range, reverse=True):
+            for name in sorted(_traj_files(traj_dir), key=get_frame_range, reverse=True):
                 start, stop = get_frame_range(name)
                 os.remove(os.path.join(traj_dir, name))
                 self.total_timesteps -= stop - start

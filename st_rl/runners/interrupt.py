@@ -1,15 +1,9 @@
 """Stopping training cleanly on SIGINT / SIGTERM / SIGHUP.
 
-While :meth:`st_rl.runners.OnPolicyRunner.learn` runs in the main thread, the first Ctrl-C (SIGINT), SIGTERM or
-SIGHUP (the terminal closed, the ssh connection dropped; where the platform has it) only asks it to stop: the
-iteration in progress finishes, a checkpoint is saved atomically, the writers are closed and
-:class:`TrainingInterrupted` is raised. A second signal aborts at once.
-
-Where finishing the iteration is impossible or pointless, any signal stops at once (nothing is saved, and
-nothing is lost: no iteration has run since the last checkpoint): while training starts (before the first
-rollout step) and while a step blocks waiting for data that another process writes (a
-:class:`~st_rl.runners.TwoStageRunner` waiting for its pretrain dataset). Such a phase is marked with
-:meth:`InterruptGuard.immediate` or, from code that does not hold the guard, :func:`stop_at_once`.
+While :meth:`st_rl.runners.OnPolicyRunner.learn` runs in the main thread, the first signal asks it to stop: the
+iteration finishes, a checkpoint is saved and :class:`TrainingInterrupted` is raised; a second signal aborts at
+once. In phases marked with :meth:`InterruptGuard.immediate` or :func:`stop_at_once` (start-up, waiting for
+data) any signal stops at once, with nothing to save.
 """
 
 from __future__ import annotations
@@ -63,8 +57,7 @@ class TrainingInterrupted(KeyboardInterrupt):
 
     @property
     def exit_code(self) -> int:
-        """The shell's exit code for the signal: 128 + signal number (130 for SIGINT, 143 for SIGTERM, 129 for
-        SIGHUP)."""
+        """The shell's exit code for the signal: 128 + signal number (130 for SIGINT, 143 for SIGTERM)."""
         return 128 + self.signum
 
 
@@ -108,13 +101,11 @@ _ACTIVE: list[InterruptGuard] = []  # guards whose handlers are installed (main 
 
 
 class InterruptGuard:
-    """Turns SIGINT, SIGTERM and SIGHUP into a stop request while active (a context manager).
+    """Turns SIGINT, SIGTERM and SIGHUP into a stop request while active (a context manager; main thread only).
 
-    The handlers are installed on entry and the previous ones restored on exit, only in the main thread;
-    elsewhere the guard does nothing. The first signal sets :attr:`signum`; a second one restores the previous
-    handlers and raises :class:`TrainingInterrupted` (``aborted=True``) at once. Inside :meth:`immediate` every
-    signal raises at once. After SIGHUP, ``sys.stdout`` and ``sys.stderr`` drop writes that fail, so a hung-up
-    terminal cannot stop the final save.
+    The first signal sets :attr:`signum`; a second one (or any inside :meth:`immediate`) restores the previous
+    handlers and raises :class:`TrainingInterrupted` at once. After SIGHUP, ``sys.stdout`` and ``sys.stderr``
+    drop writes that fail, so a hung-up terminal cannot stop the final save.
 
     Args:
         signals: the signals to handle (default: :data:`STOP_SIGNALS`).
@@ -158,9 +149,7 @@ class InterruptGuard:
 
     @contextlib.contextmanager
     def immediate(self, during: str) -> Iterator[None]:
-        """A phase in which a signal stops at once: training starts, or blocks waiting for data.
-
-        A stop asked for before the phase starts also stops at once, when it starts.
+        """A phase in which a signal (or one asked for before it) stops at once: start-up, or waiting for data.
 
         Args:
             during: the phase, for the message (``"during start-up"``, ``"while waiting for ..."``).
@@ -179,8 +168,7 @@ class InterruptGuard:
             self._during = outer
 
     def handle(self, signum: int, frame: FrameType | None = None) -> None:
-        """The signal handler: the first call asks for a stop, the second aborts; inside :meth:`immediate` the
-        first aborts.
+        """The signal handler: the first call asks for a stop, the second (or any inside :meth:`immediate`) aborts.
 
         Raises:
             TrainingInterrupted: at the second signal, or inside :meth:`immediate`.
@@ -195,22 +183,20 @@ class InterruptGuard:
             raise TrainingInterrupted(None, signum, aborted=True)
         self.signum = int(signum)
         if self.announce:
-            try:
+            # a closed or busy stream must not break the stop
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
                 sys.stderr.write(
                     f"\n[st-rl] {_signal_name(signum)} received: finishing this iteration, then saving a "
                     "checkpoint (send it again to abort at once)\n"
                 )
                 sys.stderr.flush()
-            except (OSError, RuntimeError, ValueError):  # a closed or busy stream must not break the stop
-                pass
 
 
 @contextlib.contextmanager
 def stop_at_once(during: str) -> Iterator[None]:
     """Mark a blocking wait of the running :meth:`~st_rl.runners.OnPolicyRunner.learn` (e.g. for data another
-    process writes): a signal arriving in the block, or asked for before it, stops training at once instead of
-    after the iteration (see :meth:`InterruptGuard.immediate`). Outside ``learn()`` (no guard is active in this
-    thread) the block runs unchanged, with the process's own signal handling.
+    process writes): a signal in the block, or asked for before it, stops training at once
+    (:meth:`InterruptGuard.immediate`). Outside ``learn()`` the block runs unchanged.
 
     Args:
         during: the phase, for the message, e.g. ``"while waiting for the pretrain dataset in data/dagger"``.

@@ -1,11 +1,7 @@
 """Run directories: one writer at a time, and an earlier run is continued or replaced, never mixed into.
 
-A runner that writes a run directory holds its lock file, :data:`LOCK_NAME`, which names the owner's pid and
-host. On POSIX the file is also ``flock``-ed for as long as it is held, so the kernel releases it when the
-owner dies, even on ``kill -9``; a lock file left by a dead process of this host is taken over with a note.
-A directory that already holds checkpoints (``model_*.pt``) or a ``config.json`` is written to only when the
-run is resumed (a checkpoint loaded before training) or replaced (``overwrite``); see docs/configuration.md,
-"Run directories".
+A runner writing a run directory holds its lock file, :data:`LOCK_NAME` (owner's pid and host; ``flock``-ed on
+POSIX, so it is released when the owner dies). See docs/configuration.md, "Run directories".
 """
 
 from __future__ import annotations
@@ -137,11 +133,8 @@ def _would_block(error: OSError) -> bool:
 
 
 class RunDirLock:
-    """The lock file of one run directory, held by this process.
-
-    A second :class:`RunDirLock` of this process for the same directory takes the lock over from the first
-    (a script that builds a new runner to resume its own run); another process is refused while the owner
-    lives.
+    """The lock file of one run directory, held by this process (a second :class:`RunDirLock` of this process
+    for the same directory takes it over; another process is refused while the owner lives).
 
     Args:
         run_dir: the run directory (created by :meth:`acquire` when missing).
@@ -407,20 +400,6 @@ class RunDirectory:
         self._fresh = not previous_run_files(path)
         self.client_config = False  # the config.json found at the claim is the client's: keep it
 
-    def claim_if_fresh(self) -> bool:
-        """Lock and claim the directory when it holds no earlier run; returns whether it did (otherwise
-        nothing is written and the decision waits for :meth:`claim`)."""
-        if self.claimed:
-            return True
-        if previous_run_files(self.path):
-            return False
-        self.lock.acquire()
-        if previous_run_files(self.path):  # another process wrote it meanwhile
-            self.lock.release()
-            return False
-        self._claimed()
-        return True
-
     def claim(self, *, resumed: bool, overwrite: bool) -> None:
         """Lock the directory for writing (a no-op when claimed).
 
@@ -446,9 +425,6 @@ class RunDirectory:
                 raise RunDirectoryError(occupied_message(self.path, names))
             removed = clear_previous_run(self.path)
             _note(f"overwrite: deleted {len(removed)} files of the earlier run in {self.path}")
-        self._claimed()
-
-    def _claimed(self) -> None:
         removed = remove_stale_temporaries(self.path)
         if removed:
             _note(f"removed {len(removed)} temporary files of interrupted saves from {self.path}")

@@ -8,6 +8,7 @@ import torch
 
 from st_rl.runners.interrupt import stop_at_once
 from st_rl.runners.on_policy_runner import OnPolicyRunner
+from st_rl.storage.rollout_files.rollout_dataset import rollout_dataset_from_config
 
 
 class TwoStageRunner(OnPolicyRunner):
@@ -15,32 +16,20 @@ class TwoStageRunner(OnPolicyRunner):
 
     While pretraining, each rollout step takes one transition per env from a
     :class:`~st_rl.storage.rollout_files.rollout_dataset.RolloutDataset` built from the runner config's
-    ``pretrain_dataset`` (``data_dir``, ``dataset_loops``, ``random_shuffle_traj_order``,
-    ``keep_latest_n_trajs``, ``starting_frame_range``; legged_gym's stale ``scan_dir`` is accepted) and hands
-    it to ``alg.collect_transition_from_dataset`` (the dataset's actions become the action labels, so the
-    algorithm must record them: the TPPO family). The dataset's raw observations update the student's
-    observation statistics like environment observations. When the dataset is exhausted, or once
-    ``current_learning_iteration >= pretrain_iterations``, steps come from the environment again (the
-    observation is refreshed from the environment and the policy memory is reset at the switch).
-    ``pretrain_iterations < 0`` pretrains for as long as the dataset lasts. ``log_interval`` defaults to 50.
-    Dataset statistics are logged as ``Perf/dataset_<key>``.
+    ``pretrain_dataset`` and hands it to ``alg.collect_transition_from_dataset`` (its actions become the
+    action labels: the TPPO family). When the dataset is exhausted, or once ``current_learning_iteration >=
+    pretrain_iterations`` (``< 0``: as long as the dataset lasts), steps come from the environment again, with
+    a fresh observation and policy memory. ``log_interval`` defaults to 50; dataset statistics are logged as
+    ``Perf/dataset_<key>``.
 
-    The dataset is read at the first rollout step. A missing or empty ``data_dir`` that no collector has
-    started writing is an error at once (``FileNotFoundError``: nothing will arrive). The runner may start
-    before its collector (e.g. a :class:`~st_rl.runners.dagger_saver.DaggerSaver`, which needs this run's
-    ``config.json``) has written: set ``pretrain_dataset.wait_for_data_s`` to the seconds the first rollout
-    waits for the data (missing directories are created for the collector); a collector that has started
-    writing (``metadata.json`` or ``trajectory_*`` directories in ``data_dir``) is waited for up to 600 s
-    without it. A wait that ends without data raises ``FileNotFoundError`` naming the directory. While it waits,
-    SIGINT / SIGTERM / SIGHUP stop training at once (``TrainingInterrupted``; nothing to save: no iteration ran).
+    The dataset is read at the first rollout step, which may wait for a collector
+    (``pretrain_dataset.wait_for_data_s``; see :class:`RolloutDataset`); a signal stops such a wait at once.
     """
 
     def __init__(
         self, env: Any, train_cfg: Any, log_dir: str | None = None, device: str | torch.device = "cpu"
     ) -> None:
         super().__init__(env, train_cfg, log_dir=log_dir, device=device)
-        from st_rl.storage.rollout_files.rollout_dataset import rollout_dataset_from_config
-
         if "log_interval" not in self.cfg:
             self.log_interval = 50
         self.pretrain_iterations = int(self.cfg.get("pretrain_iterations", 0))

@@ -34,10 +34,8 @@ class NonFiniteCheckpointError(CheckpointError):
 
 
 class CheckpointWriteError(OSError):
-    """A checkpoint could not be written (disk full, folder not writable, ...); the message names the file.
-
-    The file that was there before (an earlier save to the same path) is untouched: checkpoints are written to a
-    temporary file that is renamed only once complete.
+    """A checkpoint could not be written (disk full, folder not writable, ...); an earlier file at the path is
+    untouched (checkpoints are written to a temporary file renamed once complete).
 
     Attributes:
         path: the checkpoint that was being written.
@@ -208,12 +206,9 @@ def load_checkpoint(
 def migrate_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint in the current format (a new dict; ``state`` is not modified).
 
-    Format 1 (st_rl before the policy owned its normalisers, rsl_rl 2.x) keeps the observation statistics in
-    ``obs_norm_state_dict`` / ``critic_obs_norm_state_dict``; they move into ``model_state_dict`` under
-    ``actor_obs_normalizer.`` / ``critic_obs_normalizer.``. Where ``model_state_dict`` already has a normaliser
-    (format 2 writes both), its statistics win and the separate entry is dropped. A run without separate critic observations never
-    updated its critic normaliser (count 0): the critic statistics become the actor's, which is what that run
-    applied to the critic.
+    Format 1 (rsl_rl 2.x) keeps the observation statistics in ``obs_norm_state_dict`` /
+    ``critic_obs_norm_state_dict``; they move into ``model_state_dict`` unless it has them (format 2 writes
+    both). An unused critic normaliser (count 0: no separate critic observations) takes the actor's statistics.
     """
     if not any(entry in state for entry, _ in _NORMALIZER_ENTRIES):
         return state
@@ -264,19 +259,16 @@ def capture_rng_state() -> dict[str, Any]:
     return state
 
 
+def _numpy_state(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """numpy's legacy RNG state from :func:`capture_rng_state`'s ``"numpy"`` entry."""
+    keys = entry["keys"].cpu().numpy().astype(np.uint32)
+    return ("MT19937", keys, int(entry["pos"]), int(entry["has_gauss"]), float(entry["cached_gaussian"]))
+
+
 def restore_rng_state(state: dict[str, Any]) -> None:
     """Restore what :func:`capture_rng_state` captured."""
     torch.set_rng_state(state["torch"].cpu())
-    np_state = state["numpy"]
-    np.random.set_state(
-        (
-            "MT19937",
-            np_state["keys"].cpu().numpy().astype(np.uint32),
-            np_state["pos"],
-            np_state["has_gauss"],
-            np_state["cached_gaussian"],
-        )
-    )
+    np.random.set_state(_numpy_state(state["numpy"]))
     random.setstate((3, tuple(state["python"]), state.get("python_gauss_next")))
     if "cuda" in state and torch.cuda.is_available():
         cuda_states = state["cuda"]
@@ -305,15 +297,7 @@ def check_rng_state(state: Any, where: str = "rng_state") -> None:
     try:
         if not isinstance(np_state, dict) or not isinstance(np_state.get("keys"), torch.Tensor):
             raise TypeError("expected a dict with 'keys' (tensor), 'pos', 'has_gauss', 'cached_gaussian'")
-        np.random.RandomState().set_state(
-            (
-                "MT19937",
-                np_state["keys"].cpu().numpy().astype(np.uint32),
-                int(np_state["pos"]),
-                int(np_state["has_gauss"]),
-                float(np_state["cached_gaussian"]),
-            )
-        )
+        np.random.RandomState().set_state(_numpy_state(np_state))
     except Exception as e:  # numpy raises ValueError, IndexError, TypeError, KeyError ... for bad states
         raise ValueError(f"{where}['numpy'] is not a numpy RNG state: {first_line(e)}") from e
     try:

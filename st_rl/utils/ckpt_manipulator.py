@@ -1,27 +1,25 @@
-"""Checkpoint manipulators: functions ``(loaded_checkpoint, current_algorithm_state) -> checkpoint`` applied
-by the runner's ``load()`` when the runner config names one (``ckpt_manipulator="replace_encoder0"``).
-
-A manipulator adapts a checkpoint to a changed model before it is loaded, e.g. a student whose first encoder
-now reads a different sensor. The runner then loads the result (optimizer state only when it is kept) and
-writes it into the log directory as ``loaded_<iter>_manipulated.pt`` (a name no "latest model" lookup takes for a checkpoint of the run) so the run is reproducible.
+"""Checkpoint manipulators: ``(loaded_checkpoint, current_algorithm_state) -> checkpoint``, applied by the
+runner's ``load()`` when the runner config names one (``ckpt_manipulator="replace_encoder0"``), to adapt a
+checkpoint to a changed model; the result is written to the log directory as ``loaded_<iter>_manipulated.pt``.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from st_rl.utils.checkpoint import CheckpointError
+from st_rl.utils.config import refuse_untrusted_import
+
 Manipulator = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
 def replace_encoder0(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> dict[str, Any]:
-    """Keep everything from ``src`` except the actor's first encoder, which keeps its fresh weights.
-
-    For every key of the current model: ``critic_encoders.0.*`` comes from ``src``; any other key under
-    ``encoders.0.`` keeps the current (freshly initialised) weights; all remaining keys come from ``src``.
-    The result has no optimizer state (the parameter set changed meaning).
+    """Keep everything from ``src`` except the actor's first encoder (keys under ``encoders.0.``, not
+    ``critic_encoders.0.``), which keeps its fresh weights. The result has no optimizer state.
 
     Raises:
         KeyError: a key the current model needs is missing from ``src``.
@@ -31,19 +29,13 @@ def replace_encoder0(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> di
     model: dict[str, torch.Tensor] = {}
     missing = []
     for key, value in current.items():
-        if key.startswith("critic_encoders.0."):
-            pick_src = True
-        elif key.startswith("encoders.0.") or ".encoders.0." in key:
-            pick_src = False
-        else:
-            pick_src = True
-        if pick_src:
-            if key not in source:
-                missing.append(key)
-                continue
+        fresh = key.startswith("encoders.0.") or ".encoders.0." in key
+        if fresh and not key.startswith("critic_encoders.0."):
+            model[key] = value
+        elif key in source:
             model[key] = source[key]
         else:
-            model[key] = value
+            missing.append(key)
     if missing:
         raise KeyError(
             f"replace_encoder0: the checkpoint lacks {missing[:5]}{'...' if len(missing) > 5 else ''}"
@@ -54,10 +46,8 @@ def replace_encoder0(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> di
 def add_amp_discriminator(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> dict[str, Any]:
     """Start AMP (APPO / ATPPO) from a checkpoint without a discriminator, e.g. a trained PPO policy.
 
-    The policy, critic, observation normalisers and iteration come from ``src``; the discriminator and the
-    AMP normaliser keep their fresh state; the optimizer starts fresh (its parameter set changed). This is
-    the "learn the task first, then add the style" recipe of docs/amp.md (``st-rl train --motion M --resume
-    <PPO run>`` applies it by itself).
+    The policy, critic, normalisers and iteration come from ``src``; the discriminator and AMP normaliser keep
+    their fresh state and the optimizer starts fresh (docs/amp.md, "learn the task first, then add the style").
 
     Raises:
         ValueError: ``src`` already has a discriminator (resume it as it is), or the current model has none.
@@ -106,10 +96,6 @@ def get_manipulator(name: str | Manipulator) -> Manipulator:
     if name in MANIPULATORS:
         return MANIPULATORS[name]
     if isinstance(name, str) and ":" in name:
-        import importlib
-
-        from st_rl.utils.config import refuse_untrusted_import
-
         refuse_untrusted_import(name, "runner.ckpt_manipulator", sorted(MANIPULATORS))
         module_name, _, attr = name.partition(":")
         try:
@@ -136,8 +122,6 @@ def apply_manipulator(
         CheckpointError: the manipulator raised, or returned something other than a checkpoint dict with a
             ``model_state_dict`` (the message names the manipulator and the file).
     """
-    from st_rl.utils.checkpoint import CheckpointError
-
     fn = get_manipulator(name)
     label = name if isinstance(name, str) else getattr(name, "__qualname__", repr(name))
     try:

@@ -1,16 +1,7 @@
 """Multi-process training with ``torch.distributed`` (launched by ``torchrun``).
 
-Each rank steps its own environments and keeps its own rollout storage; what must agree is synchronised:
-
-* parameters and normaliser statistics are broadcast from rank 0 at start;
-* gradients are averaged with one bucketed all-reduce per optimizer step (a flag for non-finite losses rides
-  in the same bucket, so every rank raises together instead of leaving the others blocked);
-* the adaptive-KL learning rate uses the mean KL of all ranks;
-* advantages are normalised with the mean and standard deviation of all ranks' rollouts;
-* ``EmpiricalNormalization`` merges the moments of all ranks' batches (count-weighted) at every update.
-
-The backend follows the device (``nccl`` for CUDA, ``gloo`` for CPU); collectives time out after
-``timeout_s`` so a failed rank cannot block the others forever.
+Each rank steps its own environments; parameters are broadcast from rank 0 at start, gradients, the
+adaptive-KL learning rate, advantage statistics and normaliser moments are reduced over all ranks.
 """
 
 from __future__ import annotations
@@ -18,6 +9,7 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -27,9 +19,11 @@ __all__ = [
     "all_reduce_gradients",
     "all_reduce_mean",
     "broadcast_module",
+    "gather_objects",
     "global_mean_std",
     "init_distributed",
     "is_distributed",
+    "max_over_ranks",
     "reduce_moments",
     "world_size",
 ]
@@ -64,11 +58,8 @@ def world_size() -> int:
 def init_distributed(
     device: str | torch.device, timeout_s: float = 600.0
 ) -> tuple[DistributedInfo, torch.device]:
-    """Join the process group described by ``torchrun``'s environment (``WORLD_SIZE``, ``RANK``,
-    ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``), if any.
-
-    Returns the rank information and the device this rank should train on: ``cuda:<LOCAL_RANK>`` when a CUDA
-    device was asked for (each rank owns one GPU), else the device given.
+    """Join the process group described by ``torchrun``'s environment variables, if any; returns the rank
+    information and this rank's device (``cuda:<LOCAL_RANK>`` when a CUDA device was asked for).
 
     Raises:
         RuntimeError: a CUDA run with more local ranks than visible GPUs.
@@ -129,6 +120,24 @@ def all_reduce_gradients(parameters: list[torch.nn.Parameter], nonfinite: torch.
             p.grad.copy_(bucket[offset : offset + n].view_as(p))
         offset += n
     return any_bad
+
+
+def gather_objects(obj: Any) -> list[Any]:
+    """``obj`` of every rank, in rank order (``[obj]`` on one rank)."""
+    if not is_distributed():
+        return [obj]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def max_over_ranks(value: int, device: torch.device) -> int:
+    """The largest ``value`` of all ranks (``value`` on one rank)."""
+    if not is_distributed():
+        return value
+    flag = torch.tensor([value], dtype=torch.int32, device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return int(flag.item())
 
 
 def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:

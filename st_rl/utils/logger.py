@@ -2,64 +2,28 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import time
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
+from st_rl.utils.writer_base import NullWriter, ScalarWriter, Writer
+from st_rl.utils.writers import NeptuneWriter, WandbWriter, build_custom_writer
 
-class ScalarWriter(Protocol):
-    """What a log backend must offer (``torch.utils.tensorboard.SummaryWriter`` does).
-
-    The runner logs to a :class:`Writer`, which adds the optional hooks; :func:`make_writer` wraps a custom
-    writer that is not a :class:`Writer` once. See ``docs/logging.md``.
-    """
-
-    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None: ...
-
-    def flush(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class Writer:
-    """Base of the writers the runner logs to: ``add_scalar`` and every optional hook, each a no-op here.
-
-    The runner calls all of them; a backend overrides what it supports. A custom writer may subclass this
-    class, or be any object with ``add_scalar`` (:func:`make_writer` then calls the hooks it has).
-    """
-
-    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
-        """Record one scalar (required).
-
-        Raises:
-            NotImplementedError: the subclass does not implement it.
-        """
-        raise NotImplementedError(f"{type(self).__name__} must implement add_scalar(tag, value, step)")
-
-    def log_config(self, cfg: dict[str, Any]) -> None:
-        """Record the resolved training config; called once, when the writer is created."""
-
-    def save_model(self, path: str, it: int) -> None:
-        """Record the checkpoint ``path`` written at iteration ``it`` (e.g. upload it)."""
-
-    def save_file(self, path: str, name: str | None = None) -> None:
-        """Attach a file (a play video, a plot) to the run."""
-
-    def flush(self) -> None:
-        """Write out what is buffered."""
-
-    def close(self) -> None:
-        """Flush and release the backend; the writer is not used afterwards."""
-
-
-class NullWriter(Writer):
-    """Discards everything (``logger="none"`` or no log directory)."""
-
-    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
-        pass
+__all__ = [
+    "LOGGERS",
+    "NullWriter",
+    "ScalarWriter",
+    "Stopwatch",
+    "Writer",
+    "aggregate_episode_infos",
+    "format_console_block",
+    "format_duration",
+    "make_writer",
+]
 
 
 LOGGERS = ("tensorboard", "wandb", "neptune", "none")
@@ -70,10 +34,8 @@ def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = Non
     """Create the writer for ``cfg["logger"]``.
 
     Args:
-        kind: ``"tensorboard"`` (default), ``"wandb"``, ``"neptune"``, ``"none"``/None, or a custom writer: a
-            class, ``"package.module:Class"`` or ``{"class_name": ..., **kwargs}``, built as
-            ``Class(log_dir=log_dir, cfg=cfg, **kwargs)`` (and wrapped in a
-            :class:`~st_rl.utils.writers.CustomWriter` unless it is a :class:`Writer`).
+        kind: ``"tensorboard"`` (default), ``"wandb"``, ``"neptune"``, ``"none"``/None, or a custom writer
+            (see :func:`~st_rl.utils.writers.build_custom_writer`).
         log_dir: run directory; None disables logging (a :class:`NullWriter`).
         cfg: the runner config (the W&B / Neptune keys are read from it).
 
@@ -94,19 +56,11 @@ def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = Non
             ) from e
         return TensorBoardWriter(log_dir=log_dir, flush_secs=10)
     if kind == "wandb":
-        from st_rl.utils.writers import WandbWriter
-
         return WandbWriter(log_dir, cfg)
     if kind == "neptune":
-        from st_rl.utils.writers import NeptuneWriter
-
         return NeptuneWriter(log_dir, cfg)
     if isinstance(kind, (dict, type)) or (isinstance(kind, str) and ":" in kind):
-        from st_rl.utils.writers import build_custom_writer
-
         return build_custom_writer(kind, log_dir, cfg)
-    import difflib
-
     close = difflib.get_close_matches(str(kind), LOGGERS, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ValueError(

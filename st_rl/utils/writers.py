@@ -1,14 +1,7 @@
-"""Experiment-tracking writers: Weights & Biases, Neptune and user-defined writers.
+"""Experiment-tracking writers (Weights & Biases, Neptune) and user-defined writers.
 
-Every writer is a :class:`st_rl.utils.logger.Writer`: ``add_scalar(tag, value, step)``, ``flush()``,
-``close()`` and the optional hooks ``log_config(cfg)``, ``save_model(path, it)`` and ``save_file(path)``
-(no-ops in the base class; a user's writer that is not a ``Writer`` is wrapped in :class:`CustomWriter`).
-:class:`WandbWriter` and :class:`NeptuneWriter` also write TensorBoard event files into the run directory (as
-rsl_rl does), import their library only when they are built (``pip install st-rl[wandb]`` /
-``st-rl[neptune]``) and start the remote run on first use, so building one never contacts a server. The runner builds writers on rank 0 only.
-
-When the remote run starts, the writer records how to find it again in ``<log_dir>/logger_run.json``;
-:func:`attach_files_to_run` (``st-rl play --upload``) uses it to add the play video and plot to that run.
+W&B and Neptune writers also write TensorBoard files, import their library when built and start the remote run
+on first use; the run is recorded in ``<log_dir>/logger_run.json`` for :func:`attach_files_to_run`.
 """
 
 from __future__ import annotations
@@ -18,10 +11,13 @@ import importlib
 import inspect
 import json
 import os
+import sys
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from st_rl.utils.logger import Writer
+from st_rl.utils.config import resolve_class
+from st_rl.utils.files import read_json
+from st_rl.utils.writer_base import Writer
 
 RUN_INFO_FILE = "logger_run.json"
 """Written into the run directory when a W&B or Neptune run starts: backend, project, mode and run id."""
@@ -35,13 +31,8 @@ class MissingLoggerPackageError(ImportError, ValueError):
 
 
 def import_optional(module: str, extra: str, feature: str | None = None) -> Any:
-    """Import ``module`` or raise :class:`MissingLoggerPackageError` naming the extra that installs it.
-
-    Args:
-        module: module name (``"wandb"``, ``"neptune"``, ``"optuna"``).
-        extra: the st-rl extra that installs it.
-        feature: what needs it, for the message (default: ``logger='<extra>'``).
-    """
+    """Import ``module`` or raise :class:`MissingLoggerPackageError` naming the st-rl ``extra`` that installs
+    it and the ``feature`` that needs it (default: ``logger='<extra>'``)."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
@@ -54,8 +45,6 @@ def import_optional(module: str, extra: str, feature: str | None = None) -> Any:
 
 class TrackingWriter(Writer, abc.ABC):
     """Base of the W&B and Neptune writers: local TensorBoard files plus a lazily started remote run.
-
-    Subclasses implement ``_init_run``, ``_log_scalar``, ``_log_config``, ``_upload`` and ``_finish``.
 
     Args:
         log_dir: run directory (TensorBoard files, ``logger_run.json``).
@@ -74,7 +63,6 @@ class TrackingWriter(Writer, abc.ABC):
         self._run: Any = None
         self._closed = False
 
-    # -- remote run
     @property
     def run(self) -> Any:
         """The library's run object (started on first access)."""
@@ -99,7 +87,6 @@ class TrackingWriter(Writer, abc.ABC):
         with open(os.path.join(self.log_dir, RUN_INFO_FILE), "w") as f:
             json.dump(self.run_info(), f, indent=2)
 
-    # -- writer API
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
         """Log one scalar (TensorBoard file and remote run)."""
         value = float(scalar_value)
@@ -136,42 +123,32 @@ class TrackingWriter(Writer, abc.ABC):
             self._run = None
         self._closed = True
 
-    # -- backend hooks
     @abc.abstractmethod
-    def _init_run(self) -> Any:
-        """Backend hook."""
+    def _init_run(self) -> Any: ...
 
     @abc.abstractmethod
-    def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None:
-        """Backend hook."""
+    def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None: ...
 
     @abc.abstractmethod
-    def _log_config(self, run: Any, cfg: dict[str, Any]) -> None:
-        """Backend hook."""
+    def _log_config(self, run: Any, cfg: dict[str, Any]) -> None: ...
 
     @abc.abstractmethod
-    def _upload(self, run: Any, path: str, name: str, kind: str) -> None:
-        """Backend hook."""
+    def _upload(self, run: Any, path: str, name: str, kind: str) -> None: ...
 
     def _flush_remote(self, run: Any) -> None:  # noqa: B027 - optional hook, no-op by default
         """Push buffered data to the service (optional)."""
 
     @abc.abstractmethod
-    def _finish(self, run: Any) -> None:
-        """Backend hook."""
+    def _finish(self, run: Any) -> None: ...
 
 
 class WandbWriter(TrackingWriter):
-    """Weights & Biases writer (``logger="wandb"``).
-
-    Scalars are logged against a ``global_step`` metric (the runner's iteration; the ``*/time`` curves use
-    seconds), so ``wandb.log`` never sees a decreasing step. ``wandb.init`` runs on first use.
+    """Weights & Biases writer (``logger="wandb"``); scalars are logged against a ``global_step`` metric.
 
     Args:
         log_dir: run directory; W&B files go to ``<log_dir>/wandb`` unless ``WANDB_DIR`` is set.
-        cfg: runner config; reads ``wandb_project`` (required, or ``WANDB_PROJECT``), ``wandb_entity``,
-            ``wandb_mode`` (``"online"``, ``"offline"``, ``"disabled"``; default ``WANDB_MODE`` or online),
-            ``wandb_run_id`` (continue that run) and ``run_name``.
+        cfg: runner config: ``wandb_project`` (required, or ``WANDB_PROJECT``), ``wandb_entity``,
+            ``wandb_mode`` (default ``WANDB_MODE`` or online), ``wandb_run_id`` (continue it), ``run_name``.
         tensorboard: also write TensorBoard event files into ``log_dir``.
 
     Raises:
@@ -258,17 +235,13 @@ class WandbWriter(TrackingWriter):
 
 
 class NeptuneWriter(TrackingWriter):
-    """Neptune writer (``logger="neptune"``; the ``neptune`` 1.x client).
-
-    Scalars go to series ``run[tag]``, the config to ``run["config"]``, checkpoints to
-    ``run["model/checkpoints/model_<it>"]`` and other files to ``run["files/<stem>/<extension>"]``.
+    """Neptune writer (``logger="neptune"``; the ``neptune`` 1.x client; token from ``NEPTUNE_API_TOKEN``).
 
     Args:
         log_dir: run directory.
-        cfg: runner config; reads ``neptune_project`` (or ``NEPTUNE_PROJECT``; required unless the mode is
-            ``"offline"`` or ``"debug"``), ``neptune_mode`` (``"async"``, ``"sync"``, ``"offline"``,
-            ``"debug"``, ``"read-only"``; default ``NEPTUNE_MODE`` or async), ``neptune_run_id`` (continue that
-            run) and ``run_name``. The API token comes from ``NEPTUNE_API_TOKEN``.
+        cfg: runner config: ``neptune_project`` (or ``NEPTUNE_PROJECT``; required unless the mode is
+            ``"offline"`` or ``"debug"``), ``neptune_mode`` (default ``NEPTUNE_MODE`` or async),
+            ``neptune_run_id`` (continue it), ``run_name``.
         tensorboard: also write TensorBoard event files into ``log_dir``.
 
     Raises:
@@ -337,46 +310,9 @@ class NeptuneWriter(TrackingWriter):
         run.stop()
 
 
-@runtime_checkable
-class _AddsScalars(Protocol):
-    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None: ...
-
-
-@runtime_checkable
-class _LogsConfig(Protocol):
-    def log_config(self, cfg: dict[str, Any]) -> None: ...
-
-
-@runtime_checkable
-class _SavesModels(Protocol):
-    def save_model(self, path: str, it: int) -> None: ...
-
-
-@runtime_checkable
-class _SavesFiles(Protocol):
-    def save_file(self, path: str) -> None: ...
-
-
-@runtime_checkable
-class _Flushes(Protocol):
-    def flush(self) -> None: ...
-
-
-@runtime_checkable
-class _Closes(Protocol):
-    def close(self) -> None: ...
-
-
 class CustomWriter(Writer):
-    """A user's writer (any object with ``add_scalar``) as a :class:`~st_rl.utils.logger.Writer`.
-
-    Each optional hook (``log_config``, ``save_model``, ``save_file``, ``flush``, ``close``) calls the user's
-    method of that name where the writer has one and does nothing otherwise. Other attributes are read from
-    the user's writer.
-
-    Args:
-        writer: the user's writer.
-    """
+    """A user's writer (any object with ``add_scalar``) as a :class:`~st_rl.utils.writer_base.Writer`: each hook
+    calls the user's method of that name where it has one; other attributes are read from the user's writer."""
 
     def __init__(self, writer: Any) -> None:
         self.writer = writer
@@ -386,33 +322,33 @@ class CustomWriter(Writer):
             raise AttributeError(name)
         return getattr(self.writer, name)
 
+    def _call(self, name: str, *args: Any) -> None:
+        method = getattr(self.writer, name, None)
+        if callable(method):
+            method(*args)
+
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
         self.writer.add_scalar(tag, scalar_value, global_step)
 
     def log_config(self, cfg: dict[str, Any]) -> None:
-        if isinstance(self.writer, _LogsConfig):
-            self.writer.log_config(cfg)
+        self._call("log_config", cfg)
 
     def save_model(self, path: str, it: int) -> None:
-        if isinstance(self.writer, _SavesModels):
-            self.writer.save_model(path, it)
+        self._call("save_model", path, it)
 
     def save_file(self, path: str, name: str | None = None) -> None:
-        if isinstance(self.writer, _SavesFiles):
-            self.writer.save_file(path)
+        self._call("save_file", path)
 
     def flush(self) -> None:
-        if isinstance(self.writer, _Flushes):
-            self.writer.flush()
+        self._call("flush")
 
     def close(self) -> None:
-        if isinstance(self.writer, _Closes):
-            self.writer.close()
+        self._call("close")
 
 
 def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:
     """Build a user-defined writer: ``MyWriter(log_dir=log_dir, cfg=cfg, **kwargs)``, wrapped in a
-    :class:`CustomWriter` unless it is a :class:`~st_rl.utils.logger.Writer`.
+    :class:`CustomWriter` unless it is a :class:`~st_rl.utils.writer_base.Writer`.
 
     Args:
         spec: a class, ``"package.module:Class"``, or ``{"class_name": <class or string>, **kwargs}``.
@@ -423,10 +359,6 @@ def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:
         ValueError: the class cannot be resolved.
         TypeError: it cannot be built with these arguments or has no ``add_scalar``.
     """
-    import sys
-
-    from st_rl.utils.config import resolve_class
-
     kwargs: dict[str, Any] = {}
     if isinstance(spec, dict):
         kwargs = {k: v for k, v in spec.items() if k != "class_name"}
@@ -444,7 +376,7 @@ def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:
     writer = cls(log_dir=log_dir, cfg=cfg, **kwargs)
     if isinstance(writer, Writer):
         return writer
-    if not isinstance(writer, _AddsScalars):
+    if not callable(getattr(writer, "add_scalar", None)):
         raise TypeError(
             f"custom writer {cls.__qualname__} has no add_scalar(tag, value, step) method; see docs/logging.md"
         )
@@ -456,21 +388,14 @@ def read_run_info(run_dir: str) -> dict[str, Any] | None:
     path = os.path.join(run_dir, RUN_INFO_FILE)
     if not os.path.isfile(path):
         return None
-    from st_rl.utils.files import read_json
-
     return read_json(path, "logger run info", "delete it to start a new logger run")
 
 
 def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: bool = False) -> str | None:
     """Upload files (a play video, a plot) to the W&B or Neptune run that trained ``run_dir``.
 
-    Args:
-        run_dir: the training run directory (holds ``logger_run.json`` when it used W&B or Neptune).
-        files: paths to upload; ``None`` entries are skipped.
-        required: raise when the run used no W&B/Neptune logger (instead of returning None).
-
-    Returns:
-        The backend name the files went to, or None when there was nothing to attach to.
+    ``None`` entries of ``files`` are skipped. Returns the backend name, or None when there was nothing to
+    attach to.
 
     Raises:
         ValueError: ``required`` and the run has no W&B/Neptune run recorded.
@@ -487,12 +412,8 @@ def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: boo
     if not paths:
         return None
     backend = info.get("logger")
-    cls: type[TrackingWriter]
-    if backend == "wandb":
-        cls = WandbWriter
-    elif backend == "neptune":
-        cls = NeptuneWriter
-    else:
+    cls: type[TrackingWriter] | None = {"wandb": WandbWriter, "neptune": NeptuneWriter}.get(str(backend))
+    if cls is None:
         raise ValueError(f"{os.path.join(run_dir, RUN_INFO_FILE)} names an unknown logger {backend!r}")
     writer = cls(run_dir, info, tensorboard=False)
     try:
