@@ -12,6 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+import torch.optim.lr_scheduler as schedulers
+
+from st_rl.modules.utils import _ACTIVATIONS
+
 __all__ = ["LIMITS", "Rule", "RUNNER_RULES", "RULES", "rule_for"]
 
 
@@ -58,11 +65,7 @@ def _ge(lo: float) -> Callable[[Any], bool]:
     return lambda x: not _num(x) or x >= lo
 
 
-def _between(lo: float, hi: float) -> Callable[[Any], bool]:
-    return lambda x: not _num(x) or lo <= x <= hi
-
-
-def _all_between(lo: float, hi: float) -> Callable[[Any], bool]:
+def _all_in(lo: float, hi: float) -> Callable[[Any], bool]:
     def check(x: Any) -> bool:
         items = x if isinstance(x, Sequence) and not isinstance(x, str) else [x]
         return all(not _num(v) or lo <= float(v) <= hi for v in items)
@@ -85,10 +88,6 @@ def _one_of(*choices: str) -> Callable[[Any], bool]:
 def _activation(x: Any) -> bool:
     if not isinstance(x, str):
         return True
-    import torch.nn as nn
-
-    from st_rl.modules.utils import _ACTIVATIONS
-
     return x.lower() in _ACTIVATIONS or _names_subclass(nn, x, nn.Module)
 
 
@@ -98,21 +97,15 @@ def _names_subclass(module: Any, name: Any, base: type) -> bool:
 
 
 def _optimizer(x: Any) -> bool:
-    import torch.optim as optim
-
     return _names_subclass(optim, x, optim.Optimizer) and x != "Optimizer"  # not the abstract base
 
 
 def _lr_scheduler(x: Any) -> bool:
-    import torch.optim.lr_scheduler as schedulers
-
     bases = ("LRScheduler", "_LRScheduler")
     return _names_subclass(schedulers, x, schedulers.LRScheduler) and x not in bases
 
 
 def _functional_loss(x: Any) -> bool:
-    import torch.nn.functional as F
-
     return callable(F.__dict__.get(str(x)))
 
 
@@ -194,12 +187,12 @@ def _bounded_size(key: str, none: bool = False) -> Rule:
     fix = f"typical: {typical}; more than {hi} can only be a mistake" + (
         ", None for the default" if none else ""
     )
-    return Rule(text, _between(1, hi), fix, allow_none=none)
+    return Rule(text, _in(1, hi), fix, allow_none=none)
 
 
 SIZES = Rule(
     f"every entry must be an integer in [1, {LIMITS['hidden_dims'][0]}]",
-    _all_between(1, LIMITS["hidden_dims"][0]),
+    _all_in(1, LIMITS["hidden_dims"][0]),
     f"list layer widths such as [256, 128]; wider than {LIMITS['hidden_dims'][0]} can only be a mistake",
 )
 
@@ -250,7 +243,7 @@ RULES: dict[str, Rule] = {
     ),
     "buffer_dilation_ratio": Rule(
         f"must lie in [1, {LIMITS['buffer_dilation_ratio'][0]}]",
-        _between(1.0, LIMITS["buffer_dilation_ratio"][0]),
+        _in(1.0, LIMITS["buffer_dilation_ratio"][0]),
         "1 keeps one rollout; each unit more keeps one more rollout in memory",
         False,
     ),

@@ -1,13 +1,10 @@
 """One typed schema for runner, policy, algorithm and every extension, and the validation built on it.
 
-Why pydantic, and why from the signatures: the keys a policy or algorithm takes are its constructor's keyword
-arguments (the reference's contract: ``Cls(**cfg)``). The schema of a class is therefore built from its
-``__init__`` signature and those of its bases (following ``**kwargs`` up the class chain, and into the
-extensions a preset assembles, ``config_sources``), so it can never drift from the code; pydantic turns those
-annotations into strict checks (no silent truncation of floats to ints, booleans only from booleans, no NaN,
-unknown keys rejected) and reports every error with its key path. What a signature cannot say (ranges,
-choices) comes from :mod:`st_rl.config.rules`. The runner's keys have no constructor of their own and are
-declared here (:data:`RUNNER_FIELDS`).
+The keys a policy or algorithm takes are its constructor's keyword arguments (the reference's contract:
+``Cls(**cfg)``), so the schema of a class is built from its ``__init__`` signature and those of its bases
+(following ``**kwargs`` up the class chain, and into the extensions a preset assembles, ``config_sources``) and
+cannot drift from the code; pydantic makes those annotations strict checks. Ranges and choices come from
+:mod:`st_rl.config.rules`; the runner's keys are declared here (:data:`RUNNER_FIELDS`).
 """
 
 from __future__ import annotations
@@ -23,8 +20,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
-from st_rl.config.errors import MISSING, Problem
+import st_rl.algorithms.extensions as extensions
+from st_rl.algorithms.extensions.base import Extension
+from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
+from st_rl.algorithms.extensions.symmetry import Symmetry
+from st_rl.algorithms.ppo import PPO
+from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS, RUNNER_DEFAULTS
+from st_rl.config.errors import MISSING, ConfigError, Problem
 from st_rl.config.rules import RUNNER_RULES, Rule, rule_for
+from st_rl.modules.amp_discriminator import AMPDiscriminator
+from st_rl.registry import resolve_class
+from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS as _DATASET_KEYS
+from st_rl.storage.rollout_files.rollout_dataset import RolloutDataset
+from st_rl.storage.rollout_storage import RolloutStorage
 
 __all__ = [
     "RUNNER_FIELDS",
@@ -53,18 +61,22 @@ _INJECTED = frozenset({"self", "actor_critic", "device", "parts"})
 RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
     "seed": (int | None, None, "global RNG seed set when the runner is built (None: leave the RNGs alone)"),
     "device": (str | None, None, "informational; the runner's device argument decides"),
-    "num_steps_per_env": (int, 24, "rollout length T per iteration"),
+    "num_steps_per_env": (int, RUNNER_DEFAULTS.num_steps_per_env, "rollout length T per iteration"),
     "max_iterations": (int | None, None, "number of learning iterations the CLI and training scripts run"),
     "empirical_normalization": (
         bool | None,
         None,
         "normalise observations with running statistics (an algorithm-level key wins)",
     ),
-    "save_interval": (int, 50, "save model_<it>.pt every this many iterations"),
-    "log_interval": (int, 1, "log every this many iterations"),
+    "save_interval": (int, RUNNER_DEFAULTS.save_interval, "save model_<it>.pt every this many iterations"),
+    "log_interval": (int, RUNNER_DEFAULTS.log_interval, "log every this many iterations"),
     "experiment_name": (str, "", "log directory name under the log root"),
     "run_name": (str, "", "suffix of the run directory"),
-    "logger": (Any, "tensorboard", "'tensorboard', 'wandb', 'neptune', 'none' or a custom writer class"),
+    "logger": (
+        Any,
+        RUNNER_DEFAULTS.logger,
+        "'tensorboard', 'wandb', 'neptune', 'none' or a custom writer class",
+    ),
     "neptune_project": (str | None, None, "Neptune project (logger='neptune')"),
     "neptune_mode": (str | None, None, "Neptune mode: 'async' (default), 'sync', 'offline', 'debug'"),
     "neptune_run_id": (str | None, None, "continue this Neptune run"),
@@ -83,7 +95,7 @@ RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
     "load_checkpoint": (str | int | None, None, "regex of the checkpoint file to resume (st_gym)"),
     "checkpoint": (int | str | None, None, "checkpoint index or -1 (legged_gym)"),
     "resume_path": (str | None, None, "explicit checkpoint path (legged_gym)"),
-    "runner_class_name": (Any, "OnPolicyRunner", "runner class"),
+    "runner_class_name": (Any, RUNNER_DEFAULTS.runner_class_name, "runner class"),
     "policy_class_name": (Any, None, "policy class (legged_gym nested form)"),
     "algorithm_class_name": (Any, None, "algorithm class (legged_gym nested form)"),
     "storage": (Mapping[str, Any] | None, None, "extra keyword arguments of the rollout storage"),
@@ -93,13 +105,17 @@ RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
         None,
         "observation groups feeding the actor ('policy') and critic ('critic')",
     ),
-    "check_finite": (str, "rollout", "'rollout', 'step' or 'off': NaN/Inf checks of env outputs"),
+    "check_finite": (
+        str,
+        RUNNER_DEFAULTS.check_finite,
+        "'rollout', 'step' or 'off': NaN/Inf checks of env outputs",
+    ),
     "clip_actions": (Any, None, "informational; environments clip actions"),
     "class_name": (Any, None, "runner class (alternative spelling)"),
     "task": (str | None, None, "built-in task name (written by st-rl train; read by st-rl play)"),
     "distributed_timeout_s": (
         float,
-        600.0,
+        RUNNER_DEFAULTS.distributed_timeout_s,
         "multi-rank runs: seconds before a blocked collective fails",
     ),
     "ckpt_manipulator": (Any, None, "function applied to a checkpoint before loading it"),
@@ -312,10 +328,8 @@ def validate_runner(runner: Mapping[str, Any], prefix: str = "runner") -> list[P
 
 
 def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[Problem]:
-    from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS
-
-    known = [*_CONFIG_KEYS, "scan_dir", "keep_latest_ratio"]  # legged_gym's legacy keys
-    given = {k: v for k, v in dataset.items() if k in _CONFIG_KEYS}
+    known = [*_DATASET_KEYS, "scan_dir", "keep_latest_ratio"]  # legged_gym's legacy keys
+    given = {k: v for k, v in dataset.items() if k in _DATASET_KEYS}
     problems = []
     for p in _type_problems(_pretrain_dataset_schema(), given, prefix, lambda k: True):
         key = p.path[len(prefix) + 1 :].split(".")[0].split("[")[0]  # not the union member pydantic names
@@ -336,10 +350,8 @@ def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[
 @functools.cache
 def _pretrain_dataset_schema() -> type[BaseModel]:
     """The types of the ``pretrain_dataset`` keys: :class:`RolloutDataset`'s arguments."""
-    from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS, RolloutDataset
-
     fields = class_fields(RolloutDataset)[0]
-    spec = {k: fields[k] for k in _CONFIG_KEYS if k in fields}
+    spec = {k: fields[k] for k in _DATASET_KEYS if k in fields}
     return _create_model("PretrainDatasetConfig", __config__=_model_config("ignore"), **spec)
 
 
@@ -354,8 +366,6 @@ _STORAGE_SET_BY_ALGORITHM = {
 def _rollout_storage_fields() -> dict[str, tuple[Any, Any]]:
     """The keyword-only arguments of :class:`~st_rl.storage.rollout_storage.RolloutStorage` and of its
     subclasses (the reference passes storage-class-specific keys to every storage)."""
-    from st_rl.storage.rollout_storage import RolloutStorage
-
     fields: dict[str, tuple[Any, Any]] = {}
     pending: list[type] = [RolloutStorage]
     while pending:
@@ -373,14 +383,9 @@ def _rollout_storage_fields() -> dict[str, tuple[Any, Any]]:
 
 def _extension_classes(algorithm_cfg: Mapping[str, Any]) -> list[type]:
     """Every extension class st_rl exports, and those the config's ``extensions`` list names."""
-    import st_rl.algorithms.extensions as extensions
-    from st_rl.algorithms.extensions.base import Extension
-
     classes = [c for c in vars(extensions).values() if isinstance(c, type) and issubclass(c, Extension)]
     for item in algorithm_cfg.get("extensions") or ():
         if isinstance(item, Mapping):
-            from st_rl.utils.config import resolve_class
-
             try:
                 classes.append(resolve_class(item.get("class_name"), extensions, "extension"))
             except (ValueError, ImportError):
@@ -407,8 +412,6 @@ def validate_storage(
     """Problems of a ``storage`` section (unknown keys, with a close match; types): its keys are the
     rollout storage's keyword arguments and the extensions' ``storage_options`` (:func:`storage_fields`). An
     algorithm class that builds its own storage (overrides ``init_storage``) may take any key."""
-    from st_rl.algorithms.ppo import PPO
-
     if algorithm_cls is not None and getattr(algorithm_cls, "init_storage", None) is not PPO.init_storage:
         return []
     problems = [
@@ -493,8 +496,6 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
 
 def _extension_list_problems(extensions: Any, prefix: str) -> list[Problem]:
     """``extensions`` is a list of extension objects or ``{"class_name": ..., **kwargs}`` dicts."""
-    from st_rl.algorithms.extensions.base import Extension
-
     if extensions is None:
         return []
     example = '[{"class_name": "RandomNetworkDistillation", "weight": 0.5}]'
@@ -552,10 +553,6 @@ def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem
 
 
 def _nested_algorithm_sections(cls: type) -> dict[str, type]:
-    from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
-    from st_rl.algorithms.extensions.symmetry import Symmetry
-    from st_rl.algorithms.ppo import PPO
-
     fields = class_fields(cls)[0]
     out: dict[str, type] = {}
     if "rnd_cfg" in fields:
@@ -568,9 +565,6 @@ def _nested_algorithm_sections(cls: type) -> dict[str, type]:
 
 
 def _validate_extension_item(item: Mapping[str, Any], prefix: str) -> list[Problem]:
-    import st_rl.algorithms.extensions as extensions
-    from st_rl.utils.config import resolve_class
-
     name = item.get("class_name")
     if name is None:
         return [Problem(f"{prefix}.class_name", MISSING, "an extension entry needs a class_name", "")]
@@ -593,8 +587,6 @@ def validate_policy(cls: type, cfg: Mapping[str, Any], prefix: str = "policy") -
             problems += _segment_problems(value, f"{prefix}.{key}")
     amp = cfg.get("amp_discriminator")
     if isinstance(amp, Mapping):
-        from st_rl.modules.amp_discriminator import AMPDiscriminator
-
         problems += validate_policy(AMPDiscriminator, amp, f"{prefix}.amp_discriminator")
     return _merge(problems)
 
@@ -639,9 +631,7 @@ def check_minibatches(algorithm: Mapping[str, Any], num_envs: int, num_steps: in
     Raises:
         st_rl.config.ConfigError: naming ``algorithm.num_mini_batches``.
     """
-    from st_rl.config.errors import ConfigError
-
-    n = algorithm.get("num_mini_batches", 1)
+    n = algorithm.get("num_mini_batches", PPO_SIGNATURE_DEFAULTS.num_mini_batches)
     limit, unit = (num_envs, "environments") if recurrent else (num_envs * num_steps, "samples per rollout")
     if isinstance(n, int) and n > limit:
         raise ConfigError(

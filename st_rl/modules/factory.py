@@ -10,6 +10,7 @@ import torch.nn as nn
 
 from st_rl.config.errors import ConfigError, Problem
 from st_rl.env.adapter import EnvAdapter, EnvSpec
+from st_rl.registry import resolve_class
 
 
 def _env_spec(env: Any) -> EnvSpec | EnvAdapter:
@@ -135,10 +136,7 @@ def fill_missing(cfg: dict[str, Any], resolved: dict[str, Any]) -> None:
 def build_actor_critic(env: Any, class_name: Any, policy_cfg: dict[str, Any]) -> Any:
     """Instantiate ``class_name`` with ``policy_cfg`` (copied, never mutated), completed from ``env`` by
     :func:`resolve_policy_kwargs` (``env=None``: the config is complete)."""
-    import st_rl.modules as modules
-    from st_rl.utils.config import resolve_class
-
-    cls = resolve_class(class_name, modules, "policy", nn.Module)
+    cls = resolve_class(class_name, None, "policy", nn.Module)
     if env is None:
         cfg = copy.deepcopy(dict(policy_cfg))
         cfg.pop("class_name", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -19,6 +20,7 @@ from st_rl.env.layout import (
     segments_size,
     substitute_estimated_state,
 )
+from st_rl.utils.files import read_json, refuse_special_file
 
 __all__ = [
     "get_checkpoint_path",
@@ -159,15 +161,12 @@ def read_run_config(run_dir: str) -> dict:
     Raises:
         FileNotFoundError: when ``run_dir`` has no ``config.json`` (it must be a training log directory).
     """
-
     path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"No config.json in {run_dir}: pass the log directory of a training run (OnPolicyRunner writes "
             "config.json there), or write one with st_rl.utils.utils.write_run_config."
         )
-    from st_rl.utils.files import read_json
-
     return read_json(path, "run config", "restore it from the run's checkpoint or delete the run directory")
 
 
@@ -178,8 +177,6 @@ def atomic_write(path: str, write: Callable[[IO[Any]], None], mode: str = "wb") 
     Raises:
         OSError: ``path`` is a folder, a device, FIFO or socket (it is never replaced).
     """
-    from st_rl.utils.files import refuse_special_file
-
     refuse_special_file(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path), suffix=".tmp", dir=directory)
@@ -196,8 +193,6 @@ def atomic_write(path: str, write: Callable[[IO[Any]], None], mode: str = "wb") 
 
 def write_json_atomic(path: str, data: Any) -> None:
     """Write ``data`` as indented JSON atomically."""
-    import json
-
     atomic_write(path, lambda f: json.dump(data, f, indent=2), mode="w")
 
 
