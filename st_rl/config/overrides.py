@@ -32,12 +32,7 @@ SECTIONS = ("runner", "policy", "algorithm", "storage")
 # Keys that legitimately hold a number or a name (legged_gym: load_run=-1 or a run directory name).
 _NUMBER_OR_TEXT_KEYS = frozenset({"load_run", "checkpoint", "load_checkpoint", "resume_path"})
 
-_WORDS: dict[str, Any] = {
-    "true": True,
-    "false": False,
-    "null": None,
-    "~": None,
-}
+_WORDS: dict[str, Any] = {"true": True, "false": False, "null": None, "~": None}
 
 _SOURCE = "command-line override"
 

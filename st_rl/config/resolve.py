@@ -30,7 +30,14 @@ from st_rl.config.schema import (
 )
 from st_rl.registry import class_label, resolve_class
 
-__all__ = ["TrainConfig", "env_cfg_to_jsonable", "resolve_train_cfg", "to_jsonable", "to_plain_dict"]
+__all__ = [
+    "ConvertibleConfig",
+    "TrainConfig",
+    "env_cfg_to_jsonable",
+    "resolve_train_cfg",
+    "to_jsonable",
+    "to_plain_dict",
+]
 
 
 @dataclass

@@ -341,9 +341,7 @@ RULES: dict[str, Rule] = {
 
 RUNNER_RULES: dict[str, Rule] = {
     "seed": Rule(
-        "must be an integer in [-2**63, 2**64 - 1] (what torch.manual_seed takes) or None",
-        _seed,
-        "e.g. 42",
+        "must be an integer in [-2**63, 2**64 - 1] (what torch.manual_seed takes) or None", _seed, "e.g. 42"
     ),
     "num_steps_per_env": _bounded_size("num_steps_per_env"),
     "max_iterations": SIZE_OR_NONE,

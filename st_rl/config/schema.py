@@ -433,7 +433,7 @@ _STORAGE_RULES = {
     "amp_obs_shape": Rule(
         "every entry must be an integer >= 1",
         lambda x: all(v >= 1 for v in (x if isinstance(x, Sequence) else [x])),
-    ),
+    )
 }
 
 

@@ -47,7 +47,7 @@ def decompress_normalized_image(x: ArrayLike) -> ArrayLike:
 
 
 COMPRESSERS: dict[str, tuple[CompressFn, CompressFn]] = {
-    "normalized_image": (compress_normalized_image, decompress_normalized_image),
+    "normalized_image": (compress_normalized_image, decompress_normalized_image)
 }
 
 
