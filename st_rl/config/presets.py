@@ -78,20 +78,22 @@ class TaskPreset:
     description: str = ""
 
 
+def _train(name: str, iterations: int, save_interval: int, hidden: list[int], **kwargs: Any) -> TrainCfg:
+    """A config whose actor and critic have the hidden sizes ``hidden``."""
+    policy = PolicyCfg(actor_hidden_dims=list(hidden), critic_hidden_dims=list(hidden))
+    return TrainCfg(
+        experiment_name=name, max_iterations=iterations, save_interval=save_interval, policy=policy, **kwargs
+    )
+
+
 def _preset_point_mass() -> TaskPreset:
-    cfg = TrainCfg(experiment_name="point_mass", max_iterations=60, save_interval=20)
-    cfg.policy.actor_hidden_dims = [64, 64]
-    cfg.policy.critic_hidden_dims = [64, 64]
-    cfg.algorithm.entropy_coef = 0.0
+    cfg = _train("point_mass", 60, 20, [64, 64], algorithm=AlgorithmCfg(entropy_coef=0.0))
     return TaskPreset("point_mass", 256, cfg, description="2-D point mass reaching random goals")
 
 
 def _preset_velocity_tracking() -> TaskPreset:
-    cfg = TrainCfg(experiment_name="velocity_tracking", max_iterations=150, save_interval=50)
-    cfg.empirical_normalization = True
-    cfg.policy.actor_hidden_dims = [128, 64]
-    cfg.policy.critic_hidden_dims = [128, 64]
-    cfg.algorithm.entropy_coef = 0.0
+    algorithm = AlgorithmCfg(entropy_coef=0.0)
+    cfg = _train("velocity_tracking", 150, 50, [128, 64], empirical_normalization=True, algorithm=algorithm)
     return TaskPreset(
         "velocity_tracking",
         512,
@@ -101,38 +103,22 @@ def _preset_velocity_tracking() -> TaskPreset:
 
 
 def _preset_sparse_goal() -> TaskPreset:
-    # The reward is zero until the goal is first reached, so exploration decides. RND's curiosity reward (on
-    # the position only) is on for 120 iterations, then fades out by iteration 180, leaving 70 iterations on the
-    # task reward alone; without ``rnd_cfg`` this is plain PPO with the same settings. The learning rate is
-    # fixed (PPO's own default): the adaptive-KL schedule raises it while every reward is zero, which turns
-    # PPO's updates on pure-noise advantages into a fast random walk of the policy that stumbles on the goal
-    # more often (see benchmarks/RESULTS.md, bench_rnd.py).
-    cfg = TrainCfg(experiment_name="sparse_goal", max_iterations=250, save_interval=50)
-    cfg.empirical_normalization = True
-    cfg.policy.actor_hidden_dims = [64, 64]
-    cfg.policy.critic_hidden_dims = [64, 64]
-    cfg.algorithm.schedule = "fixed"
-    cfg.algorithm.learning_rate = 1e-3
-    cfg.algorithm.rnd_cfg = {
-        "weight": 0.5,
-        "obs_components": ["position"],
-        "weight_schedule": {"mode": "linear", "initial_step": 120, "final_step": 180, "final_value": 0.0},
-    }
+    # The reward is zero until the goal is first reached: RND's curiosity reward (on the position) is on for 120
+    # iterations, then fades out by 180. A fixed learning rate: the adaptive schedule raises it while every
+    # reward is zero, a random walk that stumbles on the goal more often (benchmarks/RESULTS.md, bench_rnd.py).
+    fade = {"mode": "linear", "initial_step": 120, "final_step": 180, "final_value": 0.0}
+    rnd = {"weight": 0.5, "obs_components": ["position"], "weight_schedule": fade}
+    algorithm = AlgorithmCfg(schedule="fixed", rnd_cfg=rnd)
+    cfg = _train("sparse_goal", 250, 50, [64, 64], empirical_normalization=True, algorithm=algorithm)
     return TaskPreset(
         "sparse_goal", 256, cfg, description="point mass rewarded only at a distant, unseen goal (PPO + RND)"
     )
 
 
 def _preset_quadruped(terrain: str) -> TaskPreset:
-    # Tuned for a 2-core CPU: 512 robots give more policy updates per minute than legged_gym's 4096; the
-    # observations are already scaled (legged_gym style), so running normalisation stays off; the feet
-    # air-time bonus and the termination penalty are off, because on a small sample budget they keep the
-    # robot standing still (stepping is first penalised for short swings).
-    cfg = TrainCfg(experiment_name=f"quadruped_{terrain}", max_iterations=1000, save_interval=100)
-    cfg.empirical_normalization = False
-    cfg.policy.actor_hidden_dims = [256, 128, 64]
-    cfg.policy.critic_hidden_dims = [256, 128, 64]
-    cfg.algorithm.entropy_coef = 0.01
+    # Tuned for a 2-core CPU (512 robots); the observations are already scaled, so no running normalisation; no
+    # feet air-time bonus or termination penalty: on a small sample budget they keep the robot standing still.
+    cfg = _train(f"quadruped_{terrain}", 1000, 100, [256, 128, 64])
     if terrain == "rough":
         # What a legged_gym user picks for rough ground: an MLP encoder of the (1, 7, 5) height scan.
         cfg.policy.class_name = "EncoderActorCritic"
@@ -163,51 +149,40 @@ def _preset_quadruped(terrain: str) -> TaskPreset:
 def gymnasium_mujoco_preset(
     env_id: str = "HalfCheetah-v5", total_steps: int = 1_000_000, num_envs: int | None = None
 ) -> TaskPreset:
-    """PPO settings for Gymnasium MuJoCo tasks (CleanRL's ``ppo_continuous_action`` settings, 8 environments).
-
-    8 environments collecting 256 steps each per iteration (CleanRL: 1 x 2048; the same 2048-sample batch and
-    number of updates, about 2x the throughput on CPU), 10 epochs of 32 minibatches (64 samples), Adam from
-    3e-4 (annealed, below), gamma 0.99, lambda 0.95, clip 0.2, no entropy bonus, gradient norm 0.5, separate 64x64 tanh
-    actor and critic, running observation normalisation (the runner's ``empirical_normalization``) and reward
-    normalisation by the discounted-return std with a +-10 clip (done by the Gymnasium adapter, see
-    ``env_kwargs``). CleanRL's value loss is ``0.5 * 0.5 * mse``; st_rl's is ``mse``, hence
-    ``value_loss_coef=0.25``. The learning rate anneals linearly to 0 over ``max_iterations`` (``schedule="linear"``),
-    as in CleanRL.
+    """PPO settings for Gymnasium MuJoCo tasks: CleanRL's ``ppo_continuous_action`` (the same 2048-sample batch
+    and updates, from ``num_envs`` environments; st_rl's value loss is ``mse``, CleanRL's ``0.25 * mse``, hence
+    ``value_loss_coef=0.25``; reward normalisation by the Gymnasium adapter, ``env_kwargs``).
 
     Args:
         env_id: Gymnasium id of a task with Box observation and action spaces (``HalfCheetah-v5``, ``Ant-v5``...).
         total_steps: environment steps of a full run (sets ``max_iterations``).
-        num_envs: environments stepped together (default 8); 2048 must divide by it, each collects
-            ``2048 / num_envs`` steps per iteration, so the batch and the number of updates stay the same.
+        num_envs: environments stepped together (default 8), a divisor of 2048.
     """
     steps_per_iter = 2048
     n = 8 if num_envs is None else int(num_envs)
     if n < 1 or steps_per_iter % n:
         raise ValueError(f"num_envs must be a divisor of {steps_per_iter}, got {num_envs}")
-    cfg = TrainCfg(
+    algorithm = AlgorithmCfg(
+        learning_rate=3e-4,
+        schedule="linear",
+        num_learning_epochs=10,
+        num_mini_batches=32,
+        entropy_coef=0.0,
+        value_loss_coef=0.25,
+        max_grad_norm=0.5,
+    )
+    iterations = -(-int(total_steps) // steps_per_iter)
+    cfg = _train(
+        f"gym_{env_id}",
+        iterations,
+        100,
+        [64, 64],
         seed=1,
         num_steps_per_env=steps_per_iter // n,
-        max_iterations=-(-int(total_steps) // steps_per_iter),
         empirical_normalization=True,
-        save_interval=100,
-        experiment_name=f"gym_{env_id}",
+        algorithm=algorithm,
     )
-    cfg.policy.actor_hidden_dims = [64, 64]
-    cfg.policy.critic_hidden_dims = [64, 64]
     cfg.policy.activation = "tanh"
-    cfg.policy.init_noise_std = 1.0
-    alg = cfg.algorithm
-    alg.learning_rate = 3e-4
-    alg.schedule = "linear"
-    alg.gamma = 0.99
-    alg.lam = 0.95
-    alg.num_learning_epochs = 10
-    alg.num_mini_batches = 32
-    alg.clip_param = 0.2
-    alg.entropy_coef = 0.0
-    alg.value_loss_coef = 0.25
-    alg.use_clipped_value_loss = True
-    alg.max_grad_norm = 0.5
     return TaskPreset(
         f"gym:{env_id}",
         n,
@@ -218,9 +193,8 @@ def gymnasium_mujoco_preset(
 
 
 def _preset_quadruped_gait() -> TaskPreset:
-    # The flat preset plus gait-shaping terms, to train a policy whose recorded motion serves as an AMP
-    # reference (st-rl record-motion --checkpoint ... --grid-vx ...): a two-beat trot bonus while commanded to
-    # move, and an air-time term that pays swings longer than 0.2 s (and charges shorter shuffles).
+    # The flat preset plus gait shaping (a trot bonus, swings longer than 0.2 s paid): its recorded motion is an
+    # AMP reference (st-rl record-motion).
     preset = _preset_quadruped("flat")
     preset.train.experiment_name = "quadruped_gait"
     scales = dict(preset.env_kwargs["reward_scales"], trot=0.5, feet_air_time=0.5)
@@ -245,8 +219,7 @@ DEFAULT_TASK = "quadruped_flat"
 
 
 def get_preset(task: str) -> TaskPreset:
-    """The preset of a built-in task, or of a Gymnasium MuJoCo task named ``"gym:<id>"`` (e.g.
-    ``"gym:HalfCheetah-v5"``, see :func:`gymnasium_mujoco_preset`).
+    """The preset of a built-in task, or of a Gymnasium MuJoCo task ``"gym:<id>"`` (:func:`gymnasium_mujoco_preset`).
 
     Raises:
         ValueError: listing the tasks with presets.
@@ -283,16 +256,11 @@ def amp_train_config(
     """Turn a flat PPO training config into its AMP form (``AmpPolicyRunner``, ``APPO`` with
     ``amp_preset="st_rl"``, an AMP policy).
 
-    The defaults (style weight 0.03, gradient penalty 2, initial learning rate 4e-4, the ``st_rl`` preset's
-    replay of 100,000 windows) are the best of an ``st-rl tune --motion`` study on ``quadruped_flat`` from
-    scratch, confirmed on three other seeds (docs/amp.md, "How the defaults were found").
-    ``style_reward_coef`` is in task-reward units per step: the built-in quadruped's task rewards are scaled by
-    ``dt`` (at most about 0.055 per step), so 0.03 weighs the gait style at about half the tracking reward.
-    ``learning_rate`` replaces the PPO config's initial learning rate (None keeps it; an adaptive schedule
-    moves it from there); ``amp_replay_buffer_size`` sets the replay of past policy windows (None: the
-    ``st_rl`` preset's 100,000). ``style_reward_ramp=(start, end)`` keeps the style reward off until iteration
-    ``start`` and ramps it to full weight at ``end`` (see :class:`st_rl.algorithms.APPO`). The
-    discriminator's ``input_dim`` is left ``None`` (filled from the environment's ``ref_obs`` windows).
+    The defaults are the best of an ``st-rl tune --motion`` study on ``quadruped_flat`` (docs/amp.md, "How the
+    defaults were found"). ``style_reward_coef`` is in task-reward units per step; ``learning_rate`` replaces
+    the PPO config's (None keeps it); ``amp_replay_buffer_size`` None keeps the preset's 100,000 windows;
+    ``style_reward_ramp=(start, end)`` ramps the style reward from 0 at ``start`` to full weight at ``end``.
+    The discriminator's ``input_dim`` is left ``None`` (filled from the environment's ``ref_obs`` windows).
     """
     cfg = copy.deepcopy(train_cfg)
     cfg["runner_class_name"] = "AmpPolicyRunner"

@@ -34,49 +34,39 @@ from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS as _DATASET
 from st_rl.storage.rollout_files.rollout_dataset import RolloutDataset
 from st_rl.storage.rollout_storage import RolloutStorage
 
-__all__ = [
-    "RUNNER_FIELDS",
-    "class_fields",
-    "schema_for",
-    "validate_algorithm",
-    "validate_policy",
-    "validate_runner",
-    "validate_storage",
-    "storage_fields",
-    "check_minibatches",
-]
+__all__ = ["RUNNER_FIELDS", "check_minibatches", "class_fields", "schema_for", "storage_fields"]
+__all__ += ["validate_algorithm", "validate_policy", "validate_runner", "validate_storage"]
 
-_STRICT = ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True)
 _create_model: Any = create_model  # field definitions are built at run time
 
 
-def _model_config(extra: str) -> ConfigDict:
+def _model_config(extra: str = "ignore") -> ConfigDict:
     return ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True, extra=extra)  # type: ignore[typeddict-item]
+
+
+_STRICT = _model_config()
 
 
 # Arguments the runner passes itself, never read from a config.
 _INJECTED = frozenset({"self", "actor_critic", "device", "parts"})
 
 # Runner keys: name -> (type, default, meaning). Documented in docs/configuration.md.
+_R, _MAP = RUNNER_DEFAULTS, Mapping[str, Any] | None
 RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
     "seed": (int | None, None, "global RNG seed set when the runner is built (None: leave the RNGs alone)"),
     "device": (str | None, None, "informational; the runner's device argument decides"),
-    "num_steps_per_env": (int, RUNNER_DEFAULTS.num_steps_per_env, "rollout length T per iteration"),
+    "num_steps_per_env": (int, _R.num_steps_per_env, "rollout length T per iteration"),
     "max_iterations": (int | None, None, "number of learning iterations the CLI and training scripts run"),
     "empirical_normalization": (
         bool | None,
         None,
         "normalise observations with running statistics (an algorithm-level key wins)",
     ),
-    "save_interval": (int, RUNNER_DEFAULTS.save_interval, "save model_<it>.pt every this many iterations"),
-    "log_interval": (int, RUNNER_DEFAULTS.log_interval, "log every this many iterations"),
+    "save_interval": (int, _R.save_interval, "save model_<it>.pt every this many iterations"),
+    "log_interval": (int, _R.log_interval, "log every this many iterations"),
     "experiment_name": (str, "", "log directory name under the log root"),
     "run_name": (str, "", "suffix of the run directory"),
-    "logger": (
-        Any,
-        RUNNER_DEFAULTS.logger,
-        "'tensorboard', 'wandb', 'neptune', 'none' or a custom writer class",
-    ),
+    "logger": (Any, _R.logger, "'tensorboard', 'wandb', 'neptune', 'none' or a custom writer class"),
     "neptune_project": (str | None, None, "Neptune project (logger='neptune')"),
     "neptune_mode": (str | None, None, "Neptune mode: 'async' (default), 'sync', 'offline', 'debug'"),
     "neptune_run_id": (str | None, None, "continue this Neptune run"),
@@ -95,27 +85,19 @@ RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
     "load_checkpoint": (str | int | None, None, "regex of the checkpoint file to resume (st_gym)"),
     "checkpoint": (int | str | None, None, "checkpoint index or -1 (legged_gym)"),
     "resume_path": (str | None, None, "explicit checkpoint path (legged_gym)"),
-    "runner_class_name": (Any, RUNNER_DEFAULTS.runner_class_name, "runner class"),
+    "runner_class_name": (Any, _R.runner_class_name, "runner class"),
     "policy_class_name": (Any, None, "policy class (legged_gym nested form)"),
     "algorithm_class_name": (Any, None, "algorithm class (legged_gym nested form)"),
-    "storage": (Mapping[str, Any] | None, None, "extra keyword arguments of the rollout storage"),
+    "storage": (_MAP, None, "extra keyword arguments of the rollout storage"),
     "inference_mode_rollout": (bool, True, "collect rollouts under torch.inference_mode"),
-    "obs_groups": (
-        Mapping[str, Any] | None,
-        None,
-        "observation groups feeding the actor ('policy') and critic ('critic')",
-    ),
-    "check_finite": (
-        str,
-        RUNNER_DEFAULTS.check_finite,
-        "'rollout', 'step' or 'off': NaN/Inf checks of env outputs",
-    ),
+    "obs_groups": (_MAP, None, "observation groups feeding the actor ('policy') and critic ('critic')"),
+    "check_finite": (str, _R.check_finite, "'rollout', 'step' or 'off': NaN/Inf checks of env outputs"),
     "clip_actions": (Any, None, "informational; environments clip actions"),
     "class_name": (Any, None, "runner class (alternative spelling)"),
     "task": (str | None, None, "built-in task name (written by st-rl train; read by st-rl play)"),
     "distributed_timeout_s": (
         float,
-        RUNNER_DEFAULTS.distributed_timeout_s,
+        _R.distributed_timeout_s,
         "multi-rank runs: seconds before a blocked collective fails",
     ),
     "ckpt_manipulator": (Any, None, "function applied to a checkpoint before loading it"),
@@ -124,7 +106,7 @@ RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
         0,
         "TwoStageRunner: iterations fed from pretrain_dataset before RL (negative: forever)",
     ),
-    "pretrain_dataset": (Mapping[str, Any] | None, None, "TwoStageRunner: RolloutDataset arguments"),
+    "pretrain_dataset": (_MAP, None, "TwoStageRunner: RolloutDataset arguments"),
     "init_member_classes": (
         Any,
         None,
