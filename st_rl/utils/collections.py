@@ -60,7 +60,7 @@ class _ArrayTupleMethods:
 
     def get_leading_dims(self) -> tuple[int, ...]:
         """Leading dims shared by all fields."""
-        return _leading_dims(self)
+        return get_leading_dims(self)
 
 
 def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...]) -> type:
@@ -98,11 +98,6 @@ def namedarraytuple_like(example: Any) -> type:
 
 
 def get_leading_dims(value: Any, n_dim: int | None = None) -> tuple[int, ...]:
-    """See :func:`_leading_dims`."""
-    return _leading_dims(value, n_dim)
-
-
-def _leading_dims(value: Any, n_dim: int | None = None) -> tuple[int, ...]:
     """Leading dims common to every array of a (nested) tuple.
 
     Raises:
