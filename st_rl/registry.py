@@ -1,8 +1,7 @@
-"""Class names in configs: resolution at call time, and the trust rules of configs read back from disk.
+"""Class names in configs, resolved at call time, and the trust rules of configs read back from disk.
 
-A leaf module: it imports nothing of st_rl. Short names resolve among the classes a package exports
-(:data:`NAMESPACES`, imported with :mod:`importlib` when a name is resolved), so any layer may resolve a
-``class_name`` without importing the layers above it.
+A leaf (it imports nothing of st_rl): short names resolve among the classes a package exports
+(:data:`NAMESPACES`, imported when a name is resolved), so no layer imports a higher one to find a class.
 """
 
 from __future__ import annotations
@@ -82,12 +81,8 @@ def available_classes(namespace: ModuleType | str, base: type | None = None) -> 
 
 
 class UntrustedConfigError(ImportError):
-    """A config read back from a run directory or checkpoint names code to import, and nobody opted in.
-
-    Such a config resolves ``class_name`` only among st_rl's registered classes (and checkpoint manipulators
-    only among st_rl's named ones); an import path (``"package.module:Name"``) would run code chosen by whoever
-    wrote the file. An ``ImportError`` (the import was refused), so that no validation turns it into another error.
-    """
+    """A config read back from a run directory or checkpoint names code to import (``"package.module:Name"``),
+    and nobody opted in: such a config may only name st_rl's registered classes and functions."""
 
 
 @dataclass(frozen=True)
@@ -104,14 +99,8 @@ _UNTRUSTED: contextvars.ContextVar[_UntrustedSource | None] = contextvars.Contex
 @contextlib.contextmanager
 def untrusted_config(source: str, opt_in: str = TRUST_OPT_IN, trusted: bool = False) -> Iterator[None]:
     """Treat every config resolved in the block as read back from ``source`` (a run's ``config.json``, a
-    checkpoint): :func:`resolve_class`, checkpoint manipulators and other names of code then refuse import
-    paths with :class:`UntrustedConfigError`.
-
-    Args:
-        source: the file the config was read from (named by the error).
-        opt_in: how the user trusts the file (named by the error).
-        trusted: the user opted in: the block runs unrestricted.
-    """
+    checkpoint): names of code that are import paths then raise :class:`UntrustedConfigError` naming ``source``
+    and ``opt_in``. ``trusted``: the user opted in, the block runs unrestricted."""
     if trusted:
         yield
         return
@@ -128,14 +117,8 @@ def imports_allowed() -> bool:
 
 
 def refuse_untrusted_import(spec: str, key: str, registered: list[str] | None = None) -> None:
-    """Raise :class:`UntrustedConfigError` if ``spec``, an import path found at config key ``key``, comes from an
-    untrusted config (see :func:`untrusted_config`); do nothing otherwise.
-
-    Args:
-        spec: the import path (``"package.module:Name"``).
-        key: where the config names it (e.g. ``"runner.ckpt_manipulator"``).
-        registered: the names that resolve without importing anything (listed in the message).
-    """
+    """Raise :class:`UntrustedConfigError` if ``spec``, an import path at config key ``key``, comes from an
+    untrusted config (:func:`untrusted_config`); ``registered``: the names that resolve without an import."""
     context = _UNTRUSTED.get()
     if context is None:
         return

@@ -34,6 +34,10 @@ class _ItemProblem(Problem):
         return f"{self.path}: {self.rule}. Fix: {self.fix}" if self.fix else f"{self.path}: {self.rule}"
 
 
+def _error(item: str, rule: str, fix: str) -> ConfigError:
+    return ConfigError(_ItemProblem(item, MISSING, rule, fix), source=_SOURCE)
+
+
 def parse_value(text: str) -> Any:
     """Parse the value of an override (the part after ``=``).
 
@@ -71,36 +75,18 @@ def _split(item: str) -> tuple[bool, list[str], str | None]:
         text = text[2:] if text.startswith("++") else text[1:]
     if delete:
         if "=" in text:
-            raise ConfigError(
-                _ItemProblem(item, MISSING, "a deletion takes no value", f"write '~{text.split('=', 1)[0]}'"),
-                source=_SOURCE,
-            )
+            raise _error(item, "a deletion takes no value", f"write '~{text.split('=', 1)[0]}'")
         key, raw = text, None
     else:
         if "=" not in text:
-            raise ConfigError(
-                _ItemProblem(
-                    item,
-                    MISSING,
-                    "an override is KEY=VALUE",
-                    f"write e.g. '{text or 'algorithm.learning_rate'}=VALUE' (no spaces around '='), "
-                    "or '~KEY' to delete a key",
-                ),
-                source=_SOURCE,
-            )
+            example = f"write e.g. '{text or 'algorithm.learning_rate'}=VALUE' (no spaces around '=')"
+            raise _error(item, "an override is KEY=VALUE", f"{example}, or '~KEY' to delete a key")
         key, raw = text.split("=", 1)
     key = key.strip()
     parts = key.split(".")
     if not key or any(not p.strip() for p in parts):
-        raise ConfigError(
-            _ItemProblem(
-                item,
-                MISSING,
-                "the key is empty" if not key else "the key has an empty part",
-                "write a dotted key such as 'algorithm.learning_rate=3e-4'",
-            ),
-            source=_SOURCE,
-        )
+        rule = "the key is empty" if not key else "the key has an empty part"
+        raise _error(item, rule, "write a dotted key such as 'algorithm.learning_rate=3e-4'")
     return delete, [p.strip() for p in parts], raw
 
 
@@ -148,17 +134,12 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
                 else:
                     rule = f"'{where}' is {child!r}, not a section, so it has no key '{path[depth + 1]}'"
                     fix = f"set the whole value instead: '{where}=...'"
-                raise ConfigError(_ItemProblem(item, MISSING, rule, fix), source=_SOURCE)
+                raise _error(item, rule, fix)
             node = child
         last = path[-1]
         if delete:
             if last not in node:
-                raise ConfigError(
-                    _ItemProblem(
-                        item, MISSING, f"there is no key '{'.'.join(path)}' to delete", "check the spelling"
-                    ),
-                    source=_SOURCE,
-                )
+                raise _error(item, f"there is no key '{'.'.join(path)}' to delete", "check the spelling")
             del node[last]
             continue
         assert raw is not None
@@ -169,15 +150,8 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             and isinstance(old, (bool, int, float))
             and last not in _NUMBER_OR_TEXT_KEYS
         ):
-            kind = "true or false" if isinstance(old, bool) else "a number"
-            raise ConfigError(
-                Problem(
-                    ".".join(parts),
-                    value,
-                    f"expects {kind} (it is {old!r}), got text",
-                    f"write e.g. '{'.'.join(parts)}={json.dumps(old)}'",
-                ),
-                source=_SOURCE,
-            )
+            kind, key = "true or false" if isinstance(old, bool) else "a number", ".".join(parts)
+            rule, fix = f"expects {kind} (it is {old!r}), got text", f"write e.g. '{key}={json.dumps(old)}'"
+            raise ConfigError(Problem(key, value, rule, fix), source=_SOURCE)
         node[last] = value
     return out

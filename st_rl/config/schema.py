@@ -423,10 +423,6 @@ def _numeric(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _is_zero(x: Any) -> bool:
-    return _numeric(x) and x == 0
-
-
 def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorithm") -> list[Problem]:
     """Problems of an algorithm config for class ``cls`` (PPO or a preset), its extensions included."""
     has_user_extensions = bool(cfg.get("extensions"))
@@ -438,7 +434,7 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
         # is not built (st_gym's PPO config carries `mimic_loss_coef=0.0` and `discriminator_loss_coef=0.0`).
         if not (coef_keys_ok and key.endswith("_coef")):
             return False
-        return has_user_extensions or _is_zero(cfg.get(key))
+        return has_user_extensions or (_numeric(cfg.get(key)) and cfg.get(key) == 0)
 
     problems = [
         Problem(
@@ -453,20 +449,6 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
     ]
     problems = _merge(problems, _rule_problems(cfg, prefix, rule_for))
     problems += _algorithm_cross_checks(cfg, prefix)
-    symmetry = cfg.get("symmetry_cfg")
-    if (
-        isinstance(symmetry, Mapping)
-        and not symmetry.get("use_mirror_loss", True)
-        and not symmetry.get("use_data_augmentation", False)
-    ):
-        problems.append(
-            Problem(
-                f"{prefix}.symmetry_cfg.use_mirror_loss",
-                False,
-                "symmetry needs the mirror loss and/or data augmentation",
-                "set use_mirror_loss=True or use_data_augmentation=True, or remove symmetry_cfg",
-            )
-        )
     for key, sub_cls in _nested_algorithm_sections(cls).items():
         sub = cfg.get(key)
         if isinstance(sub, Mapping):
@@ -519,18 +501,17 @@ def _teacher_policy_problems(teacher: Any, prefix: str) -> list[Problem]:
 
 def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem]:
     problems = []
-    schedule = cfg.get("schedule")
-    if schedule == "adaptive" and "desired_kl" in cfg:
-        kl = cfg["desired_kl"]
-        if kl is None or (_numeric(kl) and (not math.isfinite(kl) or kl <= 0)):
-            problems.append(
-                Problem(
-                    f"{prefix}.desired_kl",
-                    kl,
-                    "schedule='adaptive' needs a KL target > 0",
-                    "typical: 0.01, or set schedule='fixed'",
-                )
-            )
+    kl = cfg.get("desired_kl")
+    bad_kl = kl is None or (_numeric(kl) and not (math.isfinite(kl) and kl > 0))
+    if cfg.get("schedule") == "adaptive" and "desired_kl" in cfg and bad_kl:
+        rule = "schedule='adaptive' needs a KL target > 0"
+        problems.append(Problem(f"{prefix}.desired_kl", kl, rule, "typical: 0.01, or set schedule='fixed'"))
+    symmetry = cfg.get("symmetry_cfg")
+    mirror_or_augment = ("use_mirror_loss", True), ("use_data_augmentation", False)
+    if isinstance(symmetry, Mapping) and not any(symmetry.get(k, d) for k, d in mirror_or_augment):
+        rule = "symmetry needs the mirror loss and/or data augmentation"
+        fix = "set use_mirror_loss=True or use_data_augmentation=True, or remove symmetry_cfg"
+        problems.append(Problem(f"{prefix}.symmetry_cfg.use_mirror_loss", False, rule, fix))
     return problems
 
 
