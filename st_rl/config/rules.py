@@ -62,6 +62,15 @@ def _one_of(*choices: str) -> Callable[[Any], bool]:
     return lambda x: not isinstance(x, str) or x in choices
 
 
+def _choice(*choices: str, fix: str = "pick one of them", listed: bool = False) -> Rule:
+    """A string among ``choices`` (``None`` is not one); the text lists them (``listed``: "must be one of ...")."""
+    names = [repr(c) for c in choices]
+    text = (
+        f"must be one of {', '.join(names)}" if listed else f"must be {', '.join(names[:-1])} or {names[-1]}"
+    )
+    return Rule(text, _one_of(*choices), fix, allow_none=False)
+
+
 def _activation(x: Any) -> bool:
     if not isinstance(x, str):
         return True
@@ -190,12 +199,7 @@ RULES: dict[str, Rule] = {
     ),
     "num_learning_epochs": _bounded_size("num_learning_epochs"),
     "num_mini_batches": _bounded_size("num_mini_batches"),
-    "schedule": Rule(
-        "must be 'fixed', 'adaptive' or 'linear'",
-        _one_of("fixed", "adaptive", "linear"),
-        "pick one of them",
-        False,
-    ),
+    "schedule": _choice("fixed", "adaptive", "linear"),
     "lr_anneal_iterations": SIZE_OR_NONE,
     "compile": Rule(
         "must be true, false or a torch.compile mode",
@@ -206,11 +210,8 @@ RULES: dict[str, Rule] = {
         "true (default mode), 'reduce-overhead' (CUDA graphs on a GPU) or false",
         False,
     ),
-    "precision": Rule(
-        "must be 'fp32', 'bf16' or 'auto'",
-        _one_of("fp32", "bf16", "auto"),
-        "'auto' is bf16 where the hardware has fast bfloat16 units, else fp32",
-        False,
+    "precision": _choice(
+        "fp32", "bf16", "auto", fix="'auto' is bf16 where the hardware has fast bfloat16 units, else fp32"
     ),
     "buffer_dilation_ratio": Rule(
         f"must lie in [1, {LIMITS['buffer_dilation_ratio'][0]}]",
@@ -233,18 +234,10 @@ RULES: dict[str, Rule] = {
     "distillation_loss_coef": Rule(
         "must be >= 0 or a schedule 'linear', 'exp' or 'tanh'", _schedule_or(math.inf), "", False
     ),
-    "distill_target": Rule(
-        "must be one of 'real', 'mse_sum', 'l1', 'tanh', 'scaled_tanh', 'max_log_prob'",
-        _one_of("real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob"),
-        "",
-        False,
+    "distill_target": _choice(
+        "real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob", fix="", listed=True
     ),
-    "distill_latent_target": Rule(
-        "must be one of 'real', 'l1', 'tanh', 'scaled_tanh'",
-        _one_of("real", "l1", "tanh", "scaled_tanh"),
-        "",
-        False,
-    ),
+    "distill_latent_target": _choice("real", "l1", "tanh", "scaled_tanh", fix="", listed=True),
     "estimator_loss_func": Rule(
         "must name a torch.nn.functional loss",
         _functional_loss,
@@ -324,9 +317,7 @@ RUNNER_RULES: dict[str, Rule] = {
         _logger,
         "see docs/logging.md",
     ),
-    "check_finite": Rule(
-        "must be 'rollout', 'step' or 'off'", _one_of("rollout", "step", "off"), "pick one of them", False
-    ),
+    "check_finite": _choice("rollout", "step", "off"),
     "runner_class_name": CLASS_NAME,
     "class_name": CLASS_NAME,
     "policy_class_name": CLASS_NAME,
