@@ -1,11 +1,9 @@
 """Turn the training configs users write into one validated :class:`TrainConfig`.
 
-Two shapes are accepted (``reference/ancestor_spec.md`` section 3): **flat** (st_gym
-``RslRlOnPolicyRunnerCfg.to_dict()``: runner keys at the top level, ``policy`` and ``algorithm`` with their own
-``class_name``) and **nested** (legged_gym ``class_to_dict(train_cfg)``: a ``runner`` dict with
-``policy_class_name`` and ``algorithm_class_name``). The user's object is deep-copied, never mutated; every key
-is validated against the schema (:mod:`st_rl.config.schema`) and mistakes raise :class:`ConfigError`. A
-:class:`TrainConfig` is the mark of a resolved config: resolving it again returns a copy, unchecked.
+Two shapes are accepted: **flat** (st_gym ``to_dict()``: runner keys at the top level, ``policy`` and
+``algorithm`` with their own ``class_name``) and **nested** (legged_gym ``class_to_dict``: a ``runner`` dict with
+``policy_class_name`` and ``algorithm_class_name``). The user's object is never mutated. A :class:`TrainConfig`
+marks a resolved config: resolving it again returns a copy, unchecked.
 """
 
 from __future__ import annotations
@@ -139,12 +137,9 @@ _ENV_CFG_MAX_DEPTH = 32
 
 
 def env_cfg_to_jsonable(cfg: Any) -> Any:
-    """An environment config of any kind as plain JSON data (what ``config.json``'s ``env`` entry holds).
-
-    Accepted kinds, nested freely: mappings; legged_gym class-based configs (a class or an instance, with
-    nested classes: every public non-method attribute, inherited ones included); dataclasses; Isaac Lab
-    configclasses and other objects with ``to_dict()``. Leaves go through :func:`to_jsonable` (tuples ->
-    lists, tensors and arrays -> lists, classes and functions -> labels, anything else -> ``repr``).
+    """An environment config as plain JSON data (``config.json``'s ``env`` entry): mappings, legged_gym config
+    classes or instances (every public non-method attribute, nested classes included), dataclasses and objects
+    with ``to_dict()`` (Isaac Lab configclasses), nested freely; leaves go through :func:`to_jsonable`.
     """
     return _env_cfg_value(cfg, 0, is_root=True)
 
