@@ -34,8 +34,8 @@ from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS as _DATASET
 from st_rl.storage.rollout_files.rollout_dataset import RolloutDataset
 from st_rl.storage.rollout_storage import RolloutStorage
 
-__all__ = ["RUNNER_FIELDS", "check_minibatches", "class_fields", "schema_for", "storage_fields"]
-__all__ += ["validate_algorithm", "validate_policy", "validate_runner", "validate_storage"]
+__all__ = ["RUNNER_FIELDS", "check_minibatches", "class_fields", "schema_for", "signature_fields"]
+__all__ += ["storage_fields", "validate_algorithm", "validate_policy", "validate_runner", "validate_storage"]
 
 _create_model: Any = create_model  # field definitions are built at run time
 
@@ -134,6 +134,19 @@ def _annotation(func: Callable[..., Any], param: inspect.Parameter) -> Any:
     return ann
 
 
+def signature_fields(init: Callable[..., Any], kinds: tuple[Any, ...] = ()) -> dict[str, tuple[Any, Any]]:
+    """``{name: (type, default)}`` of ``init``'s named parameters (of ``kinds`` only, when given); a parameter
+    without a default has the default None."""
+    fields = {}
+    for p in inspect.signature(init).parameters.values():
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and (not kinds or p.kind in kinds):
+            fields[p.name] = (
+                _annotation(init, p),
+                None if p.default is inspect.Parameter.empty else p.default,
+            )
+    return fields
+
+
 def _accepts_none(tp: Any) -> bool:
     if tp is Any:
         return True
@@ -177,15 +190,9 @@ def class_fields(cls: type) -> tuple[dict[str, tuple[Any, Any]], frozenset[str],
             params = inspect.signature(init).parameters.values()
         except (TypeError, ValueError):
             continue
-        for p in params:
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name in _INJECTED:
-                continue
-            if p.name not in fields:
-                tp = _annotation(init, p)
-                default = None if p.default is inspect.Parameter.empty else p.default
-                if default is None and not _accepts_none(tp):
-                    tp = tp | None
-                fields[p.name] = (tp, default)
+        for name, (tp, default) in signature_fields(init).items():
+            if name not in fields and name not in _INJECTED:
+                fields[name] = (tp | None if default is None and not _accepts_none(tp) else tp, default)
         open_kwargs = any(p.kind == p.VAR_KEYWORD for p in params)
         if not open_kwargs:
             break
@@ -354,12 +361,9 @@ def _rollout_storage_fields() -> dict[str, tuple[Any, Any]]:
         klass = pending.pop(0)
         pending += klass.__subclasses__()
         init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        for p in inspect.signature(init).parameters.values():
-            if p.kind == p.KEYWORD_ONLY and p.name not in fields:
-                default = None if p.default is inspect.Parameter.empty else p.default
-                fields[p.name] = (_annotation(init, p), default)
+        if init is not None:
+            for name, spec in signature_fields(init, (inspect.Parameter.KEYWORD_ONLY,)).items():
+                fields.setdefault(name, spec)
     return fields
 
 
