@@ -1,24 +1,8 @@
-"""Reference-compatibility names, gathered in one place.
-
-Users bring code and configs written for the ancestor library (st_gym / legged_gym / parkour scripts). Its
-names keep working, misspellings and old aliases included, at the import paths those scripts use. Each is a
-thin alias of the current name; :data:`REFERENCE_NAMES` lists them all (``tests/test_compat_names.py`` checks
-that every entry resolves to what it claims), and ``docs/configuration.md`` documents the keyword aliases.
-
-Where the alias lives:
-
-* module aliases are files at the reference path that re-export the current module
-  (``st_rl/storage/reply_buffer.py``); ``st_rl/envs/`` (the built-in tasks' former home) makes every
-  ``st_rl.envs.<module>`` the same module object as ``st_rl.tasks.<module>``;
-* method and attribute aliases are one line in their class, next to the current name, marked
-  ``# reference name (st_rl/compat.py)``;
-* keyword aliases (``critic_obs_segments``, ``climb_down_policy_path``, ``scan_dir``) are accepted by the
-  function that takes the current keyword.
-
-Some reference names are the current names and have no other spelling: the module
-``st_rl.utils.data_compresser``, ``st_rl.modules.utils.get_activation_Cls``, the storage classes
-``QueueRolloutStorage`` / ``ActionLabelRollout`` / ``SarsaRolloutStorage`` / ``AmpRolloutStorage`` (thin
-configurations of :class:`~st_rl.storage.rollout_storage.RolloutStorage`) and the algorithm presets.
+"""Reference-compatibility names: each name the ancestor library's scripts and configs use (misspellings and
+old aliases included) is a thin alias of the current one. :data:`REFERENCE_NAMES` lists them
+(``tests/test_compat_names.py`` checks each); module aliases are re-export files at the reference path, method
+aliases one line in their class marked ``# reference name (st_rl/compat.py)``, keyword aliases
+(:data:`KEYWORD_ALIASES`) are accepted by the function that takes the current keyword.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Policy contracts: what code outside the policy classes may rely on, as protocols.
 
-Every st_rl policy (:class:`~st_rl.modules.ActorCritic` and its presets) implements all of them; the Mutex
-policies declare their recurrence but have no ``std``. A user's object (a policy callable handed to the
-demonstration saver or the evaluation, a policy class named in a config) may implement any subset: the
-library checks each with ``isinstance`` where it is optional, and names the missing member where it is not.
+Every st_rl policy implements all of them (the Mutex policies have no ``std``); a user's policy may implement
+any subset: the library checks each with ``isinstance`` where it is optional.
 """
 
 from __future__ import annotations
@@ -17,27 +15,21 @@ import torch
 class DeterministicActor(Protocol):
     """A policy with a deterministic action: ``act_inference(obs) -> actions`` (raw observations in)."""
 
-    def act_inference(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """The deterministic actions for ``observations``."""
-        ...
+    def act_inference(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor: ...
 
 
 @runtime_checkable
 class StochasticActor(Protocol):
     """A policy that samples its actions: ``act(obs) -> actions``."""
 
-    def act(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """Actions sampled for ``observations``."""
-        ...
+    def act(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor: ...
 
 
 @runtime_checkable
 class ResettablePolicy(Protocol):
     """A policy with per-environment state (a memory) that ``reset(dones)`` clears for finished episodes."""
 
-    def reset(self, dones: torch.Tensor | None = None) -> None:
-        """Forget the state of the environments where ``dones`` is true (all of them for None)."""
-        ...
+    def reset(self, dones: torch.Tensor | None = None) -> None: ...
 
 
 @runtime_checkable

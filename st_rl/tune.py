@@ -33,6 +33,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from st_rl.config.defaults import RUNNER_DEFAULTS
+
 DEFAULT_SPACE: dict[str, list[Any]] = {
     "algorithm.learning_rate": ["log", 1e-4, 1e-2],
     "algorithm.entropy_coef": ["float", 0.0, 0.01],
@@ -381,7 +383,7 @@ def run_study(
     sampler: Any = None,
     seed: int | None = None,
     device: str = "cpu",
-    logger: str = "tensorboard",
+    logger: str = RUNNER_DEFAULTS.logger,
     log_interval: int | None = None,
     timeout_s: float | None = None,
     verbose: bool = True,
@@ -477,7 +479,11 @@ def run_study(
         trial.set_user_attr("host", socket.gethostname())
         env = task_env(num_envs, base_seed, env_kwargs)
         runner = build_runner(
-            cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=log_dir, device=device
+            cfg.get("runner_class_name", RUNNER_DEFAULTS.runner_class_name),
+            env,
+            cfg,
+            log_dir=log_dir,
+            device=device,
         )
         with runner:  # closes the writers and releases the run directory, also on errors
             runner.learn(iterations, init_at_random_ep_len=True, trial=trial, trial_metric=report_metric)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS
+
 
 def compute_gae(
     rewards: torch.Tensor,
@@ -74,7 +76,7 @@ def value_function_loss(
     old_values: torch.Tensor,
     returns: torch.Tensor,
     clip_param: float,
-    use_clipped_value_loss: bool = True,
+    use_clipped_value_loss: bool = PPO_SIGNATURE_DEFAULTS.use_clipped_value_loss,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Squared value error, optionally with the PPO value clipping.
 

@@ -15,6 +15,7 @@ import torch.optim as optim
 
 from st_rl.algorithms import functional as F
 from st_rl.algorithms.extensions.base import Extension, StorageLayout
+from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.rollout_storage import MiniBatch, RolloutStorage, Transition
 from st_rl.utils import distributed as dist_utils
@@ -190,20 +191,20 @@ class PPO:
     def __init__(
         self,
         actor_critic: nn.Module,
-        num_learning_epochs: int = 1,
-        num_mini_batches: int = 1,
-        clip_param: float = 0.2,
-        gamma: float = 0.998,
-        lam: float = 0.95,
-        value_loss_coef: float = 1.0,
-        entropy_coef: float = 0.0,
-        learning_rate: float = 1e-3,
-        max_grad_norm: float | None = 1.0,
-        use_clipped_value_loss: bool = True,
+        num_learning_epochs: int = PPO_SIGNATURE_DEFAULTS.num_learning_epochs,
+        num_mini_batches: int = PPO_SIGNATURE_DEFAULTS.num_mini_batches,
+        clip_param: float = PPO_SIGNATURE_DEFAULTS.clip_param,
+        gamma: float = PPO_SIGNATURE_DEFAULTS.gamma,
+        lam: float = PPO_SIGNATURE_DEFAULTS.lam,
+        value_loss_coef: float = PPO_SIGNATURE_DEFAULTS.value_loss_coef,
+        entropy_coef: float = PPO_SIGNATURE_DEFAULTS.entropy_coef,
+        learning_rate: float = PPO_SIGNATURE_DEFAULTS.learning_rate,
+        max_grad_norm: float | None = PPO_SIGNATURE_DEFAULTS.max_grad_norm,
+        use_clipped_value_loss: bool = PPO_SIGNATURE_DEFAULTS.use_clipped_value_loss,
         clip_min_std: float | Sequence[float] = 1e-15,
         optimizer_class_name: str = "Adam",
-        schedule: str = "fixed",
-        desired_kl: float | None = 0.01,
+        schedule: str = PPO_SIGNATURE_DEFAULTS.schedule,
+        desired_kl: float | None = PPO_SIGNATURE_DEFAULTS.desired_kl,
         device: str | torch.device = "cpu",
         empirical_normalization: bool = False,
         *args: Any,

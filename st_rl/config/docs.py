@@ -11,8 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import st_rl.algorithms as algorithms
+import st_rl.modules as modules
+from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
+from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.config.rules import RUNNER_RULES, rule_for
-from st_rl.config.schema import RUNNER_FIELDS, class_fields, storage_fields, type_name
+from st_rl.config.schema import RUNNER_FIELDS, class_fields, signature_fields, storage_fields, type_name
+from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS, RolloutDataset
 
 __all__ = ["BEGIN", "END", "render", "update_file"]
 
@@ -51,28 +56,12 @@ def _table(title: str, fields: dict[str, tuple[Any, Any]], rules: Any, note: str
 
 
 def _pretrain_dataset_fields() -> dict[str, tuple[Any, Any]]:
-    import inspect
-
-    from st_rl.config.schema import _annotation
-    from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS, RolloutDataset
-
-    init = RolloutDataset.__init__
-    params = inspect.signature(init).parameters
-    fields = {}
-    for name in _CONFIG_KEYS:
-        p = params[name]
-        default = None if p.default is inspect.Parameter.empty else p.default
-        fields[name] = (_annotation(init, p), default)
-    return fields
+    fields = signature_fields(RolloutDataset.__init__)
+    return {name: fields[name] for name in _CONFIG_KEYS}
 
 
 def render() -> str:
     """The generated markdown block (markers included)."""
-    import st_rl.algorithms as algorithms
-    import st_rl.modules as modules
-    from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
-    from st_rl.algorithms.extensions.symmetry import Symmetry
-
     lines = [BEGIN, "", "### Runner", "", "Top-level keys (flat form) or keys of `runner` (nested form).", ""]
     lines += ["| key | type | default | rule | meaning |", "|---|---|---|---|---|"]
     for name, (tp, default, meaning) in sorted(RUNNER_FIELDS.items()):

@@ -9,14 +9,8 @@ __all__ = ["MISSING", "ConfigError", "Problem"]
 
 @dataclass(frozen=True)
 class Problem:
-    """One mistake in a config.
-
-    Attributes:
-        path: dotted key path in the nested form (``algorithm.max_grad_norm``), or the CLI argument.
-        value: the offending value as the user gave it (``repr`` is shown).
-        rule: what the value must satisfy.
-        fix: what to do about it.
-    """
+    """One mistake in a config: its dotted key ``path`` in the nested form (``algorithm.max_grad_norm``) or the
+    CLI argument, the ``value`` as given, the ``rule`` it breaks and the ``fix``."""
 
     path: str
     value: object
@@ -39,11 +33,8 @@ MISSING = _Missing()
 
 
 class ConfigError(ValueError):
-    """A training config (or CLI argument) that cannot be used as given.
-
-    ``problems`` lists every mistake found; the message has one line per problem, the first line alone is
-    enough for the command line.
-    """
+    """A training config (or CLI argument) that cannot be used as given: ``problems`` lists every mistake, one
+    line each in the message."""
 
     def __init__(self, problems: list[Problem] | Problem, source: str = "training config") -> None:
         self.problems: list[Problem] = [problems] if isinstance(problems, Problem) else list(problems)

@@ -1,9 +1,7 @@
-"""Reading training configs from YAML or JSON files (``st-rl train --config FILE``).
+"""Reading training configs from YAML or JSON files (``st-rl train --config FILE``), flat or nested form.
 
-The file holds the same dict a Python user passes to a runner: the st_gym flat form (runner keys at the top
-level next to ``policy`` and ``algorithm``) or the legged_gym nested form (``runner``, ``policy``,
-``algorithm``). Two YAML traps are closed: ``3e-4`` is read as a number (PyYAML alone reads it as text) and a
-key given twice in one mapping is an error (PyYAML alone keeps the last one).
+Two YAML traps are closed: ``3e-4`` is a number (PyYAML alone reads text) and a key given twice in one mapping
+is an error (PyYAML alone keeps the last one).
 """
 
 from __future__ import annotations
@@ -12,6 +10,8 @@ import json
 import os
 import re
 from typing import Any
+
+import yaml
 
 from st_rl.config.errors import MISSING, ConfigError, Problem
 
@@ -31,44 +31,38 @@ _YAML_FLOAT = re.compile(
 )
 
 
-def _yaml_loader() -> Any:
-    """A ``yaml.SafeLoader`` subclass with YAML 1.2 floats and duplicate-key errors."""
-    import yaml
+class _Loader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` with YAML 1.2 floats and duplicate-key errors."""
 
-    class _Loader(yaml.SafeLoader):
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            seen: dict[Any, int] = {}
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    first = seen.get(key)
-                    seen[key] = key_node.start_mark.line
-                except TypeError:  # an unhashable key: SafeLoader reports it
-                    continue
-                if first is not None:
-                    raise yaml.constructor.ConstructorError(
-                        None,
-                        None,
-                        f"duplicate key {key!r} (first given on line {first + 1})",
-                        key_node.start_mark,
-                    )
-            return super().construct_mapping(node, deep=deep)
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+                seen[key] = key_node.start_mark.line
+            except TypeError:  # an unhashable key: SafeLoader reports it
+                continue
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first given on line {first + 1})",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
 
-    _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
-    return _Loader
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
 
 
 class _FileProblem(Problem):
-    """A problem with the file as a whole (no key): shown as ``file[:line]: rule`` (plus the line's text)."""
+    """A problem with the file as a whole: ``file[:line]: rule[: the line's text]``."""
 
     def __str__(self) -> str:
-        text = (
-            f"{self.path}: {self.rule}"
-            if self.value is MISSING
-            else f"{self.path}: {self.rule}: {self.value!r}"
-        )
+        text = f"{self.path}: {self.rule}" + ("" if self.value is MISSING else f": {self.value!r}")
         return f"{text}. Fix: {self.fix}" if self.fix else text
 
 
@@ -88,13 +82,7 @@ def _line(text: str, line: int) -> object:
 
 def _parse_yaml(path: str, text: str) -> Any:
     try:
-        import yaml
-    except ImportError as e:  # pragma: no cover - pyyaml is a test dependency
-        raise _error(
-            path, "reading YAML needs PyYAML", "pip install pyyaml, or write the config as JSON"
-        ) from e
-    try:
-        return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         marked: yaml.MarkedYAMLError | None = e if isinstance(e, yaml.MarkedYAMLError) else None
         mark = None if marked is None else (marked.problem_mark or marked.context_mark)
@@ -135,20 +123,12 @@ def _parse_json(path: str, text: str) -> Any:
 
 
 def load_config_file(path: str) -> dict[str, Any]:
-    """Read a training config from a YAML (``.yaml``/``.yml``) or JSON (``.json``) file.
-
-    The dict is returned as written (flat st_gym form or nested legged_gym form); validation is left to
-    :func:`st_rl.utils.config.resolve_train_cfg`.
-
-    Args:
-        path: the file.
-
-    Returns:
-        The top-level mapping of the file.
+    """Read a training config from a YAML (``.yaml``/``.yml``) or JSON (``.json``) file, as written (validation is
+    left to :func:`st_rl.config.resolve.resolve_train_cfg`).
 
     Raises:
         ConfigError: the file is missing or unreadable, has an unknown extension, does not parse (the message
-            gives the line), or its top level is not a mapping. The message names the file and the fix.
+            gives the line), or its top level is not a mapping.
     """
     path = os.fspath(path)
     suffix = os.path.splitext(path)[1].lower()

@@ -1,18 +1,8 @@
 """Command-line overrides of a training config: ``section.key=value`` (Hydra / Isaac Lab style).
 
-Rules (docs/configuration.md, "Command line"):
-
-* A path is dotted, of any depth, and written in the nested form: ``algorithm.learning_rate=3e-4``,
-  ``policy.actor_hidden_dims=[128,128]``, ``algorithm.rnd_cfg.weight=0.5``, ``runner.num_steps_per_env=48``.
-* Flat config (no ``runner`` dict): ``runner.X`` means the top-level key ``X``.
-* Nested config (a ``runner`` dict): a path whose first part is not a section (``runner``, ``policy``,
-  ``algorithm``, ``storage``) goes into ``runner``, unless the top level already holds that key and ``runner``
-  does not (legged_gym keeps ``seed`` and ``runner_class_name`` at the top level): ``num_steps_per_env=48``
-  sets ``runner.num_steps_per_env``; likewise ``runner.seed=3`` sets that top-level ``seed``.
-* Missing dicts on the way are created; a ``None`` on the way (``rnd_cfg: None`` = off) becomes a new dict.
-* ``~path`` deletes a key. A leading ``+`` or ``++`` (Hydra's "add") is accepted and ignored.
-* A value that would turn a number or a boolean into text is an error (``algorithm.gamma=abc``, a typo),
-  except for ``load_run`` / ``checkpoint`` / ``load_checkpoint`` / ``resume_path``, which take either.
+Paths are dotted and in the nested form (``algorithm.rnd_cfg.weight=0.5``, ``runner.num_steps_per_env=48``);
+how they map onto a flat or nested config, ``~path`` (delete) and ``+`` (add) are in docs/configuration.md,
+"Command line".
 """
 
 from __future__ import annotations
@@ -32,36 +22,28 @@ SECTIONS = ("runner", "policy", "algorithm", "storage")
 # Keys that legitimately hold a number or a name (legged_gym: load_run=-1 or a run directory name).
 _NUMBER_OR_TEXT_KEYS = frozenset({"load_run", "checkpoint", "load_checkpoint", "resume_path"})
 
-_WORDS: dict[str, Any] = {
-    "true": True,
-    "false": False,
-    "null": None,
-    "~": None,
-}
+_WORDS: dict[str, Any] = {"true": True, "false": False, "null": None, "~": None}
 
 _SOURCE = "command-line override"
 
 
 class _ItemProblem(Problem):
-    """A problem with the override text itself (no value to show)."""
+    """A problem with the override text itself."""
 
     def __str__(self) -> str:
         return f"{self.path}: {self.rule}. Fix: {self.fix}" if self.fix else f"{self.path}: {self.rule}"
 
 
+def _error(item: str, rule: str, fix: str) -> ConfigError:
+    return ConfigError(_ItemProblem(item, MISSING, rule, fix), source=_SOURCE)
+
+
 def parse_value(text: str) -> Any:
-    """Parse the value of an override.
+    """Parse the value of an override (the part after ``=``).
 
-    Tried in order: JSON (``3e-4``, ``[128, 128]``, ``{"weight": 0.5}``, ``"text"``), a Python literal (``True``,
-    ``None``, ``(1, 2)``, ``'text'``, ``1_000``), YAML-style words (``true``/``false``/``null``/``~``, any case; ``none`` stays text, as
-    in ``runner.logger=none``),
-    a float (``inf``, ``-inf``, ``nan``); anything else is the text itself (``elu``, ``pkg.mod:Class``).
-
-    Args:
-        text: the part after the ``=``.
-
-    Returns:
-        The parsed value.
+    Tried in order: JSON (``3e-4``, ``[128, 128]``), a Python literal (``True``, ``(1, 2)``, ``1_000``), the YAML
+    words ``true``/``false``/``null``/``~`` (any case; ``none`` stays text), a float (``inf``, ``nan``); else
+    the text itself (``elu``, ``pkg.mod:Class``).
     """
     stripped = text.strip()
     if not stripped:
@@ -93,36 +75,18 @@ def _split(item: str) -> tuple[bool, list[str], str | None]:
         text = text[2:] if text.startswith("++") else text[1:]
     if delete:
         if "=" in text:
-            raise ConfigError(
-                _ItemProblem(item, MISSING, "a deletion takes no value", f"write '~{text.split('=', 1)[0]}'"),
-                source=_SOURCE,
-            )
+            raise _error(item, "a deletion takes no value", f"write '~{text.split('=', 1)[0]}'")
         key, raw = text, None
     else:
         if "=" not in text:
-            raise ConfigError(
-                _ItemProblem(
-                    item,
-                    MISSING,
-                    "an override is KEY=VALUE",
-                    f"write e.g. '{text or 'algorithm.learning_rate'}=VALUE' (no spaces around '='), "
-                    "or '~KEY' to delete a key",
-                ),
-                source=_SOURCE,
-            )
+            example = f"write e.g. '{text or 'algorithm.learning_rate'}=VALUE' (no spaces around '=')"
+            raise _error(item, "an override is KEY=VALUE", f"{example}, or '~KEY' to delete a key")
         key, raw = text.split("=", 1)
     key = key.strip()
     parts = key.split(".")
     if not key or any(not p.strip() for p in parts):
-        raise ConfigError(
-            _ItemProblem(
-                item,
-                MISSING,
-                "the key is empty" if not key else "the key has an empty part",
-                "write a dotted key such as 'algorithm.learning_rate=3e-4'",
-            ),
-            source=_SOURCE,
-        )
+        rule = "the key is empty" if not key else "the key has an empty part"
+        raise _error(item, rule, "write a dotted key such as 'algorithm.learning_rate=3e-4'")
     return delete, [p.strip() for p in parts], raw
 
 
@@ -139,27 +103,19 @@ def _map_path(cfg: dict[str, Any], parts: list[str]) -> list[str]:
     return ["runner", *parts]
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (bool, int, float))
-
-
 def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``key=value`` overrides to a training config, in order.
 
     Args:
         cfg: the config in the flat (st_gym) or nested (legged_gym) form; it is not modified.
-        overrides: items such as ``"algorithm.learning_rate=3e-4"``, ``"policy.actor_hidden_dims=[128,128]"``,
-            ``"runner.num_steps_per_env=48"``, ``"seed=3"`` or ``"~algorithm.rnd_cfg"`` (delete). See the
-            module docstring for how paths map onto the two forms and how values are parsed
-            (:func:`parse_value`).
+        overrides: items such as ``"algorithm.learning_rate=3e-4"``, ``"seed=3"`` or ``"~algorithm.rnd_cfg"``.
 
     Returns:
-        A new config (a deep copy of ``cfg`` with the overrides applied).
+        A new config with the overrides applied.
 
     Raises:
-        ConfigError: for a malformed item (no ``=``, an empty key), a path through a value that is not a dict,
-            the deletion of a missing key, or text given for a number or a boolean. Each problem names the
-            override as written and the fix.
+        ConfigError: a malformed item, a path through a value that is not a dict, the deletion of a missing
+            key, or text given for a number or a boolean; each names the override and the fix.
     """
     out = copy.deepcopy(cfg)
     for item in overrides:
@@ -178,32 +134,24 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
                 else:
                     rule = f"'{where}' is {child!r}, not a section, so it has no key '{path[depth + 1]}'"
                     fix = f"set the whole value instead: '{where}=...'"
-                raise ConfigError(_ItemProblem(item, MISSING, rule, fix), source=_SOURCE)
+                raise _error(item, rule, fix)
             node = child
         last = path[-1]
         if delete:
             if last not in node:
-                raise ConfigError(
-                    _ItemProblem(
-                        item, MISSING, f"there is no key '{'.'.join(path)}' to delete", "check the spelling"
-                    ),
-                    source=_SOURCE,
-                )
+                raise _error(item, f"there is no key '{'.'.join(path)}' to delete", "check the spelling")
             del node[last]
             continue
         assert raw is not None
         value = parse_value(raw)
         old = node.get(last)
-        if isinstance(value, str) and _is_number(old) and last not in _NUMBER_OR_TEXT_KEYS:
-            kind = "true or false" if isinstance(old, bool) else "a number"
-            raise ConfigError(
-                Problem(
-                    ".".join(parts),
-                    value,
-                    f"expects {kind} (it is {old!r}), got text",
-                    f"write e.g. '{'.'.join(parts)}={json.dumps(old)}'",
-                ),
-                source=_SOURCE,
-            )
+        if (
+            isinstance(value, str)
+            and isinstance(old, (bool, int, float))
+            and last not in _NUMBER_OR_TEXT_KEYS
+        ):
+            kind, key = "true or false" if isinstance(old, bool) else "a number", ".".join(parts)
+            rule, fix = f"expects {kind} (it is {old!r}), got text", f"write e.g. '{key}={json.dumps(old)}'"
+            raise ConfigError(Problem(key, value, rule, fix), source=_SOURCE)
         node[last] = value
     return out

@@ -1,8 +1,6 @@
-"""Value rules of the config keys: ranges, choices and the fix to suggest, by key name.
-
-Types come from the classes' constructor signatures (:mod:`st_rl.config.schema`); what a signature cannot say
-(``gamma`` lies in [0, 1], ``max_grad_norm`` must be positive) is said here, once for every class that takes
-the key. Rules by suffix (``*_coef``, ``*_prob``, ``*_hidden_dims``) cover the keys of user extensions too.
+"""Value rules of the config keys (ranges, choices, the fix to suggest), by key name, for every class that takes
+the key; types come from the constructors (:mod:`st_rl.config.schema`). Rules by suffix (``*_coef``,
+``*_prob``, ``*_hidden_dims``) cover the keys of user extensions too.
 """
 
 from __future__ import annotations
@@ -12,20 +10,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+import torch.optim.lr_scheduler as schedulers
+
+from st_rl.modules.utils import _ACTIVATIONS
+
 __all__ = ["LIMITS", "Rule", "RUNNER_RULES", "RULES", "rule_for"]
 
 
 @dataclass(frozen=True)
 class Rule:
-    """A check on one key's value.
-
-    Attributes:
-        text: what the value must be (shown in the error).
-        check: returns True when the value is acceptable (``None`` always passes unless ``allow_none`` is
-            False).
-        fix: what to write instead.
-        allow_none: whether ``None`` is a legal value.
-    """
+    """A check on one key's value: ``text`` (what it must be), ``check`` (True when acceptable), ``fix`` (what to
+    write instead), ``allow_none`` (whether ``None`` is legal)."""
 
     text: str
     check: Callable[[Any], bool]
@@ -46,7 +44,8 @@ def _num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _in(lo: float, hi: float) -> Callable[[Any], bool]:
+def _in(lo: float, hi: float = math.inf) -> Callable[[Any], bool]:
+    """Numbers in [lo, hi]; other values pass (their type is checked by the schema)."""
     return lambda x: not _num(x) or lo <= x <= hi
 
 
@@ -54,41 +53,27 @@ def _gt(lo: float) -> Callable[[Any], bool]:
     return lambda x: not _num(x) or x > lo
 
 
-def _ge(lo: float) -> Callable[[Any], bool]:
-    return lambda x: not _num(x) or x >= lo
-
-
-def _between(lo: float, hi: float) -> Callable[[Any], bool]:
-    return lambda x: not _num(x) or lo <= x <= hi
-
-
-def _all_between(lo: float, hi: float) -> Callable[[Any], bool]:
-    def check(x: Any) -> bool:
-        items = x if isinstance(x, Sequence) and not isinstance(x, str) else [x]
-        return all(not _num(v) or lo <= float(v) <= hi for v in items)
-
-    return check
-
-
-def _all_ge(lo: float) -> Callable[[Any], bool]:
-    def check(x: Any) -> bool:
-        items = x if isinstance(x, Sequence) and not isinstance(x, str) else [x]
-        return all(not _num(v) or float(v) >= lo for v in items)
-
-    return check
+def _all_in(lo: float, hi: float = math.inf) -> Callable[[Any], bool]:
+    """Every number of a list (or a single number) in [lo, hi]."""
+    return lambda x: all(map(_in(lo, hi), x if isinstance(x, Sequence) and not isinstance(x, str) else [x]))
 
 
 def _one_of(*choices: str) -> Callable[[Any], bool]:
     return lambda x: not isinstance(x, str) or x in choices
 
 
+def _choice(*choices: str, fix: str = "pick one of them", listed: bool = False) -> Rule:
+    """A string among ``choices`` (``None`` is not one); the text lists them (``listed``: "must be one of ...")."""
+    names = [repr(c) for c in choices]
+    text = (
+        f"must be one of {', '.join(names)}" if listed else f"must be {', '.join(names[:-1])} or {names[-1]}"
+    )
+    return Rule(text, _one_of(*choices), fix, allow_none=False)
+
+
 def _activation(x: Any) -> bool:
     if not isinstance(x, str):
         return True
-    import torch.nn as nn
-
-    from st_rl.modules.utils import _ACTIVATIONS
-
     return x.lower() in _ACTIVATIONS or _names_subclass(nn, x, nn.Module)
 
 
@@ -98,21 +83,15 @@ def _names_subclass(module: Any, name: Any, base: type) -> bool:
 
 
 def _optimizer(x: Any) -> bool:
-    import torch.optim as optim
-
     return _names_subclass(optim, x, optim.Optimizer) and x != "Optimizer"  # not the abstract base
 
 
 def _lr_scheduler(x: Any) -> bool:
-    import torch.optim.lr_scheduler as schedulers
-
     bases = ("LRScheduler", "_LRScheduler")
     return _names_subclass(schedulers, x, schedulers.LRScheduler) and x not in bases
 
 
 def _functional_loss(x: Any) -> bool:
-    import torch.nn.functional as F
-
     return callable(F.__dict__.get(str(x)))
 
 
@@ -123,21 +102,15 @@ def _logger(x: Any) -> bool:
     return callable(x) or (isinstance(x, Mapping) and "class_name" in x)
 
 
-def _is_number(x: Any) -> bool:
-    """A number, NaN and infinities included (where a key's type does not exclude them, a rule must)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+def _schedule_or(hi: float) -> Callable[[Any], bool]:
+    """A schedule name, or a finite number in [0, hi] (NaN and infinities fail: the key's type allows them)."""
 
+    def check(x: Any) -> bool:
+        if isinstance(x, str):
+            return x in ("linear", "exp", "tanh")
+        return not isinstance(x, (int, float)) or isinstance(x, bool) or (math.isfinite(x) and 0 <= x <= hi)
 
-def _schedule_or_unit(x: Any) -> bool:
-    if isinstance(x, str):
-        return x in ("linear", "exp", "tanh")
-    return not _is_number(x) or (math.isfinite(x) and 0.0 <= x <= 1.0)
-
-
-def _schedule_or_nonneg(x: Any) -> bool:
-    if isinstance(x, str):
-        return x in ("linear", "exp", "tanh")
-    return not _is_number(x) or (math.isfinite(x) and x >= 0.0)
+    return check
 
 
 def _weight_schedule(x: Any) -> bool:
@@ -164,10 +137,10 @@ UNIT = Rule("must lie in [0, 1]", _in(0.0, 1.0), "use a value between 0 and 1")
 PROB = Rule("is a probability and must lie in [0, 1]", _in(0.0, 1.0), "use a value between 0 and 1")
 POSITIVE = Rule("must be > 0", _gt(0.0), "use a positive value", allow_none=False)
 NONNEG = Rule(
-    "must be >= 0", _ge(0.0), "use 0 to switch the term off, or a positive weight", allow_none=False
+    "must be >= 0", _in(0.0), "use 0 to switch the term off, or a positive weight", allow_none=False
 )
-SIZE = Rule("must be an integer >= 1", _ge(1), "use a positive integer", allow_none=False)
-SIZE_OR_NONE = Rule("must be an integer >= 1 or None", _ge(1), "use a positive integer, or None")
+SIZE = Rule("must be an integer >= 1", _in(1), "use a positive integer", allow_none=False)
+SIZE_OR_NONE = Rule("must be an integer >= 1 or None", _in(1), "use a positive integer, or None")
 # Upper bounds where a larger value can only be a mistake (a typo, an extra zero, 1e6 for 1): no real run comes
 # near them, and each would make training run for days, exhaust memory or never log/save. Key -> (limit, typical).
 LIMITS: dict[str, tuple[int, str]] = {
@@ -194,12 +167,12 @@ def _bounded_size(key: str, none: bool = False) -> Rule:
     fix = f"typical: {typical}; more than {hi} can only be a mistake" + (
         ", None for the default" if none else ""
     )
-    return Rule(text, _between(1, hi), fix, allow_none=none)
+    return Rule(text, _in(1, hi), fix, allow_none=none)
 
 
 SIZES = Rule(
     f"every entry must be an integer in [1, {LIMITS['hidden_dims'][0]}]",
-    _all_between(1, LIMITS["hidden_dims"][0]),
+    _all_in(1, LIMITS["hidden_dims"][0]),
     f"list layer widths such as [256, 128]; wider than {LIMITS['hidden_dims'][0]} can only be a mistake",
 )
 
@@ -226,12 +199,7 @@ RULES: dict[str, Rule] = {
     ),
     "num_learning_epochs": _bounded_size("num_learning_epochs"),
     "num_mini_batches": _bounded_size("num_mini_batches"),
-    "schedule": Rule(
-        "must be 'fixed', 'adaptive' or 'linear'",
-        _one_of("fixed", "adaptive", "linear"),
-        "pick one of them",
-        False,
-    ),
+    "schedule": _choice("fixed", "adaptive", "linear"),
     "lr_anneal_iterations": SIZE_OR_NONE,
     "compile": Rule(
         "must be true, false or a torch.compile mode",
@@ -242,19 +210,16 @@ RULES: dict[str, Rule] = {
         "true (default mode), 'reduce-overhead' (CUDA graphs on a GPU) or false",
         False,
     ),
-    "precision": Rule(
-        "must be 'fp32', 'bf16' or 'auto'",
-        _one_of("fp32", "bf16", "auto"),
-        "'auto' is bf16 where the hardware has fast bfloat16 units, else fp32",
-        False,
+    "precision": _choice(
+        "fp32", "bf16", "auto", fix="'auto' is bf16 where the hardware has fast bfloat16 units, else fp32"
     ),
     "buffer_dilation_ratio": Rule(
         f"must lie in [1, {LIMITS['buffer_dilation_ratio'][0]}]",
-        _between(1.0, LIMITS["buffer_dilation_ratio"][0]),
+        _in(1.0, LIMITS["buffer_dilation_ratio"][0]),
         "1 keeps one rollout; each unit more keeps one more rollout in memory",
         False,
     ),
-    "clip_min_std": Rule("must be >= 0", _all_ge(0.0), "typical: 1e-15 or a per-action list", False),
+    "clip_min_std": Rule("must be >= 0", _all_in(0.0), "typical: 1e-15 or a per-action list", False),
     "hidden_state_resample_prob": PROB,
     "optimizer_class_name": Rule(
         "must name a torch.optim optimizer", _optimizer, "e.g. 'Adam', 'AdamW', 'SGD'", False
@@ -262,25 +227,17 @@ RULES: dict[str, Rule] = {
     # distillation (TPPO, ATPPO, EstimatorTPPO)
     "teacher_act_prob": Rule(
         "must be a probability in [0, 1] or a schedule 'linear', 'exp' or 'tanh'",
-        _schedule_or_unit,
+        _schedule_or(1.0),
         "",
         False,
     ),
     "distillation_loss_coef": Rule(
-        "must be >= 0 or a schedule 'linear', 'exp' or 'tanh'", _schedule_or_nonneg, "", False
+        "must be >= 0 or a schedule 'linear', 'exp' or 'tanh'", _schedule_or(math.inf), "", False
     ),
-    "distill_target": Rule(
-        "must be one of 'real', 'mse_sum', 'l1', 'tanh', 'scaled_tanh', 'max_log_prob'",
-        _one_of("real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob"),
-        "",
-        False,
+    "distill_target": _choice(
+        "real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob", fix="", listed=True
     ),
-    "distill_latent_target": Rule(
-        "must be one of 'real', 'l1', 'tanh', 'scaled_tanh'",
-        _one_of("real", "l1", "tanh", "scaled_tanh"),
-        "",
-        False,
-    ),
+    "distill_latent_target": _choice("real", "l1", "tanh", "scaled_tanh", fix="", listed=True),
     "estimator_loss_func": Rule(
         "must name a torch.nn.functional loss",
         _functional_loss,
@@ -311,7 +268,7 @@ RULES: dict[str, Rule] = {
     "style_reward_coef": NONNEG,
     "update_times_scale": POSITIVE,
     "amp_replay_buffer_size": Rule(
-        "must be an integer >= 0 or None", _ge(0), "0: no replay; None: the amp_preset's (0 or 100000)"
+        "must be an integer >= 0 or None", _in(0), "0: no replay; None: the amp_preset's (0 or 100000)"
     ),
     "amp_preset": Rule(
         "must be 'reference' or 'st_rl'",
@@ -323,7 +280,7 @@ RULES: dict[str, Rule] = {
     "bc_loss_coef": NONNEG,
     "amp_obs_dim": SIZE_OR_NONE,
     # RND
-    "weight": Rule("must be >= 0", _ge(0.0), "the intrinsic reward weight, e.g. 0.5", False),
+    "weight": Rule("must be >= 0", _in(0.0), "the intrinsic reward weight, e.g. 0.5", False),
     "num_outputs": _bounded_size("num_outputs"),
     # policies
     "init_noise_std": Rule("must be > 0", _gt(0.0), "typical: 1.0", False),
@@ -348,9 +305,7 @@ RULES: dict[str, Rule] = {
 
 RUNNER_RULES: dict[str, Rule] = {
     "seed": Rule(
-        "must be an integer in [-2**63, 2**64 - 1] (what torch.manual_seed takes) or None",
-        _seed,
-        "e.g. 42",
+        "must be an integer in [-2**63, 2**64 - 1] (what torch.manual_seed takes) or None", _seed, "e.g. 42"
     ),
     "num_steps_per_env": _bounded_size("num_steps_per_env"),
     "max_iterations": SIZE_OR_NONE,
@@ -362,9 +317,7 @@ RUNNER_RULES: dict[str, Rule] = {
         _logger,
         "see docs/logging.md",
     ),
-    "check_finite": Rule(
-        "must be 'rollout', 'step' or 'off'", _one_of("rollout", "step", "off"), "pick one of them", False
-    ),
+    "check_finite": _choice("rollout", "step", "off"),
     "runner_class_name": CLASS_NAME,
     "class_name": CLASS_NAME,
     "policy_class_name": CLASS_NAME,

@@ -1,13 +1,10 @@
 """One typed schema for runner, policy, algorithm and every extension, and the validation built on it.
 
-Why pydantic, and why from the signatures: the keys a policy or algorithm takes are its constructor's keyword
-arguments (the reference's contract: ``Cls(**cfg)``). The schema of a class is therefore built from its
-``__init__`` signature and those of its bases (following ``**kwargs`` up the class chain, and into the
-extensions a preset assembles, ``config_sources``), so it can never drift from the code; pydantic turns those
-annotations into strict checks (no silent truncation of floats to ints, booleans only from booleans, no NaN,
-unknown keys rejected) and reports every error with its key path. What a signature cannot say (ranges,
-choices) comes from :mod:`st_rl.config.rules`. The runner's keys have no constructor of their own and are
-declared here (:data:`RUNNER_FIELDS`).
+The keys a policy or algorithm takes are its constructor's keyword arguments (the reference's contract:
+``Cls(**cfg)``), so the schema of a class is built from its ``__init__`` signature and those of its bases
+(following ``**kwargs`` up the class chain, and into the extensions a preset assembles, ``config_sources``) and
+cannot drift from the code; pydantic makes those annotations strict checks. Ranges and choices come from
+:mod:`st_rl.config.rules`; the runner's keys are declared here (:data:`RUNNER_FIELDS`).
 """
 
 from __future__ import annotations
@@ -23,48 +20,53 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
-from st_rl.config.errors import MISSING, Problem
+import st_rl.algorithms.extensions as extensions
+from st_rl.algorithms.extensions.base import Extension
+from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
+from st_rl.algorithms.extensions.symmetry import Symmetry
+from st_rl.algorithms.ppo import PPO
+from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS, RUNNER_DEFAULTS
+from st_rl.config.errors import MISSING, ConfigError, Problem
 from st_rl.config.rules import RUNNER_RULES, Rule, rule_for
+from st_rl.modules.amp_discriminator import AMPDiscriminator
+from st_rl.registry import resolve_class
+from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS as _DATASET_KEYS
+from st_rl.storage.rollout_files.rollout_dataset import RolloutDataset
+from st_rl.storage.rollout_storage import RolloutStorage
 
-__all__ = [
-    "RUNNER_FIELDS",
-    "class_fields",
-    "schema_for",
-    "validate_algorithm",
-    "validate_policy",
-    "validate_runner",
-    "validate_storage",
-    "storage_fields",
-    "check_minibatches",
-]
+__all__ = ["RUNNER_FIELDS", "check_minibatches", "class_fields", "schema_for", "signature_fields"]
+__all__ += ["storage_fields", "validate_algorithm", "validate_policy", "validate_runner", "validate_storage"]
 
-_STRICT = ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True)
 _create_model: Any = create_model  # field definitions are built at run time
 
 
-def _model_config(extra: str) -> ConfigDict:
+def _model_config(extra: str = "ignore") -> ConfigDict:
     return ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True, extra=extra)  # type: ignore[typeddict-item]
+
+
+_STRICT = _model_config()
 
 
 # Arguments the runner passes itself, never read from a config.
 _INJECTED = frozenset({"self", "actor_critic", "device", "parts"})
 
 # Runner keys: name -> (type, default, meaning). Documented in docs/configuration.md.
+_R, _MAP = RUNNER_DEFAULTS, Mapping[str, Any] | None
 RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
     "seed": (int | None, None, "global RNG seed set when the runner is built (None: leave the RNGs alone)"),
     "device": (str | None, None, "informational; the runner's device argument decides"),
-    "num_steps_per_env": (int, 24, "rollout length T per iteration"),
+    "num_steps_per_env": (int, _R.num_steps_per_env, "rollout length T per iteration"),
     "max_iterations": (int | None, None, "number of learning iterations the CLI and training scripts run"),
     "empirical_normalization": (
         bool | None,
         None,
         "normalise observations with running statistics (an algorithm-level key wins)",
     ),
-    "save_interval": (int, 50, "save model_<it>.pt every this many iterations"),
-    "log_interval": (int, 1, "log every this many iterations"),
+    "save_interval": (int, _R.save_interval, "save model_<it>.pt every this many iterations"),
+    "log_interval": (int, _R.log_interval, "log every this many iterations"),
     "experiment_name": (str, "", "log directory name under the log root"),
     "run_name": (str, "", "suffix of the run directory"),
-    "logger": (Any, "tensorboard", "'tensorboard', 'wandb', 'neptune', 'none' or a custom writer class"),
+    "logger": (Any, _R.logger, "'tensorboard', 'wandb', 'neptune', 'none' or a custom writer class"),
     "neptune_project": (str | None, None, "Neptune project (logger='neptune')"),
     "neptune_mode": (str | None, None, "Neptune mode: 'async' (default), 'sync', 'offline', 'debug'"),
     "neptune_run_id": (str | None, None, "continue this Neptune run"),
@@ -83,23 +85,19 @@ RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
     "load_checkpoint": (str | int | None, None, "regex of the checkpoint file to resume (st_gym)"),
     "checkpoint": (int | str | None, None, "checkpoint index or -1 (legged_gym)"),
     "resume_path": (str | None, None, "explicit checkpoint path (legged_gym)"),
-    "runner_class_name": (Any, "OnPolicyRunner", "runner class"),
+    "runner_class_name": (Any, _R.runner_class_name, "runner class"),
     "policy_class_name": (Any, None, "policy class (legged_gym nested form)"),
     "algorithm_class_name": (Any, None, "algorithm class (legged_gym nested form)"),
-    "storage": (Mapping[str, Any] | None, None, "extra keyword arguments of the rollout storage"),
+    "storage": (_MAP, None, "extra keyword arguments of the rollout storage"),
     "inference_mode_rollout": (bool, True, "collect rollouts under torch.inference_mode"),
-    "obs_groups": (
-        Mapping[str, Any] | None,
-        None,
-        "observation groups feeding the actor ('policy') and critic ('critic')",
-    ),
-    "check_finite": (str, "rollout", "'rollout', 'step' or 'off': NaN/Inf checks of env outputs"),
+    "obs_groups": (_MAP, None, "observation groups feeding the actor ('policy') and critic ('critic')"),
+    "check_finite": (str, _R.check_finite, "'rollout', 'step' or 'off': NaN/Inf checks of env outputs"),
     "clip_actions": (Any, None, "informational; environments clip actions"),
     "class_name": (Any, None, "runner class (alternative spelling)"),
     "task": (str | None, None, "built-in task name (written by st-rl train; read by st-rl play)"),
     "distributed_timeout_s": (
         float,
-        600.0,
+        _R.distributed_timeout_s,
         "multi-rank runs: seconds before a blocked collective fails",
     ),
     "ckpt_manipulator": (Any, None, "function applied to a checkpoint before loading it"),
@@ -108,7 +106,7 @@ RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
         0,
         "TwoStageRunner: iterations fed from pretrain_dataset before RL (negative: forever)",
     ),
-    "pretrain_dataset": (Mapping[str, Any] | None, None, "TwoStageRunner: RolloutDataset arguments"),
+    "pretrain_dataset": (_MAP, None, "TwoStageRunner: RolloutDataset arguments"),
     "init_member_classes": (
         Any,
         None,
@@ -134,6 +132,19 @@ def _annotation(func: Callable[..., Any], param: inspect.Parameter) -> Any:
     except Exception:
         return Any
     return ann
+
+
+def signature_fields(init: Callable[..., Any], kinds: tuple[Any, ...] = ()) -> dict[str, tuple[Any, Any]]:
+    """``{name: (type, default)}`` of ``init``'s named parameters (of ``kinds`` only, when given); a parameter
+    without a default has the default None."""
+    fields = {}
+    for p in inspect.signature(init).parameters.values():
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and (not kinds or p.kind in kinds):
+            fields[p.name] = (
+                _annotation(init, p),
+                None if p.default is inspect.Parameter.empty else p.default,
+            )
+    return fields
 
 
 def _accepts_none(tp: Any) -> bool:
@@ -179,15 +190,9 @@ def class_fields(cls: type) -> tuple[dict[str, tuple[Any, Any]], frozenset[str],
             params = inspect.signature(init).parameters.values()
         except (TypeError, ValueError):
             continue
-        for p in params:
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name in _INJECTED:
-                continue
-            if p.name not in fields:
-                tp = _annotation(init, p)
-                default = None if p.default is inspect.Parameter.empty else p.default
-                if default is None and not _accepts_none(tp):
-                    tp = tp | None
-                fields[p.name] = (tp, default)
+        for name, (tp, default) in signature_fields(init).items():
+            if name not in fields and name not in _INJECTED:
+                fields[name] = (tp | None if default is None and not _accepts_none(tp) else tp, default)
         open_kwargs = any(p.kind == p.VAR_KEYWORD for p in params)
         if not open_kwargs:
             break
@@ -312,10 +317,8 @@ def validate_runner(runner: Mapping[str, Any], prefix: str = "runner") -> list[P
 
 
 def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[Problem]:
-    from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS
-
-    known = [*_CONFIG_KEYS, "scan_dir", "keep_latest_ratio"]  # legged_gym's legacy keys
-    given = {k: v for k, v in dataset.items() if k in _CONFIG_KEYS}
+    known = [*_DATASET_KEYS, "scan_dir", "keep_latest_ratio"]  # legged_gym's legacy keys
+    given = {k: v for k, v in dataset.items() if k in _DATASET_KEYS}
     problems = []
     for p in _type_problems(_pretrain_dataset_schema(), given, prefix, lambda k: True):
         key = p.path[len(prefix) + 1 :].split(".")[0].split("[")[0]  # not the union member pydantic names
@@ -336,10 +339,8 @@ def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[
 @functools.cache
 def _pretrain_dataset_schema() -> type[BaseModel]:
     """The types of the ``pretrain_dataset`` keys: :class:`RolloutDataset`'s arguments."""
-    from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS, RolloutDataset
-
     fields = class_fields(RolloutDataset)[0]
-    spec = {k: fields[k] for k in _CONFIG_KEYS if k in fields}
+    spec = {k: fields[k] for k in _DATASET_KEYS if k in fields}
     return _create_model("PretrainDatasetConfig", __config__=_model_config("ignore"), **spec)
 
 
@@ -354,33 +355,23 @@ _STORAGE_SET_BY_ALGORITHM = {
 def _rollout_storage_fields() -> dict[str, tuple[Any, Any]]:
     """The keyword-only arguments of :class:`~st_rl.storage.rollout_storage.RolloutStorage` and of its
     subclasses (the reference passes storage-class-specific keys to every storage)."""
-    from st_rl.storage.rollout_storage import RolloutStorage
-
     fields: dict[str, tuple[Any, Any]] = {}
     pending: list[type] = [RolloutStorage]
     while pending:
         klass = pending.pop(0)
         pending += klass.__subclasses__()
         init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        for p in inspect.signature(init).parameters.values():
-            if p.kind == p.KEYWORD_ONLY and p.name not in fields:
-                default = None if p.default is inspect.Parameter.empty else p.default
-                fields[p.name] = (_annotation(init, p), default)
+        if init is not None:
+            for name, spec in signature_fields(init, (inspect.Parameter.KEYWORD_ONLY,)).items():
+                fields.setdefault(name, spec)
     return fields
 
 
 def _extension_classes(algorithm_cfg: Mapping[str, Any]) -> list[type]:
     """Every extension class st_rl exports, and those the config's ``extensions`` list names."""
-    import st_rl.algorithms.extensions as extensions
-    from st_rl.algorithms.extensions.base import Extension
-
     classes = [c for c in vars(extensions).values() if isinstance(c, type) and issubclass(c, Extension)]
     for item in algorithm_cfg.get("extensions") or ():
         if isinstance(item, Mapping):
-            from st_rl.utils.config import resolve_class
-
             try:
                 classes.append(resolve_class(item.get("class_name"), extensions, "extension"))
             except (ValueError, ImportError):
@@ -407,8 +398,6 @@ def validate_storage(
     """Problems of a ``storage`` section (unknown keys, with a close match; types): its keys are the
     rollout storage's keyword arguments and the extensions' ``storage_options`` (:func:`storage_fields`). An
     algorithm class that builds its own storage (overrides ``init_storage``) may take any key."""
-    from st_rl.algorithms.ppo import PPO
-
     if algorithm_cls is not None and getattr(algorithm_cls, "init_storage", None) is not PPO.init_storage:
         return []
     problems = [
@@ -430,16 +419,12 @@ _STORAGE_RULES = {
     "amp_obs_shape": Rule(
         "every entry must be an integer >= 1",
         lambda x: all(v >= 1 for v in (x if isinstance(x, Sequence) else [x])),
-    ),
+    )
 }
 
 
 def _numeric(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _is_zero(x: Any) -> bool:
-    return _numeric(x) and x == 0
 
 
 def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorithm") -> list[Problem]:
@@ -453,7 +438,7 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
         # is not built (st_gym's PPO config carries `mimic_loss_coef=0.0` and `discriminator_loss_coef=0.0`).
         if not (coef_keys_ok and key.endswith("_coef")):
             return False
-        return has_user_extensions or _is_zero(cfg.get(key))
+        return has_user_extensions or (_numeric(cfg.get(key)) and cfg.get(key) == 0)
 
     problems = [
         Problem(
@@ -468,20 +453,6 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
     ]
     problems = _merge(problems, _rule_problems(cfg, prefix, rule_for))
     problems += _algorithm_cross_checks(cfg, prefix)
-    symmetry = cfg.get("symmetry_cfg")
-    if (
-        isinstance(symmetry, Mapping)
-        and not symmetry.get("use_mirror_loss", True)
-        and not symmetry.get("use_data_augmentation", False)
-    ):
-        problems.append(
-            Problem(
-                f"{prefix}.symmetry_cfg.use_mirror_loss",
-                False,
-                "symmetry needs the mirror loss and/or data augmentation",
-                "set use_mirror_loss=True or use_data_augmentation=True, or remove symmetry_cfg",
-            )
-        )
     for key, sub_cls in _nested_algorithm_sections(cls).items():
         sub = cfg.get(key)
         if isinstance(sub, Mapping):
@@ -493,8 +464,6 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
 
 def _extension_list_problems(extensions: Any, prefix: str) -> list[Problem]:
     """``extensions`` is a list of extension objects or ``{"class_name": ..., **kwargs}`` dicts."""
-    from st_rl.algorithms.extensions.base import Extension
-
     if extensions is None:
         return []
     example = '[{"class_name": "RandomNetworkDistillation", "weight": 0.5}]'
@@ -536,26 +505,21 @@ def _teacher_policy_problems(teacher: Any, prefix: str) -> list[Problem]:
 
 def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem]:
     problems = []
-    schedule = cfg.get("schedule")
-    if schedule == "adaptive" and "desired_kl" in cfg:
-        kl = cfg["desired_kl"]
-        if kl is None or (_numeric(kl) and (not math.isfinite(kl) or kl <= 0)):
-            problems.append(
-                Problem(
-                    f"{prefix}.desired_kl",
-                    kl,
-                    "schedule='adaptive' needs a KL target > 0",
-                    "typical: 0.01, or set schedule='fixed'",
-                )
-            )
+    kl = cfg.get("desired_kl")
+    bad_kl = kl is None or (_numeric(kl) and not (math.isfinite(kl) and kl > 0))
+    if cfg.get("schedule") == "adaptive" and "desired_kl" in cfg and bad_kl:
+        rule = "schedule='adaptive' needs a KL target > 0"
+        problems.append(Problem(f"{prefix}.desired_kl", kl, rule, "typical: 0.01, or set schedule='fixed'"))
+    symmetry = cfg.get("symmetry_cfg")
+    mirror_or_augment = ("use_mirror_loss", True), ("use_data_augmentation", False)
+    if isinstance(symmetry, Mapping) and not any(symmetry.get(k, d) for k, d in mirror_or_augment):
+        rule = "symmetry needs the mirror loss and/or data augmentation"
+        fix = "set use_mirror_loss=True or use_data_augmentation=True, or remove symmetry_cfg"
+        problems.append(Problem(f"{prefix}.symmetry_cfg.use_mirror_loss", False, rule, fix))
     return problems
 
 
 def _nested_algorithm_sections(cls: type) -> dict[str, type]:
-    from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
-    from st_rl.algorithms.extensions.symmetry import Symmetry
-    from st_rl.algorithms.ppo import PPO
-
     fields = class_fields(cls)[0]
     out: dict[str, type] = {}
     if "rnd_cfg" in fields:
@@ -568,9 +532,6 @@ def _nested_algorithm_sections(cls: type) -> dict[str, type]:
 
 
 def _validate_extension_item(item: Mapping[str, Any], prefix: str) -> list[Problem]:
-    import st_rl.algorithms.extensions as extensions
-    from st_rl.utils.config import resolve_class
-
     name = item.get("class_name")
     if name is None:
         return [Problem(f"{prefix}.class_name", MISSING, "an extension entry needs a class_name", "")]
@@ -593,8 +554,6 @@ def validate_policy(cls: type, cfg: Mapping[str, Any], prefix: str = "policy") -
             problems += _segment_problems(value, f"{prefix}.{key}")
     amp = cfg.get("amp_discriminator")
     if isinstance(amp, Mapping):
-        from st_rl.modules.amp_discriminator import AMPDiscriminator
-
         problems += validate_policy(AMPDiscriminator, amp, f"{prefix}.amp_discriminator")
     return _merge(problems)
 
@@ -639,9 +598,7 @@ def check_minibatches(algorithm: Mapping[str, Any], num_envs: int, num_steps: in
     Raises:
         st_rl.config.ConfigError: naming ``algorithm.num_mini_batches``.
     """
-    from st_rl.config.errors import ConfigError
-
-    n = algorithm.get("num_mini_batches", 1)
+    n = algorithm.get("num_mini_batches", PPO_SIGNATURE_DEFAULTS.num_mini_batches)
     limit, unit = (num_envs, "environments") if recurrent else (num_envs * num_steps, "samples per rollout")
     if isinstance(n, int) and n > limit:
         raise ConfigError(

@@ -32,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from st_rl.config.defaults import RUNNER_DEFAULTS
 from st_rl.env.layout import Shape, normalize_segments
 
 API_NAMES = ("legged_gym", "rsl_rl2", "tensordict")
@@ -165,7 +166,7 @@ class EnvAdapter:
         env: Any,
         device: str | torch.device | None = "cpu",
         obs_groups: Mapping[str, Sequence[str]] | None = None,
-        check_finite: str = "rollout",
+        check_finite: str = RUNNER_DEFAULTS.check_finite,
     ) -> None:
         if check_finite not in ("rollout", "step", "off"):
             raise ValueError(f"check_finite must be 'rollout', 'step' or 'off', got {check_finite!r}")

@@ -10,28 +10,18 @@ import torch.nn as nn
 
 from st_rl.config.errors import ConfigError, Problem
 from st_rl.env.adapter import EnvAdapter, EnvSpec
-
-
-def _env_spec(env: Any) -> EnvSpec | EnvAdapter:
-    """What a policy is built from: ``env`` itself when it is an :class:`~st_rl.env.EnvSpec` or an
-    :class:`~st_rl.env.EnvAdapter` (both declare the sizes and layouts), else :meth:`EnvSpec.from_env`."""
-    if isinstance(env, (EnvSpec, EnvAdapter)):
-        return env
-    return EnvSpec.from_env(env)
+from st_rl.registry import resolve_class
 
 
 def resolve_policy_kwargs(env: Any, policy_cfg: dict[str, Any], check: bool = True) -> dict[str, Any]:
-    """The policy's keyword arguments: ``policy_cfg`` (copied, without ``class_name``) completed from ``env``.
+    """The policy's keyword arguments: ``policy_cfg`` (copied, without ``class_name``) completed from ``env`` (an
+    :class:`~st_rl.env.EnvAdapter`, an :class:`~st_rl.env.EnvSpec` or any env :meth:`EnvSpec.from_env` reads).
 
-    ``num_actor_obs``, ``num_critic_obs`` and ``num_actions`` are filled when missing or ``None``;
-    ``obs_segments`` / ``privileged_obs_segments`` are injected when the config lacks them; an
-    ``amp_discriminator`` config without ``input_dim`` gets the width of the env's AMP windows. ``env`` is an
-    :class:`st_rl.env.EnvAdapter`, an :class:`st_rl.env.EnvSpec`, or any env with ``num_obs`` /
-    ``num_privileged_obs`` (0 or ``None`` meaning "critic sees the actor observations"), read by
-    :meth:`st_rl.env.EnvSpec.from_env`. With ``check`` (the runner's policy), sizes and layouts the config
-    gives must match the environment's (:func:`check_policy_against_env`); without it they are kept as given.
+    Sizes missing or ``None`` are filled, the observation layouts injected when absent, and an
+    ``amp_discriminator`` without ``input_dim`` gets the width of the env's AMP windows. With ``check`` (the
+    runner's policy) the sizes and layouts the config gives must match the environment's.
     """
-    spec = _env_spec(env)
+    spec = env if isinstance(env, (EnvSpec, EnvAdapter)) else EnvSpec.from_env(env)
     cfg = copy.deepcopy(dict(policy_cfg))
     cfg.pop("class_name", None)
     if check:
@@ -120,11 +110,8 @@ def check_policy_against_env(cfg: dict[str, Any], spec: EnvSpec | EnvAdapter) ->
 
 
 def fill_missing(cfg: dict[str, Any], resolved: dict[str, Any]) -> None:
-    """Replace the ``None`` values of ``cfg`` (recursively in dicts) by those of ``resolved``, in place.
-
-    Used on the runner's private copy of the config, so that ``config.json`` records the sizes that were
-    taken from the environment.
-    """
+    """Replace the ``None`` values of ``cfg`` (recursively in dicts) by those of ``resolved``, in place (the
+    runner's copy of the config, so that ``config.json`` records the sizes taken from the environment)."""
     for key, value in cfg.items():
         if value is None and resolved.get(key) is not None:
             cfg[key] = copy.deepcopy(resolved[key])
@@ -135,10 +122,7 @@ def fill_missing(cfg: dict[str, Any], resolved: dict[str, Any]) -> None:
 def build_actor_critic(env: Any, class_name: Any, policy_cfg: dict[str, Any]) -> Any:
     """Instantiate ``class_name`` with ``policy_cfg`` (copied, never mutated), completed from ``env`` by
     :func:`resolve_policy_kwargs` (``env=None``: the config is complete)."""
-    import st_rl.modules as modules
-    from st_rl.utils.config import resolve_class
-
-    cls = resolve_class(class_name, modules, "policy", nn.Module)
+    cls = resolve_class(class_name, None, "policy", nn.Module)
     if env is None:
         cfg = copy.deepcopy(dict(policy_cfg))
         cfg.pop("class_name", None)

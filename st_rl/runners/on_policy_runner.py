@@ -16,6 +16,7 @@ import torch.nn as nn
 
 import st_rl
 import st_rl.algorithms as algorithms
+from st_rl.config.defaults import RUNNER_DEFAULTS
 from st_rl.config.schema import check_minibatches
 from st_rl.env.adapter import EnvAdapter
 from st_rl.modules.factory import build_actor_critic, fill_missing, resolve_policy_kwargs
@@ -26,7 +27,8 @@ from st_rl.runners.interrupt import InterruptGuard, TrainingInterrupted
 from st_rl.runners.run_dir import RunDirectory, check_run_dir
 from st_rl.utils import checkpoint as ckpt
 from st_rl.utils import distributed as dist_utils
-from st_rl.utils.config import TrainConfig, env_cfg_to_jsonable, resolve_class, resolve_train_cfg
+from st_rl.config.resolve import TrainConfig, env_cfg_to_jsonable, resolve_train_cfg
+from st_rl.registry import resolve_class
 from st_rl.utils.logger import (
     NullWriter,
     Stopwatch,
@@ -202,7 +204,7 @@ class OnPolicyRunner:
         self.alg_cfg = self.train_cfg.algorithm
         # Under torchrun: join the process group; a CUDA run trains on cuda:<LOCAL_RANK>.
         self.dist, self.device = dist_utils.init_distributed(
-            device, float(self.cfg.get("distributed_timeout_s", 600.0))
+            device, float(self.cfg.get("distributed_timeout_s", RUNNER_DEFAULTS.distributed_timeout_s))
         )
         self.log_dir = log_dir
         self.is_main_process = self.dist.is_main
@@ -214,11 +216,11 @@ class OnPolicyRunner:
             env,
             device=self.device,
             obs_groups=self.cfg.get("obs_groups"),
-            check_finite=self.cfg.get("check_finite", "rollout"),
+            check_finite=self.cfg.get("check_finite", RUNNER_DEFAULTS.check_finite),
         )
-        self.num_steps_per_env = int(self.cfg.get("num_steps_per_env", 24))
-        self.save_interval = int(self.cfg.get("save_interval", 50))
-        self.log_interval = int(self.cfg.get("log_interval", 1))
+        self.num_steps_per_env = int(self.cfg.get("num_steps_per_env", RUNNER_DEFAULTS.num_steps_per_env))
+        self.save_interval = int(self.cfg.get("save_interval", RUNNER_DEFAULTS.save_interval))
+        self.log_interval = int(self.cfg.get("log_interval", RUNNER_DEFAULTS.log_interval))
         if self.num_steps_per_env < 1 or self.save_interval < 1 or self.log_interval < 1:
             raise ValueError("num_steps_per_env, save_interval and log_interval must be >= 1")
         self.alg = build_algorithm(self.train_cfg, self.env_adapter, self.num_steps_per_env, self.device)
@@ -281,7 +283,9 @@ class OnPolicyRunner:
         self._claim_run_dir()
         if not self._writer_initialised:
             if self.is_main_process:
-                self.writer = make_writer(self.cfg.get("logger", "tensorboard"), self.log_dir, self.cfg)
+                self.writer = make_writer(
+                    self.cfg.get("logger", RUNNER_DEFAULTS.logger), self.log_dir, self.cfg
+                )
                 if self.log_dir is not None:
                     self.writer.log_config(self._logged_config())
             self._writer_initialised = True

@@ -49,12 +49,10 @@ def buffer_expand(buffer: Any, expand_size: int, dim: int = 0) -> Any:
     """Append ``expand_size`` zero entries along ``dim`` to every leaf."""
 
     def expand(x: Any) -> Any:
-        if isinstance(x, torch.Tensor):
-            shape = list(x.shape)
-            shape[dim] = expand_size
-            return torch.cat([x, x.new_zeros(shape)], dim=dim)
         shape = list(x.shape)
         shape[dim] = expand_size
+        if isinstance(x, torch.Tensor):
+            return torch.cat([x, x.new_zeros(shape)], dim=dim)
         return np.concatenate([x, np.zeros(shape, dtype=x.dtype)], axis=dim)
 
     return buffer_func(buffer, expand)

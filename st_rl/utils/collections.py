@@ -1,13 +1,9 @@
 """``namedarraytuple``: named tuples of tensors that index and assign across all fields at once.
 
-``x[idx]`` returns the same tuple type with every field indexed; ``x[idx] = value`` assigns to every field
-(field by field when ``value`` has the same structure). Fields may be tensors, arrays, ``None`` or nested
-namedarraytuples. Hidden states use them: ``LstmHiddenState(hidden, cell)``,
-``ActorCriticHiddenState(actor, critic)``.
-
-The reference's class-free variants (rlpyt's "schema" types) are here too: :class:`NamedTupleSchema` /
-:class:`NamedArrayTupleSchema` act like the classes ``namedtuple`` / ``namedarraytuple`` return, and their
-instances are :class:`NamedTuple` / :class:`NamedArrayTuple` objects (one class for every typename).
+``x[idx]`` indexes every field (``None`` stays); ``x[idx] = value`` assigns to every field (field by field when
+``value`` has the same structure). The reference's class-free "schema" variants (rlpyt) are here too:
+:class:`NamedTupleSchema` / :class:`NamedArrayTupleSchema` make :class:`NamedTuple` / :class:`NamedArrayTuple`
+objects.
 """
 
 from __future__ import annotations
@@ -25,11 +21,46 @@ def _index(value: Any, loc: Any) -> Any:
     return None if value is None else value[loc]
 
 
-class _NamedArrayTupleClass:
-    """Marker base of every class made by :func:`namedarraytuple` (``isinstance`` tells them from plain
-    namedtuples)."""
+class _ArrayTupleMethods:
+    """Indexing and assignment across every field: the methods of every namedarraytuple class (marker base)."""
 
     __slots__ = ()
+    _fields: tuple[str, ...]
+    _typename: str
+
+    def __getitem__(self, loc: Any) -> Any:
+        try:
+            return self._make(_index(v, loc) for v in self)  # type: ignore[attr-defined]
+        except (IndexError, TypeError) as e:
+            for field, value in zip(self._fields, self):  # type: ignore[call-overload]
+                try:
+                    _index(value, loc)
+                except Exception:
+                    raise type(e)(
+                        f"Occurred in {getattr(self, '_typename', type(self).__name__)} at field '{field}'"
+                    ) from e
+            raise
+
+    def __setitem__(self, loc: Any, value: Any) -> None:
+        same_structure = isinstance(value, tuple) and getattr(value, "_fields", None) == self._fields
+        for i, field_value in enumerate(self):  # type: ignore[arg-type]
+            if field_value is not None:
+                field_value[loc] = tuple.__getitem__(value, i) if same_structure else value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._fields
+
+    def get(self, index: int) -> Any:
+        """The field at position ``index`` (plain tuple access)."""
+        return tuple.__getitem__(self, index)  # type: ignore[arg-type]
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        """``(name, value)`` pairs."""
+        yield from zip(self._fields, self)  # type: ignore[call-overload]
+
+    def get_leading_dims(self) -> tuple[int, ...]:
+        """Leading dims shared by all fields."""
+        return get_leading_dims(self)
 
 
 def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...]) -> type:
@@ -40,56 +71,11 @@ def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...
     """
     if isinstance(field_names, str):
         field_names = field_names.replace(",", " ").split()
-    field_names = tuple(field_names)
     for name in field_names:
         if name in RESERVED_NAMES:
             raise ValueError(f"Field name '{name}' is reserved in namedarraytuple")
-    base = namedtuple(typename, field_names)  # type: ignore[misc]
-
-    def __getitem__(self, loc):  # noqa: N807
-        try:
-            return type(self)(*(_index(v, loc) for v in self))
-        except (IndexError, TypeError) as e:
-            for field, value in zip(self._fields, self):
-                try:
-                    _index(value, loc)
-                except Exception:
-                    raise type(e)(f"Occurred in {typename} at field '{field}'") from e
-            raise
-
-    def __setitem__(self, loc, value):  # noqa: N807
-        same_structure = is_namedtuple(value) and value._fields == self._fields
-        for i, field_value in enumerate(self):
-            if field_value is None:
-                continue
-            field_value[loc] = tuple.__getitem__(value, i) if same_structure else value
-
-    def __contains__(self, key):  # noqa: N807
-        return key in self._fields
-
-    def get(self, index):
-        """The field at position ``index`` (plain tuple access)."""
-        return tuple.__getitem__(self, index)
-
-    def items(self):
-        """``(name, value)`` pairs."""
-        yield from zip(self._fields, self)
-
-    def leading_dims(self):
-        """Leading dims shared by all fields."""
-        return _leading_dims(self)
-
-    namespace = {
-        "__getitem__": __getitem__,
-        "__setitem__": __setitem__,
-        "__contains__": __contains__,
-        "get": get,
-        "items": items,
-        "get_leading_dims": leading_dims,
-        "__slots__": (),
-        "_is_namedarraytuple": True,
-    }
-    return type(typename, (base, _NamedArrayTupleClass), namespace)
+    base = namedtuple(typename, tuple(field_names))  # type: ignore[misc]
+    return type(typename, (_ArrayTupleMethods, base), {"__slots__": (), "_is_namedarraytuple": True})
 
 
 def is_namedtuple(obj: Any) -> bool:
@@ -97,7 +83,7 @@ def is_namedtuple(obj: Any) -> bool:
 
 
 def is_namedarraytuple(obj: Any) -> bool:
-    return isinstance(obj, (_NamedArrayTupleClass, NamedArrayTuple))
+    return isinstance(obj, _ArrayTupleMethods)
 
 
 def namedarraytuple_like(example: Any) -> type:
@@ -106,17 +92,12 @@ def namedarraytuple_like(example: Any) -> type:
     if isinstance(example, (NamedTupleSchema, NamedTuple)):
         return namedarraytuple(example._typename, example._fields)
     cls = example if isinstance(example, type) else type(example)
-    if issubclass(cls, _NamedArrayTupleClass):
+    if issubclass(cls, _ArrayTupleMethods) and not issubclass(cls, NamedTuple):
         return cls
     return namedarraytuple(cls.__name__, cls._fields)
 
 
 def get_leading_dims(value: Any, n_dim: int | None = None) -> tuple[int, ...]:
-    """See :func:`_leading_dims`."""
-    return _leading_dims(value, n_dim)
-
-
-def _leading_dims(value: Any, n_dim: int | None = None) -> tuple[int, ...]:
     """Leading dims common to every array of a (nested) tuple.
 
     Raises:
@@ -305,30 +286,5 @@ class NamedArrayTupleSchema(NamedTupleSchema):
         return NamedArrayTuple(self._typename, self._fields, iterable)
 
 
-class NamedArrayTuple(NamedTuple):
+class NamedArrayTuple(_ArrayTupleMethods, NamedTuple):
     """An instance of a :class:`NamedArrayTupleSchema`: indexing and assignment apply to every field."""
-
-    def __getitem__(self, loc: Any) -> Any:  # type: ignore[override]
-        return self._make(_index(v, loc) for v in self)
-
-    def __setitem__(self, loc: Any, value: Any) -> None:
-        same_structure = isinstance(value, tuple) and getattr(value, "_fields", None) == self._fields
-        for i, field_value in enumerate(self):
-            if field_value is None:
-                continue
-            field_value[loc] = tuple.__getitem__(value, i) if same_structure else value
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._fields
-
-    def get(self, index: int) -> Any:
-        """The field at position ``index`` (plain tuple access)."""
-        return tuple.__getitem__(self, index)
-
-    def items(self) -> Iterable[tuple[str, Any]]:
-        """``(name, value)`` pairs."""
-        yield from zip(self._fields, self)
-
-    def get_leading_dims(self) -> tuple[int, ...]:
-        """Leading dims shared by all fields."""
-        return _leading_dims(self)

@@ -1,15 +1,8 @@
-"""Lossy compression of observation components for demonstration datasets.
+"""Lossy compression of observation components for demonstration datasets (numpy arrays or torch tensors).
 
-A dataset written by :class:`st_rl.runners.demonstration.DemonstrationSaver` with
-``obs_disassemble_mapping={"forward_depth": "normalized_image"}`` stores that component compressed by the
-registered type and :class:`st_rl.storage.rollout_files.rollout_dataset.RolloutDataset` decompresses it.
-
-Types (:data:`COMPRESSERS`):
-
-* ``"normalized_image"``: values in ``[0, 1]`` stored as ``uint8`` (``round(clip(x, 0, 1) * 255)``); the
-  round trip error is at most ``0.5 / 255``.
-
-Every function accepts numpy arrays and torch tensors and returns the same kind.
+``DemonstrationSaver(obs_disassemble_mapping={"forward_depth": "normalized_image"})`` stores a component
+compressed by a registered type (:data:`COMPRESSERS`), and ``RolloutDataset`` decompresses it.
+``"normalized_image"``: values in ``[0, 1]`` stored as ``uint8`` (round trip error at most ``0.5 / 255``).
 """
 
 from __future__ import annotations
@@ -47,7 +40,7 @@ def decompress_normalized_image(x: ArrayLike) -> ArrayLike:
 
 
 COMPRESSERS: dict[str, tuple[CompressFn, CompressFn]] = {
-    "normalized_image": (compress_normalized_image, decompress_normalized_image),
+    "normalized_image": (compress_normalized_image, decompress_normalized_image)
 }
 
 

@@ -16,9 +16,8 @@ class DataFileError(ValueError):
 
 
 def refuse_special_file(path: str, what: str = "file") -> None:
-    """Refuse to write ``path`` when something other than a regular file is there: a folder, or a device, FIFO
-    or socket (``/dev/null``). Files are written to a temporary file that then replaces ``path``: run as root,
-    that would replace the device itself.
+    """Refuse to write ``path`` when a folder, a device, FIFO or socket is there (an atomic write replaces
+    ``path``: run as root, it would replace ``/dev/null`` itself).
 
     Raises:
         OSError: (``EEXIST``) naming ``path`` and what is there.
@@ -29,13 +28,7 @@ def refuse_special_file(path: str, what: str = "file") -> None:
 
 
 def read_json(path: str, what: str = "JSON file", fix: str = "restore it or delete it", **kwargs: Any) -> Any:
-    """``json.load`` of ``path``, with errors that name the file.
-
-    Args:
-        path: the file.
-        what: what the file is, for the message (``"run config"``).
-        fix: what the user can do about a broken file.
-        **kwargs: passed to :func:`json.load` (e.g. ``object_pairs_hook``).
+    """``json.load(path, **kwargs)`` with errors that name the file, ``what`` it is and the ``fix``.
 
     Raises:
         FileNotFoundError: ``path`` does not exist (the message names it).

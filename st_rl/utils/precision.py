@@ -1,10 +1,7 @@
 """Mixed precision for the policy's forward passes (``precision="fp32" | "bf16" | "auto"``).
 
-Only the matrix products of the policy's hidden layers (rollout inference and the update's forward passes) run
-in bfloat16, under :func:`torch.autocast`; the output layers run in float32
-(:class:`st_rl.modules.mlp.PolicyHead`), the policy returns its action mean, value and memory states in
-float32, and parameters, optimizer state, normaliser statistics, GAE, the distribution, every loss reduction and
-the KL stay float32. bfloat16 has float32's exponent range, so no loss scaling is needed.
+Only the matrix products of the policy's hidden layers run in bfloat16 (:func:`torch.autocast`); outputs,
+parameters, optimizer state, statistics and every loss stay float32, so no loss scaling is needed.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""General utilities: observation layout helpers, trajectory padding, git state, checkpoint discovery."""
+"""General utilities: trajectory padding, git state, checkpoint discovery, run configs, atomic writes; the
+observation layout helpers of :mod:`st_rl.env.layout` at the reference's path."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -19,6 +21,7 @@ from st_rl.env.layout import (
     segments_size,
     substitute_estimated_state,
 )
+from st_rl.utils.files import read_json, refuse_special_file
 
 __all__ = [
     "get_checkpoint_path",
@@ -68,10 +71,8 @@ def unpad_trajectories(trajectories: torch.Tensor, masks: torch.Tensor) -> torch
 
 
 def store_code_state(logdir: str, repositories: Iterable[str]) -> list[str]:
-    """Write ``<logdir>/git/<repo>.diff`` (git status and diff) once per repository.
-
-    Paths that are not inside a git repository are skipped. Returns the files written or already present.
-    """
+    """Write ``<logdir>/git/<repo>.diff`` (git status and diff) once per repository (paths outside a git
+    repository are skipped); returns the files written or already present."""
     git_dir = os.path.join(logdir, "git")
     os.makedirs(git_dir, exist_ok=True)
     written: list[str] = []
@@ -135,22 +136,25 @@ def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | i
         if not os.path.isfile(path):
             raise FileNotFoundError(f"No checkpoint {path}")
         return path
-    models = [f for f in os.listdir(run_dir) if re.fullmatch(checkpoint, f) and _MODEL_RE.search(f)]
-    if not models:
+    newest = _newest_model(run_dir, checkpoint)
+    if newest is None:
         raise FileNotFoundError(f"No checkpoint matching '{checkpoint}' in {run_dir}")
-    models.sort(key=lambda f: int(_MODEL_RE.search(f).group(1)))  # type: ignore[union-attr]
-    return os.path.join(run_dir, models[-1])
+    return newest
+
+
+def _newest_model(run_dir: str, pattern: str = r"model_\d+\.pt") -> str | None:
+    """The highest-numbered ``model_<it>.pt`` of ``run_dir`` whose name matches ``pattern``, else None."""
+    numbers = {}
+    for name in os.listdir(run_dir) if os.path.isdir(run_dir) else ():
+        found = _MODEL_RE.search(name)
+        if found and re.fullmatch(pattern, name):
+            numbers[name] = int(found.group(1))
+    return os.path.join(run_dir, max(numbers, key=numbers.__getitem__)) if numbers else None
 
 
 def latest_checkpoint(run_dir: str) -> str | None:
     """The highest-numbered ``model_<it>.pt`` in ``run_dir``, or ``None`` when there is none."""
-    if not os.path.isdir(run_dir):
-        return None
-    models = [f for f in os.listdir(run_dir) if _MODEL_RE.fullmatch(f)]
-    if not models:
-        return None
-    models.sort(key=lambda f: int(_MODEL_RE.fullmatch(f).group(1)))  # type: ignore[union-attr]
-    return os.path.join(run_dir, models[-1])
+    return _newest_model(run_dir)
 
 
 def read_run_config(run_dir: str) -> dict:
@@ -159,15 +163,12 @@ def read_run_config(run_dir: str) -> dict:
     Raises:
         FileNotFoundError: when ``run_dir`` has no ``config.json`` (it must be a training log directory).
     """
-
     path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"No config.json in {run_dir}: pass the log directory of a training run (OnPolicyRunner writes "
             "config.json there), or write one with st_rl.utils.utils.write_run_config."
         )
-    from st_rl.utils.files import read_json
-
     return read_json(path, "run config", "restore it from the run's checkpoint or delete the run directory")
 
 
@@ -178,8 +179,6 @@ def atomic_write(path: str, write: Callable[[IO[Any]], None], mode: str = "wb") 
     Raises:
         OSError: ``path`` is a folder, a device, FIFO or socket (it is never replaced).
     """
-    from st_rl.utils.files import refuse_special_file
-
     refuse_special_file(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path), suffix=".tmp", dir=directory)
@@ -196,8 +195,6 @@ def atomic_write(path: str, write: Callable[[IO[Any]], None], mode: str = "wb") 
 
 def write_json_atomic(path: str, data: Any) -> None:
     """Write ``data`` as indented JSON atomically."""
-    import json
-
     atomic_write(path, lambda f: json.dump(data, f, indent=2), mode="w")
 
 

@@ -1,0 +1,291 @@
+"""Typed training configs and the presets of the built-in tasks (``to_dict()``: the flat st_gym form)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from st_rl.config.defaults import RUNNER_DEFAULTS, PPODefaults
+
+__all__ = [
+    "AMP_DISCRIMINATOR_GRAD_PEN", "AMP_LEARNING_RATE", "AMP_STYLE_REWARD_COEF", "DEFAULT_TASK", "PRESETS",
+    "AlgorithmCfg", "PolicyCfg", "TaskPreset", "TrainCfg", "amp_train_config", "get_preset",
+    "gymnasium_mujoco_preset",
+]  # fmt: skip
+
+
+@dataclass
+class PolicyCfg:
+    """Policy network settings."""
+
+    class_name: str = "ActorCritic"
+    """Any class exported by ``st_rl.modules`` or ``"package.module:Class"``."""
+    init_noise_std: float = 1.0
+    """Initial action standard deviation."""
+    actor_hidden_dims: list[int] = field(default_factory=lambda: [256, 256, 256])
+    """Hidden sizes of the actor MLP."""
+    critic_hidden_dims: list[int] = field(default_factory=lambda: [256, 256, 256])
+    """Hidden sizes of the critic MLP."""
+    activation: str = "elu"
+    """Activation name."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Further keyword arguments of the policy class (e.g. an encoder's), merged into the policy config."""
+
+
+@dataclass
+class AlgorithmCfg(PPODefaults):
+    """PPO settings; the defaults are legged_gym's (:data:`~st_rl.config.defaults.CONFIG_CLASS_DEFAULTS`), not
+    those of ``PPO.__init__`` (:data:`~st_rl.config.defaults.PPO_SIGNATURE_DEFAULTS`)."""
+
+    class_name: str = "PPO"
+    rnd_cfg: dict[str, Any] | None = None
+    """Random network distillation (a curiosity reward): keyword arguments of
+    :class:`st_rl.algorithms.extensions.RandomNetworkDistillation`; None: off."""
+
+
+@dataclass
+class TrainCfg:
+    """Runner settings plus the policy and algorithm configs (flat st_gym form)."""
+
+    seed: int = 42
+    num_steps_per_env: int = RUNNER_DEFAULTS.num_steps_per_env
+    max_iterations: int = 300
+    empirical_normalization: bool = False
+    save_interval: int = RUNNER_DEFAULTS.save_interval
+    log_interval: int = RUNNER_DEFAULTS.log_interval
+    experiment_name: str = "st_rl"
+    run_name: str = ""
+    logger: str = RUNNER_DEFAULTS.logger
+    policy: PolicyCfg = field(default_factory=PolicyCfg)
+    algorithm: AlgorithmCfg = field(default_factory=AlgorithmCfg)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = copy.deepcopy(dataclasses.asdict(self))
+        out["policy"].update(out["policy"].pop("extra"))
+        return out
+
+
+@dataclass
+class TaskPreset:
+    """A built-in task with the settings it trains well with."""
+
+    task: str
+    num_envs: int
+    train: TrainCfg
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+
+def _train(name: str, iterations: int, save_interval: int, hidden: list[int], **kwargs: Any) -> TrainCfg:
+    """A config whose actor and critic have the hidden sizes ``hidden``."""
+    policy = PolicyCfg(actor_hidden_dims=list(hidden), critic_hidden_dims=list(hidden))
+    return TrainCfg(
+        experiment_name=name, max_iterations=iterations, save_interval=save_interval, policy=policy, **kwargs
+    )
+
+
+def _preset_point_mass() -> TaskPreset:
+    cfg = _train("point_mass", 60, 20, [64, 64], algorithm=AlgorithmCfg(entropy_coef=0.0))
+    return TaskPreset("point_mass", 256, cfg, description="2-D point mass reaching random goals")
+
+
+def _preset_velocity_tracking() -> TaskPreset:
+    algorithm = AlgorithmCfg(entropy_coef=0.0)
+    cfg = _train("velocity_tracking", 150, 50, [128, 64], empirical_normalization=True, algorithm=algorithm)
+    return TaskPreset(
+        "velocity_tracking",
+        512,
+        cfg,
+        description="planar body tracking velocity commands (privileged critic)",
+    )
+
+
+def _preset_sparse_goal() -> TaskPreset:
+    # The reward is zero until the goal is first reached: RND's curiosity reward (on the position) is on for 120
+    # iterations, then fades out by 180. A fixed learning rate: the adaptive schedule raises it while every
+    # reward is zero, a random walk that stumbles on the goal more often (benchmarks/RESULTS.md, bench_rnd.py).
+    fade = {"mode": "linear", "initial_step": 120, "final_step": 180, "final_value": 0.0}
+    rnd = {"weight": 0.5, "obs_components": ["position"], "weight_schedule": fade}
+    algorithm = AlgorithmCfg(schedule="fixed", rnd_cfg=rnd)
+    cfg = _train("sparse_goal", 250, 50, [64, 64], empirical_normalization=True, algorithm=algorithm)
+    return TaskPreset(
+        "sparse_goal", 256, cfg, description="point mass rewarded only at a distant, unseen goal (PPO + RND)"
+    )
+
+
+def _preset_quadruped(terrain: str) -> TaskPreset:
+    # Tuned for a 2-core CPU (512 robots); the observations are already scaled, so no running normalisation; no
+    # feet air-time bonus or termination penalty: on a small sample budget they keep the robot standing still.
+    cfg = _train(f"quadruped_{terrain}", 1000, 100, [256, 128, 64])
+    if terrain == "rough":
+        # What a legged_gym user picks for rough ground: an MLP encoder of the (1, 7, 5) height scan.
+        cfg.policy.class_name = "EncoderActorCritic"
+        cfg.policy.extra = {
+            "encoder_component_names": ["height_measurements"],
+            "encoder_kwargs": {"hidden_sizes": [64, 32]},
+            "encoder_output_size": 16,
+        }
+    env_kwargs = {
+        "reward_scales": {
+            "tracking_lin_vel": 2.0,
+            "dof_acc": -1e-7,
+            "action_rate": -0.005,
+            "orientation": -0.2,
+            "termination": 0.0,
+            "feet_air_time": 0.0,
+        }
+    }
+    return TaskPreset(
+        f"quadruped_{terrain}",
+        512,
+        cfg,
+        env_kwargs=env_kwargs,
+        description=f"Go1-class quadruped following velocity commands on {terrain} ground (MuJoCo)",
+    )
+
+
+def gymnasium_mujoco_preset(
+    env_id: str = "HalfCheetah-v5", total_steps: int = 1_000_000, num_envs: int | None = None
+) -> TaskPreset:
+    """PPO settings for Gymnasium MuJoCo tasks: CleanRL's ``ppo_continuous_action`` (the same 2048-sample batch
+    and updates, from ``num_envs`` environments; st_rl's value loss is ``mse``, CleanRL's ``0.25 * mse``, hence
+    ``value_loss_coef=0.25``; reward normalisation by the Gymnasium adapter, ``env_kwargs``).
+
+    Args:
+        env_id: Gymnasium id of a task with Box observation and action spaces (``HalfCheetah-v5``, ``Ant-v5``...).
+        total_steps: environment steps of a full run (sets ``max_iterations``).
+        num_envs: environments stepped together (default 8), a divisor of 2048.
+    """
+    steps_per_iter = 2048
+    n = 8 if num_envs is None else int(num_envs)
+    if n < 1 or steps_per_iter % n:
+        raise ValueError(f"num_envs must be a divisor of {steps_per_iter}, got {num_envs}")
+    algorithm = AlgorithmCfg(
+        learning_rate=3e-4,
+        schedule="linear",
+        num_learning_epochs=10,
+        num_mini_batches=32,
+        entropy_coef=0.0,
+        value_loss_coef=0.25,
+        max_grad_norm=0.5,
+    )
+    iterations = -(-int(total_steps) // steps_per_iter)
+    cfg = _train(
+        f"gym_{env_id}",
+        iterations,
+        100,
+        [64, 64],
+        seed=1,
+        num_steps_per_env=steps_per_iter // n,
+        empirical_normalization=True,
+        algorithm=algorithm,
+    )
+    cfg.policy.activation = "tanh"
+    return TaskPreset(
+        f"gym:{env_id}",
+        n,
+        cfg,
+        env_kwargs={"normalize_reward": True, "reward_gamma": 0.99, "clip_reward": 10.0},
+        description=f"Gymnasium {env_id} (needs st-rl[gymnasium]); CleanRL-style PPO, 1M steps",
+    )
+
+
+def _preset_quadruped_gait() -> TaskPreset:
+    # The flat preset plus gait shaping (a trot bonus, swings longer than 0.2 s paid): its recorded motion is an
+    # AMP reference (st-rl record-motion).
+    preset = _preset_quadruped("flat")
+    preset.train.experiment_name = "quadruped_gait"
+    scales = dict(preset.env_kwargs["reward_scales"], trot=0.5, feet_air_time=0.5)
+    return TaskPreset(
+        "quadruped_gait",
+        preset.num_envs,
+        preset.train,
+        env_kwargs={"reward_scales": scales, "feet_air_time_target": 0.2},
+        description="quadruped_flat with gait-shaping rewards (trot phase, feet air time): AMP reference gaits",
+    )
+
+
+PRESETS = {
+    "point_mass": _preset_point_mass,
+    "velocity_tracking": _preset_velocity_tracking,
+    "sparse_goal": _preset_sparse_goal,
+    "quadruped_flat": lambda: _preset_quadruped("flat"),
+    "quadruped_rough": lambda: _preset_quadruped("rough"),
+    "quadruped_gait": _preset_quadruped_gait,
+}
+DEFAULT_TASK = "quadruped_flat"
+
+
+def get_preset(task: str) -> TaskPreset:
+    """The preset of a built-in task, or of a Gymnasium MuJoCo task ``"gym:<id>"`` (:func:`gymnasium_mujoco_preset`).
+
+    Raises:
+        ValueError: listing the tasks with presets.
+    """
+    if task.startswith("gym:"):
+        return gymnasium_mujoco_preset(task.removeprefix("gym:"))
+    if task not in PRESETS:
+        raise ValueError(
+            f"No training preset for task '{task}'; available: {sorted(PRESETS)} and 'gym:<Gymnasium id>' "
+            "(e.g. 'gym:HalfCheetah-v5')"
+        )
+    return PRESETS[task]()
+
+
+AMP_STYLE_REWARD_COEF = 0.03
+"""Default style reward weight per step of :func:`amp_train_config` and ``st-rl train --motion``."""
+AMP_DISCRIMINATOR_GRAD_PEN = 2.0
+"""Default gradient-penalty weight of the discriminator in :func:`amp_train_config`."""
+AMP_LEARNING_RATE = 4e-4
+"""Default initial learning rate of :func:`amp_train_config` (replaces the PPO config's)."""
+
+
+def amp_train_config(
+    train_cfg: dict[str, Any],
+    style_reward_coef: float = AMP_STYLE_REWARD_COEF,
+    discriminator_hidden_dims: tuple[int, ...] = (256, 128),
+    recurrent: bool = False,
+    style_reward_ramp: tuple[int, int] | list[int] | None = None,
+    discriminator_grad_pen: float = AMP_DISCRIMINATOR_GRAD_PEN,
+    task_reward_lerp: float = 0.0,
+    learning_rate: float | None = AMP_LEARNING_RATE,
+    amp_replay_buffer_size: int | None = None,
+) -> dict[str, Any]:
+    """Turn a flat PPO training config into its AMP form (``AmpPolicyRunner``, ``APPO`` with
+    ``amp_preset="st_rl"``, an AMP policy).
+
+    The defaults are the best of an ``st-rl tune --motion`` study on ``quadruped_flat`` (docs/amp.md, "How the
+    defaults were found"). ``style_reward_coef`` is in task-reward units per step; ``learning_rate`` replaces
+    the PPO config's (None keeps it); ``amp_replay_buffer_size`` None keeps the preset's 100,000 windows;
+    ``style_reward_ramp=(start, end)`` ramps the style reward from 0 at ``start`` to full weight at ``end``.
+    The discriminator's ``input_dim`` is left ``None`` (filled from the environment's ``ref_obs`` windows).
+    """
+    cfg = copy.deepcopy(train_cfg)
+    cfg["runner_class_name"] = "AmpPolicyRunner"
+    cfg["policy"] = {
+        **cfg["policy"],
+        "class_name": "AmpActorCriticRecurrent" if recurrent else "AmpActorCritic",
+        "amp_discriminator": {
+            "input_dim": None,
+            "style_reward_coef": style_reward_coef,
+            "hidden_dims": list(discriminator_hidden_dims),
+            "discriminator_grad_pen": discriminator_grad_pen,
+            "task_reward_lerp": task_reward_lerp,
+        },
+    }
+    # our AMP settings (replay of past policy windows, discriminator clipped apart), not the reference's defaults
+    cfg["algorithm"] = {
+        **cfg["algorithm"],
+        "class_name": "APPO",
+        "discriminator_loss_coef": 1.0,
+        "amp_preset": "st_rl",
+    }
+    if style_reward_ramp is not None:
+        cfg["algorithm"]["style_reward_ramp"] = list(style_reward_ramp)
+    if learning_rate is not None:
+        cfg["algorithm"]["learning_rate"] = float(learning_rate)
+    if amp_replay_buffer_size is not None:
+        cfg["algorithm"]["amp_replay_buffer_size"] = int(amp_replay_buffer_size)
+    return cfg

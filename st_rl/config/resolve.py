@@ -1,0 +1,334 @@
+"""Turn the training configs users write into one validated :class:`TrainConfig`.
+
+Two shapes are accepted: **flat** (st_gym ``to_dict()``: runner keys at the top level, ``policy`` and
+``algorithm`` with their own ``class_name``) and **nested** (legged_gym ``class_to_dict``: a ``runner`` dict with
+``policy_class_name`` and ``algorithm_class_name``). The user's object is never mutated. A :class:`TrainConfig`
+marks a resolved config: resolving it again returns a copy, unchecked.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import torch.nn as nn
+
+from st_rl.config.errors import MISSING, ConfigError, Problem
+from st_rl.config.rules import RUNNER_RULES
+from st_rl.config.schema import (
+    RUNNER_FIELDS,
+    class_fields,
+    validate_algorithm,
+    validate_policy,
+    validate_runner,
+    validate_storage,
+)
+from st_rl.registry import class_label, resolve_class
+
+__all__ = [
+    "ConvertibleConfig",
+    "TrainConfig",
+    "env_cfg_to_jsonable",
+    "resolve_train_cfg",
+    "to_jsonable",
+    "to_plain_dict",
+]
+
+
+@dataclass
+class TrainConfig:
+    """A resolved training config (plain data; every dict is a private copy)."""
+
+    runner: dict[str, Any]
+    policy_class_name: Any
+    policy: dict[str, Any]
+    algorithm_class_name: Any
+    algorithm: dict[str, Any]
+    storage: dict[str, Any] = field(default_factory=dict)
+    source_format: str = "flat"
+
+    def to_dict(self, full: bool = False) -> dict[str, Any]:
+        """Nested, JSON-friendly form (what is written to ``config.json`` and checkpoints).
+
+        Args:
+            full: also list every key left at its default, with that default (``st-rl train
+                --print-config``); the saved form holds the given keys only.
+        """
+        runner = dict(self.runner)
+        runner["policy_class_name"] = class_label(self.policy_class_name)
+        runner["algorithm_class_name"] = class_label(self.algorithm_class_name)
+        policy, algorithm = dict(self.policy), dict(self.algorithm)
+        if full:
+            runner = {**{k: d for k, (_, d, _) in RUNNER_FIELDS.items()}, **runner}
+            policy_cls = resolve_class(self.policy_class_name, None, "policy", nn.Module)
+            policy = {**{k: d for k, (_, d) in class_fields(policy_cls)[0].items()}, **policy}
+            algorithm_cls = resolve_class(self.algorithm_class_name, None, "algorithm")
+            algorithm = {**{k: d for k, (_, d) in class_fields(algorithm_cls)[0].items()}, **algorithm}
+            runner, policy, algorithm = (dict(sorted(d.items())) for d in (runner, policy, algorithm))
+        return to_jsonable(
+            {
+                "runner": runner,
+                "policy": {"class_name": class_label(self.policy_class_name), **policy},
+                "algorithm": {"class_name": class_label(self.algorithm_class_name), **algorithm},
+                "storage": self.storage,
+            }
+        )
+
+
+@runtime_checkable
+class ConvertibleConfig(Protocol):
+    """A config object that converts itself to a dict (``to_dict()``), as st_gym / Isaac Lab configs do."""
+
+    def to_dict(self) -> Any: ...
+
+
+def to_plain_dict(cfg: Any) -> dict[str, Any]:
+    """Deep copy of a config given as a mapping, a dataclass, an object with ``to_dict()`` or a legged_gym
+    config class/instance (``class_to_dict``)."""
+    if isinstance(cfg, dict):
+        return copy.deepcopy(cfg)
+    if isinstance(cfg, ConvertibleConfig):
+        return copy.deepcopy(dict(cfg.to_dict()))
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        return copy.deepcopy(dataclasses.asdict(cfg))
+    if hasattr(cfg, "__dict__") or isinstance(cfg, type):
+        return _class_to_dict(cfg)
+    raise TypeError(
+        f"train_cfg must be a dict, a dataclass or a config object with to_dict(); got {type(cfg).__name__}"
+    )
+
+
+def _class_to_dict(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in dir(obj):
+        if key.startswith("_"):
+            continue
+        val = getattr(obj, key)
+        if callable(val) and not isinstance(val, type):
+            continue
+        if isinstance(val, type):
+            out[key] = _class_to_dict(val)
+        elif isinstance(val, list):
+            out[key] = [_class_to_dict(v) if isinstance(v, type) else copy.deepcopy(v) for v in val]
+        else:
+            out[key] = copy.deepcopy(val)
+    return out
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert to JSON-friendly data (tuples -> lists, classes -> labels, tensors -> lists)."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, type) or callable(obj):
+        return class_label(obj)
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    return repr(obj)
+
+
+_ENV_CFG_MAX_DEPTH = 32
+
+
+def env_cfg_to_jsonable(cfg: Any) -> Any:
+    """An environment config as plain JSON data (``config.json``'s ``env`` entry): mappings, legged_gym config
+    classes or instances (every public non-method attribute, nested classes included), dataclasses and objects
+    with ``to_dict()`` (Isaac Lab configclasses), nested freely; leaves go through :func:`to_jsonable`.
+    """
+    return _env_cfg_value(cfg, 0, is_root=True)
+
+
+def _is_nested_cfg_class(value: Any, name: str) -> bool:
+    """A legged_gym nested config class: defined inside another class under the attribute's name."""
+    qual = getattr(value, "__qualname__", "")
+    return isinstance(value, type) and "." in qual and qual.rsplit(".", 1)[-1] == name
+
+
+def _cfg_namespace(obj: Any, depth: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in dir(obj):
+        if key.startswith("_"):
+            continue
+        try:
+            val = getattr(obj, key)
+        except Exception:  # a property that fails is not config data
+            continue
+        if _is_nested_cfg_class(val, key) or _is_nested_cfg_class(type(val), key):
+            out[key] = _env_cfg_value(val, depth + 1, is_root=True)
+        elif inspect.isroutine(val):
+            continue  # methods of the config class (e.g. legged_gym's init_member_classes)
+        else:
+            out[key] = _env_cfg_value(val, depth + 1)
+    return out
+
+
+def _env_cfg_value(obj: Any, depth: int, is_root: bool = False) -> Any:
+    if depth > _ENV_CFG_MAX_DEPTH:
+        return repr(obj)
+    is_mapping = hasattr(obj, "items") and hasattr(obj, "keys") and not isinstance(obj, type)
+    if isinstance(obj, dict) or is_mapping:
+        return {str(k): _env_cfg_value(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_env_cfg_value(v, depth + 1) for v in obj]
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if not isinstance(obj, type):
+        to_dict = getattr(obj, "to_dict", None)
+        if callable(to_dict):
+            try:
+                data = to_dict()
+            except TypeError:
+                data = None
+            if isinstance(data, dict):
+                return _env_cfg_value(data, depth + 1)
+        if dataclasses.is_dataclass(obj):
+            return {f.name: _env_cfg_value(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)}
+        if hasattr(obj, "tolist"):
+            return obj.tolist()
+    if is_root and (isinstance(obj, type) or hasattr(obj, "__dict__")):
+        return _cfg_namespace(obj, depth)
+    return to_jsonable(obj)
+
+
+def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
+    """Validate and normalise a user's training config (flat or nested) without mutating it.
+
+    Every key is checked against the schema of the classes it configures (:mod:`st_rl.config.schema`):
+    types, ranges, unknown keys (with the closest known one) and conflicts between the two forms. A
+    :class:`TrainConfig` (already resolved) is returned as a copy without being checked again.
+
+    Raises:
+        st_rl.config.ConfigError: listing every problem with its key path, value, rule and fix.
+    """
+    if isinstance(train_cfg, TrainConfig):
+        return copy.deepcopy(train_cfg)
+    cfg = to_plain_dict(train_cfg)
+    problems: list[Problem] = []
+    runner, fmt, prefix = _runner_section(cfg, problems)
+    policy, algorithm = cfg.pop("policy", MISSING), cfg.pop("algorithm", MISSING)
+    for name, section in (("policy", policy), ("algorithm", algorithm)):
+        if not isinstance(section, dict):
+            problems.append(
+                Problem(
+                    name,
+                    section,
+                    "the training config needs a 'policy' and an 'algorithm' mapping",
+                    "put them at the top level (st_gym flat form) or next to a 'runner' mapping "
+                    "(legged_gym nested form)",
+                )
+            )
+    if not (isinstance(policy, dict) and isinstance(algorithm, dict)):
+        raise ConfigError(problems)
+    top_storage = cfg.pop("storage", None)
+    runner.update(cfg)  # flat form: everything else is a runner key
+    storage_sources = [("storage", top_storage), (f"{prefix}storage", runner.pop("storage", None))]
+    storage: dict[str, Any] = {}
+    for where, value in storage_sources:
+        if isinstance(value, dict):
+            storage.update(value)
+        elif value is not None:
+            rule = "must be a mapping of rollout-storage arguments"
+            problems.append(Problem(where, value, rule, "e.g. {} or remove it"))
+    problems += validate_runner(runner, prefix.rstrip("."))
+    policy_cls = _pick_class(policy, runner, "policy", prefix, "ActorCritic", problems)
+    algorithm_cls = _pick_class(algorithm, runner, "algorithm", prefix, "PPO", problems)
+    if "empirical_normalization" not in algorithm and runner.get("empirical_normalization") is not None:
+        algorithm["empirical_normalization"] = runner["empirical_normalization"]
+    problems += _class_problems(runner, prefix, policy_cls, policy, algorithm_cls, algorithm, storage_sources)
+    if (
+        algorithm.get("schedule") == "linear"
+        and algorithm.get("lr_anneal_iterations") is None
+        and runner.get("max_iterations") is None
+    ):
+        problems.append(
+            Problem(
+                "algorithm.lr_anneal_iterations",
+                MISSING,
+                "schedule='linear' needs the number of iterations over which the learning rate decays",
+                f"set it, or set {prefix}max_iterations (the runner then uses the run length)",
+            )
+        )
+    if problems:
+        raise ConfigError(problems)
+    return TrainConfig(runner, policy_cls, policy, algorithm_cls, algorithm, storage, fmt)
+
+
+def _runner_section(cfg: dict[str, Any], problems: list[Problem]) -> tuple[dict[str, Any], str, str]:
+    """``(runner keys, form, key prefix)``; the nested form's top-level runner keys move into ``runner``."""
+    if not isinstance(cfg.get("runner"), dict):
+        return {}, "flat", ""
+    runner = dict(cfg.pop("runner"))
+    for key in [k for k in cfg if k not in ("policy", "algorithm", "storage")]:
+        value = cfg.pop(key)
+        if key in runner and runner[key] != value:
+            problems.append(
+                Problem(
+                    key,
+                    value,
+                    f"conflicts with runner.{key} = {runner[key]!r} (the nested form reads runner.{key})",
+                    f"remove the top-level '{key}' or give it only in 'runner'",
+                )
+            )
+        else:
+            runner[key] = value
+    return runner, "nested", "runner."
+
+
+def _class_problems(runner: dict[str, Any], prefix: str, policy_cls: Any, policy: dict[str, Any],
+                    algorithm_cls: Any, algorithm: dict[str, Any],
+                    storage_sources: list[tuple[str, Any]]) -> list[Problem]:  # fmt: skip
+    """Problems of the policy and algorithm sections against their classes, and of the storage sections."""
+    problems: list[Problem] = []
+    for section, name, cfg, base in (
+        ("policy", policy_cls, policy, nn.Module),
+        ("algorithm", algorithm_cls, algorithm, None),
+    ):
+        try:
+            cls = resolve_class(name, None, section, base)
+        except ValueError as e:
+            given = runner.get(f"{section}_class_name")
+            where = (
+                f"{prefix}{section}_class_name"
+                if given is not None and name is given
+                else f"{section}.class_name"
+            )
+            problems.append(Problem(where, class_label(name), str(e)))
+            continue
+        if section == "policy":
+            problems += validate_policy(cls, cfg, section)
+            continue
+        problems += validate_algorithm(cls, cfg, section)
+        for where, value in storage_sources:
+            if isinstance(value, dict):
+                problems += validate_storage(cls, algorithm, value, where)
+    return problems
+
+
+def _pick_class(section: dict[str, Any], runner: dict[str, Any], name: str, prefix: str, default: str,
+                problems: list[Problem]) -> Any:  # fmt: skip
+    """``section['class_name']`` or ``runner['<name>_class_name']`` (they must agree), else ``default``. An empty
+    name is a mistake, not a request for the default (the runner's key is checked by its rule)."""
+    own = section.pop("class_name", None)
+    other = runner.get(f"{name}_class_name")
+    rule = RUNNER_RULES["class_name"]
+    if rule.violated(own):
+        problems.append(Problem(f"{name}.class_name", own, rule.text, rule.fix))
+        own = None
+    if rule.violated(other):
+        other = None  # reported by validate_runner
+    if own is not None and other is not None and class_label(own) != class_label(other):
+        problems.append(
+            Problem(
+                f"{name}.class_name",
+                class_label(own),
+                f"conflicts with {prefix}{name}_class_name = {class_label(other)!r}",
+                "give the class in one place only",
+            )
+        )
+    return own or other or default
