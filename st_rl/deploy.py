@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from st_rl.utils.files import read_json
+
 __all__ = [
     "EXPORT_FORMAT_VERSION",
     "METADATA_KEY",
@@ -115,8 +117,6 @@ def read_policy_metadata(path: str) -> dict[str, Any]:
         raise FileNotFoundError(f"Exported policy not found: {path}")
     side = sidecar_path(path)
     if os.path.isfile(side):
-        from st_rl.utils.files import read_json
-
         return read_json(side, "exported policy's metadata", "re-export the policy (st-rl export)")
     meta = _embedded_metadata(path)
     if meta is None:

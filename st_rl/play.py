@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from st_rl.deploy import OnnxPolicy, load_exported_policy
 from st_rl.evaluation.metrics import _check_locomotion_env, evaluate_policy, format_summary
 from st_rl.evaluation.rendering import VideoRecorder, render_frame, set_default_gl_backend
 from st_rl.evaluation.runs import LoadedRun, load_run, make_env_from_cfg, refuse_gymnasium_module
+from st_rl.plotting import plot_tracking
 from st_rl.utils.config import untrusted_config
 
 __all__ = [
@@ -37,8 +39,7 @@ __all__ = [
 
 def _evaluate_and_report(
     env: Any,
-    policy: Callable[[torch.Tensor], torch.Tensor],
-    *,
+    policy: Any,
     task: str,
     source: str,
     label: str,
@@ -47,27 +48,22 @@ def _evaluate_and_report(
     plot: str | None,
     command: Sequence[float] | None,
     record_env: int,
-    video_fps: float,
-    video_size: tuple[int, int],
-    video_quality: str,
-    camera: str | None,
     verbose: bool,
+    *recorder_args: Any,
 ) -> dict[str, Any]:
-    """The evaluation shared by :func:`play` and :func:`play_exported`: metrics, video, plot and summary."""
+    """The evaluation of :func:`play` and :func:`play_exported`: metrics, video (``recorder_args``: fps, size,
+    quality and camera of the :class:`VideoRecorder`), plot and summary."""
     _check_locomotion_env(env)
-    recorder = None
-    if video is not None:
-        recorder = VideoRecorder(
-            env, video, record_env, video_fps, video_size[0], video_size[1], camera, video_quality
-        )
+    fps, (width, height), quality, camera = recorder_args
+    recorder = (
+        None if video is None else VideoRecorder(env, video, record_env, fps, width, height, camera, quality)
+    )
     try:
         metrics = evaluate_policy(env, policy, duration_s, record_env, recorder, command=command)
     finally:
         if recorder is not None:
             recorder.close()
     if plot is not None:
-        from st_rl.plotting import plot_tracking
-
         title = f"{task} - {os.path.basename(source)} - env {record_env}"
         plot = plot_tracking(metrics["trace"], plot, title=title, metrics=metrics)
     metrics.update(
@@ -183,23 +179,11 @@ def play(
         def reset(self, dones: torch.Tensor) -> None:
             inference.reset(dones.to(dev))
 
+    label = f"{os.path.basename(run.path)} (iteration {run.iteration})"
     metrics = _evaluate_and_report(
-        run.env,
-        _Policy(),
-        task=run.task,
-        source=run.path,
-        label=f"{os.path.basename(run.path)} (iteration {run.iteration})",
-        duration_s=duration_s,
-        video=video,
-        plot=plot,
-        command=command,
-        record_env=record_env,
-        video_fps=video_fps,
-        video_size=video_size,
-        video_quality=video_quality,
-        camera=camera,
-        verbose=verbose,
-    )
+        run.env, _Policy(), run.task, run.path, label, duration_s, video, plot, command, record_env, verbose,
+        video_fps, video_size, video_quality, camera,
+    )  # fmt: skip
     metrics.update(checkpoint=os.path.abspath(run.path), iteration=run.iteration)
     return metrics
 
@@ -247,8 +231,6 @@ def play_exported(
     """
     if video is not None:
         set_default_gl_backend("egl")
-    from st_rl.deploy import OnnxPolicy, load_exported_policy
-
     policy = load_exported_policy(policy_path)
     meta = policy.metadata
     stored_task = meta.get("task")
@@ -275,22 +257,10 @@ def play_exported(
         )
     fmt = "onnx" if isinstance(policy, OnnxPolicy) else "torchscript"
     iteration = meta.get("iteration")
+    label = f"{os.path.basename(policy_path)} ({fmt}, iteration {iteration})"
     metrics = _evaluate_and_report(
-        env,
-        _FiniteActions(policy, policy_path),
-        task=name,
-        source=policy_path,
-        label=f"{os.path.basename(policy_path)} ({fmt}, iteration {iteration})",
-        duration_s=duration_s,
-        video=video,
-        plot=plot,
-        command=command,
-        record_env=record_env,
-        video_fps=video_fps,
-        video_size=video_size,
-        video_quality=video_quality,
-        camera=camera,
-        verbose=verbose,
-    )
+        env, _FiniteActions(policy, policy_path), name, policy_path, label, duration_s, video, plot, command,
+        record_env, verbose, video_fps, video_size, video_quality, camera,
+    )  # fmt: skip
     metrics.update(policy=os.path.abspath(policy_path), format=fmt, iteration=iteration)
     return metrics

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from st_rl.utils.files import refuse_special_file
+
 __all__ = ["TRAINING_TAGS", "find_event_dirs", "plot_tracking", "plot_training", "read_scalars"]
 
 TRAINING_TAGS = (
@@ -131,8 +133,6 @@ def plot_training(log_dir: str, out_png: str | None = None, tags: Sequence[str] 
 def png_path(path: str, default_name: str) -> str:
     """Where a plot asked to go to ``path`` is written: ``path/<default_name>`` for a folder, ``path.png`` for a
     name without extension (matplotlib adds it); its folder is created."""
-    from st_rl.utils.files import refuse_special_file
-
     if os.path.isdir(path):
         path = os.path.join(path, default_name)
     else:

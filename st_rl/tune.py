@@ -21,8 +21,8 @@ exist, so a second invocation adds trials and several workers can share one stud
 
 from __future__ import annotations
 
-import argparse
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -32,6 +32,18 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+
+from st_rl.algorithms import NonFiniteLossError
+from st_rl.configs import amp_train_config, get_preset
+from st_rl.datasets import MotionLoader, gait_distance
+from st_rl.env.adapter import EnvAdapter
+from st_rl.evaluation.metrics import _check_locomotion_env, evaluate_policy
+from st_rl.runners import build_runner
+from st_rl.runners.run_dir import LockOwner
+from st_rl.tasks import make_env
+from st_rl.tasks.motion_recorder import collect_style_windows
+from st_rl.utils.config import resolve_train_cfg
+from st_rl.utils.writers import import_optional
 
 DEFAULT_SPACE: dict[str, list[Any]] = {
     "algorithm.learning_rate": ["log", 1e-4, 1e-2],
@@ -64,8 +76,6 @@ DEFAULT_LOG_ROOT = os.path.join("logs", "tune")
 
 
 def _optuna() -> Any:
-    from st_rl.utils.writers import import_optional
-
     return import_optional("optuna", "tune", "st-rl tune")
 
 
@@ -197,8 +207,6 @@ def _check_space(space: Mapping[str, Any], trial_config: Callable[[Mapping[str, 
     Raises:
         st_rl.config.ConfigError: naming the key.
     """
-    from st_rl.utils.config import resolve_train_cfg
-
     values = {
         key: spec[1] if isinstance(spec, list) and spec and spec[0] in SPACE_KINDS else spec
         for key, spec in space.items()
@@ -217,8 +225,6 @@ def evaluate_return(runner: Any, env: Any, num_steps: int | None = None) -> floa
     The environments are reset first; the run lasts ``num_steps`` steps (default: the task's
     ``max_episode_length``), and an episode still running at the end counts with its partial return.
     """
-    from st_rl.env.adapter import EnvAdapter
-
     adapter = EnvAdapter(
         env, device=runner.device, obs_groups=runner.cfg.get("obs_groups"), check_finite="off"
     )
@@ -251,8 +257,6 @@ class EpisodeTimedTask(Protocol):
 def evaluate_velrmsd(runner: Any, env: Any, duration_s: float | None = None) -> float:
     """Velocity-tracking RMSD of ``runner``'s deterministic policy on ``env`` (see :mod:`st_rl.play`) over
     ``duration_s`` seconds (default: one episode of an :class:`EpisodeTimedTask`, else 10 s)."""
-    from st_rl.play import evaluate_policy
-
     policy = runner.get_inference_policy()
     if duration_s is None:
         duration_s = float(env.max_episode_length_s) if isinstance(env, EpisodeTimedTask) else 10.0
@@ -328,7 +332,6 @@ def fail_interrupted_trials(study: Any) -> list[int]:
     """Mark as failed the trials left RUNNING by a process of this host that no longer exists (a killed
     ``st-rl tune``); trials of live processes, or of other hosts, are left alone. Returns their numbers."""
     optuna = _optuna()
-    from st_rl.runners.run_dir import LockOwner
 
     failed = []
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
@@ -361,6 +364,92 @@ def _storage_error(storage: str, error: Exception) -> ValueError:
     return ValueError(
         f"cannot open the study storage {storage!r} (--storage): {type(error).__name__}: {_first_line(error)}; "
         "give an Optuna storage URL such as sqlite:///logs/tune/study.db"
+    )
+
+
+@dataclasses.dataclass
+class _Trials:
+    """The trials of :func:`run_study`: each trains the task's preset with sampled values and scores it."""
+
+    task: str
+    preset: Any
+    motion: str | None
+    device: str
+    space: dict[str, Any]
+    objective: str
+    iterations: int
+    num_envs: int
+    seed: int
+    eval_envs: int
+    eval_steps: int | None
+    logger: str
+    log_interval: int | None
+    log_dir: str
+
+    def __post_init__(self) -> None:
+        self.loader: Any = None
+        self.reference: Any = None
+        if self.motion:
+            dt = make_env(self.task, num_envs=1, seed=0, **self.preset.env_kwargs).dt
+            self.loader = MotionLoader(
+                self.motion, amp_obs_frame_num=2, time_between_frames=dt, device=self.device
+            )
+            self.reference = self.loader.sample_windows(4096)
+
+    def env(self, n: int, seed: int, env_kwargs: dict[str, Any]) -> Any:
+        if self.loader is None:
+            return make_env(self.task, num_envs=n, device=self.device, seed=seed, **env_kwargs)
+        env_kwargs = {**env_kwargs, "amp_obs_frame_num": 2, "style_fields": self.loader.style_fields}
+        env = make_env(self.task, num_envs=n, device=self.device, seed=seed, **env_kwargs)
+        env.set_ref_motion_source(self.loader)
+        return env
+
+    def config(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The training config and env keyword arguments of a trial with ``params``."""
+        cfg = self.preset.train.to_dict()
+        if self.loader is not None:
+            cfg = amp_train_config(cfg)
+        iterations = self.iterations
+        cfg.update(task=self.task, seed=self.seed, logger=self.logger, save_interval=max(1, iterations))
+        cfg["log_interval"] = self.log_interval or max(1, iterations // 5)
+        return apply_params(cfg, self.preset.env_kwargs, params)
+
+    def __call__(self, trial: Any) -> float:
+        cfg, env_kwargs = self.config(suggest(trial, self.space))
+        log_dir = os.path.join(self.log_dir, f"trial_{trial.number}")
+        trial.set_user_attr("log_dir", log_dir)
+        trial.set_user_attr("pid", os.getpid())  # lets a later run tell an interrupted trial from a live one
+        trial.set_user_attr("host", socket.gethostname())
+        env = self.env(self.num_envs, self.seed, env_kwargs)
+        runner_class = cfg.get("runner_class_name", "OnPolicyRunner")
+        runner = build_runner(runner_class, env, cfg, log_dir=log_dir, device=self.device)
+        with runner:  # closes the writers and releases the run directory, also on errors
+            metric = OBJECTIVES[self.objective][1]
+            runner.learn(self.iterations, init_at_random_ep_len=True, trial=trial, trial_metric=metric)
+        done = runner.current_learning_iteration
+        trial.set_user_attr("iterations", done)
+        if done < self.iterations:
+            raise _optuna().TrialPruned(f"pruned after {done}/{self.iterations} iterations")
+        eval_env = self.env(self.eval_envs, self.seed + 10000, env_kwargs)
+        if self.reference is not None:
+            style_env = self.env(self.eval_envs, self.seed + 20000, env_kwargs)
+            windows = collect_style_windows(style_env, runner.get_inference_policy(), 10.0)
+            trial.set_user_attr("gait_distance", gait_distance(windows, self.reference))
+            runner.train_mode()
+        evaluate = evaluate_velrmsd if self.objective == "velrmsd" else evaluate_return
+        value = evaluate(runner, eval_env, self.eval_steps)
+        if not math.isfinite(value):
+            raise FloatingPointError(f"trial {trial.number}: the objective is {value}")
+        return value
+
+
+def _report_trial(study: Any, trial: Any) -> None:
+    value = "" if trial.value is None else f" value={trial.value:.4g}"
+    if "gait_distance" in trial.user_attrs:
+        value += f" gait_distance={trial.user_attrs['gait_distance']:.3f}"
+    state = trial.state.name.lower()
+    print(
+        f"[st-rl tune] trial {trial.number} {state}{value} params={_format_params(trial.params)}", flush=True
     )
 
 
@@ -417,109 +506,29 @@ def run_study(
     Returns:
         The ``optuna.Study``.
     """
-    optuna = _optuna()
-    from st_rl.algorithms import NonFiniteLossError
-    from st_rl.configs import get_preset
-    from st_rl.runners import build_runner
-    from st_rl.tasks import make_env
-
+    _optuna()
     preset = get_preset(task)
     study_name = study_name or task
     storage = storage or default_storage(log_root, study_name)
     space = parse_space((AMP_SPACE if motion else DEFAULT_SPACE) if space is None else space)
-    loader = reference = None
-    if motion:
-        from st_rl.datasets import MotionLoader
-
-        dt = make_env(task, num_envs=1, seed=0, **preset.env_kwargs).dt
-        loader = MotionLoader(motion, amp_obs_frame_num=2, time_between_frames=dt, device=device)
-        reference = loader.sample_windows(4096)
-
-    def task_env(n: int, env_seed: int, env_kwargs: dict[str, Any]) -> Any:
-        if loader is None:
-            return make_env(task, num_envs=n, device=device, seed=env_seed, **env_kwargs)
-        kwargs = {**env_kwargs, "amp_obs_frame_num": 2, "style_fields": loader.style_fields}
-        env = make_env(task, num_envs=n, device=device, seed=env_seed, **kwargs)
-        env.set_ref_motion_source(loader)
-        return env
-
-    direction, report_metric, _ = OBJECTIVES.get(objective, (None, None, None))
-    if direction is None:
+    iterations = int(iterations or max(1, preset.train.max_iterations // 5))
+    seed = int(preset.train.seed if seed is None else seed)
+    trials = _Trials(task, preset, motion, device, space, objective, iterations, int(num_envs or preset.num_envs),
+                     seed, eval_envs, eval_steps, logger, log_interval, os.path.join(log_root, study_name))  # fmt: skip
+    if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
     if objective == "velrmsd":
-        from st_rl.play import _check_locomotion_env
-
         _check_locomotion_env(make_env(task, num_envs=1, seed=0, **preset.env_kwargs))
-    iterations = int(iterations or max(1, preset.train.max_iterations // 5))
-    num_envs = int(num_envs or preset.num_envs)
-    base_seed = int(preset.train.seed if seed is None else seed)
-
-    def trial_config(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        cfg = preset.train.to_dict()
-        if loader is not None:
-            from st_rl.configs import amp_train_config
-
-            cfg = amp_train_config(cfg)
-        cfg.update(task=task, seed=base_seed, logger=logger, save_interval=max(1, iterations))
-        cfg["log_interval"] = log_interval or max(1, iterations // 5)
-        return apply_params(cfg, preset.env_kwargs, params)
-
-    _check_space(space, trial_config)
+    _check_space(space, trials.config)
     study = open_study(study_name, storage, objective, task, pruner, sampler)
     for number in fail_interrupted_trials(study):
         print(f"[st-rl tune] trial {number} was interrupted (its process is gone): marked failed", flush=True)
-
-    def train_trial(trial: Any) -> float:
-        cfg, env_kwargs = trial_config(suggest(trial, space))
-        log_dir = os.path.join(log_root, study_name, f"trial_{trial.number}")
-        trial.set_user_attr("log_dir", log_dir)
-        trial.set_user_attr("pid", os.getpid())  # lets a later run tell an interrupted trial from a live one
-        trial.set_user_attr("host", socket.gethostname())
-        env = task_env(num_envs, base_seed, env_kwargs)
-        runner = build_runner(
-            cfg.get("runner_class_name", "OnPolicyRunner"), env, cfg, log_dir=log_dir, device=device
-        )
-        with runner:  # closes the writers and releases the run directory, also on errors
-            runner.learn(iterations, init_at_random_ep_len=True, trial=trial, trial_metric=report_metric)
-        done = runner.current_learning_iteration
-        trial.set_user_attr("iterations", done)
-        if done < iterations:
-            raise optuna.TrialPruned(f"pruned after {done}/{iterations} iterations")
-        eval_env = task_env(eval_envs, base_seed + 10000, env_kwargs)
-        if reference is not None:
-            from st_rl.datasets import gait_distance
-            from st_rl.tasks.motion_recorder import collect_style_windows
-
-            windows = collect_style_windows(
-                task_env(eval_envs, base_seed + 20000, env_kwargs), runner.get_inference_policy(), 10.0
-            )
-            trial.set_user_attr("gait_distance", gait_distance(windows, reference))
-            runner.train_mode()
-        if objective == "velrmsd":
-            value = evaluate_velrmsd(runner, eval_env, eval_steps)
-        else:
-            value = evaluate_return(runner, eval_env, eval_steps)
-        if not math.isfinite(value):
-            raise FloatingPointError(f"trial {trial.number}: the objective is {value}")
-        return value
-
-    def report(study: Any, trial: Any) -> None:
-        if verbose:
-            value = "" if trial.value is None else f" value={trial.value:.4g}"
-            if "gait_distance" in trial.user_attrs:
-                value += f" gait_distance={trial.user_attrs['gait_distance']:.3f}"
-            print(
-                f"[st-rl tune] trial {trial.number} {trial.state.name.lower()}{value} "
-                f"params={_format_params(trial.params)}",
-                flush=True,
-            )
-
     study.optimize(
-        train_trial,
+        trials,
         n_trials=n_trials,
         timeout=timeout_s,
         catch=(NonFiniteLossError, FloatingPointError),
-        callbacks=[report],
+        callbacks=[_report_trial] if verbose else [],
     )
     if verbose:
         print(format_summary(study, top=summary_top, storage=storage))
@@ -585,109 +594,6 @@ def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
     for row in [header, *rows]:
         lines.append("  ".join(cell.rjust(w) for cell, w in zip(row, widths)))
     return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------------------------- CLI
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``st-rl tune`` (counts are integers >= 1, ``--timeout`` a number of seconds > 0)."""
-    from st_rl.cli import _int_at_least, _positive_float
-
-    positive = _int_at_least(1)
-    parser.add_argument("--task", default=DEFAULT_TASK, help=f"built-in task (default: {DEFAULT_TASK})")
-    parser.add_argument("--trials", type=positive, default=20, help="trials to add in this call (default 20)")
-    parser.add_argument(
-        "--iterations",
-        type=positive,
-        default=None,
-        help="learning iterations per trial (default: preset / 5)",
-    )
-    parser.add_argument(
-        "--num-envs", type=positive, default=None, help="training envs per trial (preset default)"
-    )
-    parser.add_argument("--study-name", default=None, help="study name (default: the task name)")
-    parser.add_argument(
-        "--storage", default=None, help="Optuna storage URL (default: sqlite:///<log-root>/<study>.db)"
-    )
-    parser.add_argument(
-        "--log-root",
-        default=DEFAULT_LOG_ROOT,
-        help="trial logs in <log-root>/<study>/trial_<n> (default logs/tune)",
-    )
-    parser.add_argument(
-        "--space", default=None, help="search space: a JSON/YAML file or inline JSON (replaces the default)"
-    )
-    parser.add_argument(
-        "--objective",
-        choices=sorted(OBJECTIVES),
-        default="return",
-        help="return: mean evaluation episode return (maximise, default); velrmsd: tracking RMSD (minimise)",
-    )
-    parser.add_argument("--eval-envs", type=positive, default=64, help="evaluation environments (default 64)")
-    parser.add_argument(
-        "--eval-steps", type=positive, default=None, help="evaluation steps (default: one episode)"
-    )
-    parser.add_argument("--pruner", choices=("median", "none"), default="median", help="(default median)")
-    parser.add_argument(
-        "--seed", type=int, default=None, help="training seed of every trial (preset default)"
-    )
-    parser.add_argument("--device", default="cpu", help="training device (default cpu)")
-    parser.add_argument("--logger", default="tensorboard", help="logger of every trial (default tensorboard)")
-    parser.add_argument("--log-interval", type=positive, default=None, help="print/log every N iterations")
-    parser.add_argument(
-        "--timeout", type=_positive_float, default=None, help="stop starting trials after N seconds"
-    )
-    parser.add_argument("--threads", type=positive, default=None, help="CPU threads for torch")
-    parser.add_argument(
-        "--top", type=_int_at_least(0), default=5, help="rows of the summary table (default 5)"
-    )
-    parser.add_argument(
-        "--motion",
-        default=None,
-        help="reference-motion file: tune AMP (APPO) towards it (default space: style weight, gradient "
-        "penalty, replay size, learning rate); each trial also reports its gait distance to the reference",
-    )
-    parser.add_argument(
-        "--summary", action="store_true", help="print the summary of an existing study and exit (no training)"
-    )
-
-
-def main(args: argparse.Namespace) -> int:
-    """Run ``st-rl tune`` with parsed arguments."""
-    study_name = args.study_name or args.task
-    storage = args.storage or default_storage(args.log_root, study_name)
-    try:
-        if args.summary:
-            study = load_existing_study(study_name, storage)
-            print(format_summary(study, top=args.top, storage=storage))
-            return 0
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        _optuna().logging.set_verbosity(_optuna().logging.WARNING)  # one line per trial is printed instead
-        space = load_space(args.space) if args.space else None
-        run_study(
-            args.task,
-            args.trials,
-            args.iterations,
-            args.num_envs,
-            study_name=study_name,
-            storage=storage,
-            log_root=args.log_root,
-            space=space,
-            objective=args.objective,
-            eval_envs=args.eval_envs,
-            eval_steps=args.eval_steps,
-            pruner=make_pruner(args.pruner),
-            seed=args.seed,
-            device=args.device,
-            logger=args.logger,
-            log_interval=args.log_interval,
-            timeout_s=args.timeout,
-            summary_top=args.top,
-            motion=args.motion,
-        )
-    except ValueError as e:  # one line, st-rl: error: ... (st_rl.cli.main), naming the option where it can
-        raise ValueError(_first_line(e)) from e
-    return 0
 
 
 def _first_line(error: BaseException) -> str:

@@ -9,7 +9,12 @@ import re
 import warnings
 from typing import Any, Protocol, runtime_checkable
 
+from st_rl.runners import build_runner
+from st_rl.tasks import TASKS, make_env
+from st_rl.utils.checkpoint import load_checkpoint
+from st_rl.utils.config import refuse_untrusted_import, resolve_train_cfg, untrusted_config
 from st_rl.utils.files import DataFileError, read_json
+from st_rl.utils.utils import get_checkpoint_path
 
 __all__ = ["LoadedRun", "load_run", "make_env_from_cfg", "run_task"]
 
@@ -37,8 +42,6 @@ def _default_cfg_keys(task_cls: type) -> set[str]:
 
 def _infer_task_from_env_cfg(env_cfg: dict[str, Any]) -> str | None:
     """The registered task whose constructor config keys include all keys of ``env_cfg`` (unique match)."""
-    from st_rl.tasks import TASKS
-
     if "terrain" in env_cfg and "model_path" in env_cfg:
         name = f"quadruped_{env_cfg['terrain']}"
         return name if name in TASKS else None
@@ -78,8 +81,6 @@ def run_task(checkpoint: str, *, trust_config: bool = False) -> tuple[str, str |
         st_rl.utils.config.UntrustedConfigError: the stored config names code to import and ``trust_config`` is
             False.
     """
-    from st_rl.utils.config import resolve_train_cfg, untrusted_config
-
     path, _, run_cfg, ckpt_cfg, train_cfg, source = _read_run(checkpoint)
     with untrusted_config(source, trusted=trust_config), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # unknown keys: said when the runner is built
@@ -92,11 +93,8 @@ def _read_run(
 ) -> tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any] | None, dict[str, Any], str]:
     """``(checkpoint file, its state, config.json, the checkpoint's config, the training config, where that
     config comes from)`` of a checkpoint file or run directory (see :func:`load_run`)."""
-    from st_rl.utils import checkpoint as ckpt
-    from st_rl.utils.utils import get_checkpoint_path
-
     path = get_checkpoint_path(checkpoint)
-    state = ckpt.load_checkpoint(path, map_location="cpu")
+    state = load_checkpoint(path, map_location="cpu")
     ckpt_cfg = state.get("config") if isinstance(state.get("config"), dict) else None
     run_cfg_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
     run_cfg = _read_json(run_cfg_path)
@@ -118,8 +116,6 @@ def refuse_gymnasium_module(task: str, key: str) -> None:
         UntrustedConfigError: inside an untrusted config.
     """
     if task.startswith("gym:") and ":" in task.removeprefix("gym:"):
-        from st_rl.utils.config import refuse_untrusted_import
-
         refuse_untrusted_import(task, key)
 
 
@@ -127,8 +123,6 @@ def make_env_from_cfg(
     task: str, num_envs: int, device: str, seed: int | None, env_cfg: dict[str, Any]
 ) -> Any:
     """``make_env`` with the run's stored env config, dropping keys the task factory sets itself."""
-    from st_rl.tasks import make_env
-
     cfg = dict(env_cfg)
     for _ in range(len(cfg) + 1):
         try:
@@ -210,8 +204,6 @@ def load_run(
         CheckpointError: the checkpoint does not fit the rebuilt policy or holds NaN/Inf weights or statistics
             (checked by :meth:`OnPolicyRunner.load`).
     """
-    from st_rl.utils.config import untrusted_config
-
     path, state, run_cfg, ckpt_cfg, train_cfg, source = _read_run(checkpoint)
     with untrusted_config(source, trusted=trust_config):
         return _load_run(path, state, run_cfg, ckpt_cfg, train_cfg, task, num_envs, device, seed, env)
@@ -230,8 +222,6 @@ def _load_run(
     env: Any,
 ) -> LoadedRun:
     """:func:`load_run` once the stored config is read (called inside its trust context)."""
-    from st_rl.runners import build_runner
-
     stored_task = _stored_task(run_cfg, ckpt_cfg)
     if task is not None and stored_task is not None and task != stored_task:
         warnings.warn(f"using task {task!r}; the run was trained on {stored_task!r}", stacklevel=4)
