@@ -30,7 +30,7 @@ def _first_line(error: BaseException) -> str:
 
 def _error_lines(error: BaseException) -> tuple[list[str], int]:
     """What :func:`main` prints for ``error`` (the lines after ``st-rl: error: ``) and the exit code."""
-    config_error = getattr(sys.modules.get("st_rl.config.errors"), "ConfigError", None)
+    config_error = getattr(sys.modules.get("st_rl.config"), "ConfigError", None)
     if config_error is not None and isinstance(error, config_error):  # its other problems indented below
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
         return [lines[0], *("  " + line for line in lines[1:])], EXIT_ERROR
@@ -65,21 +65,12 @@ def _report_error(error: BaseException) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``st-rl`` command.
+    """Run the ``st-rl`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit code.
 
-    Every error prints one line, ``st-rl: error: ...``, to stderr: a mistake the user can fix (a bad option,
-    config, value, path, device or import, an ``--env`` factory that fails or returns no environment, a file that
-    cannot be read or written: ``ValueError`` including ``ConfigError``, ``OSError``, ``ImportError``) returns 2;
-    anything else returns 1 and says so. With ``--debug`` errors propagate with their traceback. Argument errors
-    exit with code 2 the same way (``SystemExit``). Training stopped by SIGINT / SIGTERM prints ``interrupted:
-    saved <checkpoint>`` to stderr and returns 130 / 143 (128 + the signal number); a Ctrl-C before training
-    started (Python starting up, building the environment ...) prints one line and returns 130.
-
-    Args:
-        argv: the arguments (default: ``sys.argv[1:]``).
-
-    Returns:
-        The exit code.
+    Every error prints one line, ``st-rl: error: ...``: a mistake the user can fix (``ValueError`` including
+    ``ConfigError``, ``OSError``, ``ImportError``; argument errors exit via ``SystemExit``) returns 2, anything
+    else 1; ``--debug`` shows the traceback instead. Training stopped by SIGINT / SIGTERM prints ``interrupted:
+    saved <checkpoint>`` and returns 128 + the signal number; a Ctrl-C before training started returns 130.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
@@ -130,10 +121,8 @@ class _Stopped(KeyboardInterrupt):
 
 
 def _install_stop_handlers() -> dict[int, Any]:
-    """Make SIGTERM and SIGHUP (where the platform has it) stop the command like a Ctrl-C, so that a closed
-    terminal or ``timeout`` ends it with one line and exit code 128 + the signal number (instead of killing it
-    without a word). Signals the caller ignores (``nohup``) or handles stay as they are. Returns the previous
-    handlers."""
+    """Make SIGTERM and SIGHUP stop the command like a Ctrl-C (one line, exit code 128 + the signal number);
+    signals the caller ignores (``nohup``) or handles stay as they are. Returns the previous handlers."""
 
     def stop(signum: int, frame: Any) -> None:
         raise _Stopped(signum)

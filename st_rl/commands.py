@@ -41,7 +41,7 @@ from st_rl.tasks.motion_recorder import (
     save_motion_file,
     scripted_trot_policy,
 )
-from st_rl.utils.checkpoint import CheckpointError, load_checkpoint
+from st_rl.utils.checkpoint import CheckpointError, first_line, load_checkpoint
 from st_rl.utils.config import resolve_train_cfg
 from st_rl.utils.distributed import init_distributed
 from st_rl.utils.utils import get_checkpoint_path
@@ -53,10 +53,6 @@ EXIT_ERROR = 2
 
 class CommandError(ValueError):
     """A mistake the user can fix, reported by :func:`st_rl.cli.main` as one line, ``st-rl: error: <message>``."""
-
-
-def first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [""])[0].strip()
 
 
 def _command_line_error(option: str, value: Any, rule: str, fix: str) -> ConfigError:
@@ -311,11 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ----------------------------------------------------------------------------------------------- st-rl train
 def _validate_train_args(args: argparse.Namespace) -> None:
-    """Checks between ``st-rl train`` options (each option's own range is checked by its argparse type).
-
-    Raises:
-        ConfigError: naming every option that cannot be used as given, with the fix.
-    """
+    """Checks between ``st-rl train`` options: a :class:`ConfigError` naming every one that cannot be used."""
     amp_only, add_motion = "only applies to AMP training", "add --motion FILE or drop it"
     problems: list[Problem] = []
     if args.style_ramp is not None:
@@ -323,14 +315,8 @@ def _validate_train_args(args: argparse.Namespace) -> None:
         if not args.motion:
             problems.append(Problem("--style-ramp", [start, end], amp_only, add_motion))
         elif start > end:
-            problems.append(
-                Problem(
-                    "--style-ramp",
-                    [start, end],
-                    "needs 0 <= START <= END",
-                    f"e.g. --style-ramp {end} {start}",
-                )
-            )
+            fix = f"e.g. --style-ramp {end} {start}"
+            problems.append(Problem("--style-ramp", [start, end], "needs 0 <= START <= END", fix))
     if args.style_reward_coef is not None and not args.motion:
         problems.append(Problem("--style-reward-coef", args.style_reward_coef, amp_only, add_motion))
     if args.env is not None and args.motion:
@@ -414,21 +400,16 @@ def _learning_iterations(args: argparse.Namespace, runner_cfg: dict[str, Any]) -
     """``--iterations``, else the config's ``max_iterations``, checked to be an integer >= 1."""
     if args.iterations is not None:
         return args.iterations
-    value = runner_cfg.get("max_iterations", MISSING)
-    if value is MISSING or value is None:
-        value = MISSING
-        rule, fix = (
-            "the number of learning iterations is not set",
-            "give --iterations N, or max_iterations in the config",
+    value = runner_cfg.get("max_iterations")
+    if value is None:
+        fix = "give --iterations N, or max_iterations in the config"
+        raise ConfigError(
+            Problem("runner.max_iterations", MISSING, "the number of learning iterations is not set", fix)
         )
-    elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        rule, fix = (
-            "must be an integer >= 1",
-            "set max_iterations to the number of learning iterations, or give --iterations N",
-        )
-    else:
-        return value
-    raise ConfigError(Problem("runner.max_iterations", value, rule, fix))
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        fix = "set max_iterations to the number of learning iterations, or give --iterations N"
+        raise ConfigError(Problem("runner.max_iterations", value, "must be an integer >= 1", fix))
+    return value
 
 
 def _config_text(resolved: dict[str, Any]) -> str:
@@ -657,18 +638,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         env = _train_env(args, preset, str(device), None if seed is None else seed + info.rank, info)
         runner = _train_runner(args, env, cfg, runner_cfg, log_dir, str(device))
         with runner:  # closes the writer and releases the run directory's lock, also on errors and interrupts
-            result = _learn(
-                args,
-                runner,
-                env,
-                info,
-                str(device),
-                log_dir,
-                iterations,
-                resume_path,
-                add_amp,
-                overwrite_other,
-            )
+            resume = (resume_path, add_amp, overwrite_other)
+            result = _learn(args, runner, env, info, str(device), log_dir, iterations, resume)
     finally:
         for folder in reversed(made):
             try:
@@ -799,11 +770,11 @@ def _learn(
     device: str,
     log_dir: str,
     iterations: int,
-    resume_path: str | None,
-    add_amp: bool,
-    overwrite_other: bool,
+    resume: tuple[str | None, bool, bool],
 ) -> tuple[float, float]:
-    """Resume (or add AMP to) a checkpoint, replace an earlier run (``overwrite_other``) and train."""
+    """Resume (or add AMP to) a checkpoint, replace an earlier run and train (``resume``: the checkpoint,
+    whether AMP is added to it, whether the earlier run in ``log_dir`` is replaced)."""
+    resume_path, add_amp, overwrite_other = resume
     runner.overwrite = runner.overwrite or args.overwrite
     lock = None
     if resume_path is not None:
@@ -979,7 +950,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     except (
         ValueError
     ) as e:  # one line (a ConfigError's other problems left out), naming the option where it can
-        raise ValueError(first_line(e) or type(e).__name__) from e
+        raise ValueError(first_line(e)) from e
     return 0
 
 

@@ -343,15 +343,16 @@ def _source_objects(
         return run.runner.alg.actor_critic, _adapter_of(run.env, run.runner), info
     if isinstance(source, OnPolicyRunner):
         adapter = _adapter_of(env if env is not None else source.env, source)
-        cfg = source.cfg
-        info = _info(None, source.current_learning_iteration, task or cfg.get("task"),
-                     adapter.cfg if adapter is not None else None, cfg.get("seed"), source.train_cfg.to_dict())  # fmt: skip
+        cfg, env_cfg = source.cfg, adapter.cfg if adapter is not None else None
+        info = _info(None, source.current_learning_iteration, task or cfg.get("task"), env_cfg, cfg.get("seed"),
+                     source.train_cfg.to_dict())  # fmt: skip
         return source.alg.actor_critic, adapter, info
     try:  # a runner-like object
         actor_critic, source_env = source.alg.actor_critic, source.env
     except AttributeError as e:
         raise ExportError(
-            f"export_policy takes a checkpoint path, a run directory or an OnPolicyRunner; got {type(source).__name__}"
+            "export_policy takes a checkpoint path, a run directory or an OnPolicyRunner; got "
+            f"{type(source).__name__}"
         ) from e
     adapter = _adapter_of(env if env is not None else source_env, None)
     return actor_critic, adapter, _info(None, 0, task, adapter.cfg if adapter is not None else None, None, {})

@@ -1,22 +1,11 @@
-"""Hyperparameter search on the built-in tasks with Optuna (``st-rl tune``).
+"""Hyperparameter search on the built-in tasks with Optuna (``st-rl tune``, ``pip install st-rl[tune]``).
 
-Each trial trains a built-in task's preset with sampled hyperparameters for a small budget, then scores the
-trained policy on a fresh evaluation environment:
-
-* ``objective="return"`` (default, maximised): mean return of one full episode per evaluation environment,
-  deterministic policy (:func:`evaluate_return`). During training the runner reports the mean training
-  episode return to the trial after each iteration, so the pruner compares like with like.
-* ``objective="velrmsd"`` (minimised; velocity-command tasks only): velocity-tracking RMSD measured by
-  :func:`st_rl.play.evaluate_policy`; the runner reports its own ``Eval/velrmsd`` during training.
-
-With ``motion`` (a motion file, ``st-rl tune --motion FILE``) every trial trains AMP (APPO,
-:func:`st_rl.configs.amp_train_config`) towards that reference, the default space is :data:`AMP_SPACE`, and
-each trial also records the gait distance of its policy to the reference (user attribute ``gait_distance``,
-shown in the summary).
-
-Studies live in an Optuna storage (default: a SQLite file ``<log_root>/<study>.db``) and are loaded when they
-exist, so a second invocation adds trials and several workers can share one study. Each trial logs to
-``<log_root>/<study>/trial_<n>``. Optuna is imported on use (``pip install st-rl[tune]``).
+Each trial trains a task's preset with sampled hyperparameters for a small budget, then scores the policy on a
+fresh environment: ``objective="return"`` (maximised; :func:`evaluate_return`) or ``"velrmsd"`` (minimised;
+:func:`evaluate_velrmsd`); the runner reports the same metric to the pruner during training. With ``motion``
+every trial trains AMP towards that reference (default space :data:`AMP_SPACE`) and records its gait distance.
+Studies live in an Optuna storage (default ``<log_root>/<study>.db``) and are continued when they exist; trial
+``n`` logs to ``<log_root>/<study>/trial_<n>``.
 """
 
 from __future__ import annotations
@@ -42,6 +31,7 @@ from st_rl.runners import build_runner
 from st_rl.runners.run_dir import LockOwner
 from st_rl.tasks import make_env
 from st_rl.tasks.motion_recorder import collect_style_windows
+from st_rl.utils.checkpoint import first_line
 from st_rl.utils.config import resolve_train_cfg
 from st_rl.utils.writers import import_optional
 
@@ -81,16 +71,9 @@ def _optuna() -> Any:
 
 # ----------------------------------------------------------------------------------------------- search space
 def parse_space(space: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate a search-space spec.
-
-    Each key is a dotted config path: ``algorithm.<key>``, ``policy.<key>``, ``env.<key>`` (an environment
-    keyword argument) or a runner key (``num_steps_per_env``); ``policy.hidden_width`` sets every layer of
-    ``actor_hidden_dims`` and ``critic_hidden_dims`` (keeping the preset's depth). Each value is
-    ``["float", low, high]``, ``["log", low, high]`` (log-uniform float), ``["int", low, high]``,
-    ``["int_log", low, high]``, ``["categorical", choice, ...]``, or a plain value (fixed, not searched).
-
-    Returns:
-        A copy of ``space`` (lists for the searched entries).
+    """Validate a search-space spec: dotted config keys (``algorithm.<key>``, ``policy.<key>``, ``env.<key>``,
+    a runner key; ``policy.hidden_width`` sets every hidden layer) -> ``[kind, low, high]`` (kind ``float``,
+    ``log``, ``int``, ``int_log``), ``["categorical", choice, ...]`` or a fixed value. Returns a copy.
 
     Raises:
         ValueError: naming the bad entry and the accepted forms.
@@ -157,27 +140,20 @@ def suggest(trial: Any, space: Mapping[str, Any]) -> dict[str, Any]:
             values[key] = spec
             continue
         kind, args = spec[0], spec[1:]
-        if kind == "float":
-            values[key] = trial.suggest_float(key, float(args[0]), float(args[1]))
-        elif kind == "log":
-            values[key] = trial.suggest_float(key, float(args[0]), float(args[1]), log=True)
-        elif kind == "int":
-            values[key] = trial.suggest_int(key, int(args[0]), int(args[1]))
-        elif kind == "int_log":
-            values[key] = trial.suggest_int(key, int(args[0]), int(args[1]), log=True)
-        else:
+        if kind == "categorical":
             values[key] = trial.suggest_categorical(key, list(args))
+        elif kind in ("int", "int_log"):
+            values[key] = trial.suggest_int(key, int(args[0]), int(args[1]), log=kind == "int_log")
+        else:
+            values[key] = trial.suggest_float(key, float(args[0]), float(args[1]), log=kind == "log")
     return values
 
 
 def apply_params(
     train_cfg: dict[str, Any], env_kwargs: dict[str, Any], params: Mapping[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Write dotted-key values into copies of a flat training config and the environment keyword arguments.
-
-    Raises:
-        ValueError: a key whose section is not a dict of the config.
-    """
+    """Write dotted-key values into copies of a flat training config and the environment keyword arguments
+    (``ValueError`` for a key whose section is not a dict of the config)."""
     cfg, env_kw = copy.deepcopy(train_cfg), copy.deepcopy(env_kwargs)
     for key, value in params.items():
         if key == "policy.hidden_width":
@@ -200,13 +176,8 @@ def apply_params(
 
 
 def _check_space(space: Mapping[str, Any], trial_config: Callable[[Mapping[str, Any]], Any]) -> None:
-    """Resolve the config of a trial at the low end of every range (first choice, fixed values), so that a key
-    of the space the config does not take (``algorithm.gama``) is an error before the first trial, not a
-    failure of every trial.
-
-    Raises:
-        st_rl.config.ConfigError: naming the key.
-    """
+    """Resolve a trial's config at the low end of every range, so that a key the config does not take
+    (``algorithm.gama``) is a :class:`~st_rl.config.ConfigError` before the first trial."""
     values = {
         key: spec[1] if isinstance(spec, list) and spec and spec[0] in SPACE_KINDS else spec
         for key, spec in space.items()
@@ -362,7 +333,7 @@ def load_existing_study(study_name: str, storage: str) -> Any:
 
 def _storage_error(storage: str, error: Exception) -> ValueError:
     return ValueError(
-        f"cannot open the study storage {storage!r} (--storage): {type(error).__name__}: {_first_line(error)}; "
+        f"cannot open the study storage {storage!r} (--storage): {type(error).__name__}: {first_line(error)}; "
         "give an Optuna storage URL such as sqlite:///logs/tune/study.db"
     )
 
@@ -477,34 +448,25 @@ def run_study(
     summary_top: int = 5,
     motion: str | None = None,
 ) -> Any:
-    """Run (or continue) a study of ``n_trials`` more trials on a built-in task's preset.
+    """Run (or continue) a study of ``n_trials`` more trials on a built-in task's preset; returns the study.
 
     Args:
         task: built-in task name.
         n_trials: trials to add in this call.
-        iterations: learning iterations per trial (default: a fifth of the preset's).
-        num_envs: training environments per trial (default: the preset's).
-        study_name: default: the task name.
-        storage: Optuna storage URL (default ``sqlite:///<log_root>/<study_name>.db``).
-        log_root: trial ``i`` logs to ``<log_root>/<study_name>/trial_<i>``.
-        space: search space (default :data:`DEFAULT_SPACE`; see :func:`parse_space`).
+        iterations, num_envs: learning iterations and environments per trial (default: a fifth of the preset's
+            iterations, its environments).
+        study_name, storage, log_root: the study (default: the task's name), its Optuna storage URL (default
+            ``sqlite:///<log_root>/<study_name>.db``); trial ``i`` logs to ``<log_root>/<study_name>/trial_<i>``.
+        space: search space (default :data:`DEFAULT_SPACE`, :data:`AMP_SPACE` with ``motion``; :func:`parse_space`).
         objective: ``"return"`` (maximise) or ``"velrmsd"`` (minimise).
-        eval_envs: environments of the evaluation env.
-        eval_steps: evaluation steps (``return``) or seconds (``velrmsd``); default one episode.
-        pruner: an Optuna pruner (default ``make_pruner("median")``).
-        sampler: an Optuna sampler (default TPE).
+        eval_envs, eval_steps: evaluation environments and steps (``return``) or seconds (``velrmsd``; default
+            one episode).
+        pruner, sampler: Optuna's (default ``make_pruner("median")``, TPE).
         seed: training seed of every trial (default the preset's); the evaluation env uses ``seed + 10000``.
-        device: training device.
-        logger: runner logger of every trial.
-        log_interval: print/log every N iterations (default: about 5 blocks per trial).
+        device, logger, log_interval: of every trial's runner (default log interval: about 5 blocks a trial).
         timeout_s: stop starting trials after this many seconds.
-        verbose: print one line per trial and, at the end, the summary of the ``summary_top`` best trials.
-        summary_top: rows of the summary table.
-        motion: a motion file: train AMP (APPO) towards it (default space :data:`AMP_SPACE`) and record
-            each trial's gait distance to it.
-
-    Returns:
-        The ``optuna.Study``.
+        verbose, summary_top: print a line per trial and the summary of the ``summary_top`` best trials.
+        motion: a motion file: train AMP (APPO) towards it and record each trial's gait distance to it.
     """
     _optuna()
     preset = get_preset(task)
@@ -513,8 +475,9 @@ def run_study(
     space = parse_space((AMP_SPACE if motion else DEFAULT_SPACE) if space is None else space)
     iterations = int(iterations or max(1, preset.train.max_iterations // 5))
     seed = int(preset.train.seed if seed is None else seed)
-    trials = _Trials(task, preset, motion, device, space, objective, iterations, int(num_envs or preset.num_envs),
-                     seed, eval_envs, eval_steps, logger, log_interval, os.path.join(log_root, study_name))  # fmt: skip
+    num_envs = int(num_envs or preset.num_envs)
+    trials = _Trials(task, preset, motion, device, space, objective, iterations, num_envs, seed, eval_envs,
+                     eval_steps, logger, log_interval, os.path.join(log_root, study_name))  # fmt: skip
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
     if objective == "velrmsd":
@@ -594,7 +557,3 @@ def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
     for row in [header, *rows]:
         lines.append("  ".join(cell.rjust(w) for cell, w in zip(row, widths)))
     return "\n".join(lines)
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
