@@ -1,20 +1,11 @@
 """Export a trained policy for deployment: ONNX (``policy.onnx``), TorchScript (``policy.pt``) and metadata.
 
-The exported network is the deterministic actor exactly as :meth:`OnPolicyRunner.get_inference_policy` runs it:
-raw observations -> observation normaliser (running statistics baked in; identity when training used none) ->
-estimators / encoders / memories -> action mean. The critic, the action noise and any discriminator are left out.
-
-Inputs and outputs (``B`` = batch, dynamic; ``L`` = ``rnn_num_layers``, ``H`` = ``rnn_hidden_size``):
-
-* feed-forward: ``obs`` (B, num_obs) -> ``actions`` (B, num_actions)
-* recurrent GRU: ``obs``, ``h_in`` (L, B, H) -> ``actions``, ``h_out`` (L, B, H)
-* recurrent LSTM: ``obs``, ``h_in``, ``c_in`` -> ``actions``, ``h_out``, ``c_out``
-* a state estimator with its own memory adds ``estimator_h_in`` (/ ``estimator_c_in``) and the matching
-  outputs, a privileged-state adaptor ``adaptor_h_in`` ... (listed in the metadata's ``states``).
-
-Feed the zero state at the start of an episode and each call's ``*_out`` to the next call. The metadata
-(``policy.json``; also embedded: ONNX ``metadata_props``, TorchScript extra file ``st_rl_metadata``) is described
-in ``docs/export.md``; :mod:`st_rl.deploy` runs the files without st_rl model classes.
+The exported network is the deterministic actor as :meth:`OnPolicyRunner.get_inference_policy` runs it (raw
+observations -> normaliser -> estimators / encoders / memories -> action mean): ``obs`` (B, num_obs) ->
+``actions`` (B, num_actions), plus for each memory its hidden state in and out (``h_in`` / ``h_out``, LSTM also
+``c_in`` / ``c_out``, (layers, B, hidden); an estimator's or adaptor's prefixed ``estimator_`` / ``adaptor_``):
+feed zeros at an episode start and each call's ``*_out`` to the next. The metadata (``policy.json``, also
+embedded in the files) is described in ``docs/export.md``; :mod:`st_rl.deploy` runs the files.
 """
 
 from __future__ import annotations

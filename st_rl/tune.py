@@ -535,22 +535,12 @@ def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
         f"Best trial {best.number}: value {best.value:.6g} (log dir {best.user_attrs.get('log_dir')})"
     )
     keys = sorted({k for t in complete[:top] for k in t.params})
-    gait = any("gait_distance" in t.user_attrs for t in complete[:top])
-    header = [
-        "rank",
-        "trial",
-        "value",
-        *(["gait_distance"] if gait else []),
-        *[k.split(".")[-1] for k in keys],
-    ]
+    extra = ["gait_distance"] if any("gait_distance" in t.user_attrs for t in complete[:top]) else []
+    header = ["rank", "trial", "value", *extra, *[k.split(".")[-1] for k in keys]]
     rows = [
-        [
-            str(i + 1),
-            str(t.number),
-            f"{t.value:.5g}",
-            *([_format_value(t.user_attrs.get("gait_distance", "-"))] if gait else []),
-            *[_format_value(t.params.get(k, "-")) for k in keys],
-        ]
+        [str(i + 1), str(t.number), f"{t.value:.5g}"]
+        + [_format_value(t.user_attrs.get(k, "-")) for k in extra]
+        + [_format_value(t.params.get(k, "-")) for k in keys]
         for i, t in enumerate(complete[:top])
     ]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]

@@ -35,10 +35,8 @@ __all__ = ["SUMMARY_KEYS", "VelocityCommandTask", "evaluate_policy", "format_sum
 
 @runtime_checkable
 class VelocityCommandTask(Protocol):
-    """What :func:`evaluate_policy` needs of a task (st_rl's ``velocity_tracking``, ``quadruped_flat`` and
-    ``quadruped_rough`` have it): the native API's ``get_observations()`` and ``step(actions)``, ``num_envs``,
-    ``dt`` (seconds per policy step), the velocity ``commands`` (N, 2 or 3: vx, vy[, yaw rate]) and the
-    velocity reached, ``base_lin_vel`` (N, >= 2, base frame)."""
+    """What :func:`evaluate_policy` needs of a task (``velocity_tracking``, ``quadruped_*``): the native API,
+    ``dt`` (seconds per policy step), ``commands`` (N, 2 or 3: vx, vy[, yaw rate]) and ``base_lin_vel`` (N, >= 2)."""
 
     num_envs: int
     dt: float
@@ -73,8 +71,7 @@ class MeasuresCostOfTransport(Protocol):
 
 @runtime_checkable
 class RecomputesObservations(Protocol):
-    """A task that can rebuild its observations from its state (st_rl's built-in tasks), so that a command
-    written by :func:`evaluate_policy` is seen at once."""
+    """A task that rebuilds its observations from its state, so that a command written is seen at once."""
 
     def _compute_observations(self) -> None: ...
 

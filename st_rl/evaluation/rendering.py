@@ -131,22 +131,18 @@ class _Scene:
 
 
 class VideoRecorder:
-    """Renders one environment of a MuJoCo task into an MP4 while :func:`evaluate_policy` runs.
-
-    Call it with the env after each step (``render=recorder``); it keeps every ``stride``-th state so the video
-    plays in real time at ``1 / (stride * dt)`` fps (``stride = round(1 / (fps * dt))``). Use as a context
-    manager or call :meth:`close`.
+    """Renders one environment of a MuJoCo task into an MP4 while :func:`evaluate_policy` runs (``render=``):
+    every ``stride``-th state, so that the video plays in real time (``stride = round(1 / (fps * dt))``). Use as a
+    context manager or call :meth:`close`.
 
     Args:
         env: a MuJoCo task exposing ``batch`` (``mujoco.batch.Batch``) and ``dt``.
         path: output ``.mp4`` path (its folder is created).
-        env_id: which simulation to film.
-        fps: target frame rate.
-        width, height: frame size in pixels (multiples of 8 are encoded without resizing).
-        camera: camera name of the model (``"track"`` follows the trunk); ``None`` or a missing name: a free
-            camera that tracks the base body.
-        quality: ``"fast"`` (no shadows, reflections or anti-aliasing: cheapest in software GL), ``"medium"``
-            (1024 px shadows, no anti-aliasing) or ``"high"`` (the model's own visual settings).
+        env_id, fps, width, height: the simulation filmed, the target frame rate, the frame size (pixels).
+        camera: the model's camera (``"track"`` follows the trunk); ``None`` or a missing name: a free camera
+            that tracks the base body.
+        quality: ``"fast"`` (no shadows, reflections or anti-aliasing), ``"medium"`` (1024 px shadows, no
+            anti-aliasing) or ``"high"`` (the model's own visual settings).
         geom_groups: geom groups drawn (default 0-3: the built-in quadruped's leg capsules are in group 3).
     """
 
