@@ -24,6 +24,13 @@ EXIT_UNEXPECTED = 1
 """Exit code of an unexpected error (a bug in st_rl or in code it runs); ``--debug`` shows its traceback."""
 
 
+def __getattr__(name: str) -> Any:
+    """The names that moved to :mod:`st_rl.commands` (``CommandError``, ``cmd_train`` ...), imported on use."""
+    from st_rl import commands
+
+    return getattr(commands, name)
+
+
 def _first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [""])[0].strip()
 

@@ -848,22 +848,20 @@ def cmd_play(args: argparse.Namespace) -> int:
     _check_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.policy:
-        path, tag = os.path.abspath(args.policy), None
-        stem = os.path.splitext(path)[0]
+    if args.policy:  # policy_play.mp4 next to policy.onnx; play_<iteration>.mp4 next to model_<iteration>.pt
+        path, stem = args.policy, os.path.splitext(os.path.abspath(args.policy))[0] + "_play"
     else:
         path = get_checkpoint_path(args.checkpoint)
         it = load_checkpoint(path, map_location="cpu").get("iter")
         tag = str(it) if it is not None else os.path.basename(os.path.splitext(path)[0]).replace("model_", "")
         stem = os.path.join(os.path.dirname(os.path.abspath(path)), f"play_{tag}")
-    suffix = "_play" if tag is None else ""
-    video = None if args.no_video else (args.video or f"{stem}{suffix}.mp4")
-    plot = None if args.no_plot else (args.plot or f"{stem}{suffix}.png")
+    video = None if args.no_video else (args.video or f"{stem}.mp4")
+    plot = None if args.no_plot else (args.plot or f"{stem}.png")
     kwargs = dict(task=args.task, num_envs=args.num_envs, duration_s=args.duration, video=video, plot=plot,
                   command=args.fixed_command, seed=args.seed, video_fps=args.fps, video_quality=args.video_quality,
                   trust_config=args.trust_config)  # fmt: skip
     if args.policy:
-        _print_done(play_exported(args.policy, **kwargs))
+        _print_done(play_exported(path, **kwargs))
         return 0
     try:
         metrics = play(path, device=args.device, **kwargs)
@@ -926,31 +924,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     print(f"[st-rl] training curves: {os.path.abspath(plot_training(args.log_dir, args.out))}")
-    return 0
-
-
-def cmd_tune(args: argparse.Namespace) -> int:
-    study_name = args.study_name or args.task
-    storage = args.storage or tune.default_storage(args.log_root, study_name)
-    try:
-        if args.summary:
-            study = tune.load_existing_study(study_name, storage)
-            print(tune.format_summary(study, top=args.top, storage=storage))
-            return 0
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        tune._optuna().logging.set_verbosity(tune._optuna().logging.WARNING)  # one line per trial instead
-        tune.run_study(
-            args.task, args.trials, args.iterations, args.num_envs, study_name=study_name, storage=storage,
-            log_root=args.log_root, space=tune.load_space(args.space) if args.space else None,
-            objective=args.objective, eval_envs=args.eval_envs, eval_steps=args.eval_steps,
-            pruner=tune.make_pruner(args.pruner), seed=args.seed, device=args.device, logger=args.logger,
-            log_interval=args.log_interval, timeout_s=args.timeout, summary_top=args.top, motion=args.motion,
-        )  # fmt: skip
-    except (
-        ValueError
-    ) as e:  # one line (a ConfigError's other problems left out), naming the option where it can
-        raise ValueError(first_line(e)) from e
     return 0
 
 
@@ -1042,6 +1015,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "plot": cmd_plot,
     "record-motion": cmd_record_motion,
     "export": cmd_export,
-    "tune": cmd_tune,
+    "tune": tune.main,
 }
 """Each command's function, called by :func:`st_rl.cli.main` with the parsed arguments."""

@@ -10,6 +10,7 @@ Studies live in an Optuna storage (default ``<log_root>/<study>.db``) and are co
 
 from __future__ import annotations
 
+import argparse
 import copy
 import dataclasses
 import json
@@ -547,3 +548,27 @@ def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
     for row in [header, *rows]:
         lines.append("  ".join(cell.rjust(w) for cell, w in zip(row, widths)))
     return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``st-rl tune`` with the arguments :mod:`st_rl.commands` parsed."""
+    study_name = args.study_name or args.task
+    storage = args.storage or default_storage(args.log_root, study_name)
+    try:
+        if args.summary:
+            study = load_existing_study(study_name, storage)
+            print(format_summary(study, top=args.top, storage=storage))
+            return 0
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        _optuna().logging.set_verbosity(_optuna().logging.WARNING)  # one line per trial instead
+        run_study(
+            args.task, args.trials, args.iterations, args.num_envs, study_name=study_name, storage=storage,
+            log_root=args.log_root, space=load_space(args.space) if args.space else None,
+            objective=args.objective, eval_envs=args.eval_envs, eval_steps=args.eval_steps,
+            pruner=make_pruner(args.pruner), seed=args.seed, device=args.device, logger=args.logger,
+            log_interval=args.log_interval, timeout_s=args.timeout, summary_top=args.top, motion=args.motion,
+        )  # fmt: skip
+    except ValueError as e:  # one line (a ConfigError's other problems left out), naming the option
+        raise ValueError(first_line(e)) from e
+    return 0
