@@ -21,13 +21,9 @@ __all__ = ["DEFAULT_GEOM_GROUPS", "QUALITIES", "VideoRecorder", "render_frame", 
 
 
 def set_default_gl_backend(backend: str = "egl") -> str | None:
-    """Set ``MUJOCO_GL`` to ``backend`` when it is unset, MuJoCo is not imported yet, the OS is Linux and the
-    backend's library (``libEGL`` / ``libOSMesa``) is installed.
-
-    MuJoCo picks its OpenGL backend when it is imported, so this must run first; a backend whose library is
-    missing would make ``import mujoco`` itself fail, so then nothing is set (simulation works, rendering
-    reports MuJoCo's own error). Returns the value in force.
-    """
+    """Set ``MUJOCO_GL`` to ``backend`` (before MuJoCo is imported, which reads it) when it is unset, on Linux, and
+    the backend's library (``libEGL`` / ``libOSMesa``) is installed (else ``import mujoco`` would fail). Returns
+    the value in force."""
     library = {"egl": "EGL", "osmesa": "OSMesa"}.get(backend)
     if (
         "MUJOCO_GL" not in os.environ
