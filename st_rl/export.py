@@ -203,13 +203,7 @@ def _example_inputs(
 
 
 def _write_onnx(
-    module: nn.Module,
-    example: tuple[torch.Tensor, ...],
-    path: str,
-    inputs: list[dict[str, Any]],
-    outputs: list[dict[str, Any]],
-    metadata: dict[str, Any],
-    opset: int,
+    module: nn.Module, example: tuple[torch.Tensor, ...], path: str, metadata: dict[str, Any]
 ) -> None:
     try:
         import onnx
@@ -217,9 +211,8 @@ def _write_onnx(
         raise ExportError(
             "ONNX export needs onnx (and onnxruntime to run it): pip install 'st-rl[export]'"
         ) from e
-    dynamic_axes: dict[str, dict[int, str]] = {}
-    for spec in inputs + outputs:
-        dynamic_axes[spec["name"]] = {spec["shape"].index("batch"): "batch"}
+    inputs, outputs = metadata["inputs"], metadata["outputs"]
+    dynamic_axes = {spec["name"]: {spec["shape"].index("batch"): "batch"} for spec in inputs + outputs}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer and exporter deprecation chatter
         torch.onnx.export(
@@ -229,7 +222,7 @@ def _write_onnx(
             input_names=[s["name"] for s in inputs],
             output_names=[s["name"] for s in outputs],
             dynamic_axes=dynamic_axes,
-            opset_version=opset,
+            opset_version=metadata["onnx_opset"],
             dynamo=False,  # the TorchScript-based exporter: robust for LSTM/GRU with explicit states
         )
     model = onnx.load(path)
@@ -252,14 +245,9 @@ def _write_torchscript(
         torch.jit.save(traced, path, _extra_files={METADATA_KEY: json.dumps(metadata)})
 
 
-def _self_check(
-    module: nn.Module,
-    path: str,
-    num_obs: int,
-    states: list[dict[str, Any]],
-    tolerance: float,
-) -> float:
+def _self_check(module: nn.Module, path: str, metadata: dict[str, Any], tolerance: float) -> float:
     """Largest action difference between the eager module and the exported file (3 steps, batch 1 and 7)."""
+    num_obs, states = metadata["num_obs"], metadata["states"]
     try:
         policy = load_exported_policy(path)
     except ImportError as e:
@@ -483,8 +471,7 @@ def export_policy(
     os.makedirs(out_dir, exist_ok=True)
     files = {fmt: os.path.join(out_dir, FILE_NAMES[fmt].format(name=name)) for fmt in formats}
     metadata = _metadata(actor_critic, env, info, memories, files, opset)
-    num_obs, states = metadata["num_obs"], metadata["states"]
-    example = _example_inputs(num_obs, states, 3, torch.Generator().manual_seed(1))
+    example = _example_inputs(metadata["num_obs"], metadata["states"], 3, torch.Generator().manual_seed(1))
     metadata_path = os.path.join(out_dir, f"{name}.json")
     with open(metadata_path, "w", encoding="utf-8") as f:
         json.dump(metadata, f, indent=2)
@@ -494,12 +481,7 @@ def export_policy(
         module(*example)  # fills per-call caches (action mean, estimates) that the tracer inspects
         for fmt, path in files.items():
             try:
-                if fmt == "onnx":
-                    _write_onnx(
-                        module, example, path, metadata["inputs"], metadata["outputs"], metadata, opset
-                    )
-                else:
-                    _write_torchscript(module, example, path, metadata)
+                (_write_onnx if fmt == "onnx" else _write_torchscript)(module, example, path, metadata)
             except ExportError:
                 raise
             except Exception as e:
@@ -507,5 +489,5 @@ def export_policy(
                     f"{fmt} export of {type(actor_critic).__name__} failed: {type(e).__name__}: "
                     f"{str(e).splitlines()[0] if str(e) else ''}"
                 ) from e
-            errors[fmt] = _self_check(module, path, num_obs, states, tolerance) if check else float("nan")
+            errors[fmt] = _self_check(module, path, metadata, tolerance) if check else float("nan")
     return ExportResult(files=files, metadata_path=metadata_path, metadata=metadata, max_abs_error=errors)
