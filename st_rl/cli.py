@@ -26,6 +26,8 @@ EXIT_UNEXPECTED = 1
 
 def __getattr__(name: str) -> Any:
     """The names that moved to :mod:`st_rl.commands` (``CommandError``, ``cmd_train`` ...), imported on use."""
+    if name.startswith("__"):  # module protocol lookups (__all__, __path__ ...) need no torch
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from st_rl import commands
 
     return getattr(commands, name)
