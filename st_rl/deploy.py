@@ -1,9 +1,5 @@
-"""Run an exported policy (``policy.onnx`` or TorchScript ``policy.pt``) without any st_rl model class.
-
-This is the deployment side of :mod:`st_rl.export`: it reads the metadata (the ``policy.json`` sidecar, or the
-copy embedded in the file), loads the network with onnxruntime or ``torch.jit.load`` and carries the recurrent
-hidden state between calls itself. It imports nothing from ``st_rl.modules`` / ``st_rl.runners``, so a passing
-``st-rl play --policy`` run shows that the exported file alone drives the robot.
+"""Run an exported policy (``policy.onnx`` or TorchScript ``policy.pt``, :mod:`st_rl.export`) with its metadata
+and recurrent state, without any st_rl model class (it imports nothing of ``st_rl.modules`` / ``st_rl.runners``).
 
 Example:
     >>> policy = load_exported_policy("export/policy.onnx")
@@ -21,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from st_rl.utils.files import read_json
 
 __all__ = [
     "EXPORT_FORMAT_VERSION",
@@ -115,8 +113,6 @@ def read_policy_metadata(path: str) -> dict[str, Any]:
         raise FileNotFoundError(f"Exported policy not found: {path}")
     side = sidecar_path(path)
     if os.path.isfile(side):
-        from st_rl.utils.files import read_json
-
         return read_json(side, "exported policy's metadata", "re-export the policy (st-rl export)")
     meta = _embedded_metadata(path)
     if meta is None:
@@ -169,6 +165,12 @@ class ExportedPolicy(abc.ABC):
             out[spec["input"]] = np.zeros((int(layers), batch_size, int(hidden)), dtype=np.float32)
         return out
 
+    def _run_failed(self, error: Exception) -> ExportedPolicyError:
+        return ExportedPolicyError(
+            f"{self.path}: running it failed ({_first_sentence(error)}): the file does not match its metadata "
+            "(inputs, outputs, sizes) or is corrupt; export the policy again (st-rl export)"
+        )
+
     @abc.abstractmethod
     def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One network call: ``{input name: array}`` -> ``{output name: array}``."""
@@ -219,10 +221,7 @@ class OnnxPolicy(ExportedPolicy):
         try:
             values = self.session.run(self.output_names, feeds)
         except Exception as e:  # noqa: BLE001 - a graph that does not take what its metadata says
-            raise ExportedPolicyError(
-                f"{self.path}: running it failed ({_first_sentence(e)}): the file does not match its metadata "
-                "(inputs, outputs, sizes) or is corrupt; export the policy again (st-rl export)"
-            ) from e
+            raise self._run_failed(e) from e
         return {name: np.asarray(v) for name, v in zip(self.output_names, values)}
 
 
@@ -245,10 +244,7 @@ class TorchScriptPolicy(ExportedPolicy):
             values = out if isinstance(out, (tuple, list)) else (out,)
             return {name: v.numpy() for name, v in zip(self.output_names, values)}
         except Exception as e:  # noqa: BLE001 - a module that does not take what its metadata says
-            raise ExportedPolicyError(
-                f"{self.path}: running it failed ({_first_sentence(e)}): the file does not match its metadata "
-                "(inputs, outputs, sizes) or is corrupt; export the policy again (st-rl export)"
-            ) from e
+            raise self._run_failed(e) from e
 
 
 def load_exported_policy(path: str, num_threads: int | None = None) -> ExportedPolicy:

@@ -1,20 +1,11 @@
 """Export a trained policy for deployment: ONNX (``policy.onnx``), TorchScript (``policy.pt``) and metadata.
 
-The exported network is the deterministic actor exactly as :meth:`OnPolicyRunner.get_inference_policy` runs it:
-raw observations -> observation normaliser (running statistics baked in; identity when training used none) ->
-estimators / encoders / memories -> action mean. The critic, the action noise and any discriminator are left out.
-
-Inputs and outputs (``B`` = batch, dynamic; ``L`` = ``rnn_num_layers``, ``H`` = ``rnn_hidden_size``):
-
-* feed-forward: ``obs`` (B, num_obs) -> ``actions`` (B, num_actions)
-* recurrent GRU: ``obs``, ``h_in`` (L, B, H) -> ``actions``, ``h_out`` (L, B, H)
-* recurrent LSTM: ``obs``, ``h_in``, ``c_in`` -> ``actions``, ``h_out``, ``c_out``
-* a state estimator with its own memory adds ``estimator_h_in`` (/ ``estimator_c_in``) and the matching
-  outputs, a privileged-state adaptor ``adaptor_h_in`` ... (listed in the metadata's ``states``).
-
-Feed the zero state at the start of an episode and each call's ``*_out`` to the next call. The metadata
-(``policy.json``; also embedded: ONNX ``metadata_props``, TorchScript extra file ``st_rl_metadata``) is described
-in ``docs/export.md``; :mod:`st_rl.deploy` runs the files without st_rl model classes.
+The exported network is the deterministic actor as :meth:`OnPolicyRunner.get_inference_policy` runs it (raw
+observations -> normaliser -> estimators / encoders / memories -> action mean): ``obs`` (B, num_obs) ->
+``actions`` (B, num_actions), plus for each memory its hidden state in and out (``h_in`` / ``h_out``, LSTM also
+``c_in`` / ``c_out``, (layers, B, hidden); an estimator's or adaptor's prefixed ``estimator_`` / ``adaptor_``):
+feed zeros at an episode start and each call's ``*_out`` to the next. The metadata (``policy.json``, also
+embedded in the files) is described in ``docs/export.md``; :mod:`st_rl.deploy` runs the files.
 """
 
 from __future__ import annotations
@@ -34,8 +25,21 @@ import torch.nn as nn
 import st_rl
 from st_rl.deploy import EXPORT_FORMAT_VERSION, METADATA_KEY, load_exported_policy
 from st_rl.env.adapter import EnvAdapter, EnvSpec
+from st_rl.env.layout import normalize_segments
+from st_rl.evaluation.runs import load_run
+from st_rl.modules.actor_critic import ActorCritic
+from st_rl.modules.actor_critic_mutex import ActorCriticMutex
+from st_rl.modules.factory import build_actor_critic
+from st_rl.modules.memory import LstmHiddenState
 from st_rl.runners.on_policy_runner import OnPolicyRunner
-from st_rl.utils.checkpoint import NonFiniteCheckpointError, describe_names, nonfinite_tensors
+from st_rl.utils.checkpoint import (
+    NonFiniteCheckpointError,
+    describe_names,
+    load_checkpoint,
+    nonfinite_tensors,
+)
+from st_rl.utils.config import resolve_train_cfg, untrusted_config
+from st_rl.utils.utils import get_checkpoint_path
 
 __all__ = ["ExportError", "ExportResult", "FORMATS", "export_policy"]
 
@@ -75,8 +79,6 @@ class _ActorExport(nn.Module):
         self.memories = memories  # plain list: the modules stay registered in actor_critic only
 
     def forward(self, obs: torch.Tensor, *states: torch.Tensor) -> Any:
-        from st_rl.modules.memory import LstmHiddenState
-
         i = 0
         for memory in self.memories:
             if memory.memory_type == "lstm":
@@ -123,16 +125,12 @@ def _actor_memories(actor_critic: Any) -> list[tuple[str, str, Any]]:
 
 
 def _check_supported(actor_critic: nn.Module) -> None:
-    from st_rl.modules.actor_critic_mutex import ActorCriticMutex
-
     if isinstance(actor_critic, ActorCriticMutex):
         raise ExportError(
             f"{type(actor_critic).__name__} (a multi-skill Mutex) cannot be exported: it selects skills, resamples "
             "commands and smooths actions with per-env Python state. Export each skill's run separately "
             "(st-rl export --checkpoint <skill run>) and switch between them in the deployment code."
         )
-    from st_rl.modules.actor_critic import ActorCritic
-
     if not isinstance(actor_critic, ActorCritic):
         raise ExportError(f"{type(actor_critic).__name__} is not an st_rl policy (ActorCritic family)")
 
@@ -140,8 +138,6 @@ def _check_supported(actor_critic: nn.Module) -> None:
 def _segments_json(segments: Any) -> dict[str, list[int]] | None:
     if not segments:
         return None
-    from st_rl.env.layout import normalize_segments
-
     segs = normalize_segments(segments)
     return {str(k): [int(d) for d in v] for k, v in segs.items()} if segs else None
 
@@ -207,13 +203,7 @@ def _example_inputs(
 
 
 def _write_onnx(
-    module: nn.Module,
-    example: tuple[torch.Tensor, ...],
-    path: str,
-    inputs: list[dict[str, Any]],
-    outputs: list[dict[str, Any]],
-    metadata: dict[str, Any],
-    opset: int,
+    module: nn.Module, example: tuple[torch.Tensor, ...], path: str, metadata: dict[str, Any]
 ) -> None:
     try:
         import onnx
@@ -221,9 +211,8 @@ def _write_onnx(
         raise ExportError(
             "ONNX export needs onnx (and onnxruntime to run it): pip install 'st-rl[export]'"
         ) from e
-    dynamic_axes: dict[str, dict[int, str]] = {}
-    for spec in inputs + outputs:
-        dynamic_axes[spec["name"]] = {spec["shape"].index("batch"): "batch"}
+    inputs, outputs = metadata["inputs"], metadata["outputs"]
+    dynamic_axes = {spec["name"]: {spec["shape"].index("batch"): "batch"} for spec in inputs + outputs}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer and exporter deprecation chatter
         torch.onnx.export(
@@ -233,7 +222,7 @@ def _write_onnx(
             input_names=[s["name"] for s in inputs],
             output_names=[s["name"] for s in outputs],
             dynamic_axes=dynamic_axes,
-            opset_version=opset,
+            opset_version=metadata["onnx_opset"],
             dynamo=False,  # the TorchScript-based exporter: robust for LSTM/GRU with explicit states
         )
     model = onnx.load(path)
@@ -256,14 +245,9 @@ def _write_torchscript(
         torch.jit.save(traced, path, _extra_files={METADATA_KEY: json.dumps(metadata)})
 
 
-def _self_check(
-    module: nn.Module,
-    path: str,
-    num_obs: int,
-    states: list[dict[str, Any]],
-    tolerance: float,
-) -> float:
+def _self_check(module: nn.Module, path: str, metadata: dict[str, Any], tolerance: float) -> float:
     """Largest action difference between the eager module and the exported file (3 steps, batch 1 and 7)."""
+    num_obs, states = metadata["num_obs"], metadata["states"]
     try:
         policy = load_exported_policy(path)
     except ImportError as e:
@@ -309,18 +293,19 @@ def _adapter_of(env: Any, runner: Any) -> EnvAdapter | None:
     return EnvAdapter(env, check_finite="off")
 
 
+def _info(
+    checkpoint: str | None, iteration: Any, task: Any, env_cfg: Any, seed: Any, train_cfg: Any
+) -> dict[str, Any]:
+    return {"source_checkpoint": checkpoint, "iteration": iteration, "task": task, "env_cfg": env_cfg,
+            "seed": seed, "train_cfg": train_cfg}  # fmt: skip
+
+
 def _source_objects(
     source: Any, env: Any, task: str | None, device: str, trust_config: bool = False
 ) -> tuple[nn.Module, EnvAdapter | None, dict[str, Any]]:
-    """``(actor_critic, env, info)`` of a runner or a checkpoint path.
-
-    A runner is an :class:`OnPolicyRunner`, or any object with ``alg.actor_critic`` and ``env`` (its iteration,
-    task, seed and config are then unknown). ``trust_config``: see :func:`export_policy`.
-    """
+    """``(actor_critic, env, info)`` of a checkpoint path, an :class:`OnPolicyRunner` or any object with
+    ``alg.actor_critic`` and ``env`` (its iteration, task, seed and config are then unknown)."""
     if isinstance(source, (str, os.PathLike)):
-        from st_rl.play import load_run
-        from st_rl.utils.config import untrusted_config
-
         try:
             run = load_run(
                 str(source), task=task, num_envs=1, device=device, env=env, trust_config=trust_config
@@ -333,87 +318,107 @@ def _source_objects(
             if standalone is None:
                 raise ExportError(f"Cannot rebuild the policy of {source}: {e}") from e
             return standalone
-        info = {
-            "source_checkpoint": os.path.abspath(run.path),
-            "iteration": run.iteration,
-            "task": run.task,
-            "env_cfg": run.env_cfg,
-            "seed": run.seed,
-            "train_cfg": run.train_cfg,
-        }
+        info = _info(os.path.abspath(run.path), run.iteration, run.task, run.env_cfg, run.seed, run.train_cfg)
         return run.runner.alg.actor_critic, _adapter_of(run.env, run.runner), info
     if isinstance(source, OnPolicyRunner):
-        actor_critic = source.alg.actor_critic
         adapter = _adapter_of(env if env is not None else source.env, source)
-        info = {
-            "source_checkpoint": None,
-            "iteration": source.current_learning_iteration,
-            "task": task or source.cfg.get("task"),
-            "env_cfg": adapter.cfg if adapter is not None else None,
-            "seed": source.cfg.get("seed"),
-            "train_cfg": source.train_cfg.to_dict(),
-        }
-        return actor_critic, adapter, info
+        cfg, env_cfg = source.cfg, adapter.cfg if adapter is not None else None
+        info = _info(None, source.current_learning_iteration, task or cfg.get("task"), env_cfg, cfg.get("seed"),
+                     source.train_cfg.to_dict())  # fmt: skip
+        return source.alg.actor_critic, adapter, info
     try:  # a runner-like object
         actor_critic, source_env = source.alg.actor_critic, source.env
     except AttributeError as e:
         raise ExportError(
-            f"export_policy takes a checkpoint path, a run directory or an OnPolicyRunner; got "
+            "export_policy takes a checkpoint path, a run directory or an OnPolicyRunner; got "
             f"{type(source).__name__}"
         ) from e
     adapter = _adapter_of(env if env is not None else source_env, None)
-    info = {
-        "source_checkpoint": None,
-        "iteration": 0,
-        "task": task,
-        "env_cfg": adapter.cfg if adapter is not None else None,
-        "seed": None,
-        "train_cfg": {},
-    }
-    return actor_critic, adapter, info
+    return actor_critic, adapter, _info(None, 0, task, adapter.cfg if adapter is not None else None, None, {})
 
 
 def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]] | None:
     """Build a checkpoint's policy from its stored config alone when that holds every dimension, else None."""
-    from st_rl.modules.factory import build_actor_critic
-    from st_rl.utils import checkpoint as ckpt
-    from st_rl.utils.config import resolve_train_cfg
-    from st_rl.utils.utils import get_checkpoint_path
-
     path = get_checkpoint_path(checkpoint)
-    state = ckpt.load_checkpoint(path, map_location="cpu")
+    state = load_checkpoint(path, map_location="cpu")
     cfg = state.get("config")
     if not isinstance(cfg, dict):
         return None
     train_cfg = resolve_train_cfg(cfg)
-    num_obs, num_critic_obs, num_actions = (
-        train_cfg.policy.get(k) for k in ("num_actor_obs", "num_critic_obs", "num_actions")
-    )
+    keys = ("num_actor_obs", "num_critic_obs", "num_actions")
+    num_obs, num_critic_obs, num_actions = (train_cfg.policy.get(k) for k in keys)
     if num_obs is None or num_critic_obs is None or num_actions is None:
         return None
     spec = EnvSpec(num_obs=num_obs, num_critic_obs=num_critic_obs, num_actions=int(num_actions))
     actor_critic = build_actor_critic(spec, train_cfg.policy_class_name, train_cfg.policy)
     model = state["model_state_dict"]
-    bad = ckpt.nonfinite_tensors(model, "model_state_dict")
-    if bad:
-        raise ExportError(
-            f"Refusing to export a broken policy: checkpoint {path} has NaN/Inf in {ckpt.describe_names(bad)}. "
-            "Export a checkpoint from before training diverged."
-        )
+    _refuse_nonfinite(model, f"checkpoint {path}", None)
     actor_critic.enable_obs_normalization(
         actor=any(k.startswith("actor_obs_normalizer.") for k in model),
         critic=any(k.startswith("critic_obs_normalizer.") for k in model),
     )
     actor_critic.load_state_dict(model)
-    info = {
-        "source_checkpoint": os.path.abspath(path),
-        "iteration": state.get("iter"),
-        "task": train_cfg.runner.get("task"),
-        "env_cfg": None,
-        "seed": train_cfg.runner.get("seed"),
-        "train_cfg": train_cfg.to_dict(),
-    }
+    runner = train_cfg.runner
+    info = _info(os.path.abspath(path), state.get("iter"), runner.get("task"), None, runner.get("seed"),
+                 train_cfg.to_dict())  # fmt: skip
     return actor_critic, None, info
+
+
+def _refuse_nonfinite(state: dict[str, Any], source: str, iteration: Any) -> None:
+    bad = nonfinite_tensors(state, "model_state_dict")
+    if bad:
+        at = "" if iteration is None else f" (iteration {iteration})"
+        raise ExportError(
+            f"Refusing to export a broken policy: {source} has NaN/Inf in {describe_names(bad)}{at}. Export a "
+            "checkpoint from before training diverged."
+        )
+
+
+def _metadata(
+    actor_critic: Any, env: EnvAdapter | None, info: dict[str, Any], memories: list[tuple[str, str, Any]],
+    files: dict[str, str], opset: int,
+) -> dict[str, Any]:  # fmt: skip
+    """The metadata of an export (docs/export.md)."""
+    num_obs, num_actions = int(actor_critic.num_actor_obs), int(actor_critic.num_actions)
+    inputs, outputs, states = _io_spec(num_obs, num_actions, memories)
+    memory = next((m for _, role, m in memories if role == "actor"), None)
+    segments = actor_critic.obs_segments or (env.obs_segments if env is not None else None)
+    train_cfg = info["train_cfg"] or {}
+    return {
+        "format_version": EXPORT_FORMAT_VERSION,
+        "st_rl_version": st_rl.__version__,
+        "policy_class": type(actor_critic).__name__,
+        "source_checkpoint": info["source_checkpoint"],
+        "iteration": _jsonable(info["iteration"]),
+        "task": info["task"],
+        "seed": _jsonable(info["seed"]),
+        "num_obs": num_obs,
+        "num_actions": num_actions,
+        "obs_segments": _segments_json(segments),
+        "obs_normalization": "empirical" if actor_critic.actor_obs_normalization else "none",
+        **_env_metadata(env, info["env_cfg"]),
+        "recurrent": bool(memories),
+        "rnn_type": memory.memory_type if memory is not None else None,
+        "rnn_hidden_size": int(memory.hidden_size) if memory is not None else None,
+        "rnn_num_layers": int(memory.num_layers) if memory is not None else None,
+        "inputs": inputs,
+        "outputs": outputs,
+        "states": states,
+        "files": {fmt: os.path.basename(p) for fmt, p in files.items()},
+        "onnx_opset": opset if "onnx" in files else None,
+        "policy_cfg": _jsonable(train_cfg.get("policy", {}) if isinstance(train_cfg, dict) else {}),
+        "env_cfg": _jsonable(info["env_cfg"]),
+    }
+
+
+def _checked_formats(name: str, formats: Sequence[str]) -> list[str]:
+    if not isinstance(name, str) or not name or name in (".", "..") or os.path.basename(name) != name:
+        raise ExportError(f"name must be a file stem without folders (e.g. 'policy'), got {name!r}")
+    formats = [str(f).lower() for f in ([formats] if isinstance(formats, str) else formats)]
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown or not formats:
+        raise ExportError(f"unknown export format(s) {unknown or formats}; choose from {list(FORMATS)}")
+    return formats
 
 
 def export_policy(
@@ -434,86 +439,39 @@ def export_policy(
 
     Args:
         checkpoint_or_runner: a ``model_<it>.pt`` checkpoint or run directory (the runner is rebuilt on one
-            environment of the stored task, see :func:`st_rl.play.load_run`), or a trained ``OnPolicyRunner``.
+            environment of the stored task, see :func:`st_rl.evaluation.runs.load_run`), or a trained runner.
         out_dir: folder for ``<name>.onnx``, ``<name>.pt`` and ``<name>.json`` (created).
         formats: any of ``"onnx"``, ``"torchscript"``.
-        env: environment for the observation layout / robot metadata (default: the runner's, or one made from the
-            checkpoint's task).
+        env: environment for the observation layout / robot metadata (default: the runner's, or the task's).
         task: task name for a checkpoint whose task is not stored (and recorded in the metadata).
         name: file stem.
         opset: ONNX opset.
-        check: run each written file (onnxruntime / ``torch.jit.load``) on random inputs for a few steps and
-            compare with the eager policy.
+        check: run each written file on random inputs for a few steps and compare with the eager policy.
         tolerance: largest action difference the check accepts.
         device: device the runner is rebuilt on (export itself runs on the CPU).
-        trust_config: the checkpoint's stored config (or the run's ``config.json``) may name code to import
-            (``"package.module:Class"`` class names, checkpoint manipulators); without it only st_rl's registered
-            names resolve (docs/security.md).
+        trust_config: the stored config may name code to import (docs/security.md).
 
     Returns:
         An :class:`ExportResult` (paths, metadata, self-check errors).
 
     Raises:
         ExportError: unknown format, unsupported policy (multi-skill Mutex), a checkpoint without config/task, a
-            policy with NaN/Inf parameters or normaliser statistics, or a failed self-check (including any
-            NaN/Inf output).
+            policy with NaN/Inf parameters or statistics, or a failed self-check (including NaN/Inf output).
     """
-    if not isinstance(name, str) or not name or name in (".", "..") or os.path.basename(name) != name:
-        raise ExportError(f"name must be a file stem without folders (e.g. 'policy'), got {name!r}")
-    formats = [str(f).lower() for f in ([formats] if isinstance(formats, str) else formats)]
-    unknown = sorted(set(formats) - set(FORMATS))
-    if unknown or not formats:
-        raise ExportError(f"unknown export format(s) {unknown or formats}; choose from {list(FORMATS)}")
+    formats = _checked_formats(name, formats)
     actor_critic, env, info = _source_objects(checkpoint_or_runner, env, task, device, trust_config)
     _check_supported(actor_critic)
-    bad = nonfinite_tensors(actor_critic.state_dict(), "model_state_dict")
-    if bad:
-        source = info["source_checkpoint"] or "the runner's policy"
-        raise ExportError(
-            f"Refusing to export a broken policy: {source} has NaN/Inf in {describe_names(bad)} (iteration "
-            f"{info['iteration']}). Export a checkpoint from before training diverged."
-        )
-
+    source = info["source_checkpoint"] or "the runner's policy"
+    _refuse_nonfinite(actor_critic.state_dict(), source, info["iteration"])
     actor_critic: Any = _detached_copy(actor_critic).to("cpu").eval()
     for p in actor_critic.parameters():
         p.requires_grad_(False)
     memories = _actor_memories(actor_critic)
     module = _ActorExport(actor_critic, [m for _, _, m in memories]).eval()
-
-    num_obs, num_actions = int(actor_critic.num_actor_obs), int(actor_critic.num_actions)
-    inputs, outputs, states = _io_spec(num_obs, num_actions, memories)
-    actor_memory = next((m for _, role, m in memories if role == "actor"), None)
-    segments = actor_critic.obs_segments or (env.obs_segments if env is not None else None)
-    train_cfg = info.pop("train_cfg") or {}
-    policy_cfg = train_cfg.get("policy", {}) if isinstance(train_cfg, dict) else {}
     os.makedirs(out_dir, exist_ok=True)
     files = {fmt: os.path.join(out_dir, FILE_NAMES[fmt].format(name=name)) for fmt in formats}
-    metadata: dict[str, Any] = {
-        "format_version": EXPORT_FORMAT_VERSION,
-        "st_rl_version": st_rl.__version__,
-        "policy_class": type(actor_critic).__name__,
-        "source_checkpoint": info["source_checkpoint"],
-        "iteration": _jsonable(info["iteration"]),
-        "task": info["task"],
-        "seed": _jsonable(info["seed"]),
-        "num_obs": num_obs,
-        "num_actions": num_actions,
-        "obs_segments": _segments_json(segments),
-        "obs_normalization": "empirical" if actor_critic.actor_obs_normalization else "none",
-        **_env_metadata(env, info["env_cfg"]),
-        "recurrent": bool(memories),
-        "rnn_type": actor_memory.memory_type if actor_memory is not None else None,
-        "rnn_hidden_size": int(actor_memory.hidden_size) if actor_memory is not None else None,
-        "rnn_num_layers": int(actor_memory.num_layers) if actor_memory is not None else None,
-        "inputs": inputs,
-        "outputs": outputs,
-        "states": states,
-        "files": {fmt: os.path.basename(p) for fmt, p in files.items()},
-        "onnx_opset": opset if "onnx" in formats else None,
-        "policy_cfg": _jsonable(policy_cfg),
-        "env_cfg": _jsonable(info["env_cfg"]),
-    }
-    example = _example_inputs(num_obs, states, 3, torch.Generator().manual_seed(1))
+    metadata = _metadata(actor_critic, env, info, memories, files, opset)
+    example = _example_inputs(metadata["num_obs"], metadata["states"], 3, torch.Generator().manual_seed(1))
     metadata_path = os.path.join(out_dir, f"{name}.json")
     with open(metadata_path, "w", encoding="utf-8") as f:
         json.dump(metadata, f, indent=2)
@@ -523,10 +481,7 @@ def export_policy(
         module(*example)  # fills per-call caches (action mean, estimates) that the tracer inspects
         for fmt, path in files.items():
             try:
-                if fmt == "onnx":
-                    _write_onnx(module, example, path, inputs, outputs, metadata, opset)
-                else:
-                    _write_torchscript(module, example, path, metadata)
+                (_write_onnx if fmt == "onnx" else _write_torchscript)(module, example, path, metadata)
             except ExportError:
                 raise
             except Exception as e:
@@ -534,5 +489,5 @@ def export_policy(
                     f"{fmt} export of {type(actor_critic).__name__} failed: {type(e).__name__}: "
                     f"{str(e).splitlines()[0] if str(e) else ''}"
                 ) from e
-            errors[fmt] = _self_check(module, path, num_obs, states, tolerance) if check else float("nan")
+            errors[fmt] = _self_check(module, path, metadata, tolerance) if check else float("nan")
     return ExportResult(files=files, metadata_path=metadata_path, metadata=metadata, max_abs_error=errors)

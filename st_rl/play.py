@@ -1,24 +1,21 @@
-"""``st-rl play``: evaluate a trained policy on its task: tracking metrics, an MP4 video and a command-tracking plot.
-
-:func:`play` rebuilds the runner of a checkpoint (:func:`st_rl.evaluation.runs.load_run`), runs its
-deterministic policy and reports the velocity-tracking metrics of :func:`st_rl.evaluation.metrics.evaluate_policy`
-(the metric rules are documented there); :func:`play_exported` does the same with an exported policy file.
-Rendering (:mod:`st_rl.evaluation.rendering`) needs an OpenGL backend chosen before MuJoCo is imported
-(``MUJOCO_GL=egl``, set by default, or ``MUJOCO_GL=osmesa``); plots need ``matplotlib``.
-"""
+"""``st-rl play``: evaluate a checkpoint (:func:`play`) or an exported policy file (:func:`play_exported`) on its
+task: the tracking metrics of :func:`st_rl.evaluation.metrics.evaluate_policy`, an MP4 video (MuJoCo rendering,
+``MUJOCO_GL=egl`` by default) and a command-tracking plot (matplotlib)."""
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from st_rl.deploy import OnnxPolicy, load_exported_policy
 from st_rl.evaluation.metrics import _check_locomotion_env, evaluate_policy, format_summary
 from st_rl.evaluation.rendering import VideoRecorder, render_frame, set_default_gl_backend
 from st_rl.evaluation.runs import LoadedRun, load_run, make_env_from_cfg, refuse_gymnasium_module
+from st_rl.plotting import plot_tracking
 from st_rl.utils.config import untrusted_config
 
 __all__ = [
@@ -37,8 +34,7 @@ __all__ = [
 
 def _evaluate_and_report(
     env: Any,
-    policy: Callable[[torch.Tensor], torch.Tensor],
-    *,
+    policy: Any,
     task: str,
     source: str,
     label: str,
@@ -47,27 +43,22 @@ def _evaluate_and_report(
     plot: str | None,
     command: Sequence[float] | None,
     record_env: int,
-    video_fps: float,
-    video_size: tuple[int, int],
-    video_quality: str,
-    camera: str | None,
     verbose: bool,
+    *recorder_args: Any,
 ) -> dict[str, Any]:
-    """The evaluation shared by :func:`play` and :func:`play_exported`: metrics, video, plot and summary."""
+    """The evaluation of :func:`play` and :func:`play_exported`: metrics, video (``recorder_args``: fps, size,
+    quality and camera of the :class:`VideoRecorder`), plot and summary."""
     _check_locomotion_env(env)
-    recorder = None
-    if video is not None:
-        recorder = VideoRecorder(
-            env, video, record_env, video_fps, video_size[0], video_size[1], camera, video_quality
-        )
+    fps, (width, height), quality, camera = recorder_args
+    recorder = (
+        None if video is None else VideoRecorder(env, video, record_env, fps, width, height, camera, quality)
+    )
     try:
         metrics = evaluate_policy(env, policy, duration_s, record_env, recorder, command=command)
     finally:
         if recorder is not None:
             recorder.close()
     if plot is not None:
-        from st_rl.plotting import plot_tracking
-
         title = f"{task} - {os.path.basename(source)} - env {record_env}"
         plot = plot_tracking(metrics["trace"], plot, title=title, metrics=metrics)
     metrics.update(
@@ -89,8 +80,7 @@ class NonFiniteActionsError(ValueError):
 
 
 class _FiniteActions:
-    """Stops play with a :class:`NonFiniteActionsError` naming the file when the policy's actions hold NaN/Inf
-    (checked at every step; exported policies run on the CPU, where the check costs no device sync)."""
+    """Stops play with a :class:`NonFiniteActionsError` when the policy's actions hold NaN/Inf (every step)."""
 
     def __init__(self, policy: Any, path: str) -> None:
         self.policy = policy
@@ -139,11 +129,8 @@ def play(
 ) -> dict[str, Any]:
     """Evaluate a checkpoint's deterministic policy; optionally film env ``record_env`` and plot its tracking.
 
-    The runner is rebuilt by :func:`load_run` (stored training config, the run's task and env config unless
-    ``task`` is given) and loaded without the optimizer. Play starts fresh episodes on its own ``num_envs``
-    environments: the training environment's episode state (lengths, commands) and a recurrent policy's
-    rollout memories stored in the checkpoint belong to the training rollout and are not restored, so nothing
-    is said about them whatever ``num_envs`` is.
+    The runner is rebuilt by :func:`load_run` without the optimizer; play starts fresh episodes (the training
+    rollout's episode state and recurrent memories are not restored).
 
     Args:
         checkpoint: a ``model_<it>.pt`` file, or a run directory (its highest-numbered checkpoint).
@@ -157,9 +144,7 @@ def play(
         seed: environment seed (default: the run's seed).
         record_env, video_fps, video_size, video_quality, camera: see :class:`VideoRecorder`.
         verbose: print the summary table.
-        trust_config: the run's stored config may name code to import (``"package.module:Class"`` class
-            names, checkpoint manipulators); without it only st_rl's registered names resolve and such a config
-            raises :class:`~st_rl.utils.config.UntrustedConfigError` (docs/security.md).
+        trust_config: the run's stored config may name code to import (docs/security.md).
 
     Returns:
         The metrics of :func:`evaluate_policy` plus ``task``, ``checkpoint``, ``iteration``, ``video`` and ``plot``.
@@ -183,23 +168,11 @@ def play(
         def reset(self, dones: torch.Tensor) -> None:
             inference.reset(dones.to(dev))
 
+    label = f"{os.path.basename(run.path)} (iteration {run.iteration})"
     metrics = _evaluate_and_report(
-        run.env,
-        _Policy(),
-        task=run.task,
-        source=run.path,
-        label=f"{os.path.basename(run.path)} (iteration {run.iteration})",
-        duration_s=duration_s,
-        video=video,
-        plot=plot,
-        command=command,
-        record_env=record_env,
-        video_fps=video_fps,
-        video_size=video_size,
-        video_quality=video_quality,
-        camera=camera,
-        verbose=verbose,
-    )
+        run.env, _Policy(), run.task, run.path, label, duration_s, video, plot, command, record_env, verbose,
+        video_fps, video_size, video_quality, camera,
+    )  # fmt: skip
     metrics.update(checkpoint=os.path.abspath(run.path), iteration=run.iteration)
     return metrics
 
@@ -224,17 +197,14 @@ def play_exported(
 ) -> dict[str, Any]:
     """Deployment check: drive a task with an exported policy file alone (no st_rl model class involved).
 
-    ``policy_path`` (``policy.onnx``, run by onnxruntime, or TorchScript ``policy.pt``) is loaded with its
-    metadata (:func:`st_rl.deploy.load_exported_policy`); the task named there (or ``task``) is made with the
-    stored env config, raw observations are fed to the file and the hidden state of recurrent policies is carried
-    between steps and zeroed for environments that reset. The evaluation, video and plot are those of :func:`play`.
+    ``policy_path`` (``policy.onnx`` or TorchScript ``policy.pt``) is loaded by
+    :func:`st_rl.deploy.load_exported_policy` and run on the task of its metadata (or ``task``), as :func:`play`.
 
     Args:
         policy_path: the exported file.
         task: registered task name (default: the metadata's ``task``).
         seed: environment seed (default: the metadata's ``seed``).
-        trust_config: the metadata's task may be a Gymnasium id that names a module to import
-            (``"gym:package.module:Env-v0"``); without it such a task is refused unless given as ``task``.
+        trust_config: the metadata's task may be a Gymnasium id naming a module to import.
         (other arguments as :func:`play`)
 
     Returns:
@@ -247,8 +217,6 @@ def play_exported(
     """
     if video is not None:
         set_default_gl_backend("egl")
-    from st_rl.deploy import OnnxPolicy, load_exported_policy
-
     policy = load_exported_policy(policy_path)
     meta = policy.metadata
     stored_task = meta.get("task")
@@ -275,22 +243,10 @@ def play_exported(
         )
     fmt = "onnx" if isinstance(policy, OnnxPolicy) else "torchscript"
     iteration = meta.get("iteration")
+    label = f"{os.path.basename(policy_path)} ({fmt}, iteration {iteration})"
     metrics = _evaluate_and_report(
-        env,
-        _FiniteActions(policy, policy_path),
-        task=name,
-        source=policy_path,
-        label=f"{os.path.basename(policy_path)} ({fmt}, iteration {iteration})",
-        duration_s=duration_s,
-        video=video,
-        plot=plot,
-        command=command,
-        record_env=record_env,
-        video_fps=video_fps,
-        video_size=video_size,
-        video_quality=video_quality,
-        camera=camera,
-        verbose=verbose,
-    )
+        env, _FiniteActions(policy, policy_path), name, policy_path, label, duration_s, video, plot, command,
+        record_env, verbose, video_fps, video_size, video_quality, camera,
+    )  # fmt: skip
     metrics.update(policy=os.path.abspath(policy_path), format=fmt, iteration=iteration)
     return metrics

@@ -1,8 +1,5 @@
-"""Plots of training runs (TensorBoard scalars) and of command tracking (:func:`st_rl.play.play`).
-
-Figures are drawn with matplotlib's object API on the Agg canvas, so importing this module never changes the
-global matplotlib backend and works without a display. Needs ``matplotlib`` (``pip install matplotlib``).
-"""
+"""Plots of training runs (TensorBoard scalars) and of command tracking (:func:`st_rl.play.play`), drawn with
+matplotlib's object API on the Agg canvas (no global backend change, no display needed)."""
 
 from __future__ import annotations
 
@@ -12,6 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from st_rl.utils.files import refuse_special_file
 
 __all__ = ["TRAINING_TAGS", "find_event_dirs", "plot_tracking", "plot_training", "read_scalars"]
 
@@ -50,13 +49,8 @@ def find_event_dirs(log_dir: str) -> list[str]:
 
 
 def read_scalars(log_dir: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """All scalars of the event files under ``log_dir``: ``{tag: (steps, values)}`` sorted by step.
-
-    Several event files (a resumed run, sub-directories) are merged; a later value at the same step wins.
-
-    Raises:
-        FileNotFoundError: no event files under ``log_dir``.
-    """
+    """All scalars of the event files under ``log_dir``, merged (a later value at the same step wins):
+    ``{tag: (steps, values)}`` sorted by step (``FileNotFoundError`` without event files)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     if not os.path.isdir(log_dir):
@@ -129,10 +123,7 @@ def plot_training(log_dir: str, out_png: str | None = None, tags: Sequence[str] 
 
 
 def png_path(path: str, default_name: str) -> str:
-    """Where a plot asked to go to ``path`` is written: ``path/<default_name>`` for a folder, ``path.png`` for a
-    name without extension (matplotlib adds it); its folder is created."""
-    from st_rl.utils.files import refuse_special_file
-
+    """Where a plot for ``path`` goes: ``path/<default_name>`` for a folder, else ``path`` (``.png`` added)."""
     if os.path.isdir(path):
         path = os.path.join(path, default_name)
     else:

@@ -1,28 +1,18 @@
-"""Hyperparameter search on the built-in tasks with Optuna (``st-rl tune``).
+"""Hyperparameter search on the built-in tasks with Optuna (``st-rl tune``, ``pip install st-rl[tune]``).
 
-Each trial trains a built-in task's preset with sampled hyperparameters for a small budget, then scores the
-trained policy on a fresh evaluation environment:
-
-* ``objective="return"`` (default, maximised): mean return of one full episode per evaluation environment,
-  deterministic policy (:func:`evaluate_return`). During training the runner reports the mean training
-  episode return to the trial after each iteration, so the pruner compares like with like.
-* ``objective="velrmsd"`` (minimised; velocity-command tasks only): velocity-tracking RMSD measured by
-  :func:`st_rl.play.evaluate_policy`; the runner reports its own ``Eval/velrmsd`` during training.
-
-With ``motion`` (a motion file, ``st-rl tune --motion FILE``) every trial trains AMP (APPO,
-:func:`st_rl.configs.amp_train_config`) towards that reference, the default space is :data:`AMP_SPACE`, and
-each trial also records the gait distance of its policy to the reference (user attribute ``gait_distance``,
-shown in the summary).
-
-Studies live in an Optuna storage (default: a SQLite file ``<log_root>/<study>.db``) and are loaded when they
-exist, so a second invocation adds trials and several workers can share one study. Each trial logs to
-``<log_root>/<study>/trial_<n>``. Optuna is imported on use (``pip install st-rl[tune]``).
+Each trial trains a task's preset with sampled hyperparameters for a small budget, then scores the policy on a
+fresh environment: ``objective="return"`` (maximised; :func:`evaluate_return`) or ``"velrmsd"`` (minimised;
+:func:`evaluate_velrmsd`); the runner reports the same metric to the pruner during training. With ``motion``
+every trial trains AMP towards that reference (default space :data:`AMP_SPACE`) and records its gait distance.
+Studies live in an Optuna storage (default ``<log_root>/<study>.db``) and are continued when they exist; trial
+``n`` logs to ``<log_root>/<study>/trial_<n>``.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -33,7 +23,19 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from st_rl.algorithms import NonFiniteLossError
 from st_rl.config.defaults import RUNNER_DEFAULTS
+from st_rl.configs import amp_train_config, get_preset
+from st_rl.datasets import MotionLoader, gait_distance
+from st_rl.env.adapter import EnvAdapter
+from st_rl.evaluation.metrics import _check_locomotion_env, evaluate_policy
+from st_rl.runners import build_runner
+from st_rl.runners.run_dir import LockOwner
+from st_rl.tasks import make_env
+from st_rl.tasks.motion_recorder import collect_style_windows
+from st_rl.utils.checkpoint import first_line
+from st_rl.utils.config import resolve_train_cfg
+from st_rl.utils.writers import import_optional
 
 DEFAULT_SPACE: dict[str, list[Any]] = {
     "algorithm.learning_rate": ["log", 1e-4, 1e-2],
@@ -66,23 +68,14 @@ DEFAULT_LOG_ROOT = os.path.join("logs", "tune")
 
 
 def _optuna() -> Any:
-    from st_rl.utils.writers import import_optional
-
     return import_optional("optuna", "tune", "st-rl tune")
 
 
 # ----------------------------------------------------------------------------------------------- search space
 def parse_space(space: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate a search-space spec.
-
-    Each key is a dotted config path: ``algorithm.<key>``, ``policy.<key>``, ``env.<key>`` (an environment
-    keyword argument) or a runner key (``num_steps_per_env``); ``policy.hidden_width`` sets every layer of
-    ``actor_hidden_dims`` and ``critic_hidden_dims`` (keeping the preset's depth). Each value is
-    ``["float", low, high]``, ``["log", low, high]`` (log-uniform float), ``["int", low, high]``,
-    ``["int_log", low, high]``, ``["categorical", choice, ...]``, or a plain value (fixed, not searched).
-
-    Returns:
-        A copy of ``space`` (lists for the searched entries).
+    """Validate a search-space spec: dotted config keys (``algorithm.<key>``, ``policy.<key>``, ``env.<key>``,
+    a runner key; ``policy.hidden_width`` sets every hidden layer) -> ``[kind, low, high]`` (kind ``float``,
+    ``log``, ``int``, ``int_log``), ``["categorical", choice, ...]`` or a fixed value. Returns a copy.
 
     Raises:
         ValueError: naming the bad entry and the accepted forms.
@@ -149,27 +142,20 @@ def suggest(trial: Any, space: Mapping[str, Any]) -> dict[str, Any]:
             values[key] = spec
             continue
         kind, args = spec[0], spec[1:]
-        if kind == "float":
-            values[key] = trial.suggest_float(key, float(args[0]), float(args[1]))
-        elif kind == "log":
-            values[key] = trial.suggest_float(key, float(args[0]), float(args[1]), log=True)
-        elif kind == "int":
-            values[key] = trial.suggest_int(key, int(args[0]), int(args[1]))
-        elif kind == "int_log":
-            values[key] = trial.suggest_int(key, int(args[0]), int(args[1]), log=True)
-        else:
+        if kind == "categorical":
             values[key] = trial.suggest_categorical(key, list(args))
+        elif kind in ("int", "int_log"):
+            values[key] = trial.suggest_int(key, int(args[0]), int(args[1]), log=kind == "int_log")
+        else:
+            values[key] = trial.suggest_float(key, float(args[0]), float(args[1]), log=kind == "log")
     return values
 
 
 def apply_params(
     train_cfg: dict[str, Any], env_kwargs: dict[str, Any], params: Mapping[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Write dotted-key values into copies of a flat training config and the environment keyword arguments.
-
-    Raises:
-        ValueError: a key whose section is not a dict of the config.
-    """
+    """Write dotted-key values into copies of a flat training config and the environment keyword arguments
+    (``ValueError`` for a key whose section is not a dict of the config)."""
     cfg, env_kw = copy.deepcopy(train_cfg), copy.deepcopy(env_kwargs)
     for key, value in params.items():
         if key == "policy.hidden_width":
@@ -192,15 +178,8 @@ def apply_params(
 
 
 def _check_space(space: Mapping[str, Any], trial_config: Callable[[Mapping[str, Any]], Any]) -> None:
-    """Resolve the config of a trial at the low end of every range (first choice, fixed values), so that a key
-    of the space the config does not take (``algorithm.gama``) is an error before the first trial, not a
-    failure of every trial.
-
-    Raises:
-        st_rl.config.ConfigError: naming the key.
-    """
-    from st_rl.utils.config import resolve_train_cfg
-
+    """Resolve a trial's config at the low end of every range, so that a key the config does not take
+    (``algorithm.gama``) is a :class:`~st_rl.config.ConfigError` before the first trial."""
     values = {
         key: spec[1] if isinstance(spec, list) and spec and spec[0] in SPACE_KINDS else spec
         for key, spec in space.items()
@@ -219,8 +198,6 @@ def evaluate_return(runner: Any, env: Any, num_steps: int | None = None) -> floa
     The environments are reset first; the run lasts ``num_steps`` steps (default: the task's
     ``max_episode_length``), and an episode still running at the end counts with its partial return.
     """
-    from st_rl.env.adapter import EnvAdapter
-
     adapter = EnvAdapter(
         env, device=runner.device, obs_groups=runner.cfg.get("obs_groups"), check_finite="off"
     )
@@ -253,8 +230,6 @@ class EpisodeTimedTask(Protocol):
 def evaluate_velrmsd(runner: Any, env: Any, duration_s: float | None = None) -> float:
     """Velocity-tracking RMSD of ``runner``'s deterministic policy on ``env`` (see :mod:`st_rl.play`) over
     ``duration_s`` seconds (default: one episode of an :class:`EpisodeTimedTask`, else 10 s)."""
-    from st_rl.play import evaluate_policy
-
     policy = runner.get_inference_policy()
     if duration_s is None:
         duration_s = float(env.max_episode_length_s) if isinstance(env, EpisodeTimedTask) else 10.0
@@ -330,7 +305,6 @@ def fail_interrupted_trials(study: Any) -> list[int]:
     """Mark as failed the trials left RUNNING by a process of this host that no longer exists (a killed
     ``st-rl tune``); trials of live processes, or of other hosts, are left alone. Returns their numbers."""
     optuna = _optuna()
-    from st_rl.runners.run_dir import LockOwner
 
     failed = []
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
@@ -361,8 +335,94 @@ def load_existing_study(study_name: str, storage: str) -> Any:
 
 def _storage_error(storage: str, error: Exception) -> ValueError:
     return ValueError(
-        f"cannot open the study storage {storage!r} (--storage): {type(error).__name__}: {_first_line(error)}; "
+        f"cannot open the study storage {storage!r} (--storage): {type(error).__name__}: {first_line(error)}; "
         "give an Optuna storage URL such as sqlite:///logs/tune/study.db"
+    )
+
+
+@dataclasses.dataclass
+class _Trials:
+    """The trials of :func:`run_study`: each trains the task's preset with sampled values and scores it."""
+
+    task: str
+    preset: Any
+    motion: str | None
+    device: str
+    space: dict[str, Any]
+    objective: str
+    iterations: int
+    num_envs: int
+    seed: int
+    eval_envs: int
+    eval_steps: int | None
+    logger: str
+    log_interval: int | None
+    log_dir: str
+
+    def __post_init__(self) -> None:
+        self.loader: Any = None
+        self.reference: Any = None
+        if self.motion:
+            dt = make_env(self.task, num_envs=1, seed=0, **self.preset.env_kwargs).dt
+            self.loader = MotionLoader(
+                self.motion, amp_obs_frame_num=2, time_between_frames=dt, device=self.device
+            )
+            self.reference = self.loader.sample_windows(4096)
+
+    def env(self, n: int, seed: int, env_kwargs: dict[str, Any]) -> Any:
+        if self.loader is None:
+            return make_env(self.task, num_envs=n, device=self.device, seed=seed, **env_kwargs)
+        env_kwargs = {**env_kwargs, "amp_obs_frame_num": 2, "style_fields": self.loader.style_fields}
+        env = make_env(self.task, num_envs=n, device=self.device, seed=seed, **env_kwargs)
+        env.set_ref_motion_source(self.loader)
+        return env
+
+    def config(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The training config and env keyword arguments of a trial with ``params``."""
+        cfg = self.preset.train.to_dict()
+        if self.loader is not None:
+            cfg = amp_train_config(cfg)
+        iterations = self.iterations
+        cfg.update(task=self.task, seed=self.seed, logger=self.logger, save_interval=max(1, iterations))
+        cfg["log_interval"] = self.log_interval or max(1, iterations // 5)
+        return apply_params(cfg, self.preset.env_kwargs, params)
+
+    def __call__(self, trial: Any) -> float:
+        cfg, env_kwargs = self.config(suggest(trial, self.space))
+        log_dir = os.path.join(self.log_dir, f"trial_{trial.number}")
+        trial.set_user_attr("log_dir", log_dir)
+        trial.set_user_attr("pid", os.getpid())  # lets a later run tell an interrupted trial from a live one
+        trial.set_user_attr("host", socket.gethostname())
+        env = self.env(self.num_envs, self.seed, env_kwargs)
+        runner_class = cfg.get("runner_class_name", RUNNER_DEFAULTS.runner_class_name)
+        runner = build_runner(runner_class, env, cfg, log_dir=log_dir, device=self.device)
+        with runner:  # closes the writers and releases the run directory, also on errors
+            metric = OBJECTIVES[self.objective][1]
+            runner.learn(self.iterations, init_at_random_ep_len=True, trial=trial, trial_metric=metric)
+        done = runner.current_learning_iteration
+        trial.set_user_attr("iterations", done)
+        if done < self.iterations:
+            raise _optuna().TrialPruned(f"pruned after {done}/{self.iterations} iterations")
+        eval_env = self.env(self.eval_envs, self.seed + 10000, env_kwargs)
+        if self.reference is not None:
+            style_env = self.env(self.eval_envs, self.seed + 20000, env_kwargs)
+            windows = collect_style_windows(style_env, runner.get_inference_policy(), 10.0)
+            trial.set_user_attr("gait_distance", gait_distance(windows, self.reference))
+            runner.train_mode()
+        evaluate = evaluate_velrmsd if self.objective == "velrmsd" else evaluate_return
+        value = evaluate(runner, eval_env, self.eval_steps)
+        if not math.isfinite(value):
+            raise FloatingPointError(f"trial {trial.number}: the objective is {value}")
+        return value
+
+
+def _report_trial(study: Any, trial: Any) -> None:
+    value = "" if trial.value is None else f" value={trial.value:.4g}"
+    if "gait_distance" in trial.user_attrs:
+        value += f" gait_distance={trial.user_attrs['gait_distance']:.3f}"
+    state = trial.state.name.lower()
+    print(
+        f"[st-rl tune] trial {trial.number} {state}{value} params={_format_params(trial.params)}", flush=True
     )
 
 
@@ -390,142 +450,50 @@ def run_study(
     summary_top: int = 5,
     motion: str | None = None,
 ) -> Any:
-    """Run (or continue) a study of ``n_trials`` more trials on a built-in task's preset.
+    """Run (or continue) a study of ``n_trials`` more trials on a built-in task's preset; returns the study.
 
     Args:
         task: built-in task name.
         n_trials: trials to add in this call.
-        iterations: learning iterations per trial (default: a fifth of the preset's).
-        num_envs: training environments per trial (default: the preset's).
-        study_name: default: the task name.
-        storage: Optuna storage URL (default ``sqlite:///<log_root>/<study_name>.db``).
-        log_root: trial ``i`` logs to ``<log_root>/<study_name>/trial_<i>``.
-        space: search space (default :data:`DEFAULT_SPACE`; see :func:`parse_space`).
+        iterations, num_envs: learning iterations and environments per trial (default: a fifth of the preset's
+            iterations, its environments).
+        study_name, storage, log_root: the study (default: the task's name), its Optuna storage URL (default
+            ``sqlite:///<log_root>/<study_name>.db``); trial ``i`` logs to ``<log_root>/<study_name>/trial_<i>``.
+        space: search space (default :data:`DEFAULT_SPACE`, :data:`AMP_SPACE` with ``motion``; :func:`parse_space`).
         objective: ``"return"`` (maximise) or ``"velrmsd"`` (minimise).
-        eval_envs: environments of the evaluation env.
-        eval_steps: evaluation steps (``return``) or seconds (``velrmsd``); default one episode.
-        pruner: an Optuna pruner (default ``make_pruner("median")``).
-        sampler: an Optuna sampler (default TPE).
+        eval_envs, eval_steps: evaluation environments and steps (``return``) or seconds (``velrmsd``; default
+            one episode).
+        pruner, sampler: Optuna's (default ``make_pruner("median")``, TPE).
         seed: training seed of every trial (default the preset's); the evaluation env uses ``seed + 10000``.
-        device: training device.
-        logger: runner logger of every trial.
-        log_interval: print/log every N iterations (default: about 5 blocks per trial).
+        device, logger, log_interval: of every trial's runner (default log interval: about 5 blocks a trial).
         timeout_s: stop starting trials after this many seconds.
-        verbose: print one line per trial and, at the end, the summary of the ``summary_top`` best trials.
-        summary_top: rows of the summary table.
-        motion: a motion file: train AMP (APPO) towards it (default space :data:`AMP_SPACE`) and record
-            each trial's gait distance to it.
-
-    Returns:
-        The ``optuna.Study``.
+        verbose, summary_top: print a line per trial and the summary of the ``summary_top`` best trials.
+        motion: a motion file: train AMP (APPO) towards it and record each trial's gait distance to it.
     """
-    optuna = _optuna()
-    from st_rl.algorithms import NonFiniteLossError
-    from st_rl.configs import get_preset
-    from st_rl.runners import build_runner
-    from st_rl.tasks import make_env
-
+    _optuna()
     preset = get_preset(task)
     study_name = study_name or task
     storage = storage or default_storage(log_root, study_name)
     space = parse_space((AMP_SPACE if motion else DEFAULT_SPACE) if space is None else space)
-    loader = reference = None
-    if motion:
-        from st_rl.datasets import MotionLoader
-
-        dt = make_env(task, num_envs=1, seed=0, **preset.env_kwargs).dt
-        loader = MotionLoader(motion, amp_obs_frame_num=2, time_between_frames=dt, device=device)
-        reference = loader.sample_windows(4096)
-
-    def task_env(n: int, env_seed: int, env_kwargs: dict[str, Any]) -> Any:
-        if loader is None:
-            return make_env(task, num_envs=n, device=device, seed=env_seed, **env_kwargs)
-        kwargs = {**env_kwargs, "amp_obs_frame_num": 2, "style_fields": loader.style_fields}
-        env = make_env(task, num_envs=n, device=device, seed=env_seed, **kwargs)
-        env.set_ref_motion_source(loader)
-        return env
-
-    direction, report_metric, _ = OBJECTIVES.get(objective, (None, None, None))
-    if direction is None:
+    iterations = int(iterations or max(1, preset.train.max_iterations // 5))
+    seed = int(preset.train.seed if seed is None else seed)
+    num_envs = int(num_envs or preset.num_envs)
+    trials = _Trials(task, preset, motion, device, space, objective, iterations, num_envs, seed, eval_envs,
+                     eval_steps, logger, log_interval, os.path.join(log_root, study_name))  # fmt: skip
+    if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
     if objective == "velrmsd":
-        from st_rl.play import _check_locomotion_env
-
         _check_locomotion_env(make_env(task, num_envs=1, seed=0, **preset.env_kwargs))
-    iterations = int(iterations or max(1, preset.train.max_iterations // 5))
-    num_envs = int(num_envs or preset.num_envs)
-    base_seed = int(preset.train.seed if seed is None else seed)
-
-    def trial_config(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        cfg = preset.train.to_dict()
-        if loader is not None:
-            from st_rl.configs import amp_train_config
-
-            cfg = amp_train_config(cfg)
-        cfg.update(task=task, seed=base_seed, logger=logger, save_interval=max(1, iterations))
-        cfg["log_interval"] = log_interval or max(1, iterations // 5)
-        return apply_params(cfg, preset.env_kwargs, params)
-
-    _check_space(space, trial_config)
+    _check_space(space, trials.config)
     study = open_study(study_name, storage, objective, task, pruner, sampler)
     for number in fail_interrupted_trials(study):
         print(f"[st-rl tune] trial {number} was interrupted (its process is gone): marked failed", flush=True)
-
-    def train_trial(trial: Any) -> float:
-        cfg, env_kwargs = trial_config(suggest(trial, space))
-        log_dir = os.path.join(log_root, study_name, f"trial_{trial.number}")
-        trial.set_user_attr("log_dir", log_dir)
-        trial.set_user_attr("pid", os.getpid())  # lets a later run tell an interrupted trial from a live one
-        trial.set_user_attr("host", socket.gethostname())
-        env = task_env(num_envs, base_seed, env_kwargs)
-        runner = build_runner(
-            cfg.get("runner_class_name", RUNNER_DEFAULTS.runner_class_name),
-            env,
-            cfg,
-            log_dir=log_dir,
-            device=device,
-        )
-        with runner:  # closes the writers and releases the run directory, also on errors
-            runner.learn(iterations, init_at_random_ep_len=True, trial=trial, trial_metric=report_metric)
-        done = runner.current_learning_iteration
-        trial.set_user_attr("iterations", done)
-        if done < iterations:
-            raise optuna.TrialPruned(f"pruned after {done}/{iterations} iterations")
-        eval_env = task_env(eval_envs, base_seed + 10000, env_kwargs)
-        if reference is not None:
-            from st_rl.datasets import gait_distance
-            from st_rl.tasks.motion_recorder import collect_style_windows
-
-            windows = collect_style_windows(
-                task_env(eval_envs, base_seed + 20000, env_kwargs), runner.get_inference_policy(), 10.0
-            )
-            trial.set_user_attr("gait_distance", gait_distance(windows, reference))
-            runner.train_mode()
-        if objective == "velrmsd":
-            value = evaluate_velrmsd(runner, eval_env, eval_steps)
-        else:
-            value = evaluate_return(runner, eval_env, eval_steps)
-        if not math.isfinite(value):
-            raise FloatingPointError(f"trial {trial.number}: the objective is {value}")
-        return value
-
-    def report(study: Any, trial: Any) -> None:
-        if verbose:
-            value = "" if trial.value is None else f" value={trial.value:.4g}"
-            if "gait_distance" in trial.user_attrs:
-                value += f" gait_distance={trial.user_attrs['gait_distance']:.3f}"
-            print(
-                f"[st-rl tune] trial {trial.number} {trial.state.name.lower()}{value} "
-                f"params={_format_params(trial.params)}",
-                flush=True,
-            )
-
     study.optimize(
-        train_trial,
+        trials,
         n_trials=n_trials,
         timeout=timeout_s,
         catch=(NonFiniteLossError, FloatingPointError),
-        callbacks=[report],
+        callbacks=[_report_trial] if verbose else [],
     )
     if verbose:
         print(format_summary(study, top=summary_top, storage=storage))
@@ -569,22 +537,12 @@ def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
         f"Best trial {best.number}: value {best.value:.6g} (log dir {best.user_attrs.get('log_dir')})"
     )
     keys = sorted({k for t in complete[:top] for k in t.params})
-    gait = any("gait_distance" in t.user_attrs for t in complete[:top])
-    header = [
-        "rank",
-        "trial",
-        "value",
-        *(["gait_distance"] if gait else []),
-        *[k.split(".")[-1] for k in keys],
-    ]
+    extra = ["gait_distance"] if any("gait_distance" in t.user_attrs for t in complete[:top]) else []
+    header = ["rank", "trial", "value", *extra, *[k.split(".")[-1] for k in keys]]
     rows = [
-        [
-            str(i + 1),
-            str(t.number),
-            f"{t.value:.5g}",
-            *([_format_value(t.user_attrs.get("gait_distance", "-"))] if gait else []),
-            *[_format_value(t.params.get(k, "-")) for k in keys],
-        ]
+        [str(i + 1), str(t.number), f"{t.value:.5g}"]
+        + [_format_value(t.user_attrs.get(k, "-")) for k in extra]
+        + [_format_value(t.params.get(k, "-")) for k in keys]
         for i, t in enumerate(complete[:top])
     ]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
@@ -593,72 +551,8 @@ def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
     return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------------------------- CLI
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``st-rl tune`` (counts are integers >= 1, ``--timeout`` a number of seconds > 0)."""
-    from st_rl.cli import _int_at_least, _positive_float
-
-    positive = _int_at_least(1)
-    parser.add_argument("--task", default=DEFAULT_TASK, help=f"built-in task (default: {DEFAULT_TASK})")
-    parser.add_argument("--trials", type=positive, default=20, help="trials to add in this call (default 20)")
-    parser.add_argument(
-        "--iterations",
-        type=positive,
-        default=None,
-        help="learning iterations per trial (default: preset / 5)",
-    )
-    parser.add_argument(
-        "--num-envs", type=positive, default=None, help="training envs per trial (preset default)"
-    )
-    parser.add_argument("--study-name", default=None, help="study name (default: the task name)")
-    parser.add_argument(
-        "--storage", default=None, help="Optuna storage URL (default: sqlite:///<log-root>/<study>.db)"
-    )
-    parser.add_argument(
-        "--log-root",
-        default=DEFAULT_LOG_ROOT,
-        help="trial logs in <log-root>/<study>/trial_<n> (default logs/tune)",
-    )
-    parser.add_argument(
-        "--space", default=None, help="search space: a JSON/YAML file or inline JSON (replaces the default)"
-    )
-    parser.add_argument(
-        "--objective",
-        choices=sorted(OBJECTIVES),
-        default="return",
-        help="return: mean evaluation episode return (maximise, default); velrmsd: tracking RMSD (minimise)",
-    )
-    parser.add_argument("--eval-envs", type=positive, default=64, help="evaluation environments (default 64)")
-    parser.add_argument(
-        "--eval-steps", type=positive, default=None, help="evaluation steps (default: one episode)"
-    )
-    parser.add_argument("--pruner", choices=("median", "none"), default="median", help="(default median)")
-    parser.add_argument(
-        "--seed", type=int, default=None, help="training seed of every trial (preset default)"
-    )
-    parser.add_argument("--device", default="cpu", help="training device (default cpu)")
-    parser.add_argument("--logger", default="tensorboard", help="logger of every trial (default tensorboard)")
-    parser.add_argument("--log-interval", type=positive, default=None, help="print/log every N iterations")
-    parser.add_argument(
-        "--timeout", type=_positive_float, default=None, help="stop starting trials after N seconds"
-    )
-    parser.add_argument("--threads", type=positive, default=None, help="CPU threads for torch")
-    parser.add_argument(
-        "--top", type=_int_at_least(0), default=5, help="rows of the summary table (default 5)"
-    )
-    parser.add_argument(
-        "--motion",
-        default=None,
-        help="reference-motion file: tune AMP (APPO) towards it (default space: style weight, gradient "
-        "penalty, replay size, learning rate); each trial also reports its gait distance to the reference",
-    )
-    parser.add_argument(
-        "--summary", action="store_true", help="print the summary of an existing study and exit (no training)"
-    )
-
-
 def main(args: argparse.Namespace) -> int:
-    """Run ``st-rl tune`` with parsed arguments."""
+    """Run ``st-rl tune`` with the arguments :mod:`st_rl.commands` parsed."""
     study_name = args.study_name or args.task
     storage = args.storage or default_storage(args.log_root, study_name)
     try:
@@ -668,33 +562,14 @@ def main(args: argparse.Namespace) -> int:
             return 0
         if args.threads:
             torch.set_num_threads(args.threads)
-        _optuna().logging.set_verbosity(_optuna().logging.WARNING)  # one line per trial is printed instead
-        space = load_space(args.space) if args.space else None
+        _optuna().logging.set_verbosity(_optuna().logging.WARNING)  # one line per trial instead
         run_study(
-            args.task,
-            args.trials,
-            args.iterations,
-            args.num_envs,
-            study_name=study_name,
-            storage=storage,
-            log_root=args.log_root,
-            space=space,
-            objective=args.objective,
-            eval_envs=args.eval_envs,
-            eval_steps=args.eval_steps,
-            pruner=make_pruner(args.pruner),
-            seed=args.seed,
-            device=args.device,
-            logger=args.logger,
-            log_interval=args.log_interval,
-            timeout_s=args.timeout,
-            summary_top=args.top,
-            motion=args.motion,
-        )
-    except ValueError as e:  # one line, st-rl: error: ... (st_rl.cli.main), naming the option where it can
-        raise ValueError(_first_line(e)) from e
+            args.task, args.trials, args.iterations, args.num_envs, study_name=study_name, storage=storage,
+            log_root=args.log_root, space=load_space(args.space) if args.space else None,
+            objective=args.objective, eval_envs=args.eval_envs, eval_steps=args.eval_steps,
+            pruner=make_pruner(args.pruner), seed=args.seed, device=args.device, logger=args.logger,
+            log_interval=args.log_interval, timeout_s=args.timeout, summary_top=args.top, motion=args.motion,
+        )  # fmt: skip
+    except ValueError as e:  # one line (a ConfigError's other problems left out), naming the option
+        raise ValueError(first_line(e)) from e
     return 0
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]

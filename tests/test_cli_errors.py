@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import torch
 
-from st_rl import cli
+from st_rl import commands
 from st_rl.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -138,7 +138,7 @@ def test_env_module_with_a_syntax_error(tmp_path, capsys):
 
 def test_debug_shows_the_traceback(tmp_path, capsys):
     (tmp_path / "user_envs_debug.py").write_text(ENV_MODULE)
-    with pytest.raises(cli.CommandError, match="boom"):
+    with pytest.raises(commands.CommandError, match="boom"):
         main(["train", "--env", f"{tmp_path / 'user_envs_debug.py'}:raises", "--debug"])
 
 
@@ -231,11 +231,13 @@ def test_default_run_directories_never_collide(tmp_path, monkeypatch, capsys):
         def now(cls, tz=None):  # noqa: ARG003 - the signature of datetime.now
             return fixed
 
-    monkeypatch.setattr(cli.datetime, "datetime", Frozen)
+    monkeypatch.setattr(commands.datetime, "datetime", Frozen)
     stamp = "2030-01-02_03-04-05"
     root = tmp_path / "logs" / "point_mass"
     made: list[str] = []
-    threads = [threading.Thread(target=lambda: made.append(cli._new_run_dir(str(root)))) for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: made.append(commands._new_run_dir(str(root)))) for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -448,7 +450,7 @@ def test_an_unexpected_error_is_one_line_with_exit_code_1(capsys, monkeypatch):
     def broken() -> int:
         raise RuntimeError("something st_rl did not foresee\nsecond line")
 
-    monkeypatch.setattr(cli, "cmd_tasks", broken)
+    monkeypatch.setattr(commands, "cmd_tasks", broken)
     line = fails(
         capsys, ["tasks"], "unexpected RuntimeError: something st_rl did not foresee", "--debug", code=1
     )

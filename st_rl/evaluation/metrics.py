@@ -35,10 +35,8 @@ __all__ = ["SUMMARY_KEYS", "VelocityCommandTask", "evaluate_policy", "format_sum
 
 @runtime_checkable
 class VelocityCommandTask(Protocol):
-    """What :func:`evaluate_policy` needs of a task (st_rl's ``velocity_tracking``, ``quadruped_flat`` and
-    ``quadruped_rough`` have it): the native API's ``get_observations()`` and ``step(actions)``, ``num_envs``,
-    ``dt`` (seconds per policy step), the velocity ``commands`` (N, 2 or 3: vx, vy[, yaw rate]) and the
-    velocity reached, ``base_lin_vel`` (N, >= 2, base frame)."""
+    """What :func:`evaluate_policy` needs of a task (``velocity_tracking``, ``quadruped_*``): the native API,
+    ``dt`` (seconds per policy step), ``commands`` (N, 2 or 3: vx, vy[, yaw rate]) and ``base_lin_vel`` (N, >= 2)."""
 
     num_envs: int
     dt: float
@@ -73,8 +71,7 @@ class MeasuresCostOfTransport(Protocol):
 
 @runtime_checkable
 class RecomputesObservations(Protocol):
-    """A task that can rebuild its observations from its state (st_rl's built-in tasks), so that a command
-    written by :func:`evaluate_policy` is seen at once."""
+    """A task that rebuilds its observations from its state, so that a command written is seen at once."""
 
     def _compute_observations(self) -> None: ...
 
@@ -112,21 +109,6 @@ def _cost_of_transport(env: Any) -> torch.Tensor | None:
     return env.CoT if isinstance(env, MeasuresCostOfTransport) else None
 
 
-def _recompute_observations(env: Any) -> None:
-    if isinstance(env, RecomputesObservations):
-        env._compute_observations()
-
-
-def _reset(env: Any) -> None:
-    if isinstance(env, ResettableTask):
-        env.reset()
-
-
-def _reset_policy(policy: Any, dones: torch.Tensor) -> None:
-    if isinstance(policy, ResettablePolicy):
-        policy.reset(dones)
-
-
 def _check_locomotion_env(env: Any) -> None:
     """Raise ``ValueError`` naming what ``env`` lacks of a :class:`VelocityCommandTask`."""
     if isinstance(env, VelocityCommandTask) and env.commands is not None and env.base_lin_vel is not None:
@@ -142,6 +124,102 @@ def _check_locomotion_env(env: Any) -> None:
         f"{type(env).__name__} is not a velocity-command task: it needs 'dt' (seconds per policy step), "
         "'num_envs', get_observations() and step(actions) (see VelocityCommandTask)."
     )
+
+
+class _Tracking:
+    """The sums and the ``record_env`` trace of :func:`evaluate_policy`, one :meth:`add` per step."""
+
+    def __init__(self, env: Any, num_steps: int, record_env: int, has_yaw: bool) -> None:
+        dev, n = env.commands.device, int(env.num_envs)
+        self.env, self.record_env, self.has_yaw, self.num_cmd = (
+            env,
+            record_env,
+            has_yaw,
+            int(env.commands.shape[1]),
+        )
+        self.sums = torch.zeros(5, dtype=torch.float64, device=dev)  # err_xy, err_yaw, cmd_sq, count, reward
+        self.fell = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.falls = torch.zeros((), dtype=torch.long, device=dev)
+        self.cmd, self.vel = (
+            torch.full((num_steps, 3), float("nan")),
+            torch.full((num_steps, 3), float("nan")),
+        )
+        self.flags = torch.zeros(num_steps, 3, dtype=torch.bool)  # done, fall, counted
+
+    def add(self, t: int, cmd: torch.Tensor, rewards: torch.Tensor, dones: torch.Tensor, failed: torch.Tensor,
+            counted: torch.Tensor) -> None:  # fmt: skip
+        vel, w, i = self.env.base_lin_vel, counted.double(), self.record_env
+        yaw_rate = _yaw_rate_of(self.env) if self.has_yaw else None
+        self.sums[0] += ((cmd[:, :2] - vel[:, :2]).double().square().sum(dim=1) * w).sum()
+        if yaw_rate is not None:
+            self.sums[1] += ((cmd[:, 2] - yaw_rate).double().square() * w).sum()
+            self.vel[t, 2] = float(yaw_rate[i])
+        self.sums[2] += (cmd[:, :2].double().square().sum(dim=1) * w).sum()
+        self.sums[3] += w.sum()
+        self.sums[4] += rewards.to(w.device).double().sum()
+        self.fell |= failed
+        self.falls += failed.long().sum()
+        self.cmd[t, : min(self.num_cmd, 3)] = cmd[i, :3].float().cpu()
+        self.vel[t, :2] = vel[i, :2].float().cpu()
+        self.flags[t] = torch.stack([dones[i], failed[i], counted[i]]).cpu()
+
+    def metrics(self, num_steps: int, dt: float, warmup_steps: int) -> dict[str, Any]:
+        err_xy, err_yaw, cmd_sq, n, reward = self.sums.tolist()
+        nan, num_envs = float("nan"), int(self.fell.shape[0])
+        cot = _cost_of_transport(self.env)
+        done, fall, counted = self.flags.numpy().T
+        return {
+            "velrmsd": math.sqrt(err_xy / n) if n else nan,
+            "yaw_rmsd": math.sqrt(err_yaw / n) if n and self.has_yaw else nan,
+            "cmd_rms_xy": math.sqrt(cmd_sq / n) if n else nan,
+            "CoT": float(torch.as_tensor(cot).float().mean()) if cot is not None else nan,
+            "survival": float((~self.fell).float().mean()),
+            "falls_per_env_min": float(self.falls) / (num_envs * num_steps * dt / 60.0),
+            "falls": int(self.falls),
+            "mean_reward_per_step": reward / (num_envs * num_steps),
+            "num_envs": num_envs,
+            "num_steps": num_steps,
+            "num_samples": int(n),
+            "duration_s": num_steps * dt,
+            "dt": dt,
+            "warmup_s": warmup_steps * dt,
+            "trace": {"env": self.record_env, "time": np.arange(1, num_steps + 1) * dt, "cmd": self.cmd.numpy(),
+                      "vel": self.vel.numpy(), "done": done, "fall": fall, "counted": counted},
+        }  # fmt: skip
+
+
+def _fixed_command(env: Any, command: Sequence[float] | None) -> torch.Tensor | None:
+    if command is None:
+        return None
+    values, num_cmd = [float(v) for v in command], int(env.commands.shape[1])
+    if not 2 <= len(values) <= num_cmd:
+        raise ValueError(f"command has {len(values)} values; this task takes {num_cmd} (vx, vy[, yaw rate])")
+    values += [0.0] * (num_cmd - len(values))
+    return torch.tensor(values, dtype=env.commands.dtype, device=env.commands.device)
+
+
+def _hold_command(env: Any, fixed: torch.Tensor | None, obs: Any) -> Any:
+    """``obs``, or the observations recomputed after writing the fixed command over changed ones."""
+    if fixed is None or not bool((env.commands != fixed).any()):
+        return obs
+    env.commands = fixed.expand_as(env.commands).clone()
+    _recompute_observations(env)
+    return env.get_observations()[0]
+
+
+def _recompute_observations(env: Any) -> None:
+    if isinstance(env, RecomputesObservations):
+        env._compute_observations()
+
+
+def _reset(env: Any) -> None:
+    if isinstance(env, ResettableTask):
+        env.reset()
+
+
+def _reset_policy(policy: Any, dones: torch.Tensor) -> None:
+    if isinstance(policy, ResettablePolicy):
+        policy.reset(dones)  # recurrent policies forget finished episodes
 
 
 def evaluate_policy(
@@ -164,18 +242,16 @@ def evaluate_policy(
         duration_s: simulated seconds; ``round(duration_s / env.dt)`` policy steps (at least 1).
         record_env: the environment whose commanded and achieved velocities are returned in ``trace``.
         render: called with ``env`` after the (re)set and after every step (e.g. a :class:`VideoRecorder`).
-        command: fix ``env.commands`` of all environments to these values (vx, vy[, yaw rate]): written before
-            every step, and after any step whose reset or resampling changed them (the observations are then
-            recomputed so the policy never sees another command).
+        command: fix ``env.commands`` of all environments to (vx, vy[, yaw rate]), rewritten (and the
+            observations recomputed) whenever a reset or resampling changed them.
         warmup_s: seconds under a new command (or after a reset) left out of the tracking metrics.
         reset: reset all environments first, so every episode starts inside the evaluation.
 
     Returns:
-        Floats ``velrmsd``, ``yaw_rmsd``, ``cmd_rms_xy``, ``CoT``, ``survival``, ``falls_per_env_min``,
-        ``mean_reward_per_step``, ints ``falls``, ``num_envs``, ``num_steps``, ``num_samples``, floats
-        ``duration_s``, ``dt``, ``warmup_s``, and ``trace``: numpy arrays ``time`` (T,), ``cmd`` (T, 3) and
-        ``vel`` (T, 3) (vx, vy, yaw rate; NaN where the task has no yaw), ``done``, ``fall`` and ``counted``
-        (sample used by the metrics) (T,) bool, of env ``record_env`` (see the module docstring for the rules).
+        The metrics of the module docstring, ``falls``, ``mean_reward_per_step``, ``num_envs``, ``num_steps``,
+        ``num_samples``, ``duration_s``, ``dt``, ``warmup_s`` and ``trace``: numpy arrays ``time`` (T,), ``cmd``
+        and ``vel`` (T, 3: vx, vy, yaw rate; NaN where the task has no yaw), ``done``, ``fall`` and ``counted``
+        (T,) of env ``record_env``.
 
     Raises:
         ValueError: the task has no velocity commands, or ``record_env`` / ``duration_s`` is out of range.
@@ -187,125 +263,35 @@ def evaluate_policy(
     if not duration_s > 0:
         raise ValueError(f"duration_s must be > 0, got {duration_s}")
     dt = float(env.dt)
-    num_steps = max(1, int(round(duration_s / dt)))
-    warmup_steps = int(round(warmup_s / dt))
-    num_cmd = int(env.commands.shape[1])
-    has_yaw = num_cmd >= 3 and _yaw_rate_of(env) is not None
-    fixed: torch.Tensor | None = None
-    if command is not None:
-        values = [float(v) for v in command]
-        if not 2 <= len(values) <= num_cmd:
-            raise ValueError(
-                f"command has {len(values)} values; this task takes {num_cmd} (vx, vy[, yaw rate])"
-            )
-        values += [0.0] * (num_cmd - len(values))
-        fixed = torch.tensor(values, dtype=env.commands.dtype, device=env.commands.device)
-
-    def apply_fixed_command() -> bool:
-        """Overwrite the commands; True when they had been changed (observations are stale)."""
-        assert fixed is not None
-        stale = bool((env.commands != fixed).any())
-        if stale:
-            env.commands = fixed.expand_as(env.commands).clone()
-        return stale
-
-    def refresh_obs() -> Any:
-        _recompute_observations(env)
-        return env.get_observations()[0]
+    num_steps, warmup_steps = max(1, int(round(duration_s / dt))), int(round(warmup_s / dt))
+    fixed = _fixed_command(env, command)
 
     with torch.inference_mode():
         if reset:
             _reset(env)
-        obs = env.get_observations()[0]
-        if fixed is not None and apply_fixed_command():
-            obs = refresh_obs()
+        obs = _hold_command(env, fixed, env.get_observations()[0])
+        tracking = _Tracking(
+            env, num_steps, record_env, int(env.commands.shape[1]) >= 3 and _yaw_rate_of(env) is not None
+        )
         dev = env.commands.device
         age = torch.zeros(num_envs, dtype=torch.long, device=dev)  # steps under the current command
-        err_xy_sum = torch.zeros((), dtype=torch.float64, device=dev)
-        err_yaw_sum = torch.zeros((), dtype=torch.float64, device=dev)
-        cmd_sq_sum = torch.zeros((), dtype=torch.float64, device=dev)
-        count = torch.zeros((), dtype=torch.float64, device=dev)
-        reward_sum = torch.zeros((), dtype=torch.float64, device=dev)
-        fell = torch.zeros(num_envs, dtype=torch.bool, device=dev)
-        falls = torch.zeros((), dtype=torch.long, device=dev)
-        tr_cmd = torch.full((num_steps, 3), float("nan"))
-        tr_vel = torch.full((num_steps, 3), float("nan"))
-        tr_done = torch.zeros(num_steps, dtype=torch.bool)
-        tr_fall = torch.zeros(num_steps, dtype=torch.bool)
-        tr_counted = torch.zeros(num_steps, dtype=torch.bool)
         if render is not None:
             render(env)
-
         for t in range(num_steps):
             cmd = env.commands.clone()
-            actions = policy(_actor_obs(obs))
-            obs, rewards, dones, extras = env.step(actions)
+            obs, rewards, dones, extras = env.step(policy(_actor_obs(obs)))
             dones = dones.to(dev).bool()
-            _reset_policy(policy, dones)  # recurrent policies forget finished episodes
+            _reset_policy(policy, dones)
             time_outs = extras.get("time_outs") if isinstance(extras, dict) else None
-            if time_outs is None:
-                time_outs = torch.zeros_like(dones)
-            failed = dones & ~time_outs.to(dev).bool()
-
-            vel = env.base_lin_vel
-            err_xy = (cmd[:, :2] - vel[:, :2]).double().square().sum(dim=1)
-            counted = (age >= warmup_steps) & ~dones
-            w = counted.double()
-            err_xy_sum += (err_xy * w).sum()
-            cmd_sq_sum += (cmd[:, :2].double().square().sum(dim=1) * w).sum()
-            count += w.sum()
-            yaw_rate = _yaw_rate_of(env) if has_yaw else None
-            if yaw_rate is not None:
-                err_yaw_sum += ((cmd[:, 2] - yaw_rate).double().square() * w).sum()
-            reward_sum += rewards.to(dev).double().sum()
-            fell |= failed
-            falls += failed.long().sum()
-
-            tr_cmd[t, : min(num_cmd, 3)] = cmd[record_env, :3].float().cpu()
-            tr_vel[t, :2] = vel[record_env, :2].float().cpu()
-            if yaw_rate is not None:
-                tr_vel[t, 2] = float(yaw_rate[record_env])
-            tr_done[t] = bool(dones[record_env])
-            tr_fall[t] = bool(failed[record_env])
-            tr_counted[t] = bool(counted[record_env])
-
-            if fixed is not None and apply_fixed_command():
-                obs = refresh_obs()
+            failed = dones if time_outs is None else dones & ~time_outs.to(dev).bool()
+            tracking.add(t, cmd, rewards, dones, failed, (age >= warmup_steps) & ~dones)
+            obs = _hold_command(env, fixed, obs)
             changed = dones | (env.commands != cmd).any(dim=1)
             age = torch.where(changed, torch.zeros_like(age), age + 1)
             if render is not None:
                 render(env)
-
-        n = float(count)
-        nan = float("nan")
-        cot = _cost_of_transport(env)
-        minutes = num_steps * dt / 60.0
-        metrics: dict[str, Any] = {
-            "velrmsd": math.sqrt(float(err_xy_sum) / n) if n else nan,
-            "yaw_rmsd": math.sqrt(float(err_yaw_sum) / n) if n and has_yaw else nan,
-            "cmd_rms_xy": math.sqrt(float(cmd_sq_sum) / n) if n else nan,
-            "CoT": float(torch.as_tensor(cot).float().mean()) if cot is not None else nan,
-            "survival": float((~fell).float().mean()),
-            "falls_per_env_min": float(falls) / (num_envs * minutes),
-            "falls": int(falls),
-            "mean_reward_per_step": float(reward_sum) / (num_envs * num_steps),
-            "num_envs": num_envs,
-            "num_steps": num_steps,
-            "num_samples": int(n),
-            "duration_s": num_steps * dt,
-            "dt": dt,
-            "warmup_s": warmup_steps * dt,
-            "trace": {
-                "env": record_env,
-                "time": (np.arange(1, num_steps + 1) * dt),
-                "cmd": tr_cmd.numpy(),
-                "vel": tr_vel.numpy(),
-                "done": tr_done.numpy(),
-                "fall": tr_fall.numpy(),
-                "counted": tr_counted.numpy(),
-            },
-        }
-    if n == 0:
+        metrics = tracking.metrics(num_steps, dt, warmup_steps)
+    if metrics["num_samples"] == 0:
         warnings.warn(
             f"evaluate_policy: no samples after the {warmup_steps * dt:.2f} s warm-up; run longer than that",
             stacklevel=2,

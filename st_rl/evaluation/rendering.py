@@ -21,13 +21,9 @@ __all__ = ["DEFAULT_GEOM_GROUPS", "QUALITIES", "VideoRecorder", "render_frame", 
 
 
 def set_default_gl_backend(backend: str = "egl") -> str | None:
-    """Set ``MUJOCO_GL`` to ``backend`` when it is unset, MuJoCo is not imported yet, the OS is Linux and the
-    backend's library (``libEGL`` / ``libOSMesa``) is installed.
-
-    MuJoCo picks its OpenGL backend when it is imported, so this must run first; a backend whose library is
-    missing would make ``import mujoco`` itself fail, so then nothing is set (simulation works, rendering
-    reports MuJoCo's own error). Returns the value in force.
-    """
+    """Set ``MUJOCO_GL`` to ``backend`` (before MuJoCo is imported, which reads it) when it is unset, on Linux, and
+    the backend's library (``libEGL`` / ``libOSMesa``) is installed (else ``import mujoco`` would fail). Returns
+    the value in force."""
     library = {"egl": "EGL", "osmesa": "OSMesa"}.get(backend)
     if (
         "MUJOCO_GL" not in os.environ
@@ -83,42 +79,66 @@ def _check_renderable(env: Any) -> None:
         )
 
 
-def _import_mujoco() -> Any:
-    import mujoco
+class _Scene:
+    """An offscreen renderer of simulation ``env_id`` of a MuJoCo task at a ``quality``, from ``camera``."""
 
-    return mujoco
+    def __init__(self, env: Any, env_id: int, width: int, height: int, camera: str | None, quality: str,
+                 geom_groups: Sequence[int]) -> None:  # fmt: skip
+        _check_renderable(env)
+        if quality not in QUALITIES:
+            raise ValueError(f"quality must be one of {QUALITIES}, got {quality!r}")
+        import mujoco as mujoco_module
 
+        mujoco: Any = mujoco_module
+        self.mujoco, self.env_id = mujoco, int(env_id)
+        self.model = env.batch.get_model(self.env_id)
+        if quality in ("fast", "medium"):
+            self.model.vis.quality.offsamples = 0
+        if quality == "medium":
+            self.model.vis.quality.shadowsize = min(int(self.model.vis.quality.shadowsize), 1024)
+        self.data = mujoco.MjData(self.model)
+        try:
+            self.renderer = mujoco.Renderer(self.model, height=height, width=width)
+        except Exception as e:
+            backend = os.environ.get("MUJOCO_GL", "<unset>")
+            raise RuntimeError(
+                f"MuJoCo offscreen rendering failed with MUJOCO_GL={backend}: {type(e).__name__}: {e}. "
+                "Set MUJOCO_GL before Python imports MuJoCo: MUJOCO_GL=egl (needs libEGL: a GPU driver or Mesa) or "
+                "MUJOCO_GL=osmesa (software; apt-get install libosmesa6). Or run without a video (--no-video)."
+            ) from e
+        flag = mujoco.mjtRndFlag
+        self.flags = {flag.mjRND_SHADOW: 0, flag.mjRND_REFLECTION: 0} if quality == "fast" else {}
+        self.option = mujoco.MjvOption()
+        for g in range(len(self.option.geomgroup)):
+            self.option.geomgroup[g] = 1 if g in geom_groups else 0
+        self.camera = _camera_for(mujoco, self.model, camera, _tracked_body(env))
 
-def _make_renderer(model: Any, width: int, height: int) -> Any:
-    mujoco = _import_mujoco()
-    try:
-        return mujoco.Renderer(model, height=height, width=width)
-    except Exception as e:
-        backend = os.environ.get("MUJOCO_GL", "<unset>")
-        raise RuntimeError(
-            f"MuJoCo offscreen rendering failed with MUJOCO_GL={backend}: {type(e).__name__}: {e}. "
-            "Set MUJOCO_GL before Python imports MuJoCo: MUJOCO_GL=egl (needs libEGL: a GPU driver or Mesa) or "
-            "MUJOCO_GL=osmesa (software; apt-get install libosmesa6). Or run without a video (--no-video)."
-        ) from e
+    def frame(self, env: Any) -> np.ndarray:
+        """Render the current state of the filmed environment (H, W, 3) uint8."""
+        env.batch.get_data(self.env_id, self.data)
+        self.mujoco.mj_forward(self.model, self.data)
+        self.renderer.update_scene(self.data, camera=self.camera, scene_option=self.option)
+        for flag, value in self.flags.items():
+            self.renderer.scene.flags[flag] = value
+        return self.renderer.render()
+
+    def close(self) -> None:
+        self.renderer.close()
 
 
 class VideoRecorder:
-    """Renders one environment of a MuJoCo task into an MP4 while :func:`evaluate_policy` runs.
-
-    Call it with the env after each step (``render=recorder``); it keeps every ``stride``-th state so the video
-    plays in real time at ``1 / (stride * dt)`` fps (``stride = round(1 / (fps * dt))``). Use as a context
-    manager or call :meth:`close`.
+    """Renders one environment of a MuJoCo task into an MP4 while :func:`evaluate_policy` runs (``render=``):
+    every ``stride``-th state, so that the video plays in real time (``stride = round(1 / (fps * dt))``). Use as a
+    context manager or call :meth:`close`.
 
     Args:
         env: a MuJoCo task exposing ``batch`` (``mujoco.batch.Batch``) and ``dt``.
         path: output ``.mp4`` path (its folder is created).
-        env_id: which simulation to film.
-        fps: target frame rate.
-        width, height: frame size in pixels (multiples of 8 are encoded without resizing).
-        camera: camera name of the model (``"track"`` follows the trunk); ``None`` or a missing name: a free
-            camera that tracks the base body.
-        quality: ``"fast"`` (no shadows, reflections or anti-aliasing: cheapest in software GL), ``"medium"``
-            (1024 px shadows, no anti-aliasing) or ``"high"`` (the model's own visual settings).
+        env_id, fps, width, height: the simulation filmed, the target frame rate, the frame size (pixels).
+        camera: the model's camera (``"track"`` follows the trunk); ``None`` or a missing name: a free camera
+            that tracks the base body.
+        quality: ``"fast"`` (no shadows, reflections or anti-aliasing), ``"medium"`` (1024 px shadows, no
+            anti-aliasing) or ``"high"`` (the model's own visual settings).
         geom_groups: geom groups drawn (default 0-3: the built-in quadruped's leg capsules are in group 3).
     """
 
@@ -135,34 +155,20 @@ class VideoRecorder:
         geom_groups: Sequence[int] = DEFAULT_GEOM_GROUPS,
     ) -> None:
         self.writer: Any = None
-        self.renderer: Any = None
+        self.scene: _Scene | None = None
         _check_renderable(env)
-        if quality not in QUALITIES:
-            raise ValueError(f"quality must be one of {QUALITIES}, got {quality!r}")
-        mujoco = _import_mujoco()
-
         try:
             import imageio.v2 as iio
         except ImportError as e:
             raise ImportError(
                 "Writing videos needs imageio and imageio-ffmpeg: pip install imageio imageio-ffmpeg"
             ) from e
-        self.mujoco = mujoco
-        self.env_id = int(env_id)
+        self.env_id, self.path = int(env_id), path
         self.stride = max(1, int(round(1.0 / (float(fps) * float(env.dt)))))
         self.fps = 1.0 / (self.stride * float(env.dt))
-        self.path = path
-        self.model = env.batch.get_model(self.env_id)
-        _apply_quality(mujoco, self.model, quality)
-        self.data = mujoco.MjData(self.model)
-        self.renderer = _make_renderer(self.model, width, height)
-        self._flags = _scene_flags(mujoco, quality)
-        self.scene_option = _scene_option(mujoco, geom_groups)
-        self.camera = _camera_for(mujoco, self.model, camera, _tracked_body(env))
-        self.num_frames = 0
-        self._calls = 0
-        folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
+        self.scene = _Scene(env, env_id, width, height, camera, quality, geom_groups)
+        self.num_frames, self._calls = 0, 0
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         try:
             self.writer = iio.get_writer(
                 path,
@@ -175,19 +181,15 @@ class VideoRecorder:
                 macro_block_size=8,
             )
         except Exception as e:
-            self.renderer.close()
+            self.close()
             raise RuntimeError(
                 f"Cannot open an MP4 writer for {path}: {e}. Install the ffmpeg plugin: pip install imageio-ffmpeg"
             ) from e
 
     def frame(self, env: Any) -> np.ndarray:
         """Render the current state of the filmed environment (H, W, 3) uint8."""
-        env.batch.get_data(self.env_id, self.data)
-        self.mujoco.mj_forward(self.model, self.data)
-        self.renderer.update_scene(self.data, camera=self.camera, scene_option=self.scene_option)
-        for flag, value in self._flags.items():
-            self.renderer.scene.flags[flag] = value
-        return self.renderer.render()
+        assert self.scene is not None
+        return self.scene.frame(env)
 
     def __call__(self, env: Any) -> None:
         if self._calls % self.stride == 0:
@@ -199,9 +201,9 @@ class VideoRecorder:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
-        if self.renderer is not None:
-            self.renderer.close()
-            self.renderer = None
+        if self.scene is not None:
+            self.scene.close()
+            self.scene = None
 
     def __enter__(self) -> VideoRecorder:
         return self
@@ -210,32 +212,11 @@ class VideoRecorder:
         self.close()
 
 
-def _apply_quality(mujoco: Any, model: Any, quality: str) -> None:
-    if quality in ("fast", "medium"):
-        model.vis.quality.offsamples = 0
-    if quality == "medium":
-        model.vis.quality.shadowsize = min(int(model.vis.quality.shadowsize), 1024)
-
-
-def _scene_flags(mujoco: Any, quality: str) -> dict[Any, int]:
-    if quality != "fast":
-        return {}
-    flag = mujoco.mjtRndFlag
-    return {flag.mjRND_SHADOW: 0, flag.mjRND_REFLECTION: 0}
-
-
-def _scene_option(mujoco: Any, geom_groups: Sequence[int]) -> Any:
-    opt = mujoco.MjvOption()
-    for g in range(len(opt.geomgroup)):
-        opt.geomgroup[g] = 1 if g in geom_groups else 0
-    return opt
-
-
 def _camera_for(mujoco: Any, model: Any, camera: str | None, base_body: int) -> Any:
     if camera is not None and mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera) >= 0:
         return camera
     if camera is not None:
-        warnings.warn(f"model has no camera {camera!r}; using a free camera tracking the base", stacklevel=3)
+        warnings.warn(f"model has no camera {camera!r}; using a free camera tracking the base", stacklevel=4)
     cam = mujoco.MjvCamera()
     cam.type = mujoco.mjtCamera.mjCAMERA_TRACKING
     cam.trackbodyid = int(base_body)
@@ -254,21 +235,11 @@ def render_frame(
     geom_groups: Sequence[int] = DEFAULT_GEOM_GROUPS,
 ) -> np.ndarray:
     """Render one frame of a MuJoCo task (and write it to ``path`` as PNG when given)."""
-    _check_renderable(env)
-    mujoco = _import_mujoco()
-    model = env.batch.get_model(env_id)
-    _apply_quality(mujoco, model, quality)
-    data = env.batch.get_data(env_id)
-    mujoco.mj_forward(model, data)
-    renderer = _make_renderer(model, width, height)
+    scene = _Scene(env, env_id, width, height, camera, quality, geom_groups)
     try:
-        cam = _camera_for(mujoco, model, camera, _tracked_body(env))
-        renderer.update_scene(data, camera=cam, scene_option=_scene_option(mujoco, geom_groups))
-        for flag, value in _scene_flags(mujoco, quality).items():
-            renderer.scene.flags[flag] = value
-        image = renderer.render()
+        image = scene.frame(env)
     finally:
-        renderer.close()
+        scene.close()
     if path is not None:
         import imageio.v2 as iio
 

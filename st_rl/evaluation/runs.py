@@ -9,7 +9,11 @@ import re
 import warnings
 from typing import Any, Protocol, runtime_checkable
 
+from st_rl.tasks import TASKS, make_env
+from st_rl.utils.checkpoint import load_checkpoint
+from st_rl.utils.config import refuse_untrusted_import, resolve_train_cfg, untrusted_config
 from st_rl.utils.files import DataFileError, read_json
+from st_rl.utils.utils import get_checkpoint_path
 
 __all__ = ["LoadedRun", "load_run", "make_env_from_cfg", "run_task"]
 
@@ -37,8 +41,6 @@ def _default_cfg_keys(task_cls: type) -> set[str]:
 
 def _infer_task_from_env_cfg(env_cfg: dict[str, Any]) -> str | None:
     """The registered task whose constructor config keys include all keys of ``env_cfg`` (unique match)."""
-    from st_rl.tasks import TASKS
-
     if "terrain" in env_cfg and "model_path" in env_cfg:
         name = f"quadruped_{env_cfg['terrain']}"
         return name if name in TASKS else None
@@ -65,49 +67,40 @@ def _stored_task(run_cfg: dict[str, Any] | None, ckpt_cfg: dict[str, Any] | None
 
 def run_task(checkpoint: str, *, trust_config: bool = False) -> tuple[str, str | None]:
     """The checkpoint file of ``checkpoint`` (a ``model_<it>.pt`` file or a run directory) and the task its run
-    was trained on (``runner.task`` of ``config.json`` or of the checkpoint's stored config, else inferred from the
-    stored env config; None when it cannot be told).
-
-    The stored training config is checked as :func:`load_run` will read it (its policy and algorithm classes
-    resolved), so that a config naming code to import is refused first, before anything is built.
+    was trained on (None when it cannot be told). The stored config is checked as :func:`load_run` reads it, so
+    that a config naming code to import is refused before anything is built.
 
     Raises:
-        FileNotFoundError: no checkpoint there.
-        CheckpointError: the checkpoint cannot be read.
+        FileNotFoundError, CheckpointError: no readable checkpoint there.
         ValueError: the checkpoint has no training config.
-        st_rl.utils.config.UntrustedConfigError: the stored config names code to import and ``trust_config`` is
-            False.
+        st_rl.utils.config.UntrustedConfigError: the config names code to import and ``trust_config`` is False.
     """
-    from st_rl.utils.config import resolve_train_cfg, untrusted_config
-
-    path, _, run_cfg, ckpt_cfg, train_cfg, source = _read_run(checkpoint)
-    with untrusted_config(source, trusted=trust_config), warnings.catch_warnings():
+    stored = _StoredRun(checkpoint)
+    with untrusted_config(stored.source, trusted=trust_config), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # unknown keys: said when the runner is built
-        resolve_train_cfg(json.loads(json.dumps(train_cfg)))
-    return path, _stored_task(run_cfg, ckpt_cfg)
+        resolve_train_cfg(json.loads(json.dumps(stored.train_cfg)))
+    return stored.path, stored.task
 
 
-def _read_run(
-    checkpoint: str,
-) -> tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any] | None, dict[str, Any], str]:
-    """``(checkpoint file, its state, config.json, the checkpoint's config, the training config, where that
-    config comes from)`` of a checkpoint file or run directory (see :func:`load_run`)."""
-    from st_rl.utils import checkpoint as ckpt
-    from st_rl.utils.utils import get_checkpoint_path
+class _StoredRun:
+    """A checkpoint file or run directory read: the file, its state, ``config.json``, the checkpoint's config,
+    the training config (``config.json`` without ``env``, else the checkpoint's), its source and the task."""
 
-    path = get_checkpoint_path(checkpoint)
-    state = ckpt.load_checkpoint(path, map_location="cpu")
-    ckpt_cfg = state.get("config") if isinstance(state.get("config"), dict) else None
-    run_cfg_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
-    run_cfg = _read_json(run_cfg_path)
-    train_cfg = {k: v for k, v in (run_cfg or {}).items() if k != "env"} or ckpt_cfg
-    if not train_cfg:
-        raise ValueError(
-            f"{path} has no stored training config (key 'config') and there is no config.json next to it; "
-            "save checkpoints with OnPolicyRunner.save, or put the run's config.json beside the file."
-        )
-    source = run_cfg_path if run_cfg else f"{path} (its stored 'config')"
-    return path, state, run_cfg, ckpt_cfg, train_cfg, source
+    def __init__(self, checkpoint: str) -> None:
+        self.path = path = get_checkpoint_path(checkpoint)
+        self.state = load_checkpoint(path, map_location="cpu")
+        ckpt_cfg = self.state.get("config") if isinstance(self.state.get("config"), dict) else None
+        run_cfg_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
+        self.run_cfg = _read_json(run_cfg_path)
+        train_cfg = {k: v for k, v in (self.run_cfg or {}).items() if k != "env"} or ckpt_cfg
+        if not train_cfg:
+            raise ValueError(
+                f"{path} has no stored training config (key 'config') and there is no config.json next to it; "
+                "save checkpoints with OnPolicyRunner.save, or put the run's config.json beside the file."
+            )
+        self.train_cfg: dict[str, Any] = train_cfg
+        self.source = run_cfg_path if self.run_cfg else f"{path} (its stored 'config')"
+        self.task = _stored_task(self.run_cfg, ckpt_cfg)
 
 
 def refuse_gymnasium_module(task: str, key: str) -> None:
@@ -118,8 +111,6 @@ def refuse_gymnasium_module(task: str, key: str) -> None:
         UntrustedConfigError: inside an untrusted config.
     """
     if task.startswith("gym:") and ":" in task.removeprefix("gym:"):
-        from st_rl.utils.config import refuse_untrusted_import
-
         refuse_untrusted_import(task, key)
 
 
@@ -127,8 +118,6 @@ def make_env_from_cfg(
     task: str, num_envs: int, device: str, seed: int | None, env_cfg: dict[str, Any]
 ) -> Any:
     """``make_env`` with the run's stored env config, dropping keys the task factory sets itself."""
-    from st_rl.tasks import make_env
-
     cfg = dict(env_cfg)
     for _ in range(len(cfg) + 1):
         try:
@@ -187,10 +176,8 @@ def load_run(
 ) -> LoadedRun:
     """Rebuild the runner of a checkpoint on its training task and load its weights (without the optimizer).
 
-    The training config is ``config.json`` next to the checkpoint when present, else the checkpoint's
-    ``config``. The task is the run's (``runner.task`` in ``config.json`` or the checkpoint, else inferred from the
-    stored env config) unless ``task`` is given; when it is the run's task the stored env config (``config.json``
-    key ``env``) is reused.
+    The training config is ``config.json`` next to the checkpoint, else the checkpoint's ``config``; the task is
+    the run's unless ``task`` is given, and then the stored env config (``config.json`` key ``env``) is reused.
 
     Args:
         checkpoint: a ``model_<it>.pt`` file, or a run directory (its highest-numbered checkpoint).
@@ -199,75 +186,40 @@ def load_run(
         device: policy device.
         seed: environment seed (default: the run's seed).
         env: use this environment instead of making one (``task`` is then only recorded).
-        trust_config: the stored config may name code to import (``"package.module:Class"`` class names,
-            checkpoint manipulators, Gymnasium ids with a module). Without it only st_rl's registered names
-            resolve (docs/security.md).
+        trust_config: the stored config may name code to import (docs/security.md).
 
     Raises:
         ValueError: the checkpoint has no training config, or its task cannot be told.
         st_rl.config.ConfigError, st_rl.utils.config.UntrustedConfigError: the stored config names code to
-            import and ``trust_config`` is False (the message names the file, the key and the opt-in).
-        CheckpointError: the checkpoint does not fit the rebuilt policy or holds NaN/Inf weights or statistics
-            (checked by :meth:`OnPolicyRunner.load`).
+            import and ``trust_config`` is False.
+        CheckpointError: the checkpoint does not fit the rebuilt policy or holds NaN/Inf weights or statistics.
     """
-    from st_rl.utils.config import untrusted_config
+    stored = _StoredRun(checkpoint)
+    path, stored_task = stored.path, stored.task
+    with untrusted_config(stored.source, trusted=trust_config):
+        if task is not None and stored_task is not None and task != stored_task:
+            warnings.warn(f"using task {task!r}; the run was trained on {stored_task!r}", stacklevel=3)
+        name = task or stored_task
+        env_cfg = (stored.run_cfg or {}).get("env") if stored_task == name else None
+        train_cfg = json.loads(json.dumps(stored.train_cfg))  # a private copy
+        runner_cfg = train_cfg.get("runner", train_cfg)
+        if seed is None:
+            seed = runner_cfg.get("seed") if isinstance(runner_cfg, dict) else None
+        if env is None:
+            if name is None:
+                raise ValueError(
+                    f"Cannot tell which task {path} was trained on: neither config.json next to it nor the "
+                    "checkpoint's config names one (key runner.task). Pass it: task='quadruped_flat' (CLI: --task "
+                    "quadruped_flat)."
+                )
+            refuse_gymnasium_module(name, "runner.task")
+            env = make_env_from_cfg(name, num_envs, device, seed, env_cfg or {})
+        from st_rl.runners import (
+            build_runner,
+        )  # here: play_exported loads no st_rl model class (deploy check)
 
-    path, state, run_cfg, ckpt_cfg, train_cfg, source = _read_run(checkpoint)
-    with untrusted_config(source, trusted=trust_config):
-        return _load_run(path, state, run_cfg, ckpt_cfg, train_cfg, task, num_envs, device, seed, env)
-
-
-def _load_run(
-    path: str,
-    state: dict[str, Any],
-    run_cfg: dict[str, Any] | None,
-    ckpt_cfg: dict[str, Any] | None,
-    train_cfg: dict[str, Any],
-    task: str | None,
-    num_envs: int,
-    device: str,
-    seed: int | None,
-    env: Any,
-) -> LoadedRun:
-    """:func:`load_run` once the stored config is read (called inside its trust context)."""
-    from st_rl.runners import build_runner
-
-    stored_task = _stored_task(run_cfg, ckpt_cfg)
-    if task is not None and stored_task is not None and task != stored_task:
-        warnings.warn(f"using task {task!r}; the run was trained on {stored_task!r}", stacklevel=4)
-    name = task or stored_task
-    env_cfg = (run_cfg or {}).get("env") if stored_task == name else None
-    runner_cfg = train_cfg.get("runner", train_cfg)
-    if seed is None:
-        seed = runner_cfg.get("seed") if isinstance(runner_cfg, dict) else None
-    if env is None:
-        if name is None:
-            raise ValueError(
-                f"Cannot tell which task {path} was trained on: neither config.json next to it nor the "
-                "checkpoint's config names one (key runner.task). Pass it: task='quadruped_flat' (CLI: --task "
-                "quadruped_flat)."
-            )
-        refuse_gymnasium_module(name, "runner.task")
-        env = make_env_from_cfg(name, num_envs, device, seed, env_cfg or {})
-    train_cfg = json.loads(json.dumps(train_cfg))  # a private copy
-    runner = build_runner(
-        train_cfg.get("runner", {}).get("runner_class_name")
-        or train_cfg.get("runner_class_name")
-        or "OnPolicyRunner",
-        env,
-        train_cfg,
-        log_dir=None,
-        device=device,
-    )
-    runner.load(path, load_optimizer=False, map_location=device)
-    return LoadedRun(
-        path=path,
-        state=state,
-        runner=runner,
-        env=env,
-        task=name,
-        iteration=_iteration_of(path, state.get("iter")),
-        train_cfg=train_cfg,
-        env_cfg=env_cfg,
-        seed=seed,
-    )
+        runner_class = runner_cfg.get("runner_class_name") or train_cfg.get("runner_class_name")
+        runner = build_runner(runner_class or "OnPolicyRunner", env, train_cfg, log_dir=None, device=device)
+        runner.load(path, load_optimizer=False, map_location=device)
+    iteration = _iteration_of(path, stored.state.get("iter"))
+    return LoadedRun(path, stored.state, runner, env, name, iteration, train_cfg, env_cfg, seed)

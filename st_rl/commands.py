@@ -1,0 +1,1020 @@
+"""The commands of ``st-rl`` (:mod:`st_rl.cli` runs them): the parser, built from one table of options, and
+``train``, ``tasks``, ``play``, ``plot``, ``record-motion``, ``export`` and ``tune``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import importlib.util
+import inspect
+import json
+import math
+import os
+import sys
+import traceback
+import typing
+import warnings
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import torch
+
+from st_rl import tune
+from st_rl.config import MISSING, ConfigError, Problem, apply_overrides, load_config_file
+from st_rl.config.rules import RUNNER_RULES
+from st_rl.config.schema import RUNNER_FIELDS
+from st_rl.configs import AMP_STYLE_REWARD_COEF, DEFAULT_TASK, PRESETS, amp_train_config, get_preset
+from st_rl.datasets import MotionLoader
+from st_rl.evaluation.rendering import set_default_gl_backend
+from st_rl.evaluation.runs import load_run, run_task
+from st_rl.export import ExportError, export_policy
+from st_rl.play import play, play_exported
+from st_rl.plotting import plot_training
+from st_rl.runners import build_runner
+from st_rl.runners.run_dir import RunDirLock, check_run_dir, clear_previous_run, previous_run_files
+from st_rl.tasks import TASKS, make_env
+from st_rl.tasks.motion_recorder import (
+    command_grid,
+    joint_style_fields,
+    record_motion,
+    save_motion_file,
+    scripted_trot_policy,
+)
+from st_rl.utils.checkpoint import CheckpointError, first_line, load_checkpoint
+from st_rl.utils.config import resolve_train_cfg
+from st_rl.utils.distributed import init_distributed
+from st_rl.utils.utils import get_checkpoint_path
+from st_rl.utils.writers import attach_files_to_run
+
+EXIT_ERROR = 2
+"""Exit code of an error the user can fix (a bad option, config, file, device, environment factory ...)."""
+
+
+class CommandError(ValueError):
+    """A mistake the user can fix, reported by :func:`st_rl.cli.main` as one line, ``st-rl: error: <message>``."""
+
+
+def _command_line_error(option: str, value: Any, rule: str, fix: str) -> ConfigError:
+    return ConfigError(Problem(option, value, rule, fix), source="command line")
+
+
+def _check_device(text: str, option: str = "--device") -> str:
+    """``text`` if it names a device this machine can compute on, else a :class:`ConfigError` naming ``option``
+    (under ``torchrun`` a CUDA index is replaced by the rank's own, so only CUDA's presence is checked)."""
+
+    def error(rule: str, fix: str) -> ConfigError:
+        return _command_line_error(option, text, rule, fix)
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError, TypeError):
+        raise error("is not a device", "give cpu, cuda, cuda:N (an NVIDIA GPU) or mps (Apple)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            why = (
+                "this PyTorch is built without CUDA"
+                if torch.version.cuda is None
+                else "PyTorch finds no CUDA GPU on this machine (driver, CUDA_VISIBLE_DEVICES?)"
+            )
+            raise error(
+                f"CUDA is not available: {why}", "use --device cpu, or install a CUDA build of PyTorch"
+            )
+        count = torch.cuda.device_count()
+        distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+        if device.index is not None and device.index >= count and not distributed:
+            verb = "is" if count == 1 else "are"
+            raise error(f"there {verb} {count} CUDA GPU(s)", f"use cuda:0 .. cuda:{count - 1}")
+    elif device.type == "meta":
+        raise error("holds no data: nothing can be computed there", "use --device cpu or cuda")
+    elif device.type != "cpu":
+        try:
+            torch.empty(1, device=device)
+        except Exception as e:  # noqa: BLE001 - any backend failure means the device is unusable
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise error(f"cannot be used on this machine ({first})", "use --device cpu") from None
+    return text
+
+
+# ----------------------------------------------------------------------------------------------- the parser
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, ``st-rl: error: ...``, with exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"st-rl: error: {message} (see '{self.prog} --help')\n")
+        sys.exit(2)
+
+
+def _at_least(kind: type, low: float, strict: bool = False) -> Callable[[str], Any]:
+    """An argparse ``type``: finite values of ``kind`` (int or float) >= ``low`` (> ``low`` when ``strict``)."""
+    noun = "an integer" if kind is int else "a finite number"
+    relation = ">" if strict else ">="
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or value < low or (strict and value == low):
+            raise argparse.ArgumentTypeError(f"must be {noun} {relation} {low:g}, got {text!r}")
+        return value
+
+    parse.__name__ = f"{'integer' if kind is int else 'number'} {relation} {low:g}"
+    return parse
+
+
+def _path(text: str) -> str:
+    """An argparse ``type``: an empty path (``--resume "$RUN"`` with ``RUN`` unset) is an error, not the option
+    left out (``--resume ""`` used to train from scratch, silently)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty path (an unset shell variable?); give a path or leave it out"
+        )
+    return text
+
+
+_COUNT, _SECONDS = _at_least(int, 1), _at_least(float, 0.0, strict=True)
+_PATHS = {"--checkpoint", "--out", "--motion", "--config", "--env", "--log-dir", "--resume", "--storage",
+          "--log-root", "--space", "--policy", "--video", "--plot", "log_dir"}  # fmt: skip
+"""Options naming a file or folder (checked by :func:`_path`; ``play --policy`` is a file, ``train``'s a class)."""
+
+
+def _o(help: str | None = None, **kw: Any) -> dict[str, Any]:
+    """The argparse keywords of an option of :data:`SPEC`."""
+    return {"help": help, **kw}
+
+
+def _runner_key(key: str, help: str | None = None) -> dict[str, Any]:
+    """The argparse keywords of a flag that sets runner key ``key``: type, range and help from the schema."""
+    tp, _, meaning = RUNNER_FIELDS[key]
+    rule = RUNNER_RULES.get(key)
+    integer = int in (tp, *typing.get_args(tp))
+    parse = _COUNT if rule is not None and rule.violated(0) else int if integer else str
+    return _o(help or f"{meaning} (config key {key})", type=parse)
+
+
+# Options several commands share: flag -> argparse keywords (a command's entry may change some of them).
+COMMON: dict[str, dict[str, Any]] = {
+    "--task": _o("task (default: the one the run was trained on)"),
+    "--num-envs": _o("parallel environments (preset default)", type=_COUNT),
+    "--iterations": _runner_key("max_iterations", help="learning iterations (default: the config's max_iterations)"),
+    "--device": _o("device (default: cpu)", default="cpu"),
+    "--seed": _runner_key("seed"),
+    "--log-interval": _runner_key("log_interval"),
+    "--threads": _o("CPU threads for torch (default: all cores)", type=_COUNT),
+    "--trust-config": _o("let the run's stored config import the code it names (class names, checkpoint "
+                         "manipulators); only for runs you trust (docs/security.md)", action="store_true"),
+    "--checkpoint": _o("model_<it>.pt, or a run directory (latest checkpoint)"),
+    "--debug": _o("show Python tracebacks of errors", action="store_true", default=argparse.SUPPRESS),
+}  # fmt: skip
+_COMMAND = {"type": float, "metavar": "V", "dest": "fixed_command"}
+_GRID = (
+    "command grid: {}; one trajectory per combination of the --grid-* values, each at its own fixed command"
+)
+
+# command -> (help, description, {flag: argparse keywords, merged over COMMON's; group=True: one of a required
+# mutually exclusive group})
+SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
+    "train": ("train PPO on a built-in task or your own environment",
+        "Train a built-in task (--task) or your environment (--env), with the task's preset config or a config "
+        "file (--config), changed by KEY=VALUE overrides (docs/configuration.md, 'Command line').", {
+        "--task": _o(f"built-in task (default: {DEFAULT_TASK})", default=DEFAULT_TASK),
+        "--config": _o("training config (.yaml/.yml/.json, flat or nested form) replacing the task's preset "
+                       "config; the environment stays --task unless --env is given", metavar="FILE"),
+        "--env": _o("train your environment: FACTORY(num_envs=, device=, seed=) (the keywords it takes) from "
+                    "MODULE or a .py file; without --config, with the --task preset's PPO settings",
+                    metavar="MODULE:FACTORY"),
+        "--algorithm": _o("algorithm.class_name (e.g. PPO, or pkg.mod:Class)", metavar="NAME"),
+        "--policy": _o("policy.class_name (e.g. ActorCriticRecurrent)", metavar="NAME", type=str),
+        "--print-config": _o("print the resolved training config as YAML and exit", action="store_true"),
+        "overrides": _o("config overrides applied last, e.g. algorithm.learning_rate=3e-4 seed=3; ~KEY deletes a "
+                        "key", nargs="*", default=[], metavar="KEY=VALUE"),
+        "--num-envs": {}, "--iterations": {}, "--seed": {}, "--threads": {}, "--log-interval": {},
+        "--device": _o("training device (default: cuda:0 if present, else cpu)", default=None),
+        "--log-dir": _o("run directory (default: logs/<task>/<date_time>)"),
+        "--resume": _o("checkpoint file or run directory to continue from (with --motion, a PPO checkpoint gets "
+                       "AMP added); continue a run in its own directory with --resume DIR --log-dir DIR"),
+        "--overwrite": _o("replace an earlier run in --log-dir (its checkpoints and TensorBoard files are deleted)",
+                          action="store_true"),
+        "--motion": _o("reference-motion file (st-rl record-motion): train with AMP (APPO) towards that gait "
+                       "(st_rl.configs.amp_train_config)"),
+        "--style-reward-coef": _o(f"with --motion: AMP style reward weight (default {AMP_STYLE_REWARD_COEF})",
+                                  type=_at_least(float, 0.0)),
+        "--style-ramp": _o("with --motion: no style reward before iteration START, full weight from END",
+                           type=_at_least(int, 0), nargs=2, metavar=("START", "END")),
+    }),
+    "tasks": ("list the built-in tasks", None, {}),
+    "tune": ("hyperparameter search on a built-in task (Optuna: pip install st-rl[tune])", None, {
+        "--task": _o(f"built-in task (default: {tune.DEFAULT_TASK})", default=tune.DEFAULT_TASK),
+        "--trials": _o("trials to add in this call (default 20)", type=_COUNT, default=20),
+        "--iterations": {"help": "learning iterations per trial (default: preset / 5)"},
+        "--num-envs": {"help": "training envs per trial (preset default)"},
+        "--study-name": _o("study name (default: the task name)"),
+        "--storage": _o("Optuna storage URL (default: sqlite:///<log-root>/<study>.db)"),
+        "--log-root": _o("trial logs in <log-root>/<study>/trial_<n> (default logs/tune)",
+                         default=tune.DEFAULT_LOG_ROOT),
+        "--space": _o("search space: a JSON/YAML file or inline JSON (replaces the default)"),
+        "--objective": _o("return: mean evaluation episode return (maximise); velrmsd: tracking RMSD (minimise)",
+                          choices=sorted(tune.OBJECTIVES), default="return"),
+        "--eval-envs": _o("evaluation environments (default 64)", type=_COUNT, default=64),
+        "--eval-steps": _o("evaluation steps (default: one episode)", type=_COUNT),
+        "--pruner": _o("(default median)", choices=("median", "none"), default="median"),
+        "--seed": {}, "--device": {}, "--log-interval": {}, "--threads": {},
+        "--logger": _o("logger of every trial (default tensorboard)", default="tensorboard"),
+        "--timeout": _o("stop starting trials after N seconds", type=_SECONDS),
+        "--top": _o("rows of the summary table (default 5)", type=_at_least(int, 0), default=5),
+        "--motion": _o("reference-motion file: tune AMP (APPO) towards it; each trial also reports its gait "
+                       "distance to the reference"),
+        "--summary": _o("print the summary of an existing study and exit", action="store_true"),
+    }),
+    "play": ("evaluate a checkpoint: tracking metrics, video and plot",
+        "Run a checkpoint's deterministic policy and report velocity-tracking metrics; write an MP4 of env 0 and "
+        "a plot of its commanded vs achieved velocities. Rendering uses MUJOCO_GL=egl unless MUJOCO_GL is set "
+        "(MUJOCO_GL=osmesa for software rendering: apt-get install libosmesa6).", {
+        "--checkpoint": {"group": True},
+        "--policy": _o("an exported policy.onnx / policy.pt (st-rl export): a deployment check", group=True),
+        "--task": {}, "--device": {}, "--threads": {}, "--trust-config": {},
+        "--num-envs": {"help": "parallel environments (default 16)", "default": 16},
+        "--duration": _o("simulated seconds (default 20)", type=_SECONDS, default=20.0),
+        "--video": _o("MP4 path (default: play_<iter>.mp4 next to the checkpoint)"),
+        "--no-video": _o("do not render a video", action="store_true"),
+        "--plot": _o("PNG path (default: play_<iter>.png next to the checkpoint)"),
+        "--no-plot": _o("do not draw the tracking plot", action="store_true"),
+        "--command": {**_COMMAND, "nargs": "+",
+                      "help": "fixed command VX VY YAW (VX VY for 2-D tasks); default: the task's random commands"},
+        "--seed": {"help": "environment seed (default: the run's seed)"},
+        "--video-quality": _o("fast: no shadows (cheap software GL); high: the model's own settings",
+                              choices=("fast", "medium", "high"), default="medium"),
+        "--fps": _o("video frame rate (default 25)", type=_SECONDS, default=25.0),
+        "--upload": _o("attach the video and plot to the run's W&B / Neptune run (default: when it used one)",
+                       action=argparse.BooleanOptionalAction),
+    }),
+    "plot": ("plot the training curves of a run (TensorBoard event files)", None, {
+        "log_dir": _o("run directory"),
+        "--out": _o("PNG path or folder (default: <log_dir>/training_curves.png)"),
+    }),
+    "record-motion": ("record reference motion (AMP motion-file format)", None, {
+        "--out": _o("motion file to write (.pkl)", required=True),
+        "--checkpoint": {"help": "a trained quadruped checkpoint to record from", "group": True},
+        "--scripted-trot": _o("record an open-loop trot gait", action="store_true", group=True),
+        "--scripted-walk": _o("record open-loop trots that walk: strides from -0.4 to 0.4 rad over the "
+                              "trajectories (about -0.6 to 0.6 m/s)", action="store_true", group=True),
+        "--task": {"help": "a legged task (default: the checkpoint's; quadruped_flat for the scripted gaits)"},
+        "--duration": _o("seconds recorded per trajectory", type=_SECONDS, default=10.0),
+        "--num-trajectories": _o(type=_COUNT, default=4),
+        "--command": {**_COMMAND, "nargs": 3, "metavar": ("VX", "VY", "YAW")},
+        "--grid-vx": _o(_GRID.format("forward speeds (m/s)"), type=float, nargs="+", metavar="V"),
+        "--grid-vy": _o(_GRID.format("lateral speeds (m/s)"), type=float, nargs="+", metavar="V"),
+        "--grid-yaw": _o(_GRID.format("turn rates (rad/s)"), type=float, nargs="+", metavar="V"),
+        "--fields": _o("style fields: 'default' (root height, base velocities, joints, feet), 'joints' (joint "
+                       "positions and velocities) or a comma-separated list", default="default"),
+        "--seed": _o(type=int, default=0), "--trust-config": {},
+    }),
+    "export": ("export a checkpoint's policy to ONNX / TorchScript with metadata (policy.onnx, policy.pt, "
+               "policy.json)", None, {
+        "--checkpoint": {"required": True},
+        "--out": _o("output folder (default: <run dir>/exported)"),
+        "--format": _o(nargs="+", choices=("onnx", "torchscript"), default=["onnx", "torchscript"], dest="formats"),
+        "--task": {}, "--trust-config": {},
+        "--no-check": _o("skip running the files against the eager policy", action="store_true"),
+    }),
+}  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``st-rl`` parser, built from :data:`SPEC` and :data:`COMMON`."""
+    parser = _Parser(
+        prog="st-rl",
+        description="st_rl: RL for legged robots.",
+        epilog="Errors are one line; --debug (before or after the command) shows the Python traceback.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks of errors")
+    sub = parser.add_subparsers(dest="command")
+    for command, (help_text, description, options) in SPEC.items():
+        cmd = sub.add_parser(command, help=help_text, description=description)
+        group = None
+        for flag, own in [*options.items(), ("--debug", {})]:
+            kw = {**COMMON.get(flag, {}), **own}
+            if flag in _PATHS:
+                kw.setdefault("type", _path)
+            if kw.pop("group", False):
+                group = group or cmd.add_mutually_exclusive_group(required=True)
+                group.add_argument(flag, **kw)
+            else:
+                cmd.add_argument(flag, **kw)
+    return parser
+
+
+# ----------------------------------------------------------------------------------------------- st-rl train
+def _validate_train_args(args: argparse.Namespace) -> None:
+    """Checks between ``st-rl train`` options: a :class:`ConfigError` naming every one that cannot be used."""
+    amp_only, add_motion = "only applies to AMP training", "add --motion FILE or drop it"
+    problems: list[Problem] = []
+    if args.style_ramp is not None:
+        start, end = args.style_ramp
+        if not args.motion:
+            problems.append(Problem("--style-ramp", [start, end], amp_only, add_motion))
+        elif start > end:
+            fix = f"e.g. --style-ramp {end} {start}"
+            problems.append(Problem("--style-ramp", [start, end], "needs 0 <= START <= END", fix))
+    if args.style_reward_coef is not None and not args.motion:
+        problems.append(Problem("--style-reward-coef", args.style_reward_coef, amp_only, add_motion))
+    if args.env is not None and args.motion:
+        problems.append(
+            Problem(
+                "--motion",
+                args.motion,
+                "builds the built-in quadruped's AMP observations and cannot be combined with --env",
+                "give your environment's AMP training config with --config (docs/amp.md)",
+            )
+        )
+    if problems:
+        raise ConfigError(problems, source="command line")
+
+
+def _env_name(spec: str) -> str:
+    """A short name for ``--env MODULE:FACTORY`` (the module's last part), used as the experiment name."""
+    module = spec.rpartition(":")[0]
+    if module.endswith(".py"):
+        return os.path.splitext(os.path.basename(module))[0]
+    return module.rpartition(".")[2] or "env"
+
+
+# st-rl train flags that set a config key: option dest -> key
+CONFIG_FLAGS = {"seed": "seed", "log_interval": "log_interval", "policy": "policy.class_name",
+                "algorithm": "algorithm.class_name"}  # fmt: skip
+
+
+def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | None, bool]:
+    """The training config of ``st-rl train``: the preset of ``--task`` (or ``--config``), then ``--motion``'s
+    AMP form, then the options of :data:`CONFIG_FLAGS`, then the ``KEY=VALUE`` overrides.
+
+    Returns:
+        ``(config, preset or None, checkpoint to resume or None, whether AMP is added to a PPO checkpoint)``.
+    """
+    preset = None
+    try:
+        preset = get_preset(args.task)
+    except ValueError:
+        if args.config is None:
+            raise
+    if args.config is not None:
+        cfg = load_config_file(args.config)
+    else:
+        assert preset is not None
+        cfg = preset.train.to_dict()
+        if args.env is not None:  # the preset's PPO settings, logged under the environment's name
+            cfg["experiment_name"] = _env_name(args.env)
+    if args.motion:
+        missing = [key for key in ("policy", "algorithm") if not isinstance(cfg.get(key), dict)]
+        if missing:
+            rule = "--motion needs a policy and an algorithm section"
+            problems = [Problem(key, cfg.get(key, MISSING), rule, "add it") for key in missing]
+            raise ConfigError(problems, source=f"config file {args.config}")
+        nested = isinstance(cfg.get("runner"), dict)
+        coef = AMP_STYLE_REWARD_COEF if args.style_reward_coef is None else args.style_reward_coef
+        cfg = amp_train_config(cfg, coef, style_reward_ramp=args.style_ramp)
+        if nested:  # legged_gym form: the runner's own runner_class_name would win over the top-level one
+            cfg["runner"]["runner_class_name"] = cfg.pop("runner_class_name")
+    flags = [] if args.env is not None else [f"task={json.dumps(args.task)}"]
+    flags += [f"{key}={json.dumps(getattr(args, dest))}" for dest, key in CONFIG_FLAGS.items()
+              if getattr(args, dest) is not None]  # fmt: skip
+    cfg = apply_overrides(apply_overrides(cfg, flags), list(args.overrides))
+    if args.env is not None:  # 'task' names a built-in task for st-rl play; a user's env is not one
+        cfg.pop("task", None)
+        if isinstance(cfg.get("runner"), dict):
+            cfg["runner"].pop("task", None)
+    resume_path = get_checkpoint_path(args.resume) if args.resume else None
+    add_amp = resume_path is not None and bool(args.motion) and not _has_discriminator(resume_path)
+    if add_amp:  # AMP on top of a PPO policy (docs/amp.md): a fresh discriminator and optimizer
+        cfg = apply_overrides(cfg, ['ckpt_manipulator="add_amp_discriminator"'])
+    return cfg, preset, resume_path, add_amp
+
+
+def _has_discriminator(path: str) -> bool:
+    state = load_checkpoint(path, map_location="cpu")["model_state_dict"]
+    return any(k.startswith("discriminator.") for k in state)
+
+
+def _learning_iterations(args: argparse.Namespace, runner_cfg: dict[str, Any]) -> int:
+    """``--iterations``, else the config's ``max_iterations``, checked to be an integer >= 1."""
+    if args.iterations is not None:
+        return args.iterations
+    value = runner_cfg.get("max_iterations")
+    if value is None:
+        fix = "give --iterations N, or max_iterations in the config"
+        raise ConfigError(
+            Problem("runner.max_iterations", MISSING, "the number of learning iterations is not set", fix)
+        )
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        fix = "set max_iterations to the number of learning iterations, or give --iterations N"
+        raise ConfigError(Problem("runner.max_iterations", value, "must be an integer >= 1", fix))
+    return value
+
+
+def _config_text(resolved: dict[str, Any]) -> str:
+    """The resolved config as YAML (JSON, which is valid YAML, without PyYAML)."""
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - pyyaml is a test dependency
+        return json.dumps(resolved, indent=2)
+
+    class Dumper(yaml.SafeDumper):
+        """Block-style mappings, lists of scalars on one line (``actor_hidden_dims: [128, 64]``)."""
+
+    def represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> Any:
+        flat = all(not isinstance(item, (dict, list)) for item in data)
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat)
+
+    Dumper.add_representer(list, represent_list)
+    return yaml.dump(resolved, Dumper=Dumper, sort_keys=False, default_flow_style=False)
+
+
+# ----------------------------------------------------------------------------------------------- st-rl train --env
+def _import_env_module(module_name: str, spec: str) -> Any:
+    """Import the module of ``--env``: a module name (the current directory first on ``sys.path``) or a .py file."""
+    if module_name.endswith(".py"):
+        return _import_env_file(module_name, spec)
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise _command_line_error(
+                "--env",
+                spec,
+                f"there is no module {module_name!r} in the current directory ({cwd}) or the installed packages",
+                "run st-rl from the folder that holds it, install its package, or give the file: "
+                "--env path/to/file.py:FACTORY",
+            ) from e
+        raise ImportError(f"--env {spec}: importing {module_name!r} failed: {e}") from e
+    except (Exception, SystemExit) as e:  # a syntax error, an exception or sys.exit() while the module runs
+        raise _user_code_error(spec, f"importing {module_name!r}", e) from e
+
+
+def _import_env_file(module_name: str, spec: str) -> Any:
+    file = os.path.abspath(module_name)
+    if not os.path.isfile(file):
+        raise _command_line_error("--env", spec, f"there is no file {file}", "check the path")
+    folder, name = os.path.dirname(file), os.path.splitext(os.path.basename(file))[0]
+    if folder not in sys.path:  # its sibling modules import as they would from that folder
+        sys.path.insert(0, folder)
+    if name in sys.modules and getattr(sys.modules[name], "__file__", None) != file:
+        name = f"st_rl_user_env_{name}"
+    loader_spec = importlib.util.spec_from_file_location(name, file)
+    if loader_spec is None or loader_spec.loader is None:
+        raise _command_line_error("--env", spec, f"{file} cannot be imported", "give a Python source file")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except BaseException as e:
+        sys.modules.pop(name, None)
+        if isinstance(e, (Exception, SystemExit)):
+            raise _user_code_error(spec, f"importing {file}", e) from e
+        raise
+    return module
+
+
+def _user_code_error(spec: str, what: str, error: BaseException, where: str | None = None) -> CommandError:
+    """The one-line error for an exception raised by the user's code of ``--env`` (importing it, calling the
+    factory, or the environment while training): where (``file:line``; default: the innermost frame) and what."""
+    if isinstance(error, SyntaxError):
+        where = f"{error.filename} line {error.lineno}" if error.filename else "the module"
+        return CommandError(
+            f"--env {spec}: {what} failed: a syntax error in {where}: {error.msg}; fix it (--debug shows the "
+            "traceback)"
+        )
+    frames = traceback.extract_tb(error.__traceback__)
+    if where is None and frames:
+        where = f"{frames[-1].filename}:{frames[-1].lineno}"
+    at = f" at {where}" if where else ""
+    message = (str(error).strip().splitlines() or [""])[0]
+    raised = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    if isinstance(error, SystemExit):  # the module ran a script's main (argparse, sys.exit)
+        raised = f"SystemExit (sys.exit({error.code!r}))"
+    return CommandError(
+        f"--env {spec}: {what} raised {raised}{at}; fix your code there (--debug shows the traceback)"
+    )
+
+
+def _user_env_frame(error: BaseException, spec: str, env: Any) -> str | None:
+    """``file:line`` of the innermost frame of ``error``'s traceback in the user's code of ``--env`` (the module
+    of the factory or of the environment's class), or None when the error is st_rl's or a library's."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    module_name = spec.rpartition(":")[0]
+    candidates = [
+        os.path.abspath(module_name) if module_name.endswith(".py") else None,
+        getattr(sys.modules.get(module_name), "__file__", None),
+        getattr(sys.modules.get(type(env).__module__), "__file__", None),
+    ]
+    files = {os.path.abspath(f) for f in candidates if f and not os.path.abspath(f).startswith(package)}
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if os.path.abspath(frame.filename) in files:
+            return f"{frame.filename}:{frame.lineno}"
+    return None
+
+
+def _call_factory(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """Call the ``--env`` factory; its exceptions and a result that is no environment are one-line errors."""
+    try:
+        env = factory(**kwargs)
+    except (Exception, SystemExit) as e:
+        raise _user_code_error(spec, "the factory", e) from e
+    api = "a vectorised environment with num_envs, num_actions, get_observations() and step(actions)"
+    if env is None:
+        rule, fix = "the factory returned None", f"make it return the environment ({api})"
+    elif inspect.isclass(env):
+        rule = f"the factory returned the class {env.__name__}, not an environment"
+        fix = f"return an instance, {env.__name__}(...)"
+    else:
+        missing = [attr for attr in ("num_envs", "step", "get_observations") if not hasattr(env, attr)]
+        if not missing:
+            return env
+        kind = type(env).__name__
+        article = "an" if kind[:1].lower() in "aeiou" else "a"
+        rule = f"the factory returned {article} {kind}, which has no {', '.join(missing)}"
+        fix = f"return {api} (docs/environments.md)"
+    raise _command_line_error("--env", spec, rule, fix)
+
+
+def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | None) -> Any:
+    """Build the environment of ``--env MODULE:FACTORY``: ``FACTORY`` (a function or a class) is called with those
+    of ``num_envs`` (when given), ``device`` and ``seed`` (when the config has one) that its signature takes.
+
+    Raises:
+        ConfigError: a malformed spec, a missing module or factory, a factory that is not callable or needs
+            arguments st-rl cannot give, or ``--num-envs`` for a factory without ``num_envs``.
+    """
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name.strip() or not attr.strip():
+        fix = "e.g. --env my_robot.envs:make_env, or --env path/to/envs.py:make_env"
+        raise _command_line_error("--env", spec, "must be MODULE:FACTORY", fix)
+    factory: Any = _import_env_module(module_name, spec)
+    for part in attr.split("."):
+        if not hasattr(factory, part):
+            names = [n for n in dir(factory) if not n.startswith("_") and callable(getattr(factory, n, None))]
+            raise _command_line_error(
+                "--env", spec, f"{module_name!r} has no {attr!r}", f"use one of {names[:20]}"
+            )
+        factory = getattr(factory, part)
+    if not callable(factory):
+        rule = f"{attr!r} is a {type(factory).__name__}, not callable"
+        raise _command_line_error("--env", spec, rule, "name a function or class")
+    given = {"num_envs": num_envs, "device": device, "seed": seed}
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # no signature (a C function): give what we have
+        return _call_factory(spec, factory, {k: v for k, v in given.items() if v is not None})
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    named = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    kwargs = {k: v for k, v in given.items() if v is not None and (takes_any or k in named)}
+    if num_envs is not None and "num_envs" not in kwargs:
+        fix = "drop --num-envs, or give the factory a num_envs parameter"
+        raise _command_line_error("--num-envs", num_envs, f"{spec} takes no num_envs argument", fix)
+    required = [n for n, p in params.items() if n in named and p.default is p.empty and n not in kwargs]
+    required += [n for n, p in params.items() if p.kind is p.POSITIONAL_ONLY and p.default is p.empty]
+    if "num_envs" in required:
+        raise _command_line_error("--num-envs", MISSING, f"{spec} needs num_envs", "give --num-envs N")
+    if required:
+        fix = "give them defaults; st-rl passes num_envs, device and seed (those the factory takes)"
+        raise _command_line_error(
+            "--env", spec, f"the factory needs {required}, which st-rl does not give", fix
+        )
+    return _call_factory(spec, factory, kwargs)
+
+
+# ----------------------------------------------------------------------------------------------- st-rl train: runs
+def cmd_train(args: argparse.Namespace) -> int:
+    """``st-rl train``: build the config (docs/configuration.md, "Command line"), the environment and the runner,
+    and train; with ``--print-config`` print the resolved config instead.
+
+    The run directory is checked before anything is built (docs/configuration.md, "Run directories"). Without
+    ``--log-dir`` a new ``logs/<experiment>/<date_time>`` is made, and removed again when training fails before
+    writing into it. SIGINT / SIGTERM stop training with a checkpoint (reported by :func:`st_rl.cli.main`).
+    """
+    _validate_train_args(args)
+    if args.device is not None and not args.print_config:
+        _check_device(args.device)
+    cfg, preset, resume_path, add_amp = _train_config(args)
+    with warnings.catch_warnings():
+        if not args.print_config:  # the runner reports unknown keys when it resolves the config again
+            warnings.simplefilter("ignore")
+        resolved = resolve_train_cfg(cfg).to_dict(
+            full=args.print_config
+        )  # validates it before anything is built
+    if args.print_config:
+        print(_config_text(resolved), end="")
+        return 0
+    runner_cfg = resolved["runner"]
+    iterations = _learning_iterations(args, runner_cfg)
+    seed = runner_cfg.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ConfigError(Problem("runner.seed", seed, "must be an integer or null", "e.g. seed=42"))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    # Under torchrun each rank joins the process group, trains on its own GPU and steps its own robots.
+    timeout = runner_cfg.get("distributed_timeout_s")
+    default_device = "cuda:0" if torch.cuda.is_available() else "cpu"
+    info, device = init_distributed(
+        args.device or default_device, float(600.0 if timeout is None else timeout)
+    )
+    experiment = runner_cfg.get("experiment_name") or (_env_name(args.env) if args.env else args.task)
+    made: list[str] = []  # folders made for a default run directory, removed again if still empty at the end
+    if args.log_dir:
+        log_dir = args.log_dir
+    elif info.is_main:
+        log_dir = _new_run_dir(os.path.join("logs", experiment), made)
+    else:  # rank 0 writes the run directory; the others never write into it
+        log_dir = os.path.join("logs", experiment, datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
+    try:
+        overwrite_other = False
+        if info.is_main:  # before the environment is built: refuse early, and write nothing
+            overwrite_other = _check_resume_target(log_dir, resume_path, args.overwrite)
+            resume = resume_path is not None and not overwrite_other
+            check_run_dir(log_dir, resume=resume, overwrite=args.overwrite)
+        env = _train_env(args, preset, str(device), None if seed is None else seed + info.rank, info)
+        runner = _train_runner(args, env, cfg, runner_cfg, log_dir, str(device))
+        with runner:  # closes the writer and releases the run directory's lock, also on errors and interrupts
+            resume = (resume_path, add_amp, overwrite_other)
+            result = _learn(args, runner, env, info, str(device), log_dir, iterations, resume)
+    finally:
+        for folder in reversed(made):
+            try:
+                os.rmdir(folder)  # only when empty: training failed before writing anything
+            except OSError:
+                break
+    if info.is_main:
+        velrmsd, cot = result
+        summary = {"task": args.env or args.task, "iterations": runner.current_learning_iteration}
+        summary.update(velrmsd=float(velrmsd), CoT=float(cot), log_dir=os.path.abspath(log_dir))
+        print("[st-rl] done: " + json.dumps(summary))
+    return 0
+
+
+def _new_run_dir(root: str, made: list[str] | None = None) -> str:
+    """Make a new run directory ``root/<date_time>`` atomically (``<date_time>_2``, ``_3``, ... when a run started
+    in the same second took the name); the folders made (missing parents first) are appended to ``made``."""
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    made = [] if made is None else made
+    missing = []
+    parent = os.path.abspath(root)
+    while not os.path.isdir(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    os.makedirs(root, exist_ok=True)
+    made.extend(reversed(missing))
+    for n in range(1, 10_000):
+        path = os.path.join(root, stamp if n == 1 else f"{stamp}_{n}")
+        try:
+            os.mkdir(path)  # atomic: exactly one process gets each name
+        except FileExistsError:
+            continue
+        except FileNotFoundError:  # a failed run removed its empty root meanwhile
+            os.makedirs(root, exist_ok=True)
+            os.mkdir(path)
+        made.append(path)
+        return path
+    raise CommandError(f"{root} holds 10000 runs started at {stamp}; give --log-dir DIR")
+
+
+def _check_resume_target(log_dir: str, resume_path: str | None, overwrite: bool) -> bool:
+    """Check ``--resume CKPT --log-dir DIR`` where DIR holds another run than CKPT's; returns whether DIR's earlier
+    run is to be replaced (``--overwrite``).
+
+    Raises:
+        CommandError: DIR holds another run and ``--overwrite`` is not given, or ``--overwrite`` would delete
+            the checkpoint being resumed.
+    """
+    if resume_path is None:
+        return False
+    if os.path.realpath(os.path.dirname(os.path.abspath(resume_path))) == os.path.realpath(log_dir):
+        if overwrite:
+            raise CommandError(
+                f"--overwrite would delete the checkpoints of {log_dir}, and --resume {resume_path} is one of "
+                "them: give --resume to continue that run, or --overwrite (without --resume) to replace it"
+            )
+        return False
+    names = previous_run_files(log_dir)
+    if not names or overwrite:
+        return bool(names)
+    checkpoints = [n for n in names if n.startswith("model_")]
+    holds = f"{len(checkpoints)} checkpoint(s) and " if checkpoints else ""
+    raise CommandError(
+        f"--log-dir {log_dir} holds another run ({holds}{'config.json' if 'config.json' in names else ''}"
+        f"), and --resume {resume_path} is not one of its checkpoints: continuing from it there would mix two "
+        f"runs. Fix: train into a new --log-dir (continued from {resume_path}), continue that run with --resume "
+        f"{log_dir} --log-dir {log_dir}, or replace it with --overwrite"
+    )
+
+
+def _train_env(args: argparse.Namespace, preset: Any, device: str, seed: int | None, info: Any) -> Any:
+    """The training environment: ``--env``'s, or ``--task``'s (with ``--motion``'s reference motion)."""
+    if args.env is not None:
+        return _make_user_env(args.env, args.num_envs, device, seed)
+    num_envs = args.num_envs or (preset.num_envs if preset is not None else None)
+    if num_envs is None:
+        raise _command_line_error(
+            "--num-envs", MISSING, f"task '{args.task}' has no preset", "give --num-envs N"
+        )
+    env_kwargs = dict(preset.env_kwargs) if preset is not None else {}
+    if not args.motion:
+        return make_env(args.task, num_envs=num_envs, device=device, seed=seed, **env_kwargs)
+    dt = make_env(args.task, num_envs=1, seed=0).dt
+    loader = MotionLoader(args.motion, amp_obs_frame_num=2, time_between_frames=dt, device=device)
+    env_kwargs.update(amp_obs_frame_num=2, style_fields=loader.style_fields)
+    if info.is_main:
+        print(f"[st-rl] AMP towards {args.motion}: {len(loader.style_fields)} style fields, 2-frame windows")
+    try:
+        env = make_env(args.task, num_envs=num_envs, device=device, seed=seed, **env_kwargs)
+    except ValueError as e:
+        if "style fields" not in str(e):
+            raise
+        raise CommandError(
+            f"--motion {args.motion}: its fields are not style fields of task {args.task!r}: {first_line(e)} "
+            f"(record the motion on this task: st-rl record-motion --task {args.task})"
+        ) from e
+    env.set_ref_motion_source(loader)
+    return env
+
+
+def _train_runner(
+    args: argparse.Namespace,
+    env: Any,
+    cfg: dict[str, Any],
+    runner_cfg: dict[str, Any],
+    log_dir: str,
+    device: str,
+) -> Any:
+    name = runner_cfg.get("runner_class_name") or "OnPolicyRunner"
+    try:
+        return build_runner(name, env, cfg, log_dir=log_dir, device=device)
+    except ValueError:  # a config error, named by its message
+        raise
+    except Exception as e:
+        if args.env is None:
+            raise
+        raise CommandError(
+            f"--env {args.env}: st_rl cannot train this environment: {type(e).__name__}: {first_line(e)} "
+            "(--debug shows the traceback; docs/environments.md lists what st_rl needs)"
+        ) from e
+
+
+def _learn(
+    args: argparse.Namespace,
+    runner: Any,
+    env: Any,
+    info: Any,
+    device: str,
+    log_dir: str,
+    iterations: int,
+    resume: tuple[str | None, bool, bool],
+) -> tuple[float, float]:
+    """Resume (or add AMP to) a checkpoint, replace an earlier run and train (``resume``: the checkpoint,
+    whether AMP is added to it, whether the earlier run in ``log_dir`` is replaced)."""
+    resume_path, add_amp, overwrite_other = resume
+    runner.overwrite = runner.overwrite or args.overwrite
+    lock = None
+    if resume_path is not None:
+        if info.is_main and add_amp:
+            print(
+                f"[st-rl] adding AMP to the policy in {resume_path}: its policy, critic and normalisers, a fresh "
+                "discriminator and optimizer"
+            )
+        elif info.is_main:
+            print(f"[st-rl] resuming from {resume_path}")
+        runner.load(resume_path)
+    if overwrite_other:
+        # --resume CKPT --log-dir DIR --overwrite: DIR's earlier run goes now that CKPT has loaded (the runner keeps
+        # the files of a run it resumes), under the lock, which learn() takes over.
+        lock = RunDirLock(log_dir)
+        lock.acquire()
+        removed = clear_previous_run(log_dir)
+        print(
+            f"[st-rl] overwrite: deleted {len(removed)} files of the earlier run in {log_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
+    if info.is_main:
+        ranks = f" x {info.world_size} ranks" if info.enabled else ""
+        print(
+            f"[st-rl] training '{args.env or args.task}' with {env.num_envs} envs{ranks} on {device} for "
+            f"{iterations} iterations; logs and checkpoints in {os.path.abspath(log_dir)}",
+            flush=True,
+        )
+    try:
+        args.training_started = True  # a Ctrl-C from here on is the runner's (TrainingInterrupted)
+        try:
+            return runner.learn(iterations, init_at_random_ep_len=True)
+        except Exception as e:
+            spec = args.env
+            where = _user_env_frame(e, spec, env) if spec is not None else None
+            if spec is None or where is None:
+                raise
+            raise _user_code_error(spec, "the environment", e, where) from e
+    finally:
+        if lock is not None:
+            lock.release()  # a no-op once learn() took it over
+        if info.enabled:
+            torch.distributed.destroy_process_group()
+
+
+# ----------------------------------------------------------------------------------------------- other commands
+def cmd_tasks() -> int:
+    for name in sorted(PRESETS):
+        preset = get_preset(name)
+        mark = " (default)" if name == DEFAULT_TASK else ""
+        print(
+            f"{name}{mark}: {preset.description}; {preset.num_envs} envs, {preset.train.max_iterations} iterations"
+        )
+    print("gym:<Gymnasium id> (e.g. gym:HalfCheetah-v5): a Gymnasium task with Box spaces (st-rl[gymnasium])")
+    return 0
+
+
+def _print_done(metrics: dict[str, Any]) -> None:
+    scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) or v is None}
+    print("[st-rl] done: " + json.dumps(scalars))
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    if not args.no_video:
+        set_default_gl_backend("egl")  # MuJoCo reads MUJOCO_GL when it is imported
+    if args.fixed_command is not None and len(args.fixed_command) not in (2, 3):
+        raise CommandError(
+            f"--command takes VX VY YAW (or VX VY), got {len(args.fixed_command)} values; e.g. --command 0.8 0 0"
+        )
+    _check_device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.policy:  # policy_play.mp4 next to policy.onnx; play_<iteration>.mp4 next to model_<iteration>.pt
+        path, stem = args.policy, os.path.splitext(os.path.abspath(args.policy))[0] + "_play"
+    else:
+        path = get_checkpoint_path(args.checkpoint)
+        it = load_checkpoint(path, map_location="cpu").get("iter")
+        tag = str(it) if it is not None else os.path.basename(os.path.splitext(path)[0]).replace("model_", "")
+        stem = os.path.join(os.path.dirname(os.path.abspath(path)), f"play_{tag}")
+    video = None if args.no_video else (args.video or f"{stem}.mp4")
+    plot = None if args.no_plot else (args.plot or f"{stem}.png")
+    kwargs = dict(task=args.task, num_envs=args.num_envs, duration_s=args.duration, video=video, plot=plot,
+                  command=args.fixed_command, seed=args.seed, video_fps=args.fps, video_quality=args.video_quality,
+                  trust_config=args.trust_config)  # fmt: skip
+    if args.policy:
+        _print_done(play_exported(path, **kwargs))
+        return 0
+    try:
+        metrics = play(path, device=args.device, **kwargs)
+    except CheckpointError as e:
+        raise _task_mismatch(path, args.task, args.trust_config) or e from e
+    if args.upload is not False:
+        backend = attach_files_to_run(os.path.dirname(path), [video, plot], required=bool(args.upload))
+        if backend:
+            print(f"[st-rl] attached the video and plot to the run's {backend} run")
+    _print_done(metrics)
+    return 0
+
+
+def _task_mismatch(path: str, task: str | None, trust_config: bool) -> CommandError | None:
+    """The error for a checkpoint that does not fit ``--task`` because its run was trained on another task, or
+    None when that is not why."""
+    if task is None:
+        return None
+    try:
+        _, trained_on = run_task(path, trust_config=trust_config)
+    except Exception:  # noqa: BLE001 - the original error is reported instead
+        return None
+    if trained_on is None or trained_on == task:
+        return None
+    return CommandError(
+        f"--checkpoint {path} is a run of task {trained_on!r}, and its policy does not fit task {task!r} (--task): "
+        f"drop --task to use {trained_on!r}, or give a checkpoint of a {task!r} run"
+    )
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    path = get_checkpoint_path(args.checkpoint)
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(path)), "exported")
+    try:
+        result = export_policy(
+            path, out, args.formats, task=args.task, check=not args.no_check, trust_config=args.trust_config
+        )
+    except (ExportError, CheckpointError) as e:
+        mismatch = _task_mismatch(path, args.task, args.trust_config)
+        if mismatch is not None:
+            raise mismatch from e
+        if isinstance(e, CheckpointError):
+            raise
+        print(f"st-rl: error: export failed: {first_line(e)}", file=sys.stderr)
+        return EXIT_ERROR
+    meta = result.metadata
+    names = (
+        " ".join(s["name"] for s in meta["inputs"]) + " -> " + " ".join(s["name"] for s in meta["outputs"])
+    )
+    for fmt, file in result.files.items():
+        err = result.max_abs_error.get(fmt, float("nan"))
+        print(f"[st-rl] wrote {fmt}: {os.path.abspath(file)} (max |action - eager| {err:.2g})")
+    print(f"[st-rl] wrote metadata: {os.path.abspath(result.metadata_path)}")
+    print(
+        f"[st-rl] {meta['policy_class']} from {path} (iteration {meta['iteration']}): {names}; "
+        f"{meta['num_obs']} observations, {meta['num_actions']} actions"
+    )
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    print(f"[st-rl] training curves: {os.path.abspath(plot_training(args.log_dir, args.out))}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------- record-motion
+def cmd_record_motion(args: argparse.Namespace) -> int:
+    n = max(1, args.num_trajectories)
+    command = args.fixed_command
+    grid = (args.grid_vx, args.grid_vy, args.grid_yaw)
+    if any(g is not None for g in grid):
+        if command is not None:
+            raise ValueError("give either --command or --grid-vx/--grid-vy/--grid-yaw, not both")
+        command = command_grid(*(g or (0.0,) for g in grid))
+        n = command.shape[0]
+    fixed: dict[str, Any] = {"resampling_time_s": 1e9} if command is not None else {}
+    if args.scripted_trot or args.scripted_walk:
+        env = _recording_env(args.task or "quadruped_flat", n, args.seed, None, noise_level=0.0, **fixed)
+        stride = torch.linspace(-0.4, 0.4, n) if args.scripted_walk and n > 1 else 0.0
+        policy = scripted_trot_policy(env, stride=stride)
+    else:
+        env, policy = _recorded_policy(args, n, fixed)
+    if args.fields in ("joints", "default"):
+        fields = joint_style_fields(env) if args.fields == "joints" else None
+    else:
+        fields = [f.strip() for f in args.fields.split(",") if f.strip()]
+    motion = record_motion(env, policy, args.duration, fields=fields, env_ids=range(n), command=command)
+    if not motion:
+        raise CommandError(
+            "every recorded trajectory fell before recording started; nothing written (a policy that walks, "
+            "or --scripted-trot)"
+        )
+    save_motion_file(motion, args.out)
+    frames = sum(len(t["Frames"]) for t in motion.values())
+    n_fields = len(next(iter(motion.values()))["Fields"])
+    print(f"[st-rl] wrote {len(motion)} trajectories ({frames} frames of {n_fields} fields) to {args.out}")
+    return 0
+
+
+def _legged_tasks() -> list[str]:
+    return sorted(name for name in TASKS if name.startswith("quadruped"))
+
+
+def _recording_env(task: str, n: int, seed: int, run: tuple[str, str | None] | None, **cfg: Any) -> Any:
+    """The environment record-motion records on: ``task`` without pushes (``run``: the checkpoint and the task
+    its run was trained on, for the error when ``task`` is not a legged one)."""
+    try:
+        return make_env(task, num_envs=n, seed=seed, max_push_vel_xy=0.0, **cfg)
+    except TypeError as e:
+        if "unknown config option" not in str(e):
+            raise
+        legged = ", ".join(_legged_tasks())
+        if run is not None and run[1] == task:
+            raise CommandError(
+                f"--checkpoint {run[0]} is a run of task {task!r}; record-motion records legged robots ({legged}): "
+                "give a checkpoint of a run of one of them"
+            ) from None
+        raise CommandError(
+            f"--task {task}: record-motion records legged robots, not {task!r}: give --task one of {legged}"
+        ) from None
+
+
+def _recorded_policy(args: argparse.Namespace, n: int, fixed: dict[str, Any]) -> tuple[Any, Any]:
+    """record-motion --checkpoint: the recording environment (ours: no pushes, commands held when given) and the
+    checkpoint's policy, on ``--task``, else the task its run was trained on."""
+    path, trained_on = run_task(args.checkpoint, trust_config=args.trust_config)
+    task = args.task or trained_on or "quadruped_flat"
+    other = trained_on is not None and trained_on != task
+    env = _recording_env(task, n, args.seed, (path, trained_on), **fixed)
+    try:
+        with warnings.catch_warnings():  # said below, once the policy is known to fit
+            warnings.filterwarnings("ignore", message="using task")
+            runner = load_run(path, task=task, env=env, trust_config=args.trust_config).runner
+    except CheckpointError as e:
+        if not other:
+            raise
+        own = f"drop --task to record on {trained_on!r}, or " if trained_on in _legged_tasks() else ""
+        raise CommandError(
+            f"--checkpoint {path} is a run of task {trained_on!r}, and its policy does not fit task {task!r} "
+            f"(--task): {own}give a checkpoint of a {task!r} run"
+        ) from e
+    if other:
+        print(f"[st-rl] recording on task {task!r}; the run was trained on {trained_on!r}", file=sys.stderr)
+    return env, runner.get_inference_policy()
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "train": cmd_train,
+    "tasks": lambda args: cmd_tasks(),
+    "play": cmd_play,
+    "plot": cmd_plot,
+    "record-motion": cmd_record_motion,
+    "export": cmd_export,
+    "tune": tune.main,
+}
+"""Each command's function, called by :func:`st_rl.cli.main` with the parsed arguments."""
