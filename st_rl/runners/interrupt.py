@@ -132,7 +132,8 @@ class InterruptGuard:
     def __enter__(self) -> InterruptGuard:
         if threading.current_thread() is threading.main_thread():
             for sig in self.signals:
-                self._previous[sig] = signal.signal(sig, self.handle)
+                if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored (``nohup``): the caller's choice
+                    self._previous[sig] = signal.signal(sig, self.handle)
             _ACTIVE.append(self)
         return self
 

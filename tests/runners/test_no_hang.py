@@ -94,6 +94,20 @@ def test_immediate_phases_nest_and_end():
         assert guard.requested and guard.active
 
 
+def test_a_signal_the_caller_ignores_stays_ignored():
+    """Under ``nohup`` SIGHUP is ignored: closing the terminal must not stop training."""
+    if not HAS_SIGHUP:
+        pytest.skip("no SIGHUP on this platform")
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with InterruptGuard(announce=False) as guard:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) == guard.handle  # the others still stop training
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
 def test_after_sighup_a_hung_up_terminal_cannot_stop_the_save(monkeypatch):
     class DeadTerminal(io.StringIO):
         def write(self, text: str) -> int:
