@@ -135,3 +135,56 @@ def build_encoders(
                 )
             modules.append(Conv2dHeadModel(shape, hidden_sizes=hidden + [layout.output_size], **merged))
     return nn.ModuleList(modules)
+
+
+def require_segments(segments: Any, which: str) -> Any:
+    """``segments``, or a ValueError naming the ``{which}_segments`` argument when it is None."""
+    if segments is None:
+        raise ValueError(f"Encoders need the {which} layout: pass {which}_segments (name -> shape)")
+    return segments
+
+
+def build_policy_encoders(
+    segments: Any,
+    critic_segments: Any,
+    names: list[str],
+    class_name: Any,
+    kwargs: Any,
+    output_size: int,
+    critic_names: Sequence[str] | str | None,
+    critic_class_name: Any,
+    critic_kwargs: Any,
+) -> tuple[EncoderLayout | None, nn.ModuleList | None, EncoderLayout | None, nn.ModuleList | None]:
+    """``(actor_layout, encoders, critic_layout, critic_encoders)`` of a policy's encoder part.
+
+    ``critic_names`` is None (critic unencoded), ``"shared"`` (the actor's encoders on the critic layout:
+    ``critic_encoders`` is None) or a list (own encoders, with the actor's class and kwargs by default).
+    """
+    layout = encoders = critic_layout = critic_encoders = None
+    if names:
+        layout = EncoderLayout(require_segments(segments, "obs"), names, output_size)
+        encoders = build_encoders(layout, class_name, kwargs)
+    if critic_names == "shared":
+        if not names:
+            raise ValueError("critic_encoder_component_names='shared' needs encoder_component_names")
+        critic_layout = EncoderLayout(require_segments(critic_segments, "privileged_obs"), names, output_size)
+    elif critic_names:
+        critic_segments = require_segments(critic_segments, "privileged_obs")
+        critic_layout = EncoderLayout(critic_segments, list(critic_names), output_size)
+        critic_encoders = build_encoders(
+            critic_layout,
+            critic_class_name if critic_class_name is not None else class_name,
+            critic_kwargs if critic_kwargs is not None else kwargs,
+        )
+    return layout, encoders, critic_layout, critic_encoders
+
+
+def build_visual_encoder(
+    segments: Any, component: str, kwargs: Mapping[str, Any], latent: int
+) -> tuple[EncoderLayout, Conv2dHeadModel]:
+    """``(layout, encoder)``: a ``Conv2dHeadModel`` encoding image ``component`` (C, H, W) into ``latent``."""
+    layout = EncoderLayout(require_segments(segments, "obs"), [component], latent)
+    _, shape = layout.slices[0]
+    if len(shape) != 3:
+        raise ValueError(f"The visual component '{component}' must be an image (C, H, W); got shape {shape}")
+    return layout, Conv2dHeadModel(shape, output_size=latent, **kwargs)
