@@ -27,31 +27,33 @@ from st_rl.modules.checkpoint_compat import (
     LegacyActivations,
     load_misaligned_state_dict,
     reconcile_normalizer_state,
-    record_default_activation,
     restore_legacy_activations,
 )
 from st_rl.modules.discriminator import AMPDiscriminator
 from st_rl.modules.distribution import gaussian_entropy, gaussian_log_prob, gaussian_sample
 from st_rl.modules.encoder import (
-    DEFAULT_ENCODER_OUTPUT_SIZE,
     EncoderLayout,
-    build_policy_encoders,
-    build_visual_encoder,
+    attach_encoders,
+    attach_visual_encoder,
+    critic_encoder_modules,
+    encoder_latent,
 )
-from st_rl.modules.memory import ActorCriticHiddenState, Memory, NoMemory
+from st_rl.modules.memory import (
+    AdaptorActorHiddenState,
+    Memory,
+    NoMemory,
+    check_rollout_states,
+    get_policy_hidden_states,
+    named_memories,
+    set_policy_hidden_states,
+    split_estimator_hidden,
+)
 from st_rl.modules.mlp import PolicyHead, mlp_layers
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.modules.simple_actor_critic import Actor as Actor  # the seed's module path (docs/policies.md)
 from st_rl.modules.simple_actor_critic import Critic as Critic
 from st_rl.modules.simple_actor_critic import SimpleActorCritic as SimpleActorCritic
-from st_rl.modules.state_predictor import (
-    AdaptorActorHiddenState,
-    EstimatorActorHiddenState,
-    attach_adaptor,
-    attach_estimator,
-    predict_and_substitute,
-    split_estimator_hidden,
-)
+from st_rl.modules.state_predictor import attach_adaptor, attach_estimator, predict_and_substitute
 from st_rl.modules.state_predictor import substitute_with_probability as substitute_with_probability
 from st_rl.modules.utils import warn_unknown_kwargs
 from st_rl.utils.collections import tree_map
@@ -194,12 +196,13 @@ class ActorCritic(nn.Module):
         self._set_config(num_actor_obs, num_critic_obs, num_actions, actor_hidden_dims, critic_hidden_dims,
                          activation, init_noise_std, mu_activation, obs_segments, privileged_obs_segments)  # fmt: skip
         if parts.visual:
-            self._build_visual(visual_component_name, dict(visual_kwargs or {}), int(visual_latent_size),
-                               privileged_obs_segments)  # fmt: skip
+            visual_kwargs = {**self.DEFAULT_VISUAL_KWARGS, **(visual_kwargs or {})}
+            attach_visual_encoder(self, visual_component_name, visual_kwargs, int(visual_latent_size),
+                                  privileged_obs_segments)  # fmt: skip
         if parts.encoders:
-            self._build_encoders(list(encoder_component_names or []), encoder_class_name, encoder_kwargs,
-                                 encoder_output_size, critic_encoder_component_names, critic_encoder_class_name,
-                                 critic_encoder_kwargs)  # fmt: skip
+            attach_encoders(self, list(encoder_component_names or []), encoder_class_name, encoder_kwargs,
+                            encoder_output_size, critic_encoder_component_names, critic_encoder_class_name,
+                            critic_encoder_kwargs)  # fmt: skip
         self.use_actor_rnn = bool(use_actor_rnn)
         self.replace_state_prob = float(replace_state_prob)
         # Heads, then the estimator, then the memories, then the adaptor: the order the parameters are drawn in.
@@ -211,13 +214,7 @@ class ActorCritic(nn.Module):
             attach_adaptor(self, adaptor_obs_components, adaptor_target_components, adaptor_kwargs,
                            privilege_replace_state_prob)  # fmt: skip
         if parts.discriminator:
-            if not amp_discriminator:
-                raise ValueError(
-                    f"{type(self).__name__} needs an 'amp_discriminator' dict in the policy config, e.g. "
-                    "{'input_dim': None, 'style_reward_coef': 1.0, 'hidden_dims': [512, 256], "
-                    "'discriminator_grad_pen': 10.0, 'task_reward_lerp': 0.0}."
-                )
-            self.discriminator = AMPDiscriminator(**dict(amp_discriminator))
+            self.discriminator = AMPDiscriminator.from_policy_config(type(self).__name__, amp_discriminator)
         if self._legacy_activations:
             # marks checkpoints written since the default became ReLU (see load_state_dict)
             self.register_buffer(DEFAULT_NONLINEARITY_KEY, torch.ones(()))
@@ -363,31 +360,6 @@ class ActorCritic(nn.Module):
         return load_misaligned_state_dict(self, module, obs_segments, critic_obs_segments)
 
     # ------------------------------------------------------------------ encoders
-    def _build_encoders(
-        self, names: list[str], class_name: Any, kwargs: Any, output_size: int | None,
-        critic_names: Sequence[str] | str | None, critic_class_name: Any, critic_kwargs: Any,
-    ) -> None:  # fmt: skip
-        out = int(output_size) if output_size is not None else DEFAULT_ENCODER_OUTPUT_SIZE
-        self.encoder_component_names = names
-        self.encoder_output_size = out
-        self.critic_encoder_component_names = critic_names
-        self.actor_layout, encoders, self.critic_layout, critic_encoders = build_policy_encoders(
-            self.obs_segments, self.privileged_obs_segments, names, class_name, kwargs, out, critic_names,
-            critic_class_name, critic_kwargs,
-        )  # fmt: skip
-        if encoders is not None:
-            self.encoders = encoders
-            record_default_activation(self._legacy_activations, "encoders", kwargs, len(names), nn.ELU)
-        if critic_encoders is not None:
-            self.critic_encoders = critic_encoders
-            critic_kwargs = critic_kwargs if critic_kwargs is not None else kwargs
-            record_default_activation(
-                self._legacy_activations, "critic_encoders", critic_kwargs, len(critic_encoders), nn.ELU
-            )
-
-    def _critic_encoder_modules(self) -> nn.ModuleList:
-        return self.encoders if self.critic_encoder_component_names == "shared" else self.critic_encoders
-
     def encode_actor(self, observations: torch.Tensor) -> torch.Tensor:
         """Normalised actor observations with encoded components replaced by their latents."""
         if self.visual_layout is not None:
@@ -400,7 +372,7 @@ class ActorCritic(nn.Module):
         """Normalised critic observations with encoded components replaced by their latents."""
         if self.critic_layout is None:
             return critic_observations
-        return self.critic_layout.embed(critic_observations, self._critic_encoder_modules())
+        return self.critic_layout.embed(critic_observations, critic_encoder_modules(self))
 
     def get_encoder_latent(
         self, observations: torch.Tensor, obs_component: str, critic: bool = False
@@ -410,32 +382,9 @@ class ActorCritic(nn.Module):
         Raises:
             ValueError: the component has no encoder on that side.
         """
-        layout = self.critic_layout if critic else self.actor_layout
-        if layout is None or obs_component not in layout.component_names:
-            known = layout.component_names if layout is not None else []
-            raise ValueError(
-                f"No {'critic' if critic else 'actor'} encoder for component '{obs_component}'; encoded "
-                f"components: {known}"
-            )
-        i = layout.component_names.index(obs_component)
-        modules = self._critic_encoder_modules() if critic else self.encoders
-        x = self.normalize_critic_obs(observations) if critic else self.normalize_actor_obs(observations)
-        return layout.encode(x, i, modules)
+        return encoder_latent(self, observations, obs_component, critic)
 
     # ------------------------------------------------------------------ visual encoder
-    def _build_visual(self, component: str, kwargs: dict, latent: int, privileged_segments: Any) -> None:
-        self.visual_component_name = component
-        self.visual_latent_size = latent
-        merged = {**self.DEFAULT_VISUAL_KWARGS, **kwargs}
-        self.visual_layout, self.visual_encoder = build_visual_encoder(
-            self.obs_segments, component, merged, latent
-        )
-        if privileged_segments is not None:
-            warnings.warn(
-                "Visual policies encode the actor's image only; the critic reads its observations unchanged.",
-                stacklevel=4,
-            )
-
     def embed_visual_latent(self, observations: torch.Tensor) -> torch.Tensor:
         """Normalised observations with the image component replaced by its latent (the input of
         :meth:`act_with_embedded_latent`)."""
@@ -506,44 +455,22 @@ class ActorCritic(nn.Module):
         return self._critic_memory(self.encode_critic(critic_observations), masks, hidden_states)
 
     # ------------------------------------------------------------------ memories (no-ops when feed-forward)
-    def _named_memories(self) -> list[tuple[str, Any]]:
-        names = ("memory_a", "memory_c", "memory_s", "memory_p")
-        return [(n, getattr(self, n)) for n in names if isinstance(getattr(self, n, None), Memory)]
-
     def reset(self, dones: torch.Tensor | None = None) -> None:
-        """Zero the memories of finished envs (bool or 0/1 ``dones``; all envs when None); a no-op for
-        feed-forward policies."""
-        for _, memory in self._named_memories():
+        """Zero the memories of finished envs (bool or 0/1 ``dones``; all envs when None)."""
+        for memory in named_memories(self).values():
             memory.reset(dones)
 
     def get_hidden_states(self) -> Any:
-        """Hidden states to store with a transition: ``ActorCriticHiddenState(actor, critic)`` of the rollout
-        memories (the actor field nests ``AdaptorActorHiddenState`` / ``EstimatorActorHiddenState`` when those
-        parts have memories); ``None`` for feed-forward policies."""
-        if not self.is_recurrent:
-            return None
-        actor = self.memory_a.hidden_states
-        if self.memory_s is not None:
-            actor = EstimatorActorHiddenState(self.memory_s.hidden_states, actor)
-        if self.memory_p is not None:
-            actor = AdaptorActorHiddenState(self.memory_p.hidden_states, actor)
-        return ActorCriticHiddenState(actor, self.memory_c.hidden_states)
+        """Rollout hidden states to store with a transition (:func:`~st_rl.modules.memory.get_policy_hidden_states`)."""
+        return get_policy_hidden_states(self)
 
     def set_hidden_states(self, hidden_states: Any) -> None:
-        """Restore rollout hidden states returned by :meth:`get_hidden_states` (no-op for feed-forward)."""
-        if hidden_states is None:
-            return
-        actor = hidden_states.actor
-        if isinstance(actor, AdaptorActorHiddenState):
-            self.memory_p.hidden_states, actor = actor.adaptor, actor.actor
-        est, self.memory_a.hidden_states = split_estimator_hidden(actor)
-        if self.memory_s is not None:
-            self.memory_s.hidden_states = est
-        self.memory_c.hidden_states = hidden_states.critic
+        """Restore rollout hidden states returned by :meth:`get_hidden_states`."""
+        set_policy_hidden_states(self, hidden_states)
 
     def detach_hidden_states(self) -> None:
-        """Cut the gradient history of the rollout hidden states (no-op for feed-forward)."""
-        for _, memory in self._named_memories():
+        """Cut the gradient history of the rollout hidden states."""
+        for memory in named_memories(self).values():
             memory.detach_hidden_states()
 
     def clone_hidden_states(self) -> Any:
@@ -551,38 +478,25 @@ class ActorCritic(nn.Module):
         return tree_map(lambda t: t.clone(), self.get_hidden_states())
 
     def rollout_state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
-        """The rollout hidden states of the memories for a checkpoint, by attribute name (``memory_a``,
-        ``memory_c``, ``memory_s``, ``memory_p``; see :meth:`st_rl.modules.memory.Memory.rollout_state`)."""
-        return {name: memory.rollout_state() for name, memory in self._named_memories()}
+        """The memories' rollout hidden states for a checkpoint, by attribute name (:meth:`Memory.rollout_state`)."""
+        return {name: memory.rollout_state() for name, memory in named_memories(self).items()}
 
     def check_rollout_state_dict(self, state: Any, batch_size: int | None = None) -> None:
         """Raise ``ValueError`` naming the memory if :meth:`load_rollout_state_dict` would refuse ``state``."""
-        if not isinstance(state, dict):
-            raise ValueError(f"expected a dict of memory states, got a {type(state).__name__}")
-        memories = dict(self._named_memories())
-        if sorted(state) != sorted(memories):
-            raise ValueError(f"the policy's memories are {sorted(memories)}, the state has {sorted(state)}")
-        for name, memory in memories.items():
-            try:
-                memory.check_rollout_state(state[name], batch_size)
-            except ValueError as e:
-                raise ValueError(f"{name}: {e}") from e
+        check_rollout_states(named_memories(self), state, batch_size)
 
     def load_rollout_state_dict(self, state: dict[str, Any], batch_size: int | None = None) -> None:
         """Restore :meth:`rollout_state_dict` (all memories or, on a ``ValueError``, none)."""
         self.check_rollout_state_dict(state, batch_size)
-        for name, memory in self._named_memories():
+        for name, memory in named_memories(self).items():
             memory.load_rollout_state(state[name], batch_size)
 
     def actor_memories(self) -> list[tuple[str, Any]]:
         """``(role, Memory)`` of the memories on the actor's path in running order (roles ``"adaptor"``,
         ``"estimator"``, ``"actor"``); what an exporter carries as explicit hidden states."""
+        memories = named_memories(self)
         roles = (("adaptor", "memory_p"), ("estimator", "memory_s"), ("actor", "memory_a"))
-        return [
-            (role, getattr(self, name))
-            for role, name in roles
-            if isinstance(getattr(self, name, None), Memory)
-        ]
+        return [(role, memories[name]) for role, name in roles if name in memories]
 
     # ------------------------------------------------------------------ policy API
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:

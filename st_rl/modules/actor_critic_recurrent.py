@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from st_rl.modules.actor_critic import (
-    ActorCritic,
+from st_rl.modules.actor_critic import ActorCritic, MemorySpec, PolicyParts
+from st_rl.modules.memory import (  # reference names
+    ActorCriticHiddenState,
     AdaptorActorHiddenState,
     EstimatorActorHiddenState,
-    MemorySpec,
-    PolicyParts,
+    LstmHiddenState,
+    Memory,
 )
-from st_rl.modules.memory import ActorCriticHiddenState, LstmHiddenState, Memory  # reference names
 
 __all__ = [
     "ActorCriticHiddenState",

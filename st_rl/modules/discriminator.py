@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -88,6 +88,17 @@ class AMPDiscriminator(nn.Module):
             width = int(h)
         self.trunk = nn.Sequential(*layers)
         self.amp_linear = nn.Linear(width, 1)
+
+    @classmethod
+    def from_policy_config(cls, owner: str, cfg: Mapping[str, Any] | None) -> AMPDiscriminator:
+        """The discriminator of policy class ``owner`` from its ``amp_discriminator`` config."""
+        if not cfg:
+            raise ValueError(
+                f"{owner} needs an 'amp_discriminator' dict in the policy config, e.g. "
+                "{'input_dim': None, 'style_reward_coef': 1.0, 'hidden_dims': [512, 256], "
+                "'discriminator_grad_pen': 10.0, 'task_reward_lerp': 0.0}."
+            )
+        return cls(**dict(cfg))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Discriminator output ``(..., 1)`` for windows ``(..., input_dim)``."""

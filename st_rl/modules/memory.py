@@ -13,6 +13,8 @@ from st_rl.utils.utils import unpad_trajectories
 
 LstmHiddenState = namedarraytuple("LstmHiddenState", ["hidden", "cell"])
 ActorCriticHiddenState = namedarraytuple("ActorCriticHiddenState", ["actor", "critic"])
+EstimatorActorHiddenState = namedarraytuple("EstimatorActorHiddenState", ["estimator", "actor"])
+AdaptorActorHiddenState = namedarraytuple("AdaptorActorHiddenState", ["adaptor", "actor"])
 
 
 class Memory(nn.Module):
@@ -181,3 +183,61 @@ class NoMemory(nn.Module):
 
     def detach_hidden_states(self) -> None:
         """Nothing to detach."""
+
+
+# ---------------------------------------------------------------------------- the memories of a policy
+POLICY_MEMORIES = ("memory_a", "memory_c", "memory_s", "memory_p")
+"""Attributes of a policy's memories: actor, critic, state estimator, privileged-state adaptor."""
+
+
+def named_memories(policy: nn.Module) -> dict[str, Memory]:
+    """The policy's :class:`Memory` attributes among :data:`POLICY_MEMORIES` (none in feed-forward policies)."""
+    return {n: m for n in POLICY_MEMORIES if isinstance(m := getattr(policy, n, None), Memory)}
+
+
+def split_estimator_hidden(hidden_states: Any) -> tuple[Any, Any]:
+    """``(estimator_hidden, actor_hidden)`` of an actor-side hidden state."""
+    if isinstance(hidden_states, EstimatorActorHiddenState):
+        return hidden_states.estimator, hidden_states.actor
+    return None, hidden_states
+
+
+def get_policy_hidden_states(policy: Any) -> Any:
+    """``ActorCriticHiddenState(actor, critic)`` of the policy's rollout memories, the actor field nesting
+    ``AdaptorActorHiddenState`` / ``EstimatorActorHiddenState`` when those parts have memories; ``None`` for
+    feed-forward policies."""
+    if not policy.is_recurrent:
+        return None
+    actor = policy.memory_a.hidden_states
+    if policy.memory_s is not None:
+        actor = EstimatorActorHiddenState(policy.memory_s.hidden_states, actor)
+    if policy.memory_p is not None:
+        actor = AdaptorActorHiddenState(policy.memory_p.hidden_states, actor)
+    return ActorCriticHiddenState(actor, policy.memory_c.hidden_states)
+
+
+def set_policy_hidden_states(policy: Any, hidden_states: Any) -> None:
+    """Restore what :func:`get_policy_hidden_states` returned (``None``: nothing to restore)."""
+    if hidden_states is None:
+        return
+    actor = hidden_states.actor
+    if isinstance(actor, AdaptorActorHiddenState):
+        policy.memory_p.hidden_states, actor = actor.adaptor, actor.actor
+    est, policy.memory_a.hidden_states = split_estimator_hidden(actor)
+    if policy.memory_s is not None:
+        policy.memory_s.hidden_states = est
+    policy.memory_c.hidden_states = hidden_states.critic
+
+
+def check_rollout_states(memories: dict[str, Memory], state: Any, batch_size: int | None = None) -> None:
+    """Raise ``ValueError`` naming the memory if ``state`` (memory name -> :meth:`Memory.rollout_state`) does
+    not fit ``memories``."""
+    if not isinstance(state, dict):
+        raise ValueError(f"expected a dict of memory states, got a {type(state).__name__}")
+    if sorted(state) != sorted(memories):
+        raise ValueError(f"the policy's memories are {sorted(memories)}, the state has {sorted(state)}")
+    for name, memory in memories.items():
+        try:
+            memory.check_rollout_state(state[name], batch_size)
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from e

@@ -18,18 +18,7 @@ from st_rl.modules.encoder import require_segments
 from st_rl.modules.memory import Memory
 from st_rl.modules.mlp import MlpModel
 from st_rl.modules.utils import get_activation_Cls
-from st_rl.utils.collections import namedarraytuple
 from st_rl.utils.precision import full_precision
-
-EstimatorActorHiddenState = namedarraytuple("EstimatorActorHiddenState", ["estimator", "actor"])
-AdaptorActorHiddenState = namedarraytuple("AdaptorActorHiddenState", ["adaptor", "actor"])
-
-
-def split_estimator_hidden(hidden_states: Any) -> tuple[Any, Any]:
-    """``(estimator_hidden, actor_hidden)`` of an actor-side hidden state."""
-    if isinstance(hidden_states, EstimatorActorHiddenState):
-        return hidden_states.estimator, hidden_states.actor
-    return None, hidden_states
 
 
 def substitute_with_probability(
