@@ -40,8 +40,7 @@ from st_rl.modules.encoder import (
 )
 from st_rl.modules.memory import (
     AdaptorActorHiddenState,
-    Memory,
-    NoMemory,
+    attach_memories,
     check_rollout_states,
     get_policy_hidden_states,
     named_memories,
@@ -49,7 +48,7 @@ from st_rl.modules.memory import (
     split_estimator_hidden,
 )
 from st_rl.modules.mlp import PolicyHead, mlp_layers
-from st_rl.modules.normalizer import EmpiricalNormalization
+from st_rl.modules.normalizer import attach_obs_normalizers
 from st_rl.modules.simple_actor_critic import Actor as Actor  # the seed's module path (docs/policies.md)
 from st_rl.modules.simple_actor_critic import Critic as Critic
 from st_rl.modules.simple_actor_critic import SimpleActorCritic as SimpleActorCritic
@@ -109,6 +108,13 @@ _UNUSED_PART_HINTS = {
 }  # fmt: skip
 
 
+def _warn_unused_parts(policy: nn.Module, **given: Any) -> None:
+    for part, value in given.items():
+        if value and not getattr(policy.parts, part):
+            what, presets = _UNUSED_PART_HINTS[part]
+            warnings.warn(f"{type(policy).__name__} has no {what} ignored (use {presets}).", stacklevel=3)
+
+
 class ActorCritic(nn.Module):
     """Gaussian actor-critic with MLP actor and critic; the base of every policy preset.
 
@@ -141,8 +147,11 @@ class ActorCritic(nn.Module):
     config_tolerated = COMMON_POLICY_KEYS  # passed to every policy by reference configs, ignored here
     is_recurrent = False
     rnn_type: str | None = None
-    _actor_memory: nn.Module  # the actor's memory, or a pass-through (see _build_memories)
+    _actor_memory: nn.Module  # the actor's memory, or a pass-through (see attach_memories)
     _critic_memory: nn.Module
+    encoders: nn.ModuleList  # parts set by their modules' attach_* functions
+    critic_encoders: nn.ModuleList
+    visual_encoder: nn.Module
     rnn_hidden_size: int = 64  # width of an estimator's own memory in feed-forward policies
     rnn_num_layers: int = 1
 
@@ -188,7 +197,8 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.parts = parts = parts if parts is not None else type(self).parts
         warn_unknown_kwargs(type(self).__name__, kwargs, COMMON_POLICY_KEYS)
-        self._warn_unused_parts(encoders=encoder_component_names or critic_encoder_component_names,
+        _warn_unused_parts(
+            self,encoders=encoder_component_names or critic_encoder_component_names,
                                 estimator=estimator_obs_components or estimator_target_components,
                                 adaptor=adaptor_obs_components or adaptor_target_components)  # fmt: skip
         if privileged_obs_segments is None:
@@ -209,7 +219,7 @@ class ActorCritic(nn.Module):
         self._build_heads(actor_obs_normalization, critic_obs_normalization)
         if parts.estimator and (estimator_obs_components or estimator_target_components):
             attach_estimator(self, estimator_obs_components, estimator_target_components, estimator_kwargs)
-        self._build_memories()
+        attach_memories(self, self.parts.memory)
         if parts.adaptor:
             attach_adaptor(self, adaptor_obs_components, adaptor_target_components, adaptor_kwargs,
                            privilege_replace_state_prob)  # fmt: skip
@@ -253,12 +263,6 @@ class ActorCritic(nn.Module):
         self.adapted_state_: torch.Tensor | None = None
         self.discriminator: Any = None
 
-    def _warn_unused_parts(self, **given: Any) -> None:
-        for part, value in given.items():
-            if value and not getattr(self.parts, part):
-                what, presets = _UNUSED_PART_HINTS[part]
-                warnings.warn(f"{type(self).__name__} has no {what} ignored (use {presets}).", stacklevel=3)
-
     def _build_heads(self, actor_obs_normalization: bool, critic_obs_normalization: bool | None) -> None:
         self.actor = PolicyHead(*mlp_layers(self.actor_input_size(), self.actor_hidden_dims, self.num_actions,
                                             self.activation, self.mu_activation))  # fmt: skip
@@ -276,32 +280,10 @@ class ActorCritic(nn.Module):
         if actor_obs_normalization or critic_obs_normalization:
             self.enable_obs_normalization(bool(actor_obs_normalization), bool(critic_obs_normalization))
 
-    def _build_memories(self) -> None:
-        # `memory_a` / `memory_c` exist only on recurrent policies: legged_gym's exporter takes any policy with a
-        # `memory_a` for an LSTM one. The forward passes use `_actor_memory` / `_critic_memory`, plain references
-        # (not registered twice) to those memories or to a pass-through.
-        actor_memory: nn.Module = NoMemory()
-        critic_memory: nn.Module = actor_memory
-        if self.parts.memory is not None:
-            rnn = (self.parts.memory.rnn_type, self.parts.memory.num_layers, self.parts.memory.hidden_size)
-            self.memory_a = actor_memory = Memory(self.encoded_actor_width(), *rnn)
-            self.memory_c = critic_memory = Memory(self.encoded_critic_width(), *rnn)
-        object.__setattr__(self, "_actor_memory", actor_memory)
-        object.__setattr__(self, "_critic_memory", critic_memory)
-
     # ------------------------------------------------------------------ observation normalisation
     def enable_obs_normalization(self, actor: bool = True, critic: bool = True) -> None:
         """Give the policy running-statistics normalisers (fresh statistics) for its actor / critic inputs."""
-        for side, on, width in (
-            ("actor", actor, self.num_actor_obs),
-            ("critic", critic, self.num_critic_obs),
-        ):
-            if on and not getattr(self, f"{side}_obs_normalization"):
-                name = f"{side}_obs_normalizer"
-                setattr(
-                    self, name, EmpiricalNormalization([width], until=int(1e8), name=name).to(self.std.device)
-                )
-                setattr(self, f"{side}_obs_normalization", True)
+        attach_obs_normalizers(self, actor, critic)
 
     @torch.no_grad()
     def update_normalization(self, obs: torch.Tensor, critic_obs: torch.Tensor | None = None) -> None:
@@ -343,20 +325,8 @@ class ActorCritic(nn.Module):
         obs_segments: Mapping[str, Any],
         critic_obs_segments: Mapping[str, Any] | None = None,
     ) -> dict[str, list[str]]:
-        """Load the parameters of a policy trained with another observation layout.
-
-        Parameters of equal shape are copied. Input layers that read the (encoded) observations are copied
-        column block by column block for every component present in both layouts with the same size; columns
-        of new components keep their initialisation. Everything else is skipped.
-
-        Args:
-            module: the source policy or its state dict.
-            obs_segments: the source's actor layout.
-            critic_obs_segments: the source's critic layout (default: ``obs_segments``).
-
-        Returns:
-            ``{"loaded": [...], "remapped": [...], "skipped": [...], "new_components": [...]}`` (also printed).
-        """
+        """Load the parameters of a policy trained with another observation layout (see
+        :func:`~st_rl.modules.checkpoint_compat.load_misaligned_state_dict`)."""
         return load_misaligned_state_dict(self, module, obs_segments, critic_obs_segments)
 
     # ------------------------------------------------------------------ encoders
@@ -438,12 +408,8 @@ class ActorCritic(nn.Module):
         return self.rnn_hidden_size if self.is_recurrent else self.encoded_critic_width()
 
     def actor_features(
-        self,
-        observations: torch.Tensor,
-        masks: torch.Tensor | None = None,
-        hidden_states: Any = None,
-        **kwargs: Any,
-    ) -> torch.Tensor:
+        self, observations: torch.Tensor, masks: torch.Tensor | None = None, hidden_states: Any = None, **kwargs: Any
+    ) -> torch.Tensor:  # fmt: skip
         """Normalised actor observations -> the actor MLP input (encoders, then the memory)."""
         return self._actor_memory(self.encode_actor(observations), masks, hidden_states)
 
@@ -549,17 +515,10 @@ class ActorCritic(nn.Module):
         self, observations: torch.Tensor, actions: torch.Tensor, critic_observations: torch.Tensor | None = None,
         masks: torch.Tensor | None = None, hidden_states: Any = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
-        """The terms of the PPO loss for given actions, as the seed's ``evaluate_actions``.
-
-        Computes the action distribution of raw ``observations`` (as :meth:`act`, without sampling) and the
-        values of ``critic_observations`` (default: ``observations``). Recurrent policies take the padded
-        trajectories' ``masks`` and their initial ``ActorCriticHiddenState(actor, critic)`` as
-        ``hidden_states``; without them the rollout memories are used and advanced.
-
-        Returns:
-            ``(log_prob, entropy, values)``: :meth:`get_actions_log_prob`, :attr:`entropy` (summed over the
-            action dimension) and :meth:`evaluate` (``(..., 1)``).
-        """
+        """The terms of the PPO loss, as the seed's ``evaluate_actions``: ``(log_prob, entropy, values)`` of
+        raw ``observations`` (as :meth:`act`, without sampling) and ``critic_observations`` (default:
+        ``observations``). Recurrent policies take the padded trajectories' ``masks`` and their initial
+        ``ActorCriticHiddenState(actor, critic)``; without them the rollout memories are used and advanced."""
         actor_hidden = None if hidden_states is None else hidden_states.actor
         critic_hidden = None if hidden_states is None else hidden_states.critic
         self.update_distribution(observations, masks=masks, hidden_states=actor_hidden)

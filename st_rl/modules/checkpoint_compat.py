@@ -143,7 +143,21 @@ def load_misaligned_state_dict(
     obs_segments: Mapping[str, Any],
     critic_obs_segments: Mapping[str, Any] | None = None,
 ) -> dict[str, list[str]]:
-    """See :meth:`st_rl.modules.actor_critic.ActorCritic.load_misaligned_state_dict`."""
+    """Load the parameters of a policy trained with another observation layout.
+
+    Parameters of equal shape are copied. Input layers that read the (encoded) observations are copied
+    column block by column block for every component present in both layouts with the same size; columns
+    of new components keep their initialisation. Everything else is skipped.
+
+    Args:
+        policy: the policy to load into.
+        module: the source policy or its state dict.
+        obs_segments: the source's actor layout.
+        critic_obs_segments: the source's critic layout (default: ``obs_segments``).
+
+    Returns:
+        ``{"loaded": [...], "remapped": [...], "skipped": [...], "new_components": [...]}`` (also printed).
+    """
     src = module.state_dict() if isinstance(module, nn.Module) else dict(module)
     old = {False: feature_segments(policy, obs_segments, False),
            True: feature_segments(policy, critic_obs_segments or obs_segments, True)}  # fmt: skip

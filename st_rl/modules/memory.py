@@ -190,6 +190,23 @@ POLICY_MEMORIES = ("memory_a", "memory_c", "memory_s", "memory_p")
 """Attributes of a policy's memories: actor, critic, state estimator, privileged-state adaptor."""
 
 
+def attach_memories(policy: Any, spec: Any) -> None:
+    """Give ``policy`` its memories for a ``MemorySpec`` (or none for None).
+
+    ``memory_a`` / ``memory_c`` exist only on recurrent policies: legged_gym's exporter takes any policy with a
+    ``memory_a`` for an LSTM one. The forward passes use ``_actor_memory`` / ``_critic_memory``, plain references
+    (not registered twice) to those memories or to a :class:`NoMemory` pass-through.
+    """
+    actor_memory: nn.Module = NoMemory()
+    critic_memory: nn.Module = actor_memory
+    if spec is not None:
+        rnn = (spec.rnn_type, spec.num_layers, spec.hidden_size)
+        policy.memory_a = actor_memory = Memory(policy.encoded_actor_width(), *rnn)
+        policy.memory_c = critic_memory = Memory(policy.encoded_critic_width(), *rnn)
+    object.__setattr__(policy, "_actor_memory", actor_memory)
+    object.__setattr__(policy, "_critic_memory", critic_memory)
+
+
 def named_memories(policy: nn.Module) -> dict[str, Memory]:
     """The policy's :class:`Memory` attributes among :data:`POLICY_MEMORIES` (none in feed-forward policies)."""
     return {n: m for n in POLICY_MEMORIES if isinstance(m := getattr(policy, n, None), Memory)}

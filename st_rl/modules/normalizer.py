@@ -172,6 +172,20 @@ class EmpiricalNormalization(nn.Module):
         self._count_host = int(self.count.item())
 
 
+def attach_obs_normalizers(policy: Any, actor: bool = True, critic: bool = True) -> None:
+    """Give ``policy`` fresh running-statistics normalisers ``actor_obs_normalizer`` / ``critic_obs_normalizer``
+    (flagged by ``actor_obs_normalization`` / ``critic_obs_normalization``) where it has none yet."""
+    device = policy.std.device
+    for side, on, width in (
+        ("actor", actor, policy.num_actor_obs),
+        ("critic", critic, policy.num_critic_obs),
+    ):
+        if on and not getattr(policy, f"{side}_obs_normalization"):
+            name = f"{side}_obs_normalizer"
+            setattr(policy, name, EmpiricalNormalization([width], until=int(1e8), name=name).to(device))
+            setattr(policy, f"{side}_obs_normalization", True)
+
+
 class Normalize(nn.Module):
     """L2-normalise the last dimension."""
 
