@@ -46,6 +46,17 @@ class Memory(nn.Module):
         self.num_layers = num_layers
         self.hidden_states: Any = None
 
+    @property
+    def _parts(self) -> list[str]:
+        return ["hidden", "cell"] if self.memory_type == "lstm" else ["hidden"]
+
+    def _split(self, state: Any) -> tuple[torch.Tensor, ...]:
+        return tuple(state) if self.memory_type == "lstm" else (state,)
+
+    def _join(self, tensors: Any) -> Any:
+        tensors = tuple(tensors)
+        return LstmHiddenState(*tensors) if self.memory_type == "lstm" else tensors[0]
+
     def forward(
         self, x: torch.Tensor, masks: torch.Tensor | None = None, hidden_states: Any = None
     ) -> torch.Tensor:
@@ -55,16 +66,12 @@ class Memory(nn.Module):
             out, _ = self._run(x, tuple(hidden_states) if self.memory_type == "lstm" else hidden_states)
             return unpad_trajectories(out, masks) if masks is not None else out
         if self.hidden_states is None:
-            self.hidden_states = self.initial_state(
-                x.shape[0], x.device, torch.promote_types(x.dtype, torch.float32)
-            )
+            dtype = torch.promote_types(x.dtype, torch.float32)
+            self.hidden_states = self.initial_state(x.shape[0], x.device, dtype)
         state = tuple(self.hidden_states) if self.memory_type == "lstm" else self.hidden_states
         out, new_state = self._run(x.unsqueeze(0), state)
         # Under bfloat16 autocast an LSTM returns bfloat16 states; the rollout memory stays in full precision.
-        if self.memory_type == "lstm":
-            self.hidden_states = LstmHiddenState(*(full_precision(h) for h in new_state))
-        else:
-            self.hidden_states = full_precision(new_state)
+        self.hidden_states = self._join(full_precision(h) for h in self._split(new_state))
         return out.squeeze(0)
 
     def _run(self, x: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
@@ -77,72 +84,48 @@ class Memory(nn.Module):
 
     def initial_state(
         self, batch_size: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
-    ):
+    ) -> Any:
         """Zero hidden state for ``batch_size`` sequences."""
-        zeros = torch.zeros(self.num_layers, batch_size, self.hidden_size, device=device, dtype=dtype)
-        return LstmHiddenState(zeros, zeros.clone()) if self.memory_type == "lstm" else zeros
+        shape = (self.num_layers, batch_size, self.hidden_size)
+        return self._join(torch.zeros(shape, device=device, dtype=dtype) for _ in self._parts)
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
-        """Zero the hidden state of the finished sequences (all of them when ``dones`` is None).
-
-        ``dones`` may be bool or 0/1 integers; it is converted to bool before use.
-        """
+        """Zero the hidden state of the finished sequences (all of them when ``dones``, bool or 0/1, is None)."""
         if self.hidden_states is None:
             return
+        first = self._split(self.hidden_states)[0]
         if dones is None:
-            keep = torch.zeros((), dtype=self._first_state().dtype, device=self._first_state().device)
+            keep = torch.zeros((), dtype=first.dtype, device=first.device)
         else:
-            keep = (~dones.reshape(1, -1, 1).bool()).to(self._first_state().dtype)
-        if self.memory_type == "lstm":
-            self.hidden_states = LstmHiddenState(
-                self.hidden_states.hidden * keep, self.hidden_states.cell * keep
-            )
-        else:
-            self.hidden_states = self.hidden_states * keep
-
-    def _first_state(self) -> torch.Tensor:
-        return self.hidden_states.hidden if self.memory_type == "lstm" else self.hidden_states
+            keep = (~dones.reshape(1, -1, 1).bool()).to(first.dtype)
+        self.hidden_states = self._join(h * keep for h in self._split(self.hidden_states))
 
     def detach_hidden_states(self) -> None:
         """Cut the gradient history of the stored hidden state."""
-        if self.hidden_states is None:
-            return
-        if self.memory_type == "lstm":
-            self.hidden_states = LstmHiddenState(
-                self.hidden_states.hidden.detach(), self.hidden_states.cell.detach()
-            )
-        else:
-            self.hidden_states = self.hidden_states.detach()
+        if self.hidden_states is not None:
+            self.hidden_states = self._join(h.detach() for h in self._split(self.hidden_states))
 
     def rollout_state(self) -> dict[str, torch.Tensor]:
         """A copy of the rollout hidden state for a checkpoint: ``{"hidden": (L, B, H)}`` (GRU) or
         ``{"hidden": ..., "cell": ...}`` (LSTM); ``{}`` before the first rollout step."""
         if self.hidden_states is None:
             return {}
-        if self.memory_type == "lstm":
-            return {"hidden": self.hidden_states.hidden.detach().clone(),
-                    "cell": self.hidden_states.cell.detach().clone()}  # fmt: skip
-        return {"hidden": self.hidden_states.detach().clone()}
+        return {k: h.detach().clone() for k, h in zip(self._parts, self._split(self.hidden_states))}
 
     def check_rollout_state(self, state: Any, batch_size: int | None = None) -> None:
-        """Raise ``ValueError`` if :meth:`load_rollout_state` would refuse ``state``.
-
-        Args:
-            state: what :meth:`rollout_state` returned.
-            batch_size: the number of sequences (environments) expected; None accepts any.
-        """
+        """Raise ``ValueError`` if :meth:`load_rollout_state` would refuse ``state`` (``batch_size``: the number
+        of sequences expected; None accepts any)."""
         if not isinstance(state, dict):
             raise ValueError(f"expected a dict of tensors, got a {type(state).__name__}")
         if not state:
             return
-        parts = ["hidden", "cell"] if self.memory_type == "lstm" else ["hidden"]
-        if sorted(state) != sorted(parts):
-            raise ValueError(f"a {self.memory_type.upper()} state has {parts}, got {sorted(state)}")
-        for part in parts:
+        if sorted(state) != sorted(self._parts):
+            raise ValueError(f"a {self.memory_type.upper()} state has {self._parts}, got {sorted(state)}")
+        layers, hidden = self.num_layers, self.hidden_size
+        for part in self._parts:
             value = state[part]
             if not isinstance(value, torch.Tensor) or not value.is_floating_point():
                 raise ValueError(f"{part!r} is not a floating-point tensor")
-            layers, hidden = self.num_layers, self.hidden_size
             if value.dim() != 3 or value.shape[0] != layers or value.shape[2] != hidden:
                 raise ValueError(
                     f"{part!r} has shape {tuple(value.shape)}, expected ({layers}, batch, {hidden})"
@@ -157,15 +140,9 @@ class Memory(nn.Module):
             ValueError: the state does not fit this memory (see :meth:`check_rollout_state`).
         """
         self.check_rollout_state(state, batch_size)
-        if not state:
-            self.hidden_states = None
-            return
         param = next(self.rnn.parameters())
-        hidden = state["hidden"].to(param.device, param.dtype).clone()
-        if self.memory_type == "lstm":
-            self.hidden_states = LstmHiddenState(hidden, state["cell"].to(param.device, param.dtype).clone())
-        else:
-            self.hidden_states = hidden
+        loaded = (state[k].to(param.device, param.dtype).clone() for k in self._parts)
+        self.hidden_states = self._join(loaded) if state else None
 
 
 class NoMemory(nn.Module):
