@@ -601,21 +601,19 @@ class EncoderStateAc(StateAc):
 
 
 class PrivilegeStateAc(StateAc):
-    """:class:`StateAc` plus a feed-forward privileged-state adaptor (the feed-forward
+    """:class:`StateAc` plus a privileged-state adaptor (an MLP ``adaptor``; with a memory ``memory_p`` in
     :class:`~st_rl.modules.actor_critic_recurrent.PrivilegeStateAcRecurrent`).
 
-    The adaptor, an MLP ``adaptor`` without memory, reads ``adaptor_obs_components`` and predicts
-    ``adaptor_target_components``; with probability ``privilege_replace_state_prob`` its detached estimate
-    replaces those components before the state estimator and the policy run (always at inference when the
-    probability is > 0). Its output is kept apart from the estimator's (:meth:`get_adapted_state`), and
-    EstimatorPPO trains it with ``adaptor_loss`` against the critic observations.
+    The adaptor predicts ``adaptor_target_components`` from ``adaptor_obs_components``; with probability
+    ``privilege_replace_state_prob`` (always at inference when > 0) its detached estimate replaces those
+    components before the estimator and the policy run. EstimatorPPO trains it (``adaptor_loss``) against the
+    critic observations; :meth:`get_adapted_state` returns its last output.
 
     Args:
         adaptor_obs_components: actor components the adaptor reads.
         adaptor_target_components: actor components it predicts.
         adaptor_kwargs: ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (default ReLU).
         privilege_replace_state_prob: substitution probability during training.
-        (other arguments as :class:`StateAc`)
     """
 
     parts = PolicyParts(estimator=True, adaptor=True)

@@ -84,8 +84,8 @@ def _is_recurrent(policy: nn.Module) -> bool:
     return isinstance(policy, DeclaresRecurrence) and bool(policy.is_recurrent)
 
 
-def _lookup(config: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> tuple[Any, str | None]:
-    """The value at the first nested key path present in ``config`` and that path (``(None, None)`` if none)."""
+def _lookup(config: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> Any:
+    """The value at the first nested key path present in ``config`` (None if none is)."""
     for path in paths:
         node: Any = config
         for key in path:
@@ -93,8 +93,8 @@ def _lookup(config: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> tuple[
                 break
             node = node[key]
         else:
-            return node, ".".join(path)
-    return None, None
+            return node
+    return None
 
 
 # ---------------------------------------------------------------------------- command mappings
@@ -238,8 +238,7 @@ def load_sub_policy(
     _check_checkpoint_fits(policy, model_sd, ckpt_path, what)
     policy.load_state_dict(model_sd)
     policy.eval()
-    action_scale, _ = _lookup(config, ACTION_SCALE_KEYS)
-    cmd_scale, _ = _lookup(config, CMD_SCALE_KEYS)
+    action_scale, cmd_scale = _lookup(config, ACTION_SCALE_KEYS), _lookup(config, CMD_SCALE_KEYS)
     return SubPolicySnapshot(
         policy=policy,
         normalizer=policy.actor_obs_normalizer,
@@ -254,14 +253,12 @@ def load_sub_policy(
 class ActorCriticMutex(nn.Module):
     """Several trained skill policies, one selected per environment by a skill observation component.
 
-    Selection rule (:meth:`get_policy_selection`): the component ``skill_selection_component`` either has one
-    column holding the skill index (rounded, clamped to ``[0, K-1]``) or K columns (one per sub-policy) whose
-    argmax is the skill (a one-hot; an all-zero row selects skill 0). The output is the selected sub-policy's
-    action times ``subpolicy_action_scale_<i> / env_action_scale``.
-
-    All sub-policies run once per call on the whole batch (recurrent ones keep their memories up to date);
-    :meth:`reset` fans out to all of them. ``act`` samples from each sub-policy's Gaussian and
-    ``act_inference`` takes its mean; both run under ``no_grad``.
+    :meth:`get_policy_selection`: the component ``skill_selection_component`` holds the skill index in one
+    column (rounded, clamped to ``[0, K-1]``) or a one-hot over the K sub-policies in K columns (argmax; an
+    all-zero row selects skill 0). The output is the selected sub-policy's action times
+    ``subpolicy_action_scale_<i> / env_action_scale``. All sub-policies run on the whole batch at every call
+    (recurrent ones keep their memories up to date), under ``no_grad``; ``act`` samples from each one's
+    Gaussian, ``act_inference`` takes its mean.
 
     Args:
         num_actor_obs, num_critic_obs, num_actions: the shared dims every sub-policy was trained with.
@@ -269,20 +266,18 @@ class ActorCriticMutex(nn.Module):
         sub_policy_paths: training log directories (``config.json`` + ``model_<it>.pt``), one per skill.
         obs_segments: actor observation layout (name -> shape), needed to find the named components.
         privileged_obs_segments: critic layout; ``critic_obs_segments`` is an alias.
-        env_action_scale: action scale of the env the Mutex runs in (number or per-action list). ``None``
-            (default): the sub-policies' scale when their configs all give the same one; required otherwise.
-            It is also the scale of a sub-policy whose config.json has none.
+        env_action_scale: action scale of the env the Mutex runs in (number or per-action list); default: the
+            sub-policies' common scale. Also the scale of a sub-policy whose config.json has none.
         skill_selection_component: the component that selects the skill (see above).
-        last_action_component: the env's last-action component, rescaled for each sub-policy by
+        last_action_component: the env's last-action component, rescaled per sub-policy by
             :meth:`recover_last_action` (``None``: observations are passed unchanged).
-        last_action_columns: ``(start, stop)`` columns of the last action within that component, Python slice
-            semantics (default: all), e.g. ``(36, 48)`` or ``(-12, None)`` for legged_gym's ``proprioception``.
+        last_action_columns: ``(start, stop)`` of the last action within that component, slice semantics
+            (default: all), e.g. ``(-12, None)`` for legged_gym's ``proprioception``.
         **kwargs: ignored with a warning (keys every st_rl config passes are accepted silently).
 
     Raises:
-        ValueError: no sub-policy, a layout that does not match the dims, a named component not in the layout,
-            a checkpoint that does not fit the dims, or an action scale found neither in a sub-policy's
-            config.json nor in ``env_action_scale``.
+        ValueError: no sub-policy, a layout or checkpoint that does not fit the dims, a named component not in
+            the layout, or an action scale neither in a sub-policy's config.json nor in ``env_action_scale``.
         FileNotFoundError: a sub-policy directory without ``config.json`` or checkpoint.
     """
 
@@ -565,30 +560,24 @@ class ActorCriticMutex(nn.Module):
 class ActorCriticFieldMutex(ActorCriticMutex):
     """Mutex for obstacle fields: the obstacle type in front of the robot selects the skill.
 
-    Selection (:meth:`get_policy_selection`): columns ``selection_column_offset .. offset+K-1`` of
-    ``selection_component`` (legged_gym's ``engaging_block``: ``[engaged, one-hot obstacle type..., info...]``)
-    are a one-hot over the K sub-policies (a column counts as set when > 0.5; the first set column wins); a
-    row with none set selects sub-policy 0 (walking).
+    Selection: columns ``selection_column_offset .. offset+K-1`` of ``selection_component`` (legged_gym's
+    ``engaging_block``: ``[engaged, one-hot obstacle type..., info...]``) are a one-hot over the K sub-policies
+    (set when > 0.5, the first set column wins; none set selects sub-policy 0, walking).
 
-    Per sub-policy ``i`` the observations are adapted before its normaliser: the last action is rescaled
-    (:meth:`recover_last_action`) and, when ``i`` is in ``cmd_vel_mapping``, the forward-velocity command is
-    overridden (:meth:`override_cmd_vel`) by ``cmd_vel_current[i] * cmd_scales[i]``, written at
-    ``command_column`` of ``command_component`` (located through the layout). ``cmd_vel_current`` holds one
-    value per sub-policy and env: the fixed ``v`` or a value drawn uniformly from ``(low, high)`` at the first
-    call and again for every finished env (:meth:`resample_cmd_vel_current`, called by :meth:`reset`).
-    ``cmd_scales[i]`` is the run's ``normalization.obs_scales.lin_vel`` (legged_gym) or
-    ``env.obs_scales.lin_vel`` (st_rl config), 1.0 when absent.
+    Before sub-policy ``i`` sees the observations, the last action is rescaled (:meth:`recover_last_action`) and,
+    when ``i`` is in ``cmd_vel_mapping``, the forward-velocity command at ``command_column`` of
+    ``command_component`` becomes ``cmd_vel_current[i] * cmd_scales[i]`` (:meth:`override_cmd_vel`):
+    ``cmd_vel_current`` holds, per sub-policy and env, the fixed ``v`` or a draw from ``(low, high)`` renewed for
+    every finished env (:meth:`reset`); ``cmd_scales[i]`` is the run's ``lin_vel`` observation scale (1.0 when
+    absent).
 
-    Smoothing: the last ``action_smoothing_buffer_len`` selections are kept per env (buffer (len, N, K)); the
-    output is ``sum_i a_i * s_i / e * mean(selection_i over the buffer)``, so a switch blends over ``len`` steps.
-    A finished env (:meth:`reset`) restarts its buffer with its next selection.
+    Smoothing: the output is ``sum_i a_i * s_i / e * mean(selection_i over the last action_smoothing_buffer_len
+    selections)``, so a switch blends over that many steps; a finished env restarts its buffer.
 
-    Memory resets after each call (recurrent sub-policies), ``reset_non_selected``:
-
-    * ``"all"`` / ``True``: sub-policy ``i`` is reset in the envs where it has no weight in the buffer;
-    * ``"when_skill"``: sub-policy ``i > 0`` is reset in the envs that are neither in skill ``i`` nor walking
-      (skill 0) over the buffer; sub-policy 0 is never reset (skills warm up while walking towards the obstacle);
-    * ``False`` / ``None`` / ``"none"``: never.
+    ``reset_non_selected`` (memories of recurrent sub-policies, after each call): ``"all"`` / ``True`` resets
+    sub-policy ``i`` where it has no weight in the buffer; ``"when_skill"`` resets sub-policy ``i > 0`` where
+    neither skill ``i`` nor walking (skill 0) is in the buffer (skills warm up while walking towards the
+    obstacle); ``False`` / ``None`` / ``"none"``: never.
 
     Args:
         cmd_vel_mapping: ``{sub-policy index: v | (low, high)}``; JSON forms (string keys, lists) are accepted.
@@ -596,14 +585,13 @@ class ActorCriticFieldMutex(ActorCriticMutex):
         action_smoothing_buffer_len: number of selections averaged (1: no smoothing).
         selection_component: component that selects the skill (default ``"engaging_block"``).
         selection_column_offset: first one-hot column within it (default 1).
-        command_component: component holding the velocity command. Default: inferred from ``obs_segments``,
-            ``"commands"`` when the layout has it, else the reference's ``"proprioception"``.
-        command_column: column of the forward velocity within it (default: 0 in ``commands``, 9 in
-            ``proprioception``, the reference's layout).
-        last_action_component: the env's last-action component (``None`` disables the rescaling). Default:
+        command_component: component holding the velocity command (default: ``"commands"`` when the layout
+            has it, else the reference's ``"proprioception"``).
+        command_column: column of the forward velocity in it (default: 0 in ``commands``, 9 in
+            ``proprioception``).
+        last_action_component: the env's last-action component (``None``: no rescaling; default:
             ``"last_actions"`` when the layout has it, else the last ``num_actions`` columns of
-            ``"proprioception"`` (the reference's layout), else none. ``last_action_columns`` as in
-            :class:`ActorCriticMutex`.
+            ``"proprioception"``, else none).
         (other arguments as :class:`ActorCriticMutex`)
     """
 

@@ -1,11 +1,7 @@
-"""The seed's minimal actor-critic (reference modules document 003, ``actor_critic.py`` section 1).
-
-Three small networks for a hand-written PPO loop on one observation vector: :class:`Actor` (a Gaussian policy
-whose ``forward`` returns a ``torch.distributions.Normal``), :class:`Critic` (a value network) and
-:class:`SimpleActorCritic` (the seed's ``ActorCritic(obs_dim, act_dim)``, renamed because st_rl's
-:class:`~st_rl.modules.actor_critic.ActorCritic` is the reference's richer
-``ActorCritic(num_actor_obs, num_critic_obs, num_actions, ...)`` that the runners build; see docs/policies.md).
-They take no part in the runners and presets: they are for users' own training loops.
+"""The seed's minimal actor-critic (reference document 003, ``actor_critic.py`` section 1), for users' own
+training loops: :class:`Actor` (Gaussian policy returning a ``torch.distributions.Normal``), :class:`Critic`
+and :class:`SimpleActorCritic` (the seed's ``ActorCritic(obs_dim, act_dim)``, renamed: st_rl's
+:class:`~st_rl.modules.actor_critic.ActorCritic` is the reference's richer policy that the runners build).
 """
 
 from __future__ import annotations
