@@ -197,10 +197,9 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.parts = parts = parts if parts is not None else type(self).parts
         warn_unknown_kwargs(type(self).__name__, kwargs, COMMON_POLICY_KEYS)
-        _warn_unused_parts(
-            self,encoders=encoder_component_names or critic_encoder_component_names,
-                                estimator=estimator_obs_components or estimator_target_components,
-                                adaptor=adaptor_obs_components or adaptor_target_components)  # fmt: skip
+        _warn_unused_parts(self, encoders=encoder_component_names or critic_encoder_component_names,
+                           estimator=estimator_obs_components or estimator_target_components,
+                           adaptor=adaptor_obs_components or adaptor_target_components)  # fmt: skip
         if privileged_obs_segments is None:
             privileged_obs_segments = critic_obs_segments
         self._set_config(num_actor_obs, num_critic_obs, num_actions, actor_hidden_dims, critic_hidden_dims,

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 from st_rl.config.errors import ConfigError, Problem
-from st_rl.modules.utils import get_activation_Cls
+from st_rl.modules.mlp import mlp_layers
 
 
 class AMPDiscriminator(nn.Module):
@@ -78,16 +78,8 @@ class AMPDiscriminator(nn.Module):
         self.style_reward_coef = float(style_reward_coef)
         self.task_reward_lerp = float(task_reward_lerp)
         self.discriminator_grad_pen = float(discriminator_grad_pen)
-        act_cls = get_activation_Cls(activation)
-        if act_cls is None:
-            raise ValueError(f"Unknown activation {activation!r}")
-        layers: list[nn.Module] = []
-        width = self.input_dim
-        for h in hidden_dims:
-            layers += [nn.Linear(width, int(h)), act_cls()]
-            width = int(h)
-        self.trunk = nn.Sequential(*layers)
-        self.amp_linear = nn.Linear(width, 1)
+        self.trunk = nn.Sequential(*mlp_layers(self.input_dim, hidden_dims, None, activation))
+        self.amp_linear = nn.Linear(int(hidden_dims[-1]) if hidden_dims else self.input_dim, 1)
 
     @classmethod
     def from_policy_config(cls, owner: str, cfg: Mapping[str, Any] | None) -> AMPDiscriminator:

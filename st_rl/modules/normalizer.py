@@ -20,19 +20,13 @@ class EmpiricalNormalization(nn.Module):
     """Normalise with running mean and variance: ``(x - mean) / (std + eps)``.
 
     Statistics are updated from every batch seen in training mode (frozen in ``eval()``) until ``count``
-    reaches ``until``; in a multi-rank run (``torch.distributed``) each update merges the batches of all ranks.
-    The merge of batch moments is exact (the statistics after several batches equal those of the concatenated
-    data). ``count`` is a buffer, so it is saved and restored with the state dict, and buffers are updated in
-    place, so updating inside ``torch.inference_mode`` is safe.
+    reaches ``until``, merging the batches of all ranks in a ``torch.distributed`` run; the merge of batch
+    moments is exact. ``count`` is a saved buffer; buffers are updated in place (safe in
+    ``torch.inference_mode``). ``torch.jit.script`` compiles it as :meth:`normalize`, which never updates.
 
-    ``torch.jit.script`` compiles it as :meth:`normalize` (in training mode too): a scripted normaliser never
-    updates its statistics, it applies those it was scripted with.
-
-    A batch holding NaN or Inf never reaches the statistics. On the CPU :meth:`update` raises a
-    :class:`NonFiniteObservationError` naming the normaliser; on an accelerator (where checking at once would
-    cost a host sync every step) the batch is skipped on the device and counted, and
-    :meth:`raise_if_nonfinite` raises the same error later. (The runner's environment adapter reports NaN/Inf
-    observations from the environment itself, naming the observation group, at the end of the rollout.)
+    A batch holding NaN or Inf never reaches the statistics: on the CPU :meth:`update` raises
+    :class:`NonFiniteObservationError`; on an accelerator (where checking would cost a host sync every step) the
+    batch is skipped and counted, and :meth:`raise_if_nonfinite` raises later.
 
     Args:
         shape: shape of one observation (int or sequence).
