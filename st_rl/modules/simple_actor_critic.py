@@ -22,13 +22,8 @@ def _trunk(in_features: int) -> nn.Sequential:
 
 
 class Actor(nn.Module):
-    """Gaussian policy: a 2x64 tanh MLP ``fc``, a linear ``mean`` head and a state-independent learnable
-    ``log_std`` (initialised at zero, i.e. std 1).
-
-    Args:
-        obs_dim: observation width.
-        act_dim: action width.
-    """
+    """Gaussian policy on ``obs_dim`` inputs: a 2x64 tanh MLP ``fc``, a linear ``mean`` head of ``act_dim``
+    outputs and a state-independent learnable ``log_std`` (initialised at zero, i.e. std 1)."""
 
     def __init__(self, obs_dim: int, act_dim: int) -> None:
         super().__init__()
@@ -42,11 +37,7 @@ class Actor(nn.Module):
 
 
 class Critic(nn.Module):
-    """Value network: a 2x64 tanh MLP ``fc`` ending in one output.
-
-    Args:
-        obs_dim: observation width.
-    """
+    """Value network on ``obs_dim`` inputs: a 2x64 tanh MLP ``fc`` ending in one output."""
 
     def __init__(self, obs_dim: int) -> None:
         super().__init__()
@@ -60,12 +51,7 @@ class Critic(nn.Module):
 
 class SimpleActorCritic(nn.Module):
     """The seed's ``ActorCritic(obs_dim, act_dim)``: an :class:`Actor` and a :class:`Critic` on the same
-    observations.
-
-    Args:
-        obs_dim: observation width.
-        act_dim: action width.
-    """
+    observations."""
 
     def __init__(self, obs_dim: int, act_dim: int) -> None:
         super().__init__()
