@@ -99,15 +99,19 @@ class EmpiricalNormalization(nn.Module):
         n, mean_x, var_x = reduce_moments(n, mean_x, var_x)
         # NaN or Inf anywhere in the batch makes its moments non-finite (so does a batch too large to square).
         finite = torch.isfinite(mean_x).all() & torch.isfinite(var_x).all()
-        on_cpu = self._mean.device.type == "cpu"
-        if on_cpu and not bool(finite):
+        if self._mean.device.type == "cpu" and not bool(finite):
             raise NonFiniteObservationError(
                 f"{self._label()} was given a batch of {n} observations holding NaN or Inf; its statistics "
                 "were not updated. Find where the observations become non-finite (the environment, or the "
                 "code feeding this normaliser) or clip them."
             )
-        # On an accelerator (no host sync) a non-finite batch leaves the statistics as they were, still counts
-        # towards `until` and is counted for raise_if_nonfinite.
+        self._guarded_update(n, mean_x, var_x, finite)
+
+    def _guarded_update(
+        self, n: int, mean_x: torch.Tensor, var_x: torch.Tensor, finite: torch.Tensor
+    ) -> None:
+        """Merge batch moments without a host sync: a non-finite batch leaves the statistics as they were (it
+        still counts towards ``until``) and is counted for :meth:`raise_if_nonfinite`."""
         count_new = self._count_host + n
         rate = n / count_new
         delta = mean_x - self._mean
@@ -118,9 +122,8 @@ class EmpiricalNormalization(nn.Module):
         self._std.copy_(torch.where(finite, torch.sqrt(self._var), self._std))
         self.count.copy_(torch.where(finite, torch.full_like(self.count, count_new), self.count))
         self._count_host = count_new
-        if not on_cpu:
-            skipped = (~finite).to(torch.long)
-            self._skipped = skipped if self._skipped is None else self._skipped + skipped
+        skipped = (~finite).to(torch.long)
+        self._skipped = skipped if self._skipped is None else self._skipped + skipped
 
     def _label(self) -> str:
         shape = tuple(self._mean.shape[1:])
