@@ -1,42 +1,19 @@
 """Multi-skill ("mutex") policies: several trained skill policies behind one deployable policy.
 
-A Mutex loads frozen sub-policies from training log directories and, per environment, forwards the action of
-the skill selected by an observation component. It is an inference-time composite: it has no actor MLP, no
-``std`` and no critic of its own, and is never trained.
+A Mutex loads frozen sub-policies from training log directories (``config.json`` + ``model_<it>.pt``, what
+:class:`~st_rl.runners.OnPolicyRunner` writes; legged_gym's and Isaac Lab's config forms are read too) and, per
+environment, forwards the action of the skill selected by an observation component. It is an inference-time
+composite: no actor MLP, no ``std``, no critic, never trained. The action scale comes from the sub-run's config
+(:data:`ACTION_SCALE_KEYS`) or, failing that, the Mutex's ``env_action_scale`` (never guessed); the command scale
+from :data:`CMD_SCALE_KEYS` (1.0 when absent).
 
-Each sub-policy directory is a training run (what :class:`~st_rl.runners.OnPolicyRunner` writes):
+**The Mutex takes RAW observations**: every skill normalises them with its own training statistics, carried
+inside the sub-policy (older checkpoints with a separate ``obs_norm_state_dict`` are migrated on load). Build the
+runner of a Mutex with ``empirical_normalization=False``.
 
-* ``config.json``: the policy class and keyword arguments (``policy``), and the environment's action scale and
-  observation scales. Both config forms are read:
-
-  - st_rl (OnPolicyRunner): ``{"runner": {"policy_class_name": ...}, "policy": {"class_name": ..., ...},
-    "algorithm": {...}, "env": {<env cfg>}}``; the action scale is ``env.action_scale`` (or
-    ``env.control.action_scale``), the command scale ``env.obs_scales.lin_vel`` (or
-    ``env.normalization.obs_scales.lin_vel``);
-  - legged_gym: ``policy`` plus ``control.action_scale`` and ``normalization.obs_scales.lin_vel``;
-  - Isaac Lab: ``env.actions.joint_pos.scale``.
-
-  The ``env`` entry holds the run's env cfg as plain data whatever its kind (legged_gym class, dataclass,
-  Isaac Lab configclass, dict: :func:`st_rl.utils.config.env_cfg_to_jsonable`). A sub-policy whose config has
-  no action scale is taken to use the Mutex's ``env_action_scale``; without that either, construction fails
-  naming both (the scale is never guessed). A missing command scale is taken as 1.0.
-* ``model_<it>.pt``: the newest checkpoint's ``model_state_dict`` is loaded (weights-only). When the run used
-  ``empirical_normalization`` the sub-policy carries its observation statistics inside (checkpoints of the
-  older format, with a separate ``obs_norm_state_dict``, are migrated on load).
-
-**The Mutex takes RAW observations** (as the environment emits them): every skill normalises them with its own
-training statistics, inside the sub-policy. Build the runner of a Mutex with ``empirical_normalization=False``
-(or call it directly).
-
-Action scales: a sub-policy trained with action scale ``s_i`` commands joint targets ``a_i * s_i``; the env that
-runs the Mutex multiplies by ``env_action_scale`` ``e``, so the Mutex outputs ``a_i * s_i / e``. Conversely the
-last-action observation the env reports is in its own scale; :meth:`ActorCriticMutex.recover_last_action`
-multiplies it by ``e / s_i`` before sub-policy ``i`` sees it (so each skill sees its own past actions).
-
-Classes: :class:`ActorCriticMutex` (selection by a skill component: one-hot or index),
-:class:`ActorCriticFieldMutex` (selection by an obstacle-type one-hot with a fallback skill, command
-overrides, selection smoothing, memory resets of unused skills) and :class:`ActorCriticClimbMutex` (a separate
-jump-down skill). None of them is exported from ``st_rl.modules`` yet: in a config use the class path, e.g.
+Action scales: sub-policy ``i`` trained with action scale ``s_i`` in an env of scale ``e`` outputs ``a_i * s_i /
+e``; :meth:`ActorCriticMutex.recover_last_action` rescales the env's last-action observation by ``e / s_i``
+before sub-policy ``i`` sees it. In a config name a class by its path, e.g.
 ``"class_name": "st_rl.modules.actor_critic_mutex:ActorCriticFieldMutex"``.
 """
 
@@ -54,6 +31,7 @@ import torch.nn as nn
 from st_rl.env.adapter import EnvSpec
 from st_rl.env.layout import get_obs_slice, normalize_segments, segments_size
 from st_rl.modules.actor_critic import COMMON_POLICY_KEYS, DEFAULT_NONLINEARITY_KEY
+from st_rl.modules.factory import build_actor_critic
 from st_rl.modules.utils import warn_unknown_kwargs
 from st_rl.protocols import DeclaresRecurrence
 from st_rl.utils.checkpoint import load_checkpoint
@@ -92,6 +70,8 @@ ACTION_SCALE_KEYS = (
 PROPRIOCEPTION = "proprioception"
 PROPRIOCEPTION_CMD_COLUMN = 9
 _AUTO = "auto"
+_RESET_MODES: dict[Any, str | None] = {True: "all", "all": "all", "when_skill": "when_skill",
+                                       None: None, False: None, "none": None}  # fmt: skip
 CMD_SCALE_KEYS = (
     ("normalization", "obs_scales", "lin_vel"),
     ("env", "normalization", "obs_scales", "lin_vel"),
@@ -104,8 +84,8 @@ def _is_recurrent(policy: nn.Module) -> bool:
     return isinstance(policy, DeclaresRecurrence) and bool(policy.is_recurrent)
 
 
-def _lookup(config: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> tuple[Any, str | None]:
-    """The value at the first nested key path present in ``config`` and that path (``(None, None)`` if none)."""
+def _lookup(config: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> Any:
+    """The value at the first nested key path present in ``config`` (None if none is)."""
     for path in paths:
         node: Any = config
         for key in path:
@@ -113,8 +93,8 @@ def _lookup(config: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> tuple[
                 break
             node = node[key]
         else:
-            return node, ".".join(path)
-    return None, None
+            return node
+    return None
 
 
 # ---------------------------------------------------------------------------- command mappings
@@ -166,6 +146,39 @@ class SubPolicySnapshot(SimpleNamespace):
     ``action_scale`` (float or list, ``None`` when the config has none) and ``cmd_scale`` (float or ``None``)."""
 
 
+def _policy_class_name(config: Mapping[str, Any], run_dir: str, class_name: Any) -> Any:
+    """``class_name``, else the run config's ``policy.class_name`` / ``runner.policy_class_name``."""
+    runner_cfg = config["runner"] if isinstance(config.get("runner"), Mapping) else {}
+    name = class_name or (config.get("policy") or {}).get("class_name") or runner_cfg.get("policy_class_name")
+    name = name if name is not None else config.get("policy_class_name")
+    if not name:
+        raise ValueError(
+            f"{run_dir}/config.json names no policy class (policy.class_name or runner.policy_class_name); pass "
+            "sub_policy_class_name."
+        )
+    return name
+
+
+def _check_checkpoint_fits(policy: nn.Module, model_sd: Mapping[str, Any], ckpt_path: str, what: str) -> None:
+    own = policy.state_dict()
+    mismatched = [
+        f"{k}: checkpoint {tuple(v.shape)} vs built {tuple(own[k].shape)}"
+        for k, v in model_sd.items()
+        if k in own and tuple(v.shape) != tuple(own[k].shape)
+    ]
+    # A checkpoint from before the reference's default nonlinearity lacks this marker; the policy's
+    # load_state_dict then restores its old activations (with a warning).
+    missing = sorted(set(own) - set(model_sd) - {DEFAULT_NONLINEARITY_KEY})
+    unexpected = sorted(set(model_sd) - set(own))
+    if mismatched or missing or unexpected:
+        problems = mismatched[:4] + ([f"missing keys {missing[:4]}"] if missing else [])
+        problems += [f"unexpected keys {unexpected[:4]}"] if unexpected else []
+        raise ValueError(
+            f"The checkpoint {ckpt_path} does not fit a {what}: {'; '.join(problems)}. All sub-policies must be "
+            "trained on the Mutex's observation and action layout."
+        )
+
+
 def load_sub_policy(
     run_dir: str,
     num_actor_obs: int,
@@ -181,16 +194,15 @@ def load_sub_policy(
 
     The class is ``class_name`` when given, else the config's ``policy.class_name`` /
     ``runner.policy_class_name``; keyword arguments are the config's ``policy`` dict, with the dims and layouts
-    replaced by the arguments (the way :func:`~st_rl.modules.factory.build_actor_critic` fills them from an env).
+    replaced by the arguments (as :func:`~st_rl.modules.factory.build_actor_critic` fills them from an env).
 
     Raises:
         FileNotFoundError: ``run_dir`` has no ``config.json`` or no ``model_<it>.pt``.
         ValueError: the config names no policy class, or the checkpoint does not fit the dims.
         UntrustedConfigError: the config names an import path (pass ``class_name`` to use such a class).
     """
-    import st_rl.modules as modules
-    from st_rl.modules.factory import build_actor_critic
-    from st_rl.utils.config import resolve_class, untrusted_config
+    import st_rl.modules as modules  # the package that imports this module: class names resolve among its exports
+    from st_rl.utils.config import resolve_class, untrusted_config  # imports the algorithms (a cycle)
 
     config = read_run_config(run_dir)
     ckpt_path = latest_checkpoint(run_dir)
@@ -200,69 +212,33 @@ def load_sub_policy(
             "with at least one saved model."
         )
     policy_cfg = dict(config.get("policy") or {})
-    runner_cfg: Mapping[str, Any] = config["runner"] if isinstance(config.get("runner"), Mapping) else {}
-    name = class_name or policy_cfg.get("class_name") or runner_cfg.get("policy_class_name")
-    if name is None:
-        name = config.get("policy_class_name")
-    if not name:
-        raise ValueError(
-            f"{run_dir}/config.json names no policy class (policy.class_name or runner.policy_class_name); pass "
-            "sub_policy_class_name."
-        )
-    expected = {"num_actor_obs": num_actor_obs, "num_critic_obs": num_critic_obs, "num_actions": num_actions}
-    for key, value in expected.items():
+    name = _policy_class_name(config, run_dir, class_name)
+    dims = {"num_actor_obs": num_actor_obs, "num_critic_obs": num_critic_obs, "num_actions": num_actions}
+    for key, value in dims.items():
         trained = policy_cfg.get(key)
         if trained is not None and int(trained) != int(value):
             raise ValueError(
                 f"Sub-policy {run_dir} was trained with {key}={trained}, but the Mutex has {key}={value}."
             )
-    kwargs = {k: v for k, v in policy_cfg.items() if k not in _SUPPLIED_POLICY_KEYS}
-    spec = EnvSpec(
-        num_obs=int(num_actor_obs),
-        num_critic_obs=int(num_critic_obs),
-        num_actions=int(num_actions),
-        obs_segments=obs_segments,
-        critic_obs_segments=privileged_obs_segments,
-    )
+    spec = EnvSpec(num_obs=int(num_actor_obs), num_critic_obs=int(num_critic_obs), num_actions=int(num_actions),
+                   obs_segments=obs_segments, critic_obs_segments=privileged_obs_segments)  # fmt: skip
     # A class named by the sub-run's config.json (not by the caller) resolves among st_rl's classes only.
     source = os.path.join(run_dir, "config.json")
     opt_in = "name the class in the Mutex config (sub_policy_class_name) if you trust that file"
     with untrusted_config(source, opt_in, trusted=class_name is not None):
         policy_cls = resolve_class(name, modules, "policy", nn.Module)
+    kwargs = {k: v for k, v in policy_cfg.items() if k not in _SUPPLIED_POLICY_KEYS}
     policy = build_actor_critic(spec, policy_cls, kwargs)
-
-    state = load_checkpoint(ckpt_path, map_location=map_location)
-    model_sd = state["model_state_dict"]
+    model_sd = load_checkpoint(ckpt_path, map_location=map_location)["model_state_dict"]
     policy.enable_obs_normalization(
         actor=any(k.startswith("actor_obs_normalizer.") for k in model_sd),
         critic=any(k.startswith("critic_obs_normalizer.") for k in model_sd),
     )
-    own = policy.state_dict()
-    dims = f"num_actor_obs={num_actor_obs}, num_critic_obs={num_critic_obs}, num_actions={num_actions}"
-    mismatched = [
-        f"{k}: checkpoint {tuple(v.shape)} vs built {tuple(own[k].shape)}"
-        for k, v in model_sd.items()
-        if k in own and tuple(v.shape) != tuple(own[k].shape)
-    ]
-    # A checkpoint from before the reference's default nonlinearity lacks this marker; the policy's
-    # load_state_dict then restores its old activations (with a warning).
-    missing = sorted(set(own) - set(model_sd) - {DEFAULT_NONLINEARITY_KEY})
-    unexpected = sorted(set(model_sd) - set(own))
-    if mismatched or missing or unexpected:
-        raise ValueError(
-            f"The checkpoint {ckpt_path} does not fit a {name} built with the Mutex dims ({dims}): "
-            + "; ".join(
-                mismatched[:4]
-                + ([f"missing keys {missing[:4]}"] if missing else [])
-                + ([f"unexpected keys {unexpected[:4]}"] if unexpected else [])
-            )
-            + ". All sub-policies must be trained on the Mutex's observation and action layout."
-        )
+    what = f"{name} built with the Mutex dims ({', '.join(f'{k}={v}' for k, v in dims.items())})"
+    _check_checkpoint_fits(policy, model_sd, ckpt_path, what)
     policy.load_state_dict(model_sd)
     policy.eval()
-
-    action_scale, _ = _lookup(config, ACTION_SCALE_KEYS)
-    cmd_scale, _ = _lookup(config, CMD_SCALE_KEYS)
+    action_scale, cmd_scale = _lookup(config, ACTION_SCALE_KEYS), _lookup(config, CMD_SCALE_KEYS)
     return SubPolicySnapshot(
         policy=policy,
         normalizer=policy.actor_obs_normalizer,
@@ -277,14 +253,12 @@ def load_sub_policy(
 class ActorCriticMutex(nn.Module):
     """Several trained skill policies, one selected per environment by a skill observation component.
 
-    Selection rule (:meth:`get_policy_selection`): the component ``skill_selection_component`` either has one
-    column holding the skill index (rounded, clamped to ``[0, K-1]``) or K columns (one per sub-policy) whose
-    argmax is the skill (a one-hot; an all-zero row selects skill 0). The output is the selected sub-policy's
-    action times ``subpolicy_action_scale_<i> / env_action_scale``.
-
-    All sub-policies run once per call on the whole batch (recurrent ones keep their memories up to date);
-    :meth:`reset` fans out to all of them. ``act`` samples from each sub-policy's Gaussian and
-    ``act_inference`` takes its mean; both run under ``no_grad``.
+    :meth:`get_policy_selection`: the component ``skill_selection_component`` holds the skill index in one
+    column (rounded, clamped to ``[0, K-1]``) or a one-hot over the K sub-policies in K columns (argmax; an
+    all-zero row selects skill 0). The output is the selected sub-policy's action times
+    ``subpolicy_action_scale_<i> / env_action_scale``. All sub-policies run on the whole batch at every call
+    (recurrent ones keep their memories up to date), under ``no_grad``; ``act`` samples from each one's
+    Gaussian, ``act_inference`` takes its mean.
 
     Args:
         num_actor_obs, num_critic_obs, num_actions: the shared dims every sub-policy was trained with.
@@ -292,20 +266,18 @@ class ActorCriticMutex(nn.Module):
         sub_policy_paths: training log directories (``config.json`` + ``model_<it>.pt``), one per skill.
         obs_segments: actor observation layout (name -> shape), needed to find the named components.
         privileged_obs_segments: critic layout; ``critic_obs_segments`` is an alias.
-        env_action_scale: action scale of the env the Mutex runs in (number or per-action list). ``None``
-            (default): the sub-policies' scale when their configs all give the same one; required otherwise.
-            It is also the scale of a sub-policy whose config.json has none.
+        env_action_scale: action scale of the env the Mutex runs in (number or per-action list); default: the
+            sub-policies' common scale. Also the scale of a sub-policy whose config.json has none.
         skill_selection_component: the component that selects the skill (see above).
-        last_action_component: the env's last-action component, rescaled for each sub-policy by
+        last_action_component: the env's last-action component, rescaled per sub-policy by
             :meth:`recover_last_action` (``None``: observations are passed unchanged).
-        last_action_columns: ``(start, stop)`` columns of the last action within that component, Python slice
-            semantics (default: all), e.g. ``(36, 48)`` or ``(-12, None)`` for legged_gym's ``proprioception``.
+        last_action_columns: ``(start, stop)`` of the last action within that component, slice semantics
+            (default: all), e.g. ``(-12, None)`` for legged_gym's ``proprioception``.
         **kwargs: ignored with a warning (keys every st_rl config passes are accepted silently).
 
     Raises:
-        ValueError: no sub-policy, a layout that does not match the dims, a named component not in the layout,
-            a checkpoint that does not fit the dims, or an action scale found neither in a sub-policy's
-            config.json nor in ``env_action_scale``.
+        ValueError: no sub-policy, a layout or checkpoint that does not fit the dims, a named component not in
+            the layout, or an action scale neither in a sub-policy's config.json nor in ``env_action_scale``.
         FileNotFoundError: a sub-policy directory without ``config.json`` or checkpoint.
     """
 
@@ -351,57 +323,10 @@ class ActorCriticMutex(nn.Module):
         ):
             if segs is not None and segments_size(segs) != width:
                 raise ValueError(f"{which} {dict(segs)} take {segments_size(segs)} columns, expected {width}")
-
-        self.sub_policy_paths = paths
-        self.sub_policy_configs: list[dict[str, Any]] = []
-        self.submodules = nn.ModuleList()
-        self._cmd_scales_from_config: list[float | None] = []
-        for i, path in enumerate(paths):
-            if not os.path.isdir(path):
-                raise FileNotFoundError(
-                    f"Sub-policy {i}: {path} is not a directory (expected a training log dir)"
-                )
-            snap = load_sub_policy(
-                path,
-                self.num_actor_obs,
-                self.num_critic_obs,
-                self.num_actions,
-                self.obs_segments,
-                critic_segments,
-                class_name=sub_policy_class_name,
-            )
-            self.submodules.append(snap.policy)
-            self.sub_policy_configs.append(snap.config)
-            self._cmd_scales_from_config.append(snap.cmd_scale)
-            scale = snap.action_scale
-            if scale is None:
-                if env_action_scale is None:
-                    raise ValueError(
-                        f"Sub-policy {i} ({path}): config.json has no action scale (looked for "
-                        f"{', '.join('.'.join(k) for k in ACTION_SCALE_KEYS)}). Set env_action_scale in the "
-                        "Mutex's policy config (the scale of the env it runs in, also used for sub-policies "
-                        "whose config has none), or add control.action_scale to that config.json."
-                    )
-                scale = env_action_scale
-            self.register_buffer(f"subpolicy_action_scale_{i}", self._scale_tensor(scale, f"sub-policy {i}"))
-        if env_action_scale is None:
-            scales = [self.subpolicy_action_scale(i) for i in range(len(paths))]
-            if any(s.shape != scales[0].shape or not torch.equal(s, scales[0]) for s in scales[1:]):
-                raise ValueError(
-                    f"The sub-policies were trained with different action scales "
-                    f"{[s.tolist() for s in scales]}: set env_action_scale (the action scale of the env the "
-                    f"{type(self).__name__} runs in) in its policy config."
-                )
-            env_action_scale = scales[0].tolist()
-        self.register_buffer("env_action_scale", self._scale_tensor(env_action_scale, "env_action_scale"))
-        for i in range(len(paths)):
-            if bool((self.subpolicy_action_scale(i) == 0).any()):
-                raise ValueError(f"Sub-policy {i} has an action scale of 0")
-
+        self._load_sub_policies(paths, sub_policy_class_name, critic_segments, env_action_scale)
         recurrent = [m for m in self.submodules if _is_recurrent(m)]
         self.is_recurrent = bool(recurrent)
         self.rnn_type: str | None = recurrent[0].rnn_type if recurrent else None
-
         self.skill_selection_component = skill_selection_component
         self._skill_slice: slice | None = None
         if skill_selection_component is not None:
@@ -428,6 +353,49 @@ class ActorCriticMutex(nn.Module):
                     f"{[tuple(s.shape) for s in scales]}"
                 )
         self._mean: torch.Tensor | None = None
+
+    def _load_sub_policies(
+        self, paths: list[str], class_name: Any, critic_segments: Any, env_action_scale: Any
+    ) -> None:
+        """Load every sub-policy and register its action scale (``subpolicy_action_scale_<i>``) and the
+        env's (``env_action_scale``)."""
+        self.sub_policy_paths = paths
+        self.sub_policy_configs: list[dict[str, Any]] = []
+        self.submodules = nn.ModuleList()
+        self._cmd_scales_from_config: list[float | None] = []
+        for i, path in enumerate(paths):
+            if not os.path.isdir(path):
+                raise FileNotFoundError(
+                    f"Sub-policy {i}: {path} is not a directory (expected a training log dir)"
+                )
+            snap = load_sub_policy(path, self.num_actor_obs, self.num_critic_obs, self.num_actions,
+                                   self.obs_segments, critic_segments, class_name=class_name)  # fmt: skip
+            self.submodules.append(snap.policy)
+            self.sub_policy_configs.append(snap.config)
+            self._cmd_scales_from_config.append(snap.cmd_scale)
+            scale = snap.action_scale
+            if scale is None and env_action_scale is None:
+                raise ValueError(
+                    f"Sub-policy {i} ({path}): config.json has no action scale (looked for "
+                    f"{', '.join('.'.join(k) for k in ACTION_SCALE_KEYS)}). Set env_action_scale in the "
+                    "Mutex's policy config (the scale of the env it runs in, also used for sub-policies "
+                    "whose config has none), or add control.action_scale to that config.json."
+                )
+            scale = env_action_scale if scale is None else scale
+            self.register_buffer(f"subpolicy_action_scale_{i}", self._scale_tensor(scale, f"sub-policy {i}"))
+        if env_action_scale is None:
+            scales = [self.subpolicy_action_scale(i) for i in range(len(paths))]
+            if any(s.shape != scales[0].shape or not torch.equal(s, scales[0]) for s in scales[1:]):
+                raise ValueError(
+                    f"The sub-policies were trained with different action scales "
+                    f"{[s.tolist() for s in scales]}: set env_action_scale (the action scale of the env the "
+                    f"{type(self).__name__} runs in) in its policy config."
+                )
+            env_action_scale = scales[0].tolist()
+        self.register_buffer("env_action_scale", self._scale_tensor(env_action_scale, "env_action_scale"))
+        for i in range(len(paths)):
+            if bool((self.subpolicy_action_scale(i) == 0).any()):
+                raise ValueError(f"Sub-policy {i} has an action scale of 0")
 
     # ------------------------------------------------------------------ construction helpers
     def _scale_tensor(self, scale: Any, where: str) -> torch.Tensor:
@@ -592,30 +560,24 @@ class ActorCriticMutex(nn.Module):
 class ActorCriticFieldMutex(ActorCriticMutex):
     """Mutex for obstacle fields: the obstacle type in front of the robot selects the skill.
 
-    Selection (:meth:`get_policy_selection`): columns ``selection_column_offset .. offset+K-1`` of
-    ``selection_component`` (legged_gym's ``engaging_block``: ``[engaged, one-hot obstacle type..., info...]``)
-    are a one-hot over the K sub-policies (a column counts as set when > 0.5; the first set column wins); a
-    row with none set selects sub-policy 0 (walking).
+    Selection: columns ``selection_column_offset .. offset+K-1`` of ``selection_component`` (legged_gym's
+    ``engaging_block``: ``[engaged, one-hot obstacle type..., info...]``) are a one-hot over the K sub-policies
+    (set when > 0.5, the first set column wins; none set selects sub-policy 0, walking).
 
-    Per sub-policy ``i`` the observations are adapted before its normaliser: the last action is rescaled
-    (:meth:`recover_last_action`) and, when ``i`` is in ``cmd_vel_mapping``, the forward-velocity command is
-    overridden (:meth:`override_cmd_vel`) by ``cmd_vel_current[i] * cmd_scales[i]``, written at
-    ``command_column`` of ``command_component`` (located through the layout). ``cmd_vel_current`` holds one
-    value per sub-policy and env: the fixed ``v`` or a value drawn uniformly from ``(low, high)`` at the first
-    call and again for every finished env (:meth:`resample_cmd_vel_current`, called by :meth:`reset`).
-    ``cmd_scales[i]`` is the run's ``normalization.obs_scales.lin_vel`` (legged_gym) or
-    ``env.obs_scales.lin_vel`` (st_rl config), 1.0 when absent.
+    Before sub-policy ``i`` sees the observations, the last action is rescaled (:meth:`recover_last_action`) and,
+    when ``i`` is in ``cmd_vel_mapping``, the forward-velocity command at ``command_column`` of
+    ``command_component`` becomes ``cmd_vel_current[i] * cmd_scales[i]`` (:meth:`override_cmd_vel`):
+    ``cmd_vel_current`` holds, per sub-policy and env, the fixed ``v`` or a draw from ``(low, high)`` renewed for
+    every finished env (:meth:`reset`); ``cmd_scales[i]`` is the run's ``lin_vel`` observation scale (1.0 when
+    absent).
 
-    Smoothing: the last ``action_smoothing_buffer_len`` selections are kept per env (buffer (len, N, K)); the
-    output is ``sum_i a_i * s_i / e * mean(selection_i over the buffer)``, so a switch blends over ``len`` steps.
-    A finished env (:meth:`reset`) restarts its buffer with its next selection.
+    Smoothing: the output is ``sum_i a_i * s_i / e * mean(selection_i over the last action_smoothing_buffer_len
+    selections)``, so a switch blends over that many steps; a finished env restarts its buffer.
 
-    Memory resets after each call (recurrent sub-policies), ``reset_non_selected``:
-
-    * ``"all"`` / ``True``: sub-policy ``i`` is reset in the envs where it has no weight in the buffer;
-    * ``"when_skill"``: sub-policy ``i > 0`` is reset in the envs that are neither in skill ``i`` nor walking
-      (skill 0) over the buffer; sub-policy 0 is never reset (skills warm up while walking towards the obstacle);
-    * ``False`` / ``None`` / ``"none"``: never.
+    ``reset_non_selected`` (memories of recurrent sub-policies, after each call): ``"all"`` / ``True`` resets
+    sub-policy ``i`` where it has no weight in the buffer; ``"when_skill"`` resets sub-policy ``i > 0`` where
+    neither skill ``i`` nor walking (skill 0) is in the buffer (skills warm up while walking towards the
+    obstacle); ``False`` / ``None`` / ``"none"``: never.
 
     Args:
         cmd_vel_mapping: ``{sub-policy index: v | (low, high)}``; JSON forms (string keys, lists) are accepted.
@@ -623,14 +585,13 @@ class ActorCriticFieldMutex(ActorCriticMutex):
         action_smoothing_buffer_len: number of selections averaged (1: no smoothing).
         selection_component: component that selects the skill (default ``"engaging_block"``).
         selection_column_offset: first one-hot column within it (default 1).
-        command_component: component holding the velocity command. Default: inferred from ``obs_segments``,
-            ``"commands"`` when the layout has it, else the reference's ``"proprioception"``.
-        command_column: column of the forward velocity within it (default: 0 in ``commands``, 9 in
-            ``proprioception``, the reference's layout).
-        last_action_component: the env's last-action component (``None`` disables the rescaling). Default:
+        command_component: component holding the velocity command (default: ``"commands"`` when the layout
+            has it, else the reference's ``"proprioception"``).
+        command_column: column of the forward velocity in it (default: 0 in ``commands``, 9 in
+            ``proprioception``).
+        last_action_component: the env's last-action component (``None``: no rescaling; default:
             ``"last_actions"`` when the layout has it, else the last ``num_actions`` columns of
-            ``"proprioception"`` (the reference's layout), else none. ``last_action_columns`` as in
-            :class:`ActorCriticMutex`.
+            ``"proprioception"``, else none).
         (other arguments as :class:`ActorCriticMutex`)
     """
 
@@ -651,8 +612,7 @@ class ActorCriticFieldMutex(ActorCriticMutex):
         last_action_component: str | None = _AUTO,
         **kwargs: Any,
     ) -> None:
-        segments = normalize_segments(kwargs.get("obs_segments"))
-        names = list(segments or ())
+        names = list(normalize_segments(kwargs.get("obs_segments")) or ())
         if last_action_component == _AUTO:
             last_action_component = None
             if "last_actions" in names:
@@ -663,28 +623,23 @@ class ActorCriticFieldMutex(ActorCriticMutex):
                     num_actions = args[2] if len(args) > 2 else kwargs.get("num_actions")
                     kwargs["last_action_columns"] = (-int(num_actions), None)  # type: ignore[arg-type]
         if command_component is None:
-            command_component = (
-                PROPRIOCEPTION if PROPRIOCEPTION in names and "commands" not in names else "commands"
-            )
+            use_proprioception = PROPRIOCEPTION in names and "commands" not in names
+            command_component = PROPRIOCEPTION if use_proprioception else "commands"
         if command_column is None:
             command_column = PROPRIOCEPTION_CMD_COLUMN if command_component == PROPRIOCEPTION else 0
         super().__init__(*args, last_action_component=last_action_component, **kwargs)
-        k = self.num_sub_policies
-        self.cmd_vel_mapping = normalize_cmd_vel_mapping(cmd_vel_mapping, k)
-        if reset_non_selected is True or reset_non_selected == "all":
-            self.reset_non_selected: str | None = "all"
-        elif reset_non_selected is None or reset_non_selected is False or reset_non_selected == "none":
-            self.reset_non_selected = None
-        elif reset_non_selected == "when_skill":
-            self.reset_non_selected = "when_skill"
-        else:
+        self.cmd_vel_mapping = normalize_cmd_vel_mapping(cmd_vel_mapping, self.num_sub_policies)
+        if (
+            not isinstance(reset_non_selected, (str, bool, type(None)))
+            or reset_non_selected not in _RESET_MODES
+        ):
             raise ValueError(
                 f"reset_non_selected must be 'all' (or True), 'when_skill' or False/None, got {reset_non_selected!r}"
             )
+        self.reset_non_selected: str | None = _RESET_MODES[reset_non_selected]
         self.action_smoothing_buffer_len = int(action_smoothing_buffer_len)
         if self.action_smoothing_buffer_len < 1:
             raise ValueError("action_smoothing_buffer_len must be >= 1")
-
         self.selection_component = selection_component
         self.selection_column_offset = int(selection_column_offset)
         self._selection_slice = self._component_columns(selection_component, "selection_component")
@@ -695,32 +650,34 @@ class ActorCriticFieldMutex(ActorCriticMutex):
                 f"selection_component '{selection_component}' has {width} columns; selecting among "
                 f"{self._num_selectable()} sub-policies from column {self.selection_column_offset} needs {needed}."
             )
+        self._set_up_commands(command_component, int(command_column))
+        # per-env state, created at the first call (its batch size is unknown until then)
+        self.cmd_vel_current: torch.Tensor | None = None  # (K, N)
+        self.action_smoothing_buffer: torch.Tensor | None = None  # (len, N, K)
+        self._restart: torch.Tensor | None = None  # (N,) bool: restart the smoothing buffer
 
+    def _set_up_commands(self, command_component: str, command_column: int) -> None:
+        k = self.num_sub_policies
         self.command_component = command_component
-        self.command_column = int(command_column)
+        self.command_column = command_column
         self._cmd_mapped = [i in self.cmd_vel_mapping for i in range(k)]
         self._cmd_index: int | None = None
         if any(self._cmd_mapped):
             cmd = self._component_columns(command_component, "command_component")
-            if not 0 <= self.command_column < cmd.stop - cmd.start:
+            if not 0 <= command_column < cmd.stop - cmd.start:
                 raise ValueError(
-                    f"command_column {self.command_column} is outside '{command_component}' "
+                    f"command_column {command_column} is outside '{command_component}' "
                     f"({cmd.stop - cmd.start} columns)"
                 )
-            self._cmd_index = cmd.start + self.command_column
+            self._cmd_index = cmd.start + command_column
         lows = [0.0] * k
         highs = [0.0] * k
         for i, value in self.cmd_vel_mapping.items():
             lows[i], highs[i] = value if isinstance(value, tuple) else (value, value)
         self.register_buffer("cmd_vel_low", torch.tensor(lows), persistent=False)
         self.register_buffer("cmd_vel_high", torch.tensor(highs), persistent=False)
-        self.register_buffer(
-            "cmd_scales", torch.tensor([1.0 if s is None else s for s in self._cmd_scales_from_config])
-        )
-        # per-env state, created at the first call (its batch size is unknown until then)
-        self.cmd_vel_current: torch.Tensor | None = None  # (K, N)
-        self.action_smoothing_buffer: torch.Tensor | None = None  # (len, N, K)
-        self._restart: torch.Tensor | None = None  # (N,) bool: restart the smoothing buffer
+        scales = [1.0 if s is None else s for s in self._cmd_scales_from_config]
+        self.register_buffer("cmd_scales", torch.tensor(scales))
 
     # ------------------------------------------------------------------ hooks for the climb variant
     def _num_selectable(self) -> int:

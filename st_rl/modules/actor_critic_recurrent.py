@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from st_rl.modules.actor_critic import (
-    ActorCritic,
+from st_rl.modules.actor_critic import ActorCritic, MemorySpec, PolicyParts
+from st_rl.modules.memory import (  # reference names
+    ActorCriticHiddenState,
     AdaptorActorHiddenState,
     EstimatorActorHiddenState,
-    MemorySpec,
-    PolicyParts,
+    LstmHiddenState,
+    Memory,
 )
-from st_rl.modules.memory import ActorCriticHiddenState, LstmHiddenState, Memory  # reference names
 
 __all__ = [
     "ActorCriticHiddenState",
@@ -34,22 +34,19 @@ __all__ = [
 
 
 class ActorCriticRecurrent(ActorCritic):
-    """Gaussian actor-critic whose actor and critic each read their observations through a memory.
-
-    ``memory_a`` (actor) and ``memory_c`` (critic) are :class:`~st_rl.modules.memory.Memory` modules; the MLP
-    heads take ``rnn_hidden_size`` inputs. In rollouts the memories keep their own hidden states (reset per
-    finished env by :meth:`reset`); in updates ``act``/``evaluate`` receive padded trajectories, ``masks`` and
-    the initial hidden states.
+    """Gaussian actor-critic whose actor and critic each read their observations through a memory
+    (``memory_a``, ``memory_c``: :class:`~st_rl.modules.memory.Memory`); the heads take ``rnn_hidden_size``
+    inputs. In rollouts the memories keep their hidden states (reset per finished env by :meth:`reset`); in
+    updates ``act`` / ``evaluate`` take padded trajectories, ``masks`` and the initial hidden states.
 
     The positional order is the reference's: ``(num_actor_obs, num_critic_obs, num_actions, actor_hidden_dims,
     critic_hidden_dims, activation, rnn_type, rnn_hidden_size, rnn_num_layers, init_noise_std)``; every other
-    argument is a keyword.
+    argument is a keyword (as :class:`~st_rl.modules.actor_critic.ActorCritic`).
 
     Args:
         rnn_type: ``"lstm"`` or ``"gru"``.
         rnn_hidden_size: memory width.
         rnn_num_layers: stacked memory layers.
-        (other arguments as :class:`~st_rl.modules.actor_critic.ActorCritic`)
     """
 
     parts = PolicyParts(memory=MemorySpec())
@@ -71,7 +68,6 @@ class ActorCriticRecurrent(ActorCritic):
         parts: PolicyParts | None = None,
         **kwargs: Any,
     ) -> None:
-        # Positional order as the reference's: the memory arguments come before init_noise_std.
         memory = MemorySpec(str(rnn_type).lower(), int(rnn_hidden_size), int(rnn_num_layers))
         super().__init__(
             num_actor_obs,
@@ -114,22 +110,9 @@ class VisualDeterministicRecurrent(ActorCriticRecurrent):
 
 
 class PrivilegeStateAcRecurrent(StateAcRecurrent):
-    """:class:`StateAcRecurrent` plus a privileged-state adaptor.
-
-    The adaptor (own memory ``memory_p`` and MLP head ``adaptor``) reads ``adaptor_obs_components`` and predicts
-    ``adaptor_target_components`` (e.g. friction or payload carried in the actor observation during training);
-    with probability ``privilege_replace_state_prob`` its detached estimate replaces those components before the
-    state estimator and the policy run (always at inference when the probability is > 0). Its output is kept
-    apart from the estimator's (:meth:`get_adapted_state`), and EstimatorPPO trains it with ``adaptor_loss``
-    against the critic observations. Hidden states nest adaptor -> estimator -> actor.
-
-    Args:
-        adaptor_obs_components: actor components the adaptor reads.
-        adaptor_target_components: actor components it predicts.
-        adaptor_kwargs: ``hidden_sizes`` (default [128, 64]), ``rnn_type``, ``rnn_hidden_size``,
-            ``rnn_num_layers`` (default: the policy's).
-        privilege_replace_state_prob: substitution probability during training.
-        (other arguments as :class:`StateAcRecurrent`)
-    """
+    """:class:`StateAcRecurrent` plus a privileged-state adaptor with its own memory ``memory_p``; arguments as
+    :class:`~st_rl.modules.actor_critic.PrivilegeStateAc`, and ``adaptor_kwargs`` also take ``rnn_type``,
+    ``rnn_hidden_size``, ``rnn_num_layers`` (default: the policy's). Hidden states nest adaptor -> estimator ->
+    actor."""
 
     parts = StateAcRecurrent.parts.add(adaptor=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -149,7 +148,3 @@ class Conv2dHeadModel(nn.Module):
         y = self.conv(x.reshape(-1, *x.shape[-3:]))
         y = self.head(y.flatten(1))
         return y.reshape(*lead, y.shape[-1])
-
-
-def image_numel(shape: Sequence[int]) -> int:
-    return math.prod(int(s) for s in shape)

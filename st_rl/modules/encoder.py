@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ import torch
 import torch.nn as nn
 
 from st_rl.env.layout import get_obs_slice, normalize_segments
+from st_rl.modules.checkpoint_compat import record_default_activation
 from st_rl.modules.conv2d import Conv2dHeadModel
 from st_rl.modules.mlp import MlpModel
 
@@ -135,3 +137,80 @@ def build_encoders(
                 )
             modules.append(Conv2dHeadModel(shape, hidden_sizes=hidden + [layout.output_size], **merged))
     return nn.ModuleList(modules)
+
+
+def require_segments(segments: Any, which: str) -> Any:
+    """``segments``, or a ValueError naming the ``{which}_segments`` argument when it is None."""
+    if segments is None:
+        raise ValueError(f"Encoders need the {which} layout: pass {which}_segments (name -> shape)")
+    return segments
+
+
+def attach_encoders(
+    policy: Any, names: list[str], class_name: Any, kwargs: Any, output_size: int | None,
+    critic_names: Sequence[str] | str | None, critic_class_name: Any, critic_kwargs: Any,
+) -> None:  # fmt: skip
+    """Give ``policy`` its encoder part: ``actor_layout`` / ``encoders`` for ``names`` and, by
+    ``critic_names``, none (critic unencoded), ``"shared"`` (the actor's encoders on the critic layout) or
+    ``critic_layout`` / ``critic_encoders`` (with the actor's class and kwargs by default)."""
+    out = int(output_size) if output_size is not None else DEFAULT_ENCODER_OUTPUT_SIZE
+    policy.encoder_component_names = names
+    policy.encoder_output_size = out
+    policy.critic_encoder_component_names = critic_names
+    if names:
+        policy.actor_layout = EncoderLayout(require_segments(policy.obs_segments, "obs"), names, out)
+        policy.encoders = build_encoders(policy.actor_layout, class_name, kwargs)
+        record_default_activation(policy._legacy_activations, "encoders", kwargs, len(names), nn.ELU)
+    if not critic_names:
+        return
+    if critic_names == "shared" and not names:
+        raise ValueError("critic_encoder_component_names='shared' needs encoder_component_names")
+    critic_segments = require_segments(policy.privileged_obs_segments, "privileged_obs")
+    policy.critic_layout = EncoderLayout(
+        critic_segments, names if critic_names == "shared" else list(critic_names), out
+    )
+    if critic_names != "shared":
+        critic_kwargs = critic_kwargs if critic_kwargs is not None else kwargs
+        critic_class_name = critic_class_name if critic_class_name is not None else class_name
+        policy.critic_encoders = build_encoders(policy.critic_layout, critic_class_name, critic_kwargs)
+        record_default_activation(
+            policy._legacy_activations, "critic_encoders", critic_kwargs, len(critic_names), nn.ELU
+        )
+
+
+def critic_encoder_modules(policy: Any) -> nn.ModuleList:
+    """The encoders that read the critic observations."""
+    return policy.encoders if policy.critic_encoder_component_names == "shared" else policy.critic_encoders
+
+
+def encoder_latent(policy: Any, observations: torch.Tensor, component: str, critic: bool) -> torch.Tensor:
+    """See :meth:`st_rl.modules.actor_critic.ActorCritic.get_encoder_latent`."""
+    layout = policy.critic_layout if critic else policy.actor_layout
+    if layout is None or component not in layout.component_names:
+        known = layout.component_names if layout is not None else []
+        raise ValueError(
+            f"No {'critic' if critic else 'actor'} encoder for component '{component}'; encoded components: {known}"
+        )
+    modules = critic_encoder_modules(policy) if critic else policy.encoders
+    x = policy.normalize_critic_obs(observations) if critic else policy.normalize_actor_obs(observations)
+    return layout.encode(x, layout.component_names.index(component), modules)
+
+
+def attach_visual_encoder(
+    policy: Any, component: str, kwargs: Mapping[str, Any], latent: int, privileged_segments: Any
+) -> None:
+    """Give ``policy`` its visual part: ``visual_layout`` and ``visual_encoder``, a ``Conv2dHeadModel``
+    encoding the image ``component`` (C, H, W) into ``latent`` columns."""
+    layout = EncoderLayout(require_segments(policy.obs_segments, "obs"), [component], latent)
+    _, shape = layout.slices[0]
+    if len(shape) != 3:
+        raise ValueError(f"The visual component '{component}' must be an image (C, H, W); got shape {shape}")
+    policy.visual_component_name = component
+    policy.visual_latent_size = latent
+    policy.visual_layout = layout
+    policy.visual_encoder = Conv2dHeadModel(shape, output_size=latent, **kwargs)
+    if privileged_segments is not None:
+        warnings.warn(
+            "Visual policies encode the actor's image only; the critic reads its observations unchanged.",
+            stacklevel=4,
+        )

@@ -13,6 +13,8 @@ from st_rl.utils.utils import unpad_trajectories
 
 LstmHiddenState = namedarraytuple("LstmHiddenState", ["hidden", "cell"])
 ActorCriticHiddenState = namedarraytuple("ActorCriticHiddenState", ["actor", "critic"])
+EstimatorActorHiddenState = namedarraytuple("EstimatorActorHiddenState", ["estimator", "actor"])
+AdaptorActorHiddenState = namedarraytuple("AdaptorActorHiddenState", ["adaptor", "actor"])
 
 
 class Memory(nn.Module):
@@ -44,6 +46,17 @@ class Memory(nn.Module):
         self.num_layers = num_layers
         self.hidden_states: Any = None
 
+    @property
+    def _parts(self) -> list[str]:
+        return ["hidden", "cell"] if self.memory_type == "lstm" else ["hidden"]
+
+    def _split(self, state: Any) -> tuple[torch.Tensor, ...]:
+        return tuple(state) if self.memory_type == "lstm" else (state,)
+
+    def _join(self, tensors: Any) -> Any:
+        tensors = tuple(tensors)
+        return LstmHiddenState(*tensors) if self.memory_type == "lstm" else tensors[0]
+
     def forward(
         self, x: torch.Tensor, masks: torch.Tensor | None = None, hidden_states: Any = None
     ) -> torch.Tensor:
@@ -53,16 +66,12 @@ class Memory(nn.Module):
             out, _ = self._run(x, tuple(hidden_states) if self.memory_type == "lstm" else hidden_states)
             return unpad_trajectories(out, masks) if masks is not None else out
         if self.hidden_states is None:
-            self.hidden_states = self.initial_state(
-                x.shape[0], x.device, torch.promote_types(x.dtype, torch.float32)
-            )
+            dtype = torch.promote_types(x.dtype, torch.float32)
+            self.hidden_states = self.initial_state(x.shape[0], x.device, dtype)
         state = tuple(self.hidden_states) if self.memory_type == "lstm" else self.hidden_states
         out, new_state = self._run(x.unsqueeze(0), state)
         # Under bfloat16 autocast an LSTM returns bfloat16 states; the rollout memory stays in full precision.
-        if self.memory_type == "lstm":
-            self.hidden_states = LstmHiddenState(*(full_precision(h) for h in new_state))
-        else:
-            self.hidden_states = full_precision(new_state)
+        self.hidden_states = self._join(full_precision(h) for h in self._split(new_state))
         return out.squeeze(0)
 
     def _run(self, x: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
@@ -75,72 +84,48 @@ class Memory(nn.Module):
 
     def initial_state(
         self, batch_size: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
-    ):
+    ) -> Any:
         """Zero hidden state for ``batch_size`` sequences."""
-        zeros = torch.zeros(self.num_layers, batch_size, self.hidden_size, device=device, dtype=dtype)
-        return LstmHiddenState(zeros, zeros.clone()) if self.memory_type == "lstm" else zeros
+        shape = (self.num_layers, batch_size, self.hidden_size)
+        return self._join(torch.zeros(shape, device=device, dtype=dtype) for _ in self._parts)
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
-        """Zero the hidden state of the finished sequences (all of them when ``dones`` is None).
-
-        ``dones`` may be bool or 0/1 integers; it is converted to bool before use.
-        """
+        """Zero the hidden state of the finished sequences (all of them when ``dones``, bool or 0/1, is None)."""
         if self.hidden_states is None:
             return
+        first = self._split(self.hidden_states)[0]
         if dones is None:
-            keep = torch.zeros((), dtype=self._first_state().dtype, device=self._first_state().device)
+            keep = torch.zeros((), dtype=first.dtype, device=first.device)
         else:
-            keep = (~dones.reshape(1, -1, 1).bool()).to(self._first_state().dtype)
-        if self.memory_type == "lstm":
-            self.hidden_states = LstmHiddenState(
-                self.hidden_states.hidden * keep, self.hidden_states.cell * keep
-            )
-        else:
-            self.hidden_states = self.hidden_states * keep
-
-    def _first_state(self) -> torch.Tensor:
-        return self.hidden_states.hidden if self.memory_type == "lstm" else self.hidden_states
+            keep = (~dones.reshape(1, -1, 1).bool()).to(first.dtype)
+        self.hidden_states = self._join(h * keep for h in self._split(self.hidden_states))
 
     def detach_hidden_states(self) -> None:
         """Cut the gradient history of the stored hidden state."""
-        if self.hidden_states is None:
-            return
-        if self.memory_type == "lstm":
-            self.hidden_states = LstmHiddenState(
-                self.hidden_states.hidden.detach(), self.hidden_states.cell.detach()
-            )
-        else:
-            self.hidden_states = self.hidden_states.detach()
+        if self.hidden_states is not None:
+            self.hidden_states = self._join(h.detach() for h in self._split(self.hidden_states))
 
     def rollout_state(self) -> dict[str, torch.Tensor]:
         """A copy of the rollout hidden state for a checkpoint: ``{"hidden": (L, B, H)}`` (GRU) or
         ``{"hidden": ..., "cell": ...}`` (LSTM); ``{}`` before the first rollout step."""
         if self.hidden_states is None:
             return {}
-        if self.memory_type == "lstm":
-            return {"hidden": self.hidden_states.hidden.detach().clone(),
-                    "cell": self.hidden_states.cell.detach().clone()}  # fmt: skip
-        return {"hidden": self.hidden_states.detach().clone()}
+        return {k: h.detach().clone() for k, h in zip(self._parts, self._split(self.hidden_states))}
 
     def check_rollout_state(self, state: Any, batch_size: int | None = None) -> None:
-        """Raise ``ValueError`` if :meth:`load_rollout_state` would refuse ``state``.
-
-        Args:
-            state: what :meth:`rollout_state` returned.
-            batch_size: the number of sequences (environments) expected; None accepts any.
-        """
+        """Raise ``ValueError`` if :meth:`load_rollout_state` would refuse ``state`` (``batch_size``: the number
+        of sequences expected; None accepts any)."""
         if not isinstance(state, dict):
             raise ValueError(f"expected a dict of tensors, got a {type(state).__name__}")
         if not state:
             return
-        parts = ["hidden", "cell"] if self.memory_type == "lstm" else ["hidden"]
-        if sorted(state) != sorted(parts):
-            raise ValueError(f"a {self.memory_type.upper()} state has {parts}, got {sorted(state)}")
-        for part in parts:
+        if sorted(state) != sorted(self._parts):
+            raise ValueError(f"a {self.memory_type.upper()} state has {self._parts}, got {sorted(state)}")
+        layers, hidden = self.num_layers, self.hidden_size
+        for part in self._parts:
             value = state[part]
             if not isinstance(value, torch.Tensor) or not value.is_floating_point():
                 raise ValueError(f"{part!r} is not a floating-point tensor")
-            layers, hidden = self.num_layers, self.hidden_size
             if value.dim() != 3 or value.shape[0] != layers or value.shape[2] != hidden:
                 raise ValueError(
                     f"{part!r} has shape {tuple(value.shape)}, expected ({layers}, batch, {hidden})"
@@ -155,15 +140,9 @@ class Memory(nn.Module):
             ValueError: the state does not fit this memory (see :meth:`check_rollout_state`).
         """
         self.check_rollout_state(state, batch_size)
-        if not state:
-            self.hidden_states = None
-            return
         param = next(self.rnn.parameters())
-        hidden = state["hidden"].to(param.device, param.dtype).clone()
-        if self.memory_type == "lstm":
-            self.hidden_states = LstmHiddenState(hidden, state["cell"].to(param.device, param.dtype).clone())
-        else:
-            self.hidden_states = hidden
+        loaded = (state[k].to(param.device, param.dtype).clone() for k in self._parts)
+        self.hidden_states = self._join(loaded) if state else None
 
 
 class NoMemory(nn.Module):
@@ -181,3 +160,78 @@ class NoMemory(nn.Module):
 
     def detach_hidden_states(self) -> None:
         """Nothing to detach."""
+
+
+# ---------------------------------------------------------------------------- the memories of a policy
+POLICY_MEMORIES = ("memory_a", "memory_c", "memory_s", "memory_p")
+"""Attributes of a policy's memories: actor, critic, state estimator, privileged-state adaptor."""
+
+
+def attach_memories(policy: Any, spec: Any) -> None:
+    """Give ``policy`` its memories for a ``MemorySpec`` (or none for None).
+
+    ``memory_a`` / ``memory_c`` exist only on recurrent policies: legged_gym's exporter takes any policy with a
+    ``memory_a`` for an LSTM one. The forward passes use ``_actor_memory`` / ``_critic_memory``, plain references
+    (not registered twice) to those memories or to a :class:`NoMemory` pass-through.
+    """
+    actor_memory: nn.Module = NoMemory()
+    critic_memory: nn.Module = actor_memory
+    if spec is not None:
+        rnn = (spec.rnn_type, spec.num_layers, spec.hidden_size)
+        policy.memory_a = actor_memory = Memory(policy.encoded_actor_width(), *rnn)
+        policy.memory_c = critic_memory = Memory(policy.encoded_critic_width(), *rnn)
+    object.__setattr__(policy, "_actor_memory", actor_memory)
+    object.__setattr__(policy, "_critic_memory", critic_memory)
+
+
+def named_memories(policy: nn.Module) -> dict[str, Memory]:
+    """The policy's :class:`Memory` attributes among :data:`POLICY_MEMORIES` (none in feed-forward policies)."""
+    return {n: m for n in POLICY_MEMORIES if isinstance(m := getattr(policy, n, None), Memory)}
+
+
+def split_estimator_hidden(hidden_states: Any) -> tuple[Any, Any]:
+    """``(estimator_hidden, actor_hidden)`` of an actor-side hidden state."""
+    if isinstance(hidden_states, EstimatorActorHiddenState):
+        return hidden_states.estimator, hidden_states.actor
+    return None, hidden_states
+
+
+def get_policy_hidden_states(policy: Any) -> Any:
+    """``ActorCriticHiddenState(actor, critic)`` of the policy's rollout memories, the actor field nesting
+    ``AdaptorActorHiddenState`` / ``EstimatorActorHiddenState`` when those parts have memories; ``None`` for
+    feed-forward policies."""
+    if not policy.is_recurrent:
+        return None
+    actor = policy.memory_a.hidden_states
+    if policy.memory_s is not None:
+        actor = EstimatorActorHiddenState(policy.memory_s.hidden_states, actor)
+    if policy.memory_p is not None:
+        actor = AdaptorActorHiddenState(policy.memory_p.hidden_states, actor)
+    return ActorCriticHiddenState(actor, policy.memory_c.hidden_states)
+
+
+def set_policy_hidden_states(policy: Any, hidden_states: Any) -> None:
+    """Restore what :func:`get_policy_hidden_states` returned (``None``: nothing to restore)."""
+    if hidden_states is None:
+        return
+    actor = hidden_states.actor
+    if isinstance(actor, AdaptorActorHiddenState):
+        policy.memory_p.hidden_states, actor = actor.adaptor, actor.actor
+    est, policy.memory_a.hidden_states = split_estimator_hidden(actor)
+    if policy.memory_s is not None:
+        policy.memory_s.hidden_states = est
+    policy.memory_c.hidden_states = hidden_states.critic
+
+
+def check_rollout_states(memories: dict[str, Memory], state: Any, batch_size: int | None = None) -> None:
+    """Raise ``ValueError`` naming the memory if ``state`` (memory name -> :meth:`Memory.rollout_state`) does
+    not fit ``memories``."""
+    if not isinstance(state, dict):
+        raise ValueError(f"expected a dict of memory states, got a {type(state).__name__}")
+    if sorted(state) != sorted(memories):
+        raise ValueError(f"the policy's memories are {sorted(memories)}, the state has {sorted(state)}")
+    for name, memory in memories.items():
+        try:
+            memory.check_rollout_state(state[name], batch_size)
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from e

@@ -1,19 +1,12 @@
 """The reference's policy mixins, as declarations of parts.
 
-The reference builds its policies by stacking mixins on a base class, e.g.
-``class EncoderStateAcRecurrent(EstimatorMixin, EncoderActorCriticMixin, ActorCriticRecurrent)``, and users
-write their own compositions the same way. Here every mixin only declares the part of
-:class:`~st_rl.modules.actor_critic.PolicyParts` it switches on (``policy_parts``); a class that lists mixins
-before an :class:`~st_rl.modules.actor_critic.ActorCritic` base gets its base's ``parts`` plus those of its
-mixins, so::
-
-    class MyAC(EstimatorMixin, EncoderActorCriticMixin, ActorCriticRecurrent):
-        pass
-
-is the same policy as :class:`~st_rl.modules.actor_critic_recurrent.EncoderStateAcRecurrent`, with the same
-keyword arguments (the mixins add no constructor: :class:`ActorCritic` takes every part's arguments). The parts
-always run in one order (adaptor, estimator, encoders / visual encoder, memories, heads), whatever the order of
-the mixins in the class statement; the reference's own compositions list them in that order.
+The reference builds policies by stacking mixins on a base class, e.g.
+``class EncoderStateAcRecurrent(EstimatorMixin, EncoderActorCriticMixin, ActorCriticRecurrent)``. Here a mixin
+only declares the :class:`~st_rl.modules.actor_critic.PolicyParts` field it switches on (``policy_parts``); a
+class listing mixins before an :class:`~st_rl.modules.actor_critic.ActorCritic` base gets its base's ``parts``
+plus its mixins'. The mixins add no constructor (:class:`ActorCritic` takes every part's keyword arguments, see
+the preset named in each docstring), and the parts always run in one order (adaptor, estimator, encoders /
+visual encoder, memories, heads), whatever the order of the mixins.
 """
 
 from __future__ import annotations
@@ -34,11 +27,8 @@ __all__ = [
 
 
 class PolicyMixin:
-    """Base of the policy mixins: a subclass declares ``policy_parts`` (``PolicyParts`` fields to switch on).
-
-    When a class with an :class:`ActorCritic` base is created, the ``policy_parts`` of every mixin in its MRO are
-    added to the ``parts`` it inherits, unless the class sets ``parts`` itself.
-    """
+    """Base of the policy mixins: a subclass declares ``policy_parts`` (``PolicyParts`` fields to switch on),
+    added to the ``parts`` of an :class:`ActorCritic` subclass unless that class sets ``parts`` itself."""
 
     policy_parts: ClassVar[dict[str, Any]] = {}
 
@@ -53,57 +43,37 @@ class PolicyMixin:
 
 
 class EncoderActorCriticMixin(PolicyMixin):
-    """Encoders on named observation components (the ``encoders`` part).
-
-    Keyword arguments as :class:`~st_rl.modules.actor_critic.EncoderActorCritic`: ``encoder_component_names``,
-    ``encoder_class_name``, ``encoder_kwargs``, ``encoder_output_size``, ``critic_encoder_component_names``,
-    ``critic_encoder_class_name``, ``critic_encoder_kwargs``.
-    """
+    """Encoders on named observation components (arguments as ``EncoderActorCritic``)."""
 
     policy_parts: ClassVar[dict[str, Any]] = {"encoders": True}
 
 
 class EstimatorMixin(PolicyMixin):
-    """A supervised state estimator (the ``estimator`` part; train it with ``EstimatorPPO``).
-
-    Keyword arguments as :class:`~st_rl.modules.actor_critic.StateAc`: ``estimator_obs_components``,
-    ``estimator_target_components``, ``estimator_kwargs``, ``use_actor_rnn``, ``replace_state_prob``.
-    """
+    """A supervised state estimator, trained by ``EstimatorPPO`` (arguments as ``StateAc``)."""
 
     policy_parts: ClassVar[dict[str, Any]] = {"estimator": True}
 
 
 class PrivilegeEstimatorMixin(PolicyMixin):
-    """A privileged-state adaptor (the ``adaptor`` part; with its own memory on a recurrent base, an MLP on a
-    feed-forward one).
-
-    Keyword arguments as :class:`~st_rl.modules.actor_critic.PrivilegeStateAc` /
-    :class:`~st_rl.modules.actor_critic_recurrent.PrivilegeStateAcRecurrent`:
-    ``adaptor_obs_components``, ``adaptor_target_components``, ``adaptor_kwargs``,
-    ``privilege_replace_state_prob``.
-    """
+    """A privileged-state adaptor, with its own memory on a recurrent base (arguments as
+    ``PrivilegeStateAc`` / ``PrivilegeStateAcRecurrent``)."""
 
     policy_parts: ClassVar[dict[str, Any]] = {"adaptor": True}
 
 
 class VisualActorCriticMixin(PolicyMixin):
-    """A convolutional encoder on the actor's image component (the ``visual`` part).
-
-    Keyword arguments as :class:`~st_rl.modules.actor_critic.VisualDeterministicAC`: ``visual_component_name``,
-    ``visual_kwargs``, ``visual_latent_size``.
-    """
+    """A convolutional encoder on the actor's image component (arguments as ``VisualDeterministicAC``)."""
 
     policy_parts: ClassVar[dict[str, Any]] = {"visual": True}
 
 
 class DeterministicPolicyMixin(PolicyMixin):
-    """``act`` returns the action mean (the ``deterministic`` part)."""
+    """``act`` returns the action mean."""
 
     policy_parts: ClassVar[dict[str, Any]] = {"deterministic": True}
 
 
 class AmpMixin(PolicyMixin):
-    """An AMP discriminator built from the ``amp_discriminator`` dict (the ``discriminator`` part; trained by
-    ``APPO`` / the ``AdversarialMotionPrior`` extension)."""
+    """An AMP discriminator built from the ``amp_discriminator`` dict (trained by ``APPO``)."""
 
     policy_parts: ClassVar[dict[str, Any]] = {"discriminator": True}

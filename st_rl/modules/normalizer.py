@@ -20,19 +20,13 @@ class EmpiricalNormalization(nn.Module):
     """Normalise with running mean and variance: ``(x - mean) / (std + eps)``.
 
     Statistics are updated from every batch seen in training mode (frozen in ``eval()``) until ``count``
-    reaches ``until``; in a multi-rank run (``torch.distributed``) each update merges the batches of all ranks.
-    The merge of batch moments is exact (the statistics after several batches equal those of the concatenated
-    data). ``count`` is a buffer, so it is saved and restored with the state dict, and buffers are updated in
-    place, so updating inside ``torch.inference_mode`` is safe.
+    reaches ``until``, merging the batches of all ranks in a ``torch.distributed`` run; the merge of batch
+    moments is exact. ``count`` is a saved buffer; buffers are updated in place (safe in
+    ``torch.inference_mode``). ``torch.jit.script`` compiles it as :meth:`normalize`, which never updates.
 
-    ``torch.jit.script`` compiles it as :meth:`normalize` (in training mode too): a scripted normaliser never
-    updates its statistics, it applies those it was scripted with.
-
-    A batch holding NaN or Inf never reaches the statistics. On the CPU :meth:`update` raises a
-    :class:`NonFiniteObservationError` naming the normaliser; on an accelerator (where checking at once would
-    cost a host sync every step) the batch is skipped on the device and counted, and
-    :meth:`raise_if_nonfinite` raises the same error later. (The runner's environment adapter reports NaN/Inf
-    observations from the environment itself, naming the observation group, at the end of the rollout.)
+    A batch holding NaN or Inf never reaches the statistics: on the CPU :meth:`update` raises
+    :class:`NonFiniteObservationError`; on an accelerator (where checking would cost a host sync every step) the
+    batch is skipped and counted, and :meth:`raise_if_nonfinite` raises later.
 
     Args:
         shape: shape of one observation (int or sequence).
@@ -105,29 +99,19 @@ class EmpiricalNormalization(nn.Module):
         n, mean_x, var_x = reduce_moments(n, mean_x, var_x)
         # NaN or Inf anywhere in the batch makes its moments non-finite (so does a batch too large to square).
         finite = torch.isfinite(mean_x).all() & torch.isfinite(var_x).all()
-        if self._mean.device.type != "cpu":
-            self._guarded_update(n, mean_x, var_x, finite)
-            return
-        if not bool(finite):
+        if self._mean.device.type == "cpu" and not bool(finite):
             raise NonFiniteObservationError(
                 f"{self._label()} was given a batch of {n} observations holding NaN or Inf; its statistics "
                 "were not updated. Find where the observations become non-finite (the environment, or the "
                 "code feeding this normaliser) or clip them."
             )
-        count_new = self._count_host + n
-        rate = n / count_new
-        delta = mean_x - self._mean
-        self._mean.add_(rate * delta)
-        self._var.add_(rate * (var_x - self._var + delta * (mean_x - self._mean)))
-        self._std.copy_(torch.sqrt(self._var))
-        self.count.fill_(count_new)
-        self._count_host = count_new
+        self._guarded_update(n, mean_x, var_x, finite)
 
     def _guarded_update(
         self, n: int, mean_x: torch.Tensor, var_x: torch.Tensor, finite: torch.Tensor
     ) -> None:
-        """:meth:`update` without a host sync: a non-finite batch leaves the statistics as they were (it still
-        counts towards ``until``) and is counted for :meth:`raise_if_nonfinite`."""
+        """Merge batch moments without a host sync: a non-finite batch leaves the statistics as they were (it
+        still counts towards ``until``) and is counted for :meth:`raise_if_nonfinite`."""
         count_new = self._count_host + n
         rate = n / count_new
         delta = mean_x - self._mean
@@ -170,6 +154,20 @@ class EmpiricalNormalization(nn.Module):
             state_dict[key] = torch.tensor(int(self.until or 1e8), dtype=torch.long)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self._count_host = int(self.count.item())
+
+
+def attach_obs_normalizers(policy: Any, actor: bool = True, critic: bool = True) -> None:
+    """Give ``policy`` fresh running-statistics normalisers ``actor_obs_normalizer`` / ``critic_obs_normalizer``
+    (flagged by ``actor_obs_normalization`` / ``critic_obs_normalization``) where it has none yet."""
+    device = policy.std.device
+    for side, on, width in (
+        ("actor", actor, policy.num_actor_obs),
+        ("critic", critic, policy.num_critic_obs),
+    ):
+        if on and not getattr(policy, f"{side}_obs_normalization"):
+            name = f"{side}_obs_normalizer"
+            setattr(policy, name, EmpiricalNormalization([width], until=int(1e8), name=name).to(device))
+            setattr(policy, f"{side}_obs_normalization", True)
 
 
 class Normalize(nn.Module):

@@ -1,11 +1,7 @@
-"""The seed's minimal actor-critic (reference modules document 003, ``actor_critic.py`` section 1).
-
-Three small networks for a hand-written PPO loop on one observation vector: :class:`Actor` (a Gaussian policy
-whose ``forward`` returns a ``torch.distributions.Normal``), :class:`Critic` (a value network) and
-:class:`SimpleActorCritic` (the seed's ``ActorCritic(obs_dim, act_dim)``, renamed because st_rl's
-:class:`~st_rl.modules.actor_critic.ActorCritic` is the reference's richer
-``ActorCritic(num_actor_obs, num_critic_obs, num_actions, ...)`` that the runners build; see docs/policies.md).
-They take no part in the runners and presets: they are for users' own training loops.
+"""The seed's minimal actor-critic (reference document 003, ``actor_critic.py`` section 1), for users' own
+training loops: :class:`Actor` (Gaussian policy returning a ``torch.distributions.Normal``), :class:`Critic`
+and :class:`SimpleActorCritic` (the seed's ``ActorCritic(obs_dim, act_dim)``, renamed: st_rl's
+:class:`~st_rl.modules.actor_critic.ActorCritic` is the reference's richer policy that the runners build).
 """
 
 from __future__ import annotations
@@ -26,13 +22,8 @@ def _trunk(in_features: int) -> nn.Sequential:
 
 
 class Actor(nn.Module):
-    """Gaussian policy: a 2x64 tanh MLP ``fc``, a linear ``mean`` head and a state-independent learnable
-    ``log_std`` (initialised at zero, i.e. std 1).
-
-    Args:
-        obs_dim: observation width.
-        act_dim: action width.
-    """
+    """Gaussian policy on ``obs_dim`` inputs: a 2x64 tanh MLP ``fc``, a linear ``mean`` head of ``act_dim``
+    outputs and a state-independent learnable ``log_std`` (initialised at zero, i.e. std 1)."""
 
     def __init__(self, obs_dim: int, act_dim: int) -> None:
         super().__init__()
@@ -46,11 +37,7 @@ class Actor(nn.Module):
 
 
 class Critic(nn.Module):
-    """Value network: a 2x64 tanh MLP ``fc`` ending in one output.
-
-    Args:
-        obs_dim: observation width.
-    """
+    """Value network on ``obs_dim`` inputs: a 2x64 tanh MLP ``fc`` ending in one output."""
 
     def __init__(self, obs_dim: int) -> None:
         super().__init__()
@@ -64,12 +51,7 @@ class Critic(nn.Module):
 
 class SimpleActorCritic(nn.Module):
     """The seed's ``ActorCritic(obs_dim, act_dim)``: an :class:`Actor` and a :class:`Critic` on the same
-    observations.
-
-    Args:
-        obs_dim: observation width.
-        act_dim: action width.
-    """
+    observations."""
 
     def __init__(self, obs_dim: int, act_dim: int) -> None:
         super().__init__()

@@ -4,8 +4,8 @@ The reference defines them in ``state_estimator.py``; here they are presets of
 :class:`~st_rl.modules.actor_critic.ActorCritic` (``PolicyParts(estimator=True)``).
 """
 
-from st_rl.modules.actor_critic import EstimatorActorHiddenState, StateAc
-from st_rl.modules.actor_critic_recurrent import StateAcRecurrent
+from st_rl.modules.actor_critic import StateAc
+from st_rl.modules.actor_critic_recurrent import EstimatorActorHiddenState, StateAcRecurrent
 from st_rl.modules.mixins import EstimatorMixin
 
 __all__ = ["EstimatorActorHiddenState", "EstimatorMixin", "StateAc", "StateAcRecurrent"]

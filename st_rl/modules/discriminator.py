@@ -1,0 +1,128 @@
+"""The Adversarial Motion Priors discriminator."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from st_rl.config.errors import ConfigError, Problem
+from st_rl.modules.mlp import mlp_layers
+
+
+class AMPDiscriminator(nn.Module):
+    """Least-squares AMP discriminator ``d = D(x)`` on windows of style features.
+
+    Trained (by APPO) towards ``d = +1`` on reference-motion windows and ``d = -1`` on policy windows, with
+    the gradient penalty ``discriminator_grad_pen * mean_batch(||dD/dx||^2)`` on reference windows.
+
+    Style reward (the AMP paper, Peng et al. 2021): ``style = style_reward_coef * max(0, 1 - 0.25 (d - 1)^2)``.
+    Combination with the task reward ``task``:
+
+    * ``task_reward_lerp == 0`` (default): ``combined = task + style`` -- the style reward is added to the
+      environment's (already weighted) task reward;
+    * ``0 < task_reward_lerp <= 1``: ``combined = (1 - task_reward_lerp) * style + task_reward_lerp * task``.
+
+    Args:
+        input_dim: width of one window (``H`` frames x ``F`` style features), or ``None`` to be filled from
+            the environment by the policy factory.
+        style_reward_coef: scale of the style reward.
+        hidden_dims: hidden layer sizes of the MLP trunk.
+        task_reward_lerp: see above.
+        discriminator_grad_pen: weight of the gradient penalty.
+        activation: hidden activation (``"relu"`` as in the AMP paper).
+    """
+
+    # Config schema: other unknown keys are errors. st_gym's AMP config also carries the window width
+    # `amp_obs_dim` (an empty mapping when left unset: Isaac Lab writes its MISSING marker so).
+    config_tolerated = frozenset({"class_name", "amp_obs_dim"})
+
+    def __init__(
+        self,
+        input_dim: int,
+        style_reward_coef: float = 1.0,
+        hidden_dims: Sequence[int] = (1024, 512),
+        task_reward_lerp: float = 0.0,
+        discriminator_grad_pen: float = 5.0,
+        activation: str = "relu",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        if input_dim is None or int(input_dim) < 1:
+            raise ValueError(
+                "AMPDiscriminator needs input_dim (frames x style features); leave it None in the policy's "
+                "amp_discriminator config only when the environment provides extras['observations']['ref_obs']."
+            )
+        if not 0.0 <= task_reward_lerp <= 1.0:
+            raise ValueError(f"task_reward_lerp must be in [0, 1], got {task_reward_lerp}")
+        amp_obs_dim = kwargs.pop("amp_obs_dim", None)
+        if (
+            isinstance(amp_obs_dim, int)
+            and not isinstance(amp_obs_dim, bool)
+            and amp_obs_dim != int(input_dim)
+        ):
+            raise ConfigError(
+                Problem(
+                    "policy.amp_discriminator.amp_obs_dim",
+                    amp_obs_dim,
+                    f"differs from the discriminator's input_dim ({int(input_dim)})",
+                    "give both the width of one AMP window (frames x style features), or remove amp_obs_dim",
+                )
+            )
+        if kwargs:
+            warnings.warn(f"AMPDiscriminator ignores unknown arguments: {sorted(kwargs)}", stacklevel=2)
+        self.input_dim = int(input_dim)
+        self.style_reward_coef = float(style_reward_coef)
+        self.task_reward_lerp = float(task_reward_lerp)
+        self.discriminator_grad_pen = float(discriminator_grad_pen)
+        self.trunk = nn.Sequential(*mlp_layers(self.input_dim, hidden_dims, None, activation))
+        self.amp_linear = nn.Linear(int(hidden_dims[-1]) if hidden_dims else self.input_dim, 1)
+
+    @classmethod
+    def from_policy_config(cls, owner: str, cfg: Mapping[str, Any] | None) -> AMPDiscriminator:
+        """The discriminator of policy class ``owner`` from its ``amp_discriminator`` config."""
+        if not cfg:
+            raise ValueError(
+                f"{owner} needs an 'amp_discriminator' dict in the policy config, e.g. "
+                "{'input_dim': None, 'style_reward_coef': 1.0, 'hidden_dims': [512, 256], "
+                "'discriminator_grad_pen': 10.0, 'task_reward_lerp': 0.0}."
+            )
+        return cls(**dict(cfg))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Discriminator output ``(..., 1)`` for windows ``(..., input_dim)``."""
+        return self.amp_linear(self.trunk(x))
+
+    def compute_grad_pen(self, expert_x: torch.Tensor) -> torch.Tensor:
+        """``discriminator_grad_pen * mean_batch(sum_features (dD/dx)^2)`` on reference windows."""
+        x = expert_x.detach().reshape(-1, self.input_dim).clone().requires_grad_(True)
+        d = self(x)
+        (grad,) = torch.autograd.grad(d.sum(), x, create_graph=True)
+        return self.discriminator_grad_pen * grad.pow(2).sum(dim=-1).mean()
+
+    def style_reward(self, d: torch.Tensor) -> torch.Tensor:
+        """``style_reward_coef * max(0, 1 - 0.25 (d - 1)^2)``."""
+        return self.style_reward_coef * torch.clamp(1 - 0.25 * (d - 1) ** 2, min=0.0)
+
+    def combine(self, style: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
+        """The reward the policy is trained on (see the class docstring)."""
+        lerp = self.task_reward_lerp
+        if lerp == 0.0:
+            return task + style
+        return (1.0 - lerp) * style + lerp * task
+
+    @torch.no_grad()
+    def predict_style_reward(
+        self, x: torch.Tensor, task_reward: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(style, task, combined)`` rewards, each of shape (N,), for (normalised) windows ``x``."""
+        was_training = self.training
+        self.eval()
+        d = self(x.reshape(x.shape[0], -1)).reshape(-1)
+        self.train(was_training)
+        style = self.style_reward(d)
+        task = task_reward.reshape(-1)
+        return style, task, self.combine(style, task)
