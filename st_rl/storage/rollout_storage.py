@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from st_rl.storage.returns import compute_gae, normalize_advantages
 from st_rl.utils.buffer import buffer_expand, buffer_swap
 from st_rl.utils.collections import tree_flatten, tree_unflatten
 from st_rl.utils.utils import split_and_pad_trajectories
@@ -30,6 +31,7 @@ __all__ = [
     "RolloutStorage",
     "SarsaRolloutStorage",
     "Transition",
+    "compute_returns",
 ]
 
 
@@ -372,13 +374,8 @@ class RolloutStorage:
 
     # ------------------------------------------------------------------ returns
     def compute_returns(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
-        """GAE returns and normalised advantages of the stored rollout, bootstrapped from ``last_values``.
-
-        The reference's ``storage.compute_returns(last_values, gamma, lam)`` (custom algorithms call it); the
-        same computation as ``PPO.compute_returns`` after its critic evaluation.
-        """
-        from st_rl.algorithms.ppo import compute_returns  # the algorithms import the storage
-
+        """GAE returns and normalised advantages of the stored rollout, bootstrapped from ``last_values`` (the
+        reference's method; :func:`compute_returns`)."""
         compute_returns(self, last_values, gamma, lam)
 
     # ------------------------------------------------------------------ statistics
@@ -587,3 +584,13 @@ class AmpRolloutStorage(ActionLabelRollout):
         self.amp_obs_shape = shape
         self.register("ref_obs", Field(shape))
         self.register("ref_motion", Field(shape))
+
+
+def compute_returns(storage: RolloutStorage, last_values: torch.Tensor, gamma: float, lam: float) -> None:
+    """GAE returns and globally normalised advantages of the stored rollout, written into the storage."""
+    storage.untie_buffer_loop()  # ring storages: oldest step first
+    returns, advantages = compute_gae(
+        storage.rewards[..., 0], storage.values[..., 0], storage.dones[..., 0], last_values.reshape(-1), gamma, lam
+    )
+    storage.returns.copy_(returns.unsqueeze(-1))
+    storage.advantages.copy_(normalize_advantages(advantages).unsqueeze(-1))
