@@ -590,7 +590,12 @@ def compute_returns(storage: RolloutStorage, last_values: torch.Tensor, gamma: f
     """GAE returns and globally normalised advantages of the stored rollout, written into the storage."""
     storage.untie_buffer_loop()  # ring storages: oldest step first
     returns, advantages = compute_gae(
-        storage.rewards[..., 0], storage.values[..., 0], storage.dones[..., 0], last_values.reshape(-1), gamma, lam
+        storage.rewards[..., 0],
+        storage.values[..., 0],
+        storage.dones[..., 0],
+        last_values.reshape(-1),
+        gamma,
+        lam,
     )
     storage.returns.copy_(returns.unsqueeze(-1))
     storage.advantages.copy_(normalize_advantages(advantages).unsqueeze(-1))

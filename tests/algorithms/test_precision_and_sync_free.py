@@ -196,9 +196,9 @@ def test_sync_free_learning_rate_saves_as_float_and_relinks_on_load():
     other.set_sync_free(True)
     other.load_state_dict(state)
     assert other.learning_rate == saved_lr
-    assert other.optimizer.param_groups[0]["lr"] is other.guard.lr_tensor and float(other.guard.lr_tensor) == pytest.approx(
-        saved_lr
-    )
+    assert other.optimizer.param_groups[0]["lr"] is other.guard.lr_tensor and float(
+        other.guard.lr_tensor
+    ) == pytest.approx(saved_lr)
     plain = make_ppo(precision="fp32")
     plain.load_state_dict(state)
     assert plain.optimizer.param_groups[0]["lr"] == saved_lr
