@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,12 +19,10 @@ __all__ = ["RandomNetworkDistillation", "intrinsic_weight"]
 
 
 def intrinsic_weight(schedule: dict[str, Any] | None, weight: float, iteration: int) -> float:
-    """The intrinsic-reward weight at ``iteration``.
-
-    ``schedule`` None: ``weight``. ``{"mode": "step", "final_step": s, "final_value": v}``: ``weight`` before
-    iteration ``s``, then ``v``. ``{"mode": "linear", "initial_step": a, "final_step": b, "final_value": v}``:
-    ``weight`` until ``a``, linearly to ``v`` at ``b``, then ``v``.
-    """
+    """The intrinsic-reward weight at ``iteration``: ``weight`` without a ``schedule``; with
+    ``{"mode": "step", "final_step": s, "final_value": v}`` it is ``v`` from ``s`` on; with ``{"mode": "linear",
+    "initial_step": a, "final_step": b, "final_value": v}`` it goes linearly from ``weight`` at ``a`` to ``v`` at
+    ``b``."""
     if schedule is None:
         return weight
     mode = schedule.get("mode")
@@ -44,12 +43,9 @@ def intrinsic_weight(schedule: dict[str, Any] | None, weight: float, iteration: 
 class RandomNetworkDistillation(Extension):
     """Curiosity from random network distillation (Burda et al., 2018).
 
-    A fixed, randomly initialised *target* network maps a state to ``num_outputs`` features; a *predictor*
-    learns to reproduce them on the states the policy visits. Its error is large on novel states: the
-    intrinsic reward ``r_int = ||predictor(s') - target(s')||^2`` (of the observation after each step, divided
-    by the running standard deviation of the intrinsic rewards when ``reward_normalization``) is added to the
-    task reward with weight ``weight`` (optionally scheduled). The predictor has its own optimizer and is
-    trained on the rollout's states with ``rnd_loss = mean ||predictor(s) - target(s)||^2``.
+    A *predictor* learns (own optimizer, ``rnd_loss``) to reproduce a fixed random *target* network's features
+    of the visited states; the intrinsic reward ``||predictor(s') - target(s')||^2`` (optionally divided by its
+    running std) is added to the task reward with weight ``weight``.
 
     Args:
         weight: intrinsic-reward weight.
@@ -96,8 +92,6 @@ class RandomNetworkDistillation(Extension):
         self.num_outputs = int(num_outputs)
         self.activation = activation
         self.learning_rate = float(learning_rate)
-        self._reward_sum: torch.Tensor | None = None
-        self._reward_steps = 0
 
     # ------------------------------------------------------------------ set-up
     def setup(self, policy: Any, device: torch.device) -> None:
@@ -194,10 +188,7 @@ class RandomNetworkDistillation(Extension):
                 "next_obs, next_critic_obs)"
             )
         intrinsic = self.intrinsic_reward(next_obs, next_critic_obs, update=self.predictor.training)
-        self._reward_sum = (
-            intrinsic.mean() if self._reward_sum is None else self._reward_sum + intrinsic.mean()
-        )
-        self._reward_steps += 1
+        self.record(rnd_intrinsic_reward=intrinsic.mean())
         return rewards + self.current_weight * intrinsic
 
     # ------------------------------------------------------------------ update
@@ -210,11 +201,7 @@ class RandomNetworkDistillation(Extension):
         return {"rnd_loss": error.mean()}
 
     def log_scalars(self) -> dict[str, float]:
-        scalars = {"rnd_weight": self.current_weight}
-        if self._reward_sum is not None:
-            scalars["rnd_intrinsic_reward"] = float(self._reward_sum) / max(self._reward_steps, 1)
-        self._reward_sum, self._reward_steps = None, 0
-        return scalars
+        return {"rnd_weight": self.current_weight, **super().log_scalars()}
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
@@ -231,8 +218,6 @@ class RandomNetworkDistillation(Extension):
     def load_state_dict(self, checkpoint: dict[str, Any], load_optimizer: bool = True) -> None:
         state = checkpoint.get("rnd_state_dict")
         if state is None:
-            import warnings
-
             warnings.warn("The checkpoint has no RND state (rnd_state_dict); RND starts fresh.", stacklevel=3)
             return
         self.predictor.load_state_dict(state["predictor"])
