@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from st_rl.algorithms import functional as F
+import st_rl.algorithms.functional as F
 from st_rl.algorithms.extensions.base import Extension, StorageLayout
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.rollout_storage import RolloutStorage, Transition, compute_returns

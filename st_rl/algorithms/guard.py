@@ -7,7 +7,7 @@ from typing import Any
 import torch
 import torch.optim as optim
 
-from st_rl.algorithms import functional as F
+import st_rl.algorithms.functional as F
 from st_rl.utils import distributed as dist_utils
 
 __all__ = ["NonFiniteLossError", "UpdateGuard"]
@@ -44,18 +44,13 @@ def scalars_to_cpu(values: dict[Any, torch.Tensor]) -> dict[Any, torch.Tensor]:
 
 
 class UpdateGuard:
-    """Keeps a PPO update finite, and its learning rate, without waiting for the device where it need not.
+    """The non-finite loss checks of a PPO update and its learning rate, with no wait for the device in the loop.
 
-    Three checks of every minibatch's losses, one per mode:
-
-    * multi-rank: a non-finite flag travels with the all-reduced gradients, so every rank raises together;
-    * sync-free (:meth:`set_sync_free`, the CUDA default): the first minibatch where each loss was non-finite is
-      recorded on the device and read once after the loop, with the mean losses; the parameters and optimizer
-      states of the update's start are then restored before :class:`NonFiniteLossError` is raised;
-    * otherwise each loss is read before the backward pass (free on a CPU).
-
-    With sync-free checks and the adaptive schedule the learning rate lives in a device tensor (where the
-    optimizer's fused kernel takes one) and is read back once per update.
+    Multi-rank, a non-finite flag travels with the all-reduced gradients (every rank raises together).
+    Sync-free (:meth:`set_sync_free`, the CUDA default), the first minibatch where each loss was non-finite is
+    recorded on the device and read once after the loop; the update's start is then restored before
+    :class:`NonFiniteLossError`. Otherwise each loss is read before the backward pass (free on a CPU). Sync-free
+    with the adaptive schedule, the learning rate lives in a device tensor where the fused optimizer takes one.
     """
 
     def __init__(self, device: torch.device, learning_rate: float) -> None:
@@ -82,8 +77,7 @@ class UpdateGuard:
             self.lr_tensor.fill_(self._lr)
 
     def set_sync_free(self, enabled: bool, optimizer: optim.Optimizer, device_lr: bool) -> None:
-        """Switch the sync-free checks; with ``device_lr`` (an adaptive schedule) link a device learning rate
-        into ``optimizer`` where its fused kernel takes one, else put the float back."""
+        """Switch the sync-free checks; with ``device_lr`` link a device learning rate into ``optimizer``."""
         self.sync_free = bool(enabled)
         for group in optimizer.param_groups:
             if isinstance(group["lr"], torch.Tensor):
@@ -158,7 +152,7 @@ class UpdateGuard:
         """``scalars`` on the host, read with the flags and learning rate in the update's one wait for the device.
 
         Raises:
-            NonFiniteLossError: a sync-free minibatch had a non-finite loss (the update's start is restored).
+            NonFiniteLossError: a sync-free minibatch's loss was non-finite (after restoring the update's start).
         """
         to_host: dict[Any, torch.Tensor] = {**scalars, **{("flag", k): v for k, v in self._first_bad.items()}}
         if self.lr_tensor is not None:

@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.optim as optim
 
 import st_rl.algorithms.extensions as extension_classes
-from st_rl.algorithms import functional as F
+import st_rl.algorithms.functional as F
 from st_rl.algorithms.collector import RolloutCollector
 from st_rl.algorithms.extensions.base import Extension
 from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
@@ -26,12 +26,10 @@ from st_rl.utils import distributed as dist_utils
 from st_rl.utils.checkpoint import migrate_checkpoint
 from st_rl.utils.precision import resolve_precision
 
-__all__ = ["COMPILE_MODES", "PPO", "PPO_LOSSES", "NonFiniteLossError", "compile_policy", "compute_returns"]
+__all__ = ["COMPILE_MODES", "PPO", "NonFiniteLossError", "compile_policy", "compute_returns"]
 
-# Keys that st_gym's PPO config form carries for every algorithm (AMP / BC settings); plain PPO accepts and
-# ignores them silently. Anything else unknown is reported.
+# st_gym's keys for every algorithm (AMP / BC settings): plain PPO ignores them silently, other unknown ones not.
 _TOLERATED_KEYS = frozenset({"class_name", "amp_obs_dim", "bc_loss_coef"})
-PPO_LOSSES = ("surrogate_loss", "value_loss", "entropy")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _NORMALIZER_ENTRIES = (("obs_norm_state_dict", "actor_obs_normalizer"),
                        ("critic_obs_norm_state_dict", "critic_obs_normalizer"))  # fmt: skip
