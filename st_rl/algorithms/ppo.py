@@ -151,15 +151,12 @@ def _make_extensions(
 
 class PPO(RolloutCollector):
     """PPO with clipped surrogate and value losses, entropy bonus, GAE and an adaptive-KL learning rate, plus
-    a list of extensions (see :mod:`st_rl.algorithms.extensions`).
-
-    The total loss of a minibatch is ``sum(weight[name] * loss[name])`` over PPO's losses
-    (``surrogate_loss``, ``value_loss``, ``entropy`` = ``-mean(H)``) and every extension's. PPO's weights are
-    ``surrogate_loss_coef`` (1), ``value_loss_coef`` and ``entropy_coef``; extensions weigh their own losses.
+    extensions (:mod:`st_rl.algorithms.extensions`). A minibatch's loss is ``sum(weight[name] * loss[name])``
+    over ``surrogate_loss``, ``value_loss``, ``entropy`` (``-mean(H)``, weighted by ``entropy_coef``) and every
+    extension's losses.
 
     Args:
-        actor_critic: the policy (e.g. :class:`st_rl.modules.ActorCritic`); it takes raw observations and owns
-            its observation normalisers.
+        actor_critic: the policy (e.g. :class:`st_rl.modules.ActorCritic`), fed raw observations.
         num_learning_epochs: passes over the rollout per update.
         num_mini_batches: minibatches per epoch.
         clip_param: PPO ratio clip (also the value clip).
@@ -172,27 +169,21 @@ class PPO(RolloutCollector):
         use_clipped_value_loss: PPO value clipping.
         clip_min_std: lower bound of the policy std after each update (scalar or per action).
         optimizer_class_name: any ``torch.optim`` class name.
-        schedule: ``"fixed"``, ``"adaptive"`` (adaptive-KL learning rate) or ``"linear"`` (annealed from
-            ``learning_rate`` at iteration 0 to 0 at ``lr_anneal_iterations``, as CleanRL does).
+        schedule: ``"fixed"``, ``"adaptive"`` (adaptive-KL) or ``"linear"`` (to 0 at ``lr_anneal_iterations``).
         desired_kl: KL target of the adaptive schedule.
-        lr_anneal_iterations: length of the ``"linear"`` schedule in learning iterations (the runner fills
-            it from ``max_iterations`` when not given).
+        lr_anneal_iterations: length of the ``"linear"`` schedule (runners default it to ``max_iterations``).
         device: training device.
         empirical_normalization: enable the policy's running-statistics observation normalisers.
-        extensions: extension objects, or config dicts ``{"class_name": "pkg.module:Class", **kwargs}`` (short
-            names resolve in :mod:`st_rl.algorithms.extensions`); their names must be unique.
+        extensions: extension objects or config dicts ``{"class_name": ..., **kwargs}``, uniquely named.
         rnd_cfg: keyword arguments of the ``RandomNetworkDistillation`` extension (curiosity); None: off.
         symmetry_cfg: keyword arguments of the ``Symmetry`` extension; None: off.
-        use_ppo_loss: with False the PPO losses are skipped (and returns not computed): the extensions'
-            losses alone train the policy (pure distillation / DAgger).
+        use_ppo_loss: False: only the extensions' losses train the policy (pure distillation / DAgger).
         buffer_dilation_ratio: keep this many rollouts' worth of steps in a ring storage (>= 1).
         lr_scheduler_class_name: a ``torch.optim.lr_scheduler`` class, stepped once per update.
         lr_scheduler: its keyword arguments.
-        precision: ``"fp32"``, ``"bf16"`` (the policy's forward passes under bfloat16 autocast, see
-            :mod:`st_rl.utils.precision`) or ``"auto"`` (bf16 where the device has fast bfloat16 units).
-        compile: compile the policy's actor and critic with ``torch.compile`` (True: torch's default mode; a
-            string: the mode, e.g. ``"reduce-overhead"``); the first rollout and update, compilation included,
-            are timed. Falls back to eager execution with a warning where this torch cannot compile.
+        precision: ``"fp32"``, ``"bf16"`` (forward passes under bfloat16 autocast) or ``"auto"`` (bf16 where fast).
+        compile: ``torch.compile`` the policy's actor and critic (True or a mode such as ``"reduce-overhead"``;
+            eager, with a warning, where this torch cannot compile).
         **kwargs: ``<name>_coef`` weights of other losses; st_gym's per-algorithm keys are tolerated.
     """
 
@@ -282,8 +273,7 @@ class PPO(RolloutCollector):
 
     @property
     def learning_rate(self) -> float:
-        """The policy optimizer's learning rate (sync-free and adaptive, it lives on the device during an update
-        and is read back once at its end)."""
+        """The policy optimizer's learning rate (a device tensor during a sync-free adaptive update)."""
         return self.guard.learning_rate
 
     @learning_rate.setter

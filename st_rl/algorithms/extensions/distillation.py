@@ -77,13 +77,10 @@ def build_teacher(
         class_name = class_name or saved_policy.pop("class_name", None)
         saved_policy.pop("class_name", None)
     class_name = class_name or default_class_name
-    kwargs = {**_policy_size_keys(student, with_critic_obs), **saved_policy}
-    for key, value in cfg.items():
-        if value is not None or key not in kwargs:
-            kwargs[key] = value
-    for key, value in _policy_size_keys(student, with_critic_obs).items():
-        if kwargs.get(key) is None:
-            kwargs[key] = value
+    sizes = _policy_size_keys(student, with_critic_obs)
+    kwargs = {**sizes, **saved_policy}
+    kwargs.update({k: v for k, v in cfg.items() if v is not None or k not in kwargs})
+    kwargs.update({k: v for k, v in sizes.items() if kwargs.get(k) is None})
     kwargs.pop("teacher_ac_path", None)
     # A class named by the teacher checkpoint's stored config (not by the caller) resolves among st_rl's only.
     opt_in = "name the class in teacher_policy.class_name if you trust that checkpoint"
@@ -174,19 +171,15 @@ class Distillation(Extension):
             ones come from the teacher checkpoint's saved config, then the student's sizes).
         teacher_ac_path: legged_gym's top-level teacher checkpoint path.
         label_action_with_critic_obs: the teacher acts on the critic (privileged) observations.
-        teacher_act_prob: ``"linear"`` / ``"exp"`` / ``"tanh"`` (see :data:`GET_PROB_FUNC`), a callable of the
-            iteration, or a number.
+        teacher_act_prob: ``"linear"`` / ``"exp"`` / ``"tanh"`` (:data:`GET_PROB_FUNC`), a callable or a number.
         update_times_scale: iteration scale of the schedules.
         distillation_loss_coef: weight of ``distillation_loss``; a schedule name makes it decay.
-        distill_target: ``"real"`` (L2 distance), ``"mse_sum"``, ``"l1"``, ``"tanh"`` (2 BCE on (x+1)/2,
-            for outputs in [-1, 1]), ``"scaled_tanh"`` (tanh-squash both, then as ``tanh``) or
-            ``"max_log_prob"`` (``-log pi(label)``).
+        distill_target: ``"real"``, ``"mse_sum"``, ``"l1"``, ``"tanh"``, ``"scaled_tanh"`` (see
+            :func:`_distance`) or ``"max_log_prob"`` (``-log pi(label)``).
         distill_latent_coef: weight of each latent loss.
         distill_latent_target: ``"real"``, ``"l1"``, ``"tanh"`` or ``"scaled_tanh"``.
-        distill_latent_obs_component_mapping: ``{student_component: teacher_component}``: the student's encoder
-            latent of its component imitates the teacher's latent of its component.
-        hidden_state_resample_prob: probability of replacing a minibatch trajectory's initial hidden state
-            by U(-1, 1) noise (recurrent students).
+        distill_latent_obs_component_mapping: ``{student_component: teacher_component}`` of encoder latents.
+        hidden_state_resample_prob: probability of a trajectory's initial hidden state becoming U(-1, 1) noise.
         action_labels_from_sample: labels are teacher samples instead of its mean.
         dagger_loss_coef: weight of ``dagger_loss`` (0: not computed).
     """

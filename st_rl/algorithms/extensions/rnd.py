@@ -40,6 +40,10 @@ def intrinsic_weight(schedule: dict[str, Any] | None, weight: float, iteration: 
     raise ValueError(f"weight_schedule mode must be 'step' or 'linear', got {mode!r}")
 
 
+def _normalizer(enabled: bool, width: int) -> nn.Module:
+    return EmpiricalNormalization([width], until=int(1e8)) if enabled else nn.Identity()
+
+
 class RandomNetworkDistillation(Extension):
     """Curiosity from random network distillation (Burda et al., 2018).
 
@@ -110,21 +114,13 @@ class RandomNetworkDistillation(Extension):
         else:
             width = int(p.num_critic_obs if self.use_critic_obs else p.num_actor_obs)
         self.input_width = width
-        self.predictor = MlpModel(width, self.predictor_hidden_dims, self.num_outputs, self.activation).to(
-            device
-        )
-        self.target = MlpModel(width, self.target_hidden_dims, self.num_outputs, self.activation).to(device)
+        self.predictor = MlpModel(width, self.predictor_hidden_dims, self.num_outputs, self.activation)
+        self.target = MlpModel(width, self.target_hidden_dims, self.num_outputs, self.activation)
         self.target.requires_grad_(False)
-        self.state_normalizer: nn.Module = (
-            EmpiricalNormalization([width], until=int(1e8)).to(device)
-            if self.state_normalization
-            else nn.Identity()
-        )
-        self.reward_normalizer: nn.Module = (
-            EmpiricalNormalization([1], until=int(1e8)).to(device)
-            if self.reward_normalization
-            else nn.Identity()
-        )
+        self.state_normalizer = _normalizer(self.state_normalization, width)
+        self.reward_normalizer = _normalizer(self.reward_normalization, 1)
+        for module in self.modules():
+            module.to(device)
         self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=self.learning_rate)
 
     def modules(self) -> list[nn.Module]:
