@@ -122,7 +122,7 @@ def _check_teacher_keys(cls: type, cfg: dict[str, Any]) -> None:
     Raises:
         st_rl.config.ConfigError: naming ``algorithm.teacher_policy.<key>``.
     """
-    known = set(getattr(cls, "config_tolerated", None) or ())
+    known: set[str] = set(getattr(cls, "config_tolerated", None) or ())
     for klass in cls.__mro__:
         if "__init__" not in vars(klass) or klass.__module__.startswith("torch."):
             continue
