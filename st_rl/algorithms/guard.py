@@ -64,6 +64,7 @@ class UpdateGuard:
         self._never = torch.tensor(_NEVER)
         self._start: tuple[list[torch.Tensor], list[torch.Tensor], list[set[int]], float] | None = None
         self._optimizers: list[optim.Optimizer] = []
+        self._params: list[torch.nn.Parameter] = []
 
     # ------------------------------------------------------------------ learning rate
     @property
@@ -110,33 +111,22 @@ class UpdateGuard:
         self, params: list[torch.nn.Parameter], optimizers: list[optim.Optimizer], iteration: int
     ) -> None:
         """Start an update; sync-free, remember the parameters and optimizer states a failure restores."""
-        self._iteration, self._optimizers, self._first_bad = iteration, optimizers, {}
+        self._params, self._optimizers, self._iteration, self._first_bad = params, optimizers, iteration, {}
         self._on_device = self.sync_free and not dist_utils.is_distributed()
         self._start = None
         if self._on_device:
             self._never = torch.tensor(_NEVER, device=self.device)
             live = [p.data for p in params]
-            live += [
-                t
-                for opt in optimizers
-                for st in opt.state.values()
-                for t in st.values()
-                if torch.is_tensor(t)
-            ]
+            states = [state for opt in optimizers for state in opt.state.values()]
+            live += [t for state in states for t in state.values() if torch.is_tensor(t)]
             had_state = [{id(p) for p in opt.state} for opt in optimizers]
             self._start = (live, [t.detach().clone() for t in live], had_state, self._lr)
 
-    def backward(
-        self,
-        loss: torch.Tensor,
-        losses: dict[str, torch.Tensor],
-        index: int,
-        params: list[torch.nn.Parameter],
-    ) -> None:
+    def backward(self, loss: torch.Tensor, losses: dict[str, torch.Tensor], index: int) -> None:
         """Check minibatch ``index``'s losses and back-propagate ``loss`` (multi-rank: averaging gradients)."""
         if dist_utils.is_distributed():
             loss.backward()
-            if dist_utils.all_reduce_gradients(params, ~torch.isfinite(loss)):
+            if dist_utils.all_reduce_gradients(self._params, ~torch.isfinite(loss)):
                 self._raise_now(loss, losses, any_rank=True)
             return
         if self._on_device:

@@ -403,7 +403,7 @@ class PPO(RolloutCollector):
                 sums[name] = sums.get(name, zeros) + value.detach()
             for optimizer in optimizers:
                 optimizer.zero_grad(set_to_none=True)
-            self.guard.backward(loss, losses, num_updates, params)
+            self.guard.backward(loss, losses, num_updates)
             if self.max_grad_norm is not None:
                 for group in clip_groups:
                     nn.utils.clip_grad_norm_(group, self.max_grad_norm)

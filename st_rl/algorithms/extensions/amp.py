@@ -45,18 +45,10 @@ ST_GYM_AMP_OBS_DIM_PLACEHOLDER = 2
 
 
 class AdversarialMotionPrior(Extension):
-    """Adds Adversarial Motion Priors to PPO (see docs/amp.md).
-
-    Each step the environment provides the policy's style-feature window ``infos["observations"]["ref_obs"]``
-    and a reference-motion window ``infos["ref_motion"]`` (see :class:`st_rl.datasets.AmpObservationWrapper`);
-    both update one shared normaliser (``amp_norm_state_dict`` in checkpoints). The policy's discriminator
-    (``policy.discriminator``) turns the policy windows into a style reward combined with the task reward.
-
-    Losses: ``discriminator_expert_loss = 0.5 * mean((D(ref_motion) - 1)^2)``, ``discriminator_policy_loss =
-    0.5 * mean((D(policy windows) + 1)^2)`` (the minibatch's plus as many replayed past ones) and
-    ``discriminator_grad_pen_loss`` (also logged as the reference's ``discriminator_grad_len_loss``), weighted
-    by ``discriminator_loss_coef``; ``mimic_loss = mean ||ref_obs - ref_motion||`` (a diagnostic) and
-    ``bc_loss = mean ||mu - action_labels||`` (behaviour cloning of the executed or teacher's actions).
+    """Adds Adversarial Motion Priors to PPO (docs/amp.md): the policy's discriminator scores the policy's
+    style-feature windows ``infos["observations"]["ref_obs"]`` against reference-motion windows
+    ``infos["ref_motion"]`` (one shared normaliser) and its style reward is combined with the task reward.
+    Losses: ``discriminator_{expert,policy,grad_pen}_loss``, ``mimic_loss`` and ``bc_loss``.
 
     Args:
         discriminator_loss_coef: weight of the three discriminator losses (0: the discriminator is not trained).

@@ -1,15 +1,5 @@
-"""The extension protocol: one optional feature of PPO in one object.
-
-PPO calls every extension's hooks (each a no-op by default) at fixed points: ``setup`` once when PPO is built,
-``attach_env`` when a runner connects the environment, ``storage_fields`` when the storage is allocated,
-``on_act`` after the policy acted (may return the actions to execute instead), ``on_env_step`` after the
-environment stepped (returns the rewards to train on), ``transform_minibatch`` before each minibatch's losses,
-``losses`` after PPO's forward pass (named losses, weighted by ``loss_weights()``, default 1),
-``after_update`` after the epochs, ``log_scalars`` once per update and ``state_dict`` for checkpoints.
-
-An extension with its own optimizer sets ``optimizer`` and returns its parameters from ``parameters()``: PPO
-back-propagates the summed loss once, clips those gradients separately and steps that optimizer after its
-own; ``clip_groups()`` lists policy parameters clipped apart from the policy (AMP's discriminator).
+"""The extension protocol: one optional feature of PPO in one object. PPO calls every extension's hooks (each a
+no-op by default) at fixed points of the rollout and the update; docs/architecture.md lists them with an example.
 Extensions never read each other: what one needs from a step it records in the transition under its own names.
 """
 

@@ -45,11 +45,9 @@ def _normalizer(enabled: bool, width: int) -> nn.Module:
 
 
 class RandomNetworkDistillation(Extension):
-    """Curiosity from random network distillation (Burda et al., 2018).
-
-    A *predictor* learns (own optimizer, ``rnd_loss``) to reproduce a fixed random *target* network's features
-    of the visited states; the intrinsic reward ``||predictor(s') - target(s')||^2`` (optionally divided by its
-    running std) is added to the task reward with weight ``weight``.
+    """Curiosity from random network distillation (Burda et al., 2018): the intrinsic reward
+    ``||predictor(s') - target(s')||^2`` of a fixed random target network and a predictor trained on the
+    visited states (``rnd_loss``, own optimizer) is added to the task reward.
 
     Args:
         weight: intrinsic-reward weight.

@@ -53,13 +53,9 @@ def mirror_error(policy: Any, obs: torch.Tensor, mirror_obs: MirrorFn, mirror_ac
 
 
 class Symmetry(Extension):
-    """Left-right (or any involutive) symmetry from mirror functions of raw tensors (``M(M(x)) = x``).
-
-    The **mirror loss** ``symmetry_loss = mse(mu(M_o o), M_a mu(o))`` (target detached; recurrent policies run
-    both sequences from the reset state) pulls the policy towards acting mirrored. **Data augmentation**
-    (feed-forward policies) adds every minibatch sample's mirror image to the PPO update. The functions are
-    callables or ``"package.module:function"`` strings; when not given, the environment's
-    ``mirror_functions()`` supplies them.
+    """Left-right (or any involutive) symmetry from mirror functions of raw tensors: the mirror loss
+    ``symmetry_loss = mse(mu(M_o o), M_a mu(o))`` and/or data augmentation with mirrored samples. The functions
+    are callables or ``"package.module:function"`` strings, else the environment's ``mirror_functions()``.
 
     Args:
         mirror_obs: mirror of actor observations.
