@@ -13,32 +13,23 @@ from st_rl.algorithms.extensions.amp import DISCRIMINATOR_LOSSES, AdversarialMot
 from st_rl.algorithms.extensions.distillation import Distillation
 from st_rl.algorithms.ppo import PPO
 from st_rl.algorithms.schedules import GET_PROB_FUNC  # reference name (st_rl/compat.py)
-from st_rl.algorithms.tppo import TPPO, merge_nested_ppo, split_kwargs
+from st_rl.algorithms.tppo import TPPO, with_extension
 
 __all__ = ["APPO", "ATPPO", "DISCRIMINATOR_LOSSES", "GET_PROB_FUNC", "APPOAlgoMixin", "MissingAmpDataError"]
 
 
 class APPOAlgoMixin:
-    """Adds Adversarial Motion Priors to the algorithm it is listed before, under the reference's name:
-    ``class APPO(APPOAlgoMixin, PPO)`` and ``class ATPPO(APPOAlgoMixin, TPPO)`` are this library's presets, and a
-    user's ``class MyAlgo(APPOAlgoMixin, TPPO)`` is the same algorithm as :class:`ATPPO`.
-
-    The mixin holds no algorithm code: its constructor takes the
-    :class:`~st_rl.algorithms.extensions.amp.AdversarialMotionPrior` keyword arguments
-    (``discriminator_loss_coef``, ``mimic_loss_coef``, ``amp_obs_dim``, ...; st_gym's nested ``ppo`` dict is
-    merged first), builds that extension as ``self.amp`` and hands it to the base with the other arguments;
-    the rest are the reference's attribute names, read from the extension.
-    """
+    """Adds Adversarial Motion Priors to the algorithm it is listed before, under the reference's name
+    (``class ATPPO(APPOAlgoMixin, TPPO)``): it builds the
+    :class:`~st_rl.algorithms.extensions.amp.AdversarialMotionPrior` extension from its keyword arguments as
+    ``self.amp`` and exposes the reference's attribute names."""
 
     config_sources = (AdversarialMotionPrior,)
     amp: AdversarialMotionPrior
 
     def __init__(self, actor_critic: nn.Module, *args: Any, **kwargs: Any) -> None:
-        kwargs = merge_nested_ppo(kwargs.pop("ppo", None), kwargs)
-        amp_kwargs, kwargs = split_kwargs(kwargs, AdversarialMotionPrior)
-        self.amp = AdversarialMotionPrior(**amp_kwargs)
-        extensions = [self.amp, *kwargs.pop("extensions", [])]
-        super().__init__(actor_critic, *args, extensions=extensions, **kwargs)  # type: ignore[call-arg]
+        self.amp, kwargs = with_extension(AdversarialMotionPrior, kwargs.pop("ppo", None), kwargs)
+        super().__init__(actor_critic, *args, **kwargs)  # type: ignore[call-arg]
 
     @property
     def amp_normalizer(self) -> nn.Module:
@@ -61,17 +52,12 @@ class APPOAlgoMixin:
 
 
 class APPO(APPOAlgoMixin, PPO):
-    """PPO plus :class:`~st_rl.algorithms.extensions.amp.AdversarialMotionPrior` (arguments
-    ``discriminator_loss_coef``, ``mimic_loss_coef``, ``bc_loss_coef``, ``amp_obs_dim``, ``amp_preset``
-    (``"reference"``: the reference's defaults, no replay and one gradient clip; ``"st_rl"``: 100k replay and
-    separate clipping), ``amp_replay_buffer_size``, ``amp_separate_clipping``, ``style_reward_ramp``; the
-    others as :class:`PPO`; see docs/amp.md). The policy must carry a discriminator (``AmpActorCritic``,
-    ``AmpActorCriticRecurrent``, ``EncoderAmpActorCriticRecurrent``)."""
+    """PPO plus :class:`~st_rl.algorithms.extensions.amp.AdversarialMotionPrior` (see there for its arguments;
+    the others as :class:`PPO`). The policy must carry a discriminator (``AmpActorCritic``, ...)."""
 
 
 class ATPPO(APPOAlgoMixin, TPPO):
-    """Teacher-student PPO (:class:`TPPO`) with Adversarial Motion Priors: PPO plus ``Distillation`` plus
-    ``AdversarialMotionPrior`` (the teacher's labels, buffer dilation and ``dagger_loss_coef`` are kept)."""
+    """Teacher-student PPO (:class:`TPPO`) with Adversarial Motion Priors."""
 
 
 # Reference import path of the distillation extension class, for ATPPO users who subclass it.

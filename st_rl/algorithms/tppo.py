@@ -10,6 +10,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from st_rl.algorithms.extensions.base import Extension
 from st_rl.algorithms.extensions.distillation import (
     DISTILL_TARGETS,
     Distillation,
@@ -30,12 +31,16 @@ def split_kwargs(kwargs: dict[str, Any], cls: type) -> tuple[dict[str, Any], dic
     }
 
 
-def merge_nested_ppo(ppo: dict[str, Any] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """st_gym's nested ``ppo`` dict merged under the explicit keyword arguments (which win)."""
-    if not ppo:
-        return kwargs
-    base = {k: v for k, v in dict(ppo).items() if k != "class_name"}
-    return {**base, **kwargs}
+def with_extension(
+    cls: type[Extension], ppo: dict[str, Any] | None, kwargs: dict[str, Any]
+) -> tuple[Any, dict]:
+    """A preset's extension ``cls`` built from its keyword arguments (st_gym's nested ``ppo`` dict merged under
+    the explicit ones), and the other arguments, with the extension first in ``extensions``."""
+    if ppo:
+        kwargs = {**{k: v for k, v in dict(ppo).items() if k != "class_name"}, **kwargs}
+    ext_kwargs, kwargs = split_kwargs(kwargs, cls)
+    extension = cls(**ext_kwargs)
+    return extension, {**kwargs, "extensions": [extension, *kwargs.get("extensions", [])]}
 
 
 class TPPO(PPO):
@@ -45,7 +50,6 @@ class TPPO(PPO):
     Args:
         ppo: st_gym's nested PPO config, merged into the PPO arguments (explicit arguments win).
         using_ppo: keep the PPO losses (False: pure imitation; returns are then not computed).
-        buffer_dilation_ratio: keep this many rollouts' worth of steps (a ring storage).
         (other arguments as :class:`~st_rl.algorithms.ppo.PPO` and ``Distillation``)
     """
 
@@ -55,11 +59,8 @@ class TPPO(PPO):
         self, actor_critic: nn.Module, *args: Any, ppo: dict[str, Any] | None = None, using_ppo: bool = True,
         **kwargs: Any,
     ) -> None:  # fmt: skip
-        kwargs = merge_nested_ppo(ppo, kwargs)
-        distill_kwargs, kwargs = split_kwargs(kwargs, Distillation)
-        self.distillation = Distillation(**distill_kwargs)
-        extensions = [self.distillation, *kwargs.pop("extensions", [])]
-        super().__init__(actor_critic, *args, use_ppo_loss=using_ppo, extensions=extensions, **kwargs)
+        self.distillation, kwargs = with_extension(Distillation, ppo, kwargs)
+        super().__init__(actor_critic, *args, use_ppo_loss=using_ppo, **kwargs)
 
     @property
     def using_ppo(self) -> bool:
@@ -87,8 +88,7 @@ class TPPO(PPO):
 
     @property
     def teacher_act_prob(self) -> Any:
-        """Schedule ``iteration -> probability`` that an env executes the teacher's actions for an episode (the
-        reference's ``process_env_step`` resamples ``use_teacher_act_mask`` with it)."""
+        """Schedule ``iteration -> probability`` that an env executes the teacher's actions for an episode."""
         return self.distillation.teacher_act_prob
 
     @property

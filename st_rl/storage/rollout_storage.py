@@ -1,13 +1,5 @@
-"""Preallocated on-policy rollout storage whose fields are registered by name.
-
-PPO registers the fields every on-policy update needs (observations, actions, rewards, dones, values,
-log-probabilities, action mean and std, returns, advantages); each algorithm extension registers the fields
-it records (a teacher's ``action_labels``, AMP's ``ref_obs`` / ``ref_motion``, ...). Options cover the
-ring/queue behaviour (``buffer_dilation_ratio``: keep several rollouts' worth of steps) and next
-observations (``next_observations``: SARSA-style ``next_obs`` in minibatches). The reference's storage
-classes are thin configurations of :class:`RolloutStorage` (:class:`QueueRolloutStorage`,
-:class:`ActionLabelRollout`, :class:`SarsaRolloutStorage`, :class:`AmpRolloutStorage`).
-"""
+"""Preallocated on-policy rollout storage whose fields are registered by name (PPO's, then each extension's);
+the reference's storage classes are thin configurations of :class:`RolloutStorage`."""
 
 from __future__ import annotations
 
@@ -17,6 +9,7 @@ from typing import Any
 
 import torch
 
+from st_rl.storage.returns import compute_gae, normalize_advantages
 from st_rl.utils.buffer import buffer_expand, buffer_swap
 from st_rl.utils.collections import tree_flatten, tree_unflatten
 from st_rl.utils.utils import split_and_pad_trajectories
@@ -30,6 +23,7 @@ __all__ = [
     "RolloutStorage",
     "SarsaRolloutStorage",
     "Transition",
+    "compute_returns",
 ]
 
 
@@ -40,11 +34,9 @@ class Field:
     Attributes:
         shape: shape of one env's value at one step.
         dtype: buffer dtype.
-        trajectory: observation-like: recurrent minibatches pad it into trajectories ``(T, n_traj, ...)``;
-            otherwise recurrent minibatches keep it ``(T, n_envs, ...)``.
-        minibatch: name in minibatches (the field name when None); ``""`` keeps the field out of minibatches.
-        transition: name of the transition attribute it is filled from (the field name when None); ``""``
-            means it is not filled from transitions (computed after the rollout, like ``returns``).
+        trajectory: observation-like: recurrent minibatches pad it into trajectories ``(T, n_traj, ...)``.
+        minibatch: name in minibatches (None: the field name; ``""``: not in minibatches).
+        transition: transition attribute it is filled from (None: the field name; ``""``: computed later).
     """
 
     shape: tuple[int, ...]
@@ -55,10 +47,7 @@ class Field:
 
 
 class Transition:
-    """The values of one environment step, by field name (attribute access).
-
-    Unset fields read as ``None``. The algorithm fills it during ``act`` / ``process_env_step``.
-    """
+    """The values of one environment step by field name, as attributes (unset ones read as ``None``)."""
 
     def __init__(self, **values: Any) -> None:
         object.__setattr__(self, "_values", dict(values))
@@ -80,13 +69,9 @@ class Transition:
 
 
 class MiniBatch:
-    """One minibatch: tensors by name with attribute access.
-
-    PPO's fields are ``obs``, ``critic_obs``, ``actions``, ``values``, ``advantages``, ``returns``,
-    ``old_actions_log_prob``, ``old_mu``, ``old_sigma``; recurrent minibatches add ``hidden_states`` and
-    ``masks`` (``None`` in feed-forward ones). Registered extra fields appear under their minibatch name. In
-    recurrent minibatches trajectory fields are padded ``(T, n_traj, ...)``, the others ``(T, n_envs, ...)``.
-    """
+    """One minibatch: tensors by minibatch name, as attributes (``obs``, ``critic_obs``, ``actions``, ``values``,
+    ``advantages``, ``returns``, ``old_actions_log_prob``, ``old_mu``, ``old_sigma``, registered extra fields;
+    ``hidden_states`` and ``masks`` are ``None`` in feed-forward minibatches)."""
 
     __slots__ = ("_fields",)
     _ALWAYS = ("hidden_states", "masks")
@@ -140,18 +125,16 @@ class RolloutStorage:
         num_envs: N.
         num_transitions_per_env: T.
         obs_shape: actor observation shape, e.g. ``[num_obs]``.
-        privileged_obs_shape: critic observation shape; ``[None]`` or ``None`` means "no separate critic
-            observations" (minibatches then use the actor observations as ``critic_obs``).
+        privileged_obs_shape: critic observation shape; ``[None]`` or ``None``: minibatches use the actor
+            observations as ``critic_obs``.
         actions_shape: e.g. ``[num_actions]``.
         device: where the buffers live.
-        fields: extra fields to register, ``{name: Field}`` (more can be added with :meth:`register`).
-        buffer_dilation_ratio: >= 1. With ``ring=True`` the buffer grows by one rollout at each
-            :meth:`clear` until it holds ``ratio * T`` steps, then new steps overwrite the oldest ones;
-            returns and minibatches always see the steps oldest first.
+        fields: extra fields to register, ``{name: Field}`` (more with :meth:`register`).
+        buffer_dilation_ratio: >= 1. A ring grows by one rollout at each :meth:`clear` up to ``ratio * T``
+            steps, then overwrites the oldest; returns and minibatches see the steps oldest first.
         ring: keep the cursor across :meth:`clear` and wrap instead of overflowing (queue behaviour).
         next_observations: also keep the observation after each step (``next_obs`` / ``next_critic_obs`` in
-            minibatches): observations live in one ``(T + 1, N, ...)`` buffer, and the transition's
-            ``next_observations`` (and ``next_privileged_observations``) fill row T at the last step.
+            minibatches; the transition's ``next_observations`` fill row T at the last step).
         **kwargs: ignored (the reference passes storage-class-specific keys to every storage).
     """
 
@@ -220,10 +203,8 @@ class RolloutStorage:
 
     # ------------------------------------------------------------------ fields
     def register(self, name: str, field: Field) -> None:
-        """Allocate a zero ``(T, N, *field.shape)`` buffer named ``name`` (also readable as an attribute).
-
-        Registering an existing name again with the same spec is a no-op; a different spec is an error.
-        """
+        """Allocate a zero ``(T, N, *field.shape)`` buffer ``name`` (also an attribute); registering the same
+        spec again is a no-op, a different one an error."""
         if name in self.fields:
             if self.fields[name] != field:
                 raise ValueError(f"storage field {name!r} is already registered as {self.fields[name]}")
@@ -272,8 +253,8 @@ class RolloutStorage:
         """Copy one transition into row ``step``.
 
         Raises:
-            AssertionError: when the storage is full and not a ring (call ``clear()`` after each update).
-            ValueError: when a registered field is missing from the transition.
+            AssertionError: the storage is full and not a ring (call ``clear()`` after each update).
+            ValueError: a registered field is missing from the transition.
         """
         if self.step >= self.num_transitions_per_env:
             assert self.ring and self.buffer_full, (
@@ -372,13 +353,8 @@ class RolloutStorage:
 
     # ------------------------------------------------------------------ returns
     def compute_returns(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
-        """GAE returns and normalised advantages of the stored rollout, bootstrapped from ``last_values``.
-
-        The reference's ``storage.compute_returns(last_values, gamma, lam)`` (custom algorithms call it); the
-        same computation as ``PPO.compute_returns`` after its critic evaluation.
-        """
-        from st_rl.algorithms.ppo import compute_returns  # the algorithms import the storage
-
+        """GAE returns and normalised advantages of the stored rollout, bootstrapped from ``last_values`` (the
+        reference's method; :func:`compute_returns`)."""
         compute_returns(self, last_values, gamma, lam)
 
     # ------------------------------------------------------------------ statistics
@@ -415,11 +391,8 @@ class RolloutStorage:
         return out
 
     def mini_batch_generator(self, num_mini_batches: int, num_epochs: int = 8) -> Iterator[MiniBatch]:
-        """Yield flat minibatches; the sample order is reshuffled every epoch, the remainder is dropped.
-
-        Each minibatch is built by :meth:`get_minibatch_from_indices` with the (time, env) indices of its
-        samples, so a subclass can add fields by overriding that hook.
-        """
+        """Yield flat minibatches, reshuffled every epoch (the remainder is dropped), each built by
+        :meth:`get_minibatch_from_indices`."""
         self.untie_buffer_loop()
         batch_size = self.num_envs * self.num_transitions_per_env
         mini_batch_size = batch_size // num_mini_batches
@@ -438,13 +411,11 @@ class RolloutStorage:
     def recurrent_mini_batch_generator(
         self, num_mini_batches: int, num_epochs: int = 8
     ) -> Iterator[MiniBatch]:
-        """Yield minibatches of whole trajectories for recurrent policies.
+        """Yield minibatches of whole trajectories of ``N // num_mini_batches`` envs for recurrent policies.
 
-        Each minibatch covers ``N // num_mini_batches`` envs. Trajectory fields (observations and registered
-        observation-like fields) are split at dones and zero-padded to length T (``masks`` marks real steps);
-        the other fields stay (T, n, ...) and are matched by unpadding the policy outputs. ``hidden_states``
-        are the states saved at each trajectory's first step, shaped (layers, n_traj, H). The minibatch order
-        is reshuffled every epoch. Each minibatch is built by :meth:`get_minibatch_from_indices`.
+        Trajectory fields are split at dones and zero-padded to length T (``masks`` marks real steps); the
+        others stay (T, n, ...). ``hidden_states`` are those saved at each trajectory's first step, (layers,
+        n_traj, H). The order is reshuffled every epoch; each is built by :meth:`get_minibatch_from_indices`.
         """
         self.untie_buffer_loop()
         n_envs = self.num_envs
@@ -496,18 +467,14 @@ class RolloutStorage:
         padded_B_slice: slice | None = None,  # noqa: N803
         prev_done_mask: torch.Tensor | None = None,
     ) -> MiniBatch:
-        """The minibatch at the given (time, env) selection: the reference's override hook.
-
-        A subclass adds fields by overriding it: ``mb = super().get_minibatch_from_indices(T_slice, B_slice,
-        padded_B_slice, prev_done_mask)``, then ``mb._replace(extra=self.extra[T_slice, B_slice])`` (or
-        ``mb.extra = ...``).
+        """The minibatch at the given (time, env) selection: the reference's override hook (a subclass adds
+        fields with ``super().get_minibatch_from_indices(...)._replace(extra=self.extra[T_slice, B_slice])``).
 
         Args:
-            T_slice: time indices (an index tensor, feed-forward) or ``slice(None)`` (recurrent).
+            T_slice: time indices (feed-forward) or ``slice(None)`` (recurrent).
             B_slice: env indices matching ``T_slice`` (feed-forward) or the minibatch's env slice (recurrent).
-            padded_B_slice: recurrent only: the minibatch's trajectories in the padded (T, n_traj, ...) tensors;
-                ``None`` for feed-forward minibatches.
-            prev_done_mask: recurrent only: (T, N) bool, True where a trajectory starts (step 0 or after a done).
+            padded_B_slice: recurrent only: the minibatch's trajectories in the padded tensors.
+            prev_done_mask: recurrent only: (T, N) bool, True where a trajectory starts.
         """
         if padded_B_slice is None:
             fields = self._generator_fields or self._minibatch_fields()
@@ -530,9 +497,7 @@ class RolloutStorage:
 
 
 class QueueRolloutStorage(RolloutStorage):
-    """A ring :class:`RolloutStorage`: ``clear()`` keeps the collected steps; with ``buffer_dilation_ratio``
-    > 1 the buffer grows by one rollout per update up to ``ratio * T`` steps, then the oldest are overwritten.
-    """
+    """A ring :class:`RolloutStorage`: ``clear()`` keeps the collected steps (see ``buffer_dilation_ratio``)."""
 
     def __init__(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("ring", True)
@@ -549,13 +514,8 @@ class ActionLabelRollout(QueueRolloutStorage):
 
 
 class SarsaRolloutStorage(RolloutStorage):
-    """:class:`RolloutStorage` that also yields the next observations (``MiniBatch.next_obs`` /
-    ``next_critic_obs``) for SARSA-style or model-learning losses.
-
-    The next observation of step t is the observation of step t + 1, which for an env that finished at step
-    t is the first observation of its new episode (mask with ``dones``). The transition's
-    ``next_observations`` / ``next_privileged_observations`` are needed at the last step only.
-    """
+    """:class:`RolloutStorage` that also yields the next observations (``next_obs`` / ``next_critic_obs``; after
+    a done, the new episode's first one: mask with ``dones``) for SARSA-style or model-learning losses."""
 
     def __init__(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
         kwargs["next_observations"] = True
@@ -563,14 +523,8 @@ class SarsaRolloutStorage(RolloutStorage):
 
 
 class AmpRolloutStorage(ActionLabelRollout):
-    """:class:`ActionLabelRollout` that also records AMP windows ``ref_obs`` (the policy's style-feature window
-    after each step) and ``ref_motion`` (a reference-motion window), both raw, as ``MiniBatch.ref_obs`` /
-    ``MiniBatch.ref_motion``.
-
-    Args:
-        amp_obs_shape: shape of one flattened window, e.g. ``(H * F,)``.
-        (other arguments as :class:`ActionLabelRollout`)
-    """
+    """:class:`ActionLabelRollout` that also records the raw AMP windows ``ref_obs`` (the policy's) and
+    ``ref_motion`` (a reference motion's) of shape ``amp_obs_shape``, e.g. ``(H * F,)``."""
 
     def __init__(
         self,
@@ -587,3 +541,18 @@ class AmpRolloutStorage(ActionLabelRollout):
         self.amp_obs_shape = shape
         self.register("ref_obs", Field(shape))
         self.register("ref_motion", Field(shape))
+
+
+def compute_returns(storage: RolloutStorage, last_values: torch.Tensor, gamma: float, lam: float) -> None:
+    """GAE returns and globally normalised advantages of the stored rollout, written into the storage."""
+    storage.untie_buffer_loop()  # ring storages: oldest step first
+    returns, advantages = compute_gae(
+        storage.rewards[..., 0],
+        storage.values[..., 0],
+        storage.dones[..., 0],
+        last_values.reshape(-1),
+        gamma,
+        lam,
+    )
+    storage.returns.copy_(returns.unsqueeze(-1))
+    storage.advantages.copy_(normalize_advantages(advantages).unsqueeze(-1))

@@ -132,7 +132,7 @@ def test_sync_free_update_matches_the_checked_update():
     for sync_free in (False, True):
         ppo = make_ppo(precision="fp32")
         ppo.set_sync_free(sync_free)
-        assert (ppo._lr_t is not None) == sync_free  # fused Adam takes a device learning rate
+        assert (ppo.guard.lr_tensor is not None) == sync_free  # fused Adam takes a device learning rate
         lrs = []
         for it in range(3):
             collect(ppo, seed=it)
@@ -196,9 +196,9 @@ def test_sync_free_learning_rate_saves_as_float_and_relinks_on_load():
     other.set_sync_free(True)
     other.load_state_dict(state)
     assert other.learning_rate == saved_lr
-    assert other.optimizer.param_groups[0]["lr"] is other._lr_t and float(other._lr_t) == pytest.approx(
-        saved_lr
-    )
+    assert other.optimizer.param_groups[0]["lr"] is other.guard.lr_tensor and float(
+        other.guard.lr_tensor
+    ) == pytest.approx(saved_lr)
     plain = make_ppo(precision="fp32")
     plain.load_state_dict(state)
     assert plain.optimizer.param_groups[0]["lr"] == saved_lr

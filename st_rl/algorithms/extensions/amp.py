@@ -23,12 +23,10 @@ DISCRIMINATOR_LOSSES = (
     "discriminator_policy_loss",
     "discriminator_grad_pen_loss",
 )
-# The reference's name of the gradient-penalty loss, logged too (a copy: it is not added to the loss again).
+# The reference's name of the gradient penalty, logged as a copy (weight 0).
 REFERENCE_GRAD_PEN_KEY = "discriminator_grad_len_loss"
 
-# Settings the presets give to the arguments left at None:
-# "reference": the reference APPO (no replay of past policy windows; discriminator and policy gradients clipped
-# together by one norm); "st_rl": our settings (a 100k replay, the discriminator clipped apart).
+# What the presets give the arguments left at None (see AdversarialMotionPrior).
 AMP_PRESETS: dict[str, dict[str, Any]] = {
     "reference": {"amp_replay_buffer_size": 0, "amp_separate_clipping": False},
     "st_rl": {"amp_replay_buffer_size": 100_000, "amp_separate_clipping": True},
@@ -42,58 +40,27 @@ class MissingAmpDataError(KeyError):
         return str(self.args[0])
 
 
-# st_gym's PPO config class declares `amp_obs_dim: int = 2` and overwrites it with the real width whenever AMP is
-# on; a 2 that differs from the window width is that default left in place, not a choice.
+# st_gym's default `amp_obs_dim` (overwritten when AMP is on): a 2 that differs from the window width is no choice.
 ST_GYM_AMP_OBS_DIM_PLACEHOLDER = 2
 
 
 class AdversarialMotionPrior(Extension):
-    """Adds Adversarial Motion Priors to PPO.
-
-    Each step the environment provides the policy's window of style features,
-    ``infos["observations"]["ref_obs"]`` (N, H, F) or (N, H * F), and a reference-motion window
-    ``infos["ref_motion"]`` (N, H * F) (the built-in locomotion task does this with ``amp_obs_frame_num`` and
-    ``set_ref_motion_source(MotionLoader(...))``; other envs can be wrapped with
-    :class:`st_rl.datasets.AmpObservationWrapper`). Both streams update **one** shared normaliser
-    (``normalizer``, saved in checkpoints as ``amp_norm_state_dict``), so the discriminator sees their mean and
-    variance differences. The discriminator is the policy's (``policy.discriminator``, an
-    :class:`st_rl.modules.AMPDiscriminator` in ``model_state_dict``, trained by PPO's optimizer and clipped
-    apart from the policy). The policy is trained on the discriminator's combined reward;
-    ``Episode_Reward/style_reward`` and ``Episode_Reward/task_reward`` are logged.
-
-    Losses (each weighted by ``<name>_coef``):
-
-    * ``discriminator_expert_loss = 0.5 * mean((D(ref_motion) - 1)^2)``,
-      ``discriminator_policy_loss = 0.5 * mean((D(policy windows) + 1)^2)`` and ``discriminator_grad_pen_loss``
-      (the gradient penalty on reference windows): all three weighted by ``discriminator_loss_coef``; with 0
-      the discriminator is not trained. Policy windows are the minibatch's plus as many drawn from a replay of
-      past policy windows (``amp_replay_buffer_size``; 0 disables it).
-    * ``mimic_loss = mean ||ref_obs - ref_motion||`` (``mimic_loss_coef``; no policy gradient, a diagnostic of
-      how far apart the streams are).
-    * ``bc_loss = mean ||mu - action_labels||`` (``bc_loss_coef``, the st_gym config key): behaviour cloning
-      of the minibatch's action labels, the actions the rollout executed (the reference's APPO records its
-      own actions as labels; ATPPO's labels are the teacher's). 0: not computed.
-
-    The gradient penalty is logged under the reference's name ``discriminator_grad_len_loss`` as well.
-
-    Presets (``amp_preset``) fill the arguments left at ``None``: ``"reference"`` (default) is the reference
-    APPO: no replay of past policy windows, discriminator gradients clipped together with the policy's;
-    ``"st_rl"``: a replay of 100k past policy windows and the discriminator clipped apart (what
-    ``st-rl train --motion`` uses).
+    """Adds Adversarial Motion Priors to PPO (docs/amp.md): the policy's discriminator scores the policy's
+    style-feature windows ``infos["observations"]["ref_obs"]`` against reference-motion windows
+    ``infos["ref_motion"]`` (one shared normaliser) and its style reward is combined with the task reward.
+    Losses: ``discriminator_{expert,policy,grad_pen}_loss``, ``mimic_loss`` and ``bc_loss``.
 
     Args:
-        discriminator_loss_coef: weight of the three discriminator losses.
+        discriminator_loss_coef: weight of the three discriminator losses (0: the discriminator is not trained).
         mimic_loss_coef: weight of ``mimic_loss`` (0: not computed).
-        amp_obs_dim: window width; the discriminator's ``input_dim`` decides (a different value is warned about).
+        amp_obs_dim: window width; the discriminator's ``input_dim`` decides (a different value is an error).
         bc_loss_coef: weight of ``bc_loss`` (0: not computed).
-        amp_preset: ``"reference"`` or ``"st_rl"`` (see above).
-        amp_replay_buffer_size: capacity of the replay of past policy windows (0: none; None: the preset's).
-        amp_separate_clipping: clip the discriminator's gradient norm apart from the policy's (None: the
-            preset's).
-        style_reward_ramp: ``(start, end)`` learning iterations: the style reward the policy receives is off
-            before ``start`` and rises linearly to its full weight at ``end`` (the discriminator trains
-            throughout). None: full weight from the start. The logged ``Episode_Reward/style_reward`` is the
-            discriminator's reward before this weight; ``Train/style_reward_weight`` is the weight.
+        amp_preset: fills the arguments left at None: ``"reference"`` (the reference APPO: no replay, one
+            gradient clip) or ``"st_rl"`` (a 100k replay, the discriminator clipped apart).
+        amp_replay_buffer_size: capacity of the replay of past policy windows (0: none).
+        amp_separate_clipping: clip the discriminator's gradient norm apart from the policy's.
+        style_reward_ramp: ``(start, end)`` learning iterations: the style reward's weight is 0 before
+            ``start`` and rises linearly to 1 at ``end`` (logged as ``Train/style_reward_weight``).
     """
 
     name = "amp"
@@ -133,8 +100,6 @@ class AdversarialMotionPrior(Extension):
                 f"amp_replay_buffer_size must be >= 0 (0: no replay), got {amp_replay_buffer_size!r}"
             )
         self.style_reward_ramp = _check_ramp(style_reward_ramp)
-        self._sums: dict[str, torch.Tensor] = {}
-        self._count = 0
 
     # ------------------------------------------------------------------ set-up
     def setup(self, policy: Any, device: torch.device) -> None:
@@ -187,8 +152,7 @@ class AdversarialMotionPrior(Extension):
         return [self.normalizer]
 
     def clip_groups(self) -> list[list[nn.Parameter]]:
-        """With ``amp_separate_clipping`` the discriminator's (gradient-penalty) gradients are clipped apart, so
-        they cannot shrink the policy's step through a shared norm; the reference clips them together."""
+        """With ``amp_separate_clipping`` the discriminator's gradients are clipped apart from the policy's."""
         return [list(self.discriminator.parameters())] if self.separate_clipping else []
 
     def style_reward_weight(self, iteration: int | None = None) -> float:
@@ -287,18 +251,13 @@ class AdversarialMotionPrior(Extension):
             losses["discriminator_grad_pen_loss"] = disc.compute_grad_pen(expert_x)
             losses[REFERENCE_GRAD_PEN_KEY] = losses["discriminator_grad_pen_loss"].detach()
             with torch.no_grad():
-                self._accumulate(
-                    discriminator_expert_d=expert_d.mean(),
-                    discriminator_policy_d=policy_d.mean(),
-                    discriminator_accuracy=0.5
-                    * ((expert_d > 0).float().mean() + (policy_d < 0).float().mean()),
-                )
+                accuracy = 0.5 * ((expert_d > 0).float().mean() + (policy_d < 0).float().mean())
+            self.record(
+                discriminator_expert_d=expert_d.mean(),
+                discriminator_policy_d=policy_d.mean(),
+                discriminator_accuracy=accuracy,
+            )
         return losses
-
-    def _accumulate(self, **values: torch.Tensor) -> None:
-        for key, value in values.items():
-            self._sums[key] = self._sums[key] + value if key in self._sums else value
-        self._count += 1 if values else 0
 
     def after_update(self, storage: RolloutStorage) -> None:
         if self.replay is not None:
@@ -306,8 +265,7 @@ class AdversarialMotionPrior(Extension):
             self.replay.insert(storage.ref_obs.reshape(-1, self.amp_obs_dim))
 
     def log_scalars(self) -> dict[str, float]:
-        scalars = {k: float(v) / max(self._count, 1) for k, v in self._sums.items()}
-        self._sums, self._count = {}, 0
+        scalars = super().log_scalars()
         if self.style_reward_ramp is not None:
             scalars["style_reward_weight"] = self.style_reward_weight()
         return scalars

@@ -1,34 +1,6 @@
-"""The extension protocol: one optional feature of PPO in one object.
-
-PPO holds a list of extensions and calls their hooks at fixed points of the rollout and the update. Every
-hook has a no-op default, so an extension implements only what its feature needs:
-
-====================  =========================================================================================
-hook                  called
-====================  =========================================================================================
-``setup``             once, when PPO is built: check the policy, build networks on the device.
-``attach_env``        once, when a runner connects the environment (e.g. to take its mirror functions).
-``storage_fields``    when the rollout storage is allocated: the fields the extension records each step.
-``on_act``            after the policy acted on a step (``transition`` holds actions, values, ...); may record
-                      fields and may return the actions to execute instead (e.g. a teacher's).
-``on_env_step``       after the environment stepped, before the transition is stored; may record fields and
-                      returns the rewards PPO trains on (e.g. plus a style or curiosity reward).
-``transform_minibatch`` before each minibatch's losses (e.g. resample hidden states, augment data).
-``losses``            after PPO's forward pass of the minibatch (``policy.action_mean`` etc. refer to it):
-                      named losses, each weighted by ``loss_weights()[name]`` (default 1) and summed with PPO's.
-``after_update``      after the epochs, with the storage still holding the rollout.
-``log_scalars``       once per update: scalars logged as ``Train/<name>``.
-``state_dict``        checkpoint entries (top-level keys of the checkpoint the extension owns).
-====================  =========================================================================================
-
-An extension with its own optimizer sets ``optimizer`` and returns its parameters from ``parameters()``: the
-summed loss is back-propagated once, then PPO clips those gradients separately and steps that optimizer
-after its own. Parameters that live in the policy but must be clipped apart from it (AMP's discriminator)
-are returned by ``clip_groups()``. ``modules()`` lists the extension's modules (moved to the training device,
-put in train/eval mode, broadcast from rank 0 in multi-rank runs).
-
-Extensions never read each other: what one needs from a step it records in the transition under its own
-field names.
+"""The extension protocol: one optional feature of PPO in one object. PPO calls every extension's hooks (each a
+no-op by default) at fixed points of the rollout and the update; docs/architecture.md lists them with an example.
+Extensions never read each other: what one needs from a step it records in the transition under its own names.
 """
 
 from __future__ import annotations
@@ -46,16 +18,8 @@ __all__ = ["Extension", "StorageLayout"]
 
 @dataclasses.dataclass(frozen=True)
 class StorageLayout:
-    """What an extension may need to size its storage fields.
-
-    Attributes:
-        num_envs: N.
-        num_transitions_per_env: T.
-        obs_shape: actor observation shape.
-        critic_obs_shape: critic observation shape (None: the critic reads the actor observations).
-        action_shape: action shape.
-        options: the user's storage keyword arguments (``train_cfg["storage"]``).
-    """
+    """What an extension may need to size its storage fields (``options``: the config's ``storage`` keys;
+    ``critic_obs_shape`` None: the critic reads the actor observations)."""
 
     num_envs: int
     num_transitions_per_env: int
@@ -70,13 +34,11 @@ class Extension:
 
     Attributes:
         name: unique name in an algorithm (``alg.extensions[name]``).
-        reruns_policy: the extension's ``losses`` run extra policy forward passes, which overwrite the
-            policy's cached outputs (action mean, estimates); PPO calls such extensions after the others.
+        reruns_policy: ``losses`` runs extra policy forward passes (overwriting the policy's cached outputs);
+            PPO calls such extensions after the others.
         optimizer: the extension's own optimizer, if any.
-        iteration: the current learning iteration (set by PPO before each rollout).
-        storage_options: the keys of the config's ``storage`` section this extension reads from
-            ``StorageLayout.options``, ``{key: type}``; the config validation accepts them (beside the rollout
-            storage's own keyword arguments) and refuses every other key.
+        iteration: the current learning iteration (set by PPO).
+        storage_options: ``{key: type}`` of the config's ``storage`` keys read from ``StorageLayout.options``.
     """
 
     name: ClassVar[str] = "extension"
@@ -154,9 +116,17 @@ class Extension:
     def after_update(self, storage: RolloutStorage) -> None:
         """After the update epochs (the storage still holds the rollout)."""
 
+    def record(self, **values: torch.Tensor) -> None:
+        """Add device scalars to the means that :meth:`log_scalars` reports (read once, then)."""
+        sums, counts = self.__dict__.setdefault("_sums", {}), self.__dict__.setdefault("_counts", {})
+        for key, value in values.items():
+            sums[key] = sums[key] + value.detach() if key in sums else value.detach()
+            counts[key] = counts.get(key, 0) + 1
+
     def log_scalars(self) -> dict[str, float]:
-        """Scalars to log once per update (``Train/<name>``)."""
-        return {}
+        """Scalars to log once per update (``Train/<name>``); by default the means :meth:`record` gathered."""
+        sums, counts = self.__dict__.pop("_sums", {}), self.__dict__.pop("_counts", {})
+        return {k: float(v) / counts[k] for k, v in sums.items()}
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import difflib
+import inspect
 import warnings
 from typing import Any
 
@@ -10,9 +12,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F  # noqa: N812
 
+import st_rl.modules as policy_classes
 from st_rl.algorithms.extensions.base import Extension, StorageLayout
 from st_rl.algorithms.schedules import as_schedule
+from st_rl.config.errors import ConfigError, Problem
+from st_rl.registry import resolve_class, untrusted_config
 from st_rl.storage.rollout_storage import Field, MiniBatch, Transition
+from st_rl.utils.checkpoint import load_checkpoint
 from st_rl.utils.collections import tree_map
 from st_rl.utils.utils import unpad_trajectories
 
@@ -38,15 +44,8 @@ def _policy_size_keys(student: Any, with_critic_obs: bool) -> dict[str, Any]:
 
 
 def load_teacher_state(path: str, device: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a teacher checkpoint (ours or rsl_rl's) into ``{"model", "config"}``.
-
-    The model state keeps the teacher's observation normalisers (``actor_obs_normalizer.*``; older formats are
-    migrated by :func:`st_rl.utils.checkpoint.load_checkpoint`, rsl_rl 3.x already stores them so). rsl_rl
-    checkpoints map directly where the layout matches (``actor.*``, ``critic.*``, ``std``); a ``log_std``
-    parameter becomes ``std``.
-    """
-    from st_rl.utils.checkpoint import load_checkpoint
-
+    """Read a teacher checkpoint (ours or rsl_rl's, migrated; a ``log_std`` parameter becomes ``std``) into
+    ``{"model", "config"}``."""
     state = load_checkpoint(path, map_location=device)
     model = dict(state["model_state_dict"])
     if "log_std" in model and "std" not in model:
@@ -64,14 +63,8 @@ def build_teacher(
     device: torch.device,
 ) -> nn.Module:
     """Build the teacher policy (with its own observation normalisers when its checkpoint has statistics),
-    frozen and in eval mode.
-
-    Keyword arguments come from, in decreasing priority: ``teacher_policy``, the policy config saved in the
-    teacher's checkpoint (our checkpoints carry it), and the student's dimensions and layouts.
-    """
-    import st_rl.modules as modules
-    from st_rl.utils.config import resolve_class, untrusted_config
-
+    frozen and in eval mode. Keyword arguments come from, in decreasing priority: ``teacher_policy``, the
+    policy config saved in the teacher's checkpoint, and the student's dimensions and layouts."""
     cfg = copy.deepcopy(dict(teacher_policy or {}))
     class_name = cfg.pop("class_name", None)
     from_checkpoint = False
@@ -84,19 +77,16 @@ def build_teacher(
         class_name = class_name or saved_policy.pop("class_name", None)
         saved_policy.pop("class_name", None)
     class_name = class_name or default_class_name
-    kwargs = {**_policy_size_keys(student, with_critic_obs), **saved_policy}
-    for key, value in cfg.items():
-        if value is not None or key not in kwargs:
-            kwargs[key] = value
-    for key, value in _policy_size_keys(student, with_critic_obs).items():
-        if kwargs.get(key) is None:
-            kwargs[key] = value
+    sizes = _policy_size_keys(student, with_critic_obs)
+    kwargs = {**sizes, **saved_policy}
+    kwargs.update({k: v for k, v in cfg.items() if v is not None or k not in kwargs})
+    kwargs.update({k: v for k, v in sizes.items() if kwargs.get(k) is None})
     kwargs.pop("teacher_ac_path", None)
     # A class named by the teacher checkpoint's stored config (not by the caller) resolves among st_rl's only.
     opt_in = "name the class in teacher_policy.class_name if you trust that checkpoint"
     with untrusted_config(f"{path} (its stored 'config')", opt_in, trusted=not from_checkpoint):
         key = "policy.class_name" if from_checkpoint else None
-        cls = resolve_class(class_name, modules, "teacher policy", nn.Module, key=key)
+        cls = resolve_class(class_name, policy_classes, "teacher policy", nn.Module, key=key)
     _check_teacher_keys(cls, cfg)
     teacher: Any = cls(**kwargs)
     if loaded is None:
@@ -126,52 +116,70 @@ def build_teacher(
 
 
 def _check_teacher_keys(cls: type, cfg: dict[str, Any]) -> None:
-    """The caller's ``teacher_policy`` keys, checked against the teacher class as the student's policy keys are
-    (unknown or misspelt keys, types, ranges).
+    """Refuse ``teacher_policy`` keys that the teacher class does not take (misspelt keys), as the config check
+    refuses the student's; a class whose constructor takes undeclared ``**kwargs`` is not judged.
 
     Raises:
         st_rl.config.ConfigError: naming ``algorithm.teacher_policy.<key>``.
     """
-    from st_rl.config import ConfigError
-    from st_rl.config.schema import validate_policy
-
-    problems = validate_policy(cls, cfg, "algorithm.teacher_policy")
+    known: set[str] = set(getattr(cls, "config_tolerated", None) or ())
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass) or klass.__module__.startswith("torch."):
+            continue
+        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+        known.update(p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            break
+    else:
+        if getattr(cls, "config_tolerated", None) is None:
+            return
+    problems = []
+    for key in sorted(set(cfg) - known):
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+        fix = f"did you mean '{close[0]}'?" if close else "remove it (see docs/configuration.md)"
+        problems.append(Problem(f"algorithm.teacher_policy.{key}", cfg[key], "unknown key", fix))
     if problems:
         raise ConfigError(problems)
+
+
+def _distance(x: torch.Tensor, target: torch.Tensor, metric: str) -> torch.Tensor:
+    """Per-sample distance of ``x`` to ``target`` over the last dim: L2 (``"real"``), L1, summed squared error
+    (``"mse_sum"``) or twice the BCE of ``(x + 1) / 2`` (``"tanh"``; ``"scaled_tanh"`` squashes both first)."""
+    if metric == "real":
+        return torch.norm(x - target, dim=-1)
+    if metric == "l1":
+        return torch.norm(x - target, p=1, dim=-1)
+    if metric == "mse_sum":
+        return F.mse_loss(x, target, reduction="none").sum(-1)
+    if metric == "scaled_tanh":
+        x, target = torch.tanh(x), torch.tanh(target)
+    prob = ((x + 1) * 0.5).clamp(_EPS, 1 - _EPS)
+    return 2 * F.binary_cross_entropy(prob, ((target + 1) * 0.5).clamp(0.0, 1.0), reduction="none").mean(-1)
 
 
 class Distillation(Extension):
     """The student imitates a teacher policy (teacher-student distillation / DAgger).
 
-    During rollouts the teacher labels every step (storage field ``action_labels``); in envs where the
+    The teacher (raw observations, its own normalisers) labels every step (``action_labels``); in envs whose
     per-episode mask ``use_teacher_act_mask`` is set (drawn at each episode end with probability
-    ``teacher_act_prob(iteration)``) the teacher's action is executed instead of the student's (PPO scores it
-    under the student's rollout distribution, so the PPO ratio stays consistent). The teacher receives the raw
-    observations and normalises them with its own statistics (loaded from its checkpoint).
-
-    Losses: ``distillation_loss`` (weighted by ``distillation_loss_coef``, which may be a schedule),
-    ``distill_latent_<component>`` for each mapped encoder latent (``distill_latent_coef``) and, when
-    ``dagger_loss_coef`` is non-zero, ``dagger_loss = mean ||mu - labels||``.
+    ``teacher_act_prob(iteration)``) its action is executed instead. Losses: ``distillation_loss``,
+    ``distill_latent_<component>`` per mapped encoder latent and ``dagger_loss = mean ||mu - labels||``.
 
     Args:
         teacher_policy_class_name: teacher class when ``teacher_policy`` has no ``class_name``.
-        teacher_policy: teacher policy kwargs plus optional ``class_name`` and ``teacher_ac_path``. Missing
-            dimensions and layouts come from the teacher checkpoint's saved config, then from the student.
+        teacher_policy: teacher policy kwargs plus optional ``class_name`` and ``teacher_ac_path`` (missing
+            ones come from the teacher checkpoint's saved config, then the student's sizes).
         teacher_ac_path: legged_gym's top-level teacher checkpoint path.
         label_action_with_critic_obs: the teacher acts on the critic (privileged) observations.
-        teacher_act_prob: ``"linear"`` / ``"exp"`` / ``"tanh"`` (see :data:`GET_PROB_FUNC`), a callable of the
-            iteration, or a number.
+        teacher_act_prob: ``"linear"`` / ``"exp"`` / ``"tanh"`` (:data:`GET_PROB_FUNC`), a callable or a number.
         update_times_scale: iteration scale of the schedules.
         distillation_loss_coef: weight of ``distillation_loss``; a schedule name makes it decay.
-        distill_target: ``"real"`` (L2 distance), ``"mse_sum"``, ``"l1"``, ``"tanh"`` (2 BCE on (x+1)/2,
-            for outputs in [-1, 1]), ``"scaled_tanh"`` (tanh-squash both, then as ``tanh``) or
-            ``"max_log_prob"`` (``-log pi(label)``).
+        distill_target: ``"real"``, ``"mse_sum"``, ``"l1"``, ``"tanh"``, ``"scaled_tanh"`` (see
+            :func:`_distance`) or ``"max_log_prob"`` (``-log pi(label)``).
         distill_latent_coef: weight of each latent loss.
         distill_latent_target: ``"real"``, ``"l1"``, ``"tanh"`` or ``"scaled_tanh"``.
-        distill_latent_obs_component_mapping: ``{student_component: teacher_component}``: the student's encoder
-            latent of its component imitates the teacher's latent of its component.
-        hidden_state_resample_prob: probability of replacing a minibatch trajectory's initial hidden state
-            by U(-1, 1) noise (recurrent students).
+        distill_latent_obs_component_mapping: ``{student_component: teacher_component}`` of encoder latents.
+        hidden_state_resample_prob: probability of a trajectory's initial hidden state becoming U(-1, 1) noise.
         action_labels_from_sample: labels are teacher samples instead of its mean.
         dagger_loss_coef: weight of ``dagger_loss`` (0: not computed).
     """
@@ -224,8 +232,6 @@ class Distillation(Extension):
         self.action_labels_from_sample = action_labels_from_sample
         self.dagger_loss_coef = float(dagger_loss_coef)
         self.use_teacher_act_mask: torch.Tensor | None = None
-        self._sums: dict[str, torch.Tensor] = {}
-        self._count = 0
 
     @property
     def distillation_loss_coef(self) -> float:
@@ -336,35 +342,23 @@ class Distillation(Extension):
         return mean
 
     def _distillation_loss(self, minibatch: MiniBatch) -> torch.Tensor:
-        mean = self._student_mean(minibatch)
-        labels = minibatch.action_labels
-        target = self.distill_target
-        stats: dict[str, torch.Tensor] = {}
-        if target == "real":
-            loss = torch.norm(mean - labels, dim=-1).mean()
-        elif target == "mse_sum":
-            loss = F.mse_loss(mean, labels, reduction="none").sum(-1).mean()
-        elif target == "l1":
-            loss = torch.norm(mean - labels, p=1, dim=-1).mean()
-        elif target in ("tanh", "scaled_tanh"):
+        mean, labels, target = self._student_mean(minibatch), minibatch.action_labels, self.distill_target
+        if (
+            target == "max_log_prob"
+        ):  # recurrent outputs are already unpadded to the labels' (T, n_envs) shape
+            loss = -self.student.get_actions_log_prob(labels).mean()
+        else:
+            loss = _distance(mean, labels, target).mean()
+        with torch.no_grad():
             if target == "scaled_tanh":
                 mean, labels = torch.tanh(mean), torch.tanh(labels)
-            prob = ((mean + 1) * 0.5).clamp(_EPS, 1 - _EPS)
-            label_prob = ((labels + 1) * 0.5).clamp(0.0, 1.0)
-            loss = 2 * F.binary_cross_entropy(prob, label_prob)
-            with torch.no_grad():
-                stats["l1distance"] = torch.norm(mean - labels, p=1, dim=-1).mean()
-                stats["l1_before_tanh"] = torch.norm(
-                    torch.atanh(mean.clamp(-1 + _EPS, 1 - _EPS))
-                    - torch.atanh(labels.clamp(-1 + _EPS, 1 - _EPS)),
-                    p=1,
-                    dim=-1,
-                ).mean()
-        else:  # max_log_prob; recurrent outputs are already unpadded to the labels' (T, n_envs) shape
-            loss = -self.student.get_actions_log_prob(labels).mean()
-        with torch.no_grad():
-            stats["distillation_abs_error"] = (mean.detach() - labels).abs().mean()
-        self._accumulate(stats)
+            if target in ("tanh", "scaled_tanh"):
+                atanh = [torch.atanh(x.clamp(-1 + _EPS, 1 - _EPS)) for x in (mean, labels)]
+                self.record(
+                    l1distance=torch.norm(mean - labels, p=1, dim=-1).mean(),
+                    l1_before_tanh=torch.norm(atanh[0] - atanh[1], p=1, dim=-1).mean(),
+                )
+            self.record(distillation_abs_error=(mean - labels).abs().mean())
         return loss
 
     def _latent_loss(self, minibatch: MiniBatch, student_c: str, teacher_c: str) -> torch.Tensor:
@@ -373,29 +367,8 @@ class Distillation(Extension):
             target = self.teacher.get_encoder_latent(
                 self.teacher_input(minibatch.obs, minibatch.critic_obs), teacher_c
             )
-        metric = self.distill_latent_target
-        if metric == "real":
-            per = torch.norm(latent - target, dim=-1)
-        elif metric == "l1":
-            per = torch.norm(latent - target, p=1, dim=-1)
-        else:
-            if metric == "scaled_tanh":
-                latent, target = torch.tanh(latent), torch.tanh(target)
-            prob = ((latent + 1) * 0.5).clamp(_EPS, 1 - _EPS)
-            per = 2 * F.binary_cross_entropy(
-                prob, ((target + 1) * 0.5).clamp(0.0, 1.0), reduction="none"
-            ).mean(-1)
+        per = _distance(latent, target, self.distill_latent_target)
         if minibatch.masks is not None and per.shape == minibatch.masks.shape:
             mask = minibatch.masks.float()
             return (per * mask).sum() / mask.sum().clamp(min=1.0)
         return per.mean()
-
-    def _accumulate(self, stats: dict[str, torch.Tensor]) -> None:
-        for key, value in stats.items():
-            self._sums[key] = self._sums[key] + value if key in self._sums else value
-        self._count += 1
-
-    def log_scalars(self) -> dict[str, float]:
-        scalars = {k: float(v) / max(self._count, 1) for k, v in self._sums.items()}
-        self._sums, self._count = {}, 0
-        return scalars

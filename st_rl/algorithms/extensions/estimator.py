@@ -18,21 +18,14 @@ __all__ = ["StateEstimation"]
 class StateEstimation(Extension):
     """Trains the policy's state estimator (and privileged-state adaptor) against the critic observations.
 
-    ``estimator_loss = mean(sum_dim loss_func(estimate, target))`` compares the estimate of the target
-    components (from the policy's last forward pass of the minibatch) with the same components of the
-    critic observations, normalised as the critic sees them (located with the critic layout), weighted by
-    ``estimator_loss_coef``. A policy with an adaptor adds ``adaptor_loss`` the same way. For recurrent
-    policies the padded trajectories are unpadded first.
+    ``estimator_loss = mean(sum_dim loss_func(estimate, target))``: the estimate of the target components (the
+    policy's last forward pass) against the same components of the normalised critic observations; a policy
+    with an adaptor adds ``adaptor_loss`` the same way.
 
     Args:
-        estimator_loss_func: a ``torch.nn.functional`` loss name (``"mse_loss"``, ``"l1_loss"``,
-            ``"smooth_l1_loss"``, ...).
+        estimator_loss_func: a ``torch.nn.functional`` loss name (``"mse_loss"``, ``"l1_loss"``, ...).
         estimator_loss_kwargs: extra keyword arguments of that function.
         estimator_loss_coef: weight of ``estimator_loss`` (and ``adaptor_loss``).
-
-    Attributes (the reference's names): ``estimator_obs_components`` and ``estimator_target_obs_components``
-    (the policy's ``estimator_obs_components`` / ``estimator_target_components``, known after ``setup``),
-    ``estimator_loss_func`` (the name) and ``estimator_loss_kwargs``.
     """
 
     name = "estimator"
@@ -49,14 +42,12 @@ class StateEstimation(Extension):
             raise ValueError(f"estimator_loss_func {estimator_loss_func!r} is not a torch.nn.functional loss")
         self.loss_fn: Any = func
         self.loss_kwargs = dict(estimator_loss_kwargs or {})
-        # the reference's names (st_rl/compat.py); the component lists are the policy's, set in setup()
+        # the reference's names; the component lists are the policy's, set in setup()
         self.estimator_loss_func = estimator_loss_func
         self.estimator_loss_kwargs = self.loss_kwargs
         self.estimator_obs_components: list[str] = []
         self.estimator_target_obs_components: list[str] = []
         self.estimator_loss_coef = float(estimator_loss_coef)
-        self._sum: torch.Tensor | None = None
-        self._count = 0
 
     def setup(self, policy: Any, device: torch.device) -> None:
         super().setup(policy, device)
@@ -91,10 +82,7 @@ class StateEstimation(Extension):
             target = unpad_trajectories(target, masks)
         per_dim = self.loss_fn(estimate, target.detach(), reduction="none", **self.loss_kwargs)
         if record:
-            with torch.no_grad():
-                error = (estimate - target).abs().mean()
-                self._sum = error if self._sum is None else self._sum + error
-                self._count += 1
+            self.record(estimator_abs_error=(estimate - target).abs().mean())
         return per_dim.sum(dim=-1).mean()
 
     def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
@@ -109,10 +97,3 @@ class StateEstimation(Extension):
                 policy.get_adapted_state(), policy.adaptor_target_components, minibatch
             )
         return losses
-
-    def log_scalars(self) -> dict[str, float]:
-        if self._sum is None:
-            return {}
-        scalars = {"estimator_abs_error": float(self._sum) / max(self._count, 1)}
-        self._sum, self._count = None, 0
-        return scalars

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,12 +19,10 @@ __all__ = ["RandomNetworkDistillation", "intrinsic_weight"]
 
 
 def intrinsic_weight(schedule: dict[str, Any] | None, weight: float, iteration: int) -> float:
-    """The intrinsic-reward weight at ``iteration``.
-
-    ``schedule`` None: ``weight``. ``{"mode": "step", "final_step": s, "final_value": v}``: ``weight`` before
-    iteration ``s``, then ``v``. ``{"mode": "linear", "initial_step": a, "final_step": b, "final_value": v}``:
-    ``weight`` until ``a``, linearly to ``v`` at ``b``, then ``v``.
-    """
+    """The intrinsic-reward weight at ``iteration``: ``weight`` without a ``schedule``; with
+    ``{"mode": "step", "final_step": s, "final_value": v}`` it is ``v`` from ``s`` on; with ``{"mode": "linear",
+    "initial_step": a, "final_step": b, "final_value": v}`` it goes linearly from ``weight`` at ``a`` to ``v`` at
+    ``b``."""
     if schedule is None:
         return weight
     mode = schedule.get("mode")
@@ -41,15 +40,14 @@ def intrinsic_weight(schedule: dict[str, Any] | None, weight: float, iteration: 
     raise ValueError(f"weight_schedule mode must be 'step' or 'linear', got {mode!r}")
 
 
-class RandomNetworkDistillation(Extension):
-    """Curiosity from random network distillation (Burda et al., 2018).
+def _normalizer(enabled: bool, width: int) -> nn.Module:
+    return EmpiricalNormalization([width], until=int(1e8)) if enabled else nn.Identity()
 
-    A fixed, randomly initialised *target* network maps a state to ``num_outputs`` features; a *predictor*
-    learns to reproduce them on the states the policy visits. Its error is large on novel states: the
-    intrinsic reward ``r_int = ||predictor(s') - target(s')||^2`` (of the observation after each step, divided
-    by the running standard deviation of the intrinsic rewards when ``reward_normalization``) is added to the
-    task reward with weight ``weight`` (optionally scheduled). The predictor has its own optimizer and is
-    trained on the rollout's states with ``rnd_loss = mean ||predictor(s) - target(s)||^2``.
+
+class RandomNetworkDistillation(Extension):
+    """Curiosity from random network distillation (Burda et al., 2018): the intrinsic reward
+    ``||predictor(s') - target(s')||^2`` of a fixed random target network and a predictor trained on the
+    visited states (``rnd_loss``, own optimizer) is added to the task reward.
 
     Args:
         weight: intrinsic-reward weight.
@@ -96,8 +94,6 @@ class RandomNetworkDistillation(Extension):
         self.num_outputs = int(num_outputs)
         self.activation = activation
         self.learning_rate = float(learning_rate)
-        self._reward_sum: torch.Tensor | None = None
-        self._reward_steps = 0
 
     # ------------------------------------------------------------------ set-up
     def setup(self, policy: Any, device: torch.device) -> None:
@@ -116,21 +112,13 @@ class RandomNetworkDistillation(Extension):
         else:
             width = int(p.num_critic_obs if self.use_critic_obs else p.num_actor_obs)
         self.input_width = width
-        self.predictor = MlpModel(width, self.predictor_hidden_dims, self.num_outputs, self.activation).to(
-            device
-        )
-        self.target = MlpModel(width, self.target_hidden_dims, self.num_outputs, self.activation).to(device)
+        self.predictor = MlpModel(width, self.predictor_hidden_dims, self.num_outputs, self.activation)
+        self.target = MlpModel(width, self.target_hidden_dims, self.num_outputs, self.activation)
         self.target.requires_grad_(False)
-        self.state_normalizer: nn.Module = (
-            EmpiricalNormalization([width], until=int(1e8)).to(device)
-            if self.state_normalization
-            else nn.Identity()
-        )
-        self.reward_normalizer: nn.Module = (
-            EmpiricalNormalization([1], until=int(1e8)).to(device)
-            if self.reward_normalization
-            else nn.Identity()
-        )
+        self.state_normalizer = _normalizer(self.state_normalization, width)
+        self.reward_normalizer = _normalizer(self.reward_normalization, 1)
+        for module in self.modules():
+            module.to(device)
         self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=self.learning_rate)
 
     def modules(self) -> list[nn.Module]:
@@ -194,10 +182,7 @@ class RandomNetworkDistillation(Extension):
                 "next_obs, next_critic_obs)"
             )
         intrinsic = self.intrinsic_reward(next_obs, next_critic_obs, update=self.predictor.training)
-        self._reward_sum = (
-            intrinsic.mean() if self._reward_sum is None else self._reward_sum + intrinsic.mean()
-        )
-        self._reward_steps += 1
+        self.record(rnd_intrinsic_reward=intrinsic.mean())
         return rewards + self.current_weight * intrinsic
 
     # ------------------------------------------------------------------ update
@@ -210,11 +195,7 @@ class RandomNetworkDistillation(Extension):
         return {"rnd_loss": error.mean()}
 
     def log_scalars(self) -> dict[str, float]:
-        scalars = {"rnd_weight": self.current_weight}
-        if self._reward_sum is not None:
-            scalars["rnd_intrinsic_reward"] = float(self._reward_sum) / max(self._reward_steps, 1)
-        self._reward_sum, self._reward_steps = None, 0
-        return scalars
+        return {"rnd_weight": self.current_weight, **super().log_scalars()}
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
@@ -231,8 +212,6 @@ class RandomNetworkDistillation(Extension):
     def load_state_dict(self, checkpoint: dict[str, Any], load_optimizer: bool = True) -> None:
         state = checkpoint.get("rnd_state_dict")
         if state is None:
-            import warnings
-
             warnings.warn("The checkpoint has no RND state (rnd_state_dict); RND starts fresh.", stacklevel=3)
             return
         self.predictor.load_state_dict(state["predictor"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -10,6 +11,7 @@ import torch.nn.functional as F  # noqa: N812
 
 from st_rl.algorithms.extensions.base import Extension
 from st_rl.protocols import DeterministicActor
+from st_rl.registry import refuse_untrusted_import
 from st_rl.storage.rollout_storage import MiniBatch
 from st_rl.utils.collections import tree_map
 
@@ -31,10 +33,6 @@ def _resolve(fn: MirrorFn | str | None, what: str) -> MirrorFn | None:
     if fn is None or callable(fn):
         return fn
     if isinstance(fn, str) and ":" in fn:
-        import importlib
-
-        from st_rl.utils.config import refuse_untrusted_import
-
         refuse_untrusted_import(fn, f"algorithm.symmetry_cfg.{what}")
         module, _, name = fn.partition(":")
         obj: Any = getattr(importlib.import_module(module), name, None)
@@ -46,11 +44,8 @@ def _resolve(fn: MirrorFn | str | None, what: str) -> MirrorFn | None:
 @torch.no_grad()
 def mirror_error(policy: Any, obs: torch.Tensor, mirror_obs: MirrorFn, mirror_actions: MirrorFn) -> float:
     """How far from mirrored a feed-forward policy acts: ``mean_envs ||pi(M_o o) - M_a pi(o)||`` on raw ``obs``
-    with the deterministic actions (0 for a perfectly symmetric policy).
-
-    ``policy`` is an actor-critic (its ``act_inference`` is used) or any callable from raw observations to
-    deterministic actions, such as ``runner.get_inference_policy()``.
-    """
+    (0: perfectly symmetric); ``policy`` is an actor-critic or a callable such as
+    ``runner.get_inference_policy()``."""
     act = policy.act_inference if isinstance(policy, DeterministicActor) else policy
     actions = act(obs)
     mirrored = act(mirror_obs(obs))
@@ -58,20 +53,9 @@ def mirror_error(policy: Any, obs: torch.Tensor, mirror_obs: MirrorFn, mirror_ac
 
 
 class Symmetry(Extension):
-    """Left-right (or any involutive) symmetry from user-given mirror functions.
-
-    The mirror functions map raw observations / actions to their mirror images (``M(M(x)) = x``). The
-    **mirror loss** ``symmetry_loss = mse(mu(M_o o), M_a mu(o))`` (the target detached) pulls the policy's mean
-    action on mirrored observations towards the mirror of its action on the originals. For recurrent policies
-    the loss runs the stored trajectories and their mirror images through the memory from the reset state, so
-    a symmetric recurrent policy (its response to mirrored observation sequences is the mirrored response)
-    has zero loss. **Data augmentation** (feed-forward policies) adds the mirror image of every minibatch
-    sample to the PPO update (mirrored observations, actions, action means and labels; same values,
-    returns, advantages and log-probabilities).
-
-    The functions are callables or ``"package.module:function"`` strings; when ``mirror_obs`` is not given the
-    environment supplies them through its ``mirror_functions()`` hook, which returns
-    ``{"obs": ..., "critic_obs": ..., "actions": ...}`` (the built-in quadruped tasks do).
+    """Left-right (or any involutive) symmetry from mirror functions of raw tensors: the mirror loss
+    ``symmetry_loss = mse(mu(M_o o), M_a mu(o))`` and/or data augmentation with mirrored samples. The functions
+    are callables or ``"package.module:function"`` strings, else the environment's ``mirror_functions()``.
 
     Args:
         mirror_obs: mirror of actor observations.
@@ -104,8 +88,6 @@ class Symmetry(Extension):
         self.use_mirror_loss = bool(use_mirror_loss)
         self.mirror_loss_coef = float(mirror_loss_coef)
         self.use_data_augmentation = bool(use_data_augmentation)
-        self._sum: torch.Tensor | None = None
-        self._count = 0
 
     def setup(self, policy: Any, device: torch.device) -> None:
         super().setup(policy, device)
@@ -179,15 +161,5 @@ class Symmetry(Extension):
             target = m_act(policy.act_inference(minibatch.obs, **kw))
         prediction = policy.act_inference(m_obs(minibatch.obs), **kw)
         loss = F.mse_loss(prediction, target)
-        with torch.no_grad():
-            error = torch.linalg.vector_norm(prediction - target, dim=-1).mean()
-            self._sum = error if self._sum is None else self._sum + error
-            self._count += 1
+        self.record(symmetry_mirror_error=torch.linalg.vector_norm(prediction - target, dim=-1).mean())
         return {"symmetry_loss": loss}
-
-    def log_scalars(self) -> dict[str, float]:
-        if self._sum is None:
-            return {}
-        scalars = {"symmetry_mirror_error": float(self._sum) / max(self._count, 1)}
-        self._sum, self._count = None, 0
-        return scalars

@@ -1,0 +1,180 @@
+"""The rollout side of PPO: storage, acting, recording transitions, returns."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+import st_rl.algorithms.functional as F
+from st_rl.algorithms.extensions.base import Extension, StorageLayout
+from st_rl.modules.normalizer import EmpiricalNormalization
+from st_rl.storage.rollout_storage import RolloutStorage, Transition, compute_returns
+from st_rl.utils.precision import autocast
+
+__all__ = ["RolloutCollector"]
+
+
+class RolloutCollector:
+    """Collects a rollout into the storage for :class:`~st_rl.algorithms.ppo.PPO`, which it is a base of: the
+    policy acts on raw observations, extensions see every step (``on_act``, ``on_env_step``,
+    ``on_dataset_step``) and the returns are computed after the last step."""
+
+    actor_critic: Any
+    device: torch.device
+    precision: str
+    gamma: float
+    lam: float
+    use_ppo_loss: bool
+    buffer_dilation_ratio: float
+    storage: RolloutStorage | None
+    transition: Transition
+    compiled: bool
+    _compile_clock: float | None
+    _ordered: list[Extension]
+
+    def autocast(self) -> contextlib.AbstractContextManager[None]:
+        """The mixed-precision context of the policy's forward passes (bfloat16 autocast when
+        ``self.precision == "bf16"``, else nothing)."""
+        return autocast(self.device, self.precision)
+
+    @property
+    def obs_normalizer(self) -> nn.Module:
+        """The policy's actor observation normaliser (identity when normalisation is off)."""
+        return self.actor_critic.actor_obs_normalizer
+
+    @obs_normalizer.setter
+    def obs_normalizer(self, module: nn.Module) -> None:
+        self.actor_critic.actor_obs_normalizer = module
+        self.actor_critic.actor_obs_normalization = isinstance(module, EmpiricalNormalization)
+
+    @property
+    def critic_obs_normalizer(self) -> nn.Module:
+        """The policy's critic observation normaliser (identity when normalisation is off)."""
+        return self.actor_critic.critic_obs_normalizer
+
+    @critic_obs_normalizer.setter
+    def critic_obs_normalizer(self, module: nn.Module) -> None:
+        self.actor_critic.critic_obs_normalizer = module
+        self.actor_critic.critic_obs_normalization = isinstance(module, EmpiricalNormalization)
+
+    def init_storage(
+        self,
+        num_envs: int,
+        num_transitions_per_env: int,
+        actor_obs_shape: Sequence[int],
+        critic_obs_shape: Sequence[int | None],
+        action_shape: Sequence[int],
+        **kwargs: Any,
+    ) -> None:
+        """Allocate the rollout storage with PPO's fields and every extension's."""
+        storage = RolloutStorage(
+            num_envs, num_transitions_per_env, actor_obs_shape, critic_obs_shape, action_shape, self.device,
+            buffer_dilation_ratio=self.buffer_dilation_ratio, ring=self.buffer_dilation_ratio > 1.0, **kwargs,
+        )  # fmt: skip
+        layout = StorageLayout(
+            storage.num_envs, storage.num_transitions_per_env, storage.obs_shape, storage.privileged_obs_shape,
+            storage.actions_shape, dict(kwargs),
+        )  # fmt: skip
+        for ext in self._ordered:
+            for name, field in ext.storage_fields(layout).items():
+                storage.register(name, field)
+        self.transition = Transition()
+        self.storage = storage
+
+    # ------------------------------------------------------------------ rollout
+    def _record_policy_step(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
+        """Act on raw observations and record the policy's values, distribution and inputs; the actions."""
+        policy, t = self.actor_critic, self.transition
+        if policy.is_recurrent:
+            t.hidden_states = policy.get_hidden_states()
+        with self.autocast():
+            actions = policy.act(obs).detach()
+            t.values = policy.evaluate(critic_obs).detach()
+        t.action_mean = policy.action_mean.detach()
+        t.action_sigma = policy.action_std.detach()
+        t.observations, t.critic_observations = obs, critic_obs
+        return actions
+
+    def _store_step(self, rewards: torch.Tensor, dones: torch.Tensor, infos: dict[str, Any]) -> None:
+        """Bootstrap time-outs (``r += gamma * V * time_out``), store the transition, reset ended episodes."""
+        assert self.storage is not None, "call init_storage() before collecting data"
+        t = self.transition
+        time_outs = infos.get("time_outs")
+        if time_outs is not None:
+            rewards = F.bootstrap_time_outs(rewards, t.values, time_outs.to(self.device), self.gamma)
+        t.rewards, t.dones = rewards, dones
+        self.storage.add_transitions(t)
+        t.clear()
+        self.actor_critic.reset(dones)
+
+    def act(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
+        """Sample actions for raw observations and record what the update needs."""
+        if self.compiled and self._compile_clock is None:
+            self._compile_clock = time.perf_counter()
+        t = self.transition
+        t.actions = actions = self._record_policy_step(obs, critic_obs)
+        for ext in self._ordered:
+            replaced = ext.on_act(obs, critic_obs, t)
+            if replaced is not None:
+                t.actions = actions = replaced
+        # Executed actions (a teacher's, say) are scored under the policy's rollout distribution.
+        t.actions_log_prob = self.actor_critic.get_actions_log_prob(actions).detach()
+        return actions
+
+    def process_env_step(
+        self,
+        rewards: torch.Tensor,
+        dones: torch.Tensor,
+        infos: dict[str, Any],
+        next_obs: torch.Tensor | None = None,
+        next_critic_obs: torch.Tensor | None = None,
+    ) -> None:
+        """Store the step's outcome (extensions may change the rewards first) and update the policy's
+        observation statistics with ``next_obs``."""
+        assert self.storage is not None, "call init_storage() before collecting data"
+        for ext in self._ordered:
+            rewards = ext.on_env_step(rewards, dones, infos, self.transition, next_obs, next_critic_obs)
+        self._store_step(rewards, dones, infos)
+        if next_obs is not None:
+            self.actor_critic.update_normalization(next_obs, next_critic_obs)
+
+    def collect_transition_from_dataset(self, transition: Any, infos: dict[str, Any]) -> None:
+        """Record a dataset transition as if the dataset's action had been executed.
+
+        The policy acts on the dataset's raw observations to record its values and distribution (its
+        observation statistics are updated with them); the dataset's action is the executed action (scored
+        under the policy's rollout distribution; extensions see it through ``on_dataset_step``); the
+        dataset's reward and done close the step.
+        """
+        obs = transition.observation.to(self.device)
+        critic_obs = transition.privileged_observation
+        critic_obs = obs if critic_obs is None else critic_obs.to(self.device)
+        self.actor_critic.update_normalization(obs, critic_obs)
+        self._record_policy_step(obs, critic_obs)
+        t = self.transition
+        t.actions = transition.action.to(self.device)
+        t.actions_log_prob = self.actor_critic.get_actions_log_prob(t.actions).detach()
+        for ext in self._ordered:
+            ext.on_dataset_step(t)
+        dones = transition.done.to(self.device).reshape(-1).bool()
+        self._store_step(transition.reward.to(self.device).reshape(-1), dones, infos)
+
+    def compute_returns(self, last_critic_obs: torch.Tensor) -> None:
+        """Bootstrap from the last critic observation and compute GAE returns/advantages (skipped when the PPO
+        losses are off)."""
+        assert self.storage is not None
+        if not self.use_ppo_loss:
+            return
+        policy = self.actor_critic
+        # Bootstrapping must not advance a recurrent critic's rollout memory.
+        saved = policy.get_hidden_states() if policy.is_recurrent else None
+        with self.autocast():
+            last_values = policy.evaluate(last_critic_obs).detach()
+        if saved is not None:
+            policy.set_hidden_states(saved)
+        compute_returns(self.storage, last_values, self.gamma, self.lam)
