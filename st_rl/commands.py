@@ -22,9 +22,10 @@ import torch
 
 from st_rl import tune
 from st_rl.config import MISSING, ConfigError, Problem, apply_overrides, load_config_file
+from st_rl.config.presets import AMP_STYLE_REWARD_COEF, DEFAULT_TASK, PRESETS, amp_train_config, get_preset
+from st_rl.config.resolve import resolve_train_cfg
 from st_rl.config.rules import RUNNER_RULES
 from st_rl.config.schema import RUNNER_FIELDS
-from st_rl.configs import AMP_STYLE_REWARD_COEF, DEFAULT_TASK, PRESETS, amp_train_config, get_preset
 from st_rl.datasets import MotionLoader
 from st_rl.evaluation.rendering import set_default_gl_backend
 from st_rl.evaluation.runs import load_run, run_task
@@ -42,7 +43,6 @@ from st_rl.tasks.motion_recorder import (
     scripted_trot_policy,
 )
 from st_rl.utils.checkpoint import CheckpointError, first_line, load_checkpoint
-from st_rl.utils.config import resolve_train_cfg
 from st_rl.utils.distributed import init_distributed
 from st_rl.utils.utils import get_checkpoint_path
 from st_rl.utils.writers import attach_files_to_run

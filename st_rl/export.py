@@ -23,6 +23,7 @@ import torch
 import torch.nn as nn
 
 import st_rl
+from st_rl.config.resolve import resolve_train_cfg
 from st_rl.deploy import EXPORT_FORMAT_VERSION, METADATA_KEY, load_exported_policy
 from st_rl.env.adapter import EnvAdapter, EnvSpec
 from st_rl.env.layout import normalize_segments
@@ -31,6 +32,7 @@ from st_rl.modules.actor_critic import ActorCritic
 from st_rl.modules.actor_critic_mutex import ActorCriticMutex
 from st_rl.modules.factory import build_actor_critic
 from st_rl.modules.memory import LstmHiddenState
+from st_rl.registry import untrusted_config
 from st_rl.runners.on_policy_runner import OnPolicyRunner
 from st_rl.utils.checkpoint import (
     NonFiniteCheckpointError,
@@ -38,7 +40,6 @@ from st_rl.utils.checkpoint import (
     load_checkpoint,
     nonfinite_tensors,
 )
-from st_rl.utils.config import resolve_train_cfg, untrusted_config
 from st_rl.utils.utils import get_checkpoint_path
 
 __all__ = ["ExportError", "ExportResult", "FORMATS", "export_policy"]

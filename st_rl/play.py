@@ -16,7 +16,7 @@ from st_rl.evaluation.metrics import _check_locomotion_env, evaluate_policy, for
 from st_rl.evaluation.rendering import VideoRecorder, render_frame, set_default_gl_backend
 from st_rl.evaluation.runs import LoadedRun, load_run, make_env_from_cfg, refuse_gymnasium_module
 from st_rl.plotting import plot_tracking
-from st_rl.utils.config import untrusted_config
+from st_rl.registry import untrusted_config
 
 __all__ = [
     "LoadedRun",

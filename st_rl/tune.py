@@ -25,7 +25,8 @@ import torch
 
 from st_rl.algorithms import NonFiniteLossError
 from st_rl.config.defaults import RUNNER_DEFAULTS
-from st_rl.configs import amp_train_config, get_preset
+from st_rl.config.presets import amp_train_config, get_preset
+from st_rl.config.resolve import resolve_train_cfg
 from st_rl.datasets import MotionLoader, gait_distance
 from st_rl.env.adapter import EnvAdapter
 from st_rl.evaluation.metrics import _check_locomotion_env, evaluate_policy
@@ -34,7 +35,6 @@ from st_rl.runners.run_dir import LockOwner
 from st_rl.tasks import make_env
 from st_rl.tasks.motion_recorder import collect_style_windows
 from st_rl.utils.checkpoint import first_line
-from st_rl.utils.config import resolve_train_cfg
 from st_rl.utils.writers import import_optional
 
 DEFAULT_SPACE: dict[str, list[Any]] = {

@@ -9,9 +9,10 @@ import re
 import warnings
 from typing import Any, Protocol, runtime_checkable
 
+from st_rl.config.resolve import resolve_train_cfg
+from st_rl.registry import refuse_untrusted_import, untrusted_config
 from st_rl.tasks import TASKS, make_env
 from st_rl.utils.checkpoint import load_checkpoint
-from st_rl.utils.config import refuse_untrusted_import, resolve_train_cfg, untrusted_config
 from st_rl.utils.files import DataFileError, read_json
 from st_rl.utils.utils import get_checkpoint_path
 

@@ -33,6 +33,7 @@ from st_rl.env.layout import get_obs_slice, normalize_segments, segments_size
 from st_rl.modules.actor_critic import COMMON_POLICY_KEYS, DEFAULT_NONLINEARITY_KEY
 from st_rl.modules.factory import build_actor_critic
 from st_rl.modules.utils import warn_unknown_kwargs
+from st_rl.registry import resolve_class, untrusted_config
 from st_rl.protocols import DeclaresRecurrence
 from st_rl.utils.checkpoint import load_checkpoint
 from st_rl.utils.utils import latest_checkpoint, read_run_config
@@ -201,9 +202,6 @@ def load_sub_policy(
         ValueError: the config names no policy class, or the checkpoint does not fit the dims.
         UntrustedConfigError: the config names an import path (pass ``class_name`` to use such a class).
     """
-    import st_rl.modules as modules  # the package that imports this module: class names resolve among its exports
-    from st_rl.utils.config import resolve_class, untrusted_config  # imports the algorithms (a cycle)
-
     config = read_run_config(run_dir)
     ckpt_path = latest_checkpoint(run_dir)
     if ckpt_path is None:
@@ -226,7 +224,7 @@ def load_sub_policy(
     source = os.path.join(run_dir, "config.json")
     opt_in = "name the class in the Mutex config (sub_policy_class_name) if you trust that file"
     with untrusted_config(source, opt_in, trusted=class_name is not None):
-        policy_cls = resolve_class(name, modules, "policy", nn.Module)
+        policy_cls = resolve_class(name, "st_rl.modules", "policy", nn.Module)
     kwargs = {k: v for k, v in policy_cfg.items() if k not in _SUPPLIED_POLICY_KEYS}
     policy = build_actor_critic(spec, policy_cls, kwargs)
     model_sd = load_checkpoint(ckpt_path, map_location=map_location)["model_state_dict"]

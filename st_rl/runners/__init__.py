@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from st_rl.registry import resolve_class
 from st_rl.runners.amp_policy_runner import AmpPolicyRunner
 from st_rl.runners.dagger_saver import DaggerSaver
 from st_rl.runners.demonstration import DemonstrationSaver
@@ -12,7 +13,6 @@ from st_rl.runners.interrupt import TrainingInterrupted
 from st_rl.runners.on_policy_runner import InferencePolicy, OnPolicyRunner
 from st_rl.runners.run_dir import RunDirectoryError, RunDirectoryLocked
 from st_rl.runners.two_stage_runner import TwoStageRunner
-from st_rl.utils.config import resolve_class
 
 __all__ = [
     "AmpPolicyRunner",

@@ -21,9 +21,9 @@ import torch.nn as nn
 from st_rl.algorithms.schedules import as_schedule
 from st_rl.modules.factory import build_actor_critic
 from st_rl.protocols import GaussianPolicy
+from st_rl.registry import class_label, untrusted_config
 from st_rl.runners.demonstration import DemonstrationSaver
 from st_rl.utils.checkpoint import CheckpointError, load_checkpoint
-from st_rl.utils.config import class_label, untrusted_config
 from st_rl.utils.logger import (
     NullWriter,
     Writer,

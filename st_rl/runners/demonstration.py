@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from st_rl.config.resolve import to_jsonable
 from st_rl.env.adapter import EnvAdapter
 from st_rl.env.layout import get_obs_slice, segments_size
 from st_rl.protocols import DeterministicActor, ResettablePolicy, StochasticActor
@@ -36,7 +37,6 @@ from st_rl.storage.rollout_files.rollout_dataset import (
     write_json_atomic,
     write_trajectory_file,
 )
-from st_rl.utils.config import to_jsonable
 from st_rl.utils.data_compresser import get_compresser
 
 __all__ = ["DemonstrationSaver"]

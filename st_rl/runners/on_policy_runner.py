@@ -17,18 +17,18 @@ import torch.nn as nn
 import st_rl
 import st_rl.algorithms as algorithms
 from st_rl.config.defaults import RUNNER_DEFAULTS
+from st_rl.config.resolve import TrainConfig, env_cfg_to_jsonable, resolve_train_cfg
 from st_rl.config.schema import check_minibatches
 from st_rl.env.adapter import EnvAdapter
 from st_rl.modules.factory import build_actor_critic, fill_missing, resolve_policy_kwargs
 from st_rl.modules.normalizer import EmpiricalNormalization, NonFiniteObservationError
 from st_rl.protocols import GaussianPolicy
+from st_rl.registry import resolve_class
 from st_rl.runners.checkpointer import Checkpointer
 from st_rl.runners.interrupt import InterruptGuard, TrainingInterrupted
 from st_rl.runners.run_dir import RunDirectory, check_run_dir
 from st_rl.utils import checkpoint as ckpt
 from st_rl.utils import distributed as dist_utils
-from st_rl.config.resolve import TrainConfig, env_cfg_to_jsonable, resolve_train_cfg
-from st_rl.registry import resolve_class
 from st_rl.utils.logger import (
     NullWriter,
     Stopwatch,

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
+from st_rl.registry import refuse_untrusted_import
 from st_rl.utils.checkpoint import CheckpointError
-from st_rl.utils.config import refuse_untrusted_import
 
 Manipulator = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from st_rl.utils.tensorboard_writer import TensorBoardWriter
 from st_rl.utils.writer_base import NullWriter, ScalarWriter, Writer
 from st_rl.utils.writers import NeptuneWriter, WandbWriter, build_custom_writer
 
@@ -48,12 +49,6 @@ def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = Non
     if log_dir is None or kind in ("none", None):
         return NullWriter()
     if kind == "tensorboard":
-        try:
-            from st_rl.utils.tensorboard_writer import TensorBoardWriter
-        except ImportError as e:  # pragma: no cover - tensorboard is a core dependency
-            raise ValueError(
-                "logger='tensorboard' needs the tensorboard package: pip install tensorboard"
-            ) from e
         return TensorBoardWriter(log_dir=log_dir, flush_secs=10)
     if kind == "wandb":
         return WandbWriter(log_dir, cfg)

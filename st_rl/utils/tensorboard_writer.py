@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
-from torch.utils.tensorboard import SummaryWriter
+from typing import Any
 
 from st_rl.utils.writer_base import Writer
 
 
-class TensorBoardWriter(SummaryWriter, Writer):
+class TensorBoardWriter(Writer):
     """``torch.utils.tensorboard.SummaryWriter`` as a :class:`~st_rl.utils.writer_base.Writer` (``logger="tensorboard"``).
 
-    Everything of ``SummaryWriter`` is available; the hooks it has no use for (``log_config``: the config is in
-    ``config.json`` beside the event files; ``save_model``; ``save_file``) are the base class's no-ops.
+    Every other ``SummaryWriter`` method (``add_histogram``, ``add_image``, ...) is reached through this object;
+    the hooks it has no use for (``log_config``: the config is in ``config.json`` beside the event files;
+    ``save_model``; ``save_file``) are the base class's no-ops. TensorBoard is imported when the writer is built.
     """
+
+    def __init__(self, log_dir: str, flush_secs: int = 10, **kwargs: Any) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.summary_writer = SummaryWriter(log_dir=log_dir, flush_secs=flush_secs, **kwargs)
+
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
+        self.summary_writer.add_scalar(tag, scalar_value, global_step)
+
+    def flush(self) -> None:
+        self.summary_writer.flush()
+
+    def close(self) -> None:
+        self.summary_writer.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "summary_writer":  # not built (yet): no recursion
+            raise AttributeError(name)
+        return getattr(self.summary_writer, name)

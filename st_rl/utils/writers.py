@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from st_rl.utils.config import resolve_class
+from st_rl.registry import resolve_class
 from st_rl.utils.files import read_json
 from st_rl.utils.writer_base import Writer
 
