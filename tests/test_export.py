@@ -327,7 +327,7 @@ def test_play_exported_uses_no_st_rl_model_classes(quadruped_export):
             seen.append(p)
             return p
         deploy.load_exported_policy = spy
-        from st_rl.play import play_exported
+        from st_rl.deploy import play_exported
         m = play_exported({os.path.join(out, "policy.onnx")!r}, num_envs=2, duration_s=1.2, verbose=False)
         loaded = sorted(n for n in sys.modules if n.startswith(("st_rl.modules", "st_rl.runners", "st_rl.algorithms")))
         print(json.dumps({{"policy": type(seen[0]).__name__,

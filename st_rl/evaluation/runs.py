@@ -10,8 +10,10 @@ import warnings
 from typing import Any, Protocol, runtime_checkable
 
 from st_rl.config.resolve import resolve_train_cfg
-from st_rl.registry import refuse_untrusted_import, untrusted_config
-from st_rl.tasks import TASKS, make_env
+from st_rl.evaluation.task_env import make_env_from_cfg, refuse_gymnasium_module
+from st_rl.registry import untrusted_config
+from st_rl.runners import build_runner
+from st_rl.tasks import TASKS
 from st_rl.utils.checkpoint import load_checkpoint
 from st_rl.utils.files import DataFileError, read_json
 from st_rl.utils.utils import get_checkpoint_path
@@ -104,33 +106,6 @@ class _StoredRun:
         self.task = _stored_task(self.run_cfg, ckpt_cfg)
 
 
-def refuse_gymnasium_module(task: str, key: str) -> None:
-    """Refuse a Gymnasium id that names a module (``"gym:package.module:Env-v0"``: Gymnasium imports it) when
-    ``task`` comes from an untrusted config (see :func:`st_rl.utils.config.untrusted_config`).
-
-    Raises:
-        UntrustedConfigError: inside an untrusted config.
-    """
-    if task.startswith("gym:") and ":" in task.removeprefix("gym:"):
-        refuse_untrusted_import(task, key)
-
-
-def make_env_from_cfg(
-    task: str, num_envs: int, device: str, seed: int | None, env_cfg: dict[str, Any]
-) -> Any:
-    """``make_env`` with the run's stored env config, dropping keys the task factory sets itself."""
-    cfg = dict(env_cfg)
-    for _ in range(len(cfg) + 1):
-        try:
-            return make_env(task, num_envs=num_envs, device=device, seed=seed, **cfg)
-        except TypeError as e:
-            m = re.search(r"multiple values for keyword argument '(\w+)'", str(e))
-            if not m or m.group(1) not in cfg:
-                raise
-            cfg.pop(m.group(1))
-    raise RuntimeError("unreachable")  # pragma: no cover
-
-
 def _iteration_of(path: str, state_iter: Any) -> int | str:
     if state_iter is not None:
         return int(state_iter)
@@ -215,9 +190,6 @@ def load_run(
                 )
             refuse_gymnasium_module(name, "runner.task")
             env = make_env_from_cfg(name, num_envs, device, seed, env_cfg or {})
-        from st_rl.runners import (
-            build_runner,
-        )  # here: play_exported loads no st_rl model class (deploy check)
 
         runner_class = runner_cfg.get("runner_class_name") or train_cfg.get("runner_class_name")
         runner = build_runner(runner_class or "OnPolicyRunner", env, train_cfg, log_dir=None, device=device)

@@ -33,8 +33,8 @@ from st_rl.env.layout import get_obs_slice, normalize_segments, segments_size
 from st_rl.modules.actor_critic import COMMON_POLICY_KEYS, DEFAULT_NONLINEARITY_KEY
 from st_rl.modules.factory import build_actor_critic
 from st_rl.modules.utils import warn_unknown_kwargs
-from st_rl.registry import resolve_class, untrusted_config
 from st_rl.protocols import DeclaresRecurrence
+from st_rl.registry import resolve_class, untrusted_config
 from st_rl.utils.checkpoint import load_checkpoint
 from st_rl.utils.utils import latest_checkpoint, read_run_config
 
