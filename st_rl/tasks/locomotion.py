@@ -1,29 +1,29 @@
 """Legged locomotion on MuJoCo: a quadruped learns to follow velocity commands.
 
-The simulation is MuJoCo's batched API (``mujoco.batch.Batch``: many copies of one model stepped on a thread
-pool). Its state arrays are shared with PyTorch without copies (``torch.from_numpy``), so the task logic is
-vectorised torch code on the CPU; the learner may run on another device (the runner moves observations).
+MuJoCo's batched API (``mujoco.batch.Batch``) steps many copies of one model; its state arrays are shared
+with PyTorch without copies, so the task logic is vectorised torch code on the CPU. The task follows
+legged_gym: joint position targets ``q* = q_home + action_scale * a``, decimation, auto-reset, time-outs,
+command resampling, domain randomisation (friction, added mass, pushes, observation noise) and termination on
+trunk contact, large tilt or a low base. ``tracking_error`` (velocity RMSD, m/s) and ``CoT`` are per-env
+metrics. State views (``base_lin_vel``, ``dof_pos``, ...) are computed once per step from the MuJoCo state.
 
-The task follows legged_gym: joint position targets around the standing pose (``q* = q_home + scale * a``),
-decimation (several physics steps per policy step), auto-reset, time-outs, command resampling, observation
-layout as ``obs_segments``, privileged critic observations (base linear velocity, friction, added mass, foot
-contact), named reward terms, domain randomisation (friction, added mass, pushes, observation noise) and
-termination on trunk contact or large tilt. ``tracking_error`` (velocity RMSD, m/s) and ``CoT`` (cost of
-transport) are exposed per environment for ``OnPolicyRunner.evaluation``.
+Actor observations (``obs_segments``): ``base_ang_vel`` (3), ``projected_gravity`` (3), ``commands`` (3),
+``dof_pos`` (relative to the standing pose), ``dof_vel``, ``last_actions`` (one per joint) and, with
+``height_scan``, ``height_measurements`` (1, nx, ny). Critic observations add ``base_lin_vel`` (3) in
+front and ``friction`` (1), ``added_mass`` (1), ``foot_contact`` (feet) at the end, all without noise.
 
-State views (``base_lin_vel``, ``dof_pos``, ...) are computed once per step from the MuJoCo state; code that
-writes ``_qpos`` / ``_qvel`` directly sees the change after the next ``step()``.
+Reward terms (``reward_scales``; each ``scale * kernel * dt``, :mod:`st_rl.tasks.locomotion_rewards`):
+``tracking_lin_vel``, ``tracking_ang_vel``, ``lin_vel_z``, ``ang_vel_xy``, ``orientation``, ``torques``,
+``dof_acc``, ``action_rate``, ``feet_air_time``, ``trot``, ``termination``. A term with scale 0 is skipped.
+``trot`` (off by default) is 1 while the robot is commanded to move and its diagonal feet share a contact
+state that the two feet of each side do not (a two-beat trot), else 0.
 
-``mirror_functions()`` returns the task's left-right mirror maps of observations and actions (for the
-``Symmetry`` extension, ``symmetry_cfg``); see :meth:`LeggedLocomotion.mirror_functions` for the convention.
-
-Any MJCF robot with a free-joint base, position actuators on its leg joints, foot geoms whose names contain
-``foot`` (or ``foot_geom_names``) and optionally a ``home`` keyframe can be loaded with ``model_path``.
+Any MJCF (or URDF) robot with a free-joint base, position actuators on its leg joints, foot geoms whose names
+contain ``foot`` (or ``foot_geom_names``) and optionally a ``home`` keyframe can be loaded with ``model_path``.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from typing import Any
@@ -38,44 +38,112 @@ from st_rl.tasks.locomotion_model import (
     DEFAULT_MODEL_PATH,
     add_height_field,
     base_frame_kinematics,
+    check_model,
     complete_urdf,
+    find_feet,
     find_touch_sensors,
     ground_height,
     import_mujoco,
     index_of,
     quat_rotate_inverse,
-    yaw_quat,
 )
 from st_rl.tasks.locomotion_obs import (
     height_scan,
+    initial_state,
     layout_size,
     noise_scale,
     observation_layout,
     sample_commands,
+    scaled_observations,
 )
 from st_rl.tasks.locomotion_style import (
+    all_style_features,
     available_style_fields,
     check_motion_source,
     default_style_fields,
     foot_style_fields,
+    style_columns,
 )
 
 __all__ = ["DEFAULT_MODEL_PATH", "LeggedLocomotion", "SignedPermutation", "quat_rotate_inverse"]
 
 
+# Defaults of LeggedLocomotion (its DEFAULT_CFG); every key can be overridden as a keyword argument.
+LOCOMOTION_CFG: dict[str, Any] = {
+    # time
+    "dt": 0.02,  # policy step (s); must be a multiple of the model timestep
+    "episode_length_s": 20.0,
+    "clip_actions": 10.0,
+    # robot
+    "model_path": None,  # None: the built-in Go1-class quadruped
+    "foot_geom_names": None,  # None: geoms whose name contains "foot"
+    "urdf_kp": 35.0,  # URDF models: position-servo gain of the added actuators
+    "urdf_base_height": 0.35,  # URDF models: initial base height (m) of the added "home" keyframe
+    "urdf_joint_angles": None,  # URDF models: {joint name: standing angle}; missing joints start at 0
+    "home_keyframe": "home",
+    "action_scale": 0.25,
+    "nthread": 0,  # MuJoCo threads; 0: torch.get_num_threads()
+    # commands
+    "lin_vel_x": (-1.0, 1.0),
+    "lin_vel_y": (-0.6, 0.6),
+    "ang_vel_yaw": (-1.0, 1.0),
+    "resampling_time_s": 10.0,
+    "zero_command_prob": 0.1,
+    # observations
+    "obs_scale_lin_vel": 2.0,
+    "obs_scale_ang_vel": 0.25,
+    "obs_scale_dof_vel": 0.05,
+    "noise_level": 1.0,
+    "noise_ang_vel": 0.2,
+    "noise_gravity": 0.05,
+    "noise_dof_pos": 0.01,
+    "noise_dof_vel": 1.5,
+    "noise_height": 0.05,
+    # randomisation
+    "friction_range": (0.4, 1.25),
+    "added_mass_range": (-1.0, 2.0),
+    "push_interval_s": 8.0,
+    "max_push_vel_xy": 0.5,
+    "init_joint_scale_range": (0.8, 1.2),
+    "init_base_vel": 0.3,
+    # rewards
+    "tracking_sigma": 0.25,
+    "feet_air_time_target": 0.3,
+    "reward_scales": {
+        "tracking_lin_vel": 1.5,
+        "tracking_ang_vel": 0.75,
+        "lin_vel_z": -2.0,
+        "ang_vel_xy": -0.05,
+        "orientation": -1.0,
+        "torques": -2e-4,
+        "dof_acc": -2.5e-7,
+        "action_rate": -0.01,
+        "feet_air_time": 1.0,
+        "trot": 0.0,
+        "termination": -10.0,
+    },
+    # termination
+    "terminate_on_trunk_contact": True,
+    "max_tilt_rad": 1.0,
+    "min_base_height": 0.12,
+    # terrain
+    "terrain": "flat",  # "flat" or "rough"
+    "terrain_size_m": 16.0,
+    "terrain_resolution_m": 0.1,
+    "terrain_max_height_m": 0.06,
+    "height_scan": None,  # None: on for rough terrain
+    "height_scan_x": (-0.6, 0.6, 7),
+    "height_scan_y": (-0.4, 0.4, 5),
+    # metrics
+    "metric_warmup_s": 1.0,
+    # AMP reference motion: frames of style features in extras["observations"]["ref_obs"]
+    "amp_obs_frame_num": 0,  # H; 0 disables ref_obs
+    "style_fields": None,  # None: root height, base velocities, joints, feet (body frame)
+}
+
+
 class LeggedLocomotion(BuiltinTask):
-    """Velocity-command tracking for a legged robot on MuJoCo (flat ground or rough height field).
-
-    Actor observations (``obs_segments``): ``base_ang_vel`` (3), ``projected_gravity`` (3), ``commands`` (3),
-    ``dof_pos`` (relative to the standing pose), ``dof_vel``, ``last_actions`` (one per joint) and, with
-    ``height_scan``, ``height_measurements`` (1, nx, ny). Critic observations add ``base_lin_vel`` (3) in
-    front and ``friction`` (1), ``added_mass`` (1), ``foot_contact`` (feet) at the end, all without noise.
-
-    Reward terms (``reward_scales``; each ``scale * kernel * dt``): ``tracking_lin_vel``,
-    ``tracking_ang_vel``, ``lin_vel_z``, ``ang_vel_xy``, ``orientation``, ``torques``, ``dof_acc``,
-    ``action_rate``, ``feet_air_time``, ``trot``, ``termination``. A term with scale 0 is skipped.
-    ``trot`` (a gait-shaping term, off by default) is 1 while the robot is commanded to move and its
-    diagonal feet share a contact state that the two feet of each side do not (a two-beat trot), else 0.
+    """Velocity-command tracking for a legged robot on MuJoCo (see the module docstring).
 
     Args:
         num_envs: parallel simulations.
@@ -84,90 +152,15 @@ class LeggedLocomotion(BuiltinTask):
         **cfg: overrides of :attr:`DEFAULT_CFG` (documented there).
     """
 
-    DEFAULT_CFG: dict[str, Any] = {
-        # time
-        "dt": 0.02,  # policy step (s); must be a multiple of the model timestep
-        "episode_length_s": 20.0,
-        "clip_actions": 10.0,
-        # robot
-        "model_path": None,  # None: the built-in Go1-class quadruped
-        "foot_geom_names": None,  # None: geoms whose name contains "foot"
-        "urdf_kp": 35.0,  # URDF models: position-servo gain of the added actuators
-        "urdf_base_height": 0.35,  # URDF models: initial base height (m) of the added "home" keyframe
-        "urdf_joint_angles": None,  # URDF models: {joint name: standing angle}; missing joints start at 0
-        "home_keyframe": "home",
-        "action_scale": 0.25,
-        "nthread": 0,  # MuJoCo threads; 0: torch.get_num_threads()
-        # commands
-        "lin_vel_x": (-1.0, 1.0),
-        "lin_vel_y": (-0.6, 0.6),
-        "ang_vel_yaw": (-1.0, 1.0),
-        "resampling_time_s": 10.0,
-        "zero_command_prob": 0.1,
-        # observations
-        "obs_scale_lin_vel": 2.0,
-        "obs_scale_ang_vel": 0.25,
-        "obs_scale_dof_vel": 0.05,
-        "noise_level": 1.0,
-        "noise_ang_vel": 0.2,
-        "noise_gravity": 0.05,
-        "noise_dof_pos": 0.01,
-        "noise_dof_vel": 1.5,
-        "noise_height": 0.05,
-        # randomisation
-        "friction_range": (0.4, 1.25),
-        "added_mass_range": (-1.0, 2.0),
-        "push_interval_s": 8.0,
-        "max_push_vel_xy": 0.5,
-        "init_joint_scale_range": (0.8, 1.2),
-        "init_base_vel": 0.3,
-        # rewards
-        "tracking_sigma": 0.25,
-        "feet_air_time_target": 0.3,
-        "reward_scales": {
-            "tracking_lin_vel": 1.5,
-            "tracking_ang_vel": 0.75,
-            "lin_vel_z": -2.0,
-            "ang_vel_xy": -0.05,
-            "orientation": -1.0,
-            "torques": -2e-4,
-            "dof_acc": -2.5e-7,
-            "action_rate": -0.01,
-            "feet_air_time": 1.0,
-            "trot": 0.0,
-            "termination": -10.0,
-        },
-        # termination
-        "terminate_on_trunk_contact": True,
-        "max_tilt_rad": 1.0,
-        "min_base_height": 0.12,
-        # terrain
-        "terrain": "flat",  # "flat" or "rough"
-        "terrain_size_m": 16.0,
-        "terrain_resolution_m": 0.1,
-        "terrain_max_height_m": 0.06,
-        "height_scan": None,  # None: on for rough terrain
-        "height_scan_x": (-0.6, 0.6, 7),
-        "height_scan_y": (-0.4, 0.4, 5),
-        # metrics
-        "metric_warmup_s": 1.0,
-        # AMP reference motion: frames of style features in extras["observations"]["ref_obs"]
-        "amp_obs_frame_num": 0,  # H; 0 disables ref_obs
-        "style_fields": None,  # None: root height, base velocities, joints, feet (body frame)
-    }
+    DEFAULT_CFG: dict[str, Any] = LOCOMOTION_CFG
     failure_terms = ("trunk_contact", "tilt", "base_height")
     metric_terms = ("tracking_error", "CoT")
+    _partners: tuple[list[int], list[int]]  # diagonal and lateral foot partners (the trot reward)
 
     def __init__(
         self, num_envs: int = 1024, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
     ) -> None:
-        scales = {**self.DEFAULT_CFG["reward_scales"], **(cfg.pop("reward_scales", None) or {})}
-        unknown_terms = sorted(set(scales) - set(self.DEFAULT_CFG["reward_scales"]))
-        if unknown_terms:
-            raise TypeError(
-                f"LeggedLocomotion: unknown reward terms {unknown_terms}; available: "
-                f"{sorted(self.DEFAULT_CFG['reward_scales'])}"
-            )
+        scales = rw.reward_scales(self.DEFAULT_CFG["reward_scales"], cfg.pop("reward_scales", None))
         self.reward_scales = {k: float(v) for k, v in scales.items() if v != 0}
         self.reward_terms = tuple(self.reward_scales)
         if str(torch.device(device)) != "cpu":
@@ -181,8 +174,11 @@ class LeggedLocomotion(BuiltinTask):
         self.use_height_scan = self.terrain == "rough" if c["height_scan"] is None else bool(c["height_scan"])
         self._build_model(c["model_path"] or DEFAULT_MODEL_PATH)
         self._build_buffers()
-        if "trot" in self.reward_terms:
-            self._gait_partners()  # a robot without four corner feet is refused here, not at the first step
+        if "trot" in self.reward_terms:  # a robot without four corner feet is refused here
+            data, to_base = base_frame_kinematics(
+                self.mujoco, self.model, self.base_body, self.default_qpos.numpy()
+            )
+            self._partners = rw.gait_partners(to_base(data.geom_xpos[self.foot_geoms]))
         self.reset()
 
     # ------------------------------------------------------------------ construction
@@ -196,42 +192,24 @@ class LeggedLocomotion(BuiltinTask):
         if self.terrain == "rough":
             self._add_height_field(spec)
         self.model = model = spec.compile()
-        self.sim_dt = float(model.opt.timestep)
-        decimation = self.dt / self.sim_dt
-        if abs(decimation - round(decimation)) > 1e-6 or round(decimation) < 1:
-            raise ValueError(f"dt={self.dt} is not a multiple of the model timestep {self.sim_dt}")
-        self.decimation = int(round(decimation))
-        free = [j for j in range(model.njnt) if model.jnt_type[j] == mj.mjtJoint.mjJNT_FREE]
-        if len(free) != 1:
-            raise ValueError(
-                f"{path}: expected exactly one free joint (the floating base), found {len(free)}"
-            )
-        self.base_body = int(model.jnt_bodyid[free[0]])
+        self.sim_dt, self.decimation, self.base_body = check_model(mj, model, self.dt, path)
         self.num_actions = int(model.nu)
-        if self.num_actions == 0:
-            raise ValueError(f"{path}: the model has no actuators; add position actuators on the leg joints")
         trn = model.actuator_trnid[:, 0]
         self.actuated_qpos = index_of([int(model.jnt_qposadr[j]) for j in trn])
         self.actuated_dof = index_of([int(model.jnt_dofadr[j]) for j in trn])
         self.joint_names = [mj.mj_id2name(model, mj.mjtObj.mjOBJ_JOINT, int(j)) for j in trn]
         self.kp = torch.as_tensor(model.actuator_gainprm[:, 0], dtype=torch.float32)
-        names = self.cfg["foot_geom_names"]
-        geoms = [mj.mj_id2name(model, mj.mjtObj.mjOBJ_GEOM, g) or "" for g in range(model.ngeom)]
-        if names is None:
-            names = [g for g in geoms if "foot" in g.lower()]
-        if not names:
-            raise ValueError(f"{path}: no foot geoms found; name them '*foot*' or pass foot_geom_names")
-        self.foot_geoms = np.asarray([geoms.index(n) for n in names])
-        self.num_feet, self.foot_names = len(names), list(names)
+        self.foot_geoms, self.foot_names = find_feet(mj, model, self.cfg["foot_geom_names"], path)
+        self.num_feet = len(self.foot_names)
         self.foot_bodies = np.asarray([model.geom_bodyid[g] for g in self.foot_geoms])
         self.foot_touch_adr, self.trunk_touch_adr = find_touch_sensors(
             mj, model, self.foot_bodies, self.base_body, path
         )
-        key = mj.mj_name2id(model, mj.mjtObj.mjOBJ_KEY, self.cfg["home_keyframe"])
-        qpos_home = torch.as_tensor(model.key_qpos[key] if key >= 0 else model.qpos0, dtype=torch.float64)
-        self.key_id = key
-        self.default_qpos = qpos_home.clone()
-        self.default_joint_pos = qpos_home[self.actuated_qpos].float()
+        self.key_id = key = mj.mj_name2id(model, mj.mjtObj.mjOBJ_KEY, self.cfg["home_keyframe"])
+        self.default_qpos = torch.as_tensor(
+            model.key_qpos[key] if key >= 0 else model.qpos0, dtype=torch.float64
+        )
+        self.default_joint_pos = self.default_qpos[self.actuated_qpos].float()
         self.total_mass = float(model.body_subtreemass[self.base_body])
         self.nominal_trunk_mass = float(model.body_mass[self.base_body])
         self.nominal_foot_friction = float(model.geom_friction[self.foot_geoms[0], 0])
@@ -255,8 +233,9 @@ class LeggedLocomotion(BuiltinTask):
             self._act_force, self._sensordata, self._geom_xpos, self._xpos = (
                 torch.from_numpy(batch.bind(f)) for f in ("actuator_force", "sensordata", "geom_xpos", "xpos")
             )
-        self._friction = torch.from_numpy(batch.expand("geom_friction"))
-        self._body_mass = torch.from_numpy(batch.expand("body_mass"))
+        self._friction, self._body_mass = (
+            torch.from_numpy(batch.expand(f)) for f in ("geom_friction", "body_mass")
+        )
 
     def _build_buffers(self) -> None:
         n, a, f = self.num_envs, self.num_actions, self.num_feet
@@ -269,25 +248,19 @@ class LeggedLocomotion(BuiltinTask):
         self.num_obs = layout_size(self.obs_segments)
         self.num_privileged_obs = layout_size(self.privileged_obs_segments)
         self._noise_scale = noise_scale(c, a, 0 if points is None else len(points))
-        z = lambda *shape: torch.zeros(*shape)  # noqa: E731
-        self.commands = z(n, 3)
-        self.actions = z(n, a)
-        self.last_actions = z(n, a)
-        self.last_dof_vel = z(n, a)
-        self.feet_air_time = z(n, f)
-        self.last_contacts = torch.zeros(n, f, dtype=torch.bool)
-        self.foot_contact = torch.zeros(n, f, dtype=torch.bool)
+        self.commands, self.feet_air_time = torch.zeros(n, 3), torch.zeros(n, f)
+        self.actions, self.last_actions, self.last_dof_vel = (torch.zeros(n, a) for _ in range(3))
+        self.last_contacts, self.foot_contact = (torch.zeros(n, f, dtype=torch.bool) for _ in range(2))
         self.trunk_contact = torch.zeros(n, dtype=torch.bool)
-        self.added_mass = z(n)
         self.friction_coef = torch.full((n,), self.nominal_foot_friction)
-        self._err_sq_sum = z(n)
-        self._err_count = z(n)
-        self._power_sum = z(n)
-        self._speed_sum = z(n)
-        self._last_rmsd = z(n)
-        self._last_cot = z(n)
-        self.critic_obs_buf = z(n, self.num_privileged_obs)
-        self.obs_buf = z(n, self.num_obs)
+        self.added_mass, self._err_sq_sum, self._err_count, self._power_sum = (
+            torch.zeros(n) for _ in range(4)
+        )
+        self._speed_sum, self._last_rmsd, self._last_cot = (torch.zeros(n) for _ in range(3))
+        self.critic_obs_buf, self.obs_buf = (
+            torch.zeros(n, self.num_privileged_obs),
+            torch.zeros(n, self.num_obs),
+        )
         self._state_buffers += [
             "commands", "actions", "last_actions", "last_dof_vel", "feet_air_time", "last_contacts",
             "foot_contact", "trunk_contact", "added_mass", "friction_coef", "_err_sq_sum", "_err_count",
@@ -300,14 +273,13 @@ class LeggedLocomotion(BuiltinTask):
         self._warmup_steps = int(round(c["metric_warmup_s"] / self.dt))
         self._cache: dict[str, torch.Tensor] = {}
         self._mirror_maps: dict[str, SignedPermutation] | None = None
-        self._partners: tuple[list[int], list[int]] | None = None
         self.ref_motion_source: Any = None
         self.amp_obs_frame_num = int(c["amp_obs_frame_num"])
         self.style_fields = list(c["style_fields"] or self.default_style_fields())
-        self._style_index = self._style_columns(self.style_fields)
+        self._style_index = style_columns(self.available_style_fields(), self.style_fields)
         self._style_needs_feet = any(f in foot_style_fields(self.foot_names) for f in self.style_fields)
         if self.amp_obs_frame_num > 0:
-            self.ref_obs_buf = z(n, self.amp_obs_frame_num, len(self.style_fields))
+            self.ref_obs_buf = torch.zeros(n, self.amp_obs_frame_num, len(self.style_fields))
             self._state_buffers.append("ref_obs_buf")
 
     # ------------------------------------------------------------------ state views
@@ -366,15 +338,16 @@ class LeggedLocomotion(BuiltinTask):
     def tracking_error(self) -> torch.Tensor:
         """Per-env RMS error of the base xy velocity against the command over the current episode (m/s);
         the last finished episode's value while the current one is shorter than ``metric_warmup_s``."""
-        current = torch.sqrt(self._err_sq_sum / self._err_count.clamp_min(1.0))
-        return torch.where(self._err_count >= self._warmup_steps, current, self._last_rmsd)
+        return self._metric(0, self._last_rmsd)
 
     @property
     def CoT(self) -> torch.Tensor:  # noqa: N802 - name used by the trainers
         """Per-env cost of transport ``mean(sum |tau * qdot|) / (m g mean(|v_xy|))`` over the episode (m includes
-        the added mass)."""
-        current = self._power_sum / (self._mass_g() * self._speed_sum.clamp_min(1e-3))
-        return torch.where(self._err_count >= self._warmup_steps, current, self._last_cot)
+        the added mass); the last episode's value during ``metric_warmup_s``."""
+        return self._metric(1, self._last_cot)
+
+    def _metric(self, column: int, last: torch.Tensor) -> torch.Tensor:
+        return torch.where(self._err_count >= self._warmup_steps, self._episode_metrics()[:, column], last)
 
     # ------------------------------------------------------------------ hooks
     def _physics_step(self, actions: torch.Tensor) -> None:
@@ -385,15 +358,12 @@ class LeggedLocomotion(BuiltinTask):
         self.last_dof_vel = self.dof_vel.clone()
         self.batch.step(nstep=self.decimation)
         self._cache.clear()
-        self._update_contacts()
+        self.foot_contact = self._sensordata[:, self.foot_touch_adr] > 1.0
+        self.trunk_contact = self._sensordata[:, self.trunk_touch_adr] > 1.0
         if self._push_steps:
             self._push()
         self._update_metrics()
         self._sample_commands_where((self.episode_length_buf + 1) % self._resample_steps == 0)
-
-    def _update_contacts(self) -> None:
-        self.foot_contact = self._sensordata[:, self.foot_touch_adr] > 1.0
-        self.trunk_contact = self._sensordata[:, self.trunk_touch_adr] > 1.0
 
     def _push(self) -> None:
         push_now = (self.episode_length_buf + 1) % self._push_steps == 0
@@ -403,11 +373,9 @@ class LeggedLocomotion(BuiltinTask):
 
     def _update_metrics(self) -> None:
         v = self.base_lin_vel[:, :2]
-        err = (self.commands[:, :2] - v).square().sum(dim=1)
-        self._err_sq_sum += err
+        self._err_sq_sum += (self.commands[:, :2] - v).square().sum(dim=1)
         self._err_count += 1
-        power = (self._act_force.float() * self.dof_vel).abs().sum(dim=1)
-        self._power_sum += power
+        self._power_sum += (self._act_force.float() * self.dof_vel).abs().sum(dim=1)
         self._speed_sum += v.norm(dim=1)
 
     def _compute_rewards(self, actions: torch.Tensor) -> torch.Tensor:
@@ -420,7 +388,7 @@ class LeggedLocomotion(BuiltinTask):
         )
         self.feet_air_time = torch.where(contact | self.last_contacts, 0.0, self.feet_air_time + self.dt)
         self.last_contacts = contact
-        failed = self._failures().any(dim=1)
+        failed = self._compute_failures().any(dim=1)
         kernels = {
             "tracking_lin_vel": lambda: rw.tracking_lin_vel(self.commands, lin, sigma),
             "tracking_ang_vel": lambda: rw.tracking_ang_vel(self.commands, ang, sigma),
@@ -431,43 +399,19 @@ class LeggedLocomotion(BuiltinTask):
             "dof_acc": lambda: rw.dof_acc(self.dof_vel, self.last_dof_vel, self.dt),
             "action_rate": lambda: rw.action_rate(actions, self.last_actions),
             "feet_air_time": lambda: air,
-            "trot": lambda: rw.trot(contact, *self._gait_partners(), moving),
+            "trot": lambda: rw.trot(contact, *self._partners, moving),
             "termination": lambda: failed.float() / self.dt,  # one-off penalty: scale * 1
         }
         return torch.stack([self.reward_scales[t] * kernels[t]() for t in self.reward_terms], dim=1)
 
-    def _gait_partners(self) -> tuple[list[int], list[int]]:
-        if self._partners is None:
-            if self.num_feet != 4:
-                raise ValueError(f"the 'trot' reward needs four feet; this robot has {self.num_feet}")
-            data, to_base = base_frame_kinematics(
-                self.mujoco, self.model, self.base_body, self.default_qpos.numpy()
-            )
-            self._partners = rw.gait_partners(to_base(data.geom_xpos[self.foot_geoms]))
-        return self._partners
-
-    def _failures(self) -> torch.Tensor:
-        return self._cached("failures", self._compute_failures_uncached)
-
     def _compute_failures(self) -> torch.Tensor:
-        return self._failures()
-
-    def _compute_failures_uncached(self) -> torch.Tensor:
-        c = self.cfg
-        trunk = self.trunk_contact & bool(c["terminate_on_trunk_contact"])
-        tilt = self.projected_gravity[:, 2] > -math.cos(float(c["max_tilt_rad"]))
-        height = (
-            self._qpos[:, 2].float() - self._ground_height(self._qpos[:, 0:2].float()) < c["min_base_height"]
-        )
-        return torch.stack([trunk, tilt, height], dim=1)
-
-    def _mass_g(self) -> torch.Tensor:
-        """Weight (N) of each robot including its randomised added mass."""
-        return (self.total_mass + self.added_mass) * 9.81
+        args = (self.trunk_contact, self.projected_gravity, self._qpos, self._ground_height, self.cfg)
+        return self._cached("failures", lambda: rw.failures(*args))
 
     def _episode_metrics(self) -> torch.Tensor:
         rmsd = torch.sqrt(self._err_sq_sum / self._err_count.clamp_min(1.0))
-        cot = self._power_sum / (self._mass_g() * self._speed_sum.clamp_min(1e-3))
+        weight = (self.total_mass + self.added_mass) * 9.81  # including the randomised added mass
+        cot = self._power_sum / (weight * self._speed_sum.clamp_min(1e-3))
         return torch.stack([rmsd, cot], dim=1)
 
     def _reset_state(self, mask: torch.Tensor) -> None:
@@ -480,16 +424,9 @@ class LeggedLocomotion(BuiltinTask):
         for name in ("_err_sq_sum", "_err_count", "_power_sum", "_speed_sum"):
             setattr(self, name, torch.where(mask, 0.0, getattr(self, name)))
 
-        qpos = self.default_qpos.expand(n, -1).clone()
-        lo, hi = c["init_joint_scale_range"]
-        qpos[:, self.actuated_qpos] *= self._rand(n, self.num_actions, low=lo, high=hi).double()
-        qpos[:, 3:7] = yaw_quat(self._rand(n, low=-math.pi, high=math.pi)).double()
-        if self.terrain == "rough":
-            xy = self._rand(n, 2, low=-0.25, high=0.25)
-            qpos[:, 0:2] = xy.double()
-        qvel = torch.zeros(n, self._qvel.shape[1], dtype=torch.float64)
-        v0 = float(c["init_base_vel"])
-        qvel[:, 0:6] = self._rand(n, 6, low=-v0, high=v0).double() * torch.tensor([1, 1, 0.2, 0.5, 0.5, 0.5])
+        qpos, qvel = initial_state(
+            self._rand, n, self.default_qpos, self.actuated_qpos, self._qvel.shape[1], c
+        )
         self._qpos.copy_(torch.where(m, qpos, self._qpos))
         self._qvel.copy_(torch.where(m, qvel, self._qvel))
         self._warm.copy_(torch.where(m, 0.0, self._warm))
@@ -509,10 +446,9 @@ class LeggedLocomotion(BuiltinTask):
     def _randomize_dynamics(self, mask: torch.Tensor) -> None:
         c = self.cfg
         n = self.num_envs
-        fr = self._rand(n, low=c["friction_range"][0], high=c["friction_range"][1])
-        am = self._rand(n, low=c["added_mass_range"][0], high=c["added_mass_range"][1])
-        self.friction_coef = torch.where(mask, fr, self.friction_coef)
-        self.added_mass = torch.where(mask, am, self.added_mass)
+        (f0, f1), (m0, m1) = c["friction_range"], c["added_mass_range"]
+        self.friction_coef = torch.where(mask, self._rand(n, low=f0, high=f1), self.friction_coef)
+        self.added_mass = torch.where(mask, self._rand(n, low=m0, high=m1), self.added_mass)
         ids = torch.nonzero(mask).flatten()  # CPU tensor: no device synchronisation involved
         if ids.numel() == 0:
             return
@@ -528,39 +464,36 @@ class LeggedLocomotion(BuiltinTask):
 
     def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
         """Reset every environment; the reference-motion history starts full of the first frame."""
-        out = super().reset()
-        if self.amp_obs_frame_num > 0:
-            self._update_ref_obs(torch.ones(self.num_envs, dtype=torch.bool))
-        return self.get_observations() if self.amp_obs_frame_num > 0 else out
+        super().reset()
+        self._post_reset(torch.ones(self.num_envs, dtype=torch.bool))
+        return self.get_observations()
 
     def _post_reset(self, dones: torch.Tensor) -> None:
-        if self.amp_obs_frame_num > 0:
-            self._update_ref_obs(dones)
+        if self.amp_obs_frame_num > 0:  # the history of a new episode starts full of its first frame
+            feat = self.style_features()[:, None]
+            rolled = torch.cat([self.ref_obs_buf[:, 1:], feat], dim=1)
+            self.ref_obs_buf = torch.where(dones[:, None, None], feat.expand_as(rolled), rolled)
 
-    # ------------------------------------------------------------------ terrain
     def _ground_height(self, xy: torch.Tensor) -> torch.Tensor:
         """Terrain height under world points ``xy`` (..., 2) (0 on flat ground)."""
-        if self.terrain != "rough":
-            return torch.zeros(xy.shape[:-1])
-        return ground_height(self.height_map, self.terrain_res, self.terrain_half, xy)
+        if self.terrain == "rough":
+            return ground_height(self.height_map, self.terrain_res, self.terrain_half, xy)
+        return torch.zeros(xy.shape[:-1])
 
-    # ------------------------------------------------------------------ observations
     def _compute_observations(self) -> None:
         c = self.cfg
-        cmd_scale = torch.tensor([c["obs_scale_lin_vel"], c["obs_scale_lin_vel"], c["obs_scale_ang_vel"]])
-        parts = [
-            self.base_ang_vel * c["obs_scale_ang_vel"],
-            self.projected_gravity,
-            self.commands * cmd_scale,
-            self.dof_pos - self.default_joint_pos,
-            self.dof_vel * c["obs_scale_dof_vel"],
-            self.actions,
-        ]
+        scan = None
         if self.use_height_scan:
-            parts.append(
-                height_scan(self.base_quat, self._qpos[:, 0:3].float(), self.scan_points, self._ground_height)
+            scan = height_scan(
+                self.base_quat, self._qpos[:, 0:3].float(), self.scan_points, self._ground_height
             )
-        clean = torch.cat(parts, dim=1)
+        state = (
+            self.base_ang_vel,
+            self.projected_gravity,
+            self.commands,
+            self.dof_pos - self.default_joint_pos,
+        )
+        clean = scaled_observations(c, *state, self.dof_vel, self.actions, scan)
         self.obs_buf = clean
         if float(c["noise_level"]) > 0:
             self.obs_buf = clean + self._noise_scale * self._rand(
@@ -580,43 +513,30 @@ class LeggedLocomotion(BuiltinTask):
         foot positions relative to the base (base frame)."""
         return default_style_fields(self.joint_names, self.foot_names)
 
-    def _style_columns(self, fields: list[str]) -> torch.Tensor:
-        available = self.available_style_fields()
-        unknown = [f for f in fields if f not in available]
-        if unknown:
-            raise ValueError(f"Unknown style fields {unknown}; available: {available}")
-        return torch.tensor([available.index(f) for f in fields], dtype=torch.long)
-
     def all_style_features(self, feet: bool = True) -> torch.Tensor:
         """Every field of :meth:`available_style_fields` for every env, (N, F_all); ``feet=False`` leaves out
         the foot positions (the last ``3 * feet`` columns), which need MuJoCo's position stage."""
-        q = self.base_quat
-        lin_w = self._qvel[:, 0:3].float()
-        ang_b = self.base_ang_vel
-        ang_w = quat_rotate_inverse(q * torch.tensor([1.0, -1.0, -1.0, -1.0]), ang_b)
-        parts = [
-            self._qpos[:, 0:3].float(), q, quat_rotate_inverse(q, lin_w), ang_b, lin_w, ang_w,
-            self.dof_pos, self.dof_vel,
-        ]  # fmt: skip
-        if feet:
-            parts.append(self.foot_pos_b.reshape(self.num_envs, -1))
-        return torch.cat(parts, dim=1)
+        pos, lin_vel_w = self._qpos[:, 0:3].float(), self._qvel[:, 0:3].float()
+        joints, feet_b = (
+            [self.dof_pos, self.dof_vel],
+            self.foot_pos_b.reshape(self.num_envs, -1) if feet else None,
+        )
+        return all_style_features(pos, self.base_quat, lin_vel_w, self.base_ang_vel, joints, feet_b)
 
     def style_features(self, fields: list[str] | None = None) -> torch.Tensor:
         """Style features (N, F) of the named fields (default: ``style_fields``)."""
         if fields is None:
             index, feet = self._style_index, self._style_needs_feet
         else:
-            index = self._style_columns(fields)
+            index = style_columns(self.available_style_fields(), fields)
             feet = any(f in foot_style_fields(self.foot_names) for f in fields)
         return self.all_style_features(feet=feet)[:, index]
 
     def set_ref_motion_source(self, source: Any) -> None:
         """Provide expert windows: ``source(num_envs) -> (N, H * F)`` is added as ``extras["ref_motion"]``.
 
-        A source that names its fields (a :class:`~st_rl.datasets.MotionLoader`: ``style_fields``) must serve
-        this task's ``style_fields`` in the same order (and windows of ``amp_obs_frame_num`` frames): the
-        discriminator compares its windows with the task's ``ref_obs`` column by column.
+        A source that names its ``style_fields`` (a :class:`~st_rl.datasets.MotionLoader`) must serve the task's
+        ``style_fields`` in the same order, in windows of ``amp_obs_frame_num`` frames.
 
         Raises:
             ValueError: naming the motion file(s) and the fields missing from them or extra in them.
@@ -624,12 +544,6 @@ class LeggedLocomotion(BuiltinTask):
         if source is not None:
             check_motion_source(source, self.style_fields, self.amp_obs_frame_num, type(self).__name__)
         self.ref_motion_source = source
-
-    def _update_ref_obs(self, reset_mask: torch.Tensor) -> None:
-        feat = self.style_features()
-        rolled = torch.cat([self.ref_obs_buf[:, 1:], feat[:, None]], dim=1)
-        fresh = feat[:, None].expand_as(self.ref_obs_buf)
-        self.ref_obs_buf = torch.where(reset_mask[:, None, None], fresh, rolled)
 
     def _obs_groups(self) -> dict[str, torch.Tensor]:
         groups = super()._obs_groups()
@@ -643,31 +557,11 @@ class LeggedLocomotion(BuiltinTask):
             extras["ref_motion"] = self.ref_motion_source(self.num_envs)
         return obs, rewards, dones, extras
 
-    # ------------------------------------------------------------------ left-right symmetry
     def mirror_functions(self) -> dict[str, SignedPermutation]:
         """Left-right mirror maps of raw observations and actions (for ``Symmetry``, ``symmetry_cfg``).
 
-        The mirror is the reflection ``y -> -y`` about the robot's sagittal plane (the x-z plane of the base
-        frame). Each map is a :class:`SignedPermutation` of the last dimension (any leading dimensions), an
-        involution, precomputed on the task's device. Components transform as:
-
-        * polar vectors (``base_lin_vel``, ``projected_gravity``, style ``root_pos`` / ``root_vel``; the
-          world-frame style fields mirror about the world x-z plane): ``(x, y, z) -> (x, -y, z)``;
-        * axial vectors (``base_ang_vel``, style ``root_ang_vel``): ``(x, y, z) -> (-x, y, -z)``;
-        * ``commands`` ``(vx, vy, yaw rate) -> (vx, -vy, -yaw rate)``; style ``root_rot``
-          ``(w, x, y, z) -> (w, -x, y, -z)``;
-        * joint components (``dof_pos`` relative to the standing pose, ``dof_vel``, ``last_actions``, actions,
-          style joint fields): each joint takes the value of its mirror partner (FR <-> FL, RR <-> RL), with
-          the sign flipped for hinges whose axis lies in the mirror plane (about x or z: hip abduction) and
-          kept for hinges about its normal y (thigh, calf); the built-in robot's joint map is
-          ``FR_hip <- -FL_hip, FR_thigh <- FL_thigh, FR_calf <- FL_calf`` and likewise for the other legs;
-        * ``height_measurements`` (1, nx, ny): scan column ``iy -> ny - 1 - iy`` (the scan's y grid must be
-          symmetric); ``foot_contact``: mirror partner's foot; style foot positions ``<foot>_pos_*_b``: the
-          mirror partner foot's position, as a polar vector; ``friction``, ``added_mass``: unchanged.
-
-        Partners and signs come from the model's geometry (joint anchors and axes, foot positions in the base
-        frame at ``qpos0``), so any mirror-symmetric MJCF or URDF robot works. The standing pose must be its own
-        mirror image, so the maps need no offsets.
+        Each map is a :class:`SignedPermutation` of the last dimension, derived from the model's geometry; the
+        convention is in :mod:`st_rl.tasks.locomotion_mirror`.
 
         Returns:
             ``{"obs": ..., "critic_obs": ..., "actions": ...}`` and, when the task emits ``ref_obs`` and its
@@ -680,21 +574,21 @@ class LeggedLocomotion(BuiltinTask):
             self._mirror_maps = build_mirror_maps(self)
         return dict(self._mirror_maps)
 
-    # ------------------------------------------------------------------ persistence
+    _MJ_STATE = ("_qpos", "_qvel", "_ctrl", "_warm", "_friction", "_body_mass")
+
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Task buffers plus the MuJoCo state (qpos, qvel, ctrl, warm start) and randomised model fields."""
-        state = super().state_dict()
-        for name in ("_qpos", "_qvel", "_ctrl", "_warm", "_friction", "_body_mass"):
-            state["mj" + name] = getattr(self, name).clone()
-        return state
+        return {
+            **super().state_dict(),
+            **{"mj" + name: getattr(self, name).clone() for name in self._MJ_STATE},
+        }
 
     def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
         self._cache.clear()
-        state = dict(state_dict)
-        mj_state = {k: state.pop(k) for k in list(state) if k.startswith("mj_")}
+        state = {k: v for k, v in state_dict.items() if not k.startswith("mj_")}
         super().load_state_dict(state)
-        for name in ("_qpos", "_qvel", "_ctrl", "_warm", "_friction", "_body_mass"):
-            value = mj_state.get("mj" + name)
+        for name in self._MJ_STATE:
+            value = state_dict.get("mj" + name)
             if value is None or tuple(value.shape) != tuple(getattr(self, name).shape):
                 raise ValueError(f"state_dict lacks a matching 'mj{name}' entry")
             getattr(self, name).copy_(value)

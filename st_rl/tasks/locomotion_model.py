@@ -123,6 +123,34 @@ def ground_height(height_map: torch.Tensor, res: float, half: float, xy: torch.T
     return torch.where(inside, height, 0.0)
 
 
+def check_model(mj: Any, model: Any, dt: float, path: str) -> tuple[float, int, int]:
+    """The model's timestep, the physics steps per policy step ``dt`` and the floating base body.
+
+    Raises:
+        ValueError: ``dt`` is not a multiple of the timestep, no single free joint, or no actuators.
+    """
+    sim_dt = float(model.opt.timestep)
+    decimation = dt / sim_dt
+    if abs(decimation - round(decimation)) > 1e-6 or round(decimation) < 1:
+        raise ValueError(f"dt={dt} is not a multiple of the model timestep {sim_dt}")
+    free = [j for j in range(model.njnt) if model.jnt_type[j] == mj.mjtJoint.mjJNT_FREE]
+    if len(free) != 1:
+        raise ValueError(f"{path}: expected exactly one free joint (the floating base), found {len(free)}")
+    if model.nu == 0:
+        raise ValueError(f"{path}: the model has no actuators; add position actuators on the leg joints")
+    return sim_dt, int(round(decimation)), int(model.jnt_bodyid[free[0]])
+
+
+def find_feet(mj: Any, model: Any, names: list[str] | None, path: str) -> tuple[np.ndarray, list[str]]:
+    """Geom ids and names of the feet: ``names``, or the geoms whose name contains ``foot``."""
+    geoms = [mj.mj_id2name(model, mj.mjtObj.mjOBJ_GEOM, g) or "" for g in range(model.ngeom)]
+    if names is None:
+        names = [g for g in geoms if "foot" in g.lower()]
+    if not names:
+        raise ValueError(f"{path}: no foot geoms found; name them '*foot*' or pass foot_geom_names")
+    return np.asarray([geoms.index(n) for n in names]), list(names)
+
+
 def find_touch_sensors(
     mj: Any, model: Any, foot_bodies: np.ndarray, base_body: int, path: str
 ) -> tuple[torch.Tensor, int]:

@@ -1,4 +1,4 @@
-"""Observation layout, noise, height scan and command sampling of
+"""Observation layout, noise, height scan, command and initial-state sampling of
 :class:`~st_rl.tasks.locomotion.LeggedLocomotion`, as functions of the task's state and config."""
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from st_rl.tasks.locomotion_model import yaw_quat
 
 Segments = OrderedDict[str, tuple[int, ...]]
 
@@ -37,6 +39,23 @@ def observation_layout(
 
 def layout_size(segments: Segments) -> int:
     return sum(math.prod(s) for s in segments.values())
+
+
+def scaled_observations(
+    cfg: dict[str, Any],
+    ang_vel: torch.Tensor,
+    gravity: torch.Tensor,
+    commands: torch.Tensor,
+    dof_pos_rel: torch.Tensor,
+    dof_vel: torch.Tensor,
+    actions: torch.Tensor,
+    scan: torch.Tensor | None,
+) -> torch.Tensor:
+    """The actor observation (N, num_obs) without noise, in ``obs_segments`` order."""
+    cmd_scale = torch.tensor([cfg["obs_scale_lin_vel"], cfg["obs_scale_lin_vel"], cfg["obs_scale_ang_vel"]])
+    parts = [ang_vel * cfg["obs_scale_ang_vel"], gravity, commands * cmd_scale, dof_pos_rel,
+             dof_vel * cfg["obs_scale_dof_vel"], actions]  # fmt: skip
+    return torch.cat(parts if scan is None else [*parts, scan], dim=1)
 
 
 def noise_scale(cfg: dict[str, Any], num_actions: int, num_scan_points: int) -> torch.Tensor:
@@ -79,3 +98,25 @@ def sample_commands(rand: Callable[..., torch.Tensor], n: int, cfg: dict[str, An
         [rand(n, low=cfg[k][0], high=cfg[k][1]) for k in ("lin_vel_x", "lin_vel_y", "ang_vel_yaw")], 1
     )
     return torch.where((rand(n) < cfg["zero_command_prob"])[:, None], 0.0, cmd)
+
+
+def initial_state(
+    rand: Callable[..., torch.Tensor],
+    n: int,
+    default_qpos: torch.Tensor,
+    actuated: Any,
+    nv: int,
+    cfg: dict[str, Any],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Initial ``qpos``, ``qvel`` (N, nq), (N, nv) float64: the standing pose with scaled joints and a random
+    yaw (and, on rough terrain, xy offset), and a random base velocity."""
+    qpos = default_qpos.expand(n, -1).clone()
+    lo, hi = cfg["init_joint_scale_range"]
+    qpos[:, actuated] *= rand(n, qpos[:, actuated].shape[1], low=lo, high=hi).double()
+    qpos[:, 3:7] = yaw_quat(rand(n, low=-math.pi, high=math.pi)).double()
+    if cfg["terrain"] == "rough":
+        qpos[:, 0:2] = rand(n, 2, low=-0.25, high=0.25).double()
+    qvel = torch.zeros(n, nv, dtype=torch.float64)
+    v0 = float(cfg["init_base_vel"])
+    qvel[:, 0:6] = rand(n, 6, low=-v0, high=v0).double() * torch.tensor([1, 1, 0.2, 0.5, 0.5, 0.5])
+    return qpos, qvel

@@ -5,6 +5,10 @@ Each returns the unweighted per-env kernel (N,); the task multiplies it by its s
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -63,6 +67,20 @@ def trot(
     return phase.float() * moving
 
 
+def failures(
+    trunk_contact: torch.Tensor,
+    gravity: torch.Tensor,
+    qpos: torch.Tensor,
+    ground: Callable[[torch.Tensor], torch.Tensor],
+    cfg: Mapping[str, Any],
+) -> torch.Tensor:
+    """Failure terms (N, 3) bool: ``trunk_contact``, ``tilt``, ``base_height`` (above the ``ground``)."""
+    trunk = trunk_contact & bool(cfg["terminate_on_trunk_contact"])
+    tilt = gravity[:, 2] > -math.cos(float(cfg["max_tilt_rad"]))
+    height = qpos[:, 2].float() - ground(qpos[:, 0:2].float()) < cfg["min_base_height"]
+    return torch.stack([trunk, tilt, height], dim=1)
+
+
 def gait_partners(home_feet: np.ndarray) -> tuple[list[int], list[int]]:
     """Diagonal and same-side partner of each of four feet, from their positions in the base frame.
 
@@ -82,3 +100,16 @@ def gait_partners(home_feet: np.ndarray) -> tuple[list[int], list[int]]:
             "the 'trot' reward needs feet at the four corners of the base (front/hind, left/right)"
         )
     return diagonal, lateral
+
+
+def reward_scales(defaults: Mapping[str, float], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``defaults`` updated with ``overrides``.
+
+    Raises:
+        TypeError: ``overrides`` names a term that is not in ``defaults``.
+    """
+    scales = {**defaults, **(overrides or {})}
+    unknown = sorted(set(scales) - set(defaults))
+    if unknown:
+        raise TypeError(f"LeggedLocomotion: unknown reward terms {unknown}; available: {sorted(defaults)}")
+    return scales

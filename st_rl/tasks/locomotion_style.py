@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+from st_rl.tasks.locomotion_model import quat_rotate_inverse
+
 
 def foot_style_fields(foot_names: list[str]) -> list[str]:
     """Foot positions relative to the base, in the base frame."""
@@ -25,6 +29,33 @@ def default_style_fields(joint_names: list[str], foot_names: list[str]) -> list[
     fields = ["root_pos_z"] + [f"root_vel_{a}_b" for a in "xyz"] + [f"root_ang_vel_{a}_b" for a in "xyz"]
     joints = [f"{j}_dof_pos" for j in joint_names] + [f"{j}_dof_vel" for j in joint_names]
     return fields + joints + foot_style_fields(foot_names)
+
+
+def style_columns(available: list[str], fields: list[str]) -> torch.Tensor:
+    """Column of each of ``fields`` among ``available``.
+
+    Raises:
+        ValueError: a field is not available.
+    """
+    unknown = [f for f in fields if f not in available]
+    if unknown:
+        raise ValueError(f"Unknown style fields {unknown}; available: {available}")
+    return torch.tensor([available.index(f) for f in fields], dtype=torch.long)
+
+
+def all_style_features(
+    pos: torch.Tensor,
+    quat: torch.Tensor,
+    lin_vel_w: torch.Tensor,
+    ang_vel_b: torch.Tensor,
+    joints: list[torch.Tensor],
+    feet: torch.Tensor | None,
+) -> torch.Tensor:
+    """Every style field (:func:`available_style_fields` order) from the base state, joint positions and
+    velocities and (optionally) the flattened foot positions in the base frame."""
+    ang_w = quat_rotate_inverse(quat * torch.tensor([1.0, -1.0, -1.0, -1.0]), ang_vel_b)
+    parts = [pos, quat, quat_rotate_inverse(quat, lin_vel_w), ang_vel_b, lin_vel_w, ang_w, *joints]
+    return torch.cat(parts if feet is None else [*parts, feet], dim=1)
 
 
 def check_motion_source(source: Any, style_fields: list[str], frame_num: int, task_name: str) -> None:
