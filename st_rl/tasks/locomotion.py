@@ -181,7 +181,6 @@ class LeggedLocomotion(BuiltinTask):
             self._partners = rw.gait_partners(to_base(data.geom_xpos[self.foot_geoms]))
         self.reset()
 
-    # ------------------------------------------------------------------ construction
     def _build_model(self, path: str) -> None:
         mj = self.mujoco
         if not os.path.isfile(path):
@@ -282,7 +281,6 @@ class LeggedLocomotion(BuiltinTask):
             self.ref_obs_buf = torch.zeros(n, self.amp_obs_frame_num, len(self.style_fields))
             self._state_buffers.append("ref_obs_buf")
 
-    # ------------------------------------------------------------------ state views
     def _cached(self, key: str, fn: Any) -> torch.Tensor:
         # Derived state is computed once per step; the cache is cleared whenever the MuJoCo state changes.
         value = self._cache.get(key)
@@ -349,7 +347,6 @@ class LeggedLocomotion(BuiltinTask):
     def _metric(self, column: int, last: torch.Tensor) -> torch.Tensor:
         return torch.where(self._err_count >= self._warmup_steps, self._episode_metrics()[:, column], last)
 
-    # ------------------------------------------------------------------ hooks
     def _physics_step(self, actions: torch.Tensor) -> None:
         self.last_actions = self.actions
         self.actions = actions
@@ -503,7 +500,6 @@ class LeggedLocomotion(BuiltinTask):
                       self.added_mass[:, None], self.foot_contact.float()]  # fmt: skip
         self.critic_obs_buf = torch.cat(privileged, dim=1)
 
-    # ------------------------------------------------------------------ reference motion (AMP)
     def available_style_fields(self) -> list[str]:
         """Style feature names in the motion-file convention (``ancestor_spec.md`` section 3.1)."""
         return available_style_fields(self.joint_names, self.foot_names)
