@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from st_rl.tasks import locomotion_rewards as rw
+import st_rl.tasks.locomotion_rewards as rw
 from st_rl.tasks.base import BuiltinTask
 from st_rl.tasks.locomotion_mirror import SignedPermutation, build_mirror_maps
 from st_rl.tasks.locomotion_model import (
