@@ -1,16 +1,8 @@
-"""Present a native st_rl env through the two other environment APIs st_rl accepts.
+"""Present a native st_rl env through the two other environment APIs st_rl accepts (for tests and docs).
 
-Used by tests and docs to show that the runner's adapter copes with all three generations:
-
-* :class:`LeggedGymStyle`: legged_gym / parkour (5-tuple ``step``, bool dones, ``infos["episode"]``,
-  ``num_privileged_obs`` None without a critic group, ``obs_segments`` properties).
-* :class:`IsaacLabStyle`: Isaac Lab ``RslRlVecEnvWrapper`` for rsl_rl 2.x / st_gym (4-tuple, LONG 0/1 dones,
-  ``num_privileged_obs == 0`` without a critic group, no ``obs_segments``).
-* :class:`TensorDictStyle`: rsl_rl >= 3 (observations as a ``tensordict.TensorDict`` of groups, long dones).
-
-All shims forward ``state_dict``, ``load_state_dict``, ``tracking_error``, ``CoT`` and ``episode_length_buf``
-(get and set) to the wrapped env; ``tracking_error`` / ``CoT`` raise ``AttributeError`` (so ``hasattr`` is
-False) when the wrapped env has no such metric.
+:class:`LeggedGymStyle` (5-tuple ``step``, bool dones, ``infos["episode"]``), :class:`IsaacLabStyle` (rsl_rl
+2.x / st_gym: long 0/1 dones, ``num_privileged_obs == 0`` without a critic, no ``obs_segments``) and
+:class:`TensorDictStyle` (rsl_rl >= 3). All forward the state, metrics and ``episode_length_buf``.
 """
 
 from __future__ import annotations

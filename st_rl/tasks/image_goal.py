@@ -30,8 +30,8 @@ class ImageGoal(PointMass):
         num_envs: number of parallel environments.
         device: torch device of all buffers.
         seed: seed of the private generator; None draws it from the global torch RNG.
-        **cfg: overrides of ``DEFAULT_CFG``: those of :class:`PointMass` plus ``image_size`` (12 pixels),
-            ``view_range`` (3.0 m, half-width of the view) and ``blob_sigma`` (0.4 m).
+        **cfg: overrides of ``DEFAULT_CFG``: those of :class:`PointMass` plus ``image_size`` (pixels),
+            ``view_range`` (half-width of the view, m) and ``blob_sigma`` (m).
     """
 
     DEFAULT_CFG: dict[str, Any] = {

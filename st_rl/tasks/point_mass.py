@@ -31,11 +31,7 @@ class PointMass(BuiltinTask):
         num_envs: number of parallel environments.
         device: torch device of all buffers.
         seed: seed of the private generator; None draws it from the global torch RNG.
-        **cfg: overrides of ``DEFAULT_CFG``: ``dt`` (0.05 s), ``episode_length_s`` (5.0 -> 100 steps),
-            ``clip_actions`` (1.0), ``mass`` (1.0 kg), ``damping`` (0.1 N s/m), ``max_force`` (4.0 N per unit
-            action), ``max_speed`` (3.0 m/s), ``goal_range`` (2.0 m), ``start_range`` (0.5 m),
-            ``distance_sigma`` (1.0 m^2), ``w_distance`` (1.0), ``w_action_l2`` (-0.01), ``expert_kp`` (2.0),
-            ``expert_kd`` (1.0).
+        **cfg: overrides of ``DEFAULT_CFG`` (SI units: seconds, metres, kilograms, newtons).
     """
 
     DEFAULT_CFG: dict[str, Any] = {

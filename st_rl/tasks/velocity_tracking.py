@@ -45,13 +45,7 @@ class VelocityTracking(BuiltinTask):
         num_envs: number of parallel environments.
         device: torch device of all buffers.
         seed: seed of the private generator; None draws it from the global torch RNG.
-        **cfg: overrides of ``DEFAULT_CFG``: ``dt`` (0.05 s), ``episode_length_s`` (8.0 -> 160 steps),
-            ``clip_actions`` (1.0), ``max_force`` (5.0 N per unit action), ``mass_range`` ((0.5, 2.0) kg),
-            ``friction_range`` ((0.5, 2.0) N s/m), ``command_range`` (1.0 m/s), ``resampling_time_s`` (4.0),
-            ``init_vel_range`` (0.5 m/s), ``add_noise`` (True), ``vel_noise`` (0.05 m/s),
-            ``max_velocity_error`` (2.5 m/s), ``tracking_sigma`` (0.25), ``w_track`` (1.0),
-            ``w_action_rate`` (-0.01), ``w_action_l2`` (-0.002), ``w_termination`` (-20.0),
-            ``cot_eps`` (1e-3), ``expert_kp`` (5.0 N s/m), ``actor_dynamics_slots`` (False).
+        **cfg: overrides of ``DEFAULT_CFG`` (SI units: seconds, metres, kilograms, newtons).
     """
 
     DEFAULT_CFG: dict[str, Any] = {
