@@ -17,27 +17,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from st_rl.env.adapters.apis import (
-    API_NAMES,
-    ObservationGroups,
-    detect_api,
-    group_mapping,
-    resolve_obs_groups,
-)
-from st_rl.env.adapters.contract import EnvOutputError, NonFiniteError, OutputChecker, describe_value
+from st_rl.env.adapters.apis import API_NAMES as API_NAMES  # re-exported: st_rl.env.adapter's public names
+from st_rl.env.adapters.apis import ObservationGroups as ObservationGroups
+from st_rl.env.adapters.apis import detect_api, group_mapping, resolve_obs_groups
+from st_rl.env.adapters.contract import EnvOutputError, NonFiniteError, OutputChecker
+from st_rl.env.adapters.contract import describe_value as describe_value
 from st_rl.env.layout import Shape, normalize_segments
 from st_rl.utils.distributed import is_distributed
-
-__all__ = [
-    "API_NAMES",
-    "EnvAdapter",
-    "EnvOutputError",
-    "EnvSpec",
-    "NonFiniteError",
-    "ObservationGroups",
-    "describe_value",
-    "detect_api",
-]
 
 
 def _declared(env: Any, name: str) -> Any:
