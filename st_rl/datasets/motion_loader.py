@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from st_rl.tasks.locomotion_style import roll_window
 from st_rl.tasks.motion_recorder import load_motion_file
 
 __all__ = ["AMPLoader", "AmpObservationWrapper", "MotionLoader", "gait_distance"]
@@ -270,10 +271,7 @@ class AmpObservationWrapper:
         return extras
 
     def _roll(self, dones: torch.Tensor) -> None:
-        feats = self._features().to(self.ref_obs_buf.device)
-        rolled = torch.cat([self.ref_obs_buf[:, 1:], feats[:, None]], dim=1)
-        fresh = feats[:, None].expand_as(self.ref_obs_buf)
-        self.ref_obs_buf = torch.where(dones.reshape(-1, 1, 1).bool(), fresh, rolled)
+        self.ref_obs_buf = roll_window(self.ref_obs_buf, self._features().to(self.ref_obs_buf.device), dones)
 
     def step(self, actions: torch.Tensor) -> Any:
         out = self.env.step(actions)

@@ -62,6 +62,7 @@ from st_rl.tasks.locomotion_style import (
     check_motion_source,
     default_style_fields,
     foot_style_fields,
+    roll_window,
     style_columns,
 )
 
@@ -467,9 +468,7 @@ class LeggedLocomotion(BuiltinTask):
 
     def _post_reset(self, dones: torch.Tensor) -> None:
         if self.amp_obs_frame_num > 0:  # the history of a new episode starts full of its first frame
-            feat = self.style_features()[:, None]
-            rolled = torch.cat([self.ref_obs_buf[:, 1:], feat], dim=1)
-            self.ref_obs_buf = torch.where(dones[:, None, None], feat.expand_as(rolled), rolled)
+            self.ref_obs_buf = roll_window(self.ref_obs_buf, self.style_features(), dones)
 
     def _ground_height(self, xy: torch.Tensor) -> torch.Tensor:
         """Terrain height under world points ``xy`` (..., 2) (0 on flat ground)."""

@@ -58,6 +58,13 @@ def all_style_features(
     return torch.cat(parts if feet is None else [*parts, feet], dim=1)
 
 
+def roll_window(window: torch.Tensor, features: torch.Tensor, reset: torch.Tensor) -> torch.Tensor:
+    """``window`` (N, H, F) shifted by one frame with ``features`` (N, F) last; envs where ``reset`` (N,) is
+    set start over: their window is ``features`` in every frame."""
+    rolled = torch.cat([window[:, 1:], features[:, None]], dim=1)
+    return torch.where(reset.reshape(-1, 1, 1).bool(), features[:, None].expand_as(rolled), rolled)
+
+
 def check_motion_source(source: Any, style_fields: list[str], frame_num: int, task_name: str) -> None:
     """Refuse a motion source whose ``style_fields`` or window length differ from the task's.
 
