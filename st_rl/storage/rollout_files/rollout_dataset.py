@@ -78,6 +78,19 @@ DEFAULT_POLL_INTERVAL_S = 10.0
 """Seconds between two scans of the data directories while a :class:`RolloutDataset` waits."""
 
 
+# Transition field -> the per-frame array it is read from
+_FIELD_SOURCES = {
+    "observation": "observations",
+    "privileged_observation": "privileged_observations",
+    "action": "actions",
+    "reward": "rewards",
+    "done": "dones",
+    "timeout": "timeouts",
+    "next_observation": "observations",
+    "next_privileged_observation": "privileged_observations",
+}
+
+
 def _is_integer(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -191,19 +204,7 @@ class RolloutDataset(RolloutFileBase):
         TrajectoryFileError: a file is corrupt or disagrees with the dataset's metadata.
     """
 
-    Transition = namedarraytuple(
-        "Transition",
-        [
-            "observation",
-            "privileged_observation",
-            "action",
-            "reward",
-            "done",
-            "timeout",
-            "next_observation",
-            "next_privileged_observation",
-        ],
-    )
+    Transition = namedarraytuple("Transition", list(_FIELD_SOURCES))
     get_frame_range = staticmethod(get_frame_range)
 
     def __init__(
@@ -495,16 +496,7 @@ class RolloutDataset(RolloutFileBase):
                 return None
             return torch.empty(*lead, *slots[key].shape[2:], dtype=slots[key].dtype, device=self.device)
 
-        return self.Transition(
-            observation=empty("observations"),
-            privileged_observation=empty("privileged_observations"),
-            action=empty("actions"),
-            reward=empty("rewards"),
-            done=empty("dones"),
-            timeout=empty("timeouts"),
-            next_observation=empty("observations"),
-            next_privileged_observation=empty("privileged_observations"),
-        )
+        return self.Transition(**{name: empty(key) for name, key in _FIELD_SOURCES.items()})
 
     def fill_transition(self, buffer: Any, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
         """Write the next transition of each slot of ``env_ids`` (all when ``None``) into ``buffer`` (leading
@@ -524,25 +516,22 @@ class RolloutDataset(RolloutFileBase):
 
         pos = positions()
 
-        def gather(key: str) -> torch.Tensor:
-            return slots[key][gather_rows, pos]
+        def gather(key: str) -> torch.Tensor | None:
+            return slots[key][gather_rows, pos] if key in slots else None
 
-        def put(dst: torch.Tensor | None, value: torch.Tensor) -> None:
-            if dst is None:
+        def put(dst: torch.Tensor | None, value: torch.Tensor | None) -> None:
+            if dst is None or value is None:
                 return
             if rows is None:
                 dst.copy_(value)
             else:
                 dst[rows] = value
 
-        has_priv = "privileged_observations" in slots
         put(buffer.observation, gather("observations"))
-        if has_priv:
-            put(buffer.privileged_observation, gather("privileged_observations"))
+        put(buffer.privileged_observation, gather("privileged_observations"))
         put(buffer.action, gather("actions"))
         put(buffer.reward, gather("rewards"))
-        done = gather("dones")
-        timeout = gather("timeouts")
+        done, timeout = slots["dones"][gather_rows, pos], slots["timeouts"][gather_rows, pos]
         cut = self._fresh[ids].copy()
 
         # advance; only slots leaving their file need Python-level work
@@ -569,8 +558,7 @@ class RolloutDataset(RolloutFileBase):
         put(buffer.timeout, timeout)
         pos = positions()
         put(buffer.next_observation, gather("observations"))
-        if has_priv:
-            put(buffer.next_privileged_observation, gather("privileged_observations"))
+        put(buffer.next_privileged_observation, gather("privileged_observations"))
 
 
 # ---------------------------------------------------------------------------------------------- config
