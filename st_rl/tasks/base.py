@@ -35,6 +35,12 @@ class BuiltinTask(ABC):
     and optionally ``_episode_metrics`` / ``_post_reset``.
 
     Every subclass config has ``dt`` (seconds per step), ``episode_length_s`` and ``clip_actions``.
+
+    Args:
+        num_envs: parallel environments.
+        device: torch device of all buffers.
+        seed: seed of the private generator; None draws it from torch's global RNG.
+        cfg: overrides of ``DEFAULT_CFG`` (unknown keys raise ``TypeError``).
     """
 
     DEFAULT_CFG: dict[str, Any] = {}

@@ -35,10 +35,8 @@ class CueMemory(BuiltinTask):
     policy can do); uniform random actions in [-1, 1] about 0.77.
 
     Args:
-        num_envs: number of parallel environments.
-        device: torch device of all buffers.
-        seed: seed of the private generator; None draws it from the global torch RNG.
-        **cfg: overrides of ``DEFAULT_CFG`` (SI units: seconds, metres, kilograms, newtons).
+        num_envs, device, seed: as for :class:`~st_rl.tasks.base.BuiltinTask`.
+        **cfg: overrides of ``DEFAULT_CFG`` (SI units).
     """
 
     DEFAULT_CFG: dict[str, Any] = {
