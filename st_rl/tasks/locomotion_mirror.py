@@ -1,26 +1,16 @@
 """Left-right mirror maps of :class:`~st_rl.tasks.locomotion.LeggedLocomotion` (for ``Symmetry``).
 
-The mirror is the reflection ``y -> -y`` about the robot's sagittal plane (the x-z plane of the base
-frame). Each map is a :class:`SignedPermutation` of the last dimension (any leading dimensions), an
-involution, precomputed on the task's device. Components transform as:
-
-* polar vectors (``base_lin_vel``, ``projected_gravity``, style ``root_pos`` / ``root_vel``; the
-  world-frame style fields mirror about the world x-z plane): ``(x, y, z) -> (x, -y, z)``;
-* axial vectors (``base_ang_vel``, style ``root_ang_vel``): ``(x, y, z) -> (-x, y, -z)``;
-* ``commands`` ``(vx, vy, yaw rate) -> (vx, -vy, -yaw rate)``; style ``root_rot``
-  ``(w, x, y, z) -> (w, -x, y, -z)``;
-* joint components (``dof_pos`` relative to the standing pose, ``dof_vel``, ``last_actions``, actions,
-  style joint fields): each joint takes the value of its mirror partner (FR <-> FL, RR <-> RL), with
-  the sign flipped for hinges whose axis lies in the mirror plane (about x or z: hip abduction) and
-  kept for hinges about its normal y (thigh, calf); the built-in robot's joint map is
-  ``FR_hip <- -FL_hip, FR_thigh <- FL_thigh, FR_calf <- FL_calf`` and likewise for the other legs;
-* ``height_measurements`` (1, nx, ny): scan column ``iy -> ny - 1 - iy`` (the scan's y grid must be
-  symmetric); ``foot_contact``: mirror partner's foot; style foot positions ``<foot>_pos_*_b``: the
-  mirror partner foot's position, as a polar vector; ``friction``, ``added_mass``: unchanged.
-
-Partners and signs come from the model's geometry (joint anchors and axes, foot positions in the base
-frame at ``qpos0``), so any mirror-symmetric MJCF or URDF robot works. The standing pose must be its own
-mirror image, so the maps need no offsets.
+The mirror is the reflection ``y -> -y`` about the robot's sagittal plane (the base frame's x-z plane); each map
+is a :class:`SignedPermutation` (an involution) of the last dimension. Polar vectors (``base_lin_vel``,
+``projected_gravity``, style ``root_pos`` / ``root_vel``) map ``(x, y, z) -> (x, -y, z)``; axial vectors
+(``base_ang_vel``, style ``root_ang_vel``) ``(x, y, z) -> (-x, y, -z)``; ``commands`` ``(vx, vy, yaw) -> (vx,
+-vy, -yaw)``; style ``root_rot`` ``(w, x, y, z) -> (w, -x, y, -z)``. Joint components (``dof_pos``,
+``dof_vel``, ``last_actions``, actions, style joint fields) take the value of the joint's mirror partner
+(FR <-> FL, RR <-> RL), negated for hinges whose axis lies in the mirror plane (hip abduction) and kept for
+hinges about its normal (thigh, calf). ``height_measurements`` flips its scan columns (the y grid must be
+symmetric), ``foot_contact`` and style foot positions take the partner foot's; ``friction`` and
+``added_mass`` are unchanged. Partners and signs come from the model's geometry at ``qpos0``, so any
+mirror-symmetric MJCF or URDF robot works; the standing pose must be its own mirror image.
 """
 
 from __future__ import annotations

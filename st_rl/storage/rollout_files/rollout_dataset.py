@@ -159,21 +159,18 @@ def no_data_message(
 class RolloutDataset(RolloutFileBase):
     """Serve recorded trajectories to ``num_envs`` slots as environment-like transitions.
 
-    Each slot reads one trajectory from a starting frame drawn uniformly from ``starting_frame_range``
-    (clipped to the trajectory), one frame per call. Transition ``t`` of a slot is
-    ``(observation_t, privileged_observation_t, action_t, reward_t, done_t, timeout_t, observation_{t+1},
-    privileged_observation_{t+1})``. When a slot's trajectory ends, it takes the next trajectory and, as an
-    environment that resets, reports ``done=True`` with the next observation being the new trajectory's first
-    frame; a trajectory that ends without a recorded done (cut by the end of the recording) also reports
-    ``timeout=True``. The first frame served from every newly started trajectory is reported with
-    ``done=True`` (``timeout=True`` unless it is a recorded termination) so that a consumer drops whatever
-    state it carried from the previous source; disable with ``mark_first_frame_done=False``.
+    Each slot reads one trajectory, one frame per call, from a starting frame drawn uniformly from
+    ``starting_frame_range`` (clipped to the trajectory). Transition ``t`` of a slot holds the fields of
+    :attr:`Transition` at frame ``t`` (``next_*`` at ``t + 1``). When a slot's trajectory ends it takes the next
+    one and, like an environment that resets, reports ``done=True`` with the new trajectory's first frame as
+    next observation (``timeout=True`` too where no done was recorded). The first frame of every new trajectory
+    is reported as done (timeout unless a recorded termination) so that a consumer drops carried state; disable
+    with ``mark_first_frame_done=False``.
 
-    Trajectories are handed out in modification-time order (or shuffled) from a queue. When the queue is
-    empty, the data directories are scanned again and a new loop starts, ``dataset_loops`` loops in all
-    (``< 1``: forever); after that the dataset is exhausted: :meth:`get_batch` returns ``None`` and
-    iteration stops. With fewer trajectories than slots, a loop hands every trajectory out several times
-    (cycling through them until each slot got one), so slots share trajectories.
+    Trajectories are handed out in modification-time order (or shuffled). An empty queue rescans the data
+    directories and starts a new loop, ``dataset_loops`` in all (``< 1``: forever); then the dataset is
+    exhausted (:meth:`get_batch` returns ``None``, iteration stops). With fewer trajectories than slots, a loop
+    hands each one out several times.
 
     Args:
         data_dir: dataset directory or list of directories (searched recursively for ``trajectory_*``).
