@@ -27,11 +27,7 @@ from st_rl.utils.distributed import is_distributed
 
 
 def _declared(env: Any, name: str) -> Any:
-    """The environment's attribute ``name``, or None where the environment does not declare it.
-
-    The one place st_rl reads optional attributes of a user's environment: the rest of the library uses the
-    typed properties of :class:`EnvAdapter` and :class:`EnvSpec` built on it.
-    """
+    """The environment's attribute ``name``, or None (the one place st_rl reads optional env attributes)."""
     return getattr(env, name, None)
 
 
@@ -177,14 +173,8 @@ class EnvAdapter:
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
     def _split_observations(self, raw: Any, privileged: Any, method: str, privileged_method: str = ""):
-        """Return ``(obs, critic_obs, extras)`` from one raw observation payload, checked (see the module doc).
-
-        Args:
-            raw: what ``method`` returned as the observation (legged_gym: the tensor; rsl_rl2: ``(obs, extras)``;
-                tensordict: the groups).
-            privileged: legged_gym's privileged observation (None: the critic sees the actor observation).
-            method: the environment method that returned ``raw`` (for error messages).
-            privileged_method: the method that returned ``privileged`` (default: ``method``).
+        """``(obs, critic_obs, extras)`` of one raw payload of ``method`` (legged_gym: the tensor, with
+        ``privileged`` from ``privileged_method``; rsl_rl2: ``(obs, extras)``; tensordict: the groups), checked.
         """
         if self.api == "legged_gym":
             obs = self._out.observation(raw, method, "obs")

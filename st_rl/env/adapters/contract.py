@@ -37,13 +37,8 @@ def describe_value(value: Any) -> str:
 
 
 class OutputChecker:
-    """Checks and converts the outputs of one environment (see the module docstring).
-
-    Args:
-        env_name: the environment's class name (for messages).
-        num_envs: environments per output.
-        device: training device the outputs are moved to.
-        env_device: the environment's device (for messages), if it declares one.
+    """Checks and converts the outputs of one environment (``env_name``, ``num_envs`` per output) and moves them
+    to ``device`` (see the module docstring); ``env_device`` is named in messages.
     """
 
     def __init__(
