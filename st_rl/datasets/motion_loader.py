@@ -19,7 +19,28 @@ from typing import Any
 import numpy as np
 import torch
 
+from st_rl.tasks.locomotion_style import roll_window
+from st_rl.tasks.motion_recorder import load_motion_file
+
 __all__ = ["AMPLoader", "AmpObservationWrapper", "MotionLoader", "gait_distance"]
+
+
+def _trajectory_frames(
+    name: str, path: str, traj: dict[str, Any], style_fields: list[str], begin: int | None, end: int | None
+) -> tuple[np.ndarray, float]:
+    """The ``style_fields`` columns of a trajectory's frames ``[begin, end)``, and their duration (s)."""
+    fields = list(traj["Fields"])
+    missing = [f for f in style_fields if f not in fields]
+    if missing:
+        raise ValueError(
+            f"Trajectory '{name}' in {path} lacks style fields {missing}; it has {fields}. Record the "
+            "motion with these fields or choose style_fields among them."
+        )
+    data = np.asarray(traj["Frames"], dtype=np.float32)[begin:end]
+    if data.ndim != 2 or data.shape[1] != len(fields):
+        raise ValueError(f"Trajectory '{name}' in {path}: Frames must be (T, {len(fields)})")
+    duration = (data.shape[0] - 1) * float(traj["FrameDuration"])
+    return data[:, [fields.index(f) for f in style_fields]], duration
 
 
 class MotionLoader:
@@ -57,20 +78,11 @@ class MotionLoader:
         device: str | torch.device = "cpu",
         generator: torch.Generator | None = None,
     ) -> None:
-        from st_rl.tasks.motion_recorder import load_motion_file
-
-        if (
-            isinstance(amp_obs_frame_num, bool)
-            or not isinstance(amp_obs_frame_num, numbers.Integral)
-            or amp_obs_frame_num < 1
-        ):
+        integral = not isinstance(amp_obs_frame_num, bool) and isinstance(amp_obs_frame_num, numbers.Integral)
+        if not (integral and amp_obs_frame_num >= 1):
             raise ValueError(f"amp_obs_frame_num must be an integer >= 1, got {amp_obs_frame_num!r}")
-        if (
-            isinstance(time_between_frames, bool)
-            or not isinstance(time_between_frames, numbers.Real)
-            or not math.isfinite(time_between_frames)
-            or time_between_frames <= 0
-        ):
+        seconds = not isinstance(time_between_frames, bool) and isinstance(time_between_frames, numbers.Real)
+        if not (seconds and math.isfinite(time_between_frames) and time_between_frames > 0):
             raise ValueError(
                 f"time_between_frames must be a finite number of seconds > 0, got {time_between_frames!r}"
             )
@@ -88,27 +100,16 @@ class MotionLoader:
         window_s = (self.amp_obs_frame_num - 1) * self.time_between_frames
         for path in paths:
             for name, traj in load_motion_file(path).items():
-                fields = list(traj["Fields"])
-                if not self.style_fields:
-                    self.style_fields = fields
-                missing = [f for f in self.style_fields if f not in fields]
-                if missing:
-                    raise ValueError(
-                        f"Trajectory '{name}' in {path} lacks style fields {missing}; it has {fields}. Record the "
-                        "motion with these fields or choose style_fields among them."
-                    )
-                data = np.asarray(traj["Frames"], dtype=np.float32)[frame_begin:frame_end]
-                if data.ndim != 2 or data.shape[1] != len(fields):
-                    raise ValueError(f"Trajectory '{name}' in {path}: Frames must be (T, {len(fields)})")
-                cols = [fields.index(f) for f in self.style_fields]
-                dt = float(traj["FrameDuration"])
-                duration = (data.shape[0] - 1) * dt
+                self.style_fields = self.style_fields or list(traj["Fields"])
+                data, duration = _trajectory_frames(
+                    name, path, traj, self.style_fields, frame_begin, frame_end
+                )
                 if duration + 1e-9 < window_s or data.shape[0] < 2:
                     raise ValueError(
                         f"Trajectory '{name}' in {path} lasts {duration:.3f} s, shorter than one window of "
                         f"{self.amp_obs_frame_num} frames {self.time_between_frames} s apart."
                     )
-                frames.append(torch.from_numpy(data[:, cols]))
+                frames.append(torch.from_numpy(data))
                 starts.append(offset)
                 lengths.append(data.shape[0])
                 durations.append(duration)
@@ -270,10 +271,7 @@ class AmpObservationWrapper:
         return extras
 
     def _roll(self, dones: torch.Tensor) -> None:
-        feats = self._features().to(self.ref_obs_buf.device)
-        rolled = torch.cat([self.ref_obs_buf[:, 1:], feats[:, None]], dim=1)
-        fresh = feats[:, None].expand_as(self.ref_obs_buf)
-        self.ref_obs_buf = torch.where(dones.reshape(-1, 1, 1).bool(), fresh, rolled)
+        self.ref_obs_buf = roll_window(self.ref_obs_buf, self._features().to(self.ref_obs_buf.device), dones)
 
     def step(self, actions: torch.Tensor) -> Any:
         out = self.env.step(actions)

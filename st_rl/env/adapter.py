@@ -1,23 +1,8 @@
-"""One adapter for every environment API st_rl accepts.
+"""One adapter for every environment API st_rl accepts (:mod:`st_rl.env.adapters.apis`).
 
-Three APIs are in use (``reference/ancestor_spec.md`` section 1):
-
-* ``"legged_gym"``: ``get_observations() -> Tensor``, ``get_privileged_observations() -> Tensor | None``,
-  ``step(a) -> (obs, privileged_obs, rewards, dones, infos)``.
-* ``"rsl_rl2"`` (st_gym, Isaac Lab rsl_rl 2.x wrappers): ``get_observations() -> (obs, extras)``,
-  ``step(a) -> (obs, rewards, dones, extras)`` with groups in ``extras["observations"]``.
-* ``"tensordict"`` (rsl_rl >= 3, mjlab, Isaac Lab rsl_rl 3.x): observations are a TensorDict (or any mapping)
-  of groups; ``obs_groups`` chooses which groups feed the actor (``"policy"``) and the critic (``"critic"``).
-
-:class:`EnvAdapter` turns each of them into ``(obs, critic_obs, rewards, dones, infos)`` with flat float
-observations on the training device and bool dones, so runners never branch on the API.
-
-Every output is checked against the contract, with metadata only (no host synchronisation on an accelerator):
-observations ``(num_envs, num_obs)`` (a group of a mapping may have more per-environment dimensions: they are
-flattened), rewards ``(num_envs,)``, dones and time-outs ``(num_envs,)`` bool or 0/1 numbers, observations and
-rewards floating point. Nothing is reshaped across environments: a transposed or short output raises
-:class:`EnvOutputError` naming the method, the output, what it was and the fix. numpy arrays are converted
-(copied); everything is moved to the training device.
+:class:`EnvAdapter` turns each API into ``(obs, critic_obs, rewards, dones, infos)`` with flat float
+observations on the training device and bool dones, so runners never branch on the API. Every output is checked
+against the contract (:mod:`st_rl.env.adapters.contract`) with metadata only (no host synchronisation).
 """
 
 from __future__ import annotations
@@ -27,72 +12,23 @@ import math
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-import numpy as np
 import torch
+import torch.distributed as dist
 
 from st_rl.config.defaults import RUNNER_DEFAULTS
+from st_rl.env.adapters.apis import API_NAMES as API_NAMES  # re-exported: st_rl.env.adapter's public names
+from st_rl.env.adapters.apis import ObservationGroups as ObservationGroups
+from st_rl.env.adapters.apis import detect_api, group_mapping, resolve_obs_groups
+from st_rl.env.adapters.contract import EnvOutputError, NonFiniteError, OutputChecker
+from st_rl.env.adapters.contract import describe_value as describe_value
 from st_rl.env.layout import Shape, normalize_segments
-
-API_NAMES = ("legged_gym", "rsl_rl2", "tensordict")
-
-
-class NonFiniteError(ValueError):
-    """Raised when the environment returns NaN or Inf in observations or rewards."""
-
-
-class EnvOutputError(ValueError):
-    """An environment output of the wrong type, shape, dtype or device.
-
-    The message names the environment method (``step``, ``get_observations``, ...), the output (``obs``,
-    ``rewards``, ``extras['observations']['critic']``, ...), what was returned and the fix.
-    """
-
-
-def describe_value(value: Any) -> str:
-    """A short description of an environment output for error messages (type, dtype, shape, device)."""
-    if isinstance(value, torch.Tensor):
-        return f"a {value.dtype} tensor of shape {tuple(value.shape)} on {value.device}"
-    if isinstance(value, np.ndarray):
-        return f"a numpy {value.dtype} array of shape {value.shape}"
-    return f"a {type(value).__name__}" if value is not None else "None"
-
-
-@runtime_checkable
-class ObservationGroups(Protocol):
-    """Observations as named groups: a ``tensordict.TensorDict``, a dict, or any mapping-like object."""
-
-    def keys(self) -> Any:
-        """The group names."""
-        ...
-
-    def __getitem__(self, name: str) -> Any:
-        """The group ``name`` (a tensor with the environments first)."""
-        ...
-
-
-def detect_api(first_observation: Any) -> str:
-    """Return the API name given what ``env.get_observations()`` returned."""
-    if isinstance(first_observation, (torch.Tensor, np.ndarray)):
-        return "legged_gym"
-    if isinstance(first_observation, (tuple, list)) and len(first_observation) == 2:
-        return "rsl_rl2"
-    if isinstance(first_observation, (Mapping, ObservationGroups)):
-        return "tensordict"
-    raise TypeError(
-        "env.get_observations() returned "
-        f"{describe_value(first_observation)}; expected a Tensor (legged_gym API), an (obs, extras) tuple "
-        "(rsl_rl 2.x / Isaac Lab API) or a TensorDict / mapping of observation groups (rsl_rl >= 3 API)."
-    )
+from st_rl.utils.distributed import is_distributed
 
 
 def _declared(env: Any, name: str) -> Any:
-    """The environment's attribute ``name``, or None where the environment does not declare it.
-
-    The one place st_rl reads optional attributes of a user's environment: the rest of the library uses the
-    typed properties of :class:`EnvAdapter` and :class:`EnvSpec` built on it.
-    """
+    """The environment's attribute ``name``, or None (the one place st_rl reads optional env attributes)."""
     return getattr(env, name, None)
 
 
@@ -187,9 +123,10 @@ class EnvAdapter:
         self.device = torch.device(device if device is not None else (self.env_device or "cpu"))
         self.check_finite = check_finite
         self.num_envs = int(env.num_envs)
+        self._out = OutputChecker(type(env).__name__, self.num_envs, self.device, self.env_device)
         first = env.get_observations()
         self.api = detect_api(first)
-        self._obs_groups = self._resolve_obs_groups(first, obs_groups)
+        self._obs_groups = resolve_obs_groups(self.api, first, obs_groups)
         self.has_critic_group = self._has_critic(first)
         priv = (
             self.env.get_privileged_observations()
@@ -215,59 +152,6 @@ class EnvAdapter:
         self._group_names = ["policy", "critic", "rewards"]
         self._nonfinite = torch.zeros(len(self._group_names), dtype=torch.bool, device=self.device)
 
-    # ------------------------------------------------------------------ API detection helpers
-    def _resolve_obs_groups(self, first: Any, obs_groups: Mapping[str, Sequence[str]] | None):
-        if self.api == "legged_gym":
-            if obs_groups:
-                raise ValueError(
-                    "obs_groups applies to environments whose observations are groups; "
-                    "this environment returns flat tensors (legged_gym API)."
-                )
-            return None
-        groups_available = list(self._group_mapping(first).keys())
-        resolved: dict[str, list[str]] = {}
-        if obs_groups:
-            for key, names in obs_groups.items():
-                if key not in ("policy", "critic", "actor"):
-                    raise ValueError(f"obs_groups key '{key}' is not one of 'policy', 'critic' (or 'actor').")
-                names = [names] if isinstance(names, str) else names
-                if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
-                    raise ValueError(
-                        f"obs_groups['{key}'] must be a list of observation group names, got {names!r}; "
-                        f"available groups: {groups_available}"
-                    )
-                names = list(names)
-                missing = [n for n in names if n not in groups_available]
-                if missing:
-                    raise ValueError(
-                        f"obs_groups['{key}'] names groups {missing} that the environment does not provide; "
-                        f"available groups: {groups_available}"
-                    )
-                resolved["policy" if key == "actor" else key] = names
-        if "policy" not in resolved:
-            if self.api == "rsl_rl2":
-                resolved["policy"] = []  # the obs tensor step() returns, as the reference runner uses it
-            elif "policy" in groups_available:
-                resolved["policy"] = ["policy"]
-            elif "actor" in groups_available:
-                resolved["policy"] = ["actor"]
-            else:
-                raise ValueError(
-                    f"No actor observation group: the environment provides {groups_available}; set "
-                    "obs_groups={'policy': [...], 'critic': [...]} in the runner config."
-                )
-        if "critic" not in resolved and "critic" in groups_available:
-            resolved["critic"] = ["critic"]
-        return resolved
-
-    def _group_mapping(self, raw: Any) -> Mapping[str, torch.Tensor]:
-        if self.api == "tensordict":
-            return raw
-        if self.api == "rsl_rl2":
-            extras = raw[1] if isinstance(raw, (tuple, list)) else raw
-            return (extras or {}).get("observations", {}) or {}
-        return {}
-
     def _has_critic(self, first: Any) -> bool:
         if self.api == "legged_gym":
             n = _declared(self.env, "num_privileged_obs")
@@ -279,162 +163,46 @@ class EnvAdapter:
         if layout is not None:
             return layout
         if self.api == "tensordict" and self._obs_groups and self._obs_groups.get(key):
-            groups = self._group_mapping(first)
+            groups = group_mapping(self.api, first)
             return OrderedDict((g, tuple(groups[g].shape[1:]) or (1,)) for g in self._obs_groups[key])
         return None
-
-    # ------------------------------------------------------------------ output checks (metadata only)
-    def _output_error(self, method: str, output: str, value: Any, rule: str, fix: str) -> EnvOutputError:
-        return EnvOutputError(
-            f"{type(self.env).__name__}.{method}() returned {output} as {describe_value(value)}; {rule}. "
-            f"Fix: {fix}."
-        )
-
-    def _tensor(self, value: Any, method: str, output: str, expected: str) -> torch.Tensor:
-        """``value`` as a tensor: tensors as they are, numeric numpy arrays copied, anything else refused."""
-        if isinstance(value, torch.Tensor):
-            return value
-        if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
-            return torch.tensor(value)  # a copy: the environment may reuse its array
-        raise self._output_error(
-            method,
-            output,
-            value,
-            f"expected a torch.Tensor (or a numeric numpy array) of shape {expected}",
-            f"return {output} as a tensor of that shape (torch.as_tensor(x, device=env.device))",
-        )
-
-    def _to_device(
-        self, x: torch.Tensor, method: str, output: str, dtype: torch.dtype | None = None
-    ) -> torch.Tensor:
-        """``x`` on the training device (and in ``dtype``); a no-op when it is there already."""
-        try:
-            return x.to(device=self.device, dtype=dtype)
-        except (RuntimeError, NotImplementedError) as e:
-            reason = (str(e).splitlines() or [type(e).__name__])[0]
-            raise self._output_error(
-                method,
-                output,
-                x,
-                f"it cannot be moved to the training device {self.device} ({reason})",
-                "return tensors with data on a real device (the environment's device, "
-                f"{self.env_device or 'cpu'}), or train on a device that can read them",
-            ) from e
-
-    def _observation(self, value: Any, method: str, output: str, group: bool = False) -> torch.Tensor:
-        """One observation tensor checked and converted to float32 ``(num_envs, width)`` on the training device.
-
-        A flat observation must be exactly ``(num_envs, width)``; a group of a mapping may have several
-        per-environment dimensions (flattened), but its first dimension must be ``num_envs`` too.
-        """
-        n = self.num_envs
-        x = self._tensor(value, method, output, f"(num_envs, num_obs) with num_envs={n}")
-        if not x.dtype.is_floating_point:
-            raise self._output_error(
-                method,
-                output,
-                x,
-                "observations must be floating point",
-                f"convert them in the environment ({output}.float())",
-            )
-        shape = tuple(x.shape)
-        if x.ndim < (1 if group else 2) or shape[0] != n or (not group and x.ndim != 2):
-            if x.ndim == 2 and shape[1] == n and shape[0] != n:
-                rule = f"expected (num_envs, num_obs) = ({n}, ...); it looks transposed"
-                fix = (
-                    f"return it with the environments first ({output}.T); st_rl does not reshape observations"
-                )
-            elif x.ndim >= 1 and shape[0] != n:
-                rule = (
-                    f"expected one row per environment, (num_envs, num_obs) = ({n}, ...), got {shape[0]} rows"
-                )
-                fix = f"return {n} rows (num_envs={n}); st_rl does not reshape observations"
-            else:
-                rule = f"expected a 2-D (num_envs, num_obs) = ({n}, ...) tensor"
-                fix = (
-                    f"flatten the per-environment dimensions in the environment ({output}.reshape({n}, -1)), "
-                    "or return them as an observation group of a TensorDict"
-                )
-            raise self._output_error(method, output, x, rule, fix)
-        if x.ndim != 2:
-            x = x.flatten(1) if x.ndim > 2 else x.unsqueeze(1)  # one group: its per-environment dims
-        return self._to_device(x, method, output, torch.float32)
-
-    def _per_env(self, value: Any, method: str, output: str, rewards: bool) -> torch.Tensor:
-        """Rewards (float32) or dones / time-outs (bool) of shape ``(num_envs,)`` on the training device."""
-        n = self.num_envs
-        x = self._tensor(value, method, output, f"({n},)")
-        if rewards and not x.dtype.is_floating_point:
-            raise self._output_error(
-                method, output, x, "rewards must be floating point", f"return {output}.float()"
-            )
-        if not rewards and x.dtype.is_complex:
-            raise self._output_error(
-                method, output, x, "expected bool or 0/1 numbers", f"return {output} as a bool tensor"
-            )
-        if tuple(x.shape) != (n,):
-            fix = (
-                f"return it as ({n},) ({output}.reshape({n}) in the environment); st_rl does not reshape"
-                if x.numel() == n
-                else f"return one value per environment (num_envs={n})"
-            )
-            raise self._output_error(method, output, x, f"expected shape (num_envs,) = ({n},)", fix)
-        if rewards:
-            return self._to_device(x, method, output, torch.float32)
-        return self._to_device(x, method, output).bool()
-
-    def _check_width(self, x: torch.Tensor, width: int | None, method: str, output: str) -> None:
-        if width is not None and x.shape[1] != width:
-            raise self._output_error(
-                method,
-                output,
-                x,
-                f"expected (num_envs, {width}): the width of the first observation, which the policy is built for",
-                "return observations of a fixed width",
-            )
 
     # ------------------------------------------------------------------ observations
     def _concat(self, groups: Mapping[str, Any], names: list[str], method: str) -> torch.Tensor:
         where = "obs" if self.api == "tensordict" else "extras['observations']"
-        parts = [self._observation(groups[n], method, f"{where}[{n!r}]", group=True) for n in names]
+        parts = [self._out.observation(groups[n], method, f"{where}[{n!r}]", group=True) for n in names]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
     def _split_observations(self, raw: Any, privileged: Any, method: str, privileged_method: str = ""):
-        """Return ``(obs, critic_obs, extras)`` from one raw observation payload, checked (see the module doc).
-
-        Args:
-            raw: what ``method`` returned as the observation (legged_gym: the tensor; rsl_rl2: ``(obs, extras)``;
-                tensordict: the groups).
-            privileged: legged_gym's privileged observation (None: the critic sees the actor observation).
-            method: the environment method that returned ``raw`` (for error messages).
-            privileged_method: the method that returned ``privileged`` (default: ``method``).
+        """``(obs, critic_obs, extras)`` of one raw payload of ``method`` (legged_gym: the tensor, with
+        ``privileged`` from ``privileged_method``; rsl_rl2: ``(obs, extras)``; tensordict: the groups), checked.
         """
         if self.api == "legged_gym":
-            obs = self._observation(raw, method, "obs")
+            obs = self._out.observation(raw, method, "obs")
             critic = (
                 obs
                 if privileged is None
-                else self._observation(privileged, privileged_method or method, "privileged_obs")
+                else self._out.observation(privileged, privileged_method or method, "privileged_obs")
             )
-            self._check_width(obs, self._widths.get("obs"), method, "obs")
+            self._out.check_width(obs, self._widths.get("obs"), method, "obs")
             if privileged is not None:
                 width = self._widths.get("critic")
-                self._check_width(critic, width, privileged_method or method, "privileged_obs")
+                self._out.check_width(critic, width, privileged_method or method, "privileged_obs")
             return obs, critic, {}
-        groups = self._group_mapping(raw)
+        groups = group_mapping(self.api, raw)
         assert self._obs_groups is not None
         if self.api == "rsl_rl2" and not self._obs_groups["policy"]:
-            obs = self._observation(raw[0], method, "obs")
+            obs = self._out.observation(raw[0], method, "obs")
             actor_label = "obs"
         else:
             obs = self._concat(groups, self._obs_groups["policy"], method)
             actor_label = f"observation groups {self._obs_groups['policy']}"
-        self._check_width(obs, self._widths.get("obs"), method, actor_label)
+        self._out.check_width(obs, self._widths.get("obs"), method, actor_label)
         critic_names = self._obs_groups.get("critic")
         critic = self._concat(groups, critic_names, method) if critic_names else obs
         if critic_names:
             label = f"observation groups {critic_names}"
-            self._check_width(critic, self._widths.get("critic"), method, label)
+            self._out.check_width(critic, self._widths.get("critic"), method, label)
         extras = dict(raw[1]) if self.api == "rsl_rl2" and raw[1] is not None else {}
         if self.api == "tensordict" and "ref_obs" in groups:
             extras["observations"] = {
@@ -492,7 +260,7 @@ class EnvAdapter:
         infos_name = "infos" if self.api == "legged_gym" else "extras"
         raw_infos = out[-1]
         if raw_infos is not None and not isinstance(raw_infos, Mapping):
-            raise self._output_error(
+            raise self._out.error(
                 "step", infos_name, raw_infos, "expected a dict", f"return a dict (or None) as {infos_name}"
             )
         infos = dict(raw_infos or {})
@@ -507,10 +275,10 @@ class EnvAdapter:
             obs, critic, split_extras = self._split_observations(payload, None, "step")
             if self.api == "tensordict" and "observations" in split_extras:
                 infos["observations"] = {**(infos.get("observations") or {}), **split_extras["observations"]}
-        rewards = self._per_env(rewards, "step", "rewards", rewards=True)
-        dones = self._per_env(dones, "step", "dones", rewards=False)
+        rewards = self._out.per_env(rewards, "step", "rewards", rewards=True)
+        dones = self._out.per_env(dones, "step", "dones", rewards=False)
         if infos.get("time_outs") is not None:
-            infos["time_outs"] = self._per_env(
+            infos["time_outs"] = self._out.per_env(
                 infos["time_outs"], "step", f"{infos_name}['time_outs']", False
             )
         self._check(obs, critic, rewards)
@@ -528,12 +296,8 @@ class EnvAdapter:
 
     def sync_nonfinite(self) -> None:
         """Multi-rank runs: share the NaN/Inf flags of all ranks, so that all raise (or none does)."""
-        from st_rl.utils.distributed import is_distributed
-
         if self.check_finite == "off" or not is_distributed():
             return
-        import torch.distributed as dist
-
         flags = self._nonfinite.to(torch.int32)
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
         self._nonfinite.copy_(flags.bool())

@@ -1,19 +1,11 @@
 """The environment contracts st_rl trains on: the reference's abstract base class and a typing protocol.
 
-st_rl accepts three environment APIs (see :mod:`st_rl.env.adapter`, which tells them apart by what
-``get_observations()`` returns); an environment need not derive from anything here.
-
-* :class:`VecEnv` is the reference's abstract base class (rsl_rl / legged_gym ``VecEnv``), for environments
-  written by subclassing it: the legged_gym API, ``step(actions) -> (obs, privileged_obs, rewards, dones,
-  infos)`` and ``get_observations() -> obs``.
-* :class:`VecEnvLike` is the protocol of the native API the built-in tasks implement (the rsl_rl 2.x / Isaac
-  Lab ``RslRlVecEnvWrapper`` generation), for type annotations:
-
-  * ``get_observations() -> (obs, extras)``, with ``extras["observations"]`` a dict of observation groups
-    (``"policy"`` is ``obs``; ``"critic"`` is optional).
-  * ``step(actions) -> (obs, rewards, dones, extras)``; finished envs are reset inside ``step`` and the
-    returned obs of a done env is its first obs after the reset. ``extras`` may hold ``"time_outs"`` (bool,
-    truncation), ``"log"`` (flat scalar dict, keys with "/" logged verbatim) and ``"episode"``.
+An environment need not derive from anything here (:mod:`st_rl.env.adapters.apis` lists the accepted APIs).
+:class:`VecEnv` is the reference's (rsl_rl / legged_gym) abstract base class; :class:`VecEnvLike` is the
+protocol of the native API the built-in tasks implement (rsl_rl 2.x / Isaac Lab ``RslRlVecEnvWrapper``):
+``get_observations() -> (obs, extras)`` with the groups in ``extras["observations"]``, and
+``step(actions) -> (obs, rewards, dones, extras)`` that resets finished envs (their obs is the first after the
+reset); ``extras`` may hold ``"time_outs"``, ``"log"`` (scalars logged verbatim) and ``"episode"``.
 """
 
 from __future__ import annotations

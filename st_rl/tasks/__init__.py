@@ -12,9 +12,11 @@ from typing import Any
 
 import torch
 
+from st_rl.env.adapters.gymnasium import make_gymnasium_env
 from st_rl.tasks.base import BuiltinTask
 from st_rl.tasks.cue_memory import CueMemory
 from st_rl.tasks.image_goal import ImageGoal
+from st_rl.tasks.locomotion import LeggedLocomotion  # MuJoCo is imported when a task is built
 from st_rl.tasks.point_mass import PointMass
 from st_rl.tasks.sparse_goal import SparseGoal
 from st_rl.tasks.velocity_tracking import VelocityTracking
@@ -57,8 +59,6 @@ def make_env(
         ValueError: ``name`` is not registered (the message lists the available names).
     """
     if name.startswith("gym:"):  # a Gymnasium task through st_rl.env.adapters (needs st-rl[gymnasium])
-        from st_rl.env.adapters.gymnasium import make_gymnasium_env
-
         return make_gymnasium_env(name.removeprefix("gym:"), num_envs, seed=seed, device=device, **cfg)
     if name not in TASKS:
         raise ValueError(
@@ -78,8 +78,6 @@ def _quadruped(terrain: str) -> Any:
     def make(
         num_envs: int = 1024, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
     ) -> Any:
-        from st_rl.tasks.locomotion import LeggedLocomotion  # imports MuJoCo only when used
-
         return LeggedLocomotion(num_envs=num_envs, device=device, seed=seed, terrain=terrain, **cfg)
 
     make.__name__ = f"quadruped_{terrain}"

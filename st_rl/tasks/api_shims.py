@@ -1,16 +1,8 @@
-"""Present a native st_rl env through the two other environment APIs st_rl accepts.
+"""Present a native st_rl env through the two other environment APIs st_rl accepts (for tests and docs).
 
-Used by tests and docs to show that the runner's adapter copes with all three generations:
-
-* :class:`LeggedGymStyle`: legged_gym / parkour (5-tuple ``step``, bool dones, ``infos["episode"]``,
-  ``num_privileged_obs`` None without a critic group, ``obs_segments`` properties).
-* :class:`IsaacLabStyle`: Isaac Lab ``RslRlVecEnvWrapper`` for rsl_rl 2.x / st_gym (4-tuple, LONG 0/1 dones,
-  ``num_privileged_obs == 0`` without a critic group, no ``obs_segments``).
-* :class:`TensorDictStyle`: rsl_rl >= 3 (observations as a ``tensordict.TensorDict`` of groups, long dones).
-
-All shims forward ``state_dict``, ``load_state_dict``, ``tracking_error``, ``CoT`` and ``episode_length_buf``
-(get and set) to the wrapped env; ``tracking_error`` / ``CoT`` raise ``AttributeError`` (so ``hasattr`` is
-False) when the wrapped env has no such metric.
+:class:`LeggedGymStyle` (5-tuple ``step``, bool dones, ``infos["episode"]``), :class:`IsaacLabStyle` (rsl_rl
+2.x / st_gym: long 0/1 dones, ``num_privileged_obs == 0`` without a critic, no ``obs_segments``) and
+:class:`TensorDictStyle` (rsl_rl >= 3). All forward the state, metrics and ``episode_length_buf``.
 """
 
 from __future__ import annotations
@@ -35,45 +27,25 @@ def _episode_key(log_key: str) -> str:
 
 
 class _ShimBase:
-    """Forwarding common to all shims."""
+    """Forwarding common to all shims: the attributes of :attr:`FORWARDED` and ``episode_length_buf``."""
+
+    FORWARDED = frozenset(
+        ("num_envs", "num_actions", "max_episode_length", "device", "dt", "cfg", "tracking_error", "CoT",
+         "state_dict", "load_state_dict", "seed", "close")
+    )  # fmt: skip
 
     def __init__(self, env: Any) -> None:
         self.env = env
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _ShimBase.FORWARDED:  # AttributeError where the wrapped env has none (hasattr is False)
+            return getattr(self.__dict__["env"], name)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     @property
     def unwrapped(self) -> Any:
         """The wrapped native env."""
         return getattr(self.env, "unwrapped", self.env)
-
-    @property
-    def num_envs(self) -> int:
-        """Number of parallel environments."""
-        return self.env.num_envs
-
-    @property
-    def num_actions(self) -> int:
-        """Action dimension."""
-        return self.env.num_actions
-
-    @property
-    def max_episode_length(self) -> int:
-        """Episode length limit in steps."""
-        return self.env.max_episode_length
-
-    @property
-    def device(self) -> torch.device:
-        """Device of all returned tensors."""
-        return self.env.device
-
-    @property
-    def dt(self) -> float:
-        """Seconds per step."""
-        return self.env.dt
-
-    @property
-    def cfg(self) -> dict[str, Any]:
-        """Resolved task settings."""
-        return self.env.cfg
 
     @property
     def episode_length_buf(self) -> torch.Tensor:
@@ -83,32 +55,6 @@ class _ShimBase:
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor) -> None:
         self.env.episode_length_buf = value
-
-    @property
-    def tracking_error(self) -> torch.Tensor:
-        """Forwarded metric (AttributeError if the wrapped env has none)."""
-        return self.env.tracking_error
-
-    @property
-    def CoT(self) -> torch.Tensor:  # noqa: N802 - name used by the trainers
-        """Forwarded metric (AttributeError if the wrapped env has none)."""
-        return self.env.CoT
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        """Simulation state of the wrapped env."""
-        return self.env.state_dict()
-
-    def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
-        """Restore the wrapped env's simulation state."""
-        self.env.load_state_dict(state_dict)
-
-    def seed(self, seed: int) -> int:
-        """Re-seed the wrapped env."""
-        return self.env.seed(seed)
-
-    def close(self) -> None:
-        """Close the wrapped env."""
-        self.env.close()
 
     def _critic(self, extras: dict[str, Any]) -> torch.Tensor | None:
         return extras["observations"].get("critic")

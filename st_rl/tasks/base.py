@@ -1,21 +1,14 @@
-"""Base class of the batched built-in tasks.
+"""Base class of the batched built-in tasks (pure PyTorch, native st_rl API: the rsl_rl 2.x 4-tuple).
 
-Both built-in tasks (:class:`PointMass` and :class:`~st_rl.tasks.velocity_tracking.VelocityTracking`) are
-written in pure PyTorch, batched over environments and free of host synchronisation inside ``step``: finished
-environments are reset with ``torch.where`` over freshly sampled states, never by indexing with a data-dependent
-mask. They implement st_rl's native API (:class:`st_rl.env.vec_env.VecEnvLike`, the rsl_rl 2.x / Isaac Lab
-4-tuple).
+Tasks are batched over environments and free of host synchronisation inside ``step``: finished environments
+are reset with ``torch.where`` over freshly sampled states. Rewards follow legged_gym / Isaac Lab: each named
+term is ``weight * kernel * dt``.
 
-Rewards follow legged_gym / Isaac Lab: each named term is ``weight * kernel * dt``, so a step's reward is
-small and ``Episode_Reward/<term>`` (episode sum / episode length in seconds) is the term's mean weighted value.
+``extras["log"]`` is present on every step, computed over the environments that finished on that step (the
+last such values are repeated on a step where none finished; zeros before the first episode ends):
 
-Episode logging (``extras["log"]``) is present on every step. Each value is computed over the environments that
-finished on that step; on a step where none finished the value of the last step with a finished environment is
-repeated (zeros before the first episode ends). This keeps ``step`` free of host syncs while the per-iteration
-mean a trainer takes stays an average over real episodes. Keys:
-
-* ``Episode_Reward/<term>``: mean over finished envs of the term's episode sum divided by the episode length in
-  seconds (``max_episode_length_s``, as Isaac Lab does).
+* ``Episode_Reward/<term>``: mean over finished envs of the term's episode sum divided by
+  ``max_episode_length_s`` (as Isaac Lab does).
 * ``Episode_Termination/time_out`` and ``Episode_Termination/<failure>``: fraction of the finished envs that
   ended by that cause.
 * ``Metrics/<name>``: task-specific per-episode metrics, averaged over finished envs.
@@ -42,6 +35,12 @@ class BuiltinTask(ABC):
     and optionally ``_episode_metrics`` / ``_post_reset``.
 
     Every subclass config has ``dt`` (seconds per step), ``episode_length_s`` and ``clip_actions``.
+
+    Args:
+        num_envs: parallel environments.
+        device: torch device of all buffers.
+        seed: seed of the private generator; None draws it from torch's global RNG.
+        cfg: overrides of ``DEFAULT_CFG`` (unknown keys raise ``TypeError``).
     """
 
     DEFAULT_CFG: dict[str, Any] = {}
@@ -93,7 +92,6 @@ class BuiltinTask(ABC):
         self.critic_obs_buf: torch.Tensor | None = None
         self._state_buffers: list[str] = ["_episode_length_buf", "_episode_sums", "_log_values", "obs_buf"]
 
-    # ------------------------------------------------------------------ public API
     def task_metrics(self) -> dict[str, torch.Tensor]:
         """The task's metrics by name (scalars or per-env values), read by the runner after every iteration
         (``EnvAdapter.task_metrics``: logged as ``Eval/<name>``; ``velrmsd`` and ``CoT`` are what
@@ -193,7 +191,6 @@ class BuiltinTask(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Nothing to release."""
 
-    # ------------------------------------------------------------------ helpers
     def _rand(self, *shape: int, low: float = 0.0, high: float = 1.0) -> torch.Tensor:
         """Uniform samples in ``[low, high)`` from the private generator."""
         u = torch.rand(*shape, generator=self._generator, device=self.device)
@@ -225,7 +222,6 @@ class BuiltinTask(ABC):
         self._episode_sums = torch.where(mask[:, None], 0.0, self._episode_sums)
         self._reset_state(mask)
 
-    # ------------------------------------------------------------------ hooks
     @abstractmethod
     def _physics_step(self, actions: torch.Tensor) -> None:
         """Advance the simulation by one policy step."""

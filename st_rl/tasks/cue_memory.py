@@ -35,12 +35,8 @@ class CueMemory(BuiltinTask):
     policy can do); uniform random actions in [-1, 1] about 0.77.
 
     Args:
-        num_envs: number of parallel environments.
-        device: torch device of all buffers.
-        seed: seed of the private generator; None draws it from the global torch RNG.
-        **cfg: overrides of ``DEFAULT_CFG``: ``dt`` (0.05 s), ``episode_length_s`` (2.0 -> 40 steps),
-            ``clip_actions`` (1.0), ``target_dim`` (1), ``target_range`` (1.0), ``cue_steps`` (4),
-            ``match_sigma`` (0.25), ``w_match`` (1.0).
+        num_envs, device, seed: as for :class:`~st_rl.tasks.base.BuiltinTask`.
+        **cfg: overrides of ``DEFAULT_CFG`` (SI units).
     """
 
     DEFAULT_CFG: dict[str, Any] = {

@@ -27,11 +27,8 @@ class ImageGoal(PointMass):
     Critic observations (``H * W + 4``): the actor's plus the true ``goal_delta`` (2).
 
     Args:
-        num_envs: number of parallel environments.
-        device: torch device of all buffers.
-        seed: seed of the private generator; None draws it from the global torch RNG.
-        **cfg: overrides of ``DEFAULT_CFG``: those of :class:`PointMass` plus ``image_size`` (12 pixels),
-            ``view_range`` (3.0 m, half-width of the view) and ``blob_sigma`` (0.4 m).
+        num_envs, device, seed: as for :class:`~st_rl.tasks.base.BuiltinTask`.
+        **cfg: overrides of ``DEFAULT_CFG`` (SI units).
     """
 
     DEFAULT_CFG: dict[str, Any] = {

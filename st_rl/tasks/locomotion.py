@@ -1,137 +1,150 @@
 """Legged locomotion on MuJoCo: a quadruped learns to follow velocity commands.
 
-The simulation is MuJoCo's batched API (``mujoco.batch.Batch``: many copies of one model stepped on a thread
-pool). Its state arrays are shared with PyTorch without copies (``torch.from_numpy``), so the task logic is
-vectorised torch code on the CPU; the learner may run on another device (the runner moves observations).
+MuJoCo's batched API (``mujoco.batch.Batch``) steps many copies of one model; its state arrays are shared
+with PyTorch without copies, so the task logic is vectorised torch code on the CPU. The task follows
+legged_gym: joint position targets ``q* = q_home + action_scale * a``, decimation, auto-reset, time-outs,
+command resampling, domain randomisation (friction, added mass, pushes, observation noise) and termination on
+trunk contact, large tilt or a low base. ``tracking_error`` (velocity RMSD, m/s) and ``CoT`` are per-env
+metrics. State views (``base_lin_vel``, ``dof_pos``, ...) are computed once per step from the MuJoCo state.
 
-The task follows legged_gym: joint position targets around the standing pose (``q* = q_home + scale * a``),
-decimation (several physics steps per policy step), auto-reset, time-outs, command resampling, observation
-layout as ``obs_segments``, privileged critic observations (base linear velocity, friction, added mass, foot
-contact), named reward terms, domain randomisation (friction, added mass, pushes, observation noise) and
-termination on trunk contact or large tilt. ``tracking_error`` (velocity RMSD, m/s) and ``CoT`` (cost of
-transport) are exposed per environment for ``OnPolicyRunner.evaluation``.
+Actor observations (``obs_segments``): ``base_ang_vel`` (3), ``projected_gravity`` (3), ``commands`` (3),
+``dof_pos`` (relative to the standing pose), ``dof_vel``, ``last_actions`` (one per joint) and, with
+``height_scan``, ``height_measurements`` (1, nx, ny). Critic observations add ``base_lin_vel`` (3) in
+front and ``friction`` (1), ``added_mass`` (1), ``foot_contact`` (feet) at the end, all without noise.
 
-State views (``base_lin_vel``, ``dof_pos``, ...) are computed once per step from the MuJoCo state; code that
-writes ``_qpos`` / ``_qvel`` directly sees the change after the next ``step()``.
+Reward terms (``reward_scales``; each ``scale * kernel * dt``, :mod:`st_rl.tasks.locomotion_rewards`):
+``tracking_lin_vel``, ``tracking_ang_vel``, ``lin_vel_z``, ``ang_vel_xy``, ``orientation``, ``torques``,
+``dof_acc``, ``action_rate``, ``feet_air_time``, ``trot``, ``termination``. A term with scale 0 is skipped.
+``trot`` (off by default) is 1 while the robot is commanded to move and its diagonal feet share a contact
+state that the two feet of each side do not (a two-beat trot), else 0.
 
-``mirror_functions()`` returns the task's left-right mirror maps of observations and actions (for the
-``Symmetry`` extension, ``symmetry_cfg``); see :meth:`LeggedLocomotion.mirror_functions` for the convention.
-
-Any MJCF robot with a free-joint base, position actuators on its leg joints, foot geoms whose names contain
-``foot`` (or ``foot_geom_names``) and optionally a ``home`` keyframe can be loaded with ``model_path``.
+Any MJCF (or URDF) robot with a free-joint base, position actuators on its leg joints, foot geoms whose names
+contain ``foot`` (or ``foot_geom_names``) and optionally a ``home`` keyframe can be loaded with ``model_path``.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
+import st_rl.tasks.locomotion_rewards as rw
 from st_rl.tasks.base import BuiltinTask
+from st_rl.tasks.locomotion_mirror import SignedPermutation, build_mirror_maps
+from st_rl.tasks.locomotion_model import (
+    DEFAULT_MODEL_PATH,
+    add_height_field,
+    base_frame_kinematics,
+    check_model,
+    complete_urdf,
+    find_feet,
+    find_touch_sensors,
+    ground_height,
+    import_mujoco,
+    index_of,
+    quat_rotate_inverse,
+)
+from st_rl.tasks.locomotion_obs import (
+    height_scan,
+    initial_state,
+    layout_size,
+    noise_scale,
+    observation_layout,
+    sample_commands,
+    scaled_observations,
+)
+from st_rl.tasks.locomotion_style import (
+    all_style_features,
+    available_style_fields,
+    check_motion_source,
+    default_style_fields,
+    foot_style_fields,
+    roll_window,
+    style_columns,
+)
 
 __all__ = ["DEFAULT_MODEL_PATH", "LeggedLocomotion", "SignedPermutation", "quat_rotate_inverse"]
 
-DEFAULT_MODEL_PATH = os.path.join(os.path.dirname(__file__), "assets", "quadruped.xml")
 
-
-def _import_mujoco() -> Any:
-    try:
-        import mujoco
-        import mujoco.batch  # noqa: F401
-    except ImportError as e:  # pragma: no cover - mujoco is a core dependency
-        raise ImportError(
-            "The legged locomotion task needs MuJoCo >= 3.17 with its batched API: pip install 'mujoco>=3.17'"
-        ) from e
-    if not hasattr(mujoco, "batch"):
-        raise ImportError(f"mujoco {mujoco.__version__} has no mujoco.batch; pip install -U 'mujoco>=3.17'")
-    return mujoco
-
-
-def quat_rotate_inverse(q_wxyz: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Rotate world vectors ``v`` into the frame of unit quaternions ``q`` (w, x, y, z)."""
-    w, xyz = q_wxyz[:, :1], q_wxyz[:, 1:]
-    a = v * (2.0 * w.square() - 1.0)
-    b = torch.cross(xyz, v, dim=-1) * w * 2.0
-    c = xyz * (xyz * v).sum(dim=-1, keepdim=True) * 2.0
-    return a - b + c
-
-
-def _index(ids: list[int]) -> slice | torch.Tensor:
-    """A slice when the ids are contiguous (cheap views), else a long tensor."""
-    if ids == list(range(ids[0], ids[0] + len(ids))):
-        return slice(ids[0], ids[0] + len(ids))
-    return torch.as_tensor(ids, dtype=torch.long)
-
-
-class SignedPermutation:
-    """A mirror map ``x -> sign * x[..., index]`` of the last dimension (any leading dimensions).
-
-    Output feature ``i`` is input feature ``index[i]`` times ``sign[i]`` (+1 or -1). The map must be an
-    involution (``index[index[i]] == i`` and ``sign[i] == sign[index[i]]``), which the constructor checks. The
-    constants live on ``device``; applied to a tensor on another device they are copied there once and cached.
-
-    Args:
-        index: source feature of each output feature, a permutation of ``range(len(index))``.
-        sign: +1 or -1 per output feature.
-        device: where the constants are made.
-    """
-
-    def __init__(
-        self, index: Sequence[int], sign: Sequence[float], device: str | torch.device = "cpu"
-    ) -> None:
-        index, sign = [int(i) for i in index], [float(s) for s in sign]
-        n = len(index)
-        if len(sign) != n or sorted(index) != list(range(n)) or any(s not in (1.0, -1.0) for s in sign):
-            raise ValueError("SignedPermutation needs a permutation of range(n) and n signs of +-1")
-        if any(index[index[i]] != i or sign[index[i]] != sign[i] for i in range(n)):
-            raise ValueError("SignedPermutation must be an involution (its own inverse)")
-        self.index = torch.as_tensor(index, dtype=torch.long, device=device)
-        self.sign = torch.as_tensor(sign, dtype=torch.float32, device=device)
-        self._constants = {self.index.device: (self.index, self.sign)}
-
-    @property
-    def num_features(self) -> int:
-        """Size of the last dimension the map applies to."""
-        return int(self.index.numel())
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-1] != self.num_features:
-            raise ValueError(f"mirror map of {self.num_features} features applied to shape {tuple(x.shape)}")
-        constants = self._constants.get(x.device)
-        if constants is None:
-            constants = self._constants[x.device] = (self.index.to(x.device), self.sign.to(x.device))
-        index, sign = constants
-        return x.index_select(-1, index) * sign.to(x.dtype)
-
-    def __repr__(self) -> str:
-        return f"SignedPermutation(index={self.index.tolist()}, sign={self.sign.tolist()})"
-
-
-def _yaw_quat(yaw: torch.Tensor) -> torch.Tensor:
-    half = 0.5 * yaw
-    zeros = torch.zeros_like(yaw)
-    return torch.stack([torch.cos(half), zeros, zeros, torch.sin(half)], dim=-1)
+# Defaults of LeggedLocomotion (its DEFAULT_CFG); every key can be overridden as a keyword argument.
+LOCOMOTION_CFG: dict[str, Any] = {
+    # time
+    "dt": 0.02,  # policy step (s); must be a multiple of the model timestep
+    "episode_length_s": 20.0,
+    "clip_actions": 10.0,
+    # robot
+    "model_path": None,  # None: the built-in Go1-class quadruped
+    "foot_geom_names": None,  # None: geoms whose name contains "foot"
+    "urdf_kp": 35.0,  # URDF models: position-servo gain of the added actuators
+    "urdf_base_height": 0.35,  # URDF models: initial base height (m) of the added "home" keyframe
+    "urdf_joint_angles": None,  # URDF models: {joint name: standing angle}; missing joints start at 0
+    "home_keyframe": "home",
+    "action_scale": 0.25,
+    "nthread": 0,  # MuJoCo threads; 0: torch.get_num_threads()
+    # commands
+    "lin_vel_x": (-1.0, 1.0),
+    "lin_vel_y": (-0.6, 0.6),
+    "ang_vel_yaw": (-1.0, 1.0),
+    "resampling_time_s": 10.0,
+    "zero_command_prob": 0.1,
+    # observations
+    "obs_scale_lin_vel": 2.0,
+    "obs_scale_ang_vel": 0.25,
+    "obs_scale_dof_vel": 0.05,
+    "noise_level": 1.0,
+    "noise_ang_vel": 0.2,
+    "noise_gravity": 0.05,
+    "noise_dof_pos": 0.01,
+    "noise_dof_vel": 1.5,
+    "noise_height": 0.05,
+    # randomisation
+    "friction_range": (0.4, 1.25),
+    "added_mass_range": (-1.0, 2.0),
+    "push_interval_s": 8.0,
+    "max_push_vel_xy": 0.5,
+    "init_joint_scale_range": (0.8, 1.2),
+    "init_base_vel": 0.3,
+    # rewards
+    "tracking_sigma": 0.25,
+    "feet_air_time_target": 0.3,
+    "reward_scales": {
+        "tracking_lin_vel": 1.5,
+        "tracking_ang_vel": 0.75,
+        "lin_vel_z": -2.0,
+        "ang_vel_xy": -0.05,
+        "orientation": -1.0,
+        "torques": -2e-4,
+        "dof_acc": -2.5e-7,
+        "action_rate": -0.01,
+        "feet_air_time": 1.0,
+        "trot": 0.0,
+        "termination": -10.0,
+    },
+    # termination
+    "terminate_on_trunk_contact": True,
+    "max_tilt_rad": 1.0,
+    "min_base_height": 0.12,
+    # terrain
+    "terrain": "flat",  # "flat" or "rough"
+    "terrain_size_m": 16.0,
+    "terrain_resolution_m": 0.1,
+    "terrain_max_height_m": 0.06,
+    "height_scan": None,  # None: on for rough terrain
+    "height_scan_x": (-0.6, 0.6, 7),
+    "height_scan_y": (-0.4, 0.4, 5),
+    # metrics
+    "metric_warmup_s": 1.0,
+    # AMP reference motion: frames of style features in extras["observations"]["ref_obs"]
+    "amp_obs_frame_num": 0,  # H; 0 disables ref_obs
+    "style_fields": None,  # None: root height, base velocities, joints, feet (body frame)
+}
 
 
 class LeggedLocomotion(BuiltinTask):
-    """Velocity-command tracking for a legged robot on MuJoCo (flat ground or rough height field).
-
-    Actor observations (``obs_segments``): ``base_ang_vel`` (3), ``projected_gravity`` (3), ``commands`` (3),
-    ``dof_pos`` (relative to the standing pose), ``dof_vel``, ``last_actions`` (one per joint) and, with
-    ``height_scan``, ``height_measurements`` (1, nx, ny). Critic observations add ``base_lin_vel`` (3) in
-    front and ``friction`` (1), ``added_mass`` (1), ``foot_contact`` (feet) at the end, all without noise.
-
-    Reward terms (``reward_scales``; each ``scale * kernel * dt``): ``tracking_lin_vel``,
-    ``tracking_ang_vel``, ``lin_vel_z``, ``ang_vel_xy``, ``orientation``, ``torques``, ``dof_acc``,
-    ``action_rate``, ``feet_air_time``, ``trot``, ``termination``. A term with scale 0 is skipped.
-    ``trot`` (a gait-shaping term, off by default) is 1 while the robot is commanded to move and its
-    diagonal feet share a contact state that the two feet of each side do not (a two-beat trot), else 0.
+    """Velocity-command tracking for a legged robot on MuJoCo (see the module docstring).
 
     Args:
         num_envs: parallel simulations.
@@ -140,96 +153,21 @@ class LeggedLocomotion(BuiltinTask):
         **cfg: overrides of :attr:`DEFAULT_CFG` (documented there).
     """
 
-    DEFAULT_CFG: dict[str, Any] = {
-        # time
-        "dt": 0.02,  # policy step (s); must be a multiple of the model timestep
-        "episode_length_s": 20.0,
-        "clip_actions": 10.0,
-        # robot
-        "model_path": None,  # None: the built-in Go1-class quadruped
-        "foot_geom_names": None,  # None: geoms whose name contains "foot"
-        "urdf_kp": 35.0,  # URDF models: position-servo gain of the added actuators
-        "urdf_base_height": 0.35,  # URDF models: initial base height (m) of the added "home" keyframe
-        "urdf_joint_angles": None,  # URDF models: {joint name: standing angle}; missing joints start at 0
-        "home_keyframe": "home",
-        "action_scale": 0.25,
-        "nthread": 0,  # MuJoCo threads; 0: torch.get_num_threads()
-        # commands
-        "lin_vel_x": (-1.0, 1.0),
-        "lin_vel_y": (-0.6, 0.6),
-        "ang_vel_yaw": (-1.0, 1.0),
-        "resampling_time_s": 10.0,
-        "zero_command_prob": 0.1,
-        # observations
-        "obs_scale_lin_vel": 2.0,
-        "obs_scale_ang_vel": 0.25,
-        "obs_scale_dof_vel": 0.05,
-        "noise_level": 1.0,
-        "noise_ang_vel": 0.2,
-        "noise_gravity": 0.05,
-        "noise_dof_pos": 0.01,
-        "noise_dof_vel": 1.5,
-        "noise_height": 0.05,
-        # randomisation
-        "friction_range": (0.4, 1.25),
-        "added_mass_range": (-1.0, 2.0),
-        "push_interval_s": 8.0,
-        "max_push_vel_xy": 0.5,
-        "init_joint_scale_range": (0.8, 1.2),
-        "init_base_vel": 0.3,
-        # rewards
-        "tracking_sigma": 0.25,
-        "feet_air_time_target": 0.3,
-        "reward_scales": {
-            "tracking_lin_vel": 1.5,
-            "tracking_ang_vel": 0.75,
-            "lin_vel_z": -2.0,
-            "ang_vel_xy": -0.05,
-            "orientation": -1.0,
-            "torques": -2e-4,
-            "dof_acc": -2.5e-7,
-            "action_rate": -0.01,
-            "feet_air_time": 1.0,
-            "trot": 0.0,
-            "termination": -10.0,
-        },
-        # termination
-        "terminate_on_trunk_contact": True,
-        "max_tilt_rad": 1.0,
-        "min_base_height": 0.12,
-        # terrain
-        "terrain": "flat",  # "flat" or "rough"
-        "terrain_size_m": 16.0,
-        "terrain_resolution_m": 0.1,
-        "terrain_max_height_m": 0.06,
-        "height_scan": None,  # None: on for rough terrain
-        "height_scan_x": (-0.6, 0.6, 7),
-        "height_scan_y": (-0.4, 0.4, 5),
-        # metrics
-        "metric_warmup_s": 1.0,
-        # AMP reference motion: frames of style features in extras["observations"]["ref_obs"]
-        "amp_obs_frame_num": 0,  # H; 0 disables ref_obs
-        "style_fields": None,  # None: root height, base velocities, joints, feet (body frame)
-    }
+    DEFAULT_CFG: dict[str, Any] = LOCOMOTION_CFG
     failure_terms = ("trunk_contact", "tilt", "base_height")
     metric_terms = ("tracking_error", "CoT")
+    _partners: tuple[list[int], list[int]]  # diagonal and lateral foot partners (the trot reward)
 
     def __init__(
         self, num_envs: int = 1024, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
     ) -> None:
-        scales = {**self.DEFAULT_CFG["reward_scales"], **(cfg.pop("reward_scales", None) or {})}
-        unknown_terms = sorted(set(scales) - set(self.DEFAULT_CFG["reward_scales"]))
-        if unknown_terms:
-            raise TypeError(
-                f"LeggedLocomotion: unknown reward terms {unknown_terms}; available: "
-                f"{sorted(self.DEFAULT_CFG['reward_scales'])}"
-            )
+        scales = rw.reward_scales(self.DEFAULT_CFG["reward_scales"], cfg.pop("reward_scales", None))
         self.reward_scales = {k: float(v) for k, v in scales.items() if v != 0}
         self.reward_terms = tuple(self.reward_scales)
         if str(torch.device(device)) != "cpu":
             device = "cpu"  # MuJoCo state lives in host memory
         super().__init__(num_envs, device, seed, {**cfg, "reward_scales": scales})
-        self.mujoco = _import_mujoco()
+        self.mujoco = import_mujoco()
         c = self.cfg
         self.terrain = str(c["terrain"])
         if self.terrain not in ("flat", "rough"):
@@ -237,217 +175,92 @@ class LeggedLocomotion(BuiltinTask):
         self.use_height_scan = self.terrain == "rough" if c["height_scan"] is None else bool(c["height_scan"])
         self._build_model(c["model_path"] or DEFAULT_MODEL_PATH)
         self._build_buffers()
-        if "trot" in self.reward_terms:
-            self._gait_partners()  # a robot without four corner feet is refused here, not at the first step
+        if "trot" in self.reward_terms:  # a robot without four corner feet is refused here
+            data, to_base = base_frame_kinematics(
+                self.mujoco, self.model, self.base_body, self.default_qpos.numpy()
+            )
+            self._partners = rw.gait_partners(to_base(data.geom_xpos[self.foot_geoms]))
         self.reset()
 
-    # ------------------------------------------------------------------ construction
     def _build_model(self, path: str) -> None:
         mj = self.mujoco
         if not os.path.isfile(path):
             raise FileNotFoundError(f"Robot model not found: {path}")
         spec = mj.MjSpec.from_file(path)
         if path.lower().endswith(".urdf"):
-            self._complete_urdf(spec)
+            complete_urdf(mj, spec, self.cfg)
         if self.terrain == "rough":
             self._add_height_field(spec)
-        model = spec.compile()
-        self.model = model
-        self.sim_dt = float(model.opt.timestep)
-        decimation = self.dt / self.sim_dt
-        if abs(decimation - round(decimation)) > 1e-6 or round(decimation) < 1:
-            raise ValueError(f"dt={self.dt} is not a multiple of the model timestep {self.sim_dt}")
-        self.decimation = int(round(decimation))
-
-        free = [j for j in range(model.njnt) if model.jnt_type[j] == mj.mjtJoint.mjJNT_FREE]
-        if len(free) != 1:
-            raise ValueError(
-                f"{path}: expected exactly one free joint (the floating base), found {len(free)}"
-            )
-        self.base_body = int(model.jnt_bodyid[free[0]])
+        self.model = model = spec.compile()
+        self.sim_dt, self.decimation, self.base_body = check_model(mj, model, self.dt, path)
         self.num_actions = int(model.nu)
-        if self.num_actions == 0:
-            raise ValueError(f"{path}: the model has no actuators; add position actuators on the leg joints")
         trn = model.actuator_trnid[:, 0]
-        self.actuated_qpos = _index([int(model.jnt_qposadr[j]) for j in trn])
-        self.actuated_dof = _index([int(model.jnt_dofadr[j]) for j in trn])
+        self.actuated_qpos = index_of([int(model.jnt_qposadr[j]) for j in trn])
+        self.actuated_dof = index_of([int(model.jnt_dofadr[j]) for j in trn])
         self.joint_names = [mj.mj_id2name(model, mj.mjtObj.mjOBJ_JOINT, int(j)) for j in trn]
         self.kp = torch.as_tensor(model.actuator_gainprm[:, 0], dtype=torch.float32)
-        names = self.cfg["foot_geom_names"]
-        geoms = [mj.mj_id2name(model, mj.mjtObj.mjOBJ_GEOM, g) or "" for g in range(model.ngeom)]
-        if names is None:
-            names = [g for g in geoms if "foot" in g.lower()]
-        if not names:
-            raise ValueError(f"{path}: no foot geoms found; name them '*foot*' or pass foot_geom_names")
-        self.foot_geoms = np.asarray([geoms.index(n) for n in names])
-        self.num_feet = len(names)
-        self.foot_names = list(names)
+        self.foot_geoms, self.foot_names = find_feet(mj, model, self.cfg["foot_geom_names"], path)
+        self.num_feet = len(self.foot_names)
         self.foot_bodies = np.asarray([model.geom_bodyid[g] for g in self.foot_geoms])
-        self.foot_touch_adr, self.trunk_touch_adr = self._find_touch_sensors(model, path)
-        key = mj.mj_name2id(model, mj.mjtObj.mjOBJ_KEY, self.cfg["home_keyframe"])
-        qpos_home = torch.as_tensor(model.key_qpos[key] if key >= 0 else model.qpos0, dtype=torch.float64)
-        self.key_id = key
-        self.default_qpos = qpos_home.clone()
-        self.default_joint_pos = qpos_home[self.actuated_qpos].float()
+        self.foot_touch_adr, self.trunk_touch_adr = find_touch_sensors(
+            mj, model, self.foot_bodies, self.base_body, path
+        )
+        self.key_id = key = mj.mj_name2id(model, mj.mjtObj.mjOBJ_KEY, self.cfg["home_keyframe"])
+        self.default_qpos = torch.as_tensor(
+            model.key_qpos[key] if key >= 0 else model.qpos0, dtype=torch.float64
+        )
+        self.default_joint_pos = self.default_qpos[self.actuated_qpos].float()
         self.total_mass = float(model.body_subtreemass[self.base_body])
         self.nominal_trunk_mass = float(model.body_mass[self.base_body])
         self.nominal_foot_friction = float(model.geom_friction[self.foot_geoms[0], 0])
-
-        nthread = int(self.cfg["nthread"]) or torch.get_num_threads()
-        self.batch = mj.batch.Batch(model, nsim=self.num_envs, nthread=nthread)
-        self._qpos = torch.from_numpy(self.batch.bind("qpos"))
-        self._qvel = torch.from_numpy(self.batch.bind("qvel"))
-        self._ctrl = torch.from_numpy(self.batch.bind("ctrl"))
-        self._warm = torch.from_numpy(self.batch.bind("qacc_warmstart"))
-        with warnings.catch_warnings():  # derived fields are read-only views; we only read them
-            warnings.simplefilter("ignore", UserWarning)
-            self._act_force = torch.from_numpy(self.batch.bind("actuator_force"))
-            self._sensordata = torch.from_numpy(self.batch.bind("sensordata"))
-            self._geom_xpos = torch.from_numpy(self.batch.bind("geom_xpos"))
-            self._xpos = torch.from_numpy(self.batch.bind("xpos"))
-        self._friction = torch.from_numpy(self.batch.expand("geom_friction"))
-        self._body_mass = torch.from_numpy(self.batch.expand("body_mass"))
-
-    def _complete_urdf(self, spec: Any) -> None:
-        """Turn a parsed URDF into a simulation-ready model: a floating base, a floor, position servos on every
-        joint, touch sensors on the base and on the bodies named ``*foot*``, and a ``home`` keyframe."""
-        mj = self.mujoco
-        c = self.cfg
-        spec.compiler.fusestatic = False
-        root = spec.worldbody.first_body()
-        if root is None:
-            raise ValueError("The URDF has no links")
-        if not root.joints:
-            root.add_freejoint(name="root")
-        if not any(g.type == mj.mjtGeom.mjGEOM_PLANE for g in spec.worldbody.geoms):
-            spec.worldbody.add_geom(name="floor", type=mj.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05],
-                                    friction=[1.0, 0.02, 0.01])  # fmt: skip
-        angles = dict(c["urdf_joint_angles"] or {})
-        home_joints = []
-        for joint in spec.joints:
-            if joint.type not in (mj.mjtJoint.mjJNT_HINGE, mj.mjtJoint.mjJNT_SLIDE):
-                continue
-            act = spec.add_actuator(name=joint.name, target=joint.name, trntype=mj.mjtTrn.mjTRN_JOINT)
-            act.set_to_position(kp=float(c["urdf_kp"]))
-            if joint.range[1] > joint.range[0]:
-                act.ctrlrange = list(joint.range)
-                act.ctrllimited = mj.mjtLimited.mjLIMITED_TRUE
-            if joint.actfrcrange[1] > joint.actfrcrange[0]:
-                act.forcerange = list(joint.actfrcrange)
-                act.forcelimited = mj.mjtLimited.mjLIMITED_TRUE
-            home_joints.append(float(angles.get(joint.name, 0.0)))
-        feet = [b for b in spec.bodies if "foot" in (b.name or "").lower()]
-        if not feet:
-            raise ValueError("The URDF has no links named '*foot*'; name the foot links or use an MJCF model")
-        for body in feet:
-            for i, geom in enumerate(body.geoms):
-                geom.name = geom.name or f"{body.name}_foot_geom{i}"
-            site = body.add_site(name=f"{body.name}_touch_site", size=[0.03, 0.03, 0.03])
-            spec.add_sensor(name=f"{body.name}_touch", type=mj.mjtSensor.mjSENS_TOUCH, objtype=mj.mjtObj.mjOBJ_SITE,
-                            objname=site.name)  # fmt: skip
-        base_site = root.add_site(name="base_touch_site", type=mj.mjtGeom.mjGEOM_BOX, size=[0.2, 0.12, 0.08])
-        spec.add_sensor(name="base_touch", type=mj.mjtSensor.mjSENS_TOUCH, objtype=mj.mjtObj.mjOBJ_SITE,
-                        objname=base_site.name)  # fmt: skip
-        qpos = [0.0, 0.0, float(c["urdf_base_height"]), 1.0, 0.0, 0.0, 0.0, *home_joints]
-        spec.add_key(name=str(c["home_keyframe"]), qpos=qpos, ctrl=home_joints)
-
-    def _find_touch_sensors(self, model: Any, path: str) -> tuple[torch.Tensor, int]:
-        """Sensor data addresses of one touch sensor per foot body and one on the base body."""
-        mj = self.mujoco
-        by_body: dict[int, int] = {}
-        for s in range(model.nsensor):
-            if model.sensor_type[s] == mj.mjtSensor.mjSENS_TOUCH:
-                by_body.setdefault(int(model.site_bodyid[model.sensor_objid[s]]), int(model.sensor_adr[s]))
-        missing = [int(b) for b in self.foot_bodies if int(b) not in by_body]
-        if missing or self.base_body not in by_body:
-            raise ValueError(
-                f"{path}: the task reads contacts from touch sensors; add a <touch> sensor on a site of each foot "
-                "body and one on a site enclosing the base body (see the built-in quadruped.xml)."
-            )
-        return torch.as_tensor([by_body[int(b)] for b in self.foot_bodies], dtype=torch.long), by_body[
-            self.base_body
-        ]
+        self._bind_batch(model)
 
     def _add_height_field(self, spec: Any) -> None:
-        """Add a random rough height field (smoothed noise) in place of the flat floor."""
-        mj = self.mujoco
-        c = self.cfg
-        size, res = float(c["terrain_size_m"]), float(c["terrain_resolution_m"])
-        n = int(round(size / res)) + 1
-        gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=self._generator)))
-        noise = torch.rand(1, 1, n, n, generator=gen)
-        kernel = torch.ones(1, 1, 3, 3) / 9.0
-        smooth = torch.nn.functional.conv2d(noise, kernel, padding=1)[0, 0]
-        smooth = (smooth - smooth.min()) / (smooth.max() - smooth.min() + 1e-9)
-        center = n // 2
-        flat = 3  # a flat spawn patch of +-3 cells around the origin
-        smooth[center - flat : center + flat + 1, center - flat : center + flat + 1] = 0.0
-        self.height_map = (smooth * float(c["terrain_max_height_m"])).to(
-            torch.float32
-        )  # (rows = y, cols = x)
-        self.terrain_res = res
-        self.terrain_half = size / 2.0
-        # The flat floor stays: it carries the robot beyond the height field's edges (heights there are 0).
-        hmax = float(c["terrain_max_height_m"])
-        hf = spec.add_hfield(name="terrain", nrow=n, ncol=n, size=[size / 2, size / 2, max(hmax, 1e-3), 0.1])
-        hf.userdata = (self.height_map / max(hmax, 1e-3)).flatten().tolist()
-        spec.worldbody.add_geom(
-            name="terrain",
-            type=mj.mjtGeom.mjGEOM_HFIELD,
-            hfieldname="terrain",
-            contype=1,
-            conaffinity=1,
-            friction=[1.0, 0.02, 0.01],
-            rgba=[0.45, 0.5, 0.45, 1],
+        """Add a random rough height field (``height_map``) beside the flat floor."""
+        self.height_map = add_height_field(self.mujoco, spec, self.cfg, self._generator)
+        self.terrain_res = float(self.cfg["terrain_resolution_m"])
+        self.terrain_half = float(self.cfg["terrain_size_m"]) / 2.0
+
+    def _bind_batch(self, model: Any) -> None:
+        """The batched simulation and torch views of its state (no copies)."""
+        nthread = int(self.cfg["nthread"]) or torch.get_num_threads()
+        self.batch = batch = self.mujoco.batch.Batch(model, nsim=self.num_envs, nthread=nthread)
+        self._qpos, self._qvel, self._ctrl, self._warm = (
+            torch.from_numpy(batch.bind(f)) for f in ("qpos", "qvel", "ctrl", "qacc_warmstart")
+        )
+        with warnings.catch_warnings():  # derived fields are read-only views; we only read them
+            warnings.simplefilter("ignore", UserWarning)
+            self._act_force, self._sensordata, self._geom_xpos, self._xpos = (
+                torch.from_numpy(batch.bind(f)) for f in ("actuator_force", "sensordata", "geom_xpos", "xpos")
+            )
+        self._friction, self._body_mass = (
+            torch.from_numpy(batch.expand(f)) for f in ("geom_friction", "body_mass")
         )
 
     def _build_buffers(self) -> None:
         n, a, f = self.num_envs, self.num_actions, self.num_feet
         c = self.cfg
-        self.obs_segments = OrderedDict(
-            [
-                ("base_ang_vel", (3,)),
-                ("projected_gravity", (3,)),
-                ("commands", (3,)),
-                ("dof_pos", (a,)),
-                ("dof_vel", (a,)),
-                ("last_actions", (a,)),
-            ]
+        self.obs_segments, self.privileged_obs_segments, points = observation_layout(
+            a, f, c, self.use_height_scan
         )
-        if self.use_height_scan:
-            nx, ny = int(c["height_scan_x"][2]), int(c["height_scan_y"][2])
-            self.obs_segments["height_measurements"] = (1, nx, ny)
-            gx = torch.linspace(c["height_scan_x"][0], c["height_scan_x"][1], nx)
-            gy = torch.linspace(c["height_scan_y"][0], c["height_scan_y"][1], ny)
-            mx, my = torch.meshgrid(gx, gy, indexing="ij")
-            self.scan_points = torch.stack([mx.flatten(), my.flatten()], dim=-1)  # (P, 2) in the yaw frame
-        self.privileged_obs_segments = OrderedDict([("base_lin_vel", (3,))])
-        self.privileged_obs_segments.update(self.obs_segments)
-        self.privileged_obs_segments.update(
-            [("friction", (1,)), ("added_mass", (1,)), ("foot_contact", (f,))]
-        )
-        self.num_obs = sum(math.prod(s) for s in self.obs_segments.values())
-        self.num_privileged_obs = sum(math.prod(s) for s in self.privileged_obs_segments.values())
-
-        z = lambda *shape: torch.zeros(*shape)  # noqa: E731
-        self.commands = z(n, 3)
-        self.actions = z(n, a)
-        self.last_actions = z(n, a)
-        self.last_dof_vel = z(n, a)
-        self.feet_air_time = z(n, f)
-        self.last_contacts = torch.zeros(n, f, dtype=torch.bool)
-        self.foot_contact = torch.zeros(n, f, dtype=torch.bool)
+        if points is not None:
+            self.scan_points = points
+        self.num_obs = layout_size(self.obs_segments)
+        self.num_privileged_obs = layout_size(self.privileged_obs_segments)
+        self._noise_scale = noise_scale(c, a, 0 if points is None else len(points))
+        self.commands, self.feet_air_time = torch.zeros(n, 3), torch.zeros(n, f)
+        self.actions, self.last_actions, self.last_dof_vel = (torch.zeros(n, a) for _ in range(3))
+        self.last_contacts, self.foot_contact = (torch.zeros(n, f, dtype=torch.bool) for _ in range(2))
         self.trunk_contact = torch.zeros(n, dtype=torch.bool)
-        self.added_mass = z(n)
         self.friction_coef = torch.full((n,), self.nominal_foot_friction)
-        self._err_sq_sum = z(n)
-        self._err_count = z(n)
-        self._power_sum = z(n)
-        self._speed_sum = z(n)
-        self._last_rmsd = z(n)
-        self._last_cot = z(n)
-        self.critic_obs_buf = z(n, self.num_privileged_obs)
-        self.obs_buf = z(n, self.num_obs)
+        self.added_mass, self._err_sq_sum, self._err_count, self._power_sum = (
+            torch.zeros(n) for _ in range(4)
+        )
+        self._speed_sum, self._last_rmsd, self._last_cot = (torch.zeros(n) for _ in range(3))
+        self.critic_obs_buf, self.obs_buf = (
+            torch.zeros(n, self.num_privileged_obs),
+            torch.zeros(n, self.num_obs),
+        )
         self._state_buffers += [
             "commands", "actions", "last_actions", "last_dof_vel", "feet_air_time", "last_contacts",
             "foot_contact", "trunk_contact", "added_mass", "friction_coef", "_err_sq_sum", "_err_count",
@@ -460,17 +273,15 @@ class LeggedLocomotion(BuiltinTask):
         self._warmup_steps = int(round(c["metric_warmup_s"] / self.dt))
         self._cache: dict[str, torch.Tensor] = {}
         self._mirror_maps: dict[str, SignedPermutation] | None = None
-        self._partners: tuple[list[int], list[int]] | None = None
         self.ref_motion_source: Any = None
         self.amp_obs_frame_num = int(c["amp_obs_frame_num"])
         self.style_fields = list(c["style_fields"] or self.default_style_fields())
-        self._style_index = self._style_columns(self.style_fields)
-        self._style_needs_feet = any(f in self._foot_style_fields() for f in self.style_fields)
+        self._style_index = style_columns(self.available_style_fields(), self.style_fields)
+        self._style_needs_feet = any(f in foot_style_fields(self.foot_names) for f in self.style_fields)
         if self.amp_obs_frame_num > 0:
-            self.ref_obs_buf = z(n, self.amp_obs_frame_num, len(self.style_fields))
+            self.ref_obs_buf = torch.zeros(n, self.amp_obs_frame_num, len(self.style_fields))
             self._state_buffers.append("ref_obs_buf")
 
-    # ------------------------------------------------------------------ state views
     def _cached(self, key: str, fn: Any) -> torch.Tensor:
         # Derived state is computed once per step; the cache is cleared whenever the MuJoCo state changes.
         value = self._cache.get(key)
@@ -526,17 +337,17 @@ class LeggedLocomotion(BuiltinTask):
     def tracking_error(self) -> torch.Tensor:
         """Per-env RMS error of the base xy velocity against the command over the current episode (m/s);
         the last finished episode's value while the current one is shorter than ``metric_warmup_s``."""
-        current = torch.sqrt(self._err_sq_sum / self._err_count.clamp_min(1.0))
-        return torch.where(self._err_count >= self._warmup_steps, current, self._last_rmsd)
+        return self._metric(0, self._last_rmsd)
 
     @property
     def CoT(self) -> torch.Tensor:  # noqa: N802 - name used by the trainers
         """Per-env cost of transport ``mean(sum |tau * qdot|) / (m g mean(|v_xy|))`` over the episode (m includes
-        the added mass)."""
-        current = self._power_sum / (self._mass_g() * self._speed_sum.clamp_min(1e-3))
-        return torch.where(self._err_count >= self._warmup_steps, current, self._last_cot)
+        the added mass); the last episode's value during ``metric_warmup_s``."""
+        return self._metric(1, self._last_cot)
 
-    # ------------------------------------------------------------------ hooks
+    def _metric(self, column: int, last: torch.Tensor) -> torch.Tensor:
+        return torch.where(self._err_count >= self._warmup_steps, self._episode_metrics()[:, column], last)
+
     def _physics_step(self, actions: torch.Tensor) -> None:
         self.last_actions = self.actions
         self.actions = actions
@@ -545,15 +356,12 @@ class LeggedLocomotion(BuiltinTask):
         self.last_dof_vel = self.dof_vel.clone()
         self.batch.step(nstep=self.decimation)
         self._cache.clear()
-        self._update_contacts()
+        self.foot_contact = self._sensordata[:, self.foot_touch_adr] > 1.0
+        self.trunk_contact = self._sensordata[:, self.trunk_touch_adr] > 1.0
         if self._push_steps:
             self._push()
         self._update_metrics()
         self._sample_commands_where((self.episode_length_buf + 1) % self._resample_steps == 0)
-
-    def _update_contacts(self) -> None:
-        self.foot_contact = self._sensordata[:, self.foot_touch_adr] > 1.0
-        self.trunk_contact = self._sensordata[:, self.trunk_touch_adr] > 1.0
 
     def _push(self) -> None:
         push_now = (self.episode_length_buf + 1) % self._push_steps == 0
@@ -563,106 +371,45 @@ class LeggedLocomotion(BuiltinTask):
 
     def _update_metrics(self) -> None:
         v = self.base_lin_vel[:, :2]
-        err = (self.commands[:, :2] - v).square().sum(dim=1)
-        self._err_sq_sum += err
+        self._err_sq_sum += (self.commands[:, :2] - v).square().sum(dim=1)
         self._err_count += 1
-        power = (self._act_force.float() * self.dof_vel).abs().sum(dim=1)
-        self._power_sum += power
+        self._power_sum += (self._act_force.float() * self.dof_vel).abs().sum(dim=1)
         self._speed_sum += v.norm(dim=1)
 
     def _compute_rewards(self, actions: torch.Tensor) -> torch.Tensor:
         c = self.cfg
-        lin, ang = self.base_lin_vel, self.base_ang_vel
-        sigma = c["tracking_sigma"]
+        lin, ang, sigma = self.base_lin_vel, self.base_ang_vel, c["tracking_sigma"]
         contact = self.foot_contact
-        first_contact = (self.feet_air_time > 0) & (contact | self.last_contacts)
         moving = self.commands[:, :2].norm(dim=1) > 0.1
-        air = ((self.feet_air_time - c["feet_air_time_target"]) * first_contact).sum(dim=1) * moving
+        air = rw.feet_air_time(
+            self.feet_air_time, contact, self.last_contacts, moving, c["feet_air_time_target"]
+        )
         self.feet_air_time = torch.where(contact | self.last_contacts, 0.0, self.feet_air_time + self.dt)
         self.last_contacts = contact
-        failed = self._failures().any(dim=1)
+        failed = self._compute_failures().any(dim=1)
         kernels = {
-            "tracking_lin_vel": lambda: torch.exp(
-                -(self.commands[:, :2] - lin[:, :2]).square().sum(1) / sigma
-            ),
-            "tracking_ang_vel": lambda: torch.exp(-(self.commands[:, 2] - ang[:, 2]).square() / sigma),
-            "lin_vel_z": lambda: lin[:, 2].square(),
-            "ang_vel_xy": lambda: ang[:, :2].square().sum(1),
-            "orientation": lambda: self.projected_gravity[:, :2].square().sum(1),
-            "torques": lambda: self._act_force.float().square().sum(1),
-            "dof_acc": lambda: ((self.dof_vel - self.last_dof_vel) / self.dt).square().sum(1),
-            "action_rate": lambda: (actions - self.last_actions).square().sum(1),
+            "tracking_lin_vel": lambda: rw.tracking_lin_vel(self.commands, lin, sigma),
+            "tracking_ang_vel": lambda: rw.tracking_ang_vel(self.commands, ang, sigma),
+            "lin_vel_z": lambda: rw.lin_vel_z(lin),
+            "ang_vel_xy": lambda: rw.ang_vel_xy(ang),
+            "orientation": lambda: rw.orientation(self.projected_gravity),
+            "torques": lambda: rw.torques(self._act_force),
+            "dof_acc": lambda: rw.dof_acc(self.dof_vel, self.last_dof_vel, self.dt),
+            "action_rate": lambda: rw.action_rate(actions, self.last_actions),
             "feet_air_time": lambda: air,
-            "trot": lambda: self._trot_phase() * moving,
+            "trot": lambda: rw.trot(contact, *self._partners, moving),
             "termination": lambda: failed.float() / self.dt,  # one-off penalty: scale * 1
         }
         return torch.stack([self.reward_scales[t] * kernels[t]() for t in self.reward_terms], dim=1)
 
-    def _trot_phase(self) -> torch.Tensor:
-        """1 where diagonal feet share their contact state and the two feet of each side differ, else 0."""
-        c = self.foot_contact
-        diagonal, lateral = self._gait_partners()
-        return ((c == c[:, diagonal]).all(dim=1) & (c != c[:, lateral]).all(dim=1)).float()
-
-    def _gait_partners(self) -> tuple[list[int], list[int]]:
-        if self._partners is None:
-            if self.num_feet != 4:
-                raise ValueError(f"the 'trot' reward needs four feet; this robot has {self.num_feet}")
-            home = self._home_foot_positions()
-            diagonal = [
-                int(np.argmin(np.linalg.norm(home - home[f] * [-1, -1, 1], axis=1))) for f in range(4)
-            ]
-            lateral = [int(np.argmin(np.linalg.norm(home - home[f] * [1, -1, 1], axis=1))) for f in range(4)]
-            if sorted(diagonal) != [0, 1, 2, 3] or sorted(lateral) != [0, 1, 2, 3] or diagonal == lateral:
-                raise ValueError(
-                    "the 'trot' reward needs feet at the four corners of the base (front/hind, left/right)"
-                )
-            self._partners = (diagonal, lateral)
-        return self._partners
-
-    def _home_foot_positions(self) -> np.ndarray:
-        """Foot positions in the base frame at the standing pose (feet, 3)."""
-        data, to_base = self._base_frame_kinematics(self.default_qpos.numpy())
-        return to_base(data.geom_xpos[self.foot_geoms])
-
-    def _base_frame_kinematics(self, qpos: np.ndarray | None = None) -> tuple[Any, Callable[..., np.ndarray]]:
-        """MuJoCo kinematics at ``qpos`` (default: the model's ``qpos0``) and a map of world points into the
-        base frame (origin at the base body)."""
-        mj = self.mujoco
-        data = mj.MjData(self.model)
-        if qpos is not None:
-            data.qpos[:] = qpos
-        mj.mj_kinematics(self.model, data)
-        origin = data.xpos[self.base_body].copy()
-        rot = data.xmat[self.base_body].reshape(3, 3).copy()  # base -> world
-
-        def to_base(p: np.ndarray) -> np.ndarray:
-            return (p - origin) @ rot
-
-        return data, to_base
-
-    def _failures(self) -> torch.Tensor:
-        return self._cached("failures", self._compute_failures_uncached)
-
     def _compute_failures(self) -> torch.Tensor:
-        return self._failures()
-
-    def _compute_failures_uncached(self) -> torch.Tensor:
-        c = self.cfg
-        trunk = self.trunk_contact & bool(c["terminate_on_trunk_contact"])
-        tilt = self.projected_gravity[:, 2] > -math.cos(float(c["max_tilt_rad"]))
-        height = (
-            self._qpos[:, 2].float() - self._ground_height(self._qpos[:, 0:2].float()) < c["min_base_height"]
-        )
-        return torch.stack([trunk, tilt, height], dim=1)
-
-    def _mass_g(self) -> torch.Tensor:
-        """Weight (N) of each robot including its randomised added mass."""
-        return (self.total_mass + self.added_mass) * 9.81
+        args = (self.trunk_contact, self.projected_gravity, self._qpos, self._ground_height, self.cfg)
+        return self._cached("failures", lambda: rw.failures(*args))
 
     def _episode_metrics(self) -> torch.Tensor:
         rmsd = torch.sqrt(self._err_sq_sum / self._err_count.clamp_min(1.0))
-        cot = self._power_sum / (self._mass_g() * self._speed_sum.clamp_min(1e-3))
+        weight = (self.total_mass + self.added_mass) * 9.81  # including the randomised added mass
+        cot = self._power_sum / (weight * self._speed_sum.clamp_min(1e-3))
         return torch.stack([rmsd, cot], dim=1)
 
     def _reset_state(self, mask: torch.Tensor) -> None:
@@ -675,16 +422,9 @@ class LeggedLocomotion(BuiltinTask):
         for name in ("_err_sq_sum", "_err_count", "_power_sum", "_speed_sum"):
             setattr(self, name, torch.where(mask, 0.0, getattr(self, name)))
 
-        qpos = self.default_qpos.expand(n, -1).clone()
-        lo, hi = c["init_joint_scale_range"]
-        qpos[:, self.actuated_qpos] *= self._rand(n, self.num_actions, low=lo, high=hi).double()
-        qpos[:, 3:7] = _yaw_quat(self._rand(n, low=-math.pi, high=math.pi)).double()
-        if self.terrain == "rough":
-            xy = self._rand(n, 2, low=-0.25, high=0.25)
-            qpos[:, 0:2] = xy.double()
-        qvel = torch.zeros(n, self._qvel.shape[1], dtype=torch.float64)
-        v0 = float(c["init_base_vel"])
-        qvel[:, 0:6] = self._rand(n, 6, low=-v0, high=v0).double() * torch.tensor([1, 1, 0.2, 0.5, 0.5, 0.5])
+        qpos, qvel = initial_state(
+            self._rand, n, self.default_qpos, self.actuated_qpos, self._qvel.shape[1], c
+        )
         self._qpos.copy_(torch.where(m, qpos, self._qpos))
         self._qvel.copy_(torch.where(m, qvel, self._qvel))
         self._warm.copy_(torch.where(m, 0.0, self._warm))
@@ -704,10 +444,9 @@ class LeggedLocomotion(BuiltinTask):
     def _randomize_dynamics(self, mask: torch.Tensor) -> None:
         c = self.cfg
         n = self.num_envs
-        fr = self._rand(n, low=c["friction_range"][0], high=c["friction_range"][1])
-        am = self._rand(n, low=c["added_mass_range"][0], high=c["added_mass_range"][1])
-        self.friction_coef = torch.where(mask, fr, self.friction_coef)
-        self.added_mass = torch.where(mask, am, self.added_mass)
+        (f0, f1), (m0, m1) = c["friction_range"], c["added_mass_range"]
+        self.friction_coef = torch.where(mask, self._rand(n, low=f0, high=f1), self.friction_coef)
+        self.added_mass = torch.where(mask, self._rand(n, low=m0, high=m1), self.added_mass)
         ids = torch.nonzero(mask).flatten()  # CPU tensor: no device synchronisation involved
         if ids.numel() == 0:
             return
@@ -717,204 +456,89 @@ class LeggedLocomotion(BuiltinTask):
         self.batch.set_const(ids.numpy().astype(np.int32))
 
     def _sample_commands_where(self, mask: torch.Tensor) -> None:
-        c = self.cfg
-        n = self.num_envs
-        cmd = torch.stack(
-            [
-                self._rand(n, low=c["lin_vel_x"][0], high=c["lin_vel_x"][1]),
-                self._rand(n, low=c["lin_vel_y"][0], high=c["lin_vel_y"][1]),
-                self._rand(n, low=c["ang_vel_yaw"][0], high=c["ang_vel_yaw"][1]),
-            ],
-            dim=1,
+        self.commands = torch.where(
+            mask[:, None], sample_commands(self._rand, self.num_envs, self.cfg), self.commands
         )
-        still = self._rand(n) < c["zero_command_prob"]
-        cmd = torch.where(still[:, None], 0.0, cmd)
-        self.commands = torch.where(mask[:, None], cmd, self.commands)
 
     def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
         """Reset every environment; the reference-motion history starts full of the first frame."""
-        out = super().reset()
-        if self.amp_obs_frame_num > 0:
-            self._update_ref_obs(torch.ones(self.num_envs, dtype=torch.bool))
-        return self.get_observations() if self.amp_obs_frame_num > 0 else out
+        super().reset()
+        self._post_reset(torch.ones(self.num_envs, dtype=torch.bool))
+        return self.get_observations()
 
     def _post_reset(self, dones: torch.Tensor) -> None:
-        if self.amp_obs_frame_num > 0:
-            self._update_ref_obs(dones)
+        if self.amp_obs_frame_num > 0:  # the history of a new episode starts full of its first frame
+            self.ref_obs_buf = roll_window(self.ref_obs_buf, self.style_features(), dones)
 
-    # ------------------------------------------------------------------ terrain
     def _ground_height(self, xy: torch.Tensor) -> torch.Tensor:
-        """Terrain height under world points ``xy`` (..., 2) by bilinear interpolation (0 on flat ground)."""
-        if self.terrain != "rough":
-            return torch.zeros(xy.shape[:-1])
-        hm = self.height_map
-        rows, cols = hm.shape
-        gx_raw = (xy[..., 0] + self.terrain_half) / self.terrain_res
-        gy_raw = (xy[..., 1] + self.terrain_half) / self.terrain_res
-        inside = (gx_raw >= 0) & (gx_raw <= cols - 1) & (gy_raw >= 0) & (gy_raw <= rows - 1)
-        gx, gy = gx_raw.clamp(0, cols - 1.001), gy_raw.clamp(0, rows - 1.001)
-        x0, y0 = gx.floor().long(), gy.floor().long()
-        fx, fy = gx - x0, gy - y0
-        h00, h01 = hm[y0, x0], hm[y0, x0 + 1]
-        h10, h11 = hm[y0 + 1, x0], hm[y0 + 1, x0 + 1]
-        height = (h00 * (1 - fx) + h01 * fx) * (1 - fy) + (h10 * (1 - fx) + h11 * fx) * fy
-        return torch.where(inside, height, 0.0)
+        """Terrain height under world points ``xy`` (..., 2) (0 on flat ground)."""
+        if self.terrain == "rough":
+            return ground_height(self.height_map, self.terrain_res, self.terrain_half, xy)
+        return torch.zeros(xy.shape[:-1])
 
-    def _height_scan(self) -> torch.Tensor:
-        q = self.base_quat
-        yaw = torch.atan2(
-            2 * (q[:, 0] * q[:, 3] + q[:, 1] * q[:, 2]), 1 - 2 * (q[:, 2].square() + q[:, 3].square())
-        )
-        cos, sin = torch.cos(yaw)[:, None], torch.sin(yaw)[:, None]
-        px, py = self.scan_points[:, 0][None], self.scan_points[:, 1][None]
-        base = self._qpos[:, 0:2].float()
-        wx = base[:, :1] + cos * px - sin * py
-        wy = base[:, 1:2] + sin * px + cos * py
-        ground = self._ground_height(torch.stack([wx, wy], dim=-1))
-        return (self._qpos[:, 2:3].float() - 0.3 - ground).clamp(-1.0, 1.0)
-
-    # ------------------------------------------------------------------ observations
     def _compute_observations(self) -> None:
         c = self.cfg
-        lin, ang, grav = self.base_lin_vel, self.base_ang_vel, self.projected_gravity
-        cmd_scale = torch.tensor([c["obs_scale_lin_vel"], c["obs_scale_lin_vel"], c["obs_scale_ang_vel"]])
-        parts = [
-            ang * c["obs_scale_ang_vel"],
-            grav,
-            self.commands * cmd_scale,
-            self.dof_pos - self.default_joint_pos,
-            self.dof_vel * c["obs_scale_dof_vel"],
-            self.actions,
-        ]
+        scan = None
         if self.use_height_scan:
-            parts.append(self._height_scan())
-        clean = torch.cat(parts, dim=1)
-        level = float(c["noise_level"])
-        if level > 0:
-            a = self.num_actions
-            noise_vec = [
-                torch.full((3,), c["noise_ang_vel"] * c["obs_scale_ang_vel"]),
-                torch.full((3,), c["noise_gravity"]),
-                torch.zeros(3),
-                torch.full((a,), c["noise_dof_pos"]),
-                torch.full((a,), c["noise_dof_vel"] * c["obs_scale_dof_vel"]),
-                torch.zeros(a),
-            ]
-            if self.use_height_scan:
-                noise_vec.append(torch.full((self.scan_points.shape[0],), c["noise_height"]))
-            scale = torch.cat(noise_vec) * level
-            noisy = clean + scale * self._rand(self.num_envs, clean.shape[1], low=-1.0, high=1.0)
-        else:
-            noisy = clean
-        self.obs_buf = noisy
-        privileged = [
-            lin * c["obs_scale_lin_vel"],
-            clean,
-            self.friction_coef[:, None],
-            self.added_mass[:, None],
-            self.foot_contact.float(),
-        ]
+            scan = height_scan(
+                self.base_quat, self._qpos[:, 0:3].float(), self.scan_points, self._ground_height
+            )
+        state = (
+            self.base_ang_vel,
+            self.projected_gravity,
+            self.commands,
+            self.dof_pos - self.default_joint_pos,
+        )
+        clean = scaled_observations(c, *state, self.dof_vel, self.actions, scan)
+        self.obs_buf = clean
+        if float(c["noise_level"]) > 0:
+            self.obs_buf = clean + self._noise_scale * self._rand(
+                self.num_envs, clean.shape[1], low=-1.0, high=1.0
+            )
+        privileged = [self.base_lin_vel * c["obs_scale_lin_vel"], clean, self.friction_coef[:, None],
+                      self.added_mass[:, None], self.foot_contact.float()]  # fmt: skip
         self.critic_obs_buf = torch.cat(privileged, dim=1)
 
-    # ------------------------------------------------------------------ reference motion (AMP)
     def available_style_fields(self) -> list[str]:
         """Style feature names in the motion-file convention (``ancestor_spec.md`` section 3.1)."""
-        names = [f"root_pos_{a}" for a in "xyz"] + [f"root_rot_{a}" for a in "wxyz"]
-        for frame in ("b", "w"):
-            names += [f"root_vel_{a}_{frame}" for a in "xyz"] + [f"root_ang_vel_{a}_{frame}" for a in "xyz"]
-        names += [f"{j}_dof_pos" for j in self.joint_names] + [f"{j}_dof_vel" for j in self.joint_names]
-        return names + self._foot_style_fields()
-
-    def _foot_style_fields(self) -> list[str]:
-        return [f"{foot}_pos_{a}_b" for foot in self.foot_names for a in "xyz"]
+        return available_style_fields(self.joint_names, self.foot_names)
 
     def default_style_fields(self) -> list[str]:
         """Root height, base linear and angular velocity (base frame), joint positions and velocities, and
-        foot positions relative to the base (base frame): what a discriminator needs to tell walking at a
-        speed from stepping in place."""
-        fields = ["root_pos_z"] + [f"root_vel_{a}_b" for a in "xyz"] + [f"root_ang_vel_{a}_b" for a in "xyz"]
-        joints = [f"{j}_dof_pos" for j in self.joint_names] + [f"{j}_dof_vel" for j in self.joint_names]
-        return fields + joints + self._foot_style_fields()
-
-    def _style_columns(self, fields: list[str]) -> torch.Tensor:
-        available = self.available_style_fields()
-        unknown = [f for f in fields if f not in available]
-        if unknown:
-            raise ValueError(f"Unknown style fields {unknown}; available: {available}")
-        return torch.tensor([available.index(f) for f in fields], dtype=torch.long)
+        foot positions relative to the base (base frame)."""
+        return default_style_fields(self.joint_names, self.foot_names)
 
     def all_style_features(self, feet: bool = True) -> torch.Tensor:
         """Every field of :meth:`available_style_fields` for every env, (N, F_all); ``feet=False`` leaves out
         the foot positions (the last ``3 * feet`` columns), which need MuJoCo's position stage."""
-        q = self.base_quat
-        lin_w = self._qvel[:, 0:3].float()
-        ang_b = self.base_ang_vel
-        ang_w = quat_rotate_inverse(q * torch.tensor([1.0, -1.0, -1.0, -1.0]), ang_b)
-        parts = [
-            self._qpos[:, 0:3].float(), q, quat_rotate_inverse(q, lin_w), ang_b, lin_w, ang_w,
-            self.dof_pos, self.dof_vel,
-        ]  # fmt: skip
-        if feet:
-            parts.append(self.foot_pos_b.reshape(self.num_envs, -1))
-        return torch.cat(parts, dim=1)
+        pos, lin_vel_w = self._qpos[:, 0:3].float(), self._qvel[:, 0:3].float()
+        joints, feet_b = (
+            [self.dof_pos, self.dof_vel],
+            self.foot_pos_b.reshape(self.num_envs, -1) if feet else None,
+        )
+        return all_style_features(pos, self.base_quat, lin_vel_w, self.base_ang_vel, joints, feet_b)
 
     def style_features(self, fields: list[str] | None = None) -> torch.Tensor:
         """Style features (N, F) of the named fields (default: ``style_fields``)."""
         if fields is None:
             index, feet = self._style_index, self._style_needs_feet
         else:
-            index = self._style_columns(fields)
-            feet = any(f in self._foot_style_fields() for f in fields)
+            index = style_columns(self.available_style_fields(), fields)
+            feet = any(f in foot_style_fields(self.foot_names) for f in fields)
         return self.all_style_features(feet=feet)[:, index]
 
     def set_ref_motion_source(self, source: Any) -> None:
         """Provide expert windows: ``source(num_envs) -> (N, H * F)`` is added as ``extras["ref_motion"]``.
 
-        A source that names its fields (a :class:`~st_rl.datasets.MotionLoader`: ``style_fields``) must serve
-        this task's ``style_fields`` in the same order (and windows of ``amp_obs_frame_num`` frames): the
-        discriminator compares its windows with the task's ``ref_obs`` column by column.
+        A source that names its ``style_fields`` (a :class:`~st_rl.datasets.MotionLoader`) must serve the task's
+        ``style_fields`` in the same order, in windows of ``amp_obs_frame_num`` frames.
 
         Raises:
             ValueError: naming the motion file(s) and the fields missing from them or extra in them.
         """
         if source is not None:
-            self._check_motion_source(source)
+            check_motion_source(source, self.style_fields, self.amp_obs_frame_num, type(self).__name__)
         self.ref_motion_source = source
-
-    def _check_motion_source(self, source: Any) -> None:
-        fields = getattr(source, "style_fields", None)
-        files = getattr(source, "motion_files", None)
-        name = (
-            f"Motion file {', '.join(map(str, files))}" if files else f"Motion source {type(source).__name__}"
-        )
-        if fields is not None and list(fields) != list(self.style_fields):
-            fields = list(fields)
-            missing = [f for f in self.style_fields if f not in fields]
-            extra = [f for f in fields if f not in self.style_fields]
-            parts = []
-            if missing:
-                parts.append(f"missing from the motion: {missing}")
-            if extra:
-                parts.append(f"in the motion but not among the task's style fields (extra): {extra}")
-            detail = "; ".join(parts) or "the same fields in another order"
-            raise ValueError(
-                f"{name} does not match the task's style fields: {detail}. The motion has {len(fields)} fields "
-                f"{fields}; the task ({type(self).__name__}) has {len(self.style_fields)} {self.style_fields}. "
-                "Record the motion on this task (st-rl record-motion), or build the task with style_fields="
-                "MotionLoader(...).style_fields (st-rl train --motion does)."
-            )
-        frames = getattr(source, "amp_obs_frame_num", None)
-        if frames is not None and self.amp_obs_frame_num > 0 and int(frames) != self.amp_obs_frame_num:
-            raise ValueError(
-                f"{name} serves windows of {frames} frames but the task's ref_obs holds amp_obs_frame_num="
-                f"{self.amp_obs_frame_num}: give both the same number of frames."
-            )
-
-    def _update_ref_obs(self, reset_mask: torch.Tensor) -> None:
-        feat = self.style_features()
-        rolled = torch.cat([self.ref_obs_buf[:, 1:], feat[:, None]], dim=1)
-        fresh = feat[:, None].expand_as(self.ref_obs_buf)
-        self.ref_obs_buf = torch.where(reset_mask[:, None, None], fresh, rolled)
 
     def _obs_groups(self) -> dict[str, torch.Tensor]:
         groups = super()._obs_groups()
@@ -928,31 +552,11 @@ class LeggedLocomotion(BuiltinTask):
             extras["ref_motion"] = self.ref_motion_source(self.num_envs)
         return obs, rewards, dones, extras
 
-    # ------------------------------------------------------------------ left-right symmetry
     def mirror_functions(self) -> dict[str, SignedPermutation]:
         """Left-right mirror maps of raw observations and actions (for ``Symmetry``, ``symmetry_cfg``).
 
-        The mirror is the reflection ``y -> -y`` about the robot's sagittal plane (the x-z plane of the base
-        frame). Each map is a :class:`SignedPermutation` of the last dimension (any leading dimensions), an
-        involution, precomputed on the task's device. Components transform as:
-
-        * polar vectors (``base_lin_vel``, ``projected_gravity``, style ``root_pos`` / ``root_vel``; the
-          world-frame style fields mirror about the world x-z plane): ``(x, y, z) -> (x, -y, z)``;
-        * axial vectors (``base_ang_vel``, style ``root_ang_vel``): ``(x, y, z) -> (-x, y, -z)``;
-        * ``commands`` ``(vx, vy, yaw rate) -> (vx, -vy, -yaw rate)``; style ``root_rot``
-          ``(w, x, y, z) -> (w, -x, y, -z)``;
-        * joint components (``dof_pos`` relative to the standing pose, ``dof_vel``, ``last_actions``, actions,
-          style joint fields): each joint takes the value of its mirror partner (FR <-> FL, RR <-> RL), with
-          the sign flipped for hinges whose axis lies in the mirror plane (about x or z: hip abduction) and
-          kept for hinges about its normal y (thigh, calf); the built-in robot's joint map is
-          ``FR_hip <- -FL_hip, FR_thigh <- FL_thigh, FR_calf <- FL_calf`` and likewise for the other legs;
-        * ``height_measurements`` (1, nx, ny): scan column ``iy -> ny - 1 - iy`` (the scan's y grid must be
-          symmetric); ``foot_contact``: mirror partner's foot; style foot positions ``<foot>_pos_*_b``: the
-          mirror partner foot's position, as a polar vector; ``friction``, ``added_mass``: unchanged.
-
-        Partners and signs come from the model's geometry (joint anchors and axes, foot positions in the base
-        frame at ``qpos0``), so any mirror-symmetric MJCF or URDF robot works. The standing pose must be its own
-        mirror image, so the maps need no offsets.
+        Each map is a :class:`SignedPermutation` of the last dimension, derived from the model's geometry; the
+        convention is in :mod:`st_rl.tasks.locomotion_mirror`.
 
         Returns:
             ``{"obs": ..., "critic_obs": ..., "actions": ...}`` and, when the task emits ``ref_obs`` and its
@@ -962,150 +566,24 @@ class LeggedLocomotion(BuiltinTask):
             ValueError: the robot, its standing pose or the height-scan grid is not left-right symmetric.
         """
         if self._mirror_maps is None:
-            self._mirror_maps = self._build_mirror_maps()
+            self._mirror_maps = build_mirror_maps(self)
         return dict(self._mirror_maps)
 
-    def _mirror_structure(self) -> tuple[list[int], list[float], list[int]]:
-        """Mirror partner and sign of every actuated joint, and mirror partner of every foot."""
-        mj = self.mujoco
-        model = self.model
-        data, to_base = self._base_frame_kinematics()
-        rot = data.xmat[self.base_body].reshape(3, 3)
-        flip = np.array([1.0, -1.0, 1.0])
-        tol = 1e-4  # pairing tolerance (m, and 1 - |cos| for axes); model numbers mirror far more exactly
-        joints = model.actuator_trnid[:, 0]
-        anchors, axes = to_base(data.xanchor[joints]), data.xaxis[joints] @ rot
-        partners, signs = [], []
-        for i, j in enumerate(joints):
-            distance = np.linalg.norm(anchors - anchors[i] * flip, axis=1)
-            alignment = axes @ (axes[i] * flip)  # +-1 for an axis (anti)parallel to the mirrored one
-            found = np.flatnonzero((distance < tol) & (np.abs(alignment) > 1.0 - tol))
-            hinge, slide = int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE)
-            jtype = int(model.jnt_type[j])
-            if found.size == 0 or jtype not in (hinge, slide):
-                raise ValueError(
-                    f"mirror_functions: joint {self.joint_names[i]!r} has no left-right mirror partner (a hinge "
-                    "or slide joint at the mirrored anchor with the mirrored axis); the robot is not symmetric"
-                )
-            k = int(found[np.argmin(distance[found])])
-            # A reflection turns a rotation by q about axis a into one by -q about M a; a translation by q
-            # along a into one by q along M a.
-            same = float(np.sign(alignment[k]))
-            partners.append(k)
-            signs.append(-same if jtype == hinge else same)
-        feet = to_base(data.geom_xpos[self.foot_geoms])
-        foot_partners = []
-        for f in range(self.num_feet):
-            distance = np.linalg.norm(feet - feet[f] * flip, axis=1)
-            if distance.min() > tol:
-                raise ValueError(f"mirror_functions: foot {f} has no left-right mirror partner")
-            foot_partners.append(int(np.argmin(distance)))
-        home = self.default_joint_pos
-        mirrored_home = home[partners] * torch.tensor(signs)
-        if not torch.allclose(mirrored_home, home, atol=1e-6):
-            wrong = torch.nonzero(~torch.isclose(mirrored_home, home, atol=1e-6)).flatten().tolist()
-            bad = [self.joint_names[i] for i in wrong]
-            raise ValueError(
-                f"mirror_functions: the standing pose is not left-right symmetric (joints {bad})"
-            )
-        return partners, signs, foot_partners
+    _MJ_STATE = ("_qpos", "_qvel", "_ctrl", "_warm", "_friction", "_body_mass")
 
-    def _build_mirror_maps(self) -> dict[str, SignedPermutation]:
-        joint_partner, joint_sign, foot_partner = self._mirror_structure()
-        polar = ([0, 1, 2], [1.0, -1.0, 1.0])
-        axial = ([0, 1, 2], [-1.0, 1.0, -1.0])
-        joint = (joint_partner, joint_sign)
-        table: dict[str, tuple[list[int], list[float]]] = {
-            "base_lin_vel": polar,
-            "base_ang_vel": axial,
-            "projected_gravity": polar,
-            "commands": ([0, 1, 2], [1.0, -1.0, -1.0]),
-            "dof_pos": joint,
-            "dof_vel": joint,
-            "last_actions": joint,
-            "friction": ([0], [1.0]),
-            "added_mass": ([0], [1.0]),
-            "foot_contact": (foot_partner, [1.0] * self.num_feet),
-        }
-        if self.use_height_scan:
-            lo, hi, ny = self.cfg["height_scan_y"]
-            nx, ny = int(self.cfg["height_scan_x"][2]), int(ny)
-            if not math.isclose(float(lo), -float(hi), abs_tol=1e-9):
-                raise ValueError(f"mirror_functions: the height scan's y grid {lo}..{hi} is not symmetric")
-            # scan point ix * ny + iy sits at (x_ix, y_iy); its mirror image is at (x_ix, y_{ny - 1 - iy})
-            scan = [ix * ny + (ny - 1 - iy) for ix in range(nx) for iy in range(ny)]
-            table["height_measurements"] = (scan, [1.0] * len(scan))
-
-        def layout_map(segments: OrderedDict[str, tuple[int, ...]]) -> SignedPermutation:
-            index: list[int] = []
-            sign: list[float] = []
-            for name, shape in segments.items():
-                if name not in table:
-                    raise ValueError(f"mirror_functions: no mirror rule for observation component {name!r}")
-                local, local_sign = table[name]
-                if len(local) != math.prod(shape):
-                    raise ValueError(f"mirror_functions: component {name!r} has {math.prod(shape)} features")
-                offset = len(index)
-                index += [offset + i for i in local]
-                sign += local_sign
-            return SignedPermutation(index, sign, self.device)
-
-        critic_segments = self.privileged_obs_segments
-        assert critic_segments is not None  # set by _build_buffers
-        maps = {
-            "obs": layout_map(self.obs_segments),
-            "critic_obs": layout_map(critic_segments),
-            "actions": SignedPermutation(joint_partner, joint_sign, self.device),
-        }
-        if self.amp_obs_frame_num > 0:
-            style = self._style_mirror(joint_partner, joint_sign, foot_partner)
-            if style is not None:
-                maps["ref_obs"] = style
-        return maps
-
-    def _style_mirror(
-        self, joint_partner: list[int], joint_sign: list[float], foot_partner: list[int]
-    ) -> SignedPermutation | None:
-        """Mirror map of the style features (``style_fields``), or None when a field's partner is missing."""
-        rule: dict[str, tuple[str, float]] = {}
-        polar, axial = {"x": 1.0, "y": -1.0, "z": 1.0}, {"x": -1.0, "y": 1.0, "z": -1.0}
-        for ax in "xyz":
-            rule[f"root_pos_{ax}"] = (f"root_pos_{ax}", polar[ax])
-            for frame in "bw":
-                rule[f"root_vel_{ax}_{frame}"] = (f"root_vel_{ax}_{frame}", polar[ax])
-                rule[f"root_ang_vel_{ax}_{frame}"] = (f"root_ang_vel_{ax}_{frame}", axial[ax])
-        for ax, sign in zip("wxyz", (1.0, -1.0, 1.0, -1.0)):
-            rule[f"root_rot_{ax}"] = (f"root_rot_{ax}", sign)
-        for i, name in enumerate(self.joint_names):
-            partner = self.joint_names[joint_partner[i]]
-            for kind in ("dof_pos", "dof_vel"):
-                rule[f"{name}_{kind}"] = (f"{partner}_{kind}", joint_sign[i])
-        for f, name in enumerate(self.foot_names):
-            partner = self.foot_names[foot_partner[f]]
-            for ax in "xyz":
-                rule[f"{name}_pos_{ax}_b"] = (f"{partner}_pos_{ax}_b", polar[ax])
-        fields = self.style_fields
-        if any(rule[f][0] not in fields for f in fields):
-            return None
-        return SignedPermutation(
-            [fields.index(rule[f][0]) for f in fields], [rule[f][1] for f in fields], self.device
-        )
-
-    # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Task buffers plus the MuJoCo state (qpos, qvel, ctrl, warm start) and randomised model fields."""
-        state = super().state_dict()
-        for name in ("_qpos", "_qvel", "_ctrl", "_warm", "_friction", "_body_mass"):
-            state["mj" + name] = getattr(self, name).clone()
-        return state
+        return {
+            **super().state_dict(),
+            **{"mj" + name: getattr(self, name).clone() for name in self._MJ_STATE},
+        }
 
     def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
         self._cache.clear()
-        state = dict(state_dict)
-        mj_state = {k: state.pop(k) for k in list(state) if k.startswith("mj_")}
+        state = {k: v for k, v in state_dict.items() if not k.startswith("mj_")}
         super().load_state_dict(state)
-        for name in ("_qpos", "_qvel", "_ctrl", "_warm", "_friction", "_body_mass"):
-            value = mj_state.get("mj" + name)
+        for name in self._MJ_STATE:
+            value = state_dict.get("mj" + name)
             if value is None or tuple(value.shape) != tuple(getattr(self, name).shape):
                 raise ValueError(f"state_dict lacks a matching 'mj{name}' entry")
             getattr(self, name).copy_(value)

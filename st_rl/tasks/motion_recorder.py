@@ -21,6 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from st_rl.tasks import make_env
+from st_rl.utils.files import refuse_special_file
+
 __all__ = [
     "collect_style_windows",
     "command_grid",
@@ -158,8 +161,6 @@ def save_motion_file(motion: dict[str, dict[str, Any]], path: str) -> None:
     Raises:
         OSError: ``path`` is a folder, a device, FIFO or socket (it is never replaced).
     """
-    from st_rl.utils.files import refuse_special_file
-
     refuse_special_file(path, "motion file")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
@@ -289,8 +290,6 @@ def record_scripted_trot(
 
     Returns the recorded style fields (default: :func:`joint_style_fields`).
     """
-    from st_rl.tasks import make_env
-
     stride: float | torch.Tensor = 0.0
     hip: float | torch.Tensor = 0.0
     if moving:

@@ -15,27 +15,16 @@ __all__ = ["BuiltinTask", "PointMass"]
 class PointMass(BuiltinTask):
     """Drive a 2-D point mass to a goal sampled per episode (time-outs only, no critic group).
 
-    Dynamics (semi-implicit Euler): ``v += dt * (max_force * a - damping * v) / mass``, ``|v|`` clamped to
-    ``max_speed``, ``p += dt * v``. Each episode starts at rest at a uniform position in
-    ``[-start_range, start_range]^2`` with a goal uniform in ``[-goal_range, goal_range]^2``.
+    Dynamics (semi-implicit Euler): ``v += dt * (max_force * a - damping * v) / mass``, ``|v| <= max_speed``,
+    ``p += dt * v``. Episodes start at rest, uniform in ``[-start_range, start_range]^2``, with a goal uniform in
+    ``[-goal_range, goal_range]^2``. Observations (4,): ``goal_delta`` (goal - position), ``velocity``.
 
-    Observations (4,): ``goal_delta`` = goal - position (m), ``velocity`` (m/s).
-
-    Reward terms (each multiplied by ``dt``): ``distance`` = ``w_distance * exp(-|delta|^2 / distance_sigma)`` and
-    ``action_l2`` = ``w_action_l2 * |a|^2`` (``w_action_l2 < 0``). Metric ``final_distance``: distance to the
-    goal on the last step of an episode.
-
-    Known solution: :meth:`expert_action`, a saturated PD controller ``a = kp * delta - kd * v``.
+    Reward terms (each times ``dt``): ``distance`` = ``w_distance * exp(-|delta|^2 / distance_sigma)``,
+    ``action_l2`` = ``w_action_l2 * |a|^2``. Metric ``final_distance``. Known solution: :meth:`expert_action`.
 
     Args:
-        num_envs: number of parallel environments.
-        device: torch device of all buffers.
-        seed: seed of the private generator; None draws it from the global torch RNG.
-        **cfg: overrides of ``DEFAULT_CFG``: ``dt`` (0.05 s), ``episode_length_s`` (5.0 -> 100 steps),
-            ``clip_actions`` (1.0), ``mass`` (1.0 kg), ``damping`` (0.1 N s/m), ``max_force`` (4.0 N per unit
-            action), ``max_speed`` (3.0 m/s), ``goal_range`` (2.0 m), ``start_range`` (0.5 m),
-            ``distance_sigma`` (1.0 m^2), ``w_distance`` (1.0), ``w_action_l2`` (-0.01), ``expert_kp`` (2.0),
-            ``expert_kd`` (1.0).
+        num_envs, device, seed: as for :class:`~st_rl.tasks.base.BuiltinTask`.
+        **cfg: overrides of ``DEFAULT_CFG`` (SI units).
     """
 
     DEFAULT_CFG: dict[str, Any] = {

@@ -45,14 +45,8 @@ class SparseGoal(BuiltinTask):
     policy on fresh environments.
 
     Args:
-        num_envs: number of parallel environments.
-        device: torch device of all buffers.
-        seed: seed of the private generator; None draws it from the global torch RNG.
-        **cfg: overrides of ``DEFAULT_CFG``: ``dt`` (0.05 s), ``episode_length_s`` (10.0 -> 200 steps),
-            ``clip_actions`` (1.0), ``mass`` (1.0 kg), ``damping`` (2.0 N s/m), ``max_force`` (4.0 N per unit
-            action), ``arena_size`` (5.0 m, half-width), ``start`` ((0.0, 0.0) m), ``start_range`` (0.25 m),
-            ``goal`` ((4.0, 1.6) m), ``goal_radius`` (0.4 m), ``w_success`` (20.0), ``terminate_on_success``
-            (False).
+        num_envs, device, seed: as for :class:`~st_rl.tasks.base.BuiltinTask`.
+        **cfg: overrides of ``DEFAULT_CFG`` (SI units).
     """
 
     DEFAULT_CFG: dict[str, Any] = {

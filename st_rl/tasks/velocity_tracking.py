@@ -17,41 +17,23 @@ GRAVITY = 9.81
 class VelocityTracking(BuiltinTask):
     """Track a commanded planar velocity with a body of unknown mass and drag (privileged critic).
 
-    Dynamics (semi-implicit Euler): ``v += dt * (max_force * a - friction * v) / mass``, where ``mass`` (kg) and
-    the linear drag coefficient ``friction`` (N s/m) are drawn per episode and hidden from the actor. The command
-    ``(vx, vy)`` is uniform in ``[-command_range, command_range]^2``, drawn at reset and resampled every
-    ``resampling_time_s`` (when ``episode_length_buf`` is a multiple of that many steps). Episodes start with a
-    uniform velocity in ``[-init_vel_range, init_vel_range]^2``.
+    Dynamics (semi-implicit Euler): ``v += dt * (max_force * a - friction * v) / mass``; ``mass`` and the drag
+    ``friction`` are drawn per episode and hidden from the actor. The command ``(vx, vy)``, uniform in
+    ``[-command_range, command_range]^2``, is drawn at reset and every ``resampling_time_s``.
 
-    Actor observations (6,): ``base_lin_vel`` (2, plus uniform noise of ``+-vel_noise`` when ``add_noise``),
-    ``commands`` (2), ``last_actions`` (2). Critic observations (8,): the same without noise plus ``mass`` (1)
-    and ``friction`` (1).
+    Actor observations (6,): ``base_lin_vel`` (2, with uniform noise ``+-vel_noise`` when ``add_noise``),
+    ``commands`` (2), ``last_actions`` (2); the critic's (8,) are noise-free plus ``mass`` and ``friction``. With
+    ``actor_dynamics_slots`` the actor's end with ``mass`` and ``friction`` slots filled with zeros, for a state
+    estimator to fill (e.g. ``StateAcRecurrent`` with ``estimator_target_components=["mass", "friction"]``).
 
-    With ``actor_dynamics_slots`` the actor observations (8,) also end with ``mass`` (1) and ``friction`` (1),
-    always filled with zeros: the parameters stay unobservable, the slots are there for a state
-    estimator (e.g. ``StateAcRecurrent`` with ``estimator_target_components=["mass", "friction"]``, trained
-    against the critic's true values) can fill. The critic layout is unchanged.
-
-    Reward terms (weighted, each multiplied by ``dt``): ``track_lin_vel`` = ``w_track * exp(-|cmd - v|^2 / tracking_sigma)``,
-    ``action_rate`` = ``w_action_rate * |a - a_prev|^2``, ``action_l2`` = ``w_action_l2 * |a|^2``,
-    ``termination`` = ``w_termination`` on failure. Failure ``velocity_error``: ``|cmd - v| > max_velocity_error``;
-    otherwise episodes end by time-out.
-
-    Metrics (also logged as ``Metrics/<name>`` at episode ends): :attr:`tracking_error` and :attr:`CoT`.
-
-    Known solution: :meth:`expert_action` (feed-forward nominal drag plus a P controller on velocity error).
+    Reward terms (each times ``dt``): ``track_lin_vel`` = ``w_track * exp(-|cmd - v|^2 / tracking_sigma)``,
+    ``action_rate`` = ``w_action_rate * |a - a_prev|^2``, ``action_l2`` = ``w_action_l2 * |a|^2``, ``termination``
+    = ``w_termination`` on failure (``velocity_error``: ``|cmd - v| > max_velocity_error``). Metrics:
+    :attr:`tracking_error`, :attr:`CoT`. Known solution: :meth:`expert_action`.
 
     Args:
-        num_envs: number of parallel environments.
-        device: torch device of all buffers.
-        seed: seed of the private generator; None draws it from the global torch RNG.
-        **cfg: overrides of ``DEFAULT_CFG``: ``dt`` (0.05 s), ``episode_length_s`` (8.0 -> 160 steps),
-            ``clip_actions`` (1.0), ``max_force`` (5.0 N per unit action), ``mass_range`` ((0.5, 2.0) kg),
-            ``friction_range`` ((0.5, 2.0) N s/m), ``command_range`` (1.0 m/s), ``resampling_time_s`` (4.0),
-            ``init_vel_range`` (0.5 m/s), ``add_noise`` (True), ``vel_noise`` (0.05 m/s),
-            ``max_velocity_error`` (2.5 m/s), ``tracking_sigma`` (0.25), ``w_track`` (1.0),
-            ``w_action_rate`` (-0.01), ``w_action_l2`` (-0.002), ``w_termination`` (-20.0),
-            ``cot_eps`` (1e-3), ``expert_kp`` (5.0 N s/m), ``actor_dynamics_slots`` (False).
+        num_envs, device, seed: as for :class:`~st_rl.tasks.base.BuiltinTask`.
+        **cfg: overrides of ``DEFAULT_CFG`` (SI units).
     """
 
     DEFAULT_CFG: dict[str, Any] = {

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from st_rl.env.adapters.apis import detect_api
+
 
 def missing_attributes(env: Any, names: Sequence[str]) -> list[str]:
     """The attributes of ``names`` that ``env`` lacks, in order."""
@@ -27,6 +29,4 @@ def require_attributes(env: Any, names: Sequence[str], what: str, fix: str) -> N
 
 def observation_api(env: Any) -> str:
     """Which of EnvAdapter's APIs ``env.get_observations()`` follows (see :func:`st_rl.env.detect_api`)."""
-    from st_rl.env.adapter import detect_api
-
     return detect_api(env.get_observations())

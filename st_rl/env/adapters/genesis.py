@@ -1,18 +1,11 @@
 """Genesis environments (the env classes of Genesis's legged-locomotion examples) for st_rl.
 
-Genesis ships no environment classes in its wheel: its locomotion examples (``examples/locomotion/go2_env.py``
-and the like) define plain classes with ``num_envs``, ``num_obs``, ``num_privileged_obs`` (None), ``num_actions``,
-``device``, ``max_episode_length``, ``episode_length_buf``, ``get_observations() -> (obs, extras)`` with
-``extras["observations"]["critic"]``, ``reset()`` and ``step(actions) -> (obs, rewards, dones, extras)`` with
-``extras["time_outs"]`` (float 0/1) and ``extras["episode"]`` (per-term episode sums, written when envs reset).
-Newer examples return TensorDicts of groups. Both are APIs :class:`st_rl.env.EnvAdapter` accepts.
+Genesis's example envs (``examples/locomotion/go2_env.py`` and the like) already follow the rsl_rl 2.x (or,
+newer, the TensorDict) API. :class:`GenesisVecEnv` forwards everything and fixes the one thing that would
+mislead st_rl's logs: the example keeps ``extras`` between steps, so ``extras["episode"]`` of the last reset
+would be logged at every later step; the wrapper passes it on only at steps where an episode ended.
 
-:class:`GenesisVecEnv` forwards everything to such an env and fixes the one thing that would mislead st_rl's
-logs: the example keeps the ``extras`` dict between steps, so ``extras["episode"]`` of the last reset would be
-logged again at every later step; the wrapper passes it on only at steps where an episode ended.
-
-Needs ``pip install "st-rl[genesis]"`` (genesis-world) and ``genesis.init(backend=genesis.cpu | genesis.gpu)``
-before the env is built.
+Needs ``pip install "st-rl[genesis]"`` and ``genesis.init(...)`` before the env is built.
 """
 
 from __future__ import annotations

@@ -1,23 +1,15 @@
-"""Gymnasium vector environments (``SyncVectorEnv``, ``AsyncVectorEnv``, ``gymnasium.make_vec``) for st_rl.
+"""Gymnasium 1.x vector environments (``SyncVectorEnv``, ``AsyncVectorEnv``, ``make_vec``) for st_rl.
 
-:class:`GymnasiumVecEnv` presents a Gymnasium 1.x vector env through st_rl's native API (the rsl_rl 2.x
-generation that :class:`st_rl.env.EnvAdapter` accepts): ``get_observations() -> (obs, extras)`` and
-``step(actions) -> (obs, rewards, dones, extras)`` with torch float32 tensors on the training device.
+:class:`GymnasiumVecEnv` presents one in st_rl's native API with float32 tensors on the training device:
 
-* ``terminated | truncated`` become ``dones``; ``extras["time_outs"]`` is ``truncated & ~terminated``, so PPO
-  bootstraps truncated episodes and not terminated ones.
-* Autoreset: with ``SAME_STEP`` autoreset (what :func:`make_gymnasium_env` configures) the observation of a
-  finished env is already its first observation after the reset. For ``NEXT_STEP`` (Gymnasium's default) and
-  ``DISABLED`` envs the adapter resets the finished sub-environments at once with
-  ``reset(options={"reset_mask": dones})``, so Gymnasium never takes a reset step whose reward would be
-  counted: every transition st_rl stores is a real one.
-* Episode statistics of the rewards the vector env returns (before the optional reward normalisation of this
-  adapter) go to ``extras["log"]`` as ``Episode/return`` and ``Episode/length`` (mean over the episodes that
-  ended in the step); the runner logs them. :attr:`GymnasiumVecEnv.episode_returns` keeps the recent ones.
-* Actions are clipped to the action space (``clip_actions=True``), as CleanRL's ``ClipAction`` does.
-* Optional reward normalisation (``normalize_reward=True``): rewards divided by the running standard deviation
-  of the discounted return, then clipped to ``+-clip_reward`` (Gymnasium's ``NormalizeReward`` plus a clip,
-  as in CleanRL's PPO). Its statistics are part of :meth:`GymnasiumVecEnv.state_dict`, so resumes are exact.
+* ``terminated | truncated`` become ``dones``; ``extras["time_outs"]`` is ``truncated & ~terminated``.
+* Autoreset: the observation of a finished env is its first after the reset (``SAME_STEP``, as
+  :func:`make_gymnasium_env` configures; ``NEXT_STEP`` / ``DISABLED`` envs are reset at once with
+  ``reset(options={"reset_mask": dones})``), so no reset step's reward is ever stored.
+* ``extras["log"]`` has ``Episode/return`` and ``Episode/length`` of the episodes that ended (raw rewards).
+* Actions are clipped to the action space (``clip_actions``), as CleanRL's ``ClipAction`` does.
+* Optional reward normalisation (``normalize_reward``): rewards divided by the running std of the discounted
+  return, clipped to ``+-clip_reward`` (as in CleanRL's PPO); its statistics are in ``state_dict``.
 
 Needs ``gymnasium>=1.1`` (``pip install "st-rl[gymnasium]"``; MuJoCo tasks need its ``mujoco`` extra).
 """

@@ -1,21 +1,11 @@
 """Isaac Lab environments (``isaaclab_rl.rsl_rl.RslRlVecEnvWrapper``) for st_rl.
 
-Isaac Lab's rsl_rl wrapper already speaks one of the APIs :class:`st_rl.env.EnvAdapter` accepts, in either
-generation:
-
-* rsl_rl 2.x generation (st_gym, Isaac Lab up to 2.1): ``get_observations() -> (obs, extras)`` with
-  ``extras["observations"]`` holding the groups (``"policy"``, optional ``"critic"``), ``step(actions) ->
-  (obs, rewards, dones (long 0/1), extras)`` with ``extras["time_outs"]`` (infinite-horizon tasks) and
-  ``extras["log"]``, attributes ``num_envs``, ``num_actions``, ``num_obs``, ``num_privileged_obs`` (0 without
-  a critic group), ``max_episode_length``, writable ``episode_length_buf``, ``device``.
-* TensorDict generation (rsl_rl >= 3, Isaac Lab >= 2.2): ``get_observations() -> TensorDict`` of groups,
-  ``step(actions) -> (TensorDict, rewards, dones, extras)``; no ``num_obs`` / ``num_privileged_obs``.
-
-So this adapter does not translate anything: :func:`wrap_isaaclab` checks the interface and tells the user what
-is wrong (a raw ``ManagerBasedRLEnv`` / ``DirectRLEnv`` instead of the wrapper, missing attributes) before a
-runner is built. Choose the observation groups with the runner's ``obs_groups`` config key. Isaac Lab itself
-cannot be installed on st_rl's CI machines; the tests check this adapter against fakes that implement the
-documented interface of both generations.
+The wrapper already speaks an API :class:`st_rl.env.EnvAdapter` accepts, in either generation: rsl_rl 2.x
+(st_gym, Isaac Lab up to 2.1: ``(obs, extras)`` with groups in ``extras["observations"]``, long 0/1 dones) or
+TensorDict (rsl_rl >= 3, Isaac Lab >= 2.2; no ``num_obs`` / ``num_privileged_obs``). :func:`wrap_isaaclab`
+translates nothing: it checks the interface and says what is wrong (a raw ``ManagerBasedRLEnv`` /
+``DirectRLEnv`` instead of the wrapper, missing attributes) before a runner is built. The tests check it against
+fakes of both generations (Isaac Lab cannot be installed on CI).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Base class of datasets that replay recorded rollouts as if they came from a vectorised environment.
 
-A subclass keeps one *handler* per environment slot (which trajectory and frame it is reading) and fills
-transition buffers from files. Consumers use it like an environment step:
-
->>> batch, infos = dataset.get_transition_batch()   # one transition per env slot, shape (N, ...)
->>> if batch is None:                                # the dataset is exhausted
-...     ...
-
-or iterate over it (``for batch in dataset``), or ask for whole sequences with ``get_batch(T)`` (shape
-``(T, N, ...)``).
+A subclass keeps one *handler* per environment slot (which trajectory and frame it reads). Consumers call
+``get_transition_batch()`` (one transition per slot, ``(None, {})`` when exhausted), iterate
+(``for batch in dataset``) or take whole sequences with ``get_batch(T)`` (shape ``(T, N, ...)``).
 """
 
 from __future__ import annotations
@@ -31,14 +25,13 @@ class DatasetExhausted(Exception):
 class RolloutFileBase(IterableDataset, ABC):
     """Abstract rollout-file dataset with one handler per environment slot.
 
+    Subclasses implement :meth:`reset_all`, :meth:`refresh_handlers`, :meth:`get_buffer` and
+    :meth:`fill_transition` (which raises :class:`DatasetExhausted` when the data runs out).
+
     Args:
         data_dir: directory (or list of directories) holding the recorded data.
         num_envs: number of environment slots ``N`` served in parallel.
-        device: device of the returned tensors. It is used as given: asking for ``"cuda"`` on a machine
-            without CUDA raises (pass ``device="cpu"``).
-
-    Subclasses implement :meth:`reset_all`, :meth:`refresh_handlers`, :meth:`get_buffer` and
-    :meth:`fill_transition`; the latter raises :class:`DatasetExhausted` when the data runs out.
+        device: device of the returned tensors, used as given (``"cuda"`` without CUDA raises).
     """
 
     def __init__(

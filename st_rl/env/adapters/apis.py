@@ -1,0 +1,114 @@
+"""The three environment APIs :class:`~st_rl.env.EnvAdapter` accepts, and how their observations are read.
+
+* ``"legged_gym"``: ``get_observations() -> Tensor``, ``get_privileged_observations() -> Tensor | None``,
+  ``step(a) -> (obs, privileged_obs, rewards, dones, infos)``.
+* ``"rsl_rl2"`` (st_gym, Isaac Lab rsl_rl 2.x wrappers): ``get_observations() -> (obs, extras)``,
+  ``step(a) -> (obs, rewards, dones, extras)`` with groups in ``extras["observations"]``.
+* ``"tensordict"`` (rsl_rl >= 3, mjlab, Isaac Lab rsl_rl 3.x): observations are a TensorDict (or any mapping)
+  of groups; ``obs_groups`` chooses which groups feed the actor (``"policy"``) and the critic (``"critic"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from st_rl.env.adapters.contract import describe_value
+
+API_NAMES = ("legged_gym", "rsl_rl2", "tensordict")
+
+
+@runtime_checkable
+class ObservationGroups(Protocol):
+    """Observations as named groups: a ``tensordict.TensorDict``, a dict, or any mapping-like object."""
+
+    def keys(self) -> Any:
+        """The group names."""
+        ...
+
+    def __getitem__(self, name: str) -> Any:
+        """The group ``name`` (a tensor with the environments first)."""
+        ...
+
+
+def detect_api(first_observation: Any) -> str:
+    """Return the API name given what ``env.get_observations()`` returned."""
+    if isinstance(first_observation, (torch.Tensor, np.ndarray)):
+        return "legged_gym"
+    if isinstance(first_observation, (tuple, list)) and len(first_observation) == 2:
+        return "rsl_rl2"
+    if isinstance(first_observation, (Mapping, ObservationGroups)):
+        return "tensordict"
+    raise TypeError(
+        "env.get_observations() returned "
+        f"{describe_value(first_observation)}; expected a Tensor (legged_gym API), an (obs, extras) tuple "
+        "(rsl_rl 2.x / Isaac Lab API) or a TensorDict / mapping of observation groups (rsl_rl >= 3 API)."
+    )
+
+
+def group_mapping(api: str, raw: Any) -> Mapping[str, torch.Tensor]:
+    """The observation groups of one raw observation payload of ``api`` (empty for legged_gym)."""
+    if api == "tensordict":
+        return raw
+    if api == "rsl_rl2":
+        extras = raw[1] if isinstance(raw, (tuple, list)) else raw
+        return (extras or {}).get("observations", {}) or {}
+    return {}
+
+
+def _checked_names(key: str, names: Any, available: list[str]) -> list[str]:
+    if key not in ("policy", "critic", "actor"):
+        raise ValueError(f"obs_groups key '{key}' is not one of 'policy', 'critic' (or 'actor').")
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise ValueError(
+            f"obs_groups['{key}'] must be a list of observation group names, got {names!r}; "
+            f"available groups: {available}"
+        )
+    missing = [n for n in names if n not in available]
+    if missing:
+        raise ValueError(
+            f"obs_groups['{key}'] names groups {missing} that the environment does not provide; "
+            f"available groups: {available}"
+        )
+    return list(names)
+
+
+def resolve_obs_groups(
+    api: str, first: Any, obs_groups: Mapping[str, Sequence[str]] | None
+) -> dict[str, list[str]] | None:
+    """Which groups feed the actor (``"policy"``) and the critic, checked against the first observation.
+
+    The rsl_rl 2.x API's actor defaults to ``[]``: the obs tensor ``step()`` returns.
+
+    Raises:
+        ValueError: ``obs_groups`` is malformed, names a missing group, or no actor group exists.
+    """
+    if api == "legged_gym":
+        if obs_groups:
+            raise ValueError(
+                "obs_groups applies to environments whose observations are groups; "
+                "this environment returns flat tensors (legged_gym API)."
+            )
+        return None
+    available = list(group_mapping(api, first).keys())
+    resolved = {
+        "policy" if key == "actor" else key: _checked_names(key, names, available)
+        for key, names in (obs_groups or {}).items()
+    }
+    if "policy" not in resolved:
+        if api == "rsl_rl2":
+            resolved["policy"] = []  # the obs tensor step() returns, as the reference runner uses it
+        elif "policy" in available or "actor" in available:
+            resolved["policy"] = ["policy" if "policy" in available else "actor"]
+        else:
+            raise ValueError(
+                f"No actor observation group: the environment provides {available}; set "
+                "obs_groups={'policy': [...], 'critic': [...]} in the runner config."
+            )
+    if "critic" not in resolved and "critic" in available:
+        resolved["critic"] = ["critic"]
+    return resolved

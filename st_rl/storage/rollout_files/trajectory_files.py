@@ -1,0 +1,409 @@
+"""On-disk format of demonstration datasets: file names, writing, safe reading and directory scanning.
+
+Layout (see ``docs/datasets.md``)::
+
+    <data_dir>/metadata.json
+    <data_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz     # frames [a, b) of trajectory k
+                                       (or .pickle, the reference's form; one dataset may mix both)
+
+Each file holds numpy arrays with ``b - a`` rows: ``observations`` (or ``obs_<component>`` per
+component of ``metadata["obs_segments"]``, compressed as ``metadata["obs_disassemble_mapping"]`` says),
+optionally ``privileged_observations``, ``actions``, ``rewards``, ``dones``, ``timeouts`` and ``values``.
+``.npz`` files are read with ``np.load(allow_pickle=False)``; ``.pickle`` files (a dict of numpy arrays)
+are read with an unpickler that only resolves the numpy functions needed to rebuild arrays, so loading
+never executes code from the data.
+"""
+
+from __future__ import annotations
+
+import codecs
+import importlib
+import json
+import math
+import os
+import pickle
+import re
+import zipfile
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from st_rl.env.layout import normalize_segments
+from st_rl.utils.data_compresser import get_compresser
+from st_rl.utils.utils import atomic_write
+
+DATASET_FORMAT = "st_rl.demonstrations"
+DATASET_FORMAT_VERSION = 1
+METADATA_FILE = "metadata.json"
+TRAJ_DIR_RE = re.compile(r"trajectory_(\d+)")
+TRAJ_FILE_RE = re.compile(r"traj_(\d+)_(\d+)\.(npz|pickle|pkl)")
+
+
+class TrajectoryFileError(ValueError):
+    """A trajectory file or dataset directory is unreadable, corrupt or inconsistent with its metadata."""
+
+
+# ---------------------------------------------------------------------------------------------- file names
+def trajectory_file_name(start: int, stop: int, ext: str = "npz") -> str:
+    """``traj_<start:06d>_<stop:06d>.<ext>``: the file holding frames ``[start, stop)``."""
+    return f"traj_{int(start):06d}_{int(stop):06d}.{ext}"
+
+
+def get_frame_range(filename: str) -> tuple[int, int]:
+    """The frame range ``(start, stop)`` (stop exclusive) of a trajectory file name.
+
+    Raises:
+        ValueError: the name is not ``traj_<a>_<b>.npz`` / ``.pickle``.
+    """
+    match = TRAJ_FILE_RE.fullmatch(os.path.basename(filename))
+    if match is None:
+        raise ValueError(f"{filename!r} is not a trajectory file name (expected traj_<start>_<stop>.npz)")
+    return int(match.group(1)), int(match.group(2))
+
+
+# ---------------------------------------------------------------------------------------------- writing
+FILE_FORMATS = ("npz", "pickle")  # "pickle": the reference's form, a pickled dict of numpy arrays
+
+
+def write_trajectory_file(path: str, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write ``arrays`` atomically (temporary file in the same directory, then rename) in the form the
+    extension of ``path`` names: ``.npz`` (``np.savez``), or ``.pickle`` / ``.pkl`` (the reference's form: a
+    pickled dict of numpy arrays, protocol 4, readable by ``pickle.load`` and by :func:`load_legacy_pickle`).
+
+    Raises:
+        TypeError: an array has dtype ``object`` (it could not be read back without running code).
+        ValueError: another extension.
+    """
+    for key, value in arrays.items():
+        if np.asarray(value).dtype == object:
+            raise TypeError(f"array {key!r} has dtype object; trajectory files hold numeric arrays only")
+    data = {str(k): np.asarray(v) for k, v in arrays.items()}
+    ext = os.path.splitext(path)[1]
+    if ext in (".pickle", ".pkl"):
+        atomic_write(path, lambda f: pickle.dump(data, f, protocol=4))
+    elif ext == ".npz":
+        savez: Any = np.savez  # keyword names are array names
+        atomic_write(path, lambda f: savez(f, **data))
+    else:
+        raise ValueError(f"{path}: unknown trajectory file type {ext!r} (expected .npz or .pickle)")
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def _numpy_attr(submodule: str, name: str) -> Any:
+    for module in (f"numpy._core.{submodule}", f"numpy.core.{submodule}"):
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    raise pickle.UnpicklingError(f"this numpy version has no {submodule}.{name}")
+
+
+# (module, name) pairs a pickle of numpy arrays needs; nothing else is ever resolved.
+_ALLOWED_PICKLE_GLOBALS: dict[tuple[str, str], Any] = {
+    ("numpy.core.multiarray", "_reconstruct"): lambda: _numpy_attr("multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"): lambda: _numpy_attr("multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"): lambda: _numpy_attr("multiarray", "scalar"),
+    ("numpy._core.multiarray", "scalar"): lambda: _numpy_attr("multiarray", "scalar"),
+    ("numpy.core.numeric", "_frombuffer"): lambda: _numpy_attr("numeric", "_frombuffer"),
+    ("numpy._core.numeric", "_frombuffer"): lambda: _numpy_attr("numeric", "_frombuffer"),
+    ("numpy", "ndarray"): lambda: np.ndarray,
+    ("numpy", "dtype"): lambda: np.dtype,
+    ("_codecs", "encode"): lambda: codecs.encode,  # bytes in protocol-2 pickles
+}
+
+
+class _RefusedGlobal(pickle.UnpicklingError):
+    pass
+
+
+class _NumpyOnlyUnpickler(pickle.Unpickler):
+    """Resolves only the numpy reconstruction functions in :data:`_ALLOWED_PICKLE_GLOBALS`."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        factory = _ALLOWED_PICKLE_GLOBALS.get((module, name))
+        if factory is None:
+            raise _RefusedGlobal(f"{module}.{name}")
+        return factory()
+
+
+def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
+    """Read a ``traj_*.pickle`` in the reference's form (a dict of numpy arrays) without executing code from it.
+
+    The unpickler resolves only the numpy functions that rebuild arrays and dtypes; any other global (e.g. a
+    payload calling ``os.system``) is refused before it is called.
+
+    A value that is a 1-tuple holding an array (the ancestor's ``observations`` trailing-comma bug) is
+    unwrapped.
+
+    Raises:
+        TrajectoryFileError: the file references anything but numpy arrays, is corrupt, or is not a dict of
+            numeric arrays.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = _NumpyOnlyUnpickler(f).load()
+    except _RefusedGlobal as e:
+        raise TrajectoryFileError(
+            f"Refusing to load {path}: it references {e}, but a trajectory pickle may only hold numpy "
+            "arrays (loading it could execute code). If the file comes from a source you trust, convert it to "
+            ".npz with numpy outside st_rl; otherwise delete it."
+        ) from None
+    except FileNotFoundError:
+        raise
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        KeyError,
+    ) as e:
+        raise TrajectoryFileError(
+            f"Cannot read trajectory file {path}: {type(e).__name__}: {e}. The file is truncated or "
+            "corrupt; delete it (or its trajectory directory) and re-record."
+        ) from e
+    if not isinstance(data, dict):
+        raise TrajectoryFileError(f"{path} holds a {type(data).__name__}, expected a dict of numpy arrays")
+    out: dict[str, np.ndarray] = {}
+    for key, value in data.items():
+        if isinstance(value, tuple) and len(value) == 1:
+            value = value[0]
+        if not isinstance(value, np.ndarray) or value.dtype == object:
+            raise TrajectoryFileError(
+                f"{path}: entry {key!r} is a {type(value).__name__}"
+                + (f" of dtype {value.dtype}" if isinstance(value, np.ndarray) else "")
+                + "; trajectory files hold numeric numpy arrays only"
+            )
+        out[str(key)] = value
+    return out
+
+
+def read_trajectory_file(path: str) -> dict[str, np.ndarray]:
+    """Read one trajectory file (``.npz``, or ``.pickle`` in the reference's form) into a dict of numpy arrays.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        TrajectoryFileError: the file is corrupt, holds anything but numeric arrays, or NaN / Inf (the message
+            names the file, the array and the first frame).
+    """
+    ext = os.path.splitext(path)[1]
+    if ext in (".pickle", ".pkl"):
+        arrays = load_legacy_pickle(path)
+    elif ext != ".npz":
+        raise TrajectoryFileError(f"{path}: unknown trajectory file type {ext!r} (expected .npz or .pickle)")
+    else:
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except FileNotFoundError:
+            raise
+        except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as e:
+            raise TrajectoryFileError(
+                f"Cannot read trajectory file {path}: {type(e).__name__}: {e}. The file is truncated or corrupt, "
+                "or holds Python objects (never loaded by st_rl); delete it (or its trajectory directory) and "
+                "re-record."
+            ) from e
+    for key, value in arrays.items():  # a diverged recording: refused here, not by the normaliser or the loss
+        if value.dtype.kind in "fc" and not np.isfinite(value).all():
+            first = np.argwhere(~np.isfinite(value))[0]
+            frame = f"frame {int(first[0])}" if value.ndim else "its value"
+            raise TrajectoryFileError(
+                f"{path}: array {key!r} holds NaN/Inf ({int((~np.isfinite(value)).sum())} value(s), the first at "
+                f"{frame}); the recording diverged or the file is corrupt: delete the file (or its trajectory "
+                "directory) and re-record"
+            )
+    return arrays
+
+
+def read_metadata(directory: str) -> dict[str, Any] | None:
+    """``<directory>/metadata.json`` as a dict, or ``None`` when absent.
+
+    Raises:
+        TrajectoryFileError: the file is not valid JSON.
+    """
+    path = os.path.join(directory, METADATA_FILE)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            metadata = json.load(f, object_pairs_hook=OrderedDict)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TrajectoryFileError(f"{path} is not valid JSON ({e}); restore or delete it") from e
+    if not isinstance(metadata, dict):
+        raise TrajectoryFileError(
+            f"{path} holds a {type(metadata).__name__}, not the dataset's metadata (a mapping); restore or delete it"
+        )
+    return metadata
+
+
+def assemble_observations(
+    arrays: Mapping[str, np.ndarray], metadata: Mapping[str, Any] | None, path: str, prefix: str = "obs_"
+) -> np.ndarray:
+    """The flat ``(L, num_obs)`` float32 observations of one file: ``observations`` as stored, or the
+    ``obs_<component>`` entries decompressed and concatenated in ``metadata["obs_segments"]`` order.
+
+    Raises:
+        TrajectoryFileError: components or metadata are missing, or widths disagree with the metadata.
+    """
+    segments = normalize_segments((metadata or {}).get("obs_segments"))
+    if "observations" in arrays:
+        obs = np.asarray(arrays["observations"])
+        obs = obs.reshape(obs.shape[0], -1).astype(np.float32, copy=False)
+        if segments is not None:
+            width = sum(math.prod(s) for s in segments.values())
+            if obs.shape[1] != width:
+                raise TrajectoryFileError(
+                    f"{path}: observations have {obs.shape[1]} columns but metadata.json obs_segments add up "
+                    f"to {width}; the file does not belong to this dataset (move it, or fix metadata.json)."
+                )
+        return obs
+    components = [k for k in arrays if k.startswith(prefix)]
+    if not components:
+        raise TrajectoryFileError(f"{path} has no 'observations' and no '{prefix}<component>' arrays")
+    if segments is None:
+        raise TrajectoryFileError(
+            f"{path} stores observations per component ({components}) but the dataset has no metadata.json "
+            "with 'obs_segments' to reassemble them; restore metadata.json in the dataset directory."
+        )
+    mapping = dict((metadata or {}).get("obs_disassemble_mapping") or {})
+    parts = []
+    for name, shape in segments.items():
+        key = prefix + name
+        if key not in arrays:
+            raise TrajectoryFileError(
+                f"{path} lacks '{key}' (metadata obs_segments lists component {name!r}); the file is "
+                "incomplete or belongs to another dataset."
+            )
+        value = arrays[key]
+        if name in mapping:
+            value = get_compresser(mapping[name])[1](value)
+        value = np.asarray(value, dtype=np.float32)
+        value = value.reshape(value.shape[0], -1)
+        if value.shape[1] != math.prod(shape):
+            raise TrajectoryFileError(
+                f"{path}: component {name!r} has {value.shape[1]} values per frame but metadata obs_segments "
+                f"says shape {tuple(shape)}"
+            )
+        parts.append(value)
+    return np.concatenate(parts, axis=-1)
+
+
+# ---------------------------------------------------------------------------------------------- scanning
+@dataclass
+class Trajectory:
+    """One ``trajectory_<k>`` directory: its files (sorted, contiguous from frame 0) and metadata."""
+
+    path: str
+    files: list[str]
+    starts: list[int]
+    stops: list[int]
+    metadata: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def length(self) -> int:
+        return self.stops[-1]
+
+
+def scan_trajectory_dir(path: str, metadata: dict[str, Any] | None) -> Trajectory | None:
+    names = [n for n in os.listdir(path) if TRAJ_FILE_RE.fullmatch(n)]
+    if not names:
+        return None
+    ranges = sorted((*get_frame_range(n), n) for n in names)
+    expected = 0
+    for start, stop, name in ranges:
+        if start != expected or stop <= start:
+            raise TrajectoryFileError(
+                f"{path}: {name} covers frames [{start}, {stop}) but frame {expected} comes next; the "
+                "trajectory has a gap, an overlap or an empty file. Delete the directory or the stray file."
+            )
+        expected = stop
+    return Trajectory(
+        path=path,
+        files=[r[2] for r in ranges],
+        starts=[r[0] for r in ranges],
+        stops=[r[1] for r in ranges],
+        metadata=metadata,
+    )
+
+
+def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[str]]:
+    """Non-empty ``trajectory_*`` directories under ``data_dirs`` sorted by modification time (oldest
+    first), and the data directories that do not exist."""
+    found: list[tuple[float, str, Trajectory]] = []
+    missing: list[str] = []
+    for data_dir in data_dirs:
+        if not os.path.isdir(data_dir):
+            missing.append(data_dir)
+            continue
+        for root, dirs, _ in os.walk(data_dir):
+            metadata = read_metadata(root)
+            keep = []
+            for d in sorted(dirs):
+                if TRAJ_DIR_RE.fullmatch(d):
+                    traj = scan_trajectory_dir(os.path.join(root, d), metadata)
+                    if traj is not None:
+                        found.append((os.path.getmtime(traj.path), traj.path, traj))
+                else:
+                    keep.append(d)
+            dirs[:] = keep  # do not walk into trajectory directories
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [t for _, _, t in found], missing
+
+
+def collector_started(data_dirs: Sequence[str]) -> bool:
+    """Whether a collector has started writing one of ``data_dirs``: a ``metadata.json`` or a ``trajectory_*``
+    directory exists below it (DemonstrationSaver creates both before its first round ends)."""
+    for data_dir in data_dirs:
+        if not os.path.isdir(data_dir):
+            continue
+        for _, dirs, files in os.walk(data_dir):
+            if METADATA_FILE in files or any(TRAJ_DIR_RE.fullmatch(d) for d in dirs):
+                return True
+    return False
+
+
+def file_fields(
+    arrays: dict[str, np.ndarray], metadata: Mapping[str, Any] | None, path: str, length: int
+) -> dict[str, np.ndarray]:
+    """The per-frame fields of one file as numpy arrays, checked against the file name and the metadata."""
+    for key in ("actions", "rewards", "dones"):
+        if key not in arrays:
+            raise TrajectoryFileError(f"{path} lacks the {key!r} array; the file is incomplete")
+    obs = assemble_observations(arrays, metadata, path)
+    num_obs = (metadata or {}).get("num_obs")
+    if num_obs is not None and obs.shape[1] != int(num_obs):
+        raise TrajectoryFileError(
+            f"{path}: observations have {obs.shape[1]} columns but metadata.json says num_obs={num_obs}"
+        )
+
+    def rows(key: str, value: np.ndarray) -> np.ndarray:
+        value = np.asarray(value)
+        if value.ndim == 0 or value.shape[0] != length:
+            frames = value.shape[0] if value.ndim else 0
+            raise TrajectoryFileError(
+                f"{path}: {key!r} has {frames} frames but the file name says {length}; the file is "
+                "truncated or misnamed."
+            )
+        return value.reshape(length, -1)
+
+    def scalars(key: str, dtype: Any) -> np.ndarray:
+        value = rows(key, arrays[key])
+        if value.shape[1] != 1:
+            raise TrajectoryFileError(f"{path}: {key!r} must hold one value per frame, got {value.shape[1]}")
+        return value.reshape(length).astype(dtype)
+
+    out: dict[str, np.ndarray] = {
+        "observations": rows("observations", obs),
+        "actions": rows("actions", arrays["actions"]).astype(np.float32),
+        "rewards": scalars("rewards", np.float32),
+        "dones": scalars("dones", bool),
+        "timeouts": (scalars("timeouts", bool) if "timeouts" in arrays else np.zeros(length, dtype=bool)),
+    }
+    if "privileged_observations" in arrays:
+        priv = rows("privileged_observations", arrays["privileged_observations"])
+        out["privileged_observations"] = priv.astype(np.float32)
+    return out

@@ -1,0 +1,122 @@
+"""Observation layout, noise, height scan, command and initial-state sampling of
+:class:`~st_rl.tasks.locomotion.LeggedLocomotion`, as functions of the task's state and config."""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from st_rl.tasks.locomotion_model import yaw_quat
+
+Segments = OrderedDict[str, tuple[int, ...]]
+
+
+def observation_layout(
+    num_actions: int, num_feet: int, cfg: dict[str, Any], height_scan: bool
+) -> tuple[Segments, Segments, torch.Tensor | None]:
+    """Actor and critic ``obs_segments``, and the height-scan points (P, 2) in the yaw frame (or None)."""
+    a = num_actions
+    segments: Segments = OrderedDict(
+        [("base_ang_vel", (3,)), ("projected_gravity", (3,)), ("commands", (3,)), ("dof_pos", (a,)),
+         ("dof_vel", (a,)), ("last_actions", (a,))]
+    )  # fmt: skip
+    points = None
+    if height_scan:
+        (x0, x1, nx), (y0, y1, ny) = cfg["height_scan_x"], cfg["height_scan_y"]
+        segments["height_measurements"] = (1, int(nx), int(ny))
+        mx, my = torch.meshgrid(
+            torch.linspace(x0, x1, int(nx)), torch.linspace(y0, y1, int(ny)), indexing="ij"
+        )
+        points = torch.stack([mx.flatten(), my.flatten()], dim=-1)
+    privileged: Segments = OrderedDict([("base_lin_vel", (3,)), *segments.items()])
+    privileged.update([("friction", (1,)), ("added_mass", (1,)), ("foot_contact", (num_feet,))])
+    return segments, privileged, points
+
+
+def layout_size(segments: Segments) -> int:
+    return sum(math.prod(s) for s in segments.values())
+
+
+def scaled_observations(
+    cfg: dict[str, Any],
+    ang_vel: torch.Tensor,
+    gravity: torch.Tensor,
+    commands: torch.Tensor,
+    dof_pos_rel: torch.Tensor,
+    dof_vel: torch.Tensor,
+    actions: torch.Tensor,
+    scan: torch.Tensor | None,
+) -> torch.Tensor:
+    """The actor observation (N, num_obs) without noise, in ``obs_segments`` order."""
+    cmd_scale = torch.tensor([cfg["obs_scale_lin_vel"], cfg["obs_scale_lin_vel"], cfg["obs_scale_ang_vel"]])
+    parts = [ang_vel * cfg["obs_scale_ang_vel"], gravity, commands * cmd_scale, dof_pos_rel,
+             dof_vel * cfg["obs_scale_dof_vel"], actions]  # fmt: skip
+    return torch.cat(parts if scan is None else [*parts, scan], dim=1)
+
+
+def noise_scale(cfg: dict[str, Any], num_actions: int, num_scan_points: int) -> torch.Tensor:
+    """Half-width of the uniform observation noise of every actor observation column."""
+    a = num_actions
+    parts = [
+        torch.full((3,), cfg["noise_ang_vel"] * cfg["obs_scale_ang_vel"]),
+        torch.full((3,), cfg["noise_gravity"]),
+        torch.zeros(3),
+        torch.full((a,), cfg["noise_dof_pos"]),
+        torch.full((a,), cfg["noise_dof_vel"] * cfg["obs_scale_dof_vel"]),
+        torch.zeros(a),
+    ]
+    if num_scan_points:
+        parts.append(torch.full((num_scan_points,), cfg["noise_height"]))
+    return torch.cat(parts) * float(cfg["noise_level"])
+
+
+def height_scan(
+    quat: torch.Tensor,
+    base_pos: torch.Tensor,
+    points: torch.Tensor,
+    ground: Callable[[torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """Base height above the ground (minus 0.3 m, clipped to +-1) at ``points`` around the base (yaw frame)."""
+    q = quat
+    yaw = torch.atan2(
+        2 * (q[:, 0] * q[:, 3] + q[:, 1] * q[:, 2]), 1 - 2 * (q[:, 2].square() + q[:, 3].square())
+    )
+    cos, sin = torch.cos(yaw)[:, None], torch.sin(yaw)[:, None]
+    px, py = points[:, 0][None], points[:, 1][None]
+    wx = base_pos[:, :1] + cos * px - sin * py
+    wy = base_pos[:, 1:2] + sin * px + cos * py
+    return (base_pos[:, 2:3] - 0.3 - ground(torch.stack([wx, wy], dim=-1))).clamp(-1.0, 1.0)
+
+
+def sample_commands(rand: Callable[..., torch.Tensor], n: int, cfg: dict[str, Any]) -> torch.Tensor:
+    """``(vx, vy, yaw rate)`` commands (N, 3), uniform in their ranges, zero with ``zero_command_prob``."""
+    cmd = torch.stack(
+        [rand(n, low=cfg[k][0], high=cfg[k][1]) for k in ("lin_vel_x", "lin_vel_y", "ang_vel_yaw")], 1
+    )
+    return torch.where((rand(n) < cfg["zero_command_prob"])[:, None], 0.0, cmd)
+
+
+def initial_state(
+    rand: Callable[..., torch.Tensor],
+    n: int,
+    default_qpos: torch.Tensor,
+    actuated: Any,
+    nv: int,
+    cfg: dict[str, Any],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Initial ``qpos``, ``qvel`` (N, nq), (N, nv) float64: the standing pose with scaled joints and a random
+    yaw (and, on rough terrain, xy offset), and a random base velocity."""
+    qpos = default_qpos.expand(n, -1).clone()
+    lo, hi = cfg["init_joint_scale_range"]
+    qpos[:, actuated] *= rand(n, qpos[:, actuated].shape[1], low=lo, high=hi).double()
+    qpos[:, 3:7] = yaw_quat(rand(n, low=-math.pi, high=math.pi)).double()
+    if cfg["terrain"] == "rough":
+        qpos[:, 0:2] = rand(n, 2, low=-0.25, high=0.25).double()
+    qvel = torch.zeros(n, nv, dtype=torch.float64)
+    v0 = float(cfg["init_base_vel"])
+    qvel[:, 0:6] = rand(n, 6, low=-v0, high=v0).double() * torch.tensor([1, 1, 0.2, 0.5, 0.5, 0.5])
+    return qpos, qvel
