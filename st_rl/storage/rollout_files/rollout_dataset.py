@@ -322,6 +322,9 @@ class RolloutDataset(RolloutFileBase):
         deadline = time.monotonic() + wait
         need = max(1, self.keep_latest_n_trajs)
         announced = False
+        # Sleeps in short slices and reads flags without locks: a signal handler that raises (training stopped
+        # while it waits) must not interrupt a threading primitive holding its lock (a deadlock in `finally`).
+        self.waiting_for_data.set()
         try:
             while True:
                 for missing in self._missing_dirs:
@@ -340,9 +343,10 @@ class RolloutDataset(RolloutFileBase):
                         flush=True,
                     )
                     announced = True
-                self.waiting_for_data.set()
-                if self._wake_event.wait(min(self.poll_interval_s, remaining)):
-                    self._wake_event.clear()
+                until = time.monotonic() + min(self.poll_interval_s, remaining)
+                while not self._wake_event.is_set() and time.monotonic() < until:
+                    time.sleep(min(0.05, max(0.0, until - time.monotonic())))
+                self._wake_event.clear()
                 if self.read_dataset_directory():
                     return
         finally:
