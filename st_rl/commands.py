@@ -22,6 +22,7 @@ import torch
 
 from st_rl import tune
 from st_rl.config import MISSING, ConfigError, Problem, apply_overrides, load_config_file
+from st_rl.config.defaults import RUNNER_DEFAULTS
 from st_rl.config.presets import AMP_STYLE_REWARD_COEF, DEFAULT_TASK, PRESETS, amp_train_config, get_preset
 from st_rl.config.resolve import resolve_train_cfg
 from st_rl.config.rules import RUNNER_RULES
@@ -619,7 +620,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     timeout = runner_cfg.get("distributed_timeout_s")
     default_device = "cuda:0" if torch.cuda.is_available() else "cpu"
     info, device = init_distributed(
-        args.device or default_device, float(600.0 if timeout is None else timeout)
+        args.device or default_device,
+        float(RUNNER_DEFAULTS.distributed_timeout_s if timeout is None else timeout),
     )
     experiment = runner_cfg.get("experiment_name") or (_env_name(args.env) if args.env else args.task)
     made: list[str] = []  # folders made for a default run directory, removed again if still empty at the end
