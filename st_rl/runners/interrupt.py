@@ -132,8 +132,10 @@ class InterruptGuard:
     def __enter__(self) -> InterruptGuard:
         if threading.current_thread() is threading.main_thread():
             for sig in self.signals:
-                if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored (``nohup``): the caller's choice
-                    self._previous[sig] = signal.signal(sig, self.handle)
+                if not (sig == getattr(signal, "SIGHUP", None) and signal.getsignal(sig) is signal.SIG_IGN):
+                    self._previous[sig] = signal.signal(
+                        sig, self.handle
+                    )  # SIGHUP ignored: ``nohup``, keep going
             _ACTIVE.append(self)
         return self
 

@@ -94,7 +94,7 @@ def test_immediate_phases_nest_and_end():
         assert guard.requested and guard.active
 
 
-def test_a_signal_the_caller_ignores_stays_ignored():
+def test_sighup_ignored_by_nohup_stays_ignored():
     """Under ``nohup`` SIGHUP is ignored: closing the terminal must not stop training."""
     if not HAS_SIGHUP:
         pytest.skip("no SIGHUP on this platform")
