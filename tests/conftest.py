@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +13,13 @@ from st_rl.evaluation.rendering import set_default_gl_backend
 
 # Offscreen rendering on headless machines: MuJoCo picks its GL backend when first imported.
 set_default_gl_backend("egl")
+
+# The signal tests send SIGINT / SIGHUP as a terminal does. Started under `nohup` or as a background job, this
+# process (and every process it starts) would inherit them ignored; give them their terminal dispositions.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 SMALL_CFG = {
     "seed": 1,

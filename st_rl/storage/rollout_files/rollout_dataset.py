@@ -324,6 +324,8 @@ class RolloutDataset(RolloutFileBase):
         announced = False
         # Sleeps in short slices and reads flags without locks: a signal handler that raises (training stopped
         # while it waits) must not interrupt a threading primitive holding its lock (a deadlock in `finally`).
+        for missing in self._missing_dirs:  # created for the collector before it hears that we wait
+            os.makedirs(missing, exist_ok=True)
         self.waiting_for_data.set()
         try:
             while True:
