@@ -24,7 +24,7 @@ from st_rl.config.resolve import to_jsonable
 from st_rl.env.adapter import EnvAdapter
 from st_rl.env.layout import get_obs_slice, segments_size
 from st_rl.protocols import DeterministicActor, ResettablePolicy, StochasticActor
-from st_rl.storage.rollout_files.rollout_dataset import (
+from st_rl.storage.rollout_files.trajectory_files import (
     DATASET_FORMAT,
     DATASET_FORMAT_VERSION,
     FILE_FORMATS,
@@ -34,10 +34,10 @@ from st_rl.storage.rollout_files.rollout_dataset import (
     get_frame_range,
     read_metadata,
     trajectory_file_name,
-    write_json_atomic,
     write_trajectory_file,
 )
 from st_rl.utils.data_compresser import get_compresser
+from st_rl.utils.utils import write_json_atomic
 
 __all__ = ["DemonstrationSaver"]
 
