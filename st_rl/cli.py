@@ -1,11 +1,6 @@
-"""Command line: ``st-rl train`` trains a built-in task or your environment (``--env``) with the task's preset,
-a config file (``--config``) and ``KEY=VALUE`` overrides; ``st-rl tasks`` lists the tasks; ``st-rl play``
-evaluates a checkpoint (metrics, video, plot; rendering uses ``MUJOCO_GL=egl`` unless set); ``st-rl plot``
-draws a run's training curves. Errors print one line, ``st-rl: error: ...`` (exit code 2; 130 for a Ctrl-C
-before training started); ``--debug`` shows the traceback.
+"""The ``st-rl`` entry point: runs a command of :mod:`st_rl.commands`, reporting errors in one line.
 
-This module imports only the standard library when it is imported; :mod:`st_rl.commands` (torch, st_rl) is
-imported inside :func:`main`, so that a Ctrl-C while Python starts up is reported like any other interrupt."""
+Imports only the standard library: st_rl.commands (torch) is imported in :func:`main`, where a Ctrl-C is caught."""
 
 from __future__ import annotations
 
@@ -18,14 +13,12 @@ import sys
 import warnings
 from typing import Any
 
-EXIT_ERROR = 2
-"""Exit code of an error the user can fix (a bad option, config, file, device, environment factory ...)."""
-EXIT_UNEXPECTED = 1
-"""Exit code of an unexpected error (a bug in st_rl or in code it runs); ``--debug`` shows its traceback."""
+EXIT_ERROR = 2  # an error the user can fix
+EXIT_UNEXPECTED = 1  # a bug in st_rl or in code it runs
 
 
 def __getattr__(name: str) -> Any:
-    """The names that moved to :mod:`st_rl.commands` (``CommandError``, ``cmd_train`` ...), imported on use."""
+    """The names that moved to :mod:`st_rl.commands` (``CommandError``, ``cmd_train`` ...)."""
     if name.startswith("__"):  # module protocol lookups (__all__, __path__ ...) need no torch
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from st_rl import commands
@@ -38,7 +31,7 @@ def _first_line(error: BaseException) -> str:
 
 
 def _error_lines(error: BaseException) -> tuple[list[str], int]:
-    """What :func:`main` prints for ``error`` (the lines after ``st-rl: error: ``) and the exit code."""
+    """The lines to print after ``st-rl: error: `` for ``error``, and the exit code."""
     config_error = getattr(sys.modules.get("st_rl.config"), "ConfigError", None)
     if config_error is not None and isinstance(error, config_error):  # its other problems indented below
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -66,20 +59,16 @@ def _error_lines(error: BaseException) -> tuple[list[str], int]:
 
 
 def _report_error(error: BaseException) -> int:
-    """Print an error as ``st-rl: error: <first line>`` (a ConfigError's other problems indented below) and
-    return the exit code."""
     lines, code = _error_lines(error)
     print("\n".join([f"st-rl: error: {lines[0]}", *lines[1:]]), file=sys.stderr, flush=True)
     return code
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``st-rl`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit code.
+    """Run ``st-rl`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code.
 
-    Every error prints one line, ``st-rl: error: ...``: a mistake the user can fix (``ValueError`` including
-    ``ConfigError``, ``OSError``, ``ImportError``; argument errors exit via ``SystemExit``) returns 2, anything
-    else 1; ``--debug`` shows the traceback instead. Training stopped by SIGINT / SIGTERM prints ``interrupted:
-    saved <checkpoint>`` and returns 128 + the signal number; a Ctrl-C before training started returns 130.
+    Errors print one line, ``st-rl: error: ...`` (``--debug``: the traceback): exit code 2 for a mistake the user
+    can fix (ValueError, OSError, ImportError), 1 for anything else, 128 + N for signal N (130: Ctrl-C).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
@@ -117,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 def _one_line_warning(
     message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
 ) -> str:
-    """A warning as ``st-rl: warning: <message>`` (Python's format adds the file and a line of st_rl's source)."""
+    """A warning as ``st-rl: warning: <message>``, without Python's file and source line."""
     return f"st-rl: warning: {message}\n"
 
 
@@ -130,8 +119,7 @@ class _Stopped(KeyboardInterrupt):
 
 
 def _install_stop_handlers() -> dict[int, Any]:
-    """Make SIGTERM and SIGHUP stop the command like a Ctrl-C (one line, exit code 128 + the signal number);
-    signals the caller ignores (``nohup``) or handles stay as they are. Returns the previous handlers."""
+    """Make SIGTERM and SIGHUP, unless ignored (``nohup``) or handled, stop like a Ctrl-C; the old handlers."""
 
     def stop(signum: int, frame: Any) -> None:
         raise _Stopped(signum)
@@ -156,7 +144,6 @@ def _restore_handlers(previous: dict[int, Any]) -> None:
 
 
 def _report_interrupt(error: KeyboardInterrupt, args: argparse.Namespace | None, debug: bool) -> int:
-    """Print how a Ctrl-C / SIGTERM stopped the command (one line to stderr) and return the exit code."""
     # Not imported here: the Ctrl-C may have stopped Python while it imported torch.
     training_interrupted = getattr(sys.modules.get("st_rl.runners.interrupt"), "TrainingInterrupted", None)
     if training_interrupted is not None and isinstance(error, training_interrupted):

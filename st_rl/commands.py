@@ -1,5 +1,4 @@
-"""The commands of ``st-rl`` (:mod:`st_rl.cli` runs them): the parser, built from one table of options, and
-``train``, ``tasks``, ``play``, ``plot``, ``record-motion``, ``export`` and ``tune``."""
+"""The ``st-rl`` commands (run by :mod:`st_rl.cli`) and their parser, built from one table of options."""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 import torch
+import yaml
 
 from st_rl import tune
 from st_rl.config import MISSING, ConfigError, Problem, apply_overrides, load_config_file
@@ -48,12 +48,9 @@ from st_rl.utils.distributed import init_distributed
 from st_rl.utils.utils import get_checkpoint_path
 from st_rl.utils.writers import attach_files_to_run
 
-EXIT_ERROR = 2
-"""Exit code of an error the user can fix (a bad option, config, file, device, environment factory ...)."""
-
 
 class CommandError(ValueError):
-    """A mistake the user can fix, reported by :func:`st_rl.cli.main` as one line, ``st-rl: error: <message>``."""
+    """A mistake the user can fix, reported as one line: ``st-rl: error: <message>``."""
 
 
 def _command_line_error(option: str, value: Any, rule: str, fix: str) -> ConfigError:
@@ -61,8 +58,7 @@ def _command_line_error(option: str, value: Any, rule: str, fix: str) -> ConfigE
 
 
 def _check_device(text: str, option: str = "--device") -> str:
-    """``text`` if it names a device this machine can compute on, else a :class:`ConfigError` naming ``option``
-    (under ``torchrun`` a CUDA index is replaced by the rank's own, so only CUDA's presence is checked)."""
+    """``text`` if this machine can compute on that device (under torchrun any CUDA index), else a ConfigError."""
 
     def error(rule: str, fix: str) -> ConfigError:
         return _command_line_error(option, text, rule, fix)
@@ -74,12 +70,12 @@ def _check_device(text: str, option: str = "--device") -> str:
     if device.type == "cuda":
         if not torch.cuda.is_available():
             why = (
-                "this PyTorch is built without CUDA"
+                "built without CUDA"
                 if torch.version.cuda is None
-                else "PyTorch finds no CUDA GPU on this machine (driver, CUDA_VISIBLE_DEVICES?)"
+                else "no CUDA GPU found (CUDA_VISIBLE_DEVICES?)"
             )
             raise error(
-                f"CUDA is not available: {why}", "use --device cpu, or install a CUDA build of PyTorch"
+                f"CUDA is not available ({why})", "use --device cpu, or install a CUDA build of PyTorch"
             )
         count = torch.cuda.device_count()
         distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
@@ -92,8 +88,9 @@ def _check_device(text: str, option: str = "--device") -> str:
         try:
             torch.empty(1, device=device)
         except Exception as e:  # noqa: BLE001 - any backend failure means the device is unusable
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise error(f"cannot be used on this machine ({first})", "use --device cpu") from None
+            raise error(
+                f"cannot be used on this machine ({first_line(e) or type(e).__name__})", "use --device cpu"
+            ) from None
     return text
 
 
@@ -125,8 +122,7 @@ def _at_least(kind: type, low: float, strict: bool = False) -> Callable[[str], A
 
 
 def _path(text: str) -> str:
-    """An argparse ``type``: an empty path (``--resume "$RUN"`` with ``RUN`` unset) is an error, not the option
-    left out (``--resume ""`` used to train from scratch, silently)."""
+    """An argparse ``type``: an empty path (``--resume "$RUN"``, ``RUN`` unset) is an error, not the option left out."""
     if not text.strip():
         raise argparse.ArgumentTypeError(
             "an empty path (an unset shell variable?); give a path or leave it out"
@@ -137,16 +133,14 @@ def _path(text: str) -> str:
 _COUNT, _SECONDS = _at_least(int, 1), _at_least(float, 0.0, strict=True)
 _PATHS = {"--checkpoint", "--out", "--motion", "--config", "--env", "--log-dir", "--resume", "--storage",
           "--log-root", "--space", "--policy", "--video", "--plot", "log_dir"}  # fmt: skip
-"""Options naming a file or folder (checked by :func:`_path`; ``play --policy`` is a file, ``train``'s a class)."""
 
 
 def _o(help: str | None = None, **kw: Any) -> dict[str, Any]:
-    """The argparse keywords of an option of :data:`SPEC`."""
     return {"help": help, **kw}
 
 
 def _runner_key(key: str, help: str | None = None) -> dict[str, Any]:
-    """The argparse keywords of a flag that sets runner key ``key``: type, range and help from the schema."""
+    """The argparse keywords of a flag setting runner key ``key`` (type, range and help from the schema)."""
     tp, _, meaning = RUNNER_FIELDS[key]
     rule = RUNNER_RULES.get(key)
     integer = int in (tp, *typing.get_args(tp))
@@ -308,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ----------------------------------------------------------------------------------------------- st-rl train
 def _validate_train_args(args: argparse.Namespace) -> None:
-    """Checks between ``st-rl train`` options: a :class:`ConfigError` naming every one that cannot be used."""
+    """A ConfigError naming every ``st-rl train`` option that the others rule out."""
     amp_only, add_motion = "only applies to AMP training", "add --motion FILE or drop it"
     problems: list[Problem] = []
     if args.style_ramp is not None:
@@ -334,7 +328,7 @@ def _validate_train_args(args: argparse.Namespace) -> None:
 
 
 def _env_name(spec: str) -> str:
-    """A short name for ``--env MODULE:FACTORY`` (the module's last part), used as the experiment name."""
+    """The experiment name of ``--env MODULE:FACTORY``: the module's last part."""
     module = spec.rpartition(":")[0]
     if module.endswith(".py"):
         return os.path.splitext(os.path.basename(module))[0]
@@ -347,11 +341,9 @@ CONFIG_FLAGS = {"seed": "seed", "log_interval": "log_interval", "policy": "polic
 
 
 def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | None, bool]:
-    """The training config of ``st-rl train``: the preset of ``--task`` (or ``--config``), then ``--motion``'s
-    AMP form, then the options of :data:`CONFIG_FLAGS`, then the ``KEY=VALUE`` overrides.
+    """``--task``'s preset (or ``--config``), ``--motion``'s AMP form, :data:`CONFIG_FLAGS`, then the overrides.
 
-    Returns:
-        ``(config, preset or None, checkpoint to resume or None, whether AMP is added to a PPO checkpoint)``.
+    Returns ``(config, preset or None, checkpoint to resume or None, whether AMP is added to a PPO checkpoint)``.
     """
     preset = None
     try:
@@ -397,28 +389,8 @@ def _has_discriminator(path: str) -> bool:
     return any(k.startswith("discriminator.") for k in state)
 
 
-def _learning_iterations(args: argparse.Namespace, runner_cfg: dict[str, Any]) -> int:
-    """``--iterations``, else the config's ``max_iterations``, checked to be an integer >= 1."""
-    if args.iterations is not None:
-        return args.iterations
-    value = runner_cfg.get("max_iterations")
-    if value is None:
-        fix = "give --iterations N, or max_iterations in the config"
-        raise ConfigError(
-            Problem("runner.max_iterations", MISSING, "the number of learning iterations is not set", fix)
-        )
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        fix = "set max_iterations to the number of learning iterations, or give --iterations N"
-        raise ConfigError(Problem("runner.max_iterations", value, "must be an integer >= 1", fix))
-    return value
-
-
 def _config_text(resolved: dict[str, Any]) -> str:
-    """The resolved config as YAML (JSON, which is valid YAML, without PyYAML)."""
-    try:
-        import yaml
-    except ImportError:  # pragma: no cover - pyyaml is a test dependency
-        return json.dumps(resolved, indent=2)
+    """The resolved config as YAML."""
 
     class Dumper(yaml.SafeDumper):
         """Block-style mappings, lists of scalars on one line (``actor_hidden_dims: [128, 64]``)."""
@@ -433,7 +405,7 @@ def _config_text(resolved: dict[str, Any]) -> str:
 
 # ----------------------------------------------------------------------------------------------- st-rl train --env
 def _import_env_module(module_name: str, spec: str) -> Any:
-    """Import the module of ``--env``: a module name (the current directory first on ``sys.path``) or a .py file."""
+    """Import ``--env``'s module: a module name (the current directory first on ``sys.path``) or a .py file."""
     if module_name.endswith(".py"):
         return _import_env_file(module_name, spec)
     cwd = os.getcwd()
@@ -480,8 +452,7 @@ def _import_env_file(module_name: str, spec: str) -> Any:
 
 
 def _user_code_error(spec: str, what: str, error: BaseException, where: str | None = None) -> CommandError:
-    """The one-line error for an exception raised by the user's code of ``--env`` (importing it, calling the
-    factory, or the environment while training): where (``file:line``; default: the innermost frame) and what."""
+    """The error for an exception of ``--env``'s code, at ``where`` (``file:line``; default: the innermost frame)."""
     if isinstance(error, SyntaxError):
         where = f"{error.filename} line {error.lineno}" if error.filename else "the module"
         return CommandError(
@@ -492,7 +463,7 @@ def _user_code_error(spec: str, what: str, error: BaseException, where: str | No
     if where is None and frames:
         where = f"{frames[-1].filename}:{frames[-1].lineno}"
     at = f" at {where}" if where else ""
-    message = (str(error).strip().splitlines() or [""])[0]
+    message = first_line(error)
     raised = f"{type(error).__name__}: {message}" if message else type(error).__name__
     if isinstance(error, SystemExit):  # the module ran a script's main (argparse, sys.exit)
         raised = f"SystemExit (sys.exit({error.code!r}))"
@@ -502,8 +473,8 @@ def _user_code_error(spec: str, what: str, error: BaseException, where: str | No
 
 
 def _user_env_frame(error: BaseException, spec: str, env: Any) -> str | None:
-    """``file:line`` of the innermost frame of ``error``'s traceback in the user's code of ``--env`` (the module
-    of the factory or of the environment's class), or None when the error is st_rl's or a library's."""
+    """``file:line`` of the innermost frame of ``error`` in ``--env``'s code (the factory's or the environment
+    class's module), or None when the error is st_rl's or a library's."""
     package = os.path.dirname(os.path.abspath(__file__)) + os.sep
     module_name = spec.rpartition(":")[0]
     candidates = [
@@ -542,13 +513,7 @@ def _call_factory(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]
 
 
 def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | None) -> Any:
-    """Build the environment of ``--env MODULE:FACTORY``: ``FACTORY`` (a function or a class) is called with those
-    of ``num_envs`` (when given), ``device`` and ``seed`` (when the config has one) that its signature takes.
-
-    Raises:
-        ConfigError: a malformed spec, a missing module or factory, a factory that is not callable or needs
-            arguments st-rl cannot give, or ``--num-envs`` for a factory without ``num_envs``.
-    """
+    """Call ``--env MODULE:FACTORY`` with those of ``num_envs``, ``device`` and ``seed`` (when not None) it takes."""
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name.strip() or not attr.strip():
         fix = "e.g. --env my_robot.envs:make_env, or --env path/to/envs.py:make_env"
@@ -589,13 +554,7 @@ def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | Non
 
 # ----------------------------------------------------------------------------------------------- st-rl train: runs
 def cmd_train(args: argparse.Namespace) -> int:
-    """``st-rl train``: build the config (docs/configuration.md, "Command line"), the environment and the runner,
-    and train; with ``--print-config`` print the resolved config instead.
-
-    The run directory is checked before anything is built (docs/configuration.md, "Run directories"). Without
-    ``--log-dir`` a new ``logs/<experiment>/<date_time>`` is made, and removed again when training fails before
-    writing into it. SIGINT / SIGTERM stop training with a checkpoint (reported by :func:`st_rl.cli.main`).
-    """
+    """``st-rl train`` (docs/configuration.md): a default run directory is removed again if training fails early."""
     _validate_train_args(args)
     if args.device is not None and not args.print_config:
         _check_device(args.device)
@@ -605,18 +564,20 @@ def cmd_train(args: argparse.Namespace) -> int:
             warnings.simplefilter("ignore")
         resolved = resolve_train_cfg(cfg).to_dict(
             full=args.print_config
-        )  # validates it before anything is built
+        )  # validated before anything is built
     if args.print_config:
         print(_config_text(resolved), end="")
         return 0
     runner_cfg = resolved["runner"]
-    iterations = _learning_iterations(args, runner_cfg)
+    iterations = args.iterations or runner_cfg.get("max_iterations")
+    if iterations is None:
+        fix = "give --iterations N, or max_iterations in the config"
+        raise ConfigError(
+            Problem("runner.max_iterations", MISSING, "the number of learning iterations is not set", fix)
+        )
     seed = runner_cfg.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ConfigError(Problem("runner.seed", seed, "must be an integer or null", "e.g. seed=42"))
     if args.threads:
         torch.set_num_threads(args.threads)
-    # Under torchrun each rank joins the process group, trains on its own GPU and steps its own robots.
     timeout = runner_cfg.get("distributed_timeout_s")
     default_device = "cuda:0" if torch.cuda.is_available() else "cpu"
     info, device = init_distributed(
@@ -657,8 +618,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _new_run_dir(root: str, made: list[str] | None = None) -> str:
-    """Make a new run directory ``root/<date_time>`` atomically (``<date_time>_2``, ``_3``, ... when a run started
-    in the same second took the name); the folders made (missing parents first) are appended to ``made``."""
+    """Make a new run directory ``root/<date_time>[_N]`` atomically; the folders made are appended to ``made``."""
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     made = [] if made is None else made
     missing = []
@@ -683,13 +643,7 @@ def _new_run_dir(root: str, made: list[str] | None = None) -> str:
 
 
 def _check_resume_target(log_dir: str, resume_path: str | None, overwrite: bool) -> bool:
-    """Check ``--resume CKPT --log-dir DIR`` where DIR holds another run than CKPT's; returns whether DIR's earlier
-    run is to be replaced (``--overwrite``).
-
-    Raises:
-        CommandError: DIR holds another run and ``--overwrite`` is not given, or ``--overwrite`` would delete
-            the checkpoint being resumed.
-    """
+    """Check ``--resume CKPT --log-dir DIR``; returns whether DIR holds another run to replace (``--overwrite``)."""
     if resume_path is None:
         return False
     if os.path.realpath(os.path.dirname(os.path.abspath(resume_path))) == os.path.realpath(log_dir):
@@ -753,10 +707,10 @@ def _train_runner(
     name = runner_cfg.get("runner_class_name") or "OnPolicyRunner"
     try:
         return build_runner(name, env, cfg, log_dir=log_dir, device=device)
-    except ValueError:  # a config error, named by its message
-        raise
     except Exception as e:
-        if args.env is None:
+        if args.env is None or isinstance(
+            e, ValueError
+        ):  # a ValueError: a config error, named by its message
             raise
         raise CommandError(
             f"--env {args.env}: st_rl cannot train this environment: {type(e).__name__}: {first_line(e)} "
@@ -774,8 +728,8 @@ def _learn(
     iterations: int,
     resume: tuple[str | None, bool, bool],
 ) -> tuple[float, float]:
-    """Resume (or add AMP to) a checkpoint, replace an earlier run and train (``resume``: the checkpoint,
-    whether AMP is added to it, whether the earlier run in ``log_dir`` is replaced)."""
+    """Resume a checkpoint, replace an earlier run and train (``resume``: the checkpoint, whether AMP is added to
+    it, whether the earlier run in ``log_dir`` is replaced)."""
     resume_path, add_amp, overwrite_other = resume
     runner.overwrite = runner.overwrite or args.overwrite
     lock = None
@@ -789,8 +743,7 @@ def _learn(
             print(f"[st-rl] resuming from {resume_path}")
         runner.load(resume_path)
     if overwrite_other:
-        # --resume CKPT --log-dir DIR --overwrite: DIR's earlier run goes now that CKPT has loaded (the runner keeps
-        # the files of a run it resumes), under the lock, which learn() takes over.
+        # DIR's earlier run goes now that CKPT has loaded, under the lock, which learn() takes over.
         lock = RunDirLock(log_dir)
         lock.acquire()
         removed = clear_previous_run(log_dir)
@@ -878,19 +831,21 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def _task_mismatch(path: str, task: str | None, trust_config: bool) -> CommandError | None:
-    """The error for a checkpoint that does not fit ``--task`` because its run was trained on another task, or
-    None when that is not why."""
+    """The error for a checkpoint that does not fit ``--task`` because its run has another task, else None."""
     if task is None:
         return None
     try:
         _, trained_on = run_task(path, trust_config=trust_config)
     except Exception:  # noqa: BLE001 - the original error is reported instead
         return None
-    if trained_on is None or trained_on == task:
-        return None
+    return None if trained_on in (None, task) else _wrong_task(path, trained_on, task)
+
+
+def _wrong_task(path: str, trained_on: str, task: str, drop: bool = True) -> CommandError:
+    own = f"drop --task to use {trained_on!r}, or " if drop else ""
     return CommandError(
         f"--checkpoint {path} is a run of task {trained_on!r}, and its policy does not fit task {task!r} (--task): "
-        f"drop --task to use {trained_on!r}, or give a checkpoint of a {task!r} run"
+        f"{own}give a checkpoint of a {task!r} run"
     )
 
 
@@ -902,13 +857,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             path, out, args.formats, task=args.task, check=not args.no_check, trust_config=args.trust_config
         )
     except (ExportError, CheckpointError) as e:
-        mismatch = _task_mismatch(path, args.task, args.trust_config)
-        if mismatch is not None:
-            raise mismatch from e
-        if isinstance(e, CheckpointError):
-            raise
-        print(f"st-rl: error: export failed: {first_line(e)}", file=sys.stderr)
-        return EXIT_ERROR
+        raise _task_mismatch(path, args.task, args.trust_config) or e from e
     meta = result.metadata
     names = (
         " ".join(s["name"] for s in meta["inputs"]) + " -> " + " ".join(s["name"] for s in meta["outputs"])
@@ -968,8 +917,7 @@ def _legged_tasks() -> list[str]:
 
 
 def _recording_env(task: str, n: int, seed: int, run: tuple[str, str | None] | None, **cfg: Any) -> Any:
-    """The environment record-motion records on: ``task`` without pushes (``run``: the checkpoint and the task
-    its run was trained on, for the error when ``task`` is not a legged one)."""
+    """``task`` without pushes (``run``: the checkpoint and its run's task, for the error of a task not legged)."""
     try:
         return make_env(task, num_envs=n, seed=seed, max_push_vel_xy=0.0, **cfg)
     except TypeError as e:
@@ -987,8 +935,7 @@ def _recording_env(task: str, n: int, seed: int, run: tuple[str, str | None] | N
 
 
 def _recorded_policy(args: argparse.Namespace, n: int, fixed: dict[str, Any]) -> tuple[Any, Any]:
-    """record-motion --checkpoint: the recording environment (ours: no pushes, commands held when given) and the
-    checkpoint's policy, on ``--task``, else the task its run was trained on."""
+    """The recording environment and ``--checkpoint``'s policy, on ``--task`` or else the run's task."""
     path, trained_on = run_task(args.checkpoint, trust_config=args.trust_config)
     task = args.task or trained_on or "quadruped_flat"
     other = trained_on is not None and trained_on != task
@@ -1000,11 +947,7 @@ def _recorded_policy(args: argparse.Namespace, n: int, fixed: dict[str, Any]) ->
     except CheckpointError as e:
         if not other:
             raise
-        own = f"drop --task to record on {trained_on!r}, or " if trained_on in _legged_tasks() else ""
-        raise CommandError(
-            f"--checkpoint {path} is a run of task {trained_on!r}, and its policy does not fit task {task!r} "
-            f"(--task): {own}give a checkpoint of a {task!r} run"
-        ) from e
+        raise _wrong_task(path, str(trained_on), task, drop=trained_on in _legged_tasks()) from e
     if other:
         print(f"[st-rl] recording on task {task!r}; the run was trained on {trained_on!r}", file=sys.stderr)
     return env, runner.get_inference_policy()
@@ -1019,4 +962,3 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": cmd_export,
     "tune": tune.main,
 }
-"""Each command's function, called by :func:`st_rl.cli.main` with the parsed arguments."""

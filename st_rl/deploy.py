@@ -1,11 +1,5 @@
-"""Run an exported policy (``policy.onnx`` or TorchScript ``policy.pt``, :mod:`st_rl.export`) with its metadata
-and recurrent state, without any st_rl model class (it imports nothing of ``st_rl.modules`` / ``st_rl.runners``).
-
-Example:
-    >>> policy = load_exported_policy("export/policy.onnx")
-    >>> actions = policy(obs)          # (N, num_obs) raw observations -> (N, num_actions)
-    >>> policy.reset(dones)            # zero the hidden state of finished episodes (recurrent policies)
-"""
+"""Run an exported policy (``policy.onnx`` / ``policy.pt``) with its metadata and recurrent state, without any
+st_rl model class: ``policy = load_exported_policy(path); actions = policy(obs); policy.reset(dones)``."""
 
 from __future__ import annotations
 
@@ -24,6 +18,7 @@ from st_rl.evaluation.rendering import VideoRecorder, set_default_gl_backend
 from st_rl.evaluation.task_env import make_env_from_cfg, refuse_gymnasium_module
 from st_rl.plotting import plot_tracking
 from st_rl.registry import untrusted_config
+from st_rl.utils.checkpoint import first_line
 from st_rl.utils.files import read_json
 
 __all__ = [
@@ -32,27 +27,21 @@ __all__ = [
     "NonFiniteActionsError",
     "ExportedPolicy",
     "ExportedPolicyError",
-    "OnnxPolicy",
-    "TorchScriptPolicy",
-    "evaluate_and_report",
-    "load_exported_policy",
-    "play_exported",
-    "read_policy_metadata",
-    "sidecar_path",
 ]
+__all__ += ["OnnxPolicy", "TorchScriptPolicy", "evaluate_and_report", "load_exported_policy", "play_exported"]
+__all__ += ["read_policy_metadata", "sidecar_path"]
 
 EXPORT_FORMAT_VERSION = 1
-# Key of the full metadata JSON in ONNX ``metadata_props`` and name of the TorchScript extra file.
 METADATA_KEY = "st_rl_metadata"
 
 
 def sidecar_path(policy_path: str) -> str:
-    """The JSON sidecar of an exported file: ``policy.onnx`` -> ``policy.json``."""
+    """``policy.onnx`` -> ``policy.json``."""
     return os.path.splitext(policy_path)[0] + ".json"
 
 
 def _jit_load(path: str, **kwargs: Any) -> Any:
-    """``torch.jit.load`` without its deprecation warning (TorchScript is what libtorch C++ loads)."""
+    """``torch.jit.load`` without its deprecation warning."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return torch.jit.load(path, map_location="cpu", **kwargs)
@@ -64,8 +53,7 @@ class ExportedPolicyError(ValueError):
 
 def _first_sentence(error: BaseException) -> str:
     """The first sentence of a third-party error (onnxruntime, protobuf, torch.jit), without its advice."""
-    text = (str(error).strip().splitlines() or [""])[0].strip()
-    text = text.split(". ", 1)[0].rstrip(". ")
+    text = first_line(error).split(". ", 1)[0].rstrip(". ")
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
@@ -112,12 +100,7 @@ def _parse_metadata(path: str, text: str) -> dict[str, Any]:
 
 
 def read_policy_metadata(path: str) -> dict[str, Any]:
-    """Metadata of an exported policy: the JSON sidecar next to it, else the copy embedded in the file.
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        ValueError: neither a sidecar nor embedded metadata was found.
-    """
+    """Metadata of an exported policy: the JSON sidecar next to it, else the copy embedded in the file."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Exported policy not found: {path}")
     side = sidecar_path(path)
@@ -133,12 +116,7 @@ def read_policy_metadata(path: str) -> dict[str, Any]:
 
 
 class ExportedPolicy(abc.ABC):
-    """Raw observations in, actions out; keeps the recurrent state between calls.
-
-    Args:
-        metadata: the export metadata (``inputs``, ``outputs``, ``states``, ``num_obs``, ``num_actions``).
-        path: the exported file.
-    """
+    """Raw observations in, actions out; keeps the recurrent state between calls."""
 
     def __init__(self, metadata: dict[str, Any], path: str) -> None:
         self.metadata = metadata
@@ -257,11 +235,7 @@ class TorchScriptPolicy(ExportedPolicy):
 
 
 def load_exported_policy(path: str, num_threads: int | None = None) -> ExportedPolicy:
-    """Load ``policy.onnx`` (onnxruntime) or ``policy.pt`` (TorchScript) with its metadata.
-
-    Raises:
-        ValueError: the extension is neither ``.onnx`` nor ``.pt`` / ``.ts``, or the metadata is missing.
-    """
+    """Load ``policy.onnx`` (onnxruntime) or ``policy.pt`` / ``.ts`` (TorchScript) with its metadata."""
     meta = read_policy_metadata(path)
     if path.endswith(".onnx"):
         return OnnxPolicy(path, meta, num_threads)
@@ -284,8 +258,7 @@ def evaluate_and_report(
     verbose: bool,
     *recorder_args: Any,
 ) -> dict[str, Any]:
-    """The evaluation of :func:`play` and :func:`play_exported`: metrics, video (``recorder_args``: fps, size,
-    quality and camera of the :class:`VideoRecorder`), plot and summary."""
+    """Metrics, video (``recorder_args``: the VideoRecorder's fps, size, quality, camera), plot and summary."""
     _check_locomotion_env(env)
     fps, (width, height), quality, camera = recorder_args
     recorder = (
@@ -318,7 +291,7 @@ class NonFiniteActionsError(ValueError):
 
 
 class _FiniteActions:
-    """Stops play with a :class:`NonFiniteActionsError` when the policy's actions hold NaN/Inf (every step)."""
+    """Stops play with a :class:`NonFiniteActionsError` when the policy's actions hold NaN/Inf."""
 
     def __init__(self, policy: Any, path: str) -> None:
         self.policy = policy
@@ -364,25 +337,11 @@ def play_exported(
     verbose: bool = True,
     trust_config: bool = False,
 ) -> dict[str, Any]:
-    """Deployment check: drive a task with an exported policy file alone (no st_rl model class involved).
+    """Deployment check: :func:`st_rl.play.play` with an exported policy file alone, on its metadata's task and
+    seed unless given (``trust_config``: that task may be a Gymnasium id naming a module to import).
 
-    ``policy_path`` (``policy.onnx`` or TorchScript ``policy.pt``) is loaded by
-    :func:`st_rl.deploy.load_exported_policy` and run on the task of its metadata (or ``task``), as :func:`play`.
-
-    Args:
-        policy_path: the exported file.
-        task: registered task name (default: the metadata's ``task``).
-        seed: environment seed (default: the metadata's ``seed``).
-        trust_config: the metadata's task may be a Gymnasium id naming a module to import.
-        (other arguments as :func:`play`)
-
-    Returns:
-        The metrics of :func:`evaluate_policy` plus ``task``, ``policy``, ``format``, ``iteration``, ``video`` and
-        ``plot``.
-
-    Raises:
-        ValueError: no task is known, or the task's observation/action sizes differ from the file's.
-        NonFiniteActionsError: the file gives NaN/Inf actions (at the first step, or later).
+    Returns the metrics of ``evaluate_policy`` plus ``task``, ``policy``, ``format``, ``iteration``, ``video`` and
+    ``plot``; raises :class:`NonFiniteActionsError` when the file gives NaN/Inf actions.
     """
     if video is not None:
         set_default_gl_backend("egl")

@@ -1,12 +1,5 @@
-"""Export a trained policy for deployment: ONNX (``policy.onnx``), TorchScript (``policy.pt``) and metadata.
-
-The exported network is the deterministic actor as :meth:`OnPolicyRunner.get_inference_policy` runs it (raw
-observations -> normaliser -> estimators / encoders / memories -> action mean): ``obs`` (B, num_obs) ->
-``actions`` (B, num_actions), plus for each memory its hidden state in and out (``h_in`` / ``h_out``, LSTM also
-``c_in`` / ``c_out``, (layers, B, hidden); an estimator's or adaptor's prefixed ``estimator_`` / ``adaptor_``):
-feed zeros at an episode start and each call's ``*_out`` to the next. The metadata (``policy.json``, also
-embedded in the files) is described in ``docs/export.md``; :mod:`st_rl.deploy` runs the files.
-"""
+"""Export a policy's deterministic actor to ONNX (``policy.onnx``) and TorchScript (``policy.pt``) with its
+metadata (``policy.json``, also embedded; inputs, outputs and recurrent states: docs/export.md)."""
 
 from __future__ import annotations
 
@@ -23,7 +16,7 @@ import torch
 import torch.nn as nn
 
 import st_rl
-from st_rl.config.resolve import resolve_train_cfg
+from st_rl.config.resolve import resolve_train_cfg, to_jsonable
 from st_rl.deploy import EXPORT_FORMAT_VERSION, METADATA_KEY, load_exported_policy
 from st_rl.env.adapter import EnvAdapter, EnvSpec
 from st_rl.env.layout import normalize_segments
@@ -55,14 +48,7 @@ class ExportError(ValueError):
 
 @dataclasses.dataclass
 class ExportResult:
-    """What :func:`export_policy` wrote.
-
-    Attributes:
-        files: format -> path of the written network (``"onnx"``, ``"torchscript"``).
-        metadata_path: the ``policy.json`` sidecar.
-        metadata: its content.
-        max_abs_error: format -> largest |exported - eager| action difference of the self-check (NaN unchecked).
-    """
+    """What :func:`export_policy` wrote (``max_abs_error``: format -> the self-check's largest action error)."""
 
     files: dict[str, str]
     metadata_path: str
@@ -71,8 +57,7 @@ class ExportResult:
 
 
 class _ActorExport(nn.Module):
-    """The policy's deterministic actor (normaliser inside) with its memories' hidden states as explicit inputs
-    and outputs."""
+    """The deterministic actor with its memories' hidden states as explicit inputs and outputs."""
 
     def __init__(self, actor_critic: nn.Module, memories: list[Any]) -> None:
         super().__init__()
@@ -99,7 +84,7 @@ class _ActorExport(nn.Module):
 
 
 def _detached_copy(module: nn.Module) -> nn.Module:
-    """A deep copy of ``module`` without its cached per-call values (action means, rollout hidden states)."""
+    """A deep copy of ``module`` without its per-call caches (action means, rollout hidden states)."""
     saved: list[tuple[nn.Module, str, Any]] = []
     for sub in module.modules():
         for key, value in list(vars(sub).items()):
@@ -116,13 +101,12 @@ def _detached_copy(module: nn.Module) -> nn.Module:
             object.__setattr__(sub, key, value)
 
 
-ROLE_PREFIXES = {"adaptor": "adaptor_", "estimator": "estimator_", "actor": ""}
-
-
 def _actor_memories(actor_critic: Any) -> list[tuple[str, str, Any]]:
-    """``(name prefix, role, Memory)`` of the memories on the actor path, in running order, as the policy
-    declares them (:meth:`~st_rl.modules.ActorCritic.actor_memories`)."""
-    return [(ROLE_PREFIXES[role], role, memory) for role, memory in actor_critic.actor_memories()]
+    """``(name prefix, role, Memory)`` of the memories on the actor path, in running order."""
+    return [
+        ("" if role == "actor" else f"{role}_", role, memory)
+        for role, memory in actor_critic.actor_memories()
+    ]
 
 
 def _check_supported(actor_critic: nn.Module) -> None:
@@ -143,36 +127,17 @@ def _segments_json(segments: Any) -> dict[str, list[int]] | None:
     return {str(k): [int(d) for d in v] for k, v in segs.items()} if segs else None
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().tolist()
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, (np.ndarray, np.generic)):
-        return value.tolist()
-    return str(value)
-
-
 def _env_metadata(env: EnvAdapter | None, env_cfg: dict[str, Any] | None) -> dict[str, Any]:
     """Robot-side facts: action scale, joint order and default positions, dt, action clip."""
-    cfg = env_cfg if isinstance(env_cfg, dict) else None
-    if cfg is None and env is not None:
-        cfg = env.cfg
-    cfg = cfg or {}
+    cfg = (env_cfg if isinstance(env_cfg, dict) else env.cfg if env is not None else None) or {}
     action_scale = cfg.get("action_scale")
     if action_scale is None and isinstance(cfg.get("control"), dict):
         action_scale = cfg["control"].get("action_scale")
-    joint_names = env.joint_names if env is not None else None
-    default_pos = env.default_joint_pos if env is not None else None
     return {
-        "action_scale": _jsonable(action_scale),
-        "clip_actions": _jsonable(cfg.get("clip_actions")),
-        "joint_names": joint_names,
-        "default_joint_pos": _jsonable(default_pos) if default_pos is not None else None,
+        "action_scale": to_jsonable(action_scale),
+        "clip_actions": to_jsonable(cfg.get("clip_actions")),
+        "joint_names": env.joint_names if env is not None else None,
+        "default_joint_pos": to_jsonable(env.default_joint_pos) if env is not None else None,
         "dt": env.dt if env is not None else None,
     }
 
@@ -247,7 +212,7 @@ def _write_torchscript(
 
 
 def _self_check(module: nn.Module, path: str, metadata: dict[str, Any], tolerance: float) -> float:
-    """Largest action difference between the eager module and the exported file (3 steps, batch 1 and 7)."""
+    """Largest action error of the exported file against the eager module (3 steps, batch 1 and 7)."""
     num_obs, states = metadata["num_obs"], metadata["states"]
     try:
         policy = load_exported_policy(path)
@@ -304,8 +269,7 @@ def _info(
 def _source_objects(
     source: Any, env: Any, task: str | None, device: str, trust_config: bool = False
 ) -> tuple[nn.Module, EnvAdapter | None, dict[str, Any]]:
-    """``(actor_critic, env, info)`` of a checkpoint path, an :class:`OnPolicyRunner` or any object with
-    ``alg.actor_critic`` and ``env`` (its iteration, task, seed and config are then unknown)."""
+    """``(actor_critic, env, info)`` of a checkpoint path, an OnPolicyRunner or another runner."""
     if isinstance(source, (str, os.PathLike)):
         try:
             run = load_run(
@@ -390,9 +354,9 @@ def _metadata(
         "st_rl_version": st_rl.__version__,
         "policy_class": type(actor_critic).__name__,
         "source_checkpoint": info["source_checkpoint"],
-        "iteration": _jsonable(info["iteration"]),
+        "iteration": to_jsonable(info["iteration"]),
         "task": info["task"],
-        "seed": _jsonable(info["seed"]),
+        "seed": to_jsonable(info["seed"]),
         "num_obs": num_obs,
         "num_actions": num_actions,
         "obs_segments": _segments_json(segments),
@@ -407,8 +371,8 @@ def _metadata(
         "states": states,
         "files": {fmt: os.path.basename(p) for fmt, p in files.items()},
         "onnx_opset": opset if "onnx" in files else None,
-        "policy_cfg": _jsonable(train_cfg.get("policy", {}) if isinstance(train_cfg, dict) else {}),
-        "env_cfg": _jsonable(info["env_cfg"]),
+        "policy_cfg": to_jsonable(train_cfg.get("policy", {}) if isinstance(train_cfg, dict) else {}),
+        "env_cfg": to_jsonable(info["env_cfg"]),
     }
 
 
@@ -436,28 +400,18 @@ def export_policy(
     device: str = "cpu",
     trust_config: bool = False,
 ) -> ExportResult:
-    """Export the deterministic actor (with the observation normaliser) to ONNX and/or TorchScript.
+    """Export the deterministic actor (normaliser included) to ``out_dir/<name>.onnx`` / ``.pt`` / ``.json``.
 
     Args:
-        checkpoint_or_runner: a ``model_<it>.pt`` checkpoint or run directory (the runner is rebuilt on one
-            environment of the stored task, see :func:`st_rl.evaluation.runs.load_run`), or a trained runner.
-        out_dir: folder for ``<name>.onnx``, ``<name>.pt`` and ``<name>.json`` (created).
-        formats: any of ``"onnx"``, ``"torchscript"``.
-        env: environment for the observation layout / robot metadata (default: the runner's, or the task's).
-        task: task name for a checkpoint whose task is not stored (and recorded in the metadata).
-        name: file stem.
-        opset: ONNX opset.
-        check: run each written file on random inputs for a few steps and compare with the eager policy.
-        tolerance: largest action difference the check accepts.
-        device: device the runner is rebuilt on (export itself runs on the CPU).
+        checkpoint_or_runner: a checkpoint or run directory (rebuilt on one env of its task), or a runner.
+        env: env for the observation layout and robot metadata (default: the runner's, or the task's).
+        task: task of a checkpoint that stores none.
+        check: run each file on random inputs and compare with the eager policy (up to ``tolerance``).
+        device: device the runner is rebuilt on (export runs on the CPU).
         trust_config: the stored config may name code to import (docs/security.md).
 
-    Returns:
-        An :class:`ExportResult` (paths, metadata, self-check errors).
-
     Raises:
-        ExportError: unknown format, unsupported policy (multi-skill Mutex), a checkpoint without config/task, a
-            policy with NaN/Inf parameters or statistics, or a failed self-check (including NaN/Inf output).
+        ExportError: an unknown format or unsupported policy, NaN/Inf weights, or a failed self-check.
     """
     formats = _checked_formats(name, formats)
     actor_critic, env, info = _source_objects(checkpoint_or_runner, env, task, device, trust_config)

@@ -1,6 +1,5 @@
-"""``st-rl play``: evaluate a checkpoint (:func:`play`) or an exported policy file (:func:`play_exported`) on its
-task: the tracking metrics of :func:`st_rl.evaluation.metrics.evaluate_policy`, an MP4 video (MuJoCo rendering,
-``MUJOCO_GL=egl`` by default) and a command-tracking plot (matplotlib)."""
+"""``st-rl play``: evaluate a checkpoint (:func:`play`) or an exported policy (:func:`play_exported`): tracking
+metrics, an MP4 video (``MUJOCO_GL=egl`` by default) and a command-tracking plot."""
 
 from __future__ import annotations
 
@@ -22,11 +21,8 @@ __all__ = [
     "evaluate_policy",
     "format_summary",
     "load_run",
-    "play",
-    "play_exported",
-    "render_frame",
-    "set_default_gl_backend",
 ]
+__all__ += ["play", "play_exported", "render_frame", "set_default_gl_backend"]
 
 
 def play(
@@ -48,31 +44,18 @@ def play(
     verbose: bool = True,
     trust_config: bool = False,
 ) -> dict[str, Any]:
-    """Evaluate a checkpoint's deterministic policy; optionally film env ``record_env`` and plot its tracking.
-
-    The runner is rebuilt by :func:`load_run` without the optimizer; play starts fresh episodes (the training
-    rollout's episode state and recurrent memories are not restored).
+    """Evaluate a checkpoint's deterministic policy on fresh episodes; optionally film env ``record_env`` and plot
+    its tracking.
 
     Args:
-        checkpoint: a ``model_<it>.pt`` file, or a run directory (its highest-numbered checkpoint).
-        task: registered task name; overrides the stored one.
-        num_envs: parallel environments evaluated.
-        duration_s: simulated seconds.
-        video: MP4 path for a video of env ``record_env`` (None: no video).
-        plot: PNG path for commanded vs achieved vx, vy and yaw rate of env ``record_env`` (None: no plot).
-        device: policy device.
+        checkpoint: a ``model_<it>.pt`` file, or a run directory (its latest checkpoint).
+        task: task name instead of the stored one; ``seed``: environment seed (default: the run's).
+        video, plot: MP4 / PNG path (None: none); ``record_env``, ``video_*``, ``camera``: :class:`VideoRecorder`'s.
         command: fixed ``(vx, vy, yaw_rate)`` for all environments (None: the task's random commands).
-        seed: environment seed (default: the run's seed).
-        record_env, video_fps, video_size, video_quality, camera: see :class:`VideoRecorder`.
-        verbose: print the summary table.
         trust_config: the run's stored config may name code to import (docs/security.md).
 
-    Returns:
-        The metrics of :func:`evaluate_policy` plus ``task``, ``checkpoint``, ``iteration``, ``video`` and ``plot``.
-
-    Raises:
-        CheckpointError: the checkpoint does not fit its run's policy, or holds NaN/Inf weights or statistics
-            (:class:`~st_rl.utils.checkpoint.NonFiniteCheckpointError`).
+    Returns the metrics of :func:`evaluate_policy` plus ``task``, ``checkpoint``, ``iteration``, ``video`` and
+    ``plot``; raises ``CheckpointError`` when the checkpoint does not fit its run's policy or holds NaN/Inf.
     """
     if video is not None:
         set_default_gl_backend("egl")

@@ -1,12 +1,4 @@
-"""Hyperparameter search on the built-in tasks with Optuna (``st-rl tune``, ``pip install st-rl[tune]``).
-
-Each trial trains a task's preset with sampled hyperparameters for a small budget, then scores the policy on a
-fresh environment: ``objective="return"`` (maximised; :func:`evaluate_return`) or ``"velrmsd"`` (minimised;
-:func:`evaluate_velrmsd`); the runner reports the same metric to the pruner during training. With ``motion``
-every trial trains AMP towards that reference (default space :data:`AMP_SPACE`) and records its gait distance.
-Studies live in an Optuna storage (default ``<log_root>/<study>.db``) and are continued when they exist; trial
-``n`` logs to ``<log_root>/<study>/trial_<n>``.
-"""
+"""Hyperparameter search on the built-in tasks with Optuna (``st-rl tune``, docs/tuning.md)."""
 
 from __future__ import annotations
 
@@ -47,7 +39,7 @@ DEFAULT_SPACE: dict[str, list[Any]] = {
     "algorithm.clip_param": ["float", 0.1, 0.3],
     "policy.hidden_width": ["categorical", 32, 64, 128, 256],
 }
-"""The PPO search space: ``dotted.key -> [kind, ...]`` (see :func:`parse_space`)."""
+"""The PPO search space: ``dotted.key -> [kind, ...]`` (:func:`parse_space`)."""
 
 AMP_SPACE: dict[str, list[Any]] = {
     "policy.amp_discriminator.style_reward_coef": ["log", 0.003, 0.05],
@@ -55,7 +47,7 @@ AMP_SPACE: dict[str, list[Any]] = {
     "algorithm.amp_replay_buffer_size": ["categorical", 0, 20000, 100000],
     "algorithm.learning_rate": ["log", 3e-4, 3e-3],
 }
-"""The AMP search space of ``st-rl tune --motion`` (style weight, gradient penalty, replay, learning rate)."""
+"""The AMP search space of ``st-rl tune --motion``."""
 
 OBJECTIVES: dict[str, tuple[str, str, str]] = {
     # name: (direction, metric the runner reports during training, description)
@@ -73,13 +65,8 @@ def _optuna() -> Any:
 
 # ----------------------------------------------------------------------------------------------- search space
 def parse_space(space: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate a search-space spec: dotted config keys (``algorithm.<key>``, ``policy.<key>``, ``env.<key>``,
-    a runner key; ``policy.hidden_width`` sets every hidden layer) -> ``[kind, low, high]`` (kind ``float``,
-    ``log``, ``int``, ``int_log``), ``["categorical", choice, ...]`` or a fixed value. Returns a copy.
-
-    Raises:
-        ValueError: naming the bad entry and the accepted forms.
-    """
+    """A checked copy of a search space: dotted config keys (``policy.hidden_width`` sets every hidden layer) ->
+    ``[kind, low, high]`` (kind ``float``, ``log``, ``int``, ``int_log``), ``["categorical", ...]`` or a value."""
     out: dict[str, Any] = {}
     forms = "['float'|'log'|'int'|'int_log', low, high], ['categorical', choice, ...] or a fixed value"
     for key, spec in space.items():
@@ -104,12 +91,7 @@ def parse_space(space: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def load_space(spec: str) -> dict[str, Any]:
-    """Read a search space: inline JSON (``'{"algorithm.gamma": ["float", 0.9, 0.99]}'``), a ``.json`` file or
-    a ``.yaml``/``.yml`` file (needs PyYAML). The result replaces :data:`DEFAULT_SPACE`.
-
-    Raises:
-        ValueError: unreadable or invalid spec.
-    """
+    """Read a search space from inline JSON, a ``.json`` or a ``.yaml``/``.yml`` file."""
     text = spec.strip()
     try:
         if text.startswith("{"):
@@ -154,8 +136,7 @@ def suggest(trial: Any, space: Mapping[str, Any]) -> dict[str, Any]:
 def apply_params(
     train_cfg: dict[str, Any], env_kwargs: dict[str, Any], params: Mapping[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Write dotted-key values into copies of a flat training config and the environment keyword arguments
-    (``ValueError`` for a key whose section is not a dict of the config)."""
+    """Copies of a flat training config and the env keyword arguments with the dotted-key values written in."""
     cfg, env_kw = copy.deepcopy(train_cfg), copy.deepcopy(env_kwargs)
     for key, value in params.items():
         if key == "policy.hidden_width":
@@ -178,8 +159,7 @@ def apply_params(
 
 
 def _check_space(space: Mapping[str, Any], trial_config: Callable[[Mapping[str, Any]], Any]) -> None:
-    """Resolve a trial's config at the low end of every range, so that a key the config does not take
-    (``algorithm.gama``) is a :class:`~st_rl.config.ConfigError` before the first trial."""
+    """Resolve a trial's config at the low end of every range: a ConfigError before the first trial."""
     values = {
         key: spec[1] if isinstance(spec, list) and spec and spec[0] in SPACE_KINDS else spec
         for key, spec in space.items()
@@ -193,11 +173,8 @@ def _check_space(space: Mapping[str, Any], trial_config: Callable[[Mapping[str, 
 # ----------------------------------------------------------------------------------------------- evaluation
 @torch.no_grad()
 def evaluate_return(runner: Any, env: Any, num_steps: int | None = None) -> float:
-    """Mean return of the first episode of every environment of ``env`` under ``runner``'s deterministic policy.
-
-    The environments are reset first; the run lasts ``num_steps`` steps (default: the task's
-    ``max_episode_length``), and an episode still running at the end counts with its partial return.
-    """
+    """Mean return of every env's first episode (partial after ``num_steps``, default one episode) under
+    ``runner``'s deterministic policy."""
     adapter = EnvAdapter(
         env, device=runner.device, obs_groups=runner.cfg.get("obs_groups"), check_finite="off"
     )
@@ -228,8 +205,7 @@ class EpisodeTimedTask(Protocol):
 
 
 def evaluate_velrmsd(runner: Any, env: Any, duration_s: float | None = None) -> float:
-    """Velocity-tracking RMSD of ``runner``'s deterministic policy on ``env`` (see :mod:`st_rl.play`) over
-    ``duration_s`` seconds (default: one episode of an :class:`EpisodeTimedTask`, else 10 s)."""
+    """Velocity-tracking RMSD of the deterministic policy over ``duration_s`` (default: an episode, or 10 s)."""
     policy = runner.get_inference_policy()
     if duration_s is None:
         duration_s = float(env.max_episode_length_s) if isinstance(env, EpisodeTimedTask) else 10.0
@@ -240,19 +216,11 @@ def evaluate_velrmsd(runner: Any, env: Any, duration_s: float | None = None) -> 
 
 # ----------------------------------------------------------------------------------------------- study
 def default_storage(log_root: str, study_name: str) -> str:
-    """``sqlite:///<log_root>/<study_name>.db``."""
     return f"sqlite:///{os.path.join(log_root, study_name)}.db"
 
 
-def _prepare_storage(storage: str) -> None:
-    if storage.startswith("sqlite:///"):
-        folder = os.path.dirname(storage[len("sqlite:///") :])
-        if folder:
-            os.makedirs(folder, exist_ok=True)
-
-
 def make_pruner(name: str | None) -> Any:
-    """``"median"`` (Optuna's ``MedianPruner(n_startup_trials=3, n_warmup_steps=2)``) or ``"none"``."""
+    """``"median"`` (``MedianPruner(n_startup_trials=3, n_warmup_steps=2)``) or ``"none"``."""
     optuna = _optuna()
     if name in (None, "none"):
         return optuna.pruners.NopPruner()
@@ -269,15 +237,11 @@ def open_study(
     pruner: Any = None,
     sampler: Any = None,
 ) -> Any:
-    """Create the study, or load it when it exists (``load_if_exists=True``).
-
-    Raises:
-        ValueError: the stored study was made for another task or objective.
-    """
+    """Create the study, or load it (``ValueError`` when it was made for another task or objective)."""
     optuna = _optuna()
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
-    _prepare_storage(storage)
+    _check_objective(objective)
+    if storage.startswith("sqlite:///") and os.path.dirname(storage[10:]):
+        os.makedirs(os.path.dirname(storage[10:]), exist_ok=True)
     try:
         study = optuna.create_study(
             study_name=study_name,
@@ -302,10 +266,8 @@ def open_study(
 
 
 def fail_interrupted_trials(study: Any) -> list[int]:
-    """Mark as failed the trials left RUNNING by a process of this host that no longer exists (a killed
-    ``st-rl tune``); trials of live processes, or of other hosts, are left alone. Returns their numbers."""
+    """Mark as failed the RUNNING trials of gone processes of this host (a killed ``st-rl tune``); their numbers."""
     optuna = _optuna()
-
     failed = []
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         pid, host = trial.user_attrs.get("pid"), trial.user_attrs.get("host")
@@ -316,11 +278,7 @@ def fail_interrupted_trials(study: Any) -> list[int]:
 
 
 def load_existing_study(study_name: str, storage: str) -> Any:
-    """Load a study that must already exist.
-
-    Raises:
-        ValueError: the storage or the study does not exist (listing the studies it has).
-    """
+    """Load a study (``ValueError`` when the storage or the study does not exist)."""
     optuna = _optuna()
     if storage.startswith("sqlite:///") and not os.path.isfile(storage[len("sqlite:///") :]):
         raise ValueError(f"no study storage at {storage}; run st-rl tune first (or pass --storage)")
@@ -333,6 +291,11 @@ def load_existing_study(study_name: str, storage: str) -> Any:
         raise _storage_error(storage, e) from e
 
 
+def _check_objective(objective: str) -> None:
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
+
+
 def _storage_error(storage: str, error: Exception) -> ValueError:
     return ValueError(
         f"cannot open the study storage {storage!r} (--storage): {type(error).__name__}: {first_line(error)}; "
@@ -342,7 +305,7 @@ def _storage_error(storage: str, error: Exception) -> ValueError:
 
 @dataclasses.dataclass
 class _Trials:
-    """The trials of :func:`run_study`: each trains the task's preset with sampled values and scores it."""
+    """The objective of :func:`run_study`: train the task's preset with sampled values and score it."""
 
     task: str
     preset: Any
@@ -378,7 +341,6 @@ class _Trials:
         return env
 
     def config(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The training config and env keyword arguments of a trial with ``params``."""
         cfg = self.preset.train.to_dict()
         if self.loader is not None:
             cfg = amp_train_config(cfg)
@@ -452,23 +414,9 @@ def run_study(
 ) -> Any:
     """Run (or continue) a study of ``n_trials`` more trials on a built-in task's preset; returns the study.
 
-    Args:
-        task: built-in task name.
-        n_trials: trials to add in this call.
-        iterations, num_envs: learning iterations and environments per trial (default: a fifth of the preset's
-            iterations, its environments).
-        study_name, storage, log_root: the study (default: the task's name), its Optuna storage URL (default
-            ``sqlite:///<log_root>/<study_name>.db``); trial ``i`` logs to ``<log_root>/<study_name>/trial_<i>``.
-        space: search space (default :data:`DEFAULT_SPACE`, :data:`AMP_SPACE` with ``motion``; :func:`parse_space`).
-        objective: ``"return"`` (maximise) or ``"velrmsd"`` (minimise).
-        eval_envs, eval_steps: evaluation environments and steps (``return``) or seconds (``velrmsd``; default
-            one episode).
-        pruner, sampler: Optuna's (default ``make_pruner("median")``, TPE).
-        seed: training seed of every trial (default the preset's); the evaluation env uses ``seed + 10000``.
-        device, logger, log_interval: of every trial's runner (default log interval: about 5 blocks a trial).
-        timeout_s: stop starting trials after this many seconds.
-        verbose, summary_top: print a line per trial and the summary of the ``summary_top`` best trials.
-        motion: a motion file: train AMP (APPO) towards it and record each trial's gait distance to it.
+    Defaults: a fifth of the preset's iterations, its envs and seed, :data:`DEFAULT_SPACE` (:data:`AMP_SPACE`
+    with a ``motion`` file to train AMP towards), storage ``sqlite:///<log_root>/<study_name>.db``. Trial ``i``
+    logs to ``<log_root>/<study_name>/trial_<i>``; ``eval_steps`` are seconds for ``objective="velrmsd"``.
     """
     _optuna()
     preset = get_preset(task)
@@ -480,8 +428,7 @@ def run_study(
     num_envs = int(num_envs or preset.num_envs)
     trials = _Trials(task, preset, motion, device, space, objective, iterations, num_envs, seed, eval_envs,
                      eval_steps, logger, log_interval, os.path.join(log_root, study_name))  # fmt: skip
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
+    _check_objective(objective)
     if objective == "velrmsd":
         _check_locomotion_env(make_env(task, num_envs=1, seed=0, **preset.env_kwargs))
     _check_space(space, trials.config)
@@ -512,7 +459,7 @@ def _format_params(params: Mapping[str, Any]) -> str:
 
 
 def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
-    """A table of the ``top`` best completed trials (value and params), with trial counts per state."""
+    """A table of the ``top`` best completed trials, with trial counts per state."""
     optuna = _optuna()
     states = optuna.trial.TrialState
     trials = study.get_trials(deepcopy=False)
@@ -552,7 +499,7 @@ def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``st-rl tune`` with the arguments :mod:`st_rl.commands` parsed."""
+    """``st-rl tune``."""
     study_name = args.study_name or args.task
     storage = args.storage or default_storage(args.log_root, study_name)
     try:
