@@ -57,40 +57,23 @@ def _command_line_error(option: str, value: Any, rule: str, fix: str) -> ConfigE
     return ConfigError(Problem(option, value, rule, fix), source="command line")
 
 
-def _check_device(text: str, option: str = "--device") -> str:
-    """``text`` if this machine can compute on that device (under torchrun any CUDA index), else a ConfigError."""
-
-    def error(rule: str, fix: str) -> ConfigError:
-        return _command_line_error(option, text, rule, fix)
-
+def _check_device(text: str) -> str:
+    """``text`` if this machine can compute on that device (under torchrun: any CUDA index), else a ConfigError."""
     try:
         device = torch.device(text)
     except (RuntimeError, ValueError, TypeError):
-        raise error("is not a device", "give cpu, cuda, cuda:N (an NVIDIA GPU) or mps (Apple)") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            why = (
-                "built without CUDA"
-                if torch.version.cuda is None
-                else "no CUDA GPU found (CUDA_VISIBLE_DEVICES?)"
-            )
-            raise error(
-                f"CUDA is not available ({why})", "use --device cpu, or install a CUDA build of PyTorch"
-            )
-        count = torch.cuda.device_count()
-        distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-        if device.index is not None and device.index >= count and not distributed:
-            verb = "is" if count == 1 else "are"
-            raise error(f"there {verb} {count} CUDA GPU(s)", f"use cuda:0 .. cuda:{count - 1}")
-    elif device.type == "meta":
-        raise error("holds no data: nothing can be computed there", "use --device cpu or cuda")
-    elif device.type != "cpu":
-        try:
-            torch.empty(1, device=device)
-        except Exception as e:  # noqa: BLE001 - any backend failure means the device is unusable
-            raise error(
-                f"cannot be used on this machine ({first_line(e) or type(e).__name__})", "use --device cpu"
-            ) from None
+        raise _command_line_error(
+            "--device", text, "is not a device", "give cpu, cuda, cuda:N or mps"
+        ) from None
+    if device.type == "cuda" and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        device = torch.device("cuda")  # torchrun gives each rank its own GPU
+    try:
+        if device.type == "meta":
+            raise RuntimeError("it holds no data")
+        torch.empty(1, device=device)
+    except Exception as e:  # noqa: BLE001 - any backend failure means the device is unusable
+        rule = f"cannot be used on this machine ({first_line(e).split('. ')[0] or type(e).__name__})"
+        raise _command_line_error("--device", text, rule, "use --device cpu") from None
     return text
 
 
@@ -157,46 +140,32 @@ COMMON: dict[str, dict[str, Any]] = {
     "--seed": _runner_key("seed"),
     "--log-interval": _runner_key("log_interval"),
     "--threads": _o("CPU threads for torch (default: all cores)", type=_COUNT),
-    "--trust-config": _o("let the run's stored config import the code it names (class names, checkpoint "
-                         "manipulators); only for runs you trust (docs/security.md)", action="store_true"),
+    "--trust-config": _o("let the run's config import the code it names (docs/security.md)", action="store_true"),
     "--checkpoint": _o("model_<it>.pt, or a run directory (latest checkpoint)"),
     "--debug": _o("show Python tracebacks of errors", action="store_true", default=argparse.SUPPRESS),
 }  # fmt: skip
 _COMMAND = {"type": float, "metavar": "V", "dest": "fixed_command"}
-_GRID = (
-    "command grid: {}; one trajectory per combination of the --grid-* values, each at its own fixed command"
-)
+_GRID = "command grid: {}; a trajectory per combination of the --grid-* values"
 
-# command -> (help, description, {flag: argparse keywords, merged over COMMON's; group=True: one of a required
-# mutually exclusive group})
+# command -> (help, description, {flag: argparse keywords over COMMON's; group=True: one of a required group})
 SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
-    "train": ("train PPO on a built-in task or your own environment",
-        "Train a built-in task (--task) or your environment (--env), with the task's preset config or a config "
-        "file (--config), changed by KEY=VALUE overrides (docs/configuration.md, 'Command line').", {
+    "train": ("train PPO on a built-in task or your own environment", "See docs/configuration.md.", {
         "--task": _o(f"built-in task (default: {DEFAULT_TASK})", default=DEFAULT_TASK),
-        "--config": _o("training config (.yaml/.yml/.json, flat or nested form) replacing the task's preset "
-                       "config; the environment stays --task unless --env is given", metavar="FILE"),
-        "--env": _o("train your environment: FACTORY(num_envs=, device=, seed=) (the keywords it takes) from "
-                    "MODULE or a .py file; without --config, with the --task preset's PPO settings",
-                    metavar="MODULE:FACTORY"),
+        "--config": _o("training config (.yaml/.yml/.json) instead of the task's preset", metavar="FILE"),
+        "--env": _o("your env: FACTORY(num_envs=, device=, seed=) of MODULE or a .py file", metavar="MODULE:FACTORY"),
         "--algorithm": _o("algorithm.class_name (e.g. PPO, or pkg.mod:Class)", metavar="NAME"),
         "--policy": _o("policy.class_name (e.g. ActorCriticRecurrent)", metavar="NAME", type=str),
         "--print-config": _o("print the resolved training config as YAML and exit", action="store_true"),
-        "overrides": _o("config overrides applied last, e.g. algorithm.learning_rate=3e-4 seed=3; ~KEY deletes a "
-                        "key", nargs="*", default=[], metavar="KEY=VALUE"),
+        "overrides": _o("config overrides, e.g. seed=3; ~KEY deletes a key", nargs="*", default=[], metavar="KEY=VALUE"),
         "--num-envs": {}, "--iterations": {}, "--seed": {}, "--threads": {}, "--log-interval": {},
         "--device": _o("training device (default: cuda:0 if present, else cpu)", default=None),
         "--log-dir": _o("run directory (default: logs/<task>/<date_time>)"),
-        "--resume": _o("checkpoint file or run directory to continue from (with --motion, a PPO checkpoint gets "
-                       "AMP added); continue a run in its own directory with --resume DIR --log-dir DIR"),
-        "--overwrite": _o("replace an earlier run in --log-dir (its checkpoints and TensorBoard files are deleted)",
-                          action="store_true"),
-        "--motion": _o("reference-motion file (st-rl record-motion): train with AMP (APPO) towards that gait "
-                       "(st_rl.configs.amp_train_config)"),
-        "--style-reward-coef": _o(f"with --motion: AMP style reward weight (default {AMP_STYLE_REWARD_COEF})",
-                                  type=_at_least(float, 0.0)),
-        "--style-ramp": _o("with --motion: no style reward before iteration START, full weight from END",
-                           type=_at_least(int, 0), nargs=2, metavar=("START", "END")),
+        "--resume": _o("checkpoint or run directory to continue from (with --motion: AMP added to PPO)"),
+        "--overwrite": _o("replace an earlier run in --log-dir (its files are deleted)", action="store_true"),
+        "--motion": _o("reference-motion file (st-rl record-motion): train AMP towards that gait"),
+        "--style-reward-coef": _o(f"AMP style reward weight (default {AMP_STYLE_REWARD_COEF})", type=_at_least(float, 0.0)),
+        "--style-ramp": _o("AMP style reward from 0 at iteration START to full at END", type=_at_least(int, 0),
+                           nargs=2, metavar=("START", "END")),
     }),
     "tasks": ("list the built-in tasks", None, {}),
     "tune": ("hyperparameter search on a built-in task (Optuna: pip install st-rl[tune])", None, {
@@ -206,11 +175,9 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         "--num-envs": {"help": "training envs per trial (preset default)"},
         "--study-name": _o("study name (default: the task name)"),
         "--storage": _o("Optuna storage URL (default: sqlite:///<log-root>/<study>.db)"),
-        "--log-root": _o("trial logs in <log-root>/<study>/trial_<n> (default logs/tune)",
-                         default=tune.DEFAULT_LOG_ROOT),
+        "--log-root": _o("trial logs in <log-root>/<study>/trial_<n>", default=tune.DEFAULT_LOG_ROOT),
         "--space": _o("search space: a JSON/YAML file or inline JSON (replaces the default)"),
-        "--objective": _o("return: mean evaluation episode return (maximise); velrmsd: tracking RMSD (minimise)",
-                          choices=sorted(tune.OBJECTIVES), default="return"),
+        "--objective": _o("episode return or tracking RMSD", choices=sorted(tune.OBJECTIVES), default="return"),
         "--eval-envs": _o("evaluation environments (default 64)", type=_COUNT, default=64),
         "--eval-steps": _o("evaluation steps (default: one episode)", type=_COUNT),
         "--pruner": _o("(default median)", choices=("median", "none"), default="median"),
@@ -218,14 +185,11 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         "--logger": _o("logger of every trial (default tensorboard)", default="tensorboard"),
         "--timeout": _o("stop starting trials after N seconds", type=_SECONDS),
         "--top": _o("rows of the summary table (default 5)", type=_at_least(int, 0), default=5),
-        "--motion": _o("reference-motion file: tune AMP (APPO) towards it; each trial also reports its gait "
-                       "distance to the reference"),
+        "--motion": _o("reference-motion file: tune AMP towards it (and report each trial's gait distance)"),
         "--summary": _o("print the summary of an existing study and exit", action="store_true"),
     }),
     "play": ("evaluate a checkpoint: tracking metrics, video and plot",
-        "Run a checkpoint's deterministic policy and report velocity-tracking metrics; write an MP4 of env 0 and "
-        "a plot of its commanded vs achieved velocities. Rendering uses MUJOCO_GL=egl unless MUJOCO_GL is set "
-        "(MUJOCO_GL=osmesa for software rendering: apt-get install libosmesa6).", {
+        "Rendering uses MUJOCO_GL=egl unless set (MUJOCO_GL=osmesa: software rendering).", {
         "--checkpoint": {"group": True},
         "--policy": _o("an exported policy.onnx / policy.pt (st-rl export): a deployment check", group=True),
         "--task": {}, "--device": {}, "--threads": {}, "--trust-config": {},
@@ -235,14 +199,11 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         "--no-video": _o("do not render a video", action="store_true"),
         "--plot": _o("PNG path (default: play_<iter>.png next to the checkpoint)"),
         "--no-plot": _o("do not draw the tracking plot", action="store_true"),
-        "--command": {**_COMMAND, "nargs": "+",
-                      "help": "fixed command VX VY YAW (VX VY for 2-D tasks); default: the task's random commands"},
+        "--command": {**_COMMAND, "nargs": "+", "help": "fixed command VX VY YAW (VX VY for 2-D tasks)"},
         "--seed": {"help": "environment seed (default: the run's seed)"},
-        "--video-quality": _o("fast: no shadows (cheap software GL); high: the model's own settings",
-                              choices=("fast", "medium", "high"), default="medium"),
+        "--video-quality": _o("fast: no shadows", choices=("fast", "medium", "high"), default="medium"),
         "--fps": _o("video frame rate (default 25)", type=_SECONDS, default=25.0),
-        "--upload": _o("attach the video and plot to the run's W&B / Neptune run (default: when it used one)",
-                       action=argparse.BooleanOptionalAction),
+        "--upload": _o("attach video and plot to the run's W&B / Neptune run", action=argparse.BooleanOptionalAction),
     }),
     "plot": ("plot the training curves of a run (TensorBoard event files)", None, {
         "log_dir": _o("run directory"),
@@ -252,8 +213,7 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         "--out": _o("motion file to write (.pkl)", required=True),
         "--checkpoint": {"help": "a trained quadruped checkpoint to record from", "group": True},
         "--scripted-trot": _o("record an open-loop trot gait", action="store_true", group=True),
-        "--scripted-walk": _o("record open-loop trots that walk: strides from -0.4 to 0.4 rad over the "
-                              "trajectories (about -0.6 to 0.6 m/s)", action="store_true", group=True),
+        "--scripted-walk": _o("open-loop trots, strides -0.4 to 0.4 rad", action="store_true", group=True),
         "--task": {"help": "a legged task (default: the checkpoint's; quadruped_flat for the scripted gaits)"},
         "--duration": _o("seconds recorded per trajectory", type=_SECONDS, default=10.0),
         "--num-trajectories": _o(type=_COUNT, default=4),
@@ -261,12 +221,10 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         "--grid-vx": _o(_GRID.format("forward speeds (m/s)"), type=float, nargs="+", metavar="V"),
         "--grid-vy": _o(_GRID.format("lateral speeds (m/s)"), type=float, nargs="+", metavar="V"),
         "--grid-yaw": _o(_GRID.format("turn rates (rad/s)"), type=float, nargs="+", metavar="V"),
-        "--fields": _o("style fields: 'default' (root height, base velocities, joints, feet), 'joints' (joint "
-                       "positions and velocities) or a comma-separated list", default="default"),
+        "--fields": _o("style fields: 'default', 'joints' or a comma-separated list", default="default"),
         "--seed": _o(type=int, default=0), "--trust-config": {},
     }),
-    "export": ("export a checkpoint's policy to ONNX / TorchScript with metadata (policy.onnx, policy.pt, "
-               "policy.json)", None, {
+    "export": ("export a checkpoint's policy to ONNX / TorchScript (policy.onnx, policy.pt, policy.json)", None, {
         "--checkpoint": {"required": True},
         "--out": _o("output folder (default: <run dir>/exported)"),
         "--format": _o(nargs="+", choices=("onnx", "torchscript"), default=["onnx", "torchscript"], dest="formats"),
@@ -278,11 +236,7 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``st-rl`` parser, built from :data:`SPEC` and :data:`COMMON`."""
-    parser = _Parser(
-        prog="st-rl",
-        description="st_rl: RL for legged robots.",
-        epilog="Errors are one line; --debug (before or after the command) shows the Python traceback.",
-    )
+    parser = _Parser(prog="st-rl", description="st_rl: RL for legged robots.")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks of errors")
     sub = parser.add_subparsers(dest="command")
     for command, (help_text, description, options) in SPEC.items():
@@ -315,14 +269,8 @@ def _validate_train_args(args: argparse.Namespace) -> None:
     if args.style_reward_coef is not None and not args.motion:
         problems.append(Problem("--style-reward-coef", args.style_reward_coef, amp_only, add_motion))
     if args.env is not None and args.motion:
-        problems.append(
-            Problem(
-                "--motion",
-                args.motion,
-                "builds the built-in quadruped's AMP observations and cannot be combined with --env",
-                "give your environment's AMP training config with --config (docs/amp.md)",
-            )
-        )
+        rule, fix = "cannot be combined with --env", "give your env's AMP config with --config (docs/amp.md)"
+        problems.append(Problem("--motion", args.motion, rule, fix))
     if problems:
         raise ConfigError(problems, source="command line")
 
@@ -415,13 +363,9 @@ def _import_env_module(module_name: str, spec: str) -> Any:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
-            raise _command_line_error(
-                "--env",
-                spec,
-                f"there is no module {module_name!r} in the current directory ({cwd}) or the installed packages",
-                "run st-rl from the folder that holds it, install its package, or give the file: "
-                "--env path/to/file.py:FACTORY",
-            ) from e
+            rule = f"there is no module {module_name!r} in the current directory ({cwd}) or the installed packages"
+            fix = "run st-rl from its folder, install its package, or give the file: --env path/to/file.py:FACTORY"
+            raise _command_line_error("--env", spec, rule, fix) from e
         raise ImportError(f"--env {spec}: importing {module_name!r} failed: {e}") from e
     except (Exception, SystemExit) as e:  # a syntax error, an exception or sys.exit() while the module runs
         raise _user_code_error(spec, f"importing {module_name!r}", e) from e
@@ -455,10 +399,7 @@ def _user_code_error(spec: str, what: str, error: BaseException, where: str | No
     """The error for an exception of ``--env``'s code, at ``where`` (``file:line``; default: the innermost frame)."""
     if isinstance(error, SyntaxError):
         where = f"{error.filename} line {error.lineno}" if error.filename else "the module"
-        return CommandError(
-            f"--env {spec}: {what} failed: a syntax error in {where}: {error.msg}; fix it (--debug shows the "
-            "traceback)"
-        )
+        return CommandError(f"--env {spec}: {what} failed: a syntax error in {where}: {error.msg}; fix it")
     frames = traceback.extract_tb(error.__traceback__)
     if where is None and frames:
         where = f"{frames[-1].filename}:{frames[-1].lineno}"
@@ -467,9 +408,7 @@ def _user_code_error(spec: str, what: str, error: BaseException, where: str | No
     raised = f"{type(error).__name__}: {message}" if message else type(error).__name__
     if isinstance(error, SystemExit):  # the module ran a script's main (argparse, sys.exit)
         raised = f"SystemExit (sys.exit({error.code!r}))"
-    return CommandError(
-        f"--env {spec}: {what} raised {raised}{at}; fix your code there (--debug shows the traceback)"
-    )
+    return CommandError(f"--env {spec}: {what} raised {raised}{at}; fix your code there")
 
 
 def _user_env_frame(error: BaseException, spec: str, env: Any) -> str | None:
@@ -562,9 +501,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         if not args.print_config:  # the runner reports unknown keys when it resolves the config again
             warnings.simplefilter("ignore")
-        resolved = resolve_train_cfg(cfg).to_dict(
-            full=args.print_config
-        )  # validated before anything is built
+        train_cfg = resolve_train_cfg(cfg)  # validated before anything is built
+    resolved = train_cfg.to_dict(full=args.print_config)
     if args.print_config:
         print(_config_text(resolved), end="")
         return 0
@@ -573,17 +511,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     if iterations is None:
         fix = "give --iterations N, or max_iterations in the config"
         raise ConfigError(
-            Problem("runner.max_iterations", MISSING, "the number of learning iterations is not set", fix)
+            Problem("runner.max_iterations", MISSING, "the number of iterations is not set", fix)
         )
     seed = runner_cfg.get("seed")
     if args.threads:
         torch.set_num_threads(args.threads)
-    timeout = runner_cfg.get("distributed_timeout_s")
-    default_device = "cuda:0" if torch.cuda.is_available() else "cpu"
-    info, device = init_distributed(
-        args.device or default_device,
-        float(RUNNER_DEFAULTS.distributed_timeout_s if timeout is None else timeout),
-    )
+    timeout = runner_cfg.get("distributed_timeout_s") or RUNNER_DEFAULTS.distributed_timeout_s
+    device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    info, device = init_distributed(device, timeout)
     experiment = runner_cfg.get("experiment_name") or (_env_name(args.env) if args.env else args.task)
     made: list[str] = []  # folders made for a default run directory, removed again if still empty at the end
     if args.log_dir:
@@ -599,10 +534,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             resume = resume_path is not None and not overwrite_other
             check_run_dir(log_dir, resume=resume, overwrite=args.overwrite)
         env = _train_env(args, preset, str(device), None if seed is None else seed + info.rank, info)
-        runner = _train_runner(args, env, cfg, runner_cfg, log_dir, str(device))
+        runner = _train_runner(args, env, cfg, runner_cfg.get("runner_class_name"), log_dir, str(device))
         with runner:  # closes the writer and releases the run directory's lock, also on errors and interrupts
-            resume = (resume_path, add_amp, overwrite_other)
-            result = _learn(args, runner, env, info, str(device), log_dir, iterations, resume)
+            result = _learn(args, runner, info, log_dir, iterations, (resume_path, add_amp, overwrite_other))
     finally:
         for folder in reversed(made):
             try:
@@ -648,22 +582,14 @@ def _check_resume_target(log_dir: str, resume_path: str | None, overwrite: bool)
         return False
     if os.path.realpath(os.path.dirname(os.path.abspath(resume_path))) == os.path.realpath(log_dir):
         if overwrite:
-            raise CommandError(
-                f"--overwrite would delete the checkpoints of {log_dir}, and --resume {resume_path} is one of "
-                "them: give --resume to continue that run, or --overwrite (without --resume) to replace it"
-            )
+            fix = "give --resume to continue that run, or --overwrite (without --resume) to replace it"
+            raise CommandError(f"--overwrite would delete --resume {resume_path} of {log_dir}: {fix}")
         return False
     names = previous_run_files(log_dir)
     if not names or overwrite:
         return bool(names)
-    checkpoints = [n for n in names if n.startswith("model_")]
-    holds = f"{len(checkpoints)} checkpoint(s) and " if checkpoints else ""
-    raise CommandError(
-        f"--log-dir {log_dir} holds another run ({holds}{'config.json' if 'config.json' in names else ''}"
-        f"), and --resume {resume_path} is not one of its checkpoints: continuing from it there would mix two "
-        f"runs. Fix: train into a new --log-dir (continued from {resume_path}), continue that run with --resume "
-        f"{log_dir} --log-dir {log_dir}, or replace it with --overwrite"
-    )
+    fix = f"train into a new --log-dir, continue that run with --resume {log_dir}, or replace it with --overwrite"
+    raise CommandError(f"--log-dir {log_dir} holds another run than --resume {resume_path}'s: {fix}")
 
 
 def _train_env(args: argparse.Namespace, preset: Any, device: str, seed: int | None, info: Any) -> Any:
@@ -688,45 +614,35 @@ def _train_env(args: argparse.Namespace, preset: Any, device: str, seed: int | N
     except ValueError as e:
         if "style fields" not in str(e):
             raise
+        fix = f"record it on this task: st-rl record-motion --task {args.task}"
         raise CommandError(
-            f"--motion {args.motion}: its fields are not style fields of task {args.task!r}: {first_line(e)} "
-            f"(record the motion on this task: st-rl record-motion --task {args.task})"
+            f"--motion {args.motion}: not task {args.task!r}'s fields: {first_line(e)}; {fix}"
         ) from e
     env.set_ref_motion_source(loader)
     return env
 
 
 def _train_runner(
-    args: argparse.Namespace,
-    env: Any,
-    cfg: dict[str, Any],
-    runner_cfg: dict[str, Any],
-    log_dir: str,
-    device: str,
+    args: argparse.Namespace, env: Any, cfg: dict, name: str | None, log_dir: str, device: str
 ) -> Any:
-    name = runner_cfg.get("runner_class_name") or "OnPolicyRunner"
     try:
-        return build_runner(name, env, cfg, log_dir=log_dir, device=device)
+        return build_runner(name or "OnPolicyRunner", env, cfg, log_dir=log_dir, device=device)
     except Exception as e:
         if args.env is None or isinstance(
             e, ValueError
         ):  # a ValueError: a config error, named by its message
             raise
-        raise CommandError(
-            f"--env {args.env}: st_rl cannot train this environment: {type(e).__name__}: {first_line(e)} "
-            "(--debug shows the traceback; docs/environments.md lists what st_rl needs)"
-        ) from e
+        what = f"st_rl cannot train this environment: {type(e).__name__}: {first_line(e)}"
+        raise CommandError(f"--env {args.env}: {what} (see docs/environments.md)") from e
 
 
 def _learn(
     args: argparse.Namespace,
     runner: Any,
-    env: Any,
     info: Any,
-    device: str,
     log_dir: str,
     iterations: int,
-    resume: tuple[str | None, bool, bool],
+    resume: tuple[Any, bool, bool],
 ) -> tuple[float, float]:
     """Resume a checkpoint, replace an earlier run and train (``resume``: the checkpoint, whether AMP is added to
     it, whether the earlier run in ``log_dir`` is replaced)."""
@@ -735,10 +651,7 @@ def _learn(
     lock = None
     if resume_path is not None:
         if info.is_main and add_amp:
-            print(
-                f"[st-rl] adding AMP to the policy in {resume_path}: its policy, critic and normalisers, a fresh "
-                "discriminator and optimizer"
-            )
+            print(f"[st-rl] adding AMP to the policy in {resume_path}: a fresh discriminator and optimizer")
         elif info.is_main:
             print(f"[st-rl] resuming from {resume_path}")
         runner.load(resume_path)
@@ -750,13 +663,12 @@ def _learn(
         print(
             f"[st-rl] overwrite: deleted {len(removed)} files of the earlier run in {log_dir}",
             file=sys.stderr,
-            flush=True,
         )
     if info.is_main:
         ranks = f" x {info.world_size} ranks" if info.enabled else ""
+        what = f"'{args.env or args.task}' with {runner.env.num_envs} envs{ranks} on {runner.device}"
         print(
-            f"[st-rl] training '{args.env or args.task}' with {env.num_envs} envs{ranks} on {device} for "
-            f"{iterations} iterations; logs and checkpoints in {os.path.abspath(log_dir)}",
+            f"[st-rl] training {what} for {iterations} iterations; logs in {os.path.abspath(log_dir)}",
             flush=True,
         )
     try:
@@ -764,11 +676,10 @@ def _learn(
         try:
             return runner.learn(iterations, init_at_random_ep_len=True)
         except Exception as e:
-            spec = args.env
-            where = _user_env_frame(e, spec, env) if spec is not None else None
-            if spec is None or where is None:
+            where = _user_env_frame(e, args.env, runner.env) if args.env is not None else None
+            if where is None:
                 raise
-            raise _user_code_error(spec, "the environment", e, where) from e
+            raise _user_code_error(args.env, "the environment", e, where) from e
     finally:
         if lock is not None:
             lock.release()  # a no-op once learn() took it over
@@ -797,9 +708,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     if not args.no_video:
         set_default_gl_backend("egl")  # MuJoCo reads MUJOCO_GL when it is imported
     if args.fixed_command is not None and len(args.fixed_command) not in (2, 3):
-        raise CommandError(
-            f"--command takes VX VY YAW (or VX VY), got {len(args.fixed_command)} values; e.g. --command 0.8 0 0"
-        )
+        raise CommandError(f"--command takes VX VY YAW (or VX VY), not {len(args.fixed_command)} values")
     _check_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -902,8 +811,7 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
     motion = record_motion(env, policy, args.duration, fields=fields, env_ids=range(n), command=command)
     if not motion:
         raise CommandError(
-            "every recorded trajectory fell before recording started; nothing written (a policy that walks, "
-            "or --scripted-trot)"
+            "every trajectory fell before recording: record a policy that walks, or --scripted-trot"
         )
     save_motion_file(motion, args.out)
     frames = sum(len(t["Frames"]) for t in motion.values())
@@ -925,13 +833,10 @@ def _recording_env(task: str, n: int, seed: int, run: tuple[str, str | None] | N
             raise
         legged = ", ".join(_legged_tasks())
         if run is not None and run[1] == task:
-            raise CommandError(
-                f"--checkpoint {run[0]} is a run of task {task!r}; record-motion records legged robots ({legged}): "
-                "give a checkpoint of a run of one of them"
-            ) from None
-        raise CommandError(
-            f"--task {task}: record-motion records legged robots, not {task!r}: give --task one of {legged}"
-        ) from None
+            culprit, fix = f"--checkpoint {run[0]} is a run of task {task!r}", f"give a run of {legged}"
+        else:
+            culprit, fix = f"--task {task}", f"give --task one of {legged}"
+        raise CommandError(f"{culprit}: record-motion records legged robots: {fix}") from None
 
 
 def _recorded_policy(args: argparse.Namespace, n: int, fixed: dict[str, Any]) -> tuple[Any, Any]:

@@ -33,6 +33,8 @@ __all__ += ["read_policy_metadata", "sidecar_path"]
 
 EXPORT_FORMAT_VERSION = 1
 METADATA_KEY = "st_rl_metadata"
+AGAIN = "export the policy again (st-rl export)"
+DIVERGED = "it is broken: export a checkpoint from before training diverged"
 
 
 def sidecar_path(policy_path: str) -> str:
@@ -58,10 +60,9 @@ def _first_sentence(error: BaseException) -> str:
 
 
 def _broken_file(path: str, kind: str, error: BaseException) -> ExportedPolicyError:
+    why = f"{path} is not a loadable {kind} policy ({_first_sentence(error)}): truncated, corrupt or another kind"
     return ExportedPolicyError(
-        f"{path} is not a loadable {kind} policy ({_first_sentence(error)}): the file is truncated, corrupt or "
-        "of another kind. Export it again (st-rl export --checkpoint RUN); for a training checkpoint use st-rl "
-        "play --checkpoint"
+        f"{why}; export it again, or use st-rl play --checkpoint for a training checkpoint"
     )
 
 
@@ -83,10 +84,7 @@ def _embedded_metadata(path: str) -> dict[str, Any] | None:
     try:
         _jit_load(path, _extra_files=extra)
     except Exception as e:  # noqa: BLE001 - torch.jit.load's RuntimeError and friends
-        raise ExportedPolicyError(
-            f"{path} is not a TorchScript policy ({_first_sentence(e)}). For a training checkpoint use "
-            "st-rl play --checkpoint, or export it first: st-rl export --checkpoint PATH."
-        ) from e
+        raise _broken_file(path, "TorchScript", e) from e
     return _parse_metadata(path, extra[METADATA_KEY]) if extra[METADATA_KEY] else None
 
 
@@ -95,7 +93,7 @@ def _parse_metadata(path: str, text: str) -> dict[str, Any]:
         return json.loads(text)
     except ValueError as e:
         raise ExportedPolicyError(
-            f"{path}: its embedded st_rl metadata is not valid JSON ({e}); export the policy again"
+            f"{path}: its embedded metadata is not valid JSON ({e}); export it again"
         ) from e
 
 
@@ -108,9 +106,9 @@ def read_policy_metadata(path: str) -> dict[str, Any]:
         return read_json(side, "exported policy's metadata", "re-export the policy (st-rl export)")
     meta = _embedded_metadata(path)
     if meta is None:
+        name = os.path.basename(side)
         raise ValueError(
-            f"{path} carries no st_rl metadata and there is no {os.path.basename(side)} next to it; export it "
-            "with st-rl export (or st_rl.export.export_policy)."
+            f"{path} carries no st_rl metadata, nor is {name} next to it; export it with st-rl export"
         )
     return meta
 
@@ -134,10 +132,8 @@ class ExportedPolicy(abc.ABC):
                 if not all(isinstance(name, str) for name in names):
                     raise ValueError(f"states names {names!r} are not strings")
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
-            raise ExportedPolicyError(
-                f"{path}: its metadata ({os.path.basename(sidecar_path(path))} or the copy in the file) lacks or "
-                f"mangles {type(e).__name__}: {e}; export the policy again (st-rl export)"
-            ) from e
+            bad = f"{type(e).__name__}: {e}"
+            raise ExportedPolicyError(f"{path}: its metadata lacks or mangles {bad}; {AGAIN}") from e
         self.states: dict[str, np.ndarray] = {}
 
     @property
@@ -153,10 +149,10 @@ class ExportedPolicy(abc.ABC):
         return out
 
     def _run_failed(self, error: Exception) -> ExportedPolicyError:
-        return ExportedPolicyError(
-            f"{self.path}: running it failed ({_first_sentence(error)}): the file does not match its metadata "
-            "(inputs, outputs, sizes) or is corrupt; export the policy again (st-rl export)"
+        why = (
+            f"{self.path}: running it failed ({_first_sentence(error)}): not as its metadata says, or corrupt"
         )
+        return ExportedPolicyError(f"{why}; {AGAIN}")
 
     @abc.abstractmethod
     def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -303,10 +299,9 @@ class _FiniteActions:
         self.steps += 1
         if not bool(torch.isfinite(actions).all()):
             where = "on the first step" if self.steps == 1 else f"at step {self.steps}"
+            envs = _nonfinite_rows(actions)
             raise NonFiniteActionsError(
-                f"{self.path} gave NaN/Inf actions {where} (environments "
-                f"{_nonfinite_rows(actions)}): the exported policy is broken. Export a checkpoint from before "
-                "training diverged (st-rl export checks for this)."
+                f"{self.path} gave NaN/Inf actions {where} (environments {envs}); {DIVERGED}"
             )
         return actions
 
@@ -353,8 +348,7 @@ def play_exported(
     name = task or stored_task
     if name is None:
         raise ValueError(
-            f"{policy_path} does not name its task (metadata key 'task'); pass task='quadruped_flat' "
-            "(CLI: --task quadruped_flat)."
+            f"{policy_path} does not name its task (metadata key 'task'); give task= (CLI: --task)"
         )
     env_cfg = meta.get("env_cfg") if name == stored_task else None
     if seed is None:
@@ -364,10 +358,9 @@ def play_exported(
     env = make_env_from_cfg(name, num_envs, "cpu", seed, env_cfg or {})
     num_obs, num_actions = int(env.num_obs), int(env.num_actions)
     if (num_obs, num_actions) != (policy.num_obs, policy.num_actions):
+        sizes = f"takes {policy.num_obs} observations and gives {policy.num_actions} actions"
         raise ValueError(
-            f"{policy_path} takes {policy.num_obs} observations and gives {policy.num_actions} actions; task "
-            f"{name!r} has {num_obs} and {num_actions}. Play it on the task it was exported from "
-            f"({stored_task!r})."
+            f"{policy_path} {sizes}; task {name!r} has {num_obs} and {num_actions}: use {stored_task!r}"
         )
     fmt = "onnx" if isinstance(policy, OnnxPolicy) else "torchscript"
     iteration = meta.get("iteration")

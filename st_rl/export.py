@@ -17,7 +17,7 @@ import torch.nn as nn
 
 import st_rl
 from st_rl.config.resolve import resolve_train_cfg, to_jsonable
-from st_rl.deploy import EXPORT_FORMAT_VERSION, METADATA_KEY, load_exported_policy
+from st_rl.deploy import DIVERGED, EXPORT_FORMAT_VERSION, METADATA_KEY, load_exported_policy
 from st_rl.env.adapter import EnvAdapter, EnvSpec
 from st_rl.env.layout import normalize_segments
 from st_rl.evaluation.runs import load_run
@@ -30,6 +30,7 @@ from st_rl.runners.on_policy_runner import OnPolicyRunner
 from st_rl.utils.checkpoint import (
     NonFiniteCheckpointError,
     describe_names,
+    first_line,
     load_checkpoint,
     nonfinite_tensors,
 )
@@ -111,11 +112,8 @@ def _actor_memories(actor_critic: Any) -> list[tuple[str, str, Any]]:
 
 def _check_supported(actor_critic: nn.Module) -> None:
     if isinstance(actor_critic, ActorCriticMutex):
-        raise ExportError(
-            f"{type(actor_critic).__name__} (a multi-skill Mutex) cannot be exported: it selects skills, resamples "
-            "commands and smooths actions with per-env Python state. Export each skill's run separately "
-            "(st-rl export --checkpoint <skill run>) and switch between them in the deployment code."
-        )
+        why = f"{type(actor_critic).__name__} (a multi-skill Mutex) cannot be exported: it keeps per-env Python state"
+        raise ExportError(f"{why}. Export each skill's run and switch between them in the deployment code")
     if not isinstance(actor_critic, ActorCritic):
         raise ExportError(f"{type(actor_critic).__name__} is not an st_rl policy (ActorCritic family)")
 
@@ -174,9 +172,7 @@ def _write_onnx(
     try:
         import onnx
     except ImportError as e:
-        raise ExportError(
-            "ONNX export needs onnx (and onnxruntime to run it): pip install 'st-rl[export]'"
-        ) from e
+        raise ExportError("ONNX export needs onnx (and onnxruntime): pip install 'st-rl[export]'") from e
     inputs, outputs = metadata["inputs"], metadata["outputs"]
     dynamic_axes = {spec["name"]: {spec["shape"].index("batch"): "batch"} for spec in inputs + outputs}
     with warnings.catch_warnings():
@@ -234,19 +230,14 @@ def _self_check(module: nn.Module, path: str, metadata: dict[str, Any], toleranc
             nonfinite += [f"{name} (eager policy)" for name, value in zip(policy.output_names, ref_out)
                           if not bool(torch.isfinite(value).all())]  # fmt: skip
             if nonfinite:
-                raise ExportError(
-                    f"{path} gives NaN/Inf in {', '.join(nonfinite)} on random observations (batch {batch}, "
-                    f"step {step + 1}) in the self-check; the exported policy is broken. Export a checkpoint "
-                    "from before training diverged."
-                )
+                at = f"on random observations (batch {batch}, step {step + 1})"
+                raise ExportError(f"{path} gives NaN/Inf in {', '.join(nonfinite)} {at}; {DIVERGED}")
             # max() would keep the old value against a NaN; the check above rules NaN out
             worst = max(worst, float((torch.from_numpy(got["actions"]) - ref_out[0]).abs().max()))
             hidden = {s["input"]: got[s["output"]] for s in states}
     if not worst <= tolerance:
-        raise ExportError(
-            f"{path} disagrees with the eager policy by {worst:.3g} (> {tolerance:g}); the policy probably has "
-            "data-dependent Python control flow the tracer cannot capture. Please report it with the policy config."
-        )
+        why = "data-dependent Python control flow the tracer cannot capture? Please report it with the config"
+        raise ExportError(f"{path} disagrees with the eager policy by {worst:.3g} (> {tolerance:g}): {why}")
     return worst
 
 
@@ -285,21 +276,20 @@ def _source_objects(
             return standalone
         info = _info(os.path.abspath(run.path), run.iteration, run.task, run.env_cfg, run.seed, run.train_cfg)
         return run.runner.alg.actor_critic, _adapter_of(run.env, run.runner), info
-    if isinstance(source, OnPolicyRunner):
-        adapter = _adapter_of(env if env is not None else source.env, source)
-        cfg, env_cfg = source.cfg, adapter.cfg if adapter is not None else None
-        info = _info(None, source.current_learning_iteration, task or cfg.get("task"), env_cfg, cfg.get("seed"),
-                     source.train_cfg.to_dict())  # fmt: skip
-        return source.alg.actor_critic, adapter, info
-    try:  # a runner-like object
+    try:
         actor_critic, source_env = source.alg.actor_critic, source.env
     except AttributeError as e:
-        raise ExportError(
-            "export_policy takes a checkpoint path, a run directory or an OnPolicyRunner; got "
-            f"{type(source).__name__}"
-        ) from e
-    adapter = _adapter_of(env if env is not None else source_env, None)
-    return actor_critic, adapter, _info(None, 0, task, adapter.cfg if adapter is not None else None, None, {})
+        kind = type(source).__name__
+        raise ExportError(f"export_policy takes a checkpoint, a run directory or a runner; got {kind}") from e
+    adapter = _adapter_of(env if env is not None else source_env, source)
+    env_cfg = adapter.cfg if adapter is not None else None
+    if not isinstance(source, OnPolicyRunner):  # a runner-like object: iteration, seed and config unknown
+        return actor_critic, adapter, _info(None, 0, task, env_cfg, None, {})
+    cfg, iteration = source.cfg, source.current_learning_iteration
+    info = _info(
+        None, iteration, task or cfg.get("task"), env_cfg, cfg.get("seed"), source.train_cfg.to_dict()
+    )
+    return actor_critic, adapter, info
 
 
 def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]] | None:
@@ -334,8 +324,7 @@ def _refuse_nonfinite(state: dict[str, Any], source: str, iteration: Any) -> Non
     if bad:
         at = "" if iteration is None else f" (iteration {iteration})"
         raise ExportError(
-            f"Refusing to export a broken policy: {source} has NaN/Inf in {describe_names(bad)}{at}. Export a "
-            "checkpoint from before training diverged."
+            f"Refusing to export a broken policy: {source} has NaN/Inf in {describe_names(bad)}{at}; {DIVERGED}"
         )
 
 
@@ -440,9 +429,7 @@ def export_policy(
             except ExportError:
                 raise
             except Exception as e:
-                raise ExportError(
-                    f"{fmt} export of {type(actor_critic).__name__} failed: {type(e).__name__}: "
-                    f"{str(e).splitlines()[0] if str(e) else ''}"
-                ) from e
+                what = f"{fmt} export of {type(actor_critic).__name__}"
+                raise ExportError(f"{what} failed: {type(e).__name__}: {first_line(e)}") from e
             errors[fmt] = _self_check(module, path, metadata, tolerance) if check else float("nan")
     return ExportResult(files=files, metadata_path=metadata_path, metadata=metadata, max_abs_error=errors)

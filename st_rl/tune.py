@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+import yaml
 
 from st_rl.algorithms import NonFiniteLossError
 from st_rl.config.defaults import RUNNER_DEFAULTS
@@ -72,21 +73,20 @@ def parse_space(space: Mapping[str, Any]) -> dict[str, Any]:
     for key, spec in space.items():
         if not isinstance(key, str) or not key or key.startswith(".") or key.endswith("."):
             raise ValueError(f"search-space key {key!r} must be a dotted config path like 'algorithm.gamma'")
-        if isinstance(spec, (list, tuple)) and spec and isinstance(spec[0], str) and spec[0] in SPACE_KINDS:
-            kind, args = spec[0], list(spec[1:])
-            if kind == "categorical":
-                if not args:
-                    raise ValueError(f"search space {key!r}: 'categorical' needs at least one choice")
-            else:
-                if len(args) != 2 or not all(isinstance(a, (int, float)) for a in args) or args[0] >= args[1]:
-                    raise ValueError(f"search space {key!r}: {kind!r} needs [low, high] with low < high")
-                if kind in ("log", "int_log") and args[0] <= 0:
-                    raise ValueError(f"search space {key!r}: {kind!r} needs low > 0")
-            out[key] = [kind, *args]
-        elif isinstance(spec, (list, tuple)) and spec and isinstance(spec[0], str):
-            raise ValueError(f"search space {key!r}: unknown kind {spec[0]!r}; use {forms}")
-        else:
+        kind, args = (spec[0], list(spec[1:])) if isinstance(spec, (list, tuple)) and spec else (None, [])
+        if not isinstance(kind, str):
             out[key] = copy.deepcopy(spec)
+            continue
+        if kind not in SPACE_KINDS:
+            raise ValueError(f"search space {key!r}: unknown kind {kind!r}; use {forms}")
+        if kind == "categorical" and not args:
+            raise ValueError(f"search space {key!r}: 'categorical' needs at least one choice")
+        if kind != "categorical":
+            if len(args) != 2 or not all(isinstance(a, (int, float)) for a in args) or args[0] >= args[1]:
+                raise ValueError(f"search space {key!r}: {kind!r} needs [low, high] with low < high")
+            if kind in ("log", "int_log") and args[0] <= 0:
+                raise ValueError(f"search space {key!r}: {kind!r} needs low > 0")
+        out[key] = [kind, *args]
     return out
 
 
@@ -98,33 +98,28 @@ def load_space(spec: str) -> dict[str, Any]:
             data = json.loads(text)
         elif not os.path.isfile(spec):  # also never read a device (/dev/zero) to its end
             raise OSError(f"no such file (give inline JSON, or a .json / .yaml file): {spec}")
-        elif spec.endswith((".yaml", ".yml")):
-            import yaml
-
-            with open(spec) as f:
-                try:
-                    data = yaml.safe_load(f)
-                except yaml.YAMLError as e:
-                    raise ValueError(str(e).replace("\n", " ")) from e
         else:
             with open(spec) as f:
-                data = json.load(f)
-    except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
-        raise ValueError(f"cannot read the search space {spec!r}: {e}") from e
+                data = yaml.safe_load(f) if spec.endswith((".yaml", ".yml")) else json.load(f)
+    except (OSError, ValueError, yaml.YAMLError) as e:  # json.JSONDecodeError is a ValueError
+        raise ValueError(f"cannot read the search space {spec!r}: {str(e).replace(chr(10), ' ')}") from e
     if not isinstance(data, dict):
         raise ValueError(f"search space {spec!r} must be a mapping of dotted config keys to specs")
     return parse_space(data)
+
+
+def _ranged(spec: Any) -> bool:
+    return isinstance(spec, list) and bool(spec) and spec[0] in SPACE_KINDS
 
 
 def suggest(trial: Any, space: Mapping[str, Any]) -> dict[str, Any]:
     """Draw one value per entry of a parsed ``space`` (fixed values are returned as they are)."""
     values: dict[str, Any] = {}
     for key, spec in space.items():
-        if not (isinstance(spec, list) and spec and spec[0] in SPACE_KINDS):
+        kind, args = (spec[0], spec[1:]) if _ranged(spec) else (None, [])
+        if kind is None:
             values[key] = spec
-            continue
-        kind, args = spec[0], spec[1:]
-        if kind == "categorical":
+        elif kind == "categorical":
             values[key] = trial.suggest_categorical(key, list(args))
         elif kind in ("int", "int_log"):
             values[key] = trial.suggest_int(key, int(args[0]), int(args[1]), log=kind == "int_log")
@@ -149,10 +144,8 @@ def apply_params(
         target: Any = env_kw if path[:1] == ["env"] else cfg
         for part in path[1:] if path[:1] == ["env"] else path:
             if not isinstance(target.get(part), dict):
-                raise ValueError(
-                    f"search-space key {key!r}: the config has no section {part!r}; use algorithm.<key>, "
-                    "policy.<key>, env.<key> or a runner key"
-                )
+                use = "use algorithm.<key>, policy.<key>, env.<key> or a runner key"
+                raise ValueError(f"search-space key {key!r}: the config has no section {part!r}; {use}")
             target = target[part]
         target[leaf] = value
     return cfg, env_kw
@@ -160,11 +153,7 @@ def apply_params(
 
 def _check_space(space: Mapping[str, Any], trial_config: Callable[[Mapping[str, Any]], Any]) -> None:
     """Resolve a trial's config at the low end of every range: a ConfigError before the first trial."""
-    values = {
-        key: spec[1] if isinstance(spec, list) and spec and spec[0] in SPACE_KINDS else spec
-        for key, spec in space.items()
-    }
-    cfg, _ = trial_config(values)
+    cfg, _ = trial_config({key: spec[1] if _ranged(spec) else spec for key, spec in space.items()})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         resolve_train_cfg(cfg)
@@ -256,10 +245,8 @@ def open_study(
     attrs = study.user_attrs
     for key, value in (("task", task), ("objective", objective)):
         if key in attrs and attrs[key] != value:
-            raise ValueError(
-                f"study {study_name!r} in {storage} was created with {key}={attrs[key]!r}, not {value!r}; "
-                "pick another --study-name or the same settings"
-            )
+            was = f"was created with {key}={attrs[key]!r}, not {value!r}"
+            raise ValueError(f"study {study_name!r} {was}: pick another --study-name or the same settings")
         if key not in attrs:
             study.set_user_attr(key, value)
     return study
@@ -297,10 +284,8 @@ def _check_objective(objective: str) -> None:
 
 
 def _storage_error(storage: str, error: Exception) -> ValueError:
-    return ValueError(
-        f"cannot open the study storage {storage!r} (--storage): {type(error).__name__}: {first_line(error)}; "
-        "give an Optuna storage URL such as sqlite:///logs/tune/study.db"
-    )
+    why = f"{type(error).__name__}: {first_line(error)}; give a URL such as sqlite:///logs/tune/study.db"
+    return ValueError(f"cannot open the study storage {storage!r} (--storage): {why}")
 
 
 @dataclasses.dataclass
@@ -449,9 +434,7 @@ def run_study(
 
 # ----------------------------------------------------------------------------------------------- summary
 def _format_value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _format_params(params: Mapping[str, Any]) -> str:
