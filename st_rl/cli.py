@@ -52,16 +52,8 @@ def _error_lines(error: BaseException) -> tuple[list[str], int]:
         detail = f"{int(size.group(1)) / 2**30:,.1f} GiB asked for" if size else _first_line(error)
         return [f"out of memory on the CPU ({detail}): use fewer --num-envs or a smaller policy"], EXIT_ERROR
     detail = _first_line(error)
-    return [
-        f"unexpected {type(error).__name__}{': ' + detail if detail else ''} (--debug shows the traceback; if st_rl "
-        "is at fault, please report it with that traceback)"
-    ], EXIT_UNEXPECTED
-
-
-def _report_error(error: BaseException) -> int:
-    lines, code = _error_lines(error)
-    print("\n".join([f"st-rl: error: {lines[0]}", *lines[1:]]), file=sys.stderr, flush=True)
-    return code
+    what = f"unexpected {type(error).__name__}{': ' + detail if detail else ''}"
+    return [f"{what} (--debug shows the traceback; if st_rl is at fault, please report it)"], EXIT_UNEXPECTED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,15 +89,17 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if debug:
             raise
-        return _report_error(e)
+        lines, code = _error_lines(e)
+        print("\n".join([f"st-rl: error: {lines[0]}", *lines[1:]]), file=sys.stderr, flush=True)
+        return code
     finally:
         warnings.formatwarning = format_warning
-        _restore_handlers(handlers)
+        for signum, handler in handlers.items():
+            with contextlib.suppress(ValueError):  # installed in the main thread, restored there
+                signal.signal(signum, handler)
 
 
-def _one_line_warning(
-    message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
-) -> str:
+def _one_line_warning(message: Warning | str, *args: Any, **kwargs: Any) -> str:
     """A warning as ``st-rl: warning: <message>``, without Python's file and source line."""
     return f"st-rl: warning: {message}\n"
 
@@ -137,12 +131,6 @@ def _install_stop_handlers() -> dict[int, Any]:
     return previous
 
 
-def _restore_handlers(previous: dict[int, Any]) -> None:
-    for signum, handler in previous.items():
-        with contextlib.suppress(ValueError):  # installed in the main thread, restored there
-            signal.signal(signum, handler)
-
-
 def _report_interrupt(error: KeyboardInterrupt, args: argparse.Namespace | None, debug: bool) -> int:
     # Not imported here: the Ctrl-C may have stopped Python while it imported torch.
     training_interrupted = getattr(sys.modules.get("st_rl.runners.interrupt"), "TrainingInterrupted", None)
@@ -163,17 +151,12 @@ def _report_interrupt(error: KeyboardInterrupt, args: argparse.Namespace | None,
     else:
         what = f"; st-rl {command} stopped" if command else " while st-rl was starting"
     signum = getattr(error, "signum", None)
-    name = "Ctrl-C" if signum is None else _signal_name(signum)
+    name = "Ctrl-C" if signum is None else f"signal {signum}"
+    with contextlib.suppress(ValueError):
+        name = signal.Signals(signum).name
     with contextlib.suppress(OSError):  # the terminal went away (SIGHUP)
         print(f"st-rl: error: interrupted ({name}){what}", file=sys.stderr, flush=True)
     return 130 if signum is None else 128 + int(signum)
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
 
 
 if __name__ == "__main__":

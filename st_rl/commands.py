@@ -53,7 +53,7 @@ class CommandError(ValueError):
     """A mistake the user can fix, reported as one line: ``st-rl: error: <message>``."""
 
 
-def _command_line_error(option: str, value: Any, rule: str, fix: str) -> ConfigError:
+def _cli_error(option: str, value: Any, rule: str, fix: str) -> ConfigError:
     return ConfigError(Problem(option, value, rule, fix), source="command line")
 
 
@@ -62,9 +62,7 @@ def _check_device(text: str) -> str:
     try:
         device = torch.device(text)
     except (RuntimeError, ValueError, TypeError):
-        raise _command_line_error(
-            "--device", text, "is not a device", "give cpu, cuda, cuda:N or mps"
-        ) from None
+        raise _cli_error("--device", text, "is not a device", "give cpu, cuda, cuda:N or mps") from None
     if device.type == "cuda" and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         device = torch.device("cuda")  # torchrun gives each rank its own GPU
     try:
@@ -73,7 +71,7 @@ def _check_device(text: str) -> str:
         torch.empty(1, device=device)
     except Exception as e:  # noqa: BLE001 - any backend failure means the device is unusable
         rule = f"cannot be used on this machine ({first_line(e).split('. ')[0] or type(e).__name__})"
-        raise _command_line_error("--device", text, rule, "use --device cpu") from None
+        raise _cli_error("--device", text, rule, "use --device cpu") from None
     return text
 
 
@@ -107,9 +105,7 @@ def _at_least(kind: type, low: float, strict: bool = False) -> Callable[[str], A
 def _path(text: str) -> str:
     """An argparse ``type``: an empty path (``--resume "$RUN"``, ``RUN`` unset) is an error, not the option left out."""
     if not text.strip():
-        raise argparse.ArgumentTypeError(
-            "an empty path (an unset shell variable?); give a path or leave it out"
-        )
+        raise argparse.ArgumentTypeError("an empty path (unset shell variable?): give a path or leave it out")
     return text
 
 
@@ -326,15 +322,12 @@ def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | 
         if isinstance(cfg.get("runner"), dict):
             cfg["runner"].pop("task", None)
     resume_path = get_checkpoint_path(args.resume) if args.resume else None
-    add_amp = resume_path is not None and bool(args.motion) and not _has_discriminator(resume_path)
+    amp_on_ppo = bool(resume_path and args.motion)  # AMP added to a PPO checkpoint?
+    state = load_checkpoint(str(resume_path), map_location="cpu")["model_state_dict"] if amp_on_ppo else {}
+    add_amp = amp_on_ppo and not any(k.startswith("discriminator.") for k in state)
     if add_amp:  # AMP on top of a PPO policy (docs/amp.md): a fresh discriminator and optimizer
         cfg = apply_overrides(cfg, ['ckpt_manipulator="add_amp_discriminator"'])
     return cfg, preset, resume_path, add_amp
-
-
-def _has_discriminator(path: str) -> bool:
-    state = load_checkpoint(path, map_location="cpu")["model_state_dict"]
-    return any(k.startswith("discriminator.") for k in state)
 
 
 def _config_text(resolved: dict[str, Any]) -> str:
@@ -365,7 +358,7 @@ def _import_env_module(module_name: str, spec: str) -> Any:
         if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
             rule = f"there is no module {module_name!r} in the current directory ({cwd}) or the installed packages"
             fix = "run st-rl from its folder, install its package, or give the file: --env path/to/file.py:FACTORY"
-            raise _command_line_error("--env", spec, rule, fix) from e
+            raise _cli_error("--env", spec, rule, fix) from e
         raise ImportError(f"--env {spec}: importing {module_name!r} failed: {e}") from e
     except (Exception, SystemExit) as e:  # a syntax error, an exception or sys.exit() while the module runs
         raise _user_code_error(spec, f"importing {module_name!r}", e) from e
@@ -374,7 +367,7 @@ def _import_env_module(module_name: str, spec: str) -> Any:
 def _import_env_file(module_name: str, spec: str) -> Any:
     file = os.path.abspath(module_name)
     if not os.path.isfile(file):
-        raise _command_line_error("--env", spec, f"there is no file {file}", "check the path")
+        raise _cli_error("--env", spec, f"there is no file {file}", "check the path")
     folder, name = os.path.dirname(file), os.path.splitext(os.path.basename(file))[0]
     if folder not in sys.path:  # its sibling modules import as they would from that folder
         sys.path.insert(0, folder)
@@ -382,7 +375,7 @@ def _import_env_file(module_name: str, spec: str) -> Any:
         name = f"st_rl_user_env_{name}"
     loader_spec = importlib.util.spec_from_file_location(name, file)
     if loader_spec is None or loader_spec.loader is None:
-        raise _command_line_error("--env", spec, f"{file} cannot be imported", "give a Python source file")
+        raise _cli_error("--env", spec, f"{file} cannot be imported", "give a Python source file")
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[name] = module
     try:
@@ -448,7 +441,7 @@ def _call_factory(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]
         article = "an" if kind[:1].lower() in "aeiou" else "a"
         rule = f"the factory returned {article} {kind}, which has no {', '.join(missing)}"
         fix = f"return {api} (docs/environments.md)"
-    raise _command_line_error("--env", spec, rule, fix)
+    raise _cli_error("--env", spec, rule, fix)
 
 
 def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | None) -> Any:
@@ -456,18 +449,16 @@ def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | Non
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name.strip() or not attr.strip():
         fix = "e.g. --env my_robot.envs:make_env, or --env path/to/envs.py:make_env"
-        raise _command_line_error("--env", spec, "must be MODULE:FACTORY", fix)
+        raise _cli_error("--env", spec, "must be MODULE:FACTORY", fix)
     factory: Any = _import_env_module(module_name, spec)
     for part in attr.split("."):
         if not hasattr(factory, part):
             names = [n for n in dir(factory) if not n.startswith("_") and callable(getattr(factory, n, None))]
-            raise _command_line_error(
-                "--env", spec, f"{module_name!r} has no {attr!r}", f"use one of {names[:20]}"
-            )
+            raise _cli_error("--env", spec, f"{module_name!r} has no {attr!r}", f"use one of {names[:20]}")
         factory = getattr(factory, part)
     if not callable(factory):
         rule = f"{attr!r} is a {type(factory).__name__}, not callable"
-        raise _command_line_error("--env", spec, rule, "name a function or class")
+        raise _cli_error("--env", spec, rule, "name a function or class")
     given = {"num_envs": num_envs, "device": device, "seed": seed}
     try:
         params = inspect.signature(factory).parameters
@@ -478,16 +469,14 @@ def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | Non
     kwargs = {k: v for k, v in given.items() if v is not None and (takes_any or k in named)}
     if num_envs is not None and "num_envs" not in kwargs:
         fix = "drop --num-envs, or give the factory a num_envs parameter"
-        raise _command_line_error("--num-envs", num_envs, f"{spec} takes no num_envs argument", fix)
+        raise _cli_error("--num-envs", num_envs, f"{spec} takes no num_envs argument", fix)
     required = [n for n, p in params.items() if n in named and p.default is p.empty and n not in kwargs]
     required += [n for n, p in params.items() if p.kind is p.POSITIONAL_ONLY and p.default is p.empty]
     if "num_envs" in required:
-        raise _command_line_error("--num-envs", MISSING, f"{spec} needs num_envs", "give --num-envs N")
+        raise _cli_error("--num-envs", MISSING, f"{spec} needs num_envs", "give --num-envs N")
     if required:
         fix = "give them defaults; st-rl passes num_envs, device and seed (those the factory takes)"
-        raise _command_line_error(
-            "--env", spec, f"the factory needs {required}, which st-rl does not give", fix
-        )
+        raise _cli_error("--env", spec, f"the factory needs {required}, which st-rl does not give", fix)
     return _call_factory(spec, factory, kwargs)
 
 
@@ -510,9 +499,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     iterations = args.iterations or runner_cfg.get("max_iterations")
     if iterations is None:
         fix = "give --iterations N, or max_iterations in the config"
-        raise ConfigError(
-            Problem("runner.max_iterations", MISSING, "the number of iterations is not set", fix)
-        )
+        raise ConfigError(Problem("runner.max_iterations", MISSING, "the iterations are not set", fix))
     seed = runner_cfg.get("seed")
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -598,9 +585,7 @@ def _train_env(args: argparse.Namespace, preset: Any, device: str, seed: int | N
         return _make_user_env(args.env, args.num_envs, device, seed)
     num_envs = args.num_envs or (preset.num_envs if preset is not None else None)
     if num_envs is None:
-        raise _command_line_error(
-            "--num-envs", MISSING, f"task '{args.task}' has no preset", "give --num-envs N"
-        )
+        raise _cli_error("--num-envs", MISSING, f"task '{args.task}' has no preset", "give --num-envs N")
     env_kwargs = dict(preset.env_kwargs) if preset is not None else {}
     if not args.motion:
         return make_env(args.task, num_envs=num_envs, device=device, seed=seed, **env_kwargs)
@@ -615,22 +600,17 @@ def _train_env(args: argparse.Namespace, preset: Any, device: str, seed: int | N
         if "style fields" not in str(e):
             raise
         fix = f"record it on this task: st-rl record-motion --task {args.task}"
-        raise CommandError(
-            f"--motion {args.motion}: not task {args.task!r}'s fields: {first_line(e)}; {fix}"
-        ) from e
+        why = first_line(e)
+        raise CommandError(f"--motion {args.motion}: not task {args.task!r}'s fields: {why}; {fix}") from e
     env.set_ref_motion_source(loader)
     return env
 
 
-def _train_runner(
-    args: argparse.Namespace, env: Any, cfg: dict, name: str | None, log_dir: str, device: str
-) -> Any:
+def _train_runner(args: argparse.Namespace, env: Any, cfg: dict, name: Any, log_dir: str, device: str) -> Any:
     try:
         return build_runner(name or "OnPolicyRunner", env, cfg, log_dir=log_dir, device=device)
     except Exception as e:
-        if args.env is None or isinstance(
-            e, ValueError
-        ):  # a ValueError: a config error, named by its message
+        if args.env is None or isinstance(e, ValueError):  # a config error, named by its message
             raise
         what = f"st_rl cannot train this environment: {type(e).__name__}: {first_line(e)}"
         raise CommandError(f"--env {args.env}: {what} (see docs/environments.md)") from e
@@ -690,11 +670,8 @@ def _learn(
 # ----------------------------------------------------------------------------------------------- other commands
 def cmd_tasks() -> int:
     for name in sorted(PRESETS):
-        preset = get_preset(name)
-        mark = " (default)" if name == DEFAULT_TASK else ""
-        print(
-            f"{name}{mark}: {preset.description}; {preset.num_envs} envs, {preset.train.max_iterations} iterations"
-        )
+        p, mark = get_preset(name), " (default)" if name == DEFAULT_TASK else ""
+        print(f"{name}{mark}: {p.description}; {p.num_envs} envs, {p.train.max_iterations} iterations")
     print("gym:<Gymnasium id> (e.g. gym:HalfCheetah-v5): a Gymnasium task with Box spaces (st-rl[gymnasium])")
     return 0
 
@@ -768,9 +745,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     except (ExportError, CheckpointError) as e:
         raise _task_mismatch(path, args.task, args.trust_config) or e from e
     meta = result.metadata
-    names = (
-        " ".join(s["name"] for s in meta["inputs"]) + " -> " + " ".join(s["name"] for s in meta["outputs"])
-    )
+    names = " -> ".join(" ".join(s["name"] for s in meta[key]) for key in ("inputs", "outputs"))
     for fmt, file in result.files.items():
         err = result.max_abs_error.get(fmt, float("nan"))
         print(f"[st-rl] wrote {fmt}: {os.path.abspath(file)} (max |action - eager| {err:.2g})")
@@ -810,9 +785,7 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
         fields = [f.strip() for f in args.fields.split(",") if f.strip()]
     motion = record_motion(env, policy, args.duration, fields=fields, env_ids=range(n), command=command)
     if not motion:
-        raise CommandError(
-            "every trajectory fell before recording: record a policy that walks, or --scripted-trot"
-        )
+        raise CommandError("every trajectory fell before recording: give a walking policy or --scripted-trot")
     save_motion_file(motion, args.out)
     frames = sum(len(t["Frames"]) for t in motion.values())
     n_fields = len(next(iter(motion.values()))["Fields"])

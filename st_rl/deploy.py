@@ -61,9 +61,7 @@ def _first_sentence(error: BaseException) -> str:
 
 def _broken_file(path: str, kind: str, error: BaseException) -> ExportedPolicyError:
     why = f"{path} is not a loadable {kind} policy ({_first_sentence(error)}): truncated, corrupt or another kind"
-    return ExportedPolicyError(
-        f"{why}; export it again, or use st-rl play --checkpoint for a training checkpoint"
-    )
+    return ExportedPolicyError(f"{why}; export it again (a training checkpoint: st-rl play --checkpoint)")
 
 
 def _embedded_metadata(path: str) -> dict[str, Any] | None:
@@ -92,9 +90,7 @@ def _parse_metadata(path: str, text: str) -> dict[str, Any]:
     try:
         return json.loads(text)
     except ValueError as e:
-        raise ExportedPolicyError(
-            f"{path}: its embedded metadata is not valid JSON ({e}); export it again"
-        ) from e
+        raise ExportedPolicyError(f"{path}: its embedded metadata is not valid JSON ({e}); {AGAIN}") from e
 
 
 def read_policy_metadata(path: str) -> dict[str, Any]:
@@ -107,9 +103,7 @@ def read_policy_metadata(path: str) -> dict[str, Any]:
     meta = _embedded_metadata(path)
     if meta is None:
         name = os.path.basename(side)
-        raise ValueError(
-            f"{path} carries no st_rl metadata, nor is {name} next to it; export it with st-rl export"
-        )
+        raise ValueError(f"{path} has no st_rl metadata, nor {name} next to it; export it with st-rl export")
     return meta
 
 
@@ -149,10 +143,7 @@ class ExportedPolicy(abc.ABC):
         return out
 
     def _run_failed(self, error: Exception) -> ExportedPolicyError:
-        why = (
-            f"{self.path}: running it failed ({_first_sentence(error)}): not as its metadata says, or corrupt"
-        )
-        return ExportedPolicyError(f"{why}; {AGAIN}")
+        return ExportedPolicyError(f"{self.path}: running it failed ({_first_sentence(error)}); {AGAIN}")
 
     @abc.abstractmethod
     def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -299,10 +290,8 @@ class _FiniteActions:
         self.steps += 1
         if not bool(torch.isfinite(actions).all()):
             where = "on the first step" if self.steps == 1 else f"at step {self.steps}"
-            envs = _nonfinite_rows(actions)
-            raise NonFiniteActionsError(
-                f"{self.path} gave NaN/Inf actions {where} (environments {envs}); {DIVERGED}"
-            )
+            what = f"{self.path} gave NaN/Inf actions {where} (environments {_nonfinite_rows(actions)})"
+            raise NonFiniteActionsError(f"{what}; {DIVERGED}")
         return actions
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
@@ -347,9 +336,7 @@ def play_exported(
         warnings.warn(f"playing task {task!r}; the policy was exported from {stored_task!r}", stacklevel=2)
     name = task or stored_task
     if name is None:
-        raise ValueError(
-            f"{policy_path} does not name its task (metadata key 'task'); give task= (CLI: --task)"
-        )
+        raise ValueError(f"{policy_path} names no task (metadata key 'task'); give task= (CLI: --task)")
     env_cfg = meta.get("env_cfg") if name == stored_task else None
     if seed is None:
         seed = meta.get("seed")
@@ -359,9 +346,8 @@ def play_exported(
     num_obs, num_actions = int(env.num_obs), int(env.num_actions)
     if (num_obs, num_actions) != (policy.num_obs, policy.num_actions):
         sizes = f"takes {policy.num_obs} observations and gives {policy.num_actions} actions"
-        raise ValueError(
-            f"{policy_path} {sizes}; task {name!r} has {num_obs} and {num_actions}: use {stored_task!r}"
-        )
+        have = f"task {name!r} has {num_obs} and {num_actions}"
+        raise ValueError(f"{policy_path} {sizes}; {have}: play it on {stored_task!r}")
     fmt = "onnx" if isinstance(policy, OnnxPolicy) else "torchscript"
     iteration = meta.get("iteration")
     label = f"{os.path.basename(policy_path)} ({fmt}, iteration {iteration})"

@@ -102,29 +102,6 @@ def _detached_copy(module: nn.Module) -> nn.Module:
             object.__setattr__(sub, key, value)
 
 
-def _actor_memories(actor_critic: Any) -> list[tuple[str, str, Any]]:
-    """``(name prefix, role, Memory)`` of the memories on the actor path, in running order."""
-    return [
-        ("" if role == "actor" else f"{role}_", role, memory)
-        for role, memory in actor_critic.actor_memories()
-    ]
-
-
-def _check_supported(actor_critic: nn.Module) -> None:
-    if isinstance(actor_critic, ActorCriticMutex):
-        why = f"{type(actor_critic).__name__} (a multi-skill Mutex) cannot be exported: it keeps per-env Python state"
-        raise ExportError(f"{why}. Export each skill's run and switch between them in the deployment code")
-    if not isinstance(actor_critic, ActorCritic):
-        raise ExportError(f"{type(actor_critic).__name__} is not an st_rl policy (ActorCritic family)")
-
-
-def _segments_json(segments: Any) -> dict[str, list[int]] | None:
-    if not segments:
-        return None
-    segs = normalize_segments(segments)
-    return {str(k): [int(d) for d in v] for k, v in segs.items()} if segs else None
-
-
 def _env_metadata(env: EnvAdapter | None, env_cfg: dict[str, Any] | None) -> dict[str, Any]:
     """Robot-side facts: action scale, joint order and default positions, dt, action clip."""
     cfg = (env_cfg if isinstance(env_cfg, dict) else env.cfg if env is not None else None) or {}
@@ -166,9 +143,7 @@ def _example_inputs(
     return (obs, *hidden)
 
 
-def _write_onnx(
-    module: nn.Module, example: tuple[torch.Tensor, ...], path: str, metadata: dict[str, Any]
-) -> None:
+def _write_onnx(module: nn.Module, example: tuple, path: str, metadata: dict[str, Any]) -> None:
     try:
         import onnx
     except ImportError as e:
@@ -177,30 +152,20 @@ def _write_onnx(
     dynamic_axes = {spec["name"]: {spec["shape"].index("batch"): "batch"} for spec in inputs + outputs}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer and exporter deprecation chatter
-        torch.onnx.export(
-            module,
-            example,
-            path,
-            input_names=[s["name"] for s in inputs],
-            output_names=[s["name"] for s in outputs],
-            dynamic_axes=dynamic_axes,
-            opset_version=metadata["onnx_opset"],
-            dynamo=False,  # the TorchScript-based exporter: robust for LSTM/GRU with explicit states
-        )
+        # dynamo=False: the TorchScript-based exporter, robust for LSTM/GRU with explicit states
+        torch.onnx.export(module, example, path, input_names=[s["name"] for s in inputs],
+                          output_names=[s["name"] for s in outputs], dynamic_axes=dynamic_axes,
+                          opset_version=metadata["onnx_opset"], dynamo=False)  # fmt: skip
     model = onnx.load(path)
-    props = {METADATA_KEY: json.dumps(metadata)}
-    for key, value in metadata.items():
-        props[key] = value if isinstance(value, str) else json.dumps(value)
-    onnx.helper.set_model_props(model, props)
+    props = {key: value if isinstance(value, str) else json.dumps(value) for key, value in metadata.items()}
+    onnx.helper.set_model_props(model, {**props, METADATA_KEY: json.dumps(metadata)})
     model.producer_name = "st_rl"
     model.producer_version = st_rl.__version__
     onnx.checker.check_model(model)
     onnx.save(model, path)
 
 
-def _write_torchscript(
-    module: nn.Module, example: tuple[torch.Tensor, ...], path: str, metadata: dict[str, Any]
-) -> None:
+def _write_torchscript(module: nn.Module, example: tuple, path: str, metadata: dict[str, Any]) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # TracerWarnings (Python-side shape checks), TorchScript deprecation
         traced = torch.jit.trace(module, example, check_trace=False)
@@ -250,11 +215,8 @@ def _adapter_of(env: Any, runner: Any) -> EnvAdapter | None:
     return EnvAdapter(env, check_finite="off")
 
 
-def _info(
-    checkpoint: str | None, iteration: Any, task: Any, env_cfg: Any, seed: Any, train_cfg: Any
-) -> dict[str, Any]:
-    return {"source_checkpoint": checkpoint, "iteration": iteration, "task": task, "env_cfg": env_cfg,
-            "seed": seed, "train_cfg": train_cfg}  # fmt: skip
+def _info(*values: Any) -> dict[str, Any]:
+    return dict(zip(("source_checkpoint", "iteration", "task", "env_cfg", "seed", "train_cfg"), values))
 
 
 def _source_objects(
@@ -336,7 +298,7 @@ def _metadata(
     num_obs, num_actions = int(actor_critic.num_actor_obs), int(actor_critic.num_actions)
     inputs, outputs, states = _io_spec(num_obs, num_actions, memories)
     memory = next((m for _, role, m in memories if role == "actor"), None)
-    segments = actor_critic.obs_segments or (env.obs_segments if env is not None else None)
+    segments = normalize_segments(actor_critic.obs_segments or (env.obs_segments if env is not None else {}))
     train_cfg = info["train_cfg"] or {}
     return {
         "format_version": EXPORT_FORMAT_VERSION,
@@ -348,7 +310,7 @@ def _metadata(
         "seed": to_jsonable(info["seed"]),
         "num_obs": num_obs,
         "num_actions": num_actions,
-        "obs_segments": _segments_json(segments),
+        "obs_segments": {k: [int(d) for d in v] for k, v in (segments or {}).items()} or None,
         "obs_normalization": "empirical" if actor_critic.actor_obs_normalization else "none",
         **_env_metadata(env, info["env_cfg"]),
         "recurrent": bool(memories),
@@ -363,16 +325,6 @@ def _metadata(
         "policy_cfg": to_jsonable(train_cfg.get("policy", {}) if isinstance(train_cfg, dict) else {}),
         "env_cfg": to_jsonable(info["env_cfg"]),
     }
-
-
-def _checked_formats(name: str, formats: Sequence[str]) -> list[str]:
-    if not isinstance(name, str) or not name or name in (".", "..") or os.path.basename(name) != name:
-        raise ExportError(f"name must be a file stem without folders (e.g. 'policy'), got {name!r}")
-    formats = [str(f).lower() for f in ([formats] if isinstance(formats, str) else formats)]
-    unknown = sorted(set(formats) - set(FORMATS))
-    if unknown or not formats:
-        raise ExportError(f"unknown export format(s) {unknown or formats}; choose from {list(FORMATS)}")
-    return formats
 
 
 def export_policy(
@@ -402,15 +354,25 @@ def export_policy(
     Raises:
         ExportError: an unknown format or unsupported policy, NaN/Inf weights, or a failed self-check.
     """
-    formats = _checked_formats(name, formats)
+    if not isinstance(name, str) or not name or name in (".", "..") or os.path.basename(name) != name:
+        raise ExportError(f"name must be a file stem without folders (e.g. 'policy'), got {name!r}")
+    formats = [str(f).lower() for f in ([formats] if isinstance(formats, str) else formats)]
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown or not formats:
+        raise ExportError(f"unknown export format(s) {unknown or formats}; choose from {list(FORMATS)}")
     actor_critic, env, info = _source_objects(checkpoint_or_runner, env, task, device, trust_config)
-    _check_supported(actor_critic)
+    kind = type(actor_critic).__name__
+    if isinstance(actor_critic, ActorCriticMutex):
+        why = f"{kind} (a multi-skill Mutex) cannot be exported: it keeps per-env Python state"
+        raise ExportError(f"{why}. Export each skill's run and switch between them in the deployment code")
+    if not isinstance(actor_critic, ActorCritic):
+        raise ExportError(f"{kind} is not an st_rl policy (ActorCritic family)")
     source = info["source_checkpoint"] or "the runner's policy"
     _refuse_nonfinite(actor_critic.state_dict(), source, info["iteration"])
     actor_critic: Any = _detached_copy(actor_critic).to("cpu").eval()
     for p in actor_critic.parameters():
         p.requires_grad_(False)
-    memories = _actor_memories(actor_critic)
+    memories = [("" if role == "actor" else f"{role}_", role, m) for role, m in actor_critic.actor_memories()]
     module = _ActorExport(actor_critic, [m for _, _, m in memories]).eval()
     os.makedirs(out_dir, exist_ok=True)
     files = {fmt: os.path.join(out_dir, FILE_NAMES[fmt].format(name=name)) for fmt in formats}
@@ -418,8 +380,7 @@ def export_policy(
     example = _example_inputs(metadata["num_obs"], metadata["states"], 3, torch.Generator().manual_seed(1))
     metadata_path = os.path.join(out_dir, f"{name}.json")
     with open(metadata_path, "w", encoding="utf-8") as f:
-        json.dump(metadata, f, indent=2)
-        f.write("\n")
+        f.write(json.dumps(metadata, indent=2) + "\n")
     errors: dict[str, float] = {}
     with torch.no_grad():
         module(*example)  # fills per-call caches (action mean, estimates) that the tracer inspects
@@ -429,7 +390,8 @@ def export_policy(
             except ExportError:
                 raise
             except Exception as e:
-                what = f"{fmt} export of {type(actor_critic).__name__}"
-                raise ExportError(f"{what} failed: {type(e).__name__}: {first_line(e)}") from e
+                raise ExportError(
+                    f"{fmt} export of {kind} failed: {type(e).__name__}: {first_line(e)}"
+                ) from e
             errors[fmt] = _self_check(module, path, metadata, tolerance) if check else float("nan")
     return ExportResult(files=files, metadata_path=metadata_path, metadata=metadata, max_abs_error=errors)

@@ -128,9 +128,7 @@ def suggest(trial: Any, space: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def apply_params(
-    train_cfg: dict[str, Any], env_kwargs: dict[str, Any], params: Mapping[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def apply_params(train_cfg: dict, env_kwargs: dict, params: Mapping[str, Any]) -> tuple[dict, dict]:
     """Copies of a flat training config and the env keyword arguments with the dotted-key values written in."""
     cfg, env_kw = copy.deepcopy(train_cfg), copy.deepcopy(env_kwargs)
     for key, value in params.items():
@@ -164,9 +162,7 @@ def _check_space(space: Mapping[str, Any], trial_config: Callable[[Mapping[str, 
 def evaluate_return(runner: Any, env: Any, num_steps: int | None = None) -> float:
     """Mean return of every env's first episode (partial after ``num_steps``, default one episode) under
     ``runner``'s deterministic policy."""
-    adapter = EnvAdapter(
-        env, device=runner.device, obs_groups=runner.cfg.get("obs_groups"), check_finite="off"
-    )
+    adapter = EnvAdapter(env, runner.device, obs_groups=runner.cfg.get("obs_groups"), check_finite="off")
     policy = runner.get_inference_policy()
     obs, _, _ = adapter.reset()
     n = adapter.num_envs
@@ -367,10 +363,8 @@ def _report_trial(study: Any, trial: Any) -> None:
     value = "" if trial.value is None else f" value={trial.value:.4g}"
     if "gait_distance" in trial.user_attrs:
         value += f" gait_distance={trial.user_attrs['gait_distance']:.3f}"
-    state = trial.state.name.lower()
-    print(
-        f"[st-rl tune] trial {trial.number} {state}{value} params={_format_params(trial.params)}", flush=True
-    )
+    params = ", ".join(f"{k.split('.')[-1]}={_format_value(v)}" for k, v in trial.params.items())
+    print(f"[st-rl tune] trial {trial.number} {trial.state.name.lower()}{value} params={params}", flush=True)
 
 
 def run_study(
@@ -437,10 +431,6 @@ def _format_value(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def _format_params(params: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k.split('.')[-1]}={_format_value(v)}" for k, v in params.items())
-
-
 def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
     """A table of the ``top`` best completed trials, with trial counts per state."""
     optuna = _optuna()
@@ -463,9 +453,7 @@ def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
         return "\n".join(lines)
     complete.sort(key=lambda t: t.value, reverse=direction == "maximize")
     best = complete[0]
-    lines.append(
-        f"Best trial {best.number}: value {best.value:.6g} (log dir {best.user_attrs.get('log_dir')})"
-    )
+    lines.append(f"Best trial {best.number}: value {best.value:.6g} (in {best.user_attrs.get('log_dir')})")
     keys = sorted({k for t in complete[:top] for k in t.params})
     extra = ["gait_distance"] if any("gait_distance" in t.user_attrs for t in complete[:top]) else []
     header = ["rank", "trial", "value", *extra, *[k.split(".")[-1] for k in keys]]
