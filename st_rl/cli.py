@@ -43,10 +43,9 @@ def _error_lines(error: BaseException) -> tuple[list[str], int]:
         return [_first_line(error) or type(error).__name__], EXIT_ERROR
     out_of_memory = getattr(sys.modules.get("torch"), "OutOfMemoryError", None)  # torch >= 2.5
     if out_of_memory is not None and isinstance(error, out_of_memory):
-        return [
-            f"out of memory on the device ({_first_line(error).split('. ')[0]}): use fewer --num-envs, a "
-            "smaller policy or --device cpu"
-        ], EXIT_ERROR
+        detail = _first_line(error).split(". ")[0]
+        fix = "use fewer --num-envs, a smaller policy or --device cpu"
+        return [f"out of memory on the device ({detail}): {fix}"], EXIT_ERROR
     if isinstance(error, MemoryError) or "DefaultCPUAllocator: can't allocate memory" in str(error):
         size = re.search(r"you tried to allocate (\d+) bytes", str(error))
         detail = f"{int(size.group(1)) / 2**30:,.1f} GiB asked for" if size else _first_line(error)

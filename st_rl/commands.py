@@ -75,7 +75,6 @@ def _check_device(text: str) -> str:
     return text
 
 
-# ----------------------------------------------------------------------------------------------- the parser
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line, ``st-rl: error: ...``, with exit code 2."""
 
@@ -250,7 +249,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# ----------------------------------------------------------------------------------------------- st-rl train
 def _validate_train_args(args: argparse.Namespace) -> None:
     """A ConfigError naming every ``st-rl train`` option that the others rule out."""
     amp_only, add_motion = "only applies to AMP training", "add --motion FILE or drop it"
@@ -344,7 +342,6 @@ def _config_text(resolved: dict[str, Any]) -> str:
     return yaml.dump(resolved, Dumper=Dumper, sort_keys=False, default_flow_style=False)
 
 
-# ----------------------------------------------------------------------------------------------- st-rl train --env
 def _import_env_module(module_name: str, spec: str) -> Any:
     """Import ``--env``'s module: a module name (the current directory first on ``sys.path``) or a .py file."""
     if module_name.endswith(".py"):
@@ -480,7 +477,6 @@ def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | Non
     return _call_factory(spec, factory, kwargs)
 
 
-# ----------------------------------------------------------------------------------------------- st-rl train: runs
 def cmd_train(args: argparse.Namespace) -> int:
     """``st-rl train`` (docs/configuration.md): a default run directory is removed again if training fails early."""
     _validate_train_args(args)
@@ -667,7 +663,6 @@ def _learn(
             torch.distributed.destroy_process_group()
 
 
-# ----------------------------------------------------------------------------------------------- other commands
 def cmd_tasks() -> int:
     for name in sorted(PRESETS):
         p, mark = get_preset(name), " (default)" if name == DEFAULT_TASK else ""
@@ -762,7 +757,6 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-# ----------------------------------------------------------------------------------------------- record-motion
 def cmd_record_motion(args: argparse.Namespace) -> int:
     n = max(1, args.num_trajectories)
     command = args.fixed_command

@@ -21,15 +21,9 @@ from st_rl.registry import untrusted_config
 from st_rl.utils.checkpoint import first_line
 from st_rl.utils.files import read_json
 
-__all__ = [
-    "EXPORT_FORMAT_VERSION",
-    "METADATA_KEY",
-    "NonFiniteActionsError",
-    "ExportedPolicy",
-    "ExportedPolicyError",
-]
-__all__ += ["OnnxPolicy", "TorchScriptPolicy", "evaluate_and_report", "load_exported_policy", "play_exported"]
-__all__ += ["read_policy_metadata", "sidecar_path"]
+__all__ = ["EXPORT_FORMAT_VERSION", "METADATA_KEY", "NonFiniteActionsError", "ExportedPolicy", "OnnxPolicy"]
+__all__ += ["ExportedPolicyError", "TorchScriptPolicy", "evaluate_and_report", "load_exported_policy"]
+__all__ += ["play_exported", "read_policy_metadata", "sidecar_path"]
 
 EXPORT_FORMAT_VERSION = 1
 METADATA_KEY = "st_rl_metadata"

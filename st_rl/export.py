@@ -68,12 +68,9 @@ class _ActorExport(nn.Module):
     def forward(self, obs: torch.Tensor, *states: torch.Tensor) -> Any:
         i = 0
         for memory in self.memories:
-            if memory.memory_type == "lstm":
-                memory.hidden_states = LstmHiddenState(states[i], states[i + 1])
-                i += 2
-            else:
-                memory.hidden_states = states[i]
-                i += 1
+            lstm = memory.memory_type == "lstm"
+            memory.hidden_states = LstmHiddenState(states[i], states[i + 1]) if lstm else states[i]
+            i += 2 if lstm else 1
         actions = self.actor_critic.act_inference(obs)
         if not self.memories:
             return actions
@@ -117,9 +114,7 @@ def _env_metadata(env: EnvAdapter | None, env_cfg: dict[str, Any] | None) -> dic
     }
 
 
-def _io_spec(
-    num_obs: int, num_actions: int, memories: list[tuple[str, str, Any]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def _io_spec(num_obs: int, num_actions: int, memories: list[tuple[str, str, Any]]) -> tuple[list, list, list]:
     inputs = [{"name": "obs", "shape": ["batch", num_obs], "dtype": "float32"}]
     outputs = [{"name": "actions", "shape": ["batch", num_actions], "dtype": "float32"}]
     states = []
@@ -135,9 +130,7 @@ def _io_spec(
     return inputs, outputs, states
 
 
-def _example_inputs(
-    num_obs: int, states: list[dict[str, Any]], batch: int, generator: torch.Generator
-) -> tuple[torch.Tensor, ...]:
+def _example_inputs(num_obs: int, states: list[dict], batch: int, generator: torch.Generator) -> tuple:
     obs = torch.randn(batch, num_obs, generator=generator)
     hidden = [torch.randn(s["shape"][0], batch, s["shape"][2], generator=generator) * 0.5 for s in states]
     return (obs, *hidden)
@@ -219,20 +212,17 @@ def _info(*values: Any) -> dict[str, Any]:
     return dict(zip(("source_checkpoint", "iteration", "task", "env_cfg", "seed", "train_cfg"), values))
 
 
-def _source_objects(
-    source: Any, env: Any, task: str | None, device: str, trust_config: bool = False
-) -> tuple[nn.Module, EnvAdapter | None, dict[str, Any]]:
-    """``(actor_critic, env, info)`` of a checkpoint path, an OnPolicyRunner or another runner."""
+def _source_objects(source: Any, env: Any, task: Any, device: str, trust_config: bool = False) -> tuple:
+    """``(actor_critic, env adapter or None, info)`` of a checkpoint path, an OnPolicyRunner or another runner."""
     if isinstance(source, (str, os.PathLike)):
+        path = str(source)
         try:
-            run = load_run(
-                str(source), task=task, num_envs=1, device=device, env=env, trust_config=trust_config
-            )
+            run = load_run(path, task=task, num_envs=1, device=device, env=env, trust_config=trust_config)
         except NonFiniteCheckpointError as e:
             raise ExportError(f"Refusing to export a broken policy: {e}") from e
         except (ValueError, TypeError) as e:
             with untrusted_config(f"{source} (the checkpoint's stored 'config')", trusted=trust_config):
-                standalone = _policy_without_env(str(source))
+                standalone = _policy_without_env(path)
             if standalone is None:
                 raise ExportError(f"Cannot rebuild the policy of {source}: {e}") from e
             return standalone
@@ -247,10 +237,8 @@ def _source_objects(
     env_cfg = adapter.cfg if adapter is not None else None
     if not isinstance(source, OnPolicyRunner):  # a runner-like object: iteration, seed and config unknown
         return actor_critic, adapter, _info(None, 0, task, env_cfg, None, {})
-    cfg, iteration = source.cfg, source.current_learning_iteration
-    info = _info(
-        None, iteration, task or cfg.get("task"), env_cfg, cfg.get("seed"), source.train_cfg.to_dict()
-    )
+    cfg, it = source.cfg, source.current_learning_iteration
+    info = _info(None, it, task or cfg.get("task"), env_cfg, cfg.get("seed"), source.train_cfg.to_dict())
     return actor_critic, adapter, info
 
 
@@ -270,10 +258,8 @@ def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]
     actor_critic = build_actor_critic(spec, train_cfg.policy_class_name, train_cfg.policy)
     model = state["model_state_dict"]
     _refuse_nonfinite(model, f"checkpoint {path}", None)
-    actor_critic.enable_obs_normalization(
-        actor=any(k.startswith("actor_obs_normalizer.") for k in model),
-        critic=any(k.startswith("critic_obs_normalizer.") for k in model),
-    )
+    actor, critic = (any(k.startswith(f"{p}_obs_normalizer.") for k in model) for p in ("actor", "critic"))
+    actor_critic.enable_obs_normalization(actor=actor, critic=critic)
     actor_critic.load_state_dict(model)
     runner = train_cfg.runner
     info = _info(os.path.abspath(path), state.get("iter"), runner.get("task"), None, runner.get("seed"),
@@ -284,10 +270,8 @@ def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]
 def _refuse_nonfinite(state: dict[str, Any], source: str, iteration: Any) -> None:
     bad = nonfinite_tensors(state, "model_state_dict")
     if bad:
-        at = "" if iteration is None else f" (iteration {iteration})"
-        raise ExportError(
-            f"Refusing to export a broken policy: {source} has NaN/Inf in {describe_names(bad)}{at}; {DIVERGED}"
-        )
+        at = f"{describe_names(bad)}{'' if iteration is None else f' (iteration {iteration})'}"
+        raise ExportError(f"Refusing to export a broken policy: {source} has NaN/Inf in {at}; {DIVERGED}")
 
 
 def _metadata(

@@ -10,19 +10,12 @@ from typing import Any
 import torch
 
 from st_rl.deploy import NonFiniteActionsError, evaluate_and_report, play_exported
-from st_rl.evaluation.metrics import _check_locomotion_env, evaluate_policy, format_summary
+from st_rl.evaluation.metrics import evaluate_policy, format_summary
 from st_rl.evaluation.rendering import VideoRecorder, render_frame, set_default_gl_backend
 from st_rl.evaluation.runs import LoadedRun, load_run
 
-__all__ = [
-    "LoadedRun",
-    "NonFiniteActionsError",
-    "VideoRecorder",
-    "evaluate_policy",
-    "format_summary",
-    "load_run",
-]
-__all__ += ["play", "play_exported", "render_frame", "set_default_gl_backend"]
+__all__ = ["LoadedRun", "NonFiniteActionsError", "VideoRecorder", "evaluate_policy", "format_summary"]
+__all__ += ["load_run", "play", "play_exported", "render_frame", "set_default_gl_backend"]
 
 
 def play(
@@ -44,24 +37,16 @@ def play(
     verbose: bool = True,
     trust_config: bool = False,
 ) -> dict[str, Any]:
-    """Evaluate a checkpoint's deterministic policy on fresh episodes; optionally film env ``record_env`` and plot
-    its tracking.
+    """Evaluate a checkpoint's (or run directory's latest) deterministic policy on fresh episodes of ``task``
+    (default: the run's), filming env ``record_env`` into ``video`` and plotting its tracking into ``plot``.
 
-    Args:
-        checkpoint: a ``model_<it>.pt`` file, or a run directory (its latest checkpoint).
-        task: task name instead of the stored one; ``seed``: environment seed (default: the run's).
-        video, plot: MP4 / PNG path (None: none); ``record_env``, ``video_*``, ``camera``: :class:`VideoRecorder`'s.
-        command: fixed ``(vx, vy, yaw_rate)`` for all environments (None: the task's random commands).
-        trust_config: the run's stored config may name code to import (docs/security.md).
-
-    Returns the metrics of :func:`evaluate_policy` plus ``task``, ``checkpoint``, ``iteration``, ``video`` and
-    ``plot``; raises ``CheckpointError`` when the checkpoint does not fit its run's policy or holds NaN/Inf.
+    ``command``: a fixed ``(vx, vy, yaw_rate)`` for all envs; ``trust_config``: see docs/security.md. Returns the
+    metrics of :func:`evaluate_policy` plus ``task``, ``checkpoint``, ``iteration``, ``video`` and ``plot``.
     """
     if video is not None:
         set_default_gl_backend("egl")
     run = load_run(checkpoint, task, num_envs, device, seed, trust_config=trust_config)
     assert run.task is not None
-    _check_locomotion_env(run.env)
     inference = run.runner.get_inference_policy(device)
     dev = torch.device(device)
 

@@ -64,7 +64,6 @@ def _optuna() -> Any:
     return import_optional("optuna", "tune", "st-rl tune")
 
 
-# ----------------------------------------------------------------------------------------------- search space
 def parse_space(space: Mapping[str, Any]) -> dict[str, Any]:
     """A checked copy of a search space: dotted config keys (``policy.hidden_width`` sets every hidden layer) ->
     ``[kind, low, high]`` (kind ``float``, ``log``, ``int``, ``int_log``), ``["categorical", ...]`` or a value."""
@@ -157,7 +156,6 @@ def _check_space(space: Mapping[str, Any], trial_config: Callable[[Mapping[str, 
         resolve_train_cfg(cfg)
 
 
-# ----------------------------------------------------------------------------------------------- evaluation
 @torch.no_grad()
 def evaluate_return(runner: Any, env: Any, num_steps: int | None = None) -> float:
     """Mean return of every env's first episode (partial after ``num_steps``, default one episode) under
@@ -199,7 +197,6 @@ def evaluate_velrmsd(runner: Any, env: Any, duration_s: float | None = None) -> 
     return float(metrics["velrmsd"])
 
 
-# ----------------------------------------------------------------------------------------------- study
 def default_storage(log_root: str, study_name: str) -> str:
     return f"sqlite:///{os.path.join(log_root, study_name)}.db"
 
@@ -215,27 +212,19 @@ def make_pruner(name: str | None) -> Any:
 
 
 def open_study(
-    study_name: str,
-    storage: str,
-    objective: str = "return",
-    task: str = DEFAULT_TASK,
-    pruner: Any = None,
+    study_name: str, storage: str, objective: str = "return", task: str = DEFAULT_TASK, pruner: Any = None,
     sampler: Any = None,
-) -> Any:
+) -> Any:  # fmt: skip
     """Create the study, or load it (``ValueError`` when it was made for another task or objective)."""
     optuna = _optuna()
     _check_objective(objective)
     if storage.startswith("sqlite:///") and os.path.dirname(storage[10:]):
         os.makedirs(os.path.dirname(storage[10:]), exist_ok=True)
+    pruner = pruner if pruner is not None else make_pruner("median")
     try:
-        study = optuna.create_study(
-            study_name=study_name,
-            storage=storage,
-            direction=OBJECTIVES[objective][0],
-            pruner=pruner if pruner is not None else make_pruner("median"),
-            sampler=sampler,
-            load_if_exists=True,
-        )
+        direction = OBJECTIVES[objective][0]
+        study = optuna.create_study(study_name=study_name, storage=storage, direction=direction, pruner=pruner,
+                                    sampler=sampler, load_if_exists=True)  # fmt: skip
     except Exception as e:  # SQLAlchemy's errors of a bad URL or an unreachable database
         raise _storage_error(storage, e) from e
     attrs = study.user_attrs
@@ -263,7 +252,7 @@ def fail_interrupted_trials(study: Any) -> list[int]:
 def load_existing_study(study_name: str, storage: str) -> Any:
     """Load a study (``ValueError`` when the storage or the study does not exist)."""
     optuna = _optuna()
-    if storage.startswith("sqlite:///") and not os.path.isfile(storage[len("sqlite:///") :]):
+    if storage.startswith("sqlite:///") and not os.path.isfile(storage[10:]):
         raise ValueError(f"no study storage at {storage}; run st-rl tune first (or pass --storage)")
     try:
         return optuna.load_study(study_name=study_name, storage=storage)
@@ -308,9 +297,10 @@ class _Trials:
         self.reference: Any = None
         if self.motion:
             dt = make_env(self.task, num_envs=1, seed=0, **self.preset.env_kwargs).dt
-            self.loader = MotionLoader(
+            loader = MotionLoader(
                 self.motion, amp_obs_frame_num=2, time_between_frames=dt, device=self.device
             )
+            self.loader = loader
             self.reference = self.loader.sample_windows(4096)
 
     def env(self, n: int, seed: int, env_kwargs: dict[str, Any]) -> Any:
@@ -325,9 +315,8 @@ class _Trials:
         cfg = self.preset.train.to_dict()
         if self.loader is not None:
             cfg = amp_train_config(cfg)
-        iterations = self.iterations
-        cfg.update(task=self.task, seed=self.seed, logger=self.logger, save_interval=max(1, iterations))
-        cfg["log_interval"] = self.log_interval or max(1, iterations // 5)
+        cfg.update(task=self.task, seed=self.seed, logger=self.logger, save_interval=max(1, self.iterations))
+        cfg["log_interval"] = self.log_interval or max(1, self.iterations // 5)
         return apply_params(cfg, self.preset.env_kwargs, params)
 
     def __call__(self, trial: Any) -> float:
@@ -414,19 +403,14 @@ def run_study(
     study = open_study(study_name, storage, objective, task, pruner, sampler)
     for number in fail_interrupted_trials(study):
         print(f"[st-rl tune] trial {number} was interrupted (its process is gone): marked failed", flush=True)
-    study.optimize(
-        trials,
-        n_trials=n_trials,
-        timeout=timeout_s,
-        catch=(NonFiniteLossError, FloatingPointError),
-        callbacks=[_report_trial] if verbose else [],
-    )
+    catch = (NonFiniteLossError, FloatingPointError)
+    callbacks = [_report_trial] if verbose else []
+    study.optimize(trials, n_trials=n_trials, timeout=timeout_s, catch=catch, callbacks=callbacks)
     if verbose:
         print(format_summary(study, top=summary_top, storage=storage))
     return study
 
 
-# ----------------------------------------------------------------------------------------------- summary
 def _format_value(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
