@@ -31,7 +31,6 @@ def _first_line(error: BaseException) -> str:
 
 
 def _error_lines(error: BaseException) -> tuple[list[str], int]:
-    """The lines to print after ``st-rl: error: `` for ``error``, and the exit code."""
     config_error = getattr(sys.modules.get("st_rl.config"), "ConfigError", None)
     if config_error is not None and isinstance(error, config_error):  # its other problems indented below
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -99,7 +98,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _one_line_warning(message: Warning | str, *args: Any, **kwargs: Any) -> str:
-    """A warning as ``st-rl: warning: <message>``, without Python's file and source line."""
     return f"st-rl: warning: {message}\n"
 
 

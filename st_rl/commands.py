@@ -118,7 +118,6 @@ def _o(help: str | None = None, **kw: Any) -> dict[str, Any]:
 
 
 def _runner_key(key: str, help: str | None = None) -> dict[str, Any]:
-    """The argparse keywords of a flag setting runner key ``key`` (type, range and help from the schema)."""
     tp, _, meaning = RUNNER_FIELDS[key]
     rule = RUNNER_RULES.get(key)
     integer = int in (tp, *typing.get_args(tp))
@@ -250,7 +249,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _validate_train_args(args: argparse.Namespace) -> None:
-    """A ConfigError naming every ``st-rl train`` option that the others rule out."""
     amp_only, add_motion = "only applies to AMP training", "add --motion FILE or drop it"
     problems: list[Problem] = []
     if args.style_ramp is not None:
@@ -270,7 +268,6 @@ def _validate_train_args(args: argparse.Namespace) -> None:
 
 
 def _env_name(spec: str) -> str:
-    """The experiment name of ``--env MODULE:FACTORY``: the module's last part."""
     module = spec.rpartition(":")[0]
     if module.endswith(".py"):
         return os.path.splitext(os.path.basename(module))[0]
@@ -283,10 +280,7 @@ CONFIG_FLAGS = {"seed": "seed", "log_interval": "log_interval", "policy": "polic
 
 
 def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | None, bool]:
-    """``--task``'s preset (or ``--config``), ``--motion``'s AMP form, :data:`CONFIG_FLAGS`, then the overrides.
-
-    Returns ``(config, preset or None, checkpoint to resume or None, whether AMP is added to a PPO checkpoint)``.
-    """
+    """``(config, preset or None, checkpoint to resume or None, whether AMP is added to that PPO checkpoint)``."""
     preset = None
     try:
         preset = get_preset(args.task)
@@ -329,7 +323,6 @@ def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | 
 
 
 def _config_text(resolved: dict[str, Any]) -> str:
-    """The resolved config as YAML."""
 
     class Dumper(yaml.SafeDumper):
         """Block-style mappings, lists of scalars on one line (``actor_hidden_dims: [128, 64]``)."""
@@ -344,24 +337,20 @@ def _config_text(resolved: dict[str, Any]) -> str:
 
 def _import_env_module(module_name: str, spec: str) -> Any:
     """Import ``--env``'s module: a module name (the current directory first on ``sys.path``) or a .py file."""
-    if module_name.endswith(".py"):
-        return _import_env_file(module_name, spec)
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
-            rule = f"there is no module {module_name!r} in the current directory ({cwd}) or the installed packages"
-            fix = "run st-rl from its folder, install its package, or give the file: --env path/to/file.py:FACTORY"
-            raise _cli_error("--env", spec, rule, fix) from e
-        raise ImportError(f"--env {spec}: importing {module_name!r} failed: {e}") from e
-    except (Exception, SystemExit) as e:  # a syntax error, an exception or sys.exit() while the module runs
-        raise _user_code_error(spec, f"importing {module_name!r}", e) from e
-
-
-def _import_env_file(module_name: str, spec: str) -> Any:
+    if not module_name.endswith(".py"):
+        cwd = os.getcwd()
+        if cwd not in sys.path and "" not in sys.path:
+            sys.path.insert(0, cwd)
+        try:
+            return importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
+                rule = f"there is no module {module_name!r} in {cwd} or the installed packages"
+                fix = "run st-rl from its folder, install its package or give the file: --env FILE.py:FACTORY"
+                raise _cli_error("--env", spec, rule, fix) from e
+            raise ImportError(f"--env {spec}: importing {module_name!r} failed: {e}") from e
+        except (Exception, SystemExit) as e:  # a syntax error, an exception or sys.exit() in the module
+            raise _user_code_error(spec, f"importing {module_name!r}", e) from e
     file = os.path.abspath(module_name)
     if not os.path.isfile(file):
         raise _cli_error("--env", spec, f"there is no file {file}", "check the path")
@@ -406,11 +395,8 @@ def _user_env_frame(error: BaseException, spec: str, env: Any) -> str | None:
     class's module), or None when the error is st_rl's or a library's."""
     package = os.path.dirname(os.path.abspath(__file__)) + os.sep
     module_name = spec.rpartition(":")[0]
-    candidates = [
-        os.path.abspath(module_name) if module_name.endswith(".py") else None,
-        getattr(sys.modules.get(module_name), "__file__", None),
-        getattr(sys.modules.get(type(env).__module__), "__file__", None),
-    ]
+    candidates = [getattr(sys.modules.get(m), "__file__", None) for m in (module_name, type(env).__module__)]
+    candidates.append(os.path.abspath(module_name) if module_name.endswith(".py") else None)
     files = {os.path.abspath(f) for f in candidates if f and not os.path.abspath(f).startswith(package)}
     for frame in reversed(traceback.extract_tb(error.__traceback__)):
         if os.path.abspath(frame.filename) in files:
@@ -419,7 +405,6 @@ def _user_env_frame(error: BaseException, spec: str, env: Any) -> str | None:
 
 
 def _call_factory(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """Call the ``--env`` factory; its exceptions and a result that is no environment are one-line errors."""
     try:
         env = factory(**kwargs)
     except (Exception, SystemExit) as e:
@@ -576,7 +561,6 @@ def _check_resume_target(log_dir: str, resume_path: str | None, overwrite: bool)
 
 
 def _train_env(args: argparse.Namespace, preset: Any, device: str, seed: int | None, info: Any) -> Any:
-    """The training environment: ``--env``'s, or ``--task``'s (with ``--motion``'s reference motion)."""
     if args.env is not None:
         return _make_user_env(args.env, args.num_envs, device, seed)
     num_envs = args.num_envs or (preset.num_envs if preset is not None else None)
@@ -712,7 +696,6 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def _task_mismatch(path: str, task: str | None, trust_config: bool) -> CommandError | None:
-    """The error for a checkpoint that does not fit ``--task`` because its run has another task, else None."""
     if task is None:
         return None
     try:

@@ -37,7 +37,6 @@ def sidecar_path(policy_path: str) -> str:
 
 
 def _jit_load(path: str, **kwargs: Any) -> Any:
-    """``torch.jit.load`` without its deprecation warning."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return torch.jit.load(path, map_location="cpu", **kwargs)
@@ -65,24 +64,19 @@ def _embedded_metadata(path: str) -> dict[str, Any] | None:
         except ImportError:
             return None
         try:
-            model = onnx.load(path, load_external_data=False)
+            props = onnx.load(path, load_external_data=False).metadata_props
         except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends: a broken file
             raise _broken_file(path, "ONNX", e) from e
-        for prop in model.metadata_props:
-            if prop.key == METADATA_KEY:
-                return _parse_metadata(path, prop.value)
-        return None
-    extra = {METADATA_KEY: ""}
+        text = next((prop.value for prop in props if prop.key == METADATA_KEY), "")
+    else:
+        extra = {METADATA_KEY: ""}
+        try:
+            _jit_load(path, _extra_files=extra)
+        except Exception as e:  # noqa: BLE001 - torch.jit.load's RuntimeError and friends
+            raise _broken_file(path, "TorchScript", e) from e
+        text = extra[METADATA_KEY]
     try:
-        _jit_load(path, _extra_files=extra)
-    except Exception as e:  # noqa: BLE001 - torch.jit.load's RuntimeError and friends
-        raise _broken_file(path, "TorchScript", e) from e
-    return _parse_metadata(path, extra[METADATA_KEY]) if extra[METADATA_KEY] else None
-
-
-def _parse_metadata(path: str, text: str) -> dict[str, Any]:
-    try:
-        return json.loads(text)
+        return json.loads(text) if text else None
     except ValueError as e:
         raise ExportedPolicyError(f"{path}: its embedded metadata is not valid JSON ({e}); {AGAIN}") from e
 
@@ -130,11 +124,8 @@ class ExportedPolicy(abc.ABC):
 
     def initial_states(self, batch_size: int) -> dict[str, np.ndarray]:
         """Zero hidden states ``{input name: (layers, batch, hidden)}`` for ``batch_size`` environments."""
-        out = {}
-        for spec in self.state_specs:
-            layers, _, hidden = spec["shape"]
-            out[spec["input"]] = np.zeros((int(layers), batch_size, int(hidden)), dtype=np.float32)
-        return out
+        shapes = {spec["input"]: spec["shape"] for spec in self.state_specs}
+        return {k: np.zeros((int(s[0]), batch_size, int(s[2])), dtype=np.float32) for k, s in shapes.items()}
 
     def _run_failed(self, error: Exception) -> ExportedPolicyError:
         return ExportedPolicyError(f"{self.path}: running it failed ({_first_sentence(error)}); {AGAIN}")
@@ -157,9 +148,7 @@ class ExportedPolicy(abc.ABC):
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
         """Zero the hidden state of finished environments (all when ``dones`` is None)."""
-        if not self.states:
-            return
-        if dones is None:
+        if dones is None or not self.states:
             self.states = {}
             return
         keep = (~dones.detach().to("cpu").reshape(-1).bool()).numpy().astype(np.float32)
@@ -272,8 +261,6 @@ class NonFiniteActionsError(ValueError):
 
 
 class _FiniteActions:
-    """Stops play with a :class:`NonFiniteActionsError` when the policy's actions hold NaN/Inf."""
-
     def __init__(self, policy: Any, path: str) -> None:
         self.policy = policy
         self.path = path

@@ -100,7 +100,6 @@ def _detached_copy(module: nn.Module) -> nn.Module:
 
 
 def _env_metadata(env: EnvAdapter | None, env_cfg: dict[str, Any] | None) -> dict[str, Any]:
-    """Robot-side facts: action scale, joint order and default positions, dt, action clip."""
     cfg = (env_cfg if isinstance(env_cfg, dict) else env.cfg if env is not None else None) or {}
     action_scale = cfg.get("action_scale")
     if action_scale is None and isinstance(cfg.get("control"), dict):
@@ -213,7 +212,6 @@ def _info(*values: Any) -> dict[str, Any]:
 
 
 def _source_objects(source: Any, env: Any, task: Any, device: str, trust_config: bool = False) -> tuple:
-    """``(actor_critic, env adapter or None, info)`` of a checkpoint path, an OnPolicyRunner or another runner."""
     if isinstance(source, (str, os.PathLike)):
         path = str(source)
         try:
@@ -278,7 +276,6 @@ def _metadata(
     actor_critic: Any, env: EnvAdapter | None, info: dict[str, Any], memories: list[tuple[str, str, Any]],
     files: dict[str, str], opset: int,
 ) -> dict[str, Any]:  # fmt: skip
-    """The metadata of an export (docs/export.md)."""
     num_obs, num_actions = int(actor_critic.num_actor_obs), int(actor_critic.num_actions)
     inputs, outputs, states = _io_spec(num_obs, num_actions, memories)
     memory = next((m for _, role, m in memories if role == "actor"), None)

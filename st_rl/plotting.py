@@ -26,8 +26,7 @@ def _figure(nrows: int, ncols: int, size: tuple[float, float]) -> tuple[Any, Any
         raise ImportError("Plotting needs matplotlib: pip install matplotlib") from e
     fig = Figure(figsize=size, layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    return fig, axes
+    return fig, fig.subplots(nrows, ncols, squeeze=False)
 
 
 def find_event_dirs(log_dir: str) -> list[str]:
@@ -44,10 +43,8 @@ def read_scalars(log_dir: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         raise FileNotFoundError(f"No log directory at {log_dir}")
     dirs = find_event_dirs(log_dir)
     if not dirs:
-        raise FileNotFoundError(
-            f"No TensorBoard event files (events.out.tfevents.*) under {log_dir}; point at a run directory "
-            "trained with logger='tensorboard'."
-        )
+        fix = "give a run directory trained with logger='tensorboard'"
+        raise FileNotFoundError(f"No TensorBoard event files (events.out.tfevents.*) under {log_dir}: {fix}")
     merged: dict[str, dict[int, tuple[float, float]]] = {}
     for d in dirs:
         acc = EventAccumulator(d, size_guidance={"scalars": 0})
@@ -77,16 +74,12 @@ def plot_training(log_dir: str, out_png: str | None = None, tags: Sequence[str] 
     ncols = min(4, len(wanted))
     nrows = math.ceil(len(wanted) / ncols)
     fig, axes = _figure(nrows, ncols, (4.0 * ncols, 2.8 * nrows))
-    for i, ax in enumerate(axes.flat):
-        if i >= len(wanted):
-            ax.set_visible(False)
-            continue
-        tag = wanted[i]
+    for ax in axes.flat[len(wanted) :]:
+        ax.set_visible(False)
+    for tag, ax in zip(wanted, axes.flat):
         steps, values = scalars[tag]
         few = len(values) <= 20
-        ax.plot(
-            steps, values, color="tab:blue", lw=1.0, alpha=1.0 if few else 0.45, marker="o" if few else None
-        )
+        ax.plot(steps, values, color="tab:blue", lw=1, alpha=1 if few else 0.45, marker="o" if few else None)
         if not few:  # a smoothed curve (EMA) over the noisy raw one
             ax.plot(steps, _ema(values, 0.9), color="tab:blue", lw=1.6)
         ax.set_title(tag, fontsize=10)

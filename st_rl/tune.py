@@ -275,8 +275,6 @@ def _storage_error(storage: str, error: Exception) -> ValueError:
 
 @dataclasses.dataclass
 class _Trials:
-    """The objective of :func:`run_study`: train the task's preset with sampled values and score it."""
-
     task: str
     preset: Any
     motion: str | None
