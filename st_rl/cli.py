@@ -71,12 +71,11 @@ def main(argv: list[str] | None = None) -> int:
 
         parser = commands.build_parser()
         args, extra = parser.parse_known_args(argv)
-        if extra:
-            # 'train' overrides after an option (argparse fills a '*' positional only once)
-            if args.command == "train" and not any(item.startswith("-") for item in extra):
-                args.overrides = [*args.overrides, *extra]
-            else:
-                parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        # 'train' overrides after an option (argparse fills a '*' positional only once)
+        if extra and args.command == "train" and not any(item.startswith("-") for item in extra):
+            args.overrides = [*args.overrides, *extra]
+        elif extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         debug = debug or bool(getattr(args, "debug", False))
         if args.command is None:
             parser.print_help()
@@ -116,10 +115,7 @@ def _install_stop_handlers() -> dict[int, Any]:
         raise _Stopped(signum)
 
     previous: dict[int, Any] = {}
-    for name in ("SIGTERM", "SIGHUP"):
-        signum = getattr(signal, name, None)
-        if signum is None:
-            continue
+    for signum in [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]:
         try:
             if signal.getsignal(signum) == signal.SIG_DFL:
                 previous[signum] = signal.signal(signum, stop)

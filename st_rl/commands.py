@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib
 import importlib.util
@@ -97,7 +98,6 @@ def _at_least(kind: type, low: float, strict: bool = False) -> Callable[[str], A
             raise argparse.ArgumentTypeError(f"must be {noun} {relation} {low:g}, got {text!r}")
         return value
 
-    parse.__name__ = f"{'integer' if kind is int else 'number'} {relation} {low:g}"
     return parse
 
 
@@ -506,11 +506,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         with runner:  # closes the writer and releases the run directory's lock, also on errors and interrupts
             result = _learn(args, runner, info, log_dir, iterations, (resume_path, add_amp, overwrite_other))
     finally:
-        for folder in reversed(made):
-            try:
-                os.rmdir(folder)  # only when empty: training failed before writing anything
-            except OSError:
-                break
+        for folder in reversed(made):  # removed when empty: training failed before writing anything
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
     if info.is_main:
         velrmsd, cot = result
         summary = {"task": args.env or args.task, "iterations": runner.current_learning_iteration}
@@ -556,8 +554,9 @@ def _check_resume_target(log_dir: str, resume_path: str | None, overwrite: bool)
     names = previous_run_files(log_dir)
     if not names or overwrite:
         return bool(names)
-    fix = f"train into a new --log-dir, continue that run with --resume {log_dir}, or replace it with --overwrite"
-    raise CommandError(f"--log-dir {log_dir} holds another run than --resume {resume_path}'s: {fix}")
+    other = f"--log-dir {log_dir} holds another run than --resume {resume_path}'s"
+    fix = f"continue that run with --resume {log_dir} --log-dir {log_dir}, or replace it with --overwrite"
+    raise CommandError(f"{other}: train into a new --log-dir, {fix}")
 
 
 def _train_env(args: argparse.Namespace, preset: Any, device: str, seed: int | None, info: Any) -> Any:
@@ -570,7 +569,7 @@ def _train_env(args: argparse.Namespace, preset: Any, device: str, seed: int | N
     if not args.motion:
         return make_env(args.task, num_envs=num_envs, device=device, seed=seed, **env_kwargs)
     dt = make_env(args.task, num_envs=1, seed=0).dt
-    loader = MotionLoader(args.motion, amp_obs_frame_num=2, time_between_frames=dt, device=device)
+    loader = MotionLoader(args.motion, time_between_frames=dt, device=device)
     env_kwargs.update(amp_obs_frame_num=2, style_fields=loader.style_fields)
     if info.is_main:
         print(f"[st-rl] AMP towards {args.motion}: {len(loader.style_fields)} style fields, 2-frame windows")
@@ -596,14 +595,7 @@ def _train_runner(args: argparse.Namespace, env: Any, cfg: dict, name: Any, log_
         raise CommandError(f"--env {args.env}: {what} (see docs/environments.md)") from e
 
 
-def _learn(
-    args: argparse.Namespace,
-    runner: Any,
-    info: Any,
-    log_dir: str,
-    iterations: int,
-    resume: tuple[Any, bool, bool],
-) -> tuple[float, float]:
+def _learn(args: Any, runner: Any, info: Any, log_dir: str, iterations: int, resume: tuple) -> tuple:
     """Resume a checkpoint, replace an earlier run and train (``resume``: the checkpoint, whether AMP is added to
     it, whether the earlier run in ``log_dir`` is replaced)."""
     resume_path, add_amp, overwrite_other = resume
@@ -620,17 +612,12 @@ def _learn(
         lock = RunDirLock(log_dir)
         lock.acquire()
         removed = clear_previous_run(log_dir)
-        print(
-            f"[st-rl] overwrite: deleted {len(removed)} files of the earlier run in {log_dir}",
-            file=sys.stderr,
-        )
+        print(f"[st-rl] overwrite: deleted {len(removed)} earlier files in {log_dir}", file=sys.stderr)
     if info.is_main:
         ranks = f" x {info.world_size} ranks" if info.enabled else ""
-        what = f"'{args.env or args.task}' with {runner.env.num_envs} envs{ranks} on {runner.device}"
-        print(
-            f"[st-rl] training {what} for {iterations} iterations; logs in {os.path.abspath(log_dir)}",
-            flush=True,
-        )
+        what = f"{runner.env.num_envs} envs{ranks} on {runner.device} for {iterations} iterations"
+        where = os.path.abspath(log_dir)
+        print(f"[st-rl] training '{args.env or args.task}' with {what}; logs in {where}", flush=True)
     try:
         args.training_started = True  # a Ctrl-C from here on is the runner's (TrainingInterrupted)
         try:
@@ -717,9 +704,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     path = get_checkpoint_path(args.checkpoint)
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(path)), "exported")
     try:
-        result = export_policy(
-            path, out, args.formats, task=args.task, check=not args.no_check, trust_config=args.trust_config
-        )
+        kwargs = {"task": args.task, "check": not args.no_check, "trust_config": args.trust_config}
+        result = export_policy(path, out, args.formats, **kwargs)
     except (ExportError, CheckpointError) as e:
         raise _task_mismatch(path, args.task, args.trust_config) or e from e
     meta = result.metadata

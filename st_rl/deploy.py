@@ -174,9 +174,8 @@ class OnnxPolicy(ExportedPolicy):
             raise _broken_file(path, "ONNX", e) from e
 
     def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        feeds = {self.obs_name: obs, **states}
         try:
-            values = self.session.run(self.output_names, feeds)
+            values = self.session.run(self.output_names, {self.obs_name: obs, **states})
         except Exception as e:  # noqa: BLE001 - a graph that does not take what its metadata says
             raise self._run_failed(e) from e
         return {name: np.asarray(v) for name, v in zip(self.output_names, values)}
@@ -215,25 +214,13 @@ def load_exported_policy(path: str, num_threads: int | None = None) -> ExportedP
 
 
 def evaluate_and_report(
-    env: Any,
-    policy: Any,
-    task: str,
-    source: str,
-    label: str,
-    duration_s: float,
-    video: str | None,
-    plot: str | None,
-    command: Sequence[float] | None,
-    record_env: int,
-    verbose: bool,
-    *recorder_args: Any,
-) -> dict[str, Any]:
+    env: Any, policy: Any, task: str, source: str, label: str, duration_s: float, video: str | None,
+    plot: str | None, command: Sequence[float] | None, record_env: int, verbose: bool, *recorder_args: Any,
+) -> dict[str, Any]:  # fmt: skip
     """Metrics, video (``recorder_args``: the VideoRecorder's fps, size, quality, camera), plot and summary."""
     _check_locomotion_env(env)
     fps, (width, height), quality, camera = recorder_args
-    recorder = (
-        None if video is None else VideoRecorder(env, video, record_env, fps, width, height, camera, quality)
-    )
+    recorder = VideoRecorder(env, video, record_env, fps, width, height, camera, quality) if video else None
     try:
         metrics = evaluate_policy(env, policy, duration_s, record_env, recorder, command=command)
     finally:
@@ -285,23 +272,12 @@ def _nonfinite_rows(actions: torch.Tensor) -> str:
 
 
 def play_exported(
-    policy_path: str,
-    task: str | None = None,
-    num_envs: int = 16,
-    duration_s: float = 20.0,
-    video: str | None = None,
-    plot: str | None = None,
-    command: Sequence[float] | None = None,
-    *,
-    seed: int | None = None,
-    record_env: int = 0,
-    video_fps: float = 25.0,
-    video_size: tuple[int, int] = (640, 360),
-    video_quality: str = "medium",
-    camera: str | None = "track",
-    verbose: bool = True,
-    trust_config: bool = False,
-) -> dict[str, Any]:
+    policy_path: str, task: str | None = None, num_envs: int = 16, duration_s: float = 20.0,
+    video: str | None = None, plot: str | None = None, command: Sequence[float] | None = None, *,
+    seed: int | None = None, record_env: int = 0, video_fps: float = 25.0,
+    video_size: tuple[int, int] = (640, 360), video_quality: str = "medium", camera: str | None = "track",
+    verbose: bool = True, trust_config: bool = False,
+) -> dict[str, Any]:  # fmt: skip
     """Deployment check: :func:`st_rl.play.play` with an exported policy file alone, on its metadata's task and
     seed unless given (``trust_config``: that task may be a Gymnasium id naming a module to import).
 

@@ -248,11 +248,10 @@ def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]
     if not isinstance(cfg, dict):
         return None
     train_cfg = resolve_train_cfg(cfg)
-    keys = ("num_actor_obs", "num_critic_obs", "num_actions")
-    num_obs, num_critic_obs, num_actions = (train_cfg.policy.get(k) for k in keys)
-    if num_obs is None or num_critic_obs is None or num_actions is None:
+    dims = [train_cfg.policy.get(k) for k in ("num_actor_obs", "num_critic_obs", "num_actions")]
+    if any(d is None for d in dims):
         return None
-    spec = EnvSpec(num_obs=num_obs, num_critic_obs=num_critic_obs, num_actions=int(num_actions))
+    spec = EnvSpec(num_obs=dims[0], num_critic_obs=dims[1], num_actions=int(dims[2]))
     actor_critic = build_actor_critic(spec, train_cfg.policy_class_name, train_cfg.policy)
     model = state["model_state_dict"]
     _refuse_nonfinite(model, f"checkpoint {path}", None)
@@ -309,19 +308,10 @@ def _metadata(
 
 
 def export_policy(
-    checkpoint_or_runner: Any,
-    out_dir: str,
-    formats: Sequence[str] = FORMATS,
-    *,
-    env: Any = None,
-    task: str | None = None,
-    name: str = "policy",
-    opset: int = DEFAULT_OPSET,
-    check: bool = True,
-    tolerance: float = 1e-4,
-    device: str = "cpu",
-    trust_config: bool = False,
-) -> ExportResult:
+    checkpoint_or_runner: Any, out_dir: str, formats: Sequence[str] = FORMATS, *, env: Any = None,
+    task: str | None = None, name: str = "policy", opset: int = DEFAULT_OPSET, check: bool = True,
+    tolerance: float = 1e-4, device: str = "cpu", trust_config: bool = False,
+) -> ExportResult:  # fmt: skip
     """Export the deterministic actor (normaliser included) to ``out_dir/<name>.onnx`` / ``.pt`` / ``.json``.
 
     Args:
@@ -371,8 +361,6 @@ def export_policy(
             except ExportError:
                 raise
             except Exception as e:
-                raise ExportError(
-                    f"{fmt} export of {kind} failed: {type(e).__name__}: {first_line(e)}"
-                ) from e
+                raise ExportError(f"{kind} {fmt} export failed: {type(e).__name__}: {first_line(e)}") from e
             errors[fmt] = _self_check(module, path, metadata, tolerance) if check else float("nan")
     return ExportResult(files=files, metadata_path=metadata_path, metadata=metadata, max_abs_error=errors)

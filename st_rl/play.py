@@ -19,24 +19,12 @@ __all__ += ["load_run", "play", "play_exported", "render_frame", "set_default_gl
 
 
 def play(
-    checkpoint: str,
-    task: str | None = None,
-    num_envs: int = 16,
-    duration_s: float = 20.0,
-    video: str | None = None,
-    plot: str | None = None,
-    device: str = "cpu",
-    command: Sequence[float] | None = None,
-    *,
-    seed: int | None = None,
-    record_env: int = 0,
-    video_fps: float = 25.0,
-    video_size: tuple[int, int] = (640, 360),
-    video_quality: str = "medium",
-    camera: str | None = "track",
-    verbose: bool = True,
-    trust_config: bool = False,
-) -> dict[str, Any]:
+    checkpoint: str, task: str | None = None, num_envs: int = 16, duration_s: float = 20.0,
+    video: str | None = None, plot: str | None = None, device: str = "cpu",
+    command: Sequence[float] | None = None, *, seed: int | None = None, record_env: int = 0,
+    video_fps: float = 25.0, video_size: tuple[int, int] = (640, 360), video_quality: str = "medium",
+    camera: str | None = "track", verbose: bool = True, trust_config: bool = False,
+) -> dict[str, Any]:  # fmt: skip
     """Evaluate a checkpoint's (or run directory's latest) deterministic policy on fresh episodes of ``task``
     (default: the run's), filming env ``record_env`` into ``video`` and plotting its tracking into ``plot``.
 

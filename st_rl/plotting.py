@@ -113,9 +113,7 @@ def _ema(values: np.ndarray, alpha: float) -> np.ndarray:
     return out
 
 
-def plot_tracking(
-    trace: dict[str, Any], out_png: str, title: str = "", metrics: dict[str, Any] | None = None
-) -> str:
+def plot_tracking(trace: dict, out_png: str, title: str = "", metrics: dict[str, Any] | None = None) -> str:
     """Commanded vs achieved vx, vy and yaw rate of an ``evaluate_policy`` trace: falls red, time-outs grey dotted,
     unscored warm-up steps grey; returns the PNG path."""
     t = np.asarray(trace["time"])

@@ -163,14 +163,12 @@ def evaluate_return(runner: Any, env: Any, num_steps: int | None = None) -> floa
     adapter = EnvAdapter(env, runner.device, obs_groups=runner.cfg.get("obs_groups"), check_finite="off")
     policy = runner.get_inference_policy()
     obs, _, _ = adapter.reset()
-    n = adapter.num_envs
     steps = int(num_steps or int(torch.as_tensor(adapter.max_episode_length).max()))
-    returns = torch.zeros(n, device=runner.device)
-    running = torch.ones(n, dtype=torch.bool, device=runner.device)
-    policy.reset(torch.ones(n, dtype=torch.bool, device=runner.device))
+    returns = torch.zeros(adapter.num_envs, device=runner.device)
+    running = torch.ones(adapter.num_envs, dtype=torch.bool, device=runner.device)
+    policy.reset(running.clone())
     for _ in range(max(1, steps)):
-        actions = policy(obs)
-        obs, _, rewards, dones, _ = adapter.step(actions)
+        obs, _, rewards, dones, _ = adapter.step(policy(obs))
         returns += rewards.to(returns.device) * running
         running &= ~dones.to(running.device).bool()
         policy.reset(dones)
@@ -295,10 +293,7 @@ class _Trials:
         self.reference: Any = None
         if self.motion:
             dt = make_env(self.task, num_envs=1, seed=0, **self.preset.env_kwargs).dt
-            loader = MotionLoader(
-                self.motion, amp_obs_frame_num=2, time_between_frames=dt, device=self.device
-            )
-            self.loader = loader
+            self.loader = MotionLoader(self.motion, time_between_frames=dt, device=self.device)
             self.reference = self.loader.sample_windows(4096)
 
     def env(self, n: int, seed: int, env_kwargs: dict[str, Any]) -> Any:
@@ -355,29 +350,13 @@ def _report_trial(study: Any, trial: Any) -> None:
 
 
 def run_study(
-    task: str = DEFAULT_TASK,
-    n_trials: int = 10,
-    iterations: int | None = None,
-    num_envs: int | None = None,
-    *,
-    study_name: str | None = None,
-    storage: str | None = None,
-    log_root: str = DEFAULT_LOG_ROOT,
-    space: Mapping[str, Any] | None = None,
-    objective: str = "return",
-    eval_envs: int = 64,
-    eval_steps: int | None = None,
-    pruner: Any = None,
-    sampler: Any = None,
-    seed: int | None = None,
-    device: str = "cpu",
-    logger: str = RUNNER_DEFAULTS.logger,
-    log_interval: int | None = None,
-    timeout_s: float | None = None,
-    verbose: bool = True,
-    summary_top: int = 5,
-    motion: str | None = None,
-) -> Any:
+    task: str = DEFAULT_TASK, n_trials: int = 10, iterations: int | None = None, num_envs: int | None = None,
+    *, study_name: str | None = None, storage: str | None = None, log_root: str = DEFAULT_LOG_ROOT,
+    space: Mapping[str, Any] | None = None, objective: str = "return", eval_envs: int = 64,
+    eval_steps: int | None = None, pruner: Any = None, sampler: Any = None, seed: int | None = None,
+    device: str = "cpu", logger: str = RUNNER_DEFAULTS.logger, log_interval: int | None = None,
+    timeout_s: float | None = None, verbose: bool = True, summary_top: int = 5, motion: str | None = None,
+) -> Any:  # fmt: skip
     """Run (or continue) a study of ``n_trials`` more trials on a built-in task's preset; returns the study.
 
     Defaults: a fifth of the preset's iterations, its envs and seed, :data:`DEFAULT_SPACE` (:data:`AMP_SPACE`
