@@ -129,10 +129,8 @@ def _report_interrupt(error: KeyboardInterrupt, args: argparse.Namespace | None,
     training_interrupted = getattr(sys.modules.get("st_rl.runners.interrupt"), "TrainingInterrupted", None)
     if training_interrupted is not None and isinstance(error, training_interrupted):
         checkpoint = getattr(error, "checkpoint", None)
-        if checkpoint is not None:
-            print(f"interrupted: saved {os.path.abspath(checkpoint)}", file=sys.stderr, flush=True)
-        else:
-            print(f"interrupted: {error}", file=sys.stderr, flush=True)
+        what = f"saved {os.path.abspath(checkpoint)}" if checkpoint is not None else str(error)
+        print(f"interrupted: {what}", file=sys.stderr, flush=True)
         return int(getattr(error, "exit_code", 130))
     if debug:
         raise error

@@ -626,7 +626,7 @@ def _learn(args: Any, runner: Any, info: Any, log_dir: str, iterations: int, res
             where = _user_env_frame(e, args.env, runner.env) if args.env is not None else None
             if where is None:
                 raise
-            raise _user_code_error(args.env, "the environment", e, where) from e
+            raise _user_code_error(str(args.env), "the environment", e, where) from e
     finally:
         if lock is not None:
             lock.release()  # a no-op once learn() took it over
@@ -714,10 +714,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         err = result.max_abs_error.get(fmt, float("nan"))
         print(f"[st-rl] wrote {fmt}: {os.path.abspath(file)} (max |action - eager| {err:.2g})")
     print(f"[st-rl] wrote metadata: {os.path.abspath(result.metadata_path)}")
-    print(
-        f"[st-rl] {meta['policy_class']} from {path} (iteration {meta['iteration']}): {names}; "
-        f"{meta['num_obs']} observations, {meta['num_actions']} actions"
-    )
+    sizes = f"{meta['num_obs']} observations, {meta['num_actions']} actions"
+    print(f"[st-rl] {meta['policy_class']} from {path} (iteration {meta['iteration']}): {names}; {sizes}")
     return 0
 
 
@@ -727,8 +725,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_record_motion(args: argparse.Namespace) -> int:
-    n = max(1, args.num_trajectories)
-    command = args.fixed_command
+    n, command = args.num_trajectories, args.fixed_command  # n >= 1: checked by the parser
     grid = (args.grid_vx, args.grid_vy, args.grid_yaw)
     if any(g is not None for g in grid):
         if command is not None:

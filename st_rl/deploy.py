@@ -99,8 +99,7 @@ class ExportedPolicy(abc.ABC):
     """Raw observations in, actions out; keeps the recurrent state between calls."""
 
     def __init__(self, metadata: dict[str, Any], path: str) -> None:
-        self.metadata = metadata
-        self.path = path
+        self.metadata, self.path = metadata, path
         try:
             self.num_obs = int(metadata["num_obs"])
             self.num_actions = int(metadata["num_actions"])
@@ -249,9 +248,7 @@ class NonFiniteActionsError(ValueError):
 
 class _FiniteActions:
     def __init__(self, policy: Any, path: str) -> None:
-        self.policy = policy
-        self.path = path
-        self.steps = 0
+        self.policy, self.path, self.steps = policy, path, 0
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
         actions = self.policy(obs)
@@ -295,8 +292,7 @@ def play_exported(
     if name is None:
         raise ValueError(f"{policy_path} names no task (metadata key 'task'); give task= (CLI: --task)")
     env_cfg = meta.get("env_cfg") if name == stored_task else None
-    if seed is None:
-        seed = meta.get("seed")
+    seed = meta.get("seed") if seed is None else seed
     with untrusted_config(f"{policy_path} (its metadata)", trusted=trust_config or task is not None):
         refuse_gymnasium_module(name, "task")
     env = make_env_from_cfg(name, num_envs, "cpu", seed, env_cfg or {})

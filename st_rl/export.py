@@ -151,8 +151,7 @@ def _write_onnx(module: nn.Module, example: tuple, path: str, metadata: dict[str
     model = onnx.load(path)
     props = {key: value if isinstance(value, str) else json.dumps(value) for key, value in metadata.items()}
     onnx.helper.set_model_props(model, {**props, METADATA_KEY: json.dumps(metadata)})
-    model.producer_name = "st_rl"
-    model.producer_version = st_rl.__version__
+    model.producer_name, model.producer_version = "st_rl", st_rl.__version__
     onnx.checker.check_model(model)
     onnx.save(model, path)
 
@@ -248,7 +247,7 @@ def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]
     if not isinstance(cfg, dict):
         return None
     train_cfg = resolve_train_cfg(cfg)
-    dims = [train_cfg.policy.get(k) for k in ("num_actor_obs", "num_critic_obs", "num_actions")]
+    dims: list[Any] = [train_cfg.policy.get(k) for k in ("num_actor_obs", "num_critic_obs", "num_actions")]
     if any(d is None for d in dims):
         return None
     spec = EnvSpec(num_obs=dims[0], num_critic_obs=dims[1], num_actions=int(dims[2]))

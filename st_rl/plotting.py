@@ -121,7 +121,6 @@ def plot_tracking(trace: dict, out_png: str, title: str = "", metrics: dict[str,
     done = np.asarray(trace.get("done", np.zeros(len(t), bool)))
     fall = np.asarray(trace.get("fall", np.zeros(len(t), bool)))
     counted = np.asarray(trace.get("counted", np.ones(len(t), bool)))
-    labels = ("vx (m/s)", "vy (m/s)", "yaw rate (rad/s)")
     rows = [i for i in range(3) if np.isfinite(cmd[:, i]).any() or np.isfinite(vel[:, i]).any()]
     fig, axes = _figure(len(rows), 1, (9.0, 2.2 * len(rows) + 0.6))
     for ax, i in zip(axes[:, 0], rows):
@@ -134,7 +133,7 @@ def plot_tracking(trace: dict, out_png: str, title: str = "", metrics: dict[str,
             ax.axvline(x, color="grey", ls=":", lw=1.0)
         for x in t[fall]:
             ax.axvline(x, color="tab:red", lw=1.0)
-        ax.set_ylabel(labels[i], fontsize=9)
+        ax.set_ylabel(("vx (m/s)", "vy (m/s)", "yaw rate (rad/s)")[i], fontsize=9)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=8)
     axes[0, 0].legend(loc="upper right", fontsize=8)

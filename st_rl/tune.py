@@ -315,9 +315,9 @@ class _Trials:
     def __call__(self, trial: Any) -> float:
         cfg, env_kwargs = self.config(suggest(trial, self.space))
         log_dir = os.path.join(self.log_dir, f"trial_{trial.number}")
-        trial.set_user_attr("log_dir", log_dir)
-        trial.set_user_attr("pid", os.getpid())  # lets a later run tell an interrupted trial from a live one
-        trial.set_user_attr("host", socket.gethostname())
+        # pid and host let a later run tell an interrupted trial from a live one
+        for key, value in (("log_dir", log_dir), ("pid", os.getpid()), ("host", socket.gethostname())):
+            trial.set_user_attr(key, value)
         env = self.env(self.num_envs, self.seed, env_kwargs)
         runner_class = cfg.get("runner_class_name", RUNNER_DEFAULTS.runner_class_name)
         runner = build_runner(runner_class, env, cfg, log_dir=log_dir, device=self.device)
