@@ -49,6 +49,8 @@ from st_rl.utils.distributed import init_distributed
 from st_rl.utils.utils import get_checkpoint_path
 from st_rl.utils.writers import attach_files_to_run
 
+EXIT_ERROR = 2  # the exit code of a CommandError (st_rl.cli)
+
 
 class CommandError(ValueError):
     """A mistake the user can fix, reported as one line: ``st-rl: error: <message>``."""
@@ -792,11 +794,6 @@ def _recorded_policy(args: argparse.Namespace, n: int, fixed: dict[str, Any]) ->
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "train": cmd_train,
-    "tasks": lambda args: cmd_tasks(),
-    "play": cmd_play,
-    "plot": cmd_plot,
-    "record-motion": cmd_record_motion,
-    "export": cmd_export,
-    "tune": tune.main,
-}
+    "train": cmd_train, "tasks": lambda args: cmd_tasks(), "play": cmd_play, "plot": cmd_plot,
+    "record-motion": cmd_record_motion, "export": cmd_export, "tune": tune.main,
+}  # fmt: skip

@@ -27,7 +27,7 @@ __all__ += ["play_exported", "read_policy_metadata", "sidecar_path"]
 
 EXPORT_FORMAT_VERSION = 1
 METADATA_KEY = "st_rl_metadata"
-AGAIN = "export the policy again (st-rl export)"
+_AGAIN = "export the policy again (st-rl export)"
 DIVERGED = "it is broken: export a checkpoint from before training diverged"
 
 
@@ -78,7 +78,7 @@ def _embedded_metadata(path: str) -> dict[str, Any] | None:
     try:
         return json.loads(text) if text else None
     except ValueError as e:
-        raise ExportedPolicyError(f"{path}: its embedded metadata is not valid JSON ({e}); {AGAIN}") from e
+        raise ExportedPolicyError(f"{path}: its embedded metadata is not valid JSON ({e}); {_AGAIN}") from e
 
 
 def read_policy_metadata(path: str) -> dict[str, Any]:
@@ -114,7 +114,7 @@ class ExportedPolicy(abc.ABC):
                     raise ValueError(f"states names {names!r} are not strings")
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
             bad = f"{type(e).__name__}: {e}"
-            raise ExportedPolicyError(f"{path}: its metadata lacks or mangles {bad}; {AGAIN}") from e
+            raise ExportedPolicyError(f"{path}: its metadata lacks or mangles {bad}; {_AGAIN}") from e
         self.states: dict[str, np.ndarray] = {}
 
     @property
@@ -127,7 +127,7 @@ class ExportedPolicy(abc.ABC):
         return {k: np.zeros((int(s[0]), batch_size, int(s[2])), dtype=np.float32) for k, s in shapes.items()}
 
     def _run_failed(self, error: Exception) -> ExportedPolicyError:
-        return ExportedPolicyError(f"{self.path}: running it failed ({_first_sentence(error)}); {AGAIN}")
+        return ExportedPolicyError(f"{self.path}: running it failed ({_first_sentence(error)}); {_AGAIN}")
 
     @abc.abstractmethod
     def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

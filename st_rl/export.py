@@ -30,7 +30,6 @@ from st_rl.runners.on_policy_runner import OnPolicyRunner
 from st_rl.utils.checkpoint import (
     NonFiniteCheckpointError,
     describe_names,
-    first_line,
     load_checkpoint,
     nonfinite_tensors,
 )
@@ -41,6 +40,7 @@ __all__ = ["ExportError", "ExportResult", "FORMATS", "export_policy"]
 FORMATS = ("onnx", "torchscript")
 FILE_NAMES = {"onnx": "{name}.onnx", "torchscript": "{name}.pt"}
 DEFAULT_OPSET = 17
+ROLE_PREFIXES = {"adaptor": "adaptor_", "estimator": "estimator_", "actor": ""}  # of the state names
 
 
 class ExportError(ValueError):
@@ -342,7 +342,7 @@ def export_policy(
     actor_critic: Any = _detached_copy(actor_critic).to("cpu").eval()
     for p in actor_critic.parameters():
         p.requires_grad_(False)
-    memories = [("" if role == "actor" else f"{role}_", role, m) for role, m in actor_critic.actor_memories()]
+    memories = [(ROLE_PREFIXES[role], role, m) for role, m in actor_critic.actor_memories()]
     module = _ActorExport(actor_critic, [m for _, _, m in memories]).eval()
     os.makedirs(out_dir, exist_ok=True)
     files = {fmt: os.path.join(out_dir, FILE_NAMES[fmt].format(name=name)) for fmt in formats}
@@ -360,6 +360,6 @@ def export_policy(
             except ExportError:
                 raise
             except Exception as e:
-                raise ExportError(f"{kind} {fmt} export failed: {type(e).__name__}: {first_line(e)}") from e
+                raise ExportError(f"{kind} {fmt} export failed: {type(e).__name__}: {e}") from e
             errors[fmt] = _self_check(module, path, metadata, tolerance) if check else float("nan")
     return ExportResult(files=files, metadata_path=metadata_path, metadata=metadata, max_abs_error=errors)
