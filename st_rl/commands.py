@@ -66,12 +66,14 @@ def _check_device(text: str) -> str:
         device = torch.device(text)
     except (RuntimeError, ValueError, TypeError):
         raise _cli_error("--device", text, "is not a device", "give cpu, cuda, cuda:N or mps") from None
-    if device.type == "cuda" and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        device = torch.device("cuda")  # torchrun gives each rank its own GPU
+    torchrun = device.type == "cuda" and int(os.environ.get("WORLD_SIZE", "1")) > 1  # a GPU per rank, later
     try:
         if device.type == "meta":
             raise RuntimeError("it holds no data")
-        torch.empty(1, device=device)
+        if torchrun and not torch.cuda.is_available():
+            raise RuntimeError("no CUDA GPU found")
+        if not torchrun:
+            torch.empty(1, device=device)
     except Exception as e:  # noqa: BLE001 - any backend failure means the device is unusable
         rule = f"cannot be used on this machine ({first_line(e).split('. ')[0] or type(e).__name__})"
         raise _cli_error("--device", text, rule, "use --device cpu") from None
