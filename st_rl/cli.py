@@ -1,11 +1,6 @@
-"""Command line: ``st-rl train`` trains a built-in task or your environment (``--env``) with the task's preset,
-a config file (``--config``) and ``KEY=VALUE`` overrides; ``st-rl tasks`` lists the tasks; ``st-rl play``
-evaluates a checkpoint (metrics, video, plot; rendering uses ``MUJOCO_GL=egl`` unless set); ``st-rl plot``
-draws a run's training curves. Errors print one line, ``st-rl: error: ...`` (exit code 2; 130 for a Ctrl-C
-before training started); ``--debug`` shows the traceback.
+"""The ``st-rl`` entry point: runs a command of :mod:`st_rl.commands`, reporting errors in one line.
 
-This module imports only the standard library when it is imported; :mod:`st_rl.commands` (torch, st_rl) is
-imported inside :func:`main`, so that a Ctrl-C while Python starts up is reported like any other interrupt."""
+Imports only the standard library: st_rl.commands (torch) is imported in :func:`main`, where a Ctrl-C is caught."""
 
 from __future__ import annotations
 
@@ -18,14 +13,12 @@ import sys
 import warnings
 from typing import Any
 
-EXIT_ERROR = 2
-"""Exit code of an error the user can fix (a bad option, config, file, device, environment factory ...)."""
-EXIT_UNEXPECTED = 1
-"""Exit code of an unexpected error (a bug in st_rl or in code it runs); ``--debug`` shows its traceback."""
+EXIT_ERROR = 2  # an error the user can fix
+EXIT_UNEXPECTED = 1  # a bug in st_rl or in code it runs
 
 
 def __getattr__(name: str) -> Any:
-    """The names that moved to :mod:`st_rl.commands` (``CommandError``, ``cmd_train`` ...), imported on use."""
+    """The names that moved to :mod:`st_rl.commands` (``CommandError``, ``cmd_train`` ...)."""
     if name.startswith("__"):  # module protocol lookups (__all__, __path__ ...) need no torch
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from st_rl import commands
@@ -38,7 +31,6 @@ def _first_line(error: BaseException) -> str:
 
 
 def _error_lines(error: BaseException) -> tuple[list[str], int]:
-    """What :func:`main` prints for ``error`` (the lines after ``st-rl: error: ``) and the exit code."""
     config_error = getattr(sys.modules.get("st_rl.config"), "ConfigError", None)
     if config_error is not None and isinstance(error, config_error):  # its other problems indented below
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -50,36 +42,23 @@ def _error_lines(error: BaseException) -> tuple[list[str], int]:
         return [_first_line(error) or type(error).__name__], EXIT_ERROR
     out_of_memory = getattr(sys.modules.get("torch"), "OutOfMemoryError", None)  # torch >= 2.5
     if out_of_memory is not None and isinstance(error, out_of_memory):
-        return [
-            f"out of memory on the device ({_first_line(error).split('. ')[0]}): use fewer --num-envs, a "
-            "smaller policy or --device cpu"
-        ], EXIT_ERROR
+        detail = _first_line(error).split(". ")[0]
+        fix = "use fewer --num-envs, a smaller policy or --device cpu"
+        return [f"out of memory on the device ({detail}): {fix}"], EXIT_ERROR
     if isinstance(error, MemoryError) or "DefaultCPUAllocator: can't allocate memory" in str(error):
         size = re.search(r"you tried to allocate (\d+) bytes", str(error))
         detail = f"{int(size.group(1)) / 2**30:,.1f} GiB asked for" if size else _first_line(error)
         return [f"out of memory on the CPU ({detail}): use fewer --num-envs or a smaller policy"], EXIT_ERROR
     detail = _first_line(error)
-    return [
-        f"unexpected {type(error).__name__}{': ' + detail if detail else ''} (--debug shows the traceback; if st_rl "
-        "is at fault, please report it with that traceback)"
-    ], EXIT_UNEXPECTED
-
-
-def _report_error(error: BaseException) -> int:
-    """Print an error as ``st-rl: error: <first line>`` (a ConfigError's other problems indented below) and
-    return the exit code."""
-    lines, code = _error_lines(error)
-    print("\n".join([f"st-rl: error: {lines[0]}", *lines[1:]]), file=sys.stderr, flush=True)
-    return code
+    what = f"unexpected {type(error).__name__}{': ' + detail if detail else ''}"
+    return [f"{what} (--debug shows the traceback; if st_rl is at fault, please report it)"], EXIT_UNEXPECTED
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``st-rl`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit code.
+    """Run ``st-rl`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code.
 
-    Every error prints one line, ``st-rl: error: ...``: a mistake the user can fix (``ValueError`` including
-    ``ConfigError``, ``OSError``, ``ImportError``; argument errors exit via ``SystemExit``) returns 2, anything
-    else 1; ``--debug`` shows the traceback instead. Training stopped by SIGINT / SIGTERM prints ``interrupted:
-    saved <checkpoint>`` and returns 128 + the signal number; a Ctrl-C before training started returns 130.
+    Errors print one line, ``st-rl: error: ...`` (``--debug``: the traceback): exit code 2 for a mistake the user
+    can fix (ValueError, OSError, ImportError), 1 for anything else, 128 + N for signal N (130: Ctrl-C).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
@@ -92,12 +71,11 @@ def main(argv: list[str] | None = None) -> int:
 
         parser = commands.build_parser()
         args, extra = parser.parse_known_args(argv)
-        if extra:
-            # 'train' overrides after an option (argparse fills a '*' positional only once)
-            if args.command == "train" and not any(item.startswith("-") for item in extra):
-                args.overrides = [*args.overrides, *extra]
-            else:
-                parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        # 'train' overrides after an option (argparse fills a '*' positional only once)
+        if extra and args.command == "train" and not any(item.startswith("-") for item in extra):
+            args.overrides = [*args.overrides, *extra]
+        elif extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         debug = debug or bool(getattr(args, "debug", False))
         if args.command is None:
             parser.print_help()
@@ -108,16 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if debug:
             raise
-        return _report_error(e)
+        lines, code = _error_lines(e)
+        print("\n".join([f"st-rl: error: {lines[0]}", *lines[1:]]), file=sys.stderr, flush=True)
+        return code
     finally:
         warnings.formatwarning = format_warning
-        _restore_handlers(handlers)
+        for signum, handler in handlers.items():
+            with contextlib.suppress(ValueError):  # installed in the main thread, restored there
+                signal.signal(signum, handler)
 
 
-def _one_line_warning(
-    message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
-) -> str:
-    """A warning as ``st-rl: warning: <message>`` (Python's format adds the file and a line of st_rl's source)."""
+def _one_line_warning(message: Warning | str, *args: Any, **kwargs: Any) -> str:
     return f"st-rl: warning: {message}\n"
 
 
@@ -130,17 +109,13 @@ class _Stopped(KeyboardInterrupt):
 
 
 def _install_stop_handlers() -> dict[int, Any]:
-    """Make SIGTERM and SIGHUP stop the command like a Ctrl-C (one line, exit code 128 + the signal number);
-    signals the caller ignores (``nohup``) or handles stay as they are. Returns the previous handlers."""
+    """Make SIGTERM and SIGHUP, unless ignored (``nohup``) or handled, stop like a Ctrl-C; the old handlers."""
 
     def stop(signum: int, frame: Any) -> None:
         raise _Stopped(signum)
 
     previous: dict[int, Any] = {}
-    for name in ("SIGTERM", "SIGHUP"):
-        signum = getattr(signal, name, None)
-        if signum is None:
-            continue
+    for signum in [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]:
         try:
             if signal.getsignal(signum) == signal.SIG_DFL:
                 previous[signum] = signal.signal(signum, stop)
@@ -149,22 +124,13 @@ def _install_stop_handlers() -> dict[int, Any]:
     return previous
 
 
-def _restore_handlers(previous: dict[int, Any]) -> None:
-    for signum, handler in previous.items():
-        with contextlib.suppress(ValueError):  # installed in the main thread, restored there
-            signal.signal(signum, handler)
-
-
 def _report_interrupt(error: KeyboardInterrupt, args: argparse.Namespace | None, debug: bool) -> int:
-    """Print how a Ctrl-C / SIGTERM stopped the command (one line to stderr) and return the exit code."""
     # Not imported here: the Ctrl-C may have stopped Python while it imported torch.
     training_interrupted = getattr(sys.modules.get("st_rl.runners.interrupt"), "TrainingInterrupted", None)
     if training_interrupted is not None and isinstance(error, training_interrupted):
         checkpoint = getattr(error, "checkpoint", None)
-        if checkpoint is not None:
-            print(f"interrupted: saved {os.path.abspath(checkpoint)}", file=sys.stderr, flush=True)
-        else:
-            print(f"interrupted: {error}", file=sys.stderr, flush=True)
+        what = f"saved {os.path.abspath(checkpoint)}" if checkpoint is not None else str(error)
+        print(f"interrupted: {what}", file=sys.stderr, flush=True)
         return int(getattr(error, "exit_code", 130))
     if debug:
         raise error
@@ -176,17 +142,12 @@ def _report_interrupt(error: KeyboardInterrupt, args: argparse.Namespace | None,
     else:
         what = f"; st-rl {command} stopped" if command else " while st-rl was starting"
     signum = getattr(error, "signum", None)
-    name = "Ctrl-C" if signum is None else _signal_name(signum)
+    name = "Ctrl-C" if signum is None else f"signal {signum}"
+    with contextlib.suppress(ValueError):
+        name = signal.Signals(signum).name
     with contextlib.suppress(OSError):  # the terminal went away (SIGHUP)
         print(f"st-rl: error: interrupted ({name}){what}", file=sys.stderr, flush=True)
     return 130 if signum is None else 128 + int(signum)
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
-"""The commands of ``st-rl`` (:mod:`st_rl.cli` runs them): the parser, built from one table of options, and
-``train``, ``tasks``, ``play``, ``plot``, ``record-motion``, ``export`` and ``tune``."""
+"""The ``st-rl`` commands (run by :mod:`st_rl.cli`) and their parser, built from one table of options."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib
 import importlib.util
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 import torch
+import yaml
 
 from st_rl import tune
 from st_rl.config import MISSING, ConfigError, Problem, apply_overrides, load_config_file
@@ -48,56 +49,37 @@ from st_rl.utils.distributed import init_distributed
 from st_rl.utils.utils import get_checkpoint_path
 from st_rl.utils.writers import attach_files_to_run
 
-EXIT_ERROR = 2
-"""Exit code of an error the user can fix (a bad option, config, file, device, environment factory ...)."""
+EXIT_ERROR = 2  # the exit code of a CommandError (st_rl.cli)
 
 
 class CommandError(ValueError):
-    """A mistake the user can fix, reported by :func:`st_rl.cli.main` as one line, ``st-rl: error: <message>``."""
+    """A mistake the user can fix, reported as one line: ``st-rl: error: <message>``."""
 
 
-def _command_line_error(option: str, value: Any, rule: str, fix: str) -> ConfigError:
+def _cli_error(option: str, value: Any, rule: str, fix: str) -> ConfigError:
     return ConfigError(Problem(option, value, rule, fix), source="command line")
 
 
-def _check_device(text: str, option: str = "--device") -> str:
-    """``text`` if it names a device this machine can compute on, else a :class:`ConfigError` naming ``option``
-    (under ``torchrun`` a CUDA index is replaced by the rank's own, so only CUDA's presence is checked)."""
-
-    def error(rule: str, fix: str) -> ConfigError:
-        return _command_line_error(option, text, rule, fix)
-
+def _check_device(text: str) -> str:
+    """``text`` if this machine can compute on that device (under torchrun: any CUDA index), else a ConfigError."""
     try:
         device = torch.device(text)
     except (RuntimeError, ValueError, TypeError):
-        raise error("is not a device", "give cpu, cuda, cuda:N (an NVIDIA GPU) or mps (Apple)") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            why = (
-                "this PyTorch is built without CUDA"
-                if torch.version.cuda is None
-                else "PyTorch finds no CUDA GPU on this machine (driver, CUDA_VISIBLE_DEVICES?)"
-            )
-            raise error(
-                f"CUDA is not available: {why}", "use --device cpu, or install a CUDA build of PyTorch"
-            )
-        count = torch.cuda.device_count()
-        distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-        if device.index is not None and device.index >= count and not distributed:
-            verb = "is" if count == 1 else "are"
-            raise error(f"there {verb} {count} CUDA GPU(s)", f"use cuda:0 .. cuda:{count - 1}")
-    elif device.type == "meta":
-        raise error("holds no data: nothing can be computed there", "use --device cpu or cuda")
-    elif device.type != "cpu":
-        try:
+        raise _cli_error("--device", text, "is not a device", "give cpu, cuda, cuda:N or mps") from None
+    torchrun = device.type == "cuda" and int(os.environ.get("WORLD_SIZE", "1")) > 1  # a GPU per rank, later
+    try:
+        if device.type == "meta":
+            raise RuntimeError("it holds no data")
+        if torchrun and not torch.cuda.is_available():
+            raise RuntimeError("no CUDA GPU found")
+        if not torchrun:
             torch.empty(1, device=device)
-        except Exception as e:  # noqa: BLE001 - any backend failure means the device is unusable
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise error(f"cannot be used on this machine ({first})", "use --device cpu") from None
+    except Exception as e:  # noqa: BLE001 - any backend failure means the device is unusable
+        rule = f"cannot be used on this machine ({first_line(e).split('. ')[0] or type(e).__name__})"
+        raise _cli_error("--device", text, rule, "use --device cpu") from None
     return text
 
 
-# ----------------------------------------------------------------------------------------------- the parser
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line, ``st-rl: error: ...``, with exit code 2."""
 
@@ -120,33 +102,26 @@ def _at_least(kind: type, low: float, strict: bool = False) -> Callable[[str], A
             raise argparse.ArgumentTypeError(f"must be {noun} {relation} {low:g}, got {text!r}")
         return value
 
-    parse.__name__ = f"{'integer' if kind is int else 'number'} {relation} {low:g}"
     return parse
 
 
 def _path(text: str) -> str:
-    """An argparse ``type``: an empty path (``--resume "$RUN"`` with ``RUN`` unset) is an error, not the option
-    left out (``--resume ""`` used to train from scratch, silently)."""
+    """An argparse ``type``: an empty path (``--resume "$RUN"``, ``RUN`` unset) is an error, not the option left out."""
     if not text.strip():
-        raise argparse.ArgumentTypeError(
-            "an empty path (an unset shell variable?); give a path or leave it out"
-        )
+        raise argparse.ArgumentTypeError("an empty path (unset shell variable?): give a path or leave it out")
     return text
 
 
 _COUNT, _SECONDS = _at_least(int, 1), _at_least(float, 0.0, strict=True)
 _PATHS = {"--checkpoint", "--out", "--motion", "--config", "--env", "--log-dir", "--resume", "--storage",
           "--log-root", "--space", "--policy", "--video", "--plot", "log_dir"}  # fmt: skip
-"""Options naming a file or folder (checked by :func:`_path`; ``play --policy`` is a file, ``train``'s a class)."""
 
 
 def _o(help: str | None = None, **kw: Any) -> dict[str, Any]:
-    """The argparse keywords of an option of :data:`SPEC`."""
     return {"help": help, **kw}
 
 
 def _runner_key(key: str, help: str | None = None) -> dict[str, Any]:
-    """The argparse keywords of a flag that sets runner key ``key``: type, range and help from the schema."""
     tp, _, meaning = RUNNER_FIELDS[key]
     rule = RUNNER_RULES.get(key)
     integer = int in (tp, *typing.get_args(tp))
@@ -163,46 +138,32 @@ COMMON: dict[str, dict[str, Any]] = {
     "--seed": _runner_key("seed"),
     "--log-interval": _runner_key("log_interval"),
     "--threads": _o("CPU threads for torch (default: all cores)", type=_COUNT),
-    "--trust-config": _o("let the run's stored config import the code it names (class names, checkpoint "
-                         "manipulators); only for runs you trust (docs/security.md)", action="store_true"),
+    "--trust-config": _o("let the run's config import the code it names (docs/security.md)", action="store_true"),
     "--checkpoint": _o("model_<it>.pt, or a run directory (latest checkpoint)"),
     "--debug": _o("show Python tracebacks of errors", action="store_true", default=argparse.SUPPRESS),
 }  # fmt: skip
 _COMMAND = {"type": float, "metavar": "V", "dest": "fixed_command"}
-_GRID = (
-    "command grid: {}; one trajectory per combination of the --grid-* values, each at its own fixed command"
-)
+_GRID = "command grid: {}; a trajectory per combination of the --grid-* values"
 
-# command -> (help, description, {flag: argparse keywords, merged over COMMON's; group=True: one of a required
-# mutually exclusive group})
+# command -> (help, description, {flag: argparse keywords over COMMON's; group=True: one of a required group})
 SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
-    "train": ("train PPO on a built-in task or your own environment",
-        "Train a built-in task (--task) or your environment (--env), with the task's preset config or a config "
-        "file (--config), changed by KEY=VALUE overrides (docs/configuration.md, 'Command line').", {
+    "train": ("train PPO on a built-in task or your own environment", "See docs/configuration.md.", {
         "--task": _o(f"built-in task (default: {DEFAULT_TASK})", default=DEFAULT_TASK),
-        "--config": _o("training config (.yaml/.yml/.json, flat or nested form) replacing the task's preset "
-                       "config; the environment stays --task unless --env is given", metavar="FILE"),
-        "--env": _o("train your environment: FACTORY(num_envs=, device=, seed=) (the keywords it takes) from "
-                    "MODULE or a .py file; without --config, with the --task preset's PPO settings",
-                    metavar="MODULE:FACTORY"),
+        "--config": _o("training config (.yaml/.yml/.json) instead of the task's preset", metavar="FILE"),
+        "--env": _o("your env: FACTORY(num_envs=, device=, seed=) of MODULE or a .py file", metavar="MODULE:FACTORY"),
         "--algorithm": _o("algorithm.class_name (e.g. PPO, or pkg.mod:Class)", metavar="NAME"),
         "--policy": _o("policy.class_name (e.g. ActorCriticRecurrent)", metavar="NAME", type=str),
         "--print-config": _o("print the resolved training config as YAML and exit", action="store_true"),
-        "overrides": _o("config overrides applied last, e.g. algorithm.learning_rate=3e-4 seed=3; ~KEY deletes a "
-                        "key", nargs="*", default=[], metavar="KEY=VALUE"),
+        "overrides": _o("config overrides, e.g. seed=3; ~KEY deletes a key", nargs="*", default=[], metavar="KEY=VALUE"),
         "--num-envs": {}, "--iterations": {}, "--seed": {}, "--threads": {}, "--log-interval": {},
         "--device": _o("training device (default: cuda:0 if present, else cpu)", default=None),
         "--log-dir": _o("run directory (default: logs/<task>/<date_time>)"),
-        "--resume": _o("checkpoint file or run directory to continue from (with --motion, a PPO checkpoint gets "
-                       "AMP added); continue a run in its own directory with --resume DIR --log-dir DIR"),
-        "--overwrite": _o("replace an earlier run in --log-dir (its checkpoints and TensorBoard files are deleted)",
-                          action="store_true"),
-        "--motion": _o("reference-motion file (st-rl record-motion): train with AMP (APPO) towards that gait "
-                       "(st_rl.configs.amp_train_config)"),
-        "--style-reward-coef": _o(f"with --motion: AMP style reward weight (default {AMP_STYLE_REWARD_COEF})",
-                                  type=_at_least(float, 0.0)),
-        "--style-ramp": _o("with --motion: no style reward before iteration START, full weight from END",
-                           type=_at_least(int, 0), nargs=2, metavar=("START", "END")),
+        "--resume": _o("checkpoint or run directory to continue from (with --motion: AMP added to PPO)"),
+        "--overwrite": _o("replace an earlier run in --log-dir (its files are deleted)", action="store_true"),
+        "--motion": _o("reference-motion file (st-rl record-motion): train AMP towards that gait"),
+        "--style-reward-coef": _o(f"AMP style reward weight (default {AMP_STYLE_REWARD_COEF})", type=_at_least(float, 0.0)),
+        "--style-ramp": _o("AMP style reward from 0 at iteration START to full at END", type=_at_least(int, 0),
+                           nargs=2, metavar=("START", "END")),
     }),
     "tasks": ("list the built-in tasks", None, {}),
     "tune": ("hyperparameter search on a built-in task (Optuna: pip install st-rl[tune])", None, {
@@ -212,11 +173,9 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         "--num-envs": {"help": "training envs per trial (preset default)"},
         "--study-name": _o("study name (default: the task name)"),
         "--storage": _o("Optuna storage URL (default: sqlite:///<log-root>/<study>.db)"),
-        "--log-root": _o("trial logs in <log-root>/<study>/trial_<n> (default logs/tune)",
-                         default=tune.DEFAULT_LOG_ROOT),
+        "--log-root": _o("trial logs in <log-root>/<study>/trial_<n>", default=tune.DEFAULT_LOG_ROOT),
         "--space": _o("search space: a JSON/YAML file or inline JSON (replaces the default)"),
-        "--objective": _o("return: mean evaluation episode return (maximise); velrmsd: tracking RMSD (minimise)",
-                          choices=sorted(tune.OBJECTIVES), default="return"),
+        "--objective": _o("episode return or tracking RMSD", choices=sorted(tune.OBJECTIVES), default="return"),
         "--eval-envs": _o("evaluation environments (default 64)", type=_COUNT, default=64),
         "--eval-steps": _o("evaluation steps (default: one episode)", type=_COUNT),
         "--pruner": _o("(default median)", choices=("median", "none"), default="median"),
@@ -224,14 +183,11 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         "--logger": _o("logger of every trial (default tensorboard)", default="tensorboard"),
         "--timeout": _o("stop starting trials after N seconds", type=_SECONDS),
         "--top": _o("rows of the summary table (default 5)", type=_at_least(int, 0), default=5),
-        "--motion": _o("reference-motion file: tune AMP (APPO) towards it; each trial also reports its gait "
-                       "distance to the reference"),
+        "--motion": _o("reference-motion file: tune AMP towards it (and report each trial's gait distance)"),
         "--summary": _o("print the summary of an existing study and exit", action="store_true"),
     }),
     "play": ("evaluate a checkpoint: tracking metrics, video and plot",
-        "Run a checkpoint's deterministic policy and report velocity-tracking metrics; write an MP4 of env 0 and "
-        "a plot of its commanded vs achieved velocities. Rendering uses MUJOCO_GL=egl unless MUJOCO_GL is set "
-        "(MUJOCO_GL=osmesa for software rendering: apt-get install libosmesa6).", {
+        "Rendering uses MUJOCO_GL=egl unless set (MUJOCO_GL=osmesa: software rendering).", {
         "--checkpoint": {"group": True},
         "--policy": _o("an exported policy.onnx / policy.pt (st-rl export): a deployment check", group=True),
         "--task": {}, "--device": {}, "--threads": {}, "--trust-config": {},
@@ -241,14 +197,11 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         "--no-video": _o("do not render a video", action="store_true"),
         "--plot": _o("PNG path (default: play_<iter>.png next to the checkpoint)"),
         "--no-plot": _o("do not draw the tracking plot", action="store_true"),
-        "--command": {**_COMMAND, "nargs": "+",
-                      "help": "fixed command VX VY YAW (VX VY for 2-D tasks); default: the task's random commands"},
+        "--command": {**_COMMAND, "nargs": "+", "help": "fixed command VX VY YAW (VX VY for 2-D tasks)"},
         "--seed": {"help": "environment seed (default: the run's seed)"},
-        "--video-quality": _o("fast: no shadows (cheap software GL); high: the model's own settings",
-                              choices=("fast", "medium", "high"), default="medium"),
+        "--video-quality": _o("fast: no shadows", choices=("fast", "medium", "high"), default="medium"),
         "--fps": _o("video frame rate (default 25)", type=_SECONDS, default=25.0),
-        "--upload": _o("attach the video and plot to the run's W&B / Neptune run (default: when it used one)",
-                       action=argparse.BooleanOptionalAction),
+        "--upload": _o("attach video and plot to the run's W&B / Neptune run", action=argparse.BooleanOptionalAction),
     }),
     "plot": ("plot the training curves of a run (TensorBoard event files)", None, {
         "log_dir": _o("run directory"),
@@ -258,8 +211,7 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         "--out": _o("motion file to write (.pkl)", required=True),
         "--checkpoint": {"help": "a trained quadruped checkpoint to record from", "group": True},
         "--scripted-trot": _o("record an open-loop trot gait", action="store_true", group=True),
-        "--scripted-walk": _o("record open-loop trots that walk: strides from -0.4 to 0.4 rad over the "
-                              "trajectories (about -0.6 to 0.6 m/s)", action="store_true", group=True),
+        "--scripted-walk": _o("open-loop trots, strides -0.4 to 0.4 rad", action="store_true", group=True),
         "--task": {"help": "a legged task (default: the checkpoint's; quadruped_flat for the scripted gaits)"},
         "--duration": _o("seconds recorded per trajectory", type=_SECONDS, default=10.0),
         "--num-trajectories": _o(type=_COUNT, default=4),
@@ -267,12 +219,10 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         "--grid-vx": _o(_GRID.format("forward speeds (m/s)"), type=float, nargs="+", metavar="V"),
         "--grid-vy": _o(_GRID.format("lateral speeds (m/s)"), type=float, nargs="+", metavar="V"),
         "--grid-yaw": _o(_GRID.format("turn rates (rad/s)"), type=float, nargs="+", metavar="V"),
-        "--fields": _o("style fields: 'default' (root height, base velocities, joints, feet), 'joints' (joint "
-                       "positions and velocities) or a comma-separated list", default="default"),
+        "--fields": _o("style fields: 'default', 'joints' or a comma-separated list", default="default"),
         "--seed": _o(type=int, default=0), "--trust-config": {},
     }),
-    "export": ("export a checkpoint's policy to ONNX / TorchScript with metadata (policy.onnx, policy.pt, "
-               "policy.json)", None, {
+    "export": ("export a checkpoint's policy to ONNX / TorchScript (policy.onnx, policy.pt, policy.json)", None, {
         "--checkpoint": {"required": True},
         "--out": _o("output folder (default: <run dir>/exported)"),
         "--format": _o(nargs="+", choices=("onnx", "torchscript"), default=["onnx", "torchscript"], dest="formats"),
@@ -284,11 +234,7 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``st-rl`` parser, built from :data:`SPEC` and :data:`COMMON`."""
-    parser = _Parser(
-        prog="st-rl",
-        description="st_rl: RL for legged robots.",
-        epilog="Errors are one line; --debug (before or after the command) shows the Python traceback.",
-    )
+    parser = _Parser(prog="st-rl", description="st_rl: RL for legged robots.")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks of errors")
     sub = parser.add_subparsers(dest="command")
     for command, (help_text, description, options) in SPEC.items():
@@ -306,9 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# ----------------------------------------------------------------------------------------------- st-rl train
 def _validate_train_args(args: argparse.Namespace) -> None:
-    """Checks between ``st-rl train`` options: a :class:`ConfigError` naming every one that cannot be used."""
     amp_only, add_motion = "only applies to AMP training", "add --motion FILE or drop it"
     problems: list[Problem] = []
     if args.style_ramp is not None:
@@ -321,20 +265,13 @@ def _validate_train_args(args: argparse.Namespace) -> None:
     if args.style_reward_coef is not None and not args.motion:
         problems.append(Problem("--style-reward-coef", args.style_reward_coef, amp_only, add_motion))
     if args.env is not None and args.motion:
-        problems.append(
-            Problem(
-                "--motion",
-                args.motion,
-                "builds the built-in quadruped's AMP observations and cannot be combined with --env",
-                "give your environment's AMP training config with --config (docs/amp.md)",
-            )
-        )
+        rule, fix = "cannot be combined with --env", "give your env's AMP config with --config (docs/amp.md)"
+        problems.append(Problem("--motion", args.motion, rule, fix))
     if problems:
         raise ConfigError(problems, source="command line")
 
 
 def _env_name(spec: str) -> str:
-    """A short name for ``--env MODULE:FACTORY`` (the module's last part), used as the experiment name."""
     module = spec.rpartition(":")[0]
     if module.endswith(".py"):
         return os.path.splitext(os.path.basename(module))[0]
@@ -347,12 +284,7 @@ CONFIG_FLAGS = {"seed": "seed", "log_interval": "log_interval", "policy": "polic
 
 
 def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | None, bool]:
-    """The training config of ``st-rl train``: the preset of ``--task`` (or ``--config``), then ``--motion``'s
-    AMP form, then the options of :data:`CONFIG_FLAGS`, then the ``KEY=VALUE`` overrides.
-
-    Returns:
-        ``(config, preset or None, checkpoint to resume or None, whether AMP is added to a PPO checkpoint)``.
-    """
+    """``(config, preset or None, checkpoint to resume or None, whether AMP is added to that PPO checkpoint)``."""
     preset = None
     try:
         preset = get_preset(args.task)
@@ -386,39 +318,15 @@ def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | 
         if isinstance(cfg.get("runner"), dict):
             cfg["runner"].pop("task", None)
     resume_path = get_checkpoint_path(args.resume) if args.resume else None
-    add_amp = resume_path is not None and bool(args.motion) and not _has_discriminator(resume_path)
+    amp_on_ppo = bool(resume_path and args.motion)  # AMP added to a PPO checkpoint?
+    state = load_checkpoint(str(resume_path), map_location="cpu")["model_state_dict"] if amp_on_ppo else {}
+    add_amp = amp_on_ppo and not any(k.startswith("discriminator.") for k in state)
     if add_amp:  # AMP on top of a PPO policy (docs/amp.md): a fresh discriminator and optimizer
         cfg = apply_overrides(cfg, ['ckpt_manipulator="add_amp_discriminator"'])
     return cfg, preset, resume_path, add_amp
 
 
-def _has_discriminator(path: str) -> bool:
-    state = load_checkpoint(path, map_location="cpu")["model_state_dict"]
-    return any(k.startswith("discriminator.") for k in state)
-
-
-def _learning_iterations(args: argparse.Namespace, runner_cfg: dict[str, Any]) -> int:
-    """``--iterations``, else the config's ``max_iterations``, checked to be an integer >= 1."""
-    if args.iterations is not None:
-        return args.iterations
-    value = runner_cfg.get("max_iterations")
-    if value is None:
-        fix = "give --iterations N, or max_iterations in the config"
-        raise ConfigError(
-            Problem("runner.max_iterations", MISSING, "the number of learning iterations is not set", fix)
-        )
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        fix = "set max_iterations to the number of learning iterations, or give --iterations N"
-        raise ConfigError(Problem("runner.max_iterations", value, "must be an integer >= 1", fix))
-    return value
-
-
 def _config_text(resolved: dict[str, Any]) -> str:
-    """The resolved config as YAML (JSON, which is valid YAML, without PyYAML)."""
-    try:
-        import yaml
-    except ImportError:  # pragma: no cover - pyyaml is a test dependency
-        return json.dumps(resolved, indent=2)
 
     class Dumper(yaml.SafeDumper):
         """Block-style mappings, lists of scalars on one line (``actor_hidden_dims: [128, 64]``)."""
@@ -431,34 +339,25 @@ def _config_text(resolved: dict[str, Any]) -> str:
     return yaml.dump(resolved, Dumper=Dumper, sort_keys=False, default_flow_style=False)
 
 
-# ----------------------------------------------------------------------------------------------- st-rl train --env
 def _import_env_module(module_name: str, spec: str) -> Any:
-    """Import the module of ``--env``: a module name (the current directory first on ``sys.path``) or a .py file."""
-    if module_name.endswith(".py"):
-        return _import_env_file(module_name, spec)
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
-            raise _command_line_error(
-                "--env",
-                spec,
-                f"there is no module {module_name!r} in the current directory ({cwd}) or the installed packages",
-                "run st-rl from the folder that holds it, install its package, or give the file: "
-                "--env path/to/file.py:FACTORY",
-            ) from e
-        raise ImportError(f"--env {spec}: importing {module_name!r} failed: {e}") from e
-    except (Exception, SystemExit) as e:  # a syntax error, an exception or sys.exit() while the module runs
-        raise _user_code_error(spec, f"importing {module_name!r}", e) from e
-
-
-def _import_env_file(module_name: str, spec: str) -> Any:
+    """Import ``--env``'s module: a module name (the current directory first on ``sys.path``) or a .py file."""
+    if not module_name.endswith(".py"):
+        cwd = os.getcwd()
+        if cwd not in sys.path and "" not in sys.path:
+            sys.path.insert(0, cwd)
+        try:
+            return importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
+                rule = f"there is no module {module_name!r} in {cwd} or the installed packages"
+                fix = "run st-rl from its folder, install its package or give the file: --env FILE.py:FACTORY"
+                raise _cli_error("--env", spec, rule, fix) from e
+            raise ImportError(f"--env {spec}: importing {module_name!r} failed: {e}") from e
+        except (Exception, SystemExit) as e:  # a syntax error, an exception or sys.exit() in the module
+            raise _user_code_error(spec, f"importing {module_name!r}", e) from e
     file = os.path.abspath(module_name)
     if not os.path.isfile(file):
-        raise _command_line_error("--env", spec, f"there is no file {file}", "check the path")
+        raise _cli_error("--env", spec, f"there is no file {file}", "check the path")
     folder, name = os.path.dirname(file), os.path.splitext(os.path.basename(file))[0]
     if folder not in sys.path:  # its sibling modules import as they would from that folder
         sys.path.insert(0, folder)
@@ -466,7 +365,7 @@ def _import_env_file(module_name: str, spec: str) -> Any:
         name = f"st_rl_user_env_{name}"
     loader_spec = importlib.util.spec_from_file_location(name, file)
     if loader_spec is None or loader_spec.loader is None:
-        raise _command_line_error("--env", spec, f"{file} cannot be imported", "give a Python source file")
+        raise _cli_error("--env", spec, f"{file} cannot be imported", "give a Python source file")
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[name] = module
     try:
@@ -480,37 +379,28 @@ def _import_env_file(module_name: str, spec: str) -> Any:
 
 
 def _user_code_error(spec: str, what: str, error: BaseException, where: str | None = None) -> CommandError:
-    """The one-line error for an exception raised by the user's code of ``--env`` (importing it, calling the
-    factory, or the environment while training): where (``file:line``; default: the innermost frame) and what."""
+    """The error for an exception of ``--env``'s code, at ``where`` (``file:line``; default: the innermost frame)."""
     if isinstance(error, SyntaxError):
         where = f"{error.filename} line {error.lineno}" if error.filename else "the module"
-        return CommandError(
-            f"--env {spec}: {what} failed: a syntax error in {where}: {error.msg}; fix it (--debug shows the "
-            "traceback)"
-        )
+        return CommandError(f"--env {spec}: {what} failed: a syntax error in {where}: {error.msg}; fix it")
     frames = traceback.extract_tb(error.__traceback__)
     if where is None and frames:
         where = f"{frames[-1].filename}:{frames[-1].lineno}"
     at = f" at {where}" if where else ""
-    message = (str(error).strip().splitlines() or [""])[0]
+    message = first_line(error)
     raised = f"{type(error).__name__}: {message}" if message else type(error).__name__
     if isinstance(error, SystemExit):  # the module ran a script's main (argparse, sys.exit)
         raised = f"SystemExit (sys.exit({error.code!r}))"
-    return CommandError(
-        f"--env {spec}: {what} raised {raised}{at}; fix your code there (--debug shows the traceback)"
-    )
+    return CommandError(f"--env {spec}: {what} raised {raised}{at}; fix your code there")
 
 
 def _user_env_frame(error: BaseException, spec: str, env: Any) -> str | None:
-    """``file:line`` of the innermost frame of ``error``'s traceback in the user's code of ``--env`` (the module
-    of the factory or of the environment's class), or None when the error is st_rl's or a library's."""
+    """``file:line`` of the innermost frame of ``error`` in ``--env``'s code (the factory's or the environment
+    class's module), or None when the error is st_rl's or a library's."""
     package = os.path.dirname(os.path.abspath(__file__)) + os.sep
     module_name = spec.rpartition(":")[0]
-    candidates = [
-        os.path.abspath(module_name) if module_name.endswith(".py") else None,
-        getattr(sys.modules.get(module_name), "__file__", None),
-        getattr(sys.modules.get(type(env).__module__), "__file__", None),
-    ]
+    candidates = [getattr(sys.modules.get(m), "__file__", None) for m in (module_name, type(env).__module__)]
+    candidates.append(os.path.abspath(module_name) if module_name.endswith(".py") else None)
     files = {os.path.abspath(f) for f in candidates if f and not os.path.abspath(f).startswith(package)}
     for frame in reversed(traceback.extract_tb(error.__traceback__)):
         if os.path.abspath(frame.filename) in files:
@@ -519,7 +409,6 @@ def _user_env_frame(error: BaseException, spec: str, env: Any) -> str | None:
 
 
 def _call_factory(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """Call the ``--env`` factory; its exceptions and a result that is no environment are one-line errors."""
     try:
         env = factory(**kwargs)
     except (Exception, SystemExit) as e:
@@ -538,32 +427,24 @@ def _call_factory(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]
         article = "an" if kind[:1].lower() in "aeiou" else "a"
         rule = f"the factory returned {article} {kind}, which has no {', '.join(missing)}"
         fix = f"return {api} (docs/environments.md)"
-    raise _command_line_error("--env", spec, rule, fix)
+    raise _cli_error("--env", spec, rule, fix)
 
 
 def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | None) -> Any:
-    """Build the environment of ``--env MODULE:FACTORY``: ``FACTORY`` (a function or a class) is called with those
-    of ``num_envs`` (when given), ``device`` and ``seed`` (when the config has one) that its signature takes.
-
-    Raises:
-        ConfigError: a malformed spec, a missing module or factory, a factory that is not callable or needs
-            arguments st-rl cannot give, or ``--num-envs`` for a factory without ``num_envs``.
-    """
+    """Call ``--env MODULE:FACTORY`` with those of ``num_envs``, ``device`` and ``seed`` (when not None) it takes."""
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name.strip() or not attr.strip():
         fix = "e.g. --env my_robot.envs:make_env, or --env path/to/envs.py:make_env"
-        raise _command_line_error("--env", spec, "must be MODULE:FACTORY", fix)
+        raise _cli_error("--env", spec, "must be MODULE:FACTORY", fix)
     factory: Any = _import_env_module(module_name, spec)
     for part in attr.split("."):
         if not hasattr(factory, part):
             names = [n for n in dir(factory) if not n.startswith("_") and callable(getattr(factory, n, None))]
-            raise _command_line_error(
-                "--env", spec, f"{module_name!r} has no {attr!r}", f"use one of {names[:20]}"
-            )
+            raise _cli_error("--env", spec, f"{module_name!r} has no {attr!r}", f"use one of {names[:20]}")
         factory = getattr(factory, part)
     if not callable(factory):
         rule = f"{attr!r} is a {type(factory).__name__}, not callable"
-        raise _command_line_error("--env", spec, rule, "name a function or class")
+        raise _cli_error("--env", spec, rule, "name a function or class")
     given = {"num_envs": num_envs, "device": device, "seed": seed}
     try:
         params = inspect.signature(factory).parameters
@@ -574,28 +455,19 @@ def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | Non
     kwargs = {k: v for k, v in given.items() if v is not None and (takes_any or k in named)}
     if num_envs is not None and "num_envs" not in kwargs:
         fix = "drop --num-envs, or give the factory a num_envs parameter"
-        raise _command_line_error("--num-envs", num_envs, f"{spec} takes no num_envs argument", fix)
+        raise _cli_error("--num-envs", num_envs, f"{spec} takes no num_envs argument", fix)
     required = [n for n, p in params.items() if n in named and p.default is p.empty and n not in kwargs]
     required += [n for n, p in params.items() if p.kind is p.POSITIONAL_ONLY and p.default is p.empty]
     if "num_envs" in required:
-        raise _command_line_error("--num-envs", MISSING, f"{spec} needs num_envs", "give --num-envs N")
+        raise _cli_error("--num-envs", MISSING, f"{spec} needs num_envs", "give --num-envs N")
     if required:
         fix = "give them defaults; st-rl passes num_envs, device and seed (those the factory takes)"
-        raise _command_line_error(
-            "--env", spec, f"the factory needs {required}, which st-rl does not give", fix
-        )
+        raise _cli_error("--env", spec, f"the factory needs {required}, which st-rl does not give", fix)
     return _call_factory(spec, factory, kwargs)
 
 
-# ----------------------------------------------------------------------------------------------- st-rl train: runs
 def cmd_train(args: argparse.Namespace) -> int:
-    """``st-rl train``: build the config (docs/configuration.md, "Command line"), the environment and the runner,
-    and train; with ``--print-config`` print the resolved config instead.
-
-    The run directory is checked before anything is built (docs/configuration.md, "Run directories"). Without
-    ``--log-dir`` a new ``logs/<experiment>/<date_time>`` is made, and removed again when training fails before
-    writing into it. SIGINT / SIGTERM stop training with a checkpoint (reported by :func:`st_rl.cli.main`).
-    """
+    """``st-rl train`` (docs/configuration.md): a default run directory is removed again if training fails early."""
     _validate_train_args(args)
     if args.device is not None and not args.print_config:
         _check_device(args.device)
@@ -603,26 +475,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         if not args.print_config:  # the runner reports unknown keys when it resolves the config again
             warnings.simplefilter("ignore")
-        resolved = resolve_train_cfg(cfg).to_dict(
-            full=args.print_config
-        )  # validates it before anything is built
+        train_cfg = resolve_train_cfg(cfg)  # validated before anything is built
+    resolved = train_cfg.to_dict(full=args.print_config)
     if args.print_config:
         print(_config_text(resolved), end="")
         return 0
     runner_cfg = resolved["runner"]
-    iterations = _learning_iterations(args, runner_cfg)
+    iterations = args.iterations or runner_cfg.get("max_iterations")
+    if iterations is None:
+        fix = "give --iterations N, or max_iterations in the config"
+        raise ConfigError(Problem("runner.max_iterations", MISSING, "the iterations are not set", fix))
     seed = runner_cfg.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ConfigError(Problem("runner.seed", seed, "must be an integer or null", "e.g. seed=42"))
     if args.threads:
         torch.set_num_threads(args.threads)
-    # Under torchrun each rank joins the process group, trains on its own GPU and steps its own robots.
-    timeout = runner_cfg.get("distributed_timeout_s")
-    default_device = "cuda:0" if torch.cuda.is_available() else "cpu"
-    info, device = init_distributed(
-        args.device or default_device,
-        float(RUNNER_DEFAULTS.distributed_timeout_s if timeout is None else timeout),
-    )
+    timeout = runner_cfg.get("distributed_timeout_s") or RUNNER_DEFAULTS.distributed_timeout_s
+    device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    info, device = init_distributed(device, timeout)
     experiment = runner_cfg.get("experiment_name") or (_env_name(args.env) if args.env else args.task)
     made: list[str] = []  # folders made for a default run directory, removed again if still empty at the end
     if args.log_dir:
@@ -638,16 +506,13 @@ def cmd_train(args: argparse.Namespace) -> int:
             resume = resume_path is not None and not overwrite_other
             check_run_dir(log_dir, resume=resume, overwrite=args.overwrite)
         env = _train_env(args, preset, str(device), None if seed is None else seed + info.rank, info)
-        runner = _train_runner(args, env, cfg, runner_cfg, log_dir, str(device))
+        runner = _train_runner(args, env, cfg, runner_cfg.get("runner_class_name"), log_dir, str(device))
         with runner:  # closes the writer and releases the run directory's lock, also on errors and interrupts
-            resume = (resume_path, add_amp, overwrite_other)
-            result = _learn(args, runner, env, info, str(device), log_dir, iterations, resume)
+            result = _learn(args, runner, info, log_dir, iterations, (resume_path, add_amp, overwrite_other))
     finally:
-        for folder in reversed(made):
-            try:
-                os.rmdir(folder)  # only when empty: training failed before writing anything
-            except OSError:
-                break
+        for folder in reversed(made):  # removed when empty: training failed before writing anything
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
     if info.is_main:
         velrmsd, cot = result
         summary = {"task": args.env or args.task, "iterations": runner.current_learning_iteration}
@@ -657,8 +522,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _new_run_dir(root: str, made: list[str] | None = None) -> str:
-    """Make a new run directory ``root/<date_time>`` atomically (``<date_time>_2``, ``_3``, ... when a run started
-    in the same second took the name); the folders made (missing parents first) are appended to ``made``."""
+    """Make a new run directory ``root/<date_time>[_N]`` atomically; the folders made are appended to ``made``."""
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     made = [] if made is None else made
     missing = []
@@ -683,49 +547,33 @@ def _new_run_dir(root: str, made: list[str] | None = None) -> str:
 
 
 def _check_resume_target(log_dir: str, resume_path: str | None, overwrite: bool) -> bool:
-    """Check ``--resume CKPT --log-dir DIR`` where DIR holds another run than CKPT's; returns whether DIR's earlier
-    run is to be replaced (``--overwrite``).
-
-    Raises:
-        CommandError: DIR holds another run and ``--overwrite`` is not given, or ``--overwrite`` would delete
-            the checkpoint being resumed.
-    """
+    """Check ``--resume CKPT --log-dir DIR``; returns whether DIR holds another run to replace (``--overwrite``)."""
     if resume_path is None:
         return False
     if os.path.realpath(os.path.dirname(os.path.abspath(resume_path))) == os.path.realpath(log_dir):
         if overwrite:
-            raise CommandError(
-                f"--overwrite would delete the checkpoints of {log_dir}, and --resume {resume_path} is one of "
-                "them: give --resume to continue that run, or --overwrite (without --resume) to replace it"
-            )
+            fix = "give --resume to continue that run, or --overwrite (without --resume) to replace it"
+            raise CommandError(f"--overwrite would delete --resume {resume_path} of {log_dir}: {fix}")
         return False
     names = previous_run_files(log_dir)
     if not names or overwrite:
         return bool(names)
-    checkpoints = [n for n in names if n.startswith("model_")]
-    holds = f"{len(checkpoints)} checkpoint(s) and " if checkpoints else ""
-    raise CommandError(
-        f"--log-dir {log_dir} holds another run ({holds}{'config.json' if 'config.json' in names else ''}"
-        f"), and --resume {resume_path} is not one of its checkpoints: continuing from it there would mix two "
-        f"runs. Fix: train into a new --log-dir (continued from {resume_path}), continue that run with --resume "
-        f"{log_dir} --log-dir {log_dir}, or replace it with --overwrite"
-    )
+    other = f"--log-dir {log_dir} holds another run than --resume {resume_path}'s"
+    fix = f"continue that run with --resume {log_dir} --log-dir {log_dir}, or replace it with --overwrite"
+    raise CommandError(f"{other}: train into a new --log-dir, {fix}")
 
 
 def _train_env(args: argparse.Namespace, preset: Any, device: str, seed: int | None, info: Any) -> Any:
-    """The training environment: ``--env``'s, or ``--task``'s (with ``--motion``'s reference motion)."""
     if args.env is not None:
         return _make_user_env(args.env, args.num_envs, device, seed)
     num_envs = args.num_envs or (preset.num_envs if preset is not None else None)
     if num_envs is None:
-        raise _command_line_error(
-            "--num-envs", MISSING, f"task '{args.task}' has no preset", "give --num-envs N"
-        )
+        raise _cli_error("--num-envs", MISSING, f"task '{args.task}' has no preset", "give --num-envs N")
     env_kwargs = dict(preset.env_kwargs) if preset is not None else {}
     if not args.motion:
         return make_env(args.task, num_envs=num_envs, device=device, seed=seed, **env_kwargs)
     dt = make_env(args.task, num_envs=1, seed=0).dt
-    loader = MotionLoader(args.motion, amp_obs_frame_num=2, time_between_frames=dt, device=device)
+    loader = MotionLoader(args.motion, time_between_frames=dt, device=device)
     env_kwargs.update(amp_obs_frame_num=2, style_fields=loader.style_fields)
     if info.is_main:
         print(f"[st-rl] AMP towards {args.motion}: {len(loader.style_fields)} style fields, 2-frame windows")
@@ -734,88 +582,55 @@ def _train_env(args: argparse.Namespace, preset: Any, device: str, seed: int | N
     except ValueError as e:
         if "style fields" not in str(e):
             raise
-        raise CommandError(
-            f"--motion {args.motion}: its fields are not style fields of task {args.task!r}: {first_line(e)} "
-            f"(record the motion on this task: st-rl record-motion --task {args.task})"
-        ) from e
+        fix = f"record it on this task: st-rl record-motion --task {args.task}"
+        why = first_line(e)
+        raise CommandError(f"--motion {args.motion}: not task {args.task!r}'s fields: {why}; {fix}") from e
     env.set_ref_motion_source(loader)
     return env
 
 
-def _train_runner(
-    args: argparse.Namespace,
-    env: Any,
-    cfg: dict[str, Any],
-    runner_cfg: dict[str, Any],
-    log_dir: str,
-    device: str,
-) -> Any:
-    name = runner_cfg.get("runner_class_name") or "OnPolicyRunner"
+def _train_runner(args: argparse.Namespace, env: Any, cfg: dict, name: Any, log_dir: str, device: str) -> Any:
     try:
-        return build_runner(name, env, cfg, log_dir=log_dir, device=device)
-    except ValueError:  # a config error, named by its message
-        raise
+        return build_runner(name or "OnPolicyRunner", env, cfg, log_dir=log_dir, device=device)
     except Exception as e:
-        if args.env is None:
+        if args.env is None or isinstance(e, ValueError):  # a config error, named by its message
             raise
-        raise CommandError(
-            f"--env {args.env}: st_rl cannot train this environment: {type(e).__name__}: {first_line(e)} "
-            "(--debug shows the traceback; docs/environments.md lists what st_rl needs)"
-        ) from e
+        what = f"st_rl cannot train this environment: {type(e).__name__}: {first_line(e)}"
+        raise CommandError(f"--env {args.env}: {what} (see docs/environments.md)") from e
 
 
-def _learn(
-    args: argparse.Namespace,
-    runner: Any,
-    env: Any,
-    info: Any,
-    device: str,
-    log_dir: str,
-    iterations: int,
-    resume: tuple[str | None, bool, bool],
-) -> tuple[float, float]:
-    """Resume (or add AMP to) a checkpoint, replace an earlier run and train (``resume``: the checkpoint,
-    whether AMP is added to it, whether the earlier run in ``log_dir`` is replaced)."""
+def _learn(args: Any, runner: Any, info: Any, log_dir: str, iterations: int, resume: tuple) -> tuple:
+    """Resume a checkpoint, replace an earlier run and train (``resume``: the checkpoint, whether AMP is added to
+    it, whether the earlier run in ``log_dir`` is replaced)."""
     resume_path, add_amp, overwrite_other = resume
     runner.overwrite = runner.overwrite or args.overwrite
     lock = None
     if resume_path is not None:
         if info.is_main and add_amp:
-            print(
-                f"[st-rl] adding AMP to the policy in {resume_path}: its policy, critic and normalisers, a fresh "
-                "discriminator and optimizer"
-            )
+            print(f"[st-rl] adding AMP to the policy in {resume_path}: a fresh discriminator and optimizer")
         elif info.is_main:
             print(f"[st-rl] resuming from {resume_path}")
         runner.load(resume_path)
     if overwrite_other:
-        # --resume CKPT --log-dir DIR --overwrite: DIR's earlier run goes now that CKPT has loaded (the runner keeps
-        # the files of a run it resumes), under the lock, which learn() takes over.
+        # DIR's earlier run goes now that CKPT has loaded, under the lock, which learn() takes over.
         lock = RunDirLock(log_dir)
         lock.acquire()
         removed = clear_previous_run(log_dir)
-        print(
-            f"[st-rl] overwrite: deleted {len(removed)} files of the earlier run in {log_dir}",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(f"[st-rl] overwrite: deleted {len(removed)} earlier files in {log_dir}", file=sys.stderr)
     if info.is_main:
         ranks = f" x {info.world_size} ranks" if info.enabled else ""
-        print(
-            f"[st-rl] training '{args.env or args.task}' with {env.num_envs} envs{ranks} on {device} for "
-            f"{iterations} iterations; logs and checkpoints in {os.path.abspath(log_dir)}",
-            flush=True,
-        )
+        what = f"{runner.env.num_envs} envs{ranks} on {runner.device} for {iterations} iterations"
+        where = os.path.abspath(log_dir)
+        print(f"[st-rl] training '{args.env or args.task}' with {what}; logs in {where}", flush=True)
     try:
         args.training_started = True  # a Ctrl-C from here on is the runner's (TrainingInterrupted)
         try:
             return runner.learn(iterations, init_at_random_ep_len=True)
         except Exception as e:
-            spec = args.env
-            where = _user_env_frame(e, spec, env) if spec is not None else None
-            if spec is None or where is None:
+            where = _user_env_frame(e, args.env, runner.env) if args.env is not None else None
+            if where is None:
                 raise
-            raise _user_code_error(spec, "the environment", e, where) from e
+            raise _user_code_error(str(args.env), "the environment", e, where) from e
     finally:
         if lock is not None:
             lock.release()  # a no-op once learn() took it over
@@ -823,14 +638,10 @@ def _learn(
             torch.distributed.destroy_process_group()
 
 
-# ----------------------------------------------------------------------------------------------- other commands
 def cmd_tasks() -> int:
     for name in sorted(PRESETS):
-        preset = get_preset(name)
-        mark = " (default)" if name == DEFAULT_TASK else ""
-        print(
-            f"{name}{mark}: {preset.description}; {preset.num_envs} envs, {preset.train.max_iterations} iterations"
-        )
+        p, mark = get_preset(name), " (default)" if name == DEFAULT_TASK else ""
+        print(f"{name}{mark}: {p.description}; {p.num_envs} envs, {p.train.max_iterations} iterations")
     print("gym:<Gymnasium id> (e.g. gym:HalfCheetah-v5): a Gymnasium task with Box spaces (st-rl[gymnasium])")
     return 0
 
@@ -844,9 +655,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     if not args.no_video:
         set_default_gl_backend("egl")  # MuJoCo reads MUJOCO_GL when it is imported
     if args.fixed_command is not None and len(args.fixed_command) not in (2, 3):
-        raise CommandError(
-            f"--command takes VX VY YAW (or VX VY), got {len(args.fixed_command)} values; e.g. --command 0.8 0 0"
-        )
+        raise CommandError(f"--command takes VX VY YAW (or VX VY), not {len(args.fixed_command)} values")
     _check_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -878,19 +687,20 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def _task_mismatch(path: str, task: str | None, trust_config: bool) -> CommandError | None:
-    """The error for a checkpoint that does not fit ``--task`` because its run was trained on another task, or
-    None when that is not why."""
     if task is None:
         return None
     try:
         _, trained_on = run_task(path, trust_config=trust_config)
     except Exception:  # noqa: BLE001 - the original error is reported instead
         return None
-    if trained_on is None or trained_on == task:
-        return None
+    return None if trained_on in (None, task) else _wrong_task(path, trained_on, task)
+
+
+def _wrong_task(path: str, trained_on: str, task: str, drop: bool = True) -> CommandError:
+    own = f"drop --task to use {trained_on!r}, or " if drop else ""
     return CommandError(
         f"--checkpoint {path} is a run of task {trained_on!r}, and its policy does not fit task {task!r} (--task): "
-        f"drop --task to use {trained_on!r}, or give a checkpoint of a {task!r} run"
+        f"{own}give a checkpoint of a {task!r} run"
     )
 
 
@@ -898,29 +708,18 @@ def cmd_export(args: argparse.Namespace) -> int:
     path = get_checkpoint_path(args.checkpoint)
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(path)), "exported")
     try:
-        result = export_policy(
-            path, out, args.formats, task=args.task, check=not args.no_check, trust_config=args.trust_config
-        )
+        kwargs = {"task": args.task, "check": not args.no_check, "trust_config": args.trust_config}
+        result = export_policy(path, out, args.formats, **kwargs)
     except (ExportError, CheckpointError) as e:
-        mismatch = _task_mismatch(path, args.task, args.trust_config)
-        if mismatch is not None:
-            raise mismatch from e
-        if isinstance(e, CheckpointError):
-            raise
-        print(f"st-rl: error: export failed: {first_line(e)}", file=sys.stderr)
-        return EXIT_ERROR
+        raise _task_mismatch(path, args.task, args.trust_config) or e from e
     meta = result.metadata
-    names = (
-        " ".join(s["name"] for s in meta["inputs"]) + " -> " + " ".join(s["name"] for s in meta["outputs"])
-    )
+    names = " -> ".join(" ".join(s["name"] for s in meta[key]) for key in ("inputs", "outputs"))
     for fmt, file in result.files.items():
         err = result.max_abs_error.get(fmt, float("nan"))
         print(f"[st-rl] wrote {fmt}: {os.path.abspath(file)} (max |action - eager| {err:.2g})")
     print(f"[st-rl] wrote metadata: {os.path.abspath(result.metadata_path)}")
-    print(
-        f"[st-rl] {meta['policy_class']} from {path} (iteration {meta['iteration']}): {names}; "
-        f"{meta['num_obs']} observations, {meta['num_actions']} actions"
-    )
+    sizes = f"{meta['num_obs']} observations, {meta['num_actions']} actions"
+    print(f"[st-rl] {meta['policy_class']} from {path} (iteration {meta['iteration']}): {names}; {sizes}")
     return 0
 
 
@@ -929,10 +728,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-# ----------------------------------------------------------------------------------------------- record-motion
 def cmd_record_motion(args: argparse.Namespace) -> int:
-    n = max(1, args.num_trajectories)
-    command = args.fixed_command
+    n, command = args.num_trajectories, args.fixed_command  # n >= 1: checked by the parser
     grid = (args.grid_vx, args.grid_vy, args.grid_yaw)
     if any(g is not None for g in grid):
         if command is not None:
@@ -952,10 +749,7 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
         fields = [f.strip() for f in args.fields.split(",") if f.strip()]
     motion = record_motion(env, policy, args.duration, fields=fields, env_ids=range(n), command=command)
     if not motion:
-        raise CommandError(
-            "every recorded trajectory fell before recording started; nothing written (a policy that walks, "
-            "or --scripted-trot)"
-        )
+        raise CommandError("every trajectory fell before recording: give a walking policy or --scripted-trot")
     save_motion_file(motion, args.out)
     frames = sum(len(t["Frames"]) for t in motion.values())
     n_fields = len(next(iter(motion.values()))["Fields"])
@@ -968,8 +762,7 @@ def _legged_tasks() -> list[str]:
 
 
 def _recording_env(task: str, n: int, seed: int, run: tuple[str, str | None] | None, **cfg: Any) -> Any:
-    """The environment record-motion records on: ``task`` without pushes (``run``: the checkpoint and the task
-    its run was trained on, for the error when ``task`` is not a legged one)."""
+    """``task`` without pushes (``run``: the checkpoint and its run's task, for the error of a task not legged)."""
     try:
         return make_env(task, num_envs=n, seed=seed, max_push_vel_xy=0.0, **cfg)
     except TypeError as e:
@@ -977,18 +770,14 @@ def _recording_env(task: str, n: int, seed: int, run: tuple[str, str | None] | N
             raise
         legged = ", ".join(_legged_tasks())
         if run is not None and run[1] == task:
-            raise CommandError(
-                f"--checkpoint {run[0]} is a run of task {task!r}; record-motion records legged robots ({legged}): "
-                "give a checkpoint of a run of one of them"
-            ) from None
-        raise CommandError(
-            f"--task {task}: record-motion records legged robots, not {task!r}: give --task one of {legged}"
-        ) from None
+            culprit, fix = f"--checkpoint {run[0]} is a run of task {task!r}", f"give a run of {legged}"
+        else:
+            culprit, fix = f"--task {task}", f"give --task one of {legged}"
+        raise CommandError(f"{culprit}: record-motion records legged robots: {fix}") from None
 
 
 def _recorded_policy(args: argparse.Namespace, n: int, fixed: dict[str, Any]) -> tuple[Any, Any]:
-    """record-motion --checkpoint: the recording environment (ours: no pushes, commands held when given) and the
-    checkpoint's policy, on ``--task``, else the task its run was trained on."""
+    """The recording environment and ``--checkpoint``'s policy, on ``--task`` or else the run's task."""
     path, trained_on = run_task(args.checkpoint, trust_config=args.trust_config)
     task = args.task or trained_on or "quadruped_flat"
     other = trained_on is not None and trained_on != task
@@ -1000,23 +789,13 @@ def _recorded_policy(args: argparse.Namespace, n: int, fixed: dict[str, Any]) ->
     except CheckpointError as e:
         if not other:
             raise
-        own = f"drop --task to record on {trained_on!r}, or " if trained_on in _legged_tasks() else ""
-        raise CommandError(
-            f"--checkpoint {path} is a run of task {trained_on!r}, and its policy does not fit task {task!r} "
-            f"(--task): {own}give a checkpoint of a {task!r} run"
-        ) from e
+        raise _wrong_task(path, str(trained_on), task, drop=trained_on in _legged_tasks()) from e
     if other:
         print(f"[st-rl] recording on task {task!r}; the run was trained on {trained_on!r}", file=sys.stderr)
     return env, runner.get_inference_policy()
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "train": cmd_train,
-    "tasks": lambda args: cmd_tasks(),
-    "play": cmd_play,
-    "plot": cmd_plot,
-    "record-motion": cmd_record_motion,
-    "export": cmd_export,
-    "tune": tune.main,
-}
-"""Each command's function, called by :func:`st_rl.cli.main` with the parsed arguments."""
+    "train": cmd_train, "tasks": lambda args: cmd_tasks(), "play": cmd_play, "plot": cmd_plot,
+    "record-motion": cmd_record_motion, "export": cmd_export, "tune": tune.main,
+}  # fmt: skip

@@ -1,11 +1,5 @@
-"""Run an exported policy (``policy.onnx`` or TorchScript ``policy.pt``, :mod:`st_rl.export`) with its metadata
-and recurrent state, without any st_rl model class (it imports nothing of ``st_rl.modules`` / ``st_rl.runners``).
-
-Example:
-    >>> policy = load_exported_policy("export/policy.onnx")
-    >>> actions = policy(obs)          # (N, num_obs) raw observations -> (N, num_actions)
-    >>> policy.reset(dones)            # zero the hidden state of finished episodes (recurrent policies)
-"""
+"""Run an exported policy (``policy.onnx`` / ``policy.pt``) with its metadata and recurrent state, without any
+st_rl model class: ``policy = load_exported_policy(path); actions = policy(obs); policy.reset(dones)``."""
 
 from __future__ import annotations
 
@@ -24,35 +18,25 @@ from st_rl.evaluation.rendering import VideoRecorder, set_default_gl_backend
 from st_rl.evaluation.task_env import make_env_from_cfg, refuse_gymnasium_module
 from st_rl.plotting import plot_tracking
 from st_rl.registry import untrusted_config
+from st_rl.utils.checkpoint import first_line
 from st_rl.utils.files import read_json
 
-__all__ = [
-    "EXPORT_FORMAT_VERSION",
-    "METADATA_KEY",
-    "NonFiniteActionsError",
-    "ExportedPolicy",
-    "ExportedPolicyError",
-    "OnnxPolicy",
-    "TorchScriptPolicy",
-    "evaluate_and_report",
-    "load_exported_policy",
-    "play_exported",
-    "read_policy_metadata",
-    "sidecar_path",
-]
+__all__ = ["EXPORT_FORMAT_VERSION", "METADATA_KEY", "NonFiniteActionsError", "ExportedPolicy", "OnnxPolicy"]
+__all__ += ["ExportedPolicyError", "TorchScriptPolicy", "evaluate_and_report", "load_exported_policy"]
+__all__ += ["play_exported", "read_policy_metadata", "sidecar_path"]
 
 EXPORT_FORMAT_VERSION = 1
-# Key of the full metadata JSON in ONNX ``metadata_props`` and name of the TorchScript extra file.
 METADATA_KEY = "st_rl_metadata"
+_AGAIN = "export the policy again (st-rl export)"
+DIVERGED = "it is broken: export a checkpoint from before training diverged"
 
 
 def sidecar_path(policy_path: str) -> str:
-    """The JSON sidecar of an exported file: ``policy.onnx`` -> ``policy.json``."""
+    """``policy.onnx`` -> ``policy.json``."""
     return os.path.splitext(policy_path)[0] + ".json"
 
 
 def _jit_load(path: str, **kwargs: Any) -> Any:
-    """``torch.jit.load`` without its deprecation warning (TorchScript is what libtorch C++ loads)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return torch.jit.load(path, map_location="cpu", **kwargs)
@@ -64,17 +48,13 @@ class ExportedPolicyError(ValueError):
 
 def _first_sentence(error: BaseException) -> str:
     """The first sentence of a third-party error (onnxruntime, protobuf, torch.jit), without its advice."""
-    text = (str(error).strip().splitlines() or [""])[0].strip()
-    text = text.split(". ", 1)[0].rstrip(". ")
+    text = first_line(error).split(". ", 1)[0].rstrip(". ")
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _broken_file(path: str, kind: str, error: BaseException) -> ExportedPolicyError:
-    return ExportedPolicyError(
-        f"{path} is not a loadable {kind} policy ({_first_sentence(error)}): the file is truncated, corrupt or "
-        "of another kind. Export it again (st-rl export --checkpoint RUN); for a training checkpoint use st-rl "
-        "play --checkpoint"
-    )
+    why = f"{path} is not a loadable {kind} policy ({_first_sentence(error)}): truncated, corrupt or another kind"
+    return ExportedPolicyError(f"{why}; export it again (a training checkpoint: st-rl play --checkpoint)")
 
 
 def _embedded_metadata(path: str) -> dict[str, Any] | None:
@@ -84,40 +64,25 @@ def _embedded_metadata(path: str) -> dict[str, Any] | None:
         except ImportError:
             return None
         try:
-            model = onnx.load(path, load_external_data=False)
+            props = onnx.load(path, load_external_data=False).metadata_props
         except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends: a broken file
             raise _broken_file(path, "ONNX", e) from e
-        for prop in model.metadata_props:
-            if prop.key == METADATA_KEY:
-                return _parse_metadata(path, prop.value)
-        return None
-    extra = {METADATA_KEY: ""}
+        text = next((prop.value for prop in props if prop.key == METADATA_KEY), "")
+    else:
+        extra = {METADATA_KEY: ""}
+        try:
+            _jit_load(path, _extra_files=extra)
+        except Exception as e:  # noqa: BLE001 - torch.jit.load's RuntimeError and friends
+            raise _broken_file(path, "TorchScript", e) from e
+        text = extra[METADATA_KEY]
     try:
-        _jit_load(path, _extra_files=extra)
-    except Exception as e:  # noqa: BLE001 - torch.jit.load's RuntimeError and friends
-        raise ExportedPolicyError(
-            f"{path} is not a TorchScript policy ({_first_sentence(e)}). For a training checkpoint use "
-            "st-rl play --checkpoint, or export it first: st-rl export --checkpoint PATH."
-        ) from e
-    return _parse_metadata(path, extra[METADATA_KEY]) if extra[METADATA_KEY] else None
-
-
-def _parse_metadata(path: str, text: str) -> dict[str, Any]:
-    try:
-        return json.loads(text)
+        return json.loads(text) if text else None
     except ValueError as e:
-        raise ExportedPolicyError(
-            f"{path}: its embedded st_rl metadata is not valid JSON ({e}); export the policy again"
-        ) from e
+        raise ExportedPolicyError(f"{path}: its embedded metadata is not valid JSON ({e}); {_AGAIN}") from e
 
 
 def read_policy_metadata(path: str) -> dict[str, Any]:
-    """Metadata of an exported policy: the JSON sidecar next to it, else the copy embedded in the file.
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        ValueError: neither a sidecar nor embedded metadata was found.
-    """
+    """Metadata of an exported policy: the JSON sidecar next to it, else the copy embedded in the file."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Exported policy not found: {path}")
     side = sidecar_path(path)
@@ -125,24 +90,16 @@ def read_policy_metadata(path: str) -> dict[str, Any]:
         return read_json(side, "exported policy's metadata", "re-export the policy (st-rl export)")
     meta = _embedded_metadata(path)
     if meta is None:
-        raise ValueError(
-            f"{path} carries no st_rl metadata and there is no {os.path.basename(side)} next to it; export it "
-            "with st-rl export (or st_rl.export.export_policy)."
-        )
+        name = os.path.basename(side)
+        raise ValueError(f"{path} has no st_rl metadata, nor {name} next to it; export it with st-rl export")
     return meta
 
 
 class ExportedPolicy(abc.ABC):
-    """Raw observations in, actions out; keeps the recurrent state between calls.
-
-    Args:
-        metadata: the export metadata (``inputs``, ``outputs``, ``states``, ``num_obs``, ``num_actions``).
-        path: the exported file.
-    """
+    """Raw observations in, actions out; keeps the recurrent state between calls."""
 
     def __init__(self, metadata: dict[str, Any], path: str) -> None:
-        self.metadata = metadata
-        self.path = path
+        self.metadata, self.path = metadata, path
         try:
             self.num_obs = int(metadata["num_obs"])
             self.num_actions = int(metadata["num_actions"])
@@ -156,10 +113,8 @@ class ExportedPolicy(abc.ABC):
                 if not all(isinstance(name, str) for name in names):
                     raise ValueError(f"states names {names!r} are not strings")
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
-            raise ExportedPolicyError(
-                f"{path}: its metadata ({os.path.basename(sidecar_path(path))} or the copy in the file) lacks or "
-                f"mangles {type(e).__name__}: {e}; export the policy again (st-rl export)"
-            ) from e
+            bad = f"{type(e).__name__}: {e}"
+            raise ExportedPolicyError(f"{path}: its metadata lacks or mangles {bad}; {_AGAIN}") from e
         self.states: dict[str, np.ndarray] = {}
 
     @property
@@ -168,17 +123,11 @@ class ExportedPolicy(abc.ABC):
 
     def initial_states(self, batch_size: int) -> dict[str, np.ndarray]:
         """Zero hidden states ``{input name: (layers, batch, hidden)}`` for ``batch_size`` environments."""
-        out = {}
-        for spec in self.state_specs:
-            layers, _, hidden = spec["shape"]
-            out[spec["input"]] = np.zeros((int(layers), batch_size, int(hidden)), dtype=np.float32)
-        return out
+        shapes = {spec["input"]: spec["shape"] for spec in self.state_specs}
+        return {k: np.zeros((int(s[0]), batch_size, int(s[2])), dtype=np.float32) for k, s in shapes.items()}
 
     def _run_failed(self, error: Exception) -> ExportedPolicyError:
-        return ExportedPolicyError(
-            f"{self.path}: running it failed ({_first_sentence(error)}): the file does not match its metadata "
-            "(inputs, outputs, sizes) or is corrupt; export the policy again (st-rl export)"
-        )
+        return ExportedPolicyError(f"{self.path}: running it failed ({_first_sentence(error)}); {_AGAIN}")
 
     @abc.abstractmethod
     def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -198,9 +147,7 @@ class ExportedPolicy(abc.ABC):
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
         """Zero the hidden state of finished environments (all when ``dones`` is None)."""
-        if not self.states:
-            return
-        if dones is None:
+        if dones is None or not self.states:
             self.states = {}
             return
         keep = (~dones.detach().to("cpu").reshape(-1).bool()).numpy().astype(np.float32)
@@ -226,9 +173,8 @@ class OnnxPolicy(ExportedPolicy):
             raise _broken_file(path, "ONNX", e) from e
 
     def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        feeds = {self.obs_name: obs, **states}
         try:
-            values = self.session.run(self.output_names, feeds)
+            values = self.session.run(self.output_names, {self.obs_name: obs, **states})
         except Exception as e:  # noqa: BLE001 - a graph that does not take what its metadata says
             raise self._run_failed(e) from e
         return {name: np.asarray(v) for name, v in zip(self.output_names, values)}
@@ -257,11 +203,7 @@ class TorchScriptPolicy(ExportedPolicy):
 
 
 def load_exported_policy(path: str, num_threads: int | None = None) -> ExportedPolicy:
-    """Load ``policy.onnx`` (onnxruntime) or ``policy.pt`` (TorchScript) with its metadata.
-
-    Raises:
-        ValueError: the extension is neither ``.onnx`` nor ``.pt`` / ``.ts``, or the metadata is missing.
-    """
+    """Load ``policy.onnx`` (onnxruntime) or ``policy.pt`` / ``.ts`` (TorchScript) with its metadata."""
     meta = read_policy_metadata(path)
     if path.endswith(".onnx"):
         return OnnxPolicy(path, meta, num_threads)
@@ -271,26 +213,13 @@ def load_exported_policy(path: str, num_threads: int | None = None) -> ExportedP
 
 
 def evaluate_and_report(
-    env: Any,
-    policy: Any,
-    task: str,
-    source: str,
-    label: str,
-    duration_s: float,
-    video: str | None,
-    plot: str | None,
-    command: Sequence[float] | None,
-    record_env: int,
-    verbose: bool,
-    *recorder_args: Any,
-) -> dict[str, Any]:
-    """The evaluation of :func:`play` and :func:`play_exported`: metrics, video (``recorder_args``: fps, size,
-    quality and camera of the :class:`VideoRecorder`), plot and summary."""
+    env: Any, policy: Any, task: str, source: str, label: str, duration_s: float, video: str | None,
+    plot: str | None, command: Sequence[float] | None, record_env: int, verbose: bool, *recorder_args: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """Metrics, video (``recorder_args``: the VideoRecorder's fps, size, quality, camera), plot and summary."""
     _check_locomotion_env(env)
     fps, (width, height), quality, camera = recorder_args
-    recorder = (
-        None if video is None else VideoRecorder(env, video, record_env, fps, width, height, camera, quality)
-    )
+    recorder = VideoRecorder(env, video, record_env, fps, width, height, camera, quality) if video else None
     try:
         metrics = evaluate_policy(env, policy, duration_s, record_env, recorder, command=command)
     finally:
@@ -318,23 +247,16 @@ class NonFiniteActionsError(ValueError):
 
 
 class _FiniteActions:
-    """Stops play with a :class:`NonFiniteActionsError` when the policy's actions hold NaN/Inf (every step)."""
-
     def __init__(self, policy: Any, path: str) -> None:
-        self.policy = policy
-        self.path = path
-        self.steps = 0
+        self.policy, self.path, self.steps = policy, path, 0
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
         actions = self.policy(obs)
         self.steps += 1
         if not bool(torch.isfinite(actions).all()):
             where = "on the first step" if self.steps == 1 else f"at step {self.steps}"
-            raise NonFiniteActionsError(
-                f"{self.path} gave NaN/Inf actions {where} (environments "
-                f"{_nonfinite_rows(actions)}): the exported policy is broken. Export a checkpoint from before "
-                "training diverged (st-rl export checks for this)."
-            )
+            what = f"{self.path} gave NaN/Inf actions {where} (environments {_nonfinite_rows(actions)})"
+            raise NonFiniteActionsError(f"{what}; {DIVERGED}")
         return actions
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
@@ -347,42 +269,17 @@ def _nonfinite_rows(actions: torch.Tensor) -> str:
 
 
 def play_exported(
-    policy_path: str,
-    task: str | None = None,
-    num_envs: int = 16,
-    duration_s: float = 20.0,
-    video: str | None = None,
-    plot: str | None = None,
-    command: Sequence[float] | None = None,
-    *,
-    seed: int | None = None,
-    record_env: int = 0,
-    video_fps: float = 25.0,
-    video_size: tuple[int, int] = (640, 360),
-    video_quality: str = "medium",
-    camera: str | None = "track",
-    verbose: bool = True,
-    trust_config: bool = False,
-) -> dict[str, Any]:
-    """Deployment check: drive a task with an exported policy file alone (no st_rl model class involved).
+    policy_path: str, task: str | None = None, num_envs: int = 16, duration_s: float = 20.0,
+    video: str | None = None, plot: str | None = None, command: Sequence[float] | None = None, *,
+    seed: int | None = None, record_env: int = 0, video_fps: float = 25.0,
+    video_size: tuple[int, int] = (640, 360), video_quality: str = "medium", camera: str | None = "track",
+    verbose: bool = True, trust_config: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """Deployment check: :func:`st_rl.play.play` with an exported policy file alone, on its metadata's task and
+    seed unless given (``trust_config``: that task may be a Gymnasium id naming a module to import).
 
-    ``policy_path`` (``policy.onnx`` or TorchScript ``policy.pt``) is loaded by
-    :func:`st_rl.deploy.load_exported_policy` and run on the task of its metadata (or ``task``), as :func:`play`.
-
-    Args:
-        policy_path: the exported file.
-        task: registered task name (default: the metadata's ``task``).
-        seed: environment seed (default: the metadata's ``seed``).
-        trust_config: the metadata's task may be a Gymnasium id naming a module to import.
-        (other arguments as :func:`play`)
-
-    Returns:
-        The metrics of :func:`evaluate_policy` plus ``task``, ``policy``, ``format``, ``iteration``, ``video`` and
-        ``plot``.
-
-    Raises:
-        ValueError: no task is known, or the task's observation/action sizes differ from the file's.
-        NonFiniteActionsError: the file gives NaN/Inf actions (at the first step, or later).
+    Returns the metrics of ``evaluate_policy`` plus ``task``, ``policy``, ``format``, ``iteration``, ``video`` and
+    ``plot``; raises :class:`NonFiniteActionsError` when the file gives NaN/Inf actions.
     """
     if video is not None:
         set_default_gl_backend("egl")
@@ -393,23 +290,17 @@ def play_exported(
         warnings.warn(f"playing task {task!r}; the policy was exported from {stored_task!r}", stacklevel=2)
     name = task or stored_task
     if name is None:
-        raise ValueError(
-            f"{policy_path} does not name its task (metadata key 'task'); pass task='quadruped_flat' "
-            "(CLI: --task quadruped_flat)."
-        )
+        raise ValueError(f"{policy_path} names no task (metadata key 'task'); give task= (CLI: --task)")
     env_cfg = meta.get("env_cfg") if name == stored_task else None
-    if seed is None:
-        seed = meta.get("seed")
+    seed = meta.get("seed") if seed is None else seed
     with untrusted_config(f"{policy_path} (its metadata)", trusted=trust_config or task is not None):
         refuse_gymnasium_module(name, "task")
     env = make_env_from_cfg(name, num_envs, "cpu", seed, env_cfg or {})
     num_obs, num_actions = int(env.num_obs), int(env.num_actions)
     if (num_obs, num_actions) != (policy.num_obs, policy.num_actions):
-        raise ValueError(
-            f"{policy_path} takes {policy.num_obs} observations and gives {policy.num_actions} actions; task "
-            f"{name!r} has {num_obs} and {num_actions}. Play it on the task it was exported from "
-            f"({stored_task!r})."
-        )
+        sizes = f"takes {policy.num_obs} observations and gives {policy.num_actions} actions"
+        have = f"task {name!r} has {num_obs} and {num_actions}"
+        raise ValueError(f"{policy_path} {sizes}; {have}: play it on {stored_task!r}")
     fmt = "onnx" if isinstance(policy, OnnxPolicy) else "torchscript"
     iteration = meta.get("iteration")
     label = f"{os.path.basename(policy_path)} ({fmt}, iteration {iteration})"

@@ -1,12 +1,5 @@
-"""Export a trained policy for deployment: ONNX (``policy.onnx``), TorchScript (``policy.pt``) and metadata.
-
-The exported network is the deterministic actor as :meth:`OnPolicyRunner.get_inference_policy` runs it (raw
-observations -> normaliser -> estimators / encoders / memories -> action mean): ``obs`` (B, num_obs) ->
-``actions`` (B, num_actions), plus for each memory its hidden state in and out (``h_in`` / ``h_out``, LSTM also
-``c_in`` / ``c_out``, (layers, B, hidden); an estimator's or adaptor's prefixed ``estimator_`` / ``adaptor_``):
-feed zeros at an episode start and each call's ``*_out`` to the next. The metadata (``policy.json``, also
-embedded in the files) is described in ``docs/export.md``; :mod:`st_rl.deploy` runs the files.
-"""
+"""Export a policy's deterministic actor to ONNX (``policy.onnx``) and TorchScript (``policy.pt``) with its
+metadata (``policy.json``, also embedded; inputs, outputs and recurrent states: docs/export.md)."""
 
 from __future__ import annotations
 
@@ -23,8 +16,8 @@ import torch
 import torch.nn as nn
 
 import st_rl
-from st_rl.config.resolve import resolve_train_cfg
-from st_rl.deploy import EXPORT_FORMAT_VERSION, METADATA_KEY, load_exported_policy
+from st_rl.config.resolve import resolve_train_cfg, to_jsonable
+from st_rl.deploy import DIVERGED, EXPORT_FORMAT_VERSION, METADATA_KEY, load_exported_policy
 from st_rl.env.adapter import EnvAdapter, EnvSpec
 from st_rl.env.layout import normalize_segments
 from st_rl.evaluation.runs import load_run
@@ -47,6 +40,7 @@ __all__ = ["ExportError", "ExportResult", "FORMATS", "export_policy"]
 FORMATS = ("onnx", "torchscript")
 FILE_NAMES = {"onnx": "{name}.onnx", "torchscript": "{name}.pt"}
 DEFAULT_OPSET = 17
+ROLE_PREFIXES = {"adaptor": "adaptor_", "estimator": "estimator_", "actor": ""}  # of the state names
 
 
 class ExportError(ValueError):
@@ -55,14 +49,7 @@ class ExportError(ValueError):
 
 @dataclasses.dataclass
 class ExportResult:
-    """What :func:`export_policy` wrote.
-
-    Attributes:
-        files: format -> path of the written network (``"onnx"``, ``"torchscript"``).
-        metadata_path: the ``policy.json`` sidecar.
-        metadata: its content.
-        max_abs_error: format -> largest |exported - eager| action difference of the self-check (NaN unchecked).
-    """
+    """What :func:`export_policy` wrote (``max_abs_error``: format -> the self-check's largest action error)."""
 
     files: dict[str, str]
     metadata_path: str
@@ -71,8 +58,7 @@ class ExportResult:
 
 
 class _ActorExport(nn.Module):
-    """The policy's deterministic actor (normaliser inside) with its memories' hidden states as explicit inputs
-    and outputs."""
+    """The deterministic actor with its memories' hidden states as explicit inputs and outputs."""
 
     def __init__(self, actor_critic: nn.Module, memories: list[Any]) -> None:
         super().__init__()
@@ -82,12 +68,9 @@ class _ActorExport(nn.Module):
     def forward(self, obs: torch.Tensor, *states: torch.Tensor) -> Any:
         i = 0
         for memory in self.memories:
-            if memory.memory_type == "lstm":
-                memory.hidden_states = LstmHiddenState(states[i], states[i + 1])
-                i += 2
-            else:
-                memory.hidden_states = states[i]
-                i += 1
+            lstm = memory.memory_type == "lstm"
+            memory.hidden_states = LstmHiddenState(states[i], states[i + 1]) if lstm else states[i]
+            i += 2 if lstm else 1
         actions = self.actor_critic.act_inference(obs)
         if not self.memories:
             return actions
@@ -99,7 +82,7 @@ class _ActorExport(nn.Module):
 
 
 def _detached_copy(module: nn.Module) -> nn.Module:
-    """A deep copy of ``module`` without its cached per-call values (action means, rollout hidden states)."""
+    """A deep copy of ``module`` without its per-call caches (action means, rollout hidden states)."""
     saved: list[tuple[nn.Module, str, Any]] = []
     for sub in module.modules():
         for key, value in list(vars(sub).items()):
@@ -116,70 +99,21 @@ def _detached_copy(module: nn.Module) -> nn.Module:
             object.__setattr__(sub, key, value)
 
 
-ROLE_PREFIXES = {"adaptor": "adaptor_", "estimator": "estimator_", "actor": ""}
-
-
-def _actor_memories(actor_critic: Any) -> list[tuple[str, str, Any]]:
-    """``(name prefix, role, Memory)`` of the memories on the actor path, in running order, as the policy
-    declares them (:meth:`~st_rl.modules.ActorCritic.actor_memories`)."""
-    return [(ROLE_PREFIXES[role], role, memory) for role, memory in actor_critic.actor_memories()]
-
-
-def _check_supported(actor_critic: nn.Module) -> None:
-    if isinstance(actor_critic, ActorCriticMutex):
-        raise ExportError(
-            f"{type(actor_critic).__name__} (a multi-skill Mutex) cannot be exported: it selects skills, resamples "
-            "commands and smooths actions with per-env Python state. Export each skill's run separately "
-            "(st-rl export --checkpoint <skill run>) and switch between them in the deployment code."
-        )
-    if not isinstance(actor_critic, ActorCritic):
-        raise ExportError(f"{type(actor_critic).__name__} is not an st_rl policy (ActorCritic family)")
-
-
-def _segments_json(segments: Any) -> dict[str, list[int]] | None:
-    if not segments:
-        return None
-    segs = normalize_segments(segments)
-    return {str(k): [int(d) for d in v] for k, v in segs.items()} if segs else None
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().tolist()
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, (np.ndarray, np.generic)):
-        return value.tolist()
-    return str(value)
-
-
 def _env_metadata(env: EnvAdapter | None, env_cfg: dict[str, Any] | None) -> dict[str, Any]:
-    """Robot-side facts: action scale, joint order and default positions, dt, action clip."""
-    cfg = env_cfg if isinstance(env_cfg, dict) else None
-    if cfg is None and env is not None:
-        cfg = env.cfg
-    cfg = cfg or {}
+    cfg = (env_cfg if isinstance(env_cfg, dict) else env.cfg if env is not None else None) or {}
     action_scale = cfg.get("action_scale")
     if action_scale is None and isinstance(cfg.get("control"), dict):
         action_scale = cfg["control"].get("action_scale")
-    joint_names = env.joint_names if env is not None else None
-    default_pos = env.default_joint_pos if env is not None else None
     return {
-        "action_scale": _jsonable(action_scale),
-        "clip_actions": _jsonable(cfg.get("clip_actions")),
-        "joint_names": joint_names,
-        "default_joint_pos": _jsonable(default_pos) if default_pos is not None else None,
+        "action_scale": to_jsonable(action_scale),
+        "clip_actions": to_jsonable(cfg.get("clip_actions")),
+        "joint_names": env.joint_names if env is not None else None,
+        "default_joint_pos": to_jsonable(env.default_joint_pos) if env is not None else None,
         "dt": env.dt if env is not None else None,
     }
 
 
-def _io_spec(
-    num_obs: int, num_actions: int, memories: list[tuple[str, str, Any]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def _io_spec(num_obs: int, num_actions: int, memories: list[tuple[str, str, Any]]) -> tuple[list, list, list]:
     inputs = [{"name": "obs", "shape": ["batch", num_obs], "dtype": "float32"}]
     outputs = [{"name": "actions", "shape": ["batch", num_actions], "dtype": "float32"}]
     states = []
@@ -195,51 +129,34 @@ def _io_spec(
     return inputs, outputs, states
 
 
-def _example_inputs(
-    num_obs: int, states: list[dict[str, Any]], batch: int, generator: torch.Generator
-) -> tuple[torch.Tensor, ...]:
+def _example_inputs(num_obs: int, states: list[dict], batch: int, generator: torch.Generator) -> tuple:
     obs = torch.randn(batch, num_obs, generator=generator)
     hidden = [torch.randn(s["shape"][0], batch, s["shape"][2], generator=generator) * 0.5 for s in states]
     return (obs, *hidden)
 
 
-def _write_onnx(
-    module: nn.Module, example: tuple[torch.Tensor, ...], path: str, metadata: dict[str, Any]
-) -> None:
+def _write_onnx(module: nn.Module, example: tuple, path: str, metadata: dict[str, Any]) -> None:
     try:
         import onnx
     except ImportError as e:
-        raise ExportError(
-            "ONNX export needs onnx (and onnxruntime to run it): pip install 'st-rl[export]'"
-        ) from e
+        raise ExportError("ONNX export needs onnx (and onnxruntime): pip install 'st-rl[export]'") from e
     inputs, outputs = metadata["inputs"], metadata["outputs"]
     dynamic_axes = {spec["name"]: {spec["shape"].index("batch"): "batch"} for spec in inputs + outputs}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer and exporter deprecation chatter
-        torch.onnx.export(
-            module,
-            example,
-            path,
-            input_names=[s["name"] for s in inputs],
-            output_names=[s["name"] for s in outputs],
-            dynamic_axes=dynamic_axes,
-            opset_version=metadata["onnx_opset"],
-            dynamo=False,  # the TorchScript-based exporter: robust for LSTM/GRU with explicit states
-        )
+        # dynamo=False: the TorchScript-based exporter, robust for LSTM/GRU with explicit states
+        torch.onnx.export(module, example, path, input_names=[s["name"] for s in inputs],
+                          output_names=[s["name"] for s in outputs], dynamic_axes=dynamic_axes,
+                          opset_version=metadata["onnx_opset"], dynamo=False)  # fmt: skip
     model = onnx.load(path)
-    props = {METADATA_KEY: json.dumps(metadata)}
-    for key, value in metadata.items():
-        props[key] = value if isinstance(value, str) else json.dumps(value)
-    onnx.helper.set_model_props(model, props)
-    model.producer_name = "st_rl"
-    model.producer_version = st_rl.__version__
+    props = {key: value if isinstance(value, str) else json.dumps(value) for key, value in metadata.items()}
+    onnx.helper.set_model_props(model, {**props, METADATA_KEY: json.dumps(metadata)})
+    model.producer_name, model.producer_version = "st_rl", st_rl.__version__
     onnx.checker.check_model(model)
     onnx.save(model, path)
 
 
-def _write_torchscript(
-    module: nn.Module, example: tuple[torch.Tensor, ...], path: str, metadata: dict[str, Any]
-) -> None:
+def _write_torchscript(module: nn.Module, example: tuple, path: str, metadata: dict[str, Any]) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # TracerWarnings (Python-side shape checks), TorchScript deprecation
         traced = torch.jit.trace(module, example, check_trace=False)
@@ -247,7 +164,7 @@ def _write_torchscript(
 
 
 def _self_check(module: nn.Module, path: str, metadata: dict[str, Any], tolerance: float) -> float:
-    """Largest action difference between the eager module and the exported file (3 steps, batch 1 and 7)."""
+    """Largest action error of the exported file against the eager module (3 steps, batch 1 and 7)."""
     num_obs, states = metadata["num_obs"], metadata["states"]
     try:
         policy = load_exported_policy(path)
@@ -269,19 +186,14 @@ def _self_check(module: nn.Module, path: str, metadata: dict[str, Any], toleranc
             nonfinite += [f"{name} (eager policy)" for name, value in zip(policy.output_names, ref_out)
                           if not bool(torch.isfinite(value).all())]  # fmt: skip
             if nonfinite:
-                raise ExportError(
-                    f"{path} gives NaN/Inf in {', '.join(nonfinite)} on random observations (batch {batch}, "
-                    f"step {step + 1}) in the self-check; the exported policy is broken. Export a checkpoint "
-                    "from before training diverged."
-                )
+                at = f"on random observations (batch {batch}, step {step + 1})"
+                raise ExportError(f"{path} gives NaN/Inf in {', '.join(nonfinite)} {at}; {DIVERGED}")
             # max() would keep the old value against a NaN; the check above rules NaN out
             worst = max(worst, float((torch.from_numpy(got["actions"]) - ref_out[0]).abs().max()))
             hidden = {s["input"]: got[s["output"]] for s in states}
     if not worst <= tolerance:
-        raise ExportError(
-            f"{path} disagrees with the eager policy by {worst:.3g} (> {tolerance:g}); the policy probably has "
-            "data-dependent Python control flow the tracer cannot capture. Please report it with the policy config."
-        )
+        why = "data-dependent Python control flow the tracer cannot capture? Please report it with the config"
+        raise ExportError(f"{path} disagrees with the eager policy by {worst:.3g} (> {tolerance:g}): {why}")
     return worst
 
 
@@ -294,48 +206,37 @@ def _adapter_of(env: Any, runner: Any) -> EnvAdapter | None:
     return EnvAdapter(env, check_finite="off")
 
 
-def _info(
-    checkpoint: str | None, iteration: Any, task: Any, env_cfg: Any, seed: Any, train_cfg: Any
-) -> dict[str, Any]:
-    return {"source_checkpoint": checkpoint, "iteration": iteration, "task": task, "env_cfg": env_cfg,
-            "seed": seed, "train_cfg": train_cfg}  # fmt: skip
+def _info(*values: Any) -> dict[str, Any]:
+    return dict(zip(("source_checkpoint", "iteration", "task", "env_cfg", "seed", "train_cfg"), values))
 
 
-def _source_objects(
-    source: Any, env: Any, task: str | None, device: str, trust_config: bool = False
-) -> tuple[nn.Module, EnvAdapter | None, dict[str, Any]]:
-    """``(actor_critic, env, info)`` of a checkpoint path, an :class:`OnPolicyRunner` or any object with
-    ``alg.actor_critic`` and ``env`` (its iteration, task, seed and config are then unknown)."""
+def _source_objects(source: Any, env: Any, task: Any, device: str, trust_config: bool = False) -> tuple:
     if isinstance(source, (str, os.PathLike)):
+        path = str(source)
         try:
-            run = load_run(
-                str(source), task=task, num_envs=1, device=device, env=env, trust_config=trust_config
-            )
+            run = load_run(path, task=task, num_envs=1, device=device, env=env, trust_config=trust_config)
         except NonFiniteCheckpointError as e:
             raise ExportError(f"Refusing to export a broken policy: {e}") from e
         except (ValueError, TypeError) as e:
             with untrusted_config(f"{source} (the checkpoint's stored 'config')", trusted=trust_config):
-                standalone = _policy_without_env(str(source))
+                standalone = _policy_without_env(path)
             if standalone is None:
                 raise ExportError(f"Cannot rebuild the policy of {source}: {e}") from e
             return standalone
         info = _info(os.path.abspath(run.path), run.iteration, run.task, run.env_cfg, run.seed, run.train_cfg)
         return run.runner.alg.actor_critic, _adapter_of(run.env, run.runner), info
-    if isinstance(source, OnPolicyRunner):
-        adapter = _adapter_of(env if env is not None else source.env, source)
-        cfg, env_cfg = source.cfg, adapter.cfg if adapter is not None else None
-        info = _info(None, source.current_learning_iteration, task or cfg.get("task"), env_cfg, cfg.get("seed"),
-                     source.train_cfg.to_dict())  # fmt: skip
-        return source.alg.actor_critic, adapter, info
-    try:  # a runner-like object
+    try:
         actor_critic, source_env = source.alg.actor_critic, source.env
     except AttributeError as e:
-        raise ExportError(
-            "export_policy takes a checkpoint path, a run directory or an OnPolicyRunner; got "
-            f"{type(source).__name__}"
-        ) from e
-    adapter = _adapter_of(env if env is not None else source_env, None)
-    return actor_critic, adapter, _info(None, 0, task, adapter.cfg if adapter is not None else None, None, {})
+        kind = type(source).__name__
+        raise ExportError(f"export_policy takes a checkpoint, a run directory or a runner; got {kind}") from e
+    adapter = _adapter_of(env if env is not None else source_env, source)
+    env_cfg = adapter.cfg if adapter is not None else None
+    if not isinstance(source, OnPolicyRunner):  # a runner-like object: iteration, seed and config unknown
+        return actor_critic, adapter, _info(None, 0, task, env_cfg, None, {})
+    cfg, it = source.cfg, source.current_learning_iteration
+    info = _info(None, it, task or cfg.get("task"), env_cfg, cfg.get("seed"), source.train_cfg.to_dict())
+    return actor_critic, adapter, info
 
 
 def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]] | None:
@@ -346,18 +247,15 @@ def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]
     if not isinstance(cfg, dict):
         return None
     train_cfg = resolve_train_cfg(cfg)
-    keys = ("num_actor_obs", "num_critic_obs", "num_actions")
-    num_obs, num_critic_obs, num_actions = (train_cfg.policy.get(k) for k in keys)
-    if num_obs is None or num_critic_obs is None or num_actions is None:
+    dims: list[Any] = [train_cfg.policy.get(k) for k in ("num_actor_obs", "num_critic_obs", "num_actions")]
+    if any(d is None for d in dims):
         return None
-    spec = EnvSpec(num_obs=num_obs, num_critic_obs=num_critic_obs, num_actions=int(num_actions))
+    spec = EnvSpec(num_obs=dims[0], num_critic_obs=dims[1], num_actions=int(dims[2]))
     actor_critic = build_actor_critic(spec, train_cfg.policy_class_name, train_cfg.policy)
     model = state["model_state_dict"]
     _refuse_nonfinite(model, f"checkpoint {path}", None)
-    actor_critic.enable_obs_normalization(
-        actor=any(k.startswith("actor_obs_normalizer.") for k in model),
-        critic=any(k.startswith("critic_obs_normalizer.") for k in model),
-    )
+    actor, critic = (any(k.startswith(f"{p}_obs_normalizer.") for k in model) for p in ("actor", "critic"))
+    actor_critic.enable_obs_normalization(actor=actor, critic=critic)
     actor_critic.load_state_dict(model)
     runner = train_cfg.runner
     info = _info(os.path.abspath(path), state.get("iter"), runner.get("task"), None, runner.get("seed"),
@@ -368,34 +266,30 @@ def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]
 def _refuse_nonfinite(state: dict[str, Any], source: str, iteration: Any) -> None:
     bad = nonfinite_tensors(state, "model_state_dict")
     if bad:
-        at = "" if iteration is None else f" (iteration {iteration})"
-        raise ExportError(
-            f"Refusing to export a broken policy: {source} has NaN/Inf in {describe_names(bad)}{at}. Export a "
-            "checkpoint from before training diverged."
-        )
+        at = f"{describe_names(bad)}{'' if iteration is None else f' (iteration {iteration})'}"
+        raise ExportError(f"Refusing to export a broken policy: {source} has NaN/Inf in {at}; {DIVERGED}")
 
 
 def _metadata(
     actor_critic: Any, env: EnvAdapter | None, info: dict[str, Any], memories: list[tuple[str, str, Any]],
     files: dict[str, str], opset: int,
 ) -> dict[str, Any]:  # fmt: skip
-    """The metadata of an export (docs/export.md)."""
     num_obs, num_actions = int(actor_critic.num_actor_obs), int(actor_critic.num_actions)
     inputs, outputs, states = _io_spec(num_obs, num_actions, memories)
     memory = next((m for _, role, m in memories if role == "actor"), None)
-    segments = actor_critic.obs_segments or (env.obs_segments if env is not None else None)
+    segments = normalize_segments(actor_critic.obs_segments or (env.obs_segments if env is not None else {}))
     train_cfg = info["train_cfg"] or {}
     return {
         "format_version": EXPORT_FORMAT_VERSION,
         "st_rl_version": st_rl.__version__,
         "policy_class": type(actor_critic).__name__,
         "source_checkpoint": info["source_checkpoint"],
-        "iteration": _jsonable(info["iteration"]),
+        "iteration": to_jsonable(info["iteration"]),
         "task": info["task"],
-        "seed": _jsonable(info["seed"]),
+        "seed": to_jsonable(info["seed"]),
         "num_obs": num_obs,
         "num_actions": num_actions,
-        "obs_segments": _segments_json(segments),
+        "obs_segments": {k: [int(d) for d in v] for k, v in (segments or {}).items()} or None,
         "obs_normalization": "empirical" if actor_critic.actor_obs_normalization else "none",
         **_env_metadata(env, info["env_cfg"]),
         "recurrent": bool(memories),
@@ -407,67 +301,48 @@ def _metadata(
         "states": states,
         "files": {fmt: os.path.basename(p) for fmt, p in files.items()},
         "onnx_opset": opset if "onnx" in files else None,
-        "policy_cfg": _jsonable(train_cfg.get("policy", {}) if isinstance(train_cfg, dict) else {}),
-        "env_cfg": _jsonable(info["env_cfg"]),
+        "policy_cfg": to_jsonable(train_cfg.get("policy", {}) if isinstance(train_cfg, dict) else {}),
+        "env_cfg": to_jsonable(info["env_cfg"]),
     }
 
 
-def _checked_formats(name: str, formats: Sequence[str]) -> list[str]:
+def export_policy(
+    checkpoint_or_runner: Any, out_dir: str, formats: Sequence[str] = FORMATS, *, env: Any = None,
+    task: str | None = None, name: str = "policy", opset: int = DEFAULT_OPSET, check: bool = True,
+    tolerance: float = 1e-4, device: str = "cpu", trust_config: bool = False,
+) -> ExportResult:  # fmt: skip
+    """Export the deterministic actor (normaliser included) to ``out_dir/<name>.onnx`` / ``.pt`` / ``.json``.
+
+    Args:
+        checkpoint_or_runner: a checkpoint or run directory (rebuilt on one env of its task), or a runner.
+        env: env for the observation layout and robot metadata (default: the runner's, or the task's).
+        task: task of a checkpoint that stores none.
+        check: run each file on random inputs and compare with the eager policy (up to ``tolerance``).
+        device: device the runner is rebuilt on (export runs on the CPU).
+        trust_config: the stored config may name code to import (docs/security.md).
+
+    Raises:
+        ExportError: an unknown format or unsupported policy, NaN/Inf weights, or a failed self-check.
+    """
     if not isinstance(name, str) or not name or name in (".", "..") or os.path.basename(name) != name:
         raise ExportError(f"name must be a file stem without folders (e.g. 'policy'), got {name!r}")
     formats = [str(f).lower() for f in ([formats] if isinstance(formats, str) else formats)]
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown or not formats:
         raise ExportError(f"unknown export format(s) {unknown or formats}; choose from {list(FORMATS)}")
-    return formats
-
-
-def export_policy(
-    checkpoint_or_runner: Any,
-    out_dir: str,
-    formats: Sequence[str] = FORMATS,
-    *,
-    env: Any = None,
-    task: str | None = None,
-    name: str = "policy",
-    opset: int = DEFAULT_OPSET,
-    check: bool = True,
-    tolerance: float = 1e-4,
-    device: str = "cpu",
-    trust_config: bool = False,
-) -> ExportResult:
-    """Export the deterministic actor (with the observation normaliser) to ONNX and/or TorchScript.
-
-    Args:
-        checkpoint_or_runner: a ``model_<it>.pt`` checkpoint or run directory (the runner is rebuilt on one
-            environment of the stored task, see :func:`st_rl.evaluation.runs.load_run`), or a trained runner.
-        out_dir: folder for ``<name>.onnx``, ``<name>.pt`` and ``<name>.json`` (created).
-        formats: any of ``"onnx"``, ``"torchscript"``.
-        env: environment for the observation layout / robot metadata (default: the runner's, or the task's).
-        task: task name for a checkpoint whose task is not stored (and recorded in the metadata).
-        name: file stem.
-        opset: ONNX opset.
-        check: run each written file on random inputs for a few steps and compare with the eager policy.
-        tolerance: largest action difference the check accepts.
-        device: device the runner is rebuilt on (export itself runs on the CPU).
-        trust_config: the stored config may name code to import (docs/security.md).
-
-    Returns:
-        An :class:`ExportResult` (paths, metadata, self-check errors).
-
-    Raises:
-        ExportError: unknown format, unsupported policy (multi-skill Mutex), a checkpoint without config/task, a
-            policy with NaN/Inf parameters or statistics, or a failed self-check (including NaN/Inf output).
-    """
-    formats = _checked_formats(name, formats)
     actor_critic, env, info = _source_objects(checkpoint_or_runner, env, task, device, trust_config)
-    _check_supported(actor_critic)
+    kind = type(actor_critic).__name__
+    if isinstance(actor_critic, ActorCriticMutex):
+        why = f"{kind} (a multi-skill Mutex) cannot be exported: it keeps per-env Python state"
+        raise ExportError(f"{why}. Export each skill's run and switch between them in the deployment code")
+    if not isinstance(actor_critic, ActorCritic):
+        raise ExportError(f"{kind} is not an st_rl policy (ActorCritic family)")
     source = info["source_checkpoint"] or "the runner's policy"
     _refuse_nonfinite(actor_critic.state_dict(), source, info["iteration"])
     actor_critic: Any = _detached_copy(actor_critic).to("cpu").eval()
     for p in actor_critic.parameters():
         p.requires_grad_(False)
-    memories = _actor_memories(actor_critic)
+    memories = [(ROLE_PREFIXES[role], role, m) for role, m in actor_critic.actor_memories()]
     module = _ActorExport(actor_critic, [m for _, _, m in memories]).eval()
     os.makedirs(out_dir, exist_ok=True)
     files = {fmt: os.path.join(out_dir, FILE_NAMES[fmt].format(name=name)) for fmt in formats}
@@ -475,8 +350,7 @@ def export_policy(
     example = _example_inputs(metadata["num_obs"], metadata["states"], 3, torch.Generator().manual_seed(1))
     metadata_path = os.path.join(out_dir, f"{name}.json")
     with open(metadata_path, "w", encoding="utf-8") as f:
-        json.dump(metadata, f, indent=2)
-        f.write("\n")
+        f.write(json.dumps(metadata, indent=2) + "\n")
     errors: dict[str, float] = {}
     with torch.no_grad():
         module(*example)  # fills per-call caches (action mean, estimates) that the tracer inspects
@@ -486,9 +360,6 @@ def export_policy(
             except ExportError:
                 raise
             except Exception as e:
-                raise ExportError(
-                    f"{fmt} export of {type(actor_critic).__name__} failed: {type(e).__name__}: "
-                    f"{str(e).splitlines()[0] if str(e) else ''}"
-                ) from e
+                raise ExportError(f"{kind} {fmt} export failed: {type(e).__name__}: {e}") from e
             errors[fmt] = _self_check(module, path, metadata, tolerance) if check else float("nan")
     return ExportResult(files=files, metadata_path=metadata_path, metadata=metadata, max_abs_error=errors)

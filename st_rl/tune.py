@@ -1,12 +1,4 @@
-"""Hyperparameter search on the built-in tasks with Optuna (``st-rl tune``, ``pip install st-rl[tune]``).
-
-Each trial trains a task's preset with sampled hyperparameters for a small budget, then scores the policy on a
-fresh environment: ``objective="return"`` (maximised; :func:`evaluate_return`) or ``"velrmsd"`` (minimised;
-:func:`evaluate_velrmsd`); the runner reports the same metric to the pruner during training. With ``motion``
-every trial trains AMP towards that reference (default space :data:`AMP_SPACE`) and records its gait distance.
-Studies live in an Optuna storage (default ``<log_root>/<study>.db``) and are continued when they exist; trial
-``n`` logs to ``<log_root>/<study>/trial_<n>``.
-"""
+"""Hyperparameter search on the built-in tasks with Optuna (``st-rl tune``, docs/tuning.md)."""
 
 from __future__ import annotations
 
@@ -22,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+import yaml
 
 from st_rl.algorithms import NonFiniteLossError
 from st_rl.config.defaults import RUNNER_DEFAULTS
@@ -47,7 +40,7 @@ DEFAULT_SPACE: dict[str, list[Any]] = {
     "algorithm.clip_param": ["float", 0.1, 0.3],
     "policy.hidden_width": ["categorical", 32, 64, 128, 256],
 }
-"""The PPO search space: ``dotted.key -> [kind, ...]`` (see :func:`parse_space`)."""
+"""The PPO search space: ``dotted.key -> [kind, ...]`` (:func:`parse_space`)."""
 
 AMP_SPACE: dict[str, list[Any]] = {
     "policy.amp_discriminator.style_reward_coef": ["log", 0.003, 0.05],
@@ -55,7 +48,7 @@ AMP_SPACE: dict[str, list[Any]] = {
     "algorithm.amp_replay_buffer_size": ["categorical", 0, 20000, 100000],
     "algorithm.learning_rate": ["log", 3e-4, 3e-3],
 }
-"""The AMP search space of ``st-rl tune --motion`` (style weight, gradient penalty, replay, learning rate)."""
+"""The AMP search space of ``st-rl tune --motion``."""
 
 OBJECTIVES: dict[str, tuple[str, str, str]] = {
     # name: (direction, metric the runner reports during training, description)
@@ -71,78 +64,61 @@ def _optuna() -> Any:
     return import_optional("optuna", "tune", "st-rl tune")
 
 
-# ----------------------------------------------------------------------------------------------- search space
 def parse_space(space: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate a search-space spec: dotted config keys (``algorithm.<key>``, ``policy.<key>``, ``env.<key>``,
-    a runner key; ``policy.hidden_width`` sets every hidden layer) -> ``[kind, low, high]`` (kind ``float``,
-    ``log``, ``int``, ``int_log``), ``["categorical", choice, ...]`` or a fixed value. Returns a copy.
-
-    Raises:
-        ValueError: naming the bad entry and the accepted forms.
-    """
+    """A checked copy of a search space: dotted config keys (``policy.hidden_width`` sets every hidden layer) ->
+    ``[kind, low, high]`` (kind ``float``, ``log``, ``int``, ``int_log``), ``["categorical", ...]`` or a value."""
     out: dict[str, Any] = {}
     forms = "['float'|'log'|'int'|'int_log', low, high], ['categorical', choice, ...] or a fixed value"
     for key, spec in space.items():
         if not isinstance(key, str) or not key or key.startswith(".") or key.endswith("."):
             raise ValueError(f"search-space key {key!r} must be a dotted config path like 'algorithm.gamma'")
-        if isinstance(spec, (list, tuple)) and spec and isinstance(spec[0], str) and spec[0] in SPACE_KINDS:
-            kind, args = spec[0], list(spec[1:])
-            if kind == "categorical":
-                if not args:
-                    raise ValueError(f"search space {key!r}: 'categorical' needs at least one choice")
-            else:
-                if len(args) != 2 or not all(isinstance(a, (int, float)) for a in args) or args[0] >= args[1]:
-                    raise ValueError(f"search space {key!r}: {kind!r} needs [low, high] with low < high")
-                if kind in ("log", "int_log") and args[0] <= 0:
-                    raise ValueError(f"search space {key!r}: {kind!r} needs low > 0")
-            out[key] = [kind, *args]
-        elif isinstance(spec, (list, tuple)) and spec and isinstance(spec[0], str):
-            raise ValueError(f"search space {key!r}: unknown kind {spec[0]!r}; use {forms}")
-        else:
+        kind, args = (spec[0], list(spec[1:])) if isinstance(spec, (list, tuple)) and spec else (None, [])
+        if not isinstance(kind, str):
             out[key] = copy.deepcopy(spec)
+            continue
+        if kind not in SPACE_KINDS:
+            raise ValueError(f"search space {key!r}: unknown kind {kind!r}; use {forms}")
+        if kind == "categorical" and not args:
+            raise ValueError(f"search space {key!r}: 'categorical' needs at least one choice")
+        if kind != "categorical":
+            if len(args) != 2 or not all(isinstance(a, (int, float)) for a in args) or args[0] >= args[1]:
+                raise ValueError(f"search space {key!r}: {kind!r} needs [low, high] with low < high")
+            if kind in ("log", "int_log") and args[0] <= 0:
+                raise ValueError(f"search space {key!r}: {kind!r} needs low > 0")
+        out[key] = [kind, *args]
     return out
 
 
 def load_space(spec: str) -> dict[str, Any]:
-    """Read a search space: inline JSON (``'{"algorithm.gamma": ["float", 0.9, 0.99]}'``), a ``.json`` file or
-    a ``.yaml``/``.yml`` file (needs PyYAML). The result replaces :data:`DEFAULT_SPACE`.
-
-    Raises:
-        ValueError: unreadable or invalid spec.
-    """
+    """Read a search space from inline JSON, a ``.json`` or a ``.yaml``/``.yml`` file."""
     text = spec.strip()
     try:
         if text.startswith("{"):
             data = json.loads(text)
         elif not os.path.isfile(spec):  # also never read a device (/dev/zero) to its end
             raise OSError(f"no such file (give inline JSON, or a .json / .yaml file): {spec}")
-        elif spec.endswith((".yaml", ".yml")):
-            import yaml
-
-            with open(spec) as f:
-                try:
-                    data = yaml.safe_load(f)
-                except yaml.YAMLError as e:
-                    raise ValueError(str(e).replace("\n", " ")) from e
         else:
             with open(spec) as f:
-                data = json.load(f)
-    except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
-        raise ValueError(f"cannot read the search space {spec!r}: {e}") from e
+                data = yaml.safe_load(f) if spec.endswith((".yaml", ".yml")) else json.load(f)
+    except (OSError, ValueError, yaml.YAMLError) as e:  # json.JSONDecodeError is a ValueError
+        raise ValueError(f"cannot read the search space {spec!r}: {str(e).replace(chr(10), ' ')}") from e
     if not isinstance(data, dict):
         raise ValueError(f"search space {spec!r} must be a mapping of dotted config keys to specs")
     return parse_space(data)
+
+
+def _ranged(spec: Any) -> bool:
+    return isinstance(spec, list) and bool(spec) and spec[0] in SPACE_KINDS
 
 
 def suggest(trial: Any, space: Mapping[str, Any]) -> dict[str, Any]:
     """Draw one value per entry of a parsed ``space`` (fixed values are returned as they are)."""
     values: dict[str, Any] = {}
     for key, spec in space.items():
-        if not (isinstance(spec, list) and spec and spec[0] in SPACE_KINDS):
+        kind, args = (spec[0], spec[1:]) if _ranged(spec) else (None, [])
+        if kind is None:
             values[key] = spec
-            continue
-        kind, args = spec[0], spec[1:]
-        if kind == "categorical":
+        elif kind == "categorical":
             values[key] = trial.suggest_categorical(key, list(args))
         elif kind in ("int", "int_log"):
             values[key] = trial.suggest_int(key, int(args[0]), int(args[1]), log=kind == "int_log")
@@ -151,11 +127,8 @@ def suggest(trial: Any, space: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def apply_params(
-    train_cfg: dict[str, Any], env_kwargs: dict[str, Any], params: Mapping[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Write dotted-key values into copies of a flat training config and the environment keyword arguments
-    (``ValueError`` for a key whose section is not a dict of the config)."""
+def apply_params(train_cfg: dict, env_kwargs: dict, params: Mapping[str, Any]) -> tuple[dict, dict]:
+    """Copies of a flat training config and the env keyword arguments with the dotted-key values written in."""
     cfg, env_kw = copy.deepcopy(train_cfg), copy.deepcopy(env_kwargs)
     for key, value in params.items():
         if key == "policy.hidden_width":
@@ -168,49 +141,34 @@ def apply_params(
         target: Any = env_kw if path[:1] == ["env"] else cfg
         for part in path[1:] if path[:1] == ["env"] else path:
             if not isinstance(target.get(part), dict):
-                raise ValueError(
-                    f"search-space key {key!r}: the config has no section {part!r}; use algorithm.<key>, "
-                    "policy.<key>, env.<key> or a runner key"
-                )
+                use = "use algorithm.<key>, policy.<key>, env.<key> or a runner key"
+                raise ValueError(f"search-space key {key!r}: the config has no section {part!r}; {use}")
             target = target[part]
         target[leaf] = value
     return cfg, env_kw
 
 
 def _check_space(space: Mapping[str, Any], trial_config: Callable[[Mapping[str, Any]], Any]) -> None:
-    """Resolve a trial's config at the low end of every range, so that a key the config does not take
-    (``algorithm.gama``) is a :class:`~st_rl.config.ConfigError` before the first trial."""
-    values = {
-        key: spec[1] if isinstance(spec, list) and spec and spec[0] in SPACE_KINDS else spec
-        for key, spec in space.items()
-    }
-    cfg, _ = trial_config(values)
+    """Resolve a trial's config at the low end of every range: a ConfigError before the first trial."""
+    cfg, _ = trial_config({key: spec[1] if _ranged(spec) else spec for key, spec in space.items()})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         resolve_train_cfg(cfg)
 
 
-# ----------------------------------------------------------------------------------------------- evaluation
 @torch.no_grad()
 def evaluate_return(runner: Any, env: Any, num_steps: int | None = None) -> float:
-    """Mean return of the first episode of every environment of ``env`` under ``runner``'s deterministic policy.
-
-    The environments are reset first; the run lasts ``num_steps`` steps (default: the task's
-    ``max_episode_length``), and an episode still running at the end counts with its partial return.
-    """
-    adapter = EnvAdapter(
-        env, device=runner.device, obs_groups=runner.cfg.get("obs_groups"), check_finite="off"
-    )
+    """Mean return of every env's first episode (partial after ``num_steps``, default one episode) under
+    ``runner``'s deterministic policy."""
+    adapter = EnvAdapter(env, runner.device, obs_groups=runner.cfg.get("obs_groups"), check_finite="off")
     policy = runner.get_inference_policy()
     obs, _, _ = adapter.reset()
-    n = adapter.num_envs
     steps = int(num_steps or int(torch.as_tensor(adapter.max_episode_length).max()))
-    returns = torch.zeros(n, device=runner.device)
-    running = torch.ones(n, dtype=torch.bool, device=runner.device)
-    policy.reset(torch.ones(n, dtype=torch.bool, device=runner.device))
+    returns = torch.zeros(adapter.num_envs, device=runner.device)
+    running = torch.ones(adapter.num_envs, dtype=torch.bool, device=runner.device)
+    policy.reset(running.clone())
     for _ in range(max(1, steps)):
-        actions = policy(obs)
-        obs, _, rewards, dones, _ = adapter.step(actions)
+        obs, _, rewards, dones, _ = adapter.step(policy(obs))
         returns += rewards.to(returns.device) * running
         running &= ~dones.to(running.device).bool()
         policy.reset(dones)
@@ -228,8 +186,7 @@ class EpisodeTimedTask(Protocol):
 
 
 def evaluate_velrmsd(runner: Any, env: Any, duration_s: float | None = None) -> float:
-    """Velocity-tracking RMSD of ``runner``'s deterministic policy on ``env`` (see :mod:`st_rl.play`) over
-    ``duration_s`` seconds (default: one episode of an :class:`EpisodeTimedTask`, else 10 s)."""
+    """Velocity-tracking RMSD of the deterministic policy over ``duration_s`` (default: an episode, or 10 s)."""
     policy = runner.get_inference_policy()
     if duration_s is None:
         duration_s = float(env.max_episode_length_s) if isinstance(env, EpisodeTimedTask) else 10.0
@@ -238,21 +195,12 @@ def evaluate_velrmsd(runner: Any, env: Any, duration_s: float | None = None) -> 
     return float(metrics["velrmsd"])
 
 
-# ----------------------------------------------------------------------------------------------- study
 def default_storage(log_root: str, study_name: str) -> str:
-    """``sqlite:///<log_root>/<study_name>.db``."""
     return f"sqlite:///{os.path.join(log_root, study_name)}.db"
 
 
-def _prepare_storage(storage: str) -> None:
-    if storage.startswith("sqlite:///"):
-        folder = os.path.dirname(storage[len("sqlite:///") :])
-        if folder:
-            os.makedirs(folder, exist_ok=True)
-
-
 def make_pruner(name: str | None) -> Any:
-    """``"median"`` (Optuna's ``MedianPruner(n_startup_trials=3, n_warmup_steps=2)``) or ``"none"``."""
+    """``"median"`` (``MedianPruner(n_startup_trials=3, n_warmup_steps=2)``) or ``"none"``."""
     optuna = _optuna()
     if name in (None, "none"):
         return optuna.pruners.NopPruner()
@@ -262,50 +210,34 @@ def make_pruner(name: str | None) -> Any:
 
 
 def open_study(
-    study_name: str,
-    storage: str,
-    objective: str = "return",
-    task: str = DEFAULT_TASK,
-    pruner: Any = None,
+    study_name: str, storage: str, objective: str = "return", task: str = DEFAULT_TASK, pruner: Any = None,
     sampler: Any = None,
-) -> Any:
-    """Create the study, or load it when it exists (``load_if_exists=True``).
-
-    Raises:
-        ValueError: the stored study was made for another task or objective.
-    """
+) -> Any:  # fmt: skip
+    """Create the study, or load it (``ValueError`` when it was made for another task or objective)."""
     optuna = _optuna()
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
-    _prepare_storage(storage)
+    _check_objective(objective)
+    if storage.startswith("sqlite:///") and os.path.dirname(storage[10:]):
+        os.makedirs(os.path.dirname(storage[10:]), exist_ok=True)
+    pruner = pruner if pruner is not None else make_pruner("median")
     try:
-        study = optuna.create_study(
-            study_name=study_name,
-            storage=storage,
-            direction=OBJECTIVES[objective][0],
-            pruner=pruner if pruner is not None else make_pruner("median"),
-            sampler=sampler,
-            load_if_exists=True,
-        )
+        direction = OBJECTIVES[objective][0]
+        study = optuna.create_study(study_name=study_name, storage=storage, direction=direction, pruner=pruner,
+                                    sampler=sampler, load_if_exists=True)  # fmt: skip
     except Exception as e:  # SQLAlchemy's errors of a bad URL or an unreachable database
         raise _storage_error(storage, e) from e
     attrs = study.user_attrs
     for key, value in (("task", task), ("objective", objective)):
         if key in attrs and attrs[key] != value:
-            raise ValueError(
-                f"study {study_name!r} in {storage} was created with {key}={attrs[key]!r}, not {value!r}; "
-                "pick another --study-name or the same settings"
-            )
+            was = f"was created with {key}={attrs[key]!r}, not {value!r}"
+            raise ValueError(f"study {study_name!r} {was}: pick another --study-name or the same settings")
         if key not in attrs:
             study.set_user_attr(key, value)
     return study
 
 
 def fail_interrupted_trials(study: Any) -> list[int]:
-    """Mark as failed the trials left RUNNING by a process of this host that no longer exists (a killed
-    ``st-rl tune``); trials of live processes, or of other hosts, are left alone. Returns their numbers."""
+    """Mark as failed the RUNNING trials of gone processes of this host (a killed ``st-rl tune``); their numbers."""
     optuna = _optuna()
-
     failed = []
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         pid, host = trial.user_attrs.get("pid"), trial.user_attrs.get("host")
@@ -316,13 +248,9 @@ def fail_interrupted_trials(study: Any) -> list[int]:
 
 
 def load_existing_study(study_name: str, storage: str) -> Any:
-    """Load a study that must already exist.
-
-    Raises:
-        ValueError: the storage or the study does not exist (listing the studies it has).
-    """
+    """Load a study (``ValueError`` when the storage or the study does not exist)."""
     optuna = _optuna()
-    if storage.startswith("sqlite:///") and not os.path.isfile(storage[len("sqlite:///") :]):
+    if storage.startswith("sqlite:///") and not os.path.isfile(storage[10:]):
         raise ValueError(f"no study storage at {storage}; run st-rl tune first (or pass --storage)")
     try:
         return optuna.load_study(study_name=study_name, storage=storage)
@@ -333,17 +261,18 @@ def load_existing_study(study_name: str, storage: str) -> Any:
         raise _storage_error(storage, e) from e
 
 
+def _check_objective(objective: str) -> None:
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
+
+
 def _storage_error(storage: str, error: Exception) -> ValueError:
-    return ValueError(
-        f"cannot open the study storage {storage!r} (--storage): {type(error).__name__}: {first_line(error)}; "
-        "give an Optuna storage URL such as sqlite:///logs/tune/study.db"
-    )
+    why = f"{type(error).__name__}: {first_line(error)}; give a URL such as sqlite:///logs/tune/study.db"
+    return ValueError(f"cannot open the study storage {storage!r} (--storage): {why}")
 
 
 @dataclasses.dataclass
 class _Trials:
-    """The trials of :func:`run_study`: each trains the task's preset with sampled values and scores it."""
-
     task: str
     preset: Any
     motion: str | None
@@ -364,9 +293,7 @@ class _Trials:
         self.reference: Any = None
         if self.motion:
             dt = make_env(self.task, num_envs=1, seed=0, **self.preset.env_kwargs).dt
-            self.loader = MotionLoader(
-                self.motion, amp_obs_frame_num=2, time_between_frames=dt, device=self.device
-            )
+            self.loader = MotionLoader(self.motion, time_between_frames=dt, device=self.device)
             self.reference = self.loader.sample_windows(4096)
 
     def env(self, n: int, seed: int, env_kwargs: dict[str, Any]) -> Any:
@@ -378,21 +305,19 @@ class _Trials:
         return env
 
     def config(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The training config and env keyword arguments of a trial with ``params``."""
         cfg = self.preset.train.to_dict()
         if self.loader is not None:
             cfg = amp_train_config(cfg)
-        iterations = self.iterations
-        cfg.update(task=self.task, seed=self.seed, logger=self.logger, save_interval=max(1, iterations))
-        cfg["log_interval"] = self.log_interval or max(1, iterations // 5)
+        cfg.update(task=self.task, seed=self.seed, logger=self.logger, save_interval=max(1, self.iterations))
+        cfg["log_interval"] = self.log_interval or max(1, self.iterations // 5)
         return apply_params(cfg, self.preset.env_kwargs, params)
 
     def __call__(self, trial: Any) -> float:
         cfg, env_kwargs = self.config(suggest(trial, self.space))
         log_dir = os.path.join(self.log_dir, f"trial_{trial.number}")
-        trial.set_user_attr("log_dir", log_dir)
-        trial.set_user_attr("pid", os.getpid())  # lets a later run tell an interrupted trial from a live one
-        trial.set_user_attr("host", socket.gethostname())
+        # pid and host let a later run tell an interrupted trial from a live one
+        for key, value in (("log_dir", log_dir), ("pid", os.getpid()), ("host", socket.gethostname())):
+            trial.set_user_attr(key, value)
         env = self.env(self.num_envs, self.seed, env_kwargs)
         runner_class = cfg.get("runner_class_name", RUNNER_DEFAULTS.runner_class_name)
         runner = build_runner(runner_class, env, cfg, log_dir=log_dir, device=self.device)
@@ -420,55 +345,23 @@ def _report_trial(study: Any, trial: Any) -> None:
     value = "" if trial.value is None else f" value={trial.value:.4g}"
     if "gait_distance" in trial.user_attrs:
         value += f" gait_distance={trial.user_attrs['gait_distance']:.3f}"
-    state = trial.state.name.lower()
-    print(
-        f"[st-rl tune] trial {trial.number} {state}{value} params={_format_params(trial.params)}", flush=True
-    )
+    params = ", ".join(f"{k.split('.')[-1]}={_format_value(v)}" for k, v in trial.params.items())
+    print(f"[st-rl tune] trial {trial.number} {trial.state.name.lower()}{value} params={params}", flush=True)
 
 
 def run_study(
-    task: str = DEFAULT_TASK,
-    n_trials: int = 10,
-    iterations: int | None = None,
-    num_envs: int | None = None,
-    *,
-    study_name: str | None = None,
-    storage: str | None = None,
-    log_root: str = DEFAULT_LOG_ROOT,
-    space: Mapping[str, Any] | None = None,
-    objective: str = "return",
-    eval_envs: int = 64,
-    eval_steps: int | None = None,
-    pruner: Any = None,
-    sampler: Any = None,
-    seed: int | None = None,
-    device: str = "cpu",
-    logger: str = RUNNER_DEFAULTS.logger,
-    log_interval: int | None = None,
-    timeout_s: float | None = None,
-    verbose: bool = True,
-    summary_top: int = 5,
-    motion: str | None = None,
-) -> Any:
+    task: str = DEFAULT_TASK, n_trials: int = 10, iterations: int | None = None, num_envs: int | None = None,
+    *, study_name: str | None = None, storage: str | None = None, log_root: str = DEFAULT_LOG_ROOT,
+    space: Mapping[str, Any] | None = None, objective: str = "return", eval_envs: int = 64,
+    eval_steps: int | None = None, pruner: Any = None, sampler: Any = None, seed: int | None = None,
+    device: str = "cpu", logger: str = RUNNER_DEFAULTS.logger, log_interval: int | None = None,
+    timeout_s: float | None = None, verbose: bool = True, summary_top: int = 5, motion: str | None = None,
+) -> Any:  # fmt: skip
     """Run (or continue) a study of ``n_trials`` more trials on a built-in task's preset; returns the study.
 
-    Args:
-        task: built-in task name.
-        n_trials: trials to add in this call.
-        iterations, num_envs: learning iterations and environments per trial (default: a fifth of the preset's
-            iterations, its environments).
-        study_name, storage, log_root: the study (default: the task's name), its Optuna storage URL (default
-            ``sqlite:///<log_root>/<study_name>.db``); trial ``i`` logs to ``<log_root>/<study_name>/trial_<i>``.
-        space: search space (default :data:`DEFAULT_SPACE`, :data:`AMP_SPACE` with ``motion``; :func:`parse_space`).
-        objective: ``"return"`` (maximise) or ``"velrmsd"`` (minimise).
-        eval_envs, eval_steps: evaluation environments and steps (``return``) or seconds (``velrmsd``; default
-            one episode).
-        pruner, sampler: Optuna's (default ``make_pruner("median")``, TPE).
-        seed: training seed of every trial (default the preset's); the evaluation env uses ``seed + 10000``.
-        device, logger, log_interval: of every trial's runner (default log interval: about 5 blocks a trial).
-        timeout_s: stop starting trials after this many seconds.
-        verbose, summary_top: print a line per trial and the summary of the ``summary_top`` best trials.
-        motion: a motion file: train AMP (APPO) towards it and record each trial's gait distance to it.
+    Defaults: a fifth of the preset's iterations, its envs and seed, :data:`DEFAULT_SPACE` (:data:`AMP_SPACE`
+    with a ``motion`` file to train AMP towards), storage ``sqlite:///<log_root>/<study_name>.db``. Trial ``i``
+    logs to ``<log_root>/<study_name>/trial_<i>``; ``eval_steps`` are seconds for ``objective="velrmsd"``.
     """
     _optuna()
     preset = get_preset(task)
@@ -480,39 +373,27 @@ def run_study(
     num_envs = int(num_envs or preset.num_envs)
     trials = _Trials(task, preset, motion, device, space, objective, iterations, num_envs, seed, eval_envs,
                      eval_steps, logger, log_interval, os.path.join(log_root, study_name))  # fmt: skip
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
+    _check_objective(objective)
     if objective == "velrmsd":
         _check_locomotion_env(make_env(task, num_envs=1, seed=0, **preset.env_kwargs))
     _check_space(space, trials.config)
     study = open_study(study_name, storage, objective, task, pruner, sampler)
     for number in fail_interrupted_trials(study):
         print(f"[st-rl tune] trial {number} was interrupted (its process is gone): marked failed", flush=True)
-    study.optimize(
-        trials,
-        n_trials=n_trials,
-        timeout=timeout_s,
-        catch=(NonFiniteLossError, FloatingPointError),
-        callbacks=[_report_trial] if verbose else [],
-    )
+    catch = (NonFiniteLossError, FloatingPointError)
+    callbacks = [_report_trial] if verbose else []
+    study.optimize(trials, n_trials=n_trials, timeout=timeout_s, catch=catch, callbacks=callbacks)
     if verbose:
         print(format_summary(study, top=summary_top, storage=storage))
     return study
 
 
-# ----------------------------------------------------------------------------------------------- summary
 def _format_value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def _format_params(params: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k.split('.')[-1]}={_format_value(v)}" for k, v in params.items())
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
-    """A table of the ``top`` best completed trials (value and params), with trial counts per state."""
+    """A table of the ``top`` best completed trials, with trial counts per state."""
     optuna = _optuna()
     states = optuna.trial.TrialState
     trials = study.get_trials(deepcopy=False)
@@ -533,9 +414,7 @@ def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
         return "\n".join(lines)
     complete.sort(key=lambda t: t.value, reverse=direction == "maximize")
     best = complete[0]
-    lines.append(
-        f"Best trial {best.number}: value {best.value:.6g} (log dir {best.user_attrs.get('log_dir')})"
-    )
+    lines.append(f"Best trial {best.number}: value {best.value:.6g} (in {best.user_attrs.get('log_dir')})")
     keys = sorted({k for t in complete[:top] for k in t.params})
     extra = ["gait_distance"] if any("gait_distance" in t.user_attrs for t in complete[:top]) else []
     header = ["rank", "trial", "value", *extra, *[k.split(".")[-1] for k in keys]]
@@ -552,7 +431,7 @@ def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``st-rl tune`` with the arguments :mod:`st_rl.commands` parsed."""
+    """``st-rl tune``."""
     study_name = args.study_name or args.task
     storage = args.storage or default_storage(args.log_root, study_name)
     try:
