@@ -1,9 +1,5 @@
-"""One adapter for every environment API st_rl accepts (:mod:`st_rl.env.adapters.apis`).
-
-:class:`EnvAdapter` turns each API into ``(obs, critic_obs, rewards, dones, infos)`` with flat float
-observations on the training device and bool dones, so runners never branch on the API. Every output is checked
-against the contract (:mod:`st_rl.env.adapters.contract`) with metadata only (no host synchronisation).
-"""
+"""One adapter for every environment API st_rl accepts (:mod:`st_rl.env.adapters.apis`), checked against the
+contract (:mod:`st_rl.env.adapters.contract`) with metadata only."""
 
 from __future__ import annotations
 
@@ -28,22 +24,19 @@ from st_rl.utils.distributed import is_distributed
 
 
 def _declared(env: Any, name: str) -> Any:
-    """The environment's attribute ``name``, or None (the one place st_rl reads optional env attributes)."""
     return getattr(env, name, None)
+
+
+def _num_actions(env: Any) -> int:
+    num_actions = _declared(env, "num_actions")
+    if num_actions is None:
+        raise TypeError(f"{type(env).__name__} has no 'num_actions' attribute.")
+    return int(num_actions)
 
 
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
-    """The sizes and observation layouts a policy is built from (see :mod:`st_rl.modules.factory`).
-
-    Attributes:
-        num_obs: actor observation width.
-        num_critic_obs: critic observation width (the actor's when the critic sees the actor observations).
-        num_actions: action width.
-        obs_segments: actor observation layout (name -> shape), if known.
-        critic_obs_segments: critic observation layout, if known.
-        amp_obs_dim: width of one flattened AMP window, if the environment provides AMP observations.
-    """
+    """The sizes and observation layouts (name -> shape) a policy is built from (:mod:`st_rl.modules.factory`)."""
 
     num_obs: int | None
     num_critic_obs: int | None
@@ -54,18 +47,8 @@ class EnvSpec:
 
     @classmethod
     def from_env(cls, env: Any) -> EnvSpec:
-        """Read the spec from an environment's attributes.
-
-        ``num_obs``; ``num_critic_obs`` or ``num_privileged_obs`` (0 or None: the critic sees the actor
-        observations); ``num_actions`` (required); ``obs_segments``; ``critic_obs_segments`` or
-        ``privileged_obs_segments``; ``amp_obs_dim``.
-
-        Raises:
-            TypeError: the environment has no ``num_actions``.
-        """
-        num_actions = _declared(env, "num_actions")
-        if num_actions is None:
-            raise TypeError(f"{type(env).__name__} has no 'num_actions' attribute.")
+        """Read the spec from an environment's attributes (``num_critic_obs`` or ``num_privileged_obs``, 0 or None:
+        the actor's; ``critic_obs_segments`` or ``privileged_obs_segments``)."""
         num_obs = _declared(env, "num_obs")
         amp_obs_dim = _declared(env, "amp_obs_dim")
         return cls(
@@ -73,7 +56,7 @@ class EnvSpec:
             num_critic_obs=_declared(env, "num_critic_obs")
             or _declared(env, "num_privileged_obs")
             or num_obs,
-            num_actions=int(num_actions),
+            num_actions=_num_actions(env),
             obs_segments=_declared(env, "obs_segments"),
             critic_obs_segments=(
                 _declared(env, "critic_obs_segments") or _declared(env, "privileged_obs_segments")
@@ -83,18 +66,14 @@ class EnvSpec:
 
 
 class EnvAdapter:
-    """Presents any supported environment as ``(obs, critic_obs, rewards, dones, infos)``.
+    """Presents any supported environment as ``(obs, critic_obs, rewards, dones, infos)`` on ``device``.
 
     Args:
-        env: the user's environment (any of the three APIs).
-        device: training device; everything returned is moved there. None: the environment's device (CPU
-            where it declares none).
-        obs_groups: for mapping observations: ``{"policy": [groups...], "critic": [groups...]}``. Groups of a
-            set are flattened and concatenated in the given order. Defaults to ``"policy"`` (or ``"actor"``)
-            for the actor and ``"critic"`` for the critic when present. Also honoured for the rsl_rl 2.x API.
-        check_finite: ``"rollout"`` (default) accumulates NaN/Inf flags on the device and raises in
-            :meth:`raise_if_nonfinite` (one host sync per rollout), ``"step"`` raises at the offending step
-            (one host sync per step, for debugging), ``"off"`` disables the check.
+        device: training device; None: the environment's device (CPU where it declares none).
+        obs_groups: ``{"policy": [groups...], "critic": [groups...]}``, concatenated in order. Defaults to
+            ``"policy"`` (or ``"actor"``) for the actor and ``"critic"`` when present.
+        check_finite: ``"rollout"`` raises NaN/Inf in :meth:`raise_if_nonfinite` (one host sync per rollout),
+            ``"step"`` at the offending step, ``"off"`` never.
     """
 
     def __init__(
@@ -119,7 +98,6 @@ class EnvAdapter:
         self.env = env
         env_device = _declared(env, "device")
         self.env_device: torch.device | None = None if env_device is None else torch.device(env_device)
-        """The device the environment takes its actions on (its ``device``); None where it declares none."""
         self.device = torch.device(device if device is not None else (self.env_device or "cpu"))
         self.check_finite = check_finite
         self.num_envs = int(env.num_envs)
@@ -140,10 +118,7 @@ class EnvAdapter:
         self.num_obs = int(obs.shape[-1])
         self.num_critic_obs = int(critic_obs.shape[-1])
         self._widths = {"obs": self.num_obs, "critic": self.num_critic_obs}
-        num_actions = _declared(env, "num_actions")
-        if num_actions is None:
-            raise TypeError(f"{type(env).__name__} has no 'num_actions' attribute.")
-        self.num_actions = int(num_actions)
+        self.num_actions = _num_actions(env)
         self.obs_segments = self._layout("obs_segments", "policy", first)
         critic_layout = self._layout("privileged_obs_segments", "critic", first)
         if critic_layout is None:
@@ -167,16 +142,13 @@ class EnvAdapter:
             return OrderedDict((g, tuple(groups[g].shape[1:]) or (1,)) for g in self._obs_groups[key])
         return None
 
-    # ------------------------------------------------------------------ observations
     def _concat(self, groups: Mapping[str, Any], names: list[str], method: str) -> torch.Tensor:
         where = "obs" if self.api == "tensordict" else "extras['observations']"
         parts = [self._out.observation(groups[n], method, f"{where}[{n!r}]", group=True) for n in names]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
     def _split_observations(self, raw: Any, privileged: Any, method: str, privileged_method: str = ""):
-        """``(obs, critic_obs, extras)`` of one raw payload of ``method`` (legged_gym: the tensor, with
-        ``privileged`` from ``privileged_method``; rsl_rl2: ``(obs, extras)``; tensordict: the groups), checked.
-        """
+        """Checked ``(obs, critic_obs, extras)`` of one raw observation payload of ``method``."""
         if self.api == "legged_gym":
             obs = self._out.observation(raw, method, "obs")
             critic = (
@@ -210,13 +182,8 @@ class EnvAdapter:
             }  # AMP windows, as the other APIs carry them
         return obs, critic, extras
 
-    # ------------------------------------------------------------------ public API
     def get_observations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Current ``(obs, critic_obs, extras)``.
-
-        Raises:
-            EnvOutputError: an observation breaks the contract (see the module docstring).
-        """
+        """Current ``(obs, critic_obs, extras)``."""
         raw = self.env.get_observations()
         priv = None
         if self.api == "legged_gym" and self.has_critic_group:
@@ -235,13 +202,7 @@ class EnvAdapter:
     def step(
         self, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Step the environment; return ``(obs, critic_obs, rewards, dones, infos)`` with bool dones.
-
-        The actions are moved to the environment's device (:attr:`env_device`) first.
-
-        Raises:
-            EnvOutputError: an output breaks the contract (see the module docstring).
-        """
+        """Step the environment (actions moved to :attr:`env_device`); ``(obs, critic_obs, rewards, dones, infos)``."""
         if self.env_device is not None and self.env_device != actions.device:
             actions = actions.to(self.env_device)
         out = self.env.step(actions)
@@ -254,8 +215,8 @@ class EnvAdapter:
             )
             got = f"{len(out)} values" if isinstance(out, (tuple, list)) else describe_value(out)
             raise EnvOutputError(
-                f"{type(self.env).__name__}.step() returned {got}; the {self.api} API returns {form}. Fix: "
-                f"return {form} (get_observations() decided the API: {self.api})."
+                f"{type(self.env).__name__}.step() returned {got}; the {self.api} API (from get_observations()) "
+                f"returns {form}. Fix: return {form}."
             )
         infos_name = "infos" if self.api == "legged_gym" else "extras"
         raw_infos = out[-1]
@@ -284,7 +245,6 @@ class EnvAdapter:
         self._check(obs, critic, rewards)
         return obs, critic, rewards, dones, infos
 
-    # ------------------------------------------------------------------ finiteness
     def _check(self, obs: torch.Tensor, critic: torch.Tensor, rewards: torch.Tensor | None) -> None:
         if self.check_finite == "off":
             return
@@ -314,9 +274,8 @@ class EnvAdapter:
             )
             self._nonfinite.zero_()
             raise NonFiniteError(
-                f"The environment returned NaN or Inf in {where}. Fix the environment (check divisions, "
-                "resets and observation clipping) or clip the observations; set the runner option "
-                "check_finite='step' to stop at the exact step."
+                f"The environment returned NaN or Inf in {where}. Fix the environment or clip the observations; "
+                "the runner option check_finite='step' stops at the exact step."
             )
 
     def _source_name(self, key: str) -> str:
@@ -326,7 +285,6 @@ class EnvAdapter:
             return "policy"
         return "privileged" if (key == "critic" and self.api == "legged_gym") else key
 
-    # ------------------------------------------------------------------ passthrough
     @property
     def max_episode_length(self) -> int | torch.Tensor:
         return self.env.max_episode_length
@@ -339,46 +297,37 @@ class EnvAdapter:
     def episode_length_buf(self, value: torch.Tensor) -> None:
         self.env.episode_length_buf = value
 
-    # ------------------------------------------------------------------ optional environment attributes
+    # Optional environment attributes: None (False for load_state_dict) where the environment declares none.
     @property
     def dt(self) -> float | None:
-        """Seconds per policy step (the environment's ``dt``); None where it declares none."""
+        """Seconds per policy step."""
         dt = _declared(self.env, "dt")
         return None if dt is None else float(dt)
 
     @property
     def cfg(self) -> dict[str, Any] | None:
-        """The environment's settings (its ``cfg``) when they are a dict; None otherwise.
-
-        Recorded in the run's ``config.json`` (``env``) and in exported policies' metadata.
-        """
+        """The environment's ``cfg`` when it is a dict (recorded in ``config.json`` and exported policies)."""
         cfg = _declared(self.env, "cfg")
         return cfg if isinstance(cfg, dict) else None
 
     @property
     def joint_names(self) -> list[str] | None:
-        """Names of the actuated joints in action order (the environment's ``joint_names``); None if unknown."""
+        """Names of the actuated joints in action order."""
         names = _declared(self.env, "joint_names")
         return None if names is None else [str(n) for n in names]
 
     @property
     def default_joint_pos(self) -> Any:
-        """Joint positions that zero actions command (the environment's ``default_joint_pos``, a tensor or
-        sequence in action order); None if unknown."""
+        """Joint positions that zero actions command, in action order."""
         return _declared(self.env, "default_joint_pos")
 
     def state_dict(self) -> Any:
-        """The environment's state (its ``state_dict()``, saved in checkpoints); None where it has no
-        ``state_dict`` method."""
+        """The environment's ``state_dict()`` (saved in checkpoints)."""
         state_dict = _declared(self.env, "state_dict")
         return state_dict() if callable(state_dict) else None
 
     def load_state_dict(self, state: Any) -> bool:
-        """Restore a state of :meth:`state_dict` with the environment's ``load_state_dict``.
-
-        Returns:
-            Whether the environment took it (False where it has no ``load_state_dict`` method).
-        """
+        """Restore a :meth:`state_dict`; whether the environment took it."""
         load_state_dict = _declared(self.env, "load_state_dict")
         if not callable(load_state_dict):
             return False
@@ -387,8 +336,7 @@ class EnvAdapter:
 
     @property
     def amp_obs_dim(self) -> int | None:
-        """Width of one flattened AMP window: the env's ``amp_obs_dim`` attribute, else the width of
-        ``extras["observations"]["ref_obs"]``; None without either."""
+        """Width of one flattened AMP window: ``amp_obs_dim``, else that of ``extras["observations"]["ref_obs"]``."""
         declared = _declared(self.env, "amp_obs_dim")
         if declared:
             return int(declared)
@@ -396,7 +344,6 @@ class EnvAdapter:
         ref = (extras.get("observations") or {}).get("ref_obs")
         return int(ref[0].numel()) if ref is not None else None
 
-    # ------------------------------------------------------------------ task metrics
     # st_gym environments expose their metrics as attributes; the first found of each list is used.
     LEGACY_METRIC_ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "velrmsd": ("tracking_error", "lin_vel_rmsd"),
@@ -406,12 +353,7 @@ class EnvAdapter:
     RETURNED_METRICS = ("velrmsd", "CoT")
 
     def task_metrics(self) -> dict[str, torch.Tensor]:
-        """The environment's task metrics as scalar tensors on the training device.
-
-        An environment declares them with a ``task_metrics()`` method returning ``{name: tensor}`` (per-env
-        values are averaged); otherwise the st_gym attributes are read: ``tracking_error`` or ``lin_vel_rmsd``
-        as ``velrmsd`` and ``CoT``. Environments without metrics return ``{}``.
-        """
+        """The env's ``task_metrics()`` (else its :attr:`LEGACY_METRIC_ATTRIBUTES`) as mean scalar tensors."""
         declared: Any = _declared(self.env, "task_metrics")
         items: list[tuple[str, Any]] = []
         if declared is not None:
@@ -426,24 +368,17 @@ class EnvAdapter:
         return {k: torch.as_tensor(v, dtype=torch.float32).to(self.device).mean() for k, v in items}
 
     def returned_metrics(self, metrics: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """What ``learn()`` returns: the :attr:`RETURNED_METRICS` of ``metrics`` (zero tensors when absent)."""
+        """What ``learn()`` returns: the :attr:`RETURNED_METRICS` of ``metrics`` (zero when absent)."""
         zero = torch.zeros((), device=self.device)
         first, second = (metrics.get(name, zero) for name in self.RETURNED_METRICS)
         return first, second
 
     def randomize_episode_lengths(self) -> None:
-        """Spread episode start times: ``episode_length_buf ~ U[0, max_episode_length)``.
-
-        An environment without a writable ``episode_length_buf`` or without ``max_episode_length`` keeps its
-        episode starts (with a warning): spreading them only decorrelates the first rollouts.
-        """
+        """Spread episode start times: ``episode_length_buf ~ U[0, max_episode_length)`` (warns if impossible)."""
         missing = [a for a in ("episode_length_buf", "max_episode_length") if _declared(self.env, a) is None]
         if missing:
-            warnings.warn(
-                f"init_at_random_ep_len: {type(self.env).__name__} has no {' or '.join(missing)}, so its "
-                "episodes keep their start times (add them to spread the starts, see docs/environments.md)",
-                stacklevel=3,
-            )
+            msg = f"init_at_random_ep_len: {type(self.env).__name__} has no {' or '.join(missing)}; starts not spread"
+            warnings.warn(msg, stacklevel=3)
             return
         buf = self.env.episode_length_buf
         max_len = self.env.max_episode_length

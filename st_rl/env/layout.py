@@ -1,9 +1,4 @@
-"""Observation layout: named components over a flat observation vector.
-
-A layout (``obs_segments``) is an ordered mapping ``name -> shape``; each component occupies
-``prod(shape)`` contiguous columns of the flat observation, in mapping order. Shapes may be given as ints,
-lists or tuples; they are normalised to tuples.
-"""
+"""Observation layout (``obs_segments``): an ordered ``name -> shape`` mapping over the flat observation's columns."""
 
 from __future__ import annotations
 
@@ -42,11 +37,7 @@ def segments_size(segments: Segments) -> int:
 
 
 def get_obs_slice(segments: Segments, component_name: str) -> tuple[slice, Shape]:
-    """Return the column slice and shape of one component.
-
-    Raises:
-        AssertionError: if the component is not in the layout (the message lists the available names).
-    """
+    """The column slice and shape of one component (AssertionError if absent)."""
     start = 0
     for name, shape in segments.items():
         shape = normalize_shape(shape)
@@ -84,13 +75,7 @@ def get_subobs_by_components(
     *,
     segments: Segments | None = None,
 ) -> torch.Tensor:
-    """Concatenate the named components along the last dim, in layout order (any leading dims).
-
-    Args:
-        observations: (..., width) observations laid out by ``obs_segments``.
-        component_names: a name or names of the components to take.
-        obs_segments: the layout, name -> shape (the reference's keyword); ``segments=`` is accepted too.
-    """
+    """Concatenate the named components of ``(..., width)`` observations along the last dim, in layout order."""
     segments = _segments_arg(obs_segments, segments, "get_subobs_by_components")
     names = _names_list(component_names)
     for n in names:
@@ -107,20 +92,10 @@ def substitute_estimated_state(
     *,
     segments: Segments | None = None,
 ) -> torch.Tensor:
-    """Write consecutive chunks of ``estimated_state`` into the target components, in place.
-
-    Chunks are taken in layout order. Returns ``observations``.
-
-    Args:
-        observations: (..., width) observations laid out by ``obs_segments``, written in place.
-        target_components: a name or names of the components to overwrite.
-        estimated_state: (..., width of the targets) values.
-        obs_segments: the layout, name -> shape (the reference's keyword); ``segments=`` is accepted too.
-    """
+    """Write consecutive chunks of ``estimated_state`` into the target components in layout order, in place;
+    returns ``observations``."""
     segments = _segments_arg(obs_segments, segments, "substitute_estimated_state")
     names = _names_list(target_components)
-    for n in names:
-        get_obs_slice(segments, n)
     expected = get_subobs_size(segments, names)
     if estimated_state.shape[-1] != expected:
         raise ValueError(

@@ -1,8 +1,4 @@
-"""Reference name (st_rl/compat.py): the built-in tasks moved to :mod:`st_rl.tasks`.
-
-``import st_rl.envs`` and ``import st_rl.envs.<module>`` give the same module objects as ``st_rl.tasks`` and
-``st_rl.tasks.<module>``, so code and pickled references written for the old path keep working.
-"""
+"""Reference name (st_rl/compat.py): ``st_rl.envs[.<module>]`` is the same module object as ``st_rl.tasks[...]``."""
 
 from __future__ import annotations
 
@@ -27,12 +23,10 @@ class _AliasLoader(importlib.abc.Loader):
         return importlib.import_module(self.target)
 
     def exec_module(self, module: ModuleType) -> None:
-        """The target module is already executed."""
+        pass  # the target module is already executed
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):
-    """Finds ``st_rl.envs.<name>`` as ``st_rl.tasks.<name>``."""
-
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if not fullname.startswith(_OLD):
             return None

@@ -8,13 +8,7 @@ import torch
 
 
 class ReplayBuffer:
-    """Ring buffer of ``states`` and ``next_states`` (e.g. past policy AMP windows for the discriminator).
-
-    Args:
-        obs_dim: width of one state.
-        buffer_size: capacity; the oldest entries are overwritten once it is full.
-        device: where the buffers live.
-    """
+    """Ring buffer of ``buffer_size`` ``states`` / ``next_states`` (e.g. past policy AMP windows)."""
 
     def __init__(self, obs_dim: int, buffer_size: int, device: str | torch.device = "cpu") -> None:
         if buffer_size < 1:

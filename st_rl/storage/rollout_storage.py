@@ -32,8 +32,6 @@ class Field:
     """A registered storage field: one ``(T, N, *shape)`` buffer.
 
     Attributes:
-        shape: shape of one env's value at one step.
-        dtype: buffer dtype.
         trajectory: observation-like: recurrent minibatches pad it into trajectories ``(T, n_traj, ...)``.
         minibatch: name in minibatches (None: the field name; ``""``: not in minibatches).
         transition: transition attribute it is filled from (None: the field name; ``""``: computed later).
@@ -69,9 +67,8 @@ class Transition:
 
 
 class MiniBatch:
-    """One minibatch: tensors by minibatch name, as attributes (``obs``, ``critic_obs``, ``actions``, ``values``,
-    ``advantages``, ``returns``, ``old_actions_log_prob``, ``old_mu``, ``old_sigma``, registered extra fields;
-    ``hidden_states`` and ``masks`` are ``None`` in feed-forward minibatches)."""
+    """One minibatch: tensors by minibatch name, as attributes (``hidden_states`` and ``masks`` are ``None`` in
+    feed-forward minibatches)."""
 
     __slots__ = ("_fields",)
     _ALWAYS = ("hidden_states", "masks")
@@ -85,10 +82,8 @@ class MiniBatch:
         try:
             return self._fields[name]
         except KeyError:
-            raise AttributeError(
-                f"the minibatch has no field {name!r} (fields: {sorted(self._fields)}); the storage records only "
-                "the fields registered by the algorithm and its extensions"
-            ) from None
+            msg = f"the minibatch has no field {name!r} (registered fields: {sorted(self._fields)})"
+            raise AttributeError(msg) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("MiniBatch is immutable; use _replace(**fields)")
@@ -122,19 +117,12 @@ class RolloutStorage:
     """Buffers of shape ``(T, N, ...)`` on the training device, filled one transition at a time.
 
     Args:
-        num_envs: N.
-        num_transitions_per_env: T.
-        obs_shape: actor observation shape, e.g. ``[num_obs]``.
-        privileged_obs_shape: critic observation shape; ``[None]`` or ``None``: minibatches use the actor
-            observations as ``critic_obs``.
-        actions_shape: e.g. ``[num_actions]``.
-        device: where the buffers live.
+        privileged_obs_shape: critic observation shape; ``[None]`` or ``None``: ``critic_obs`` is ``obs``.
         fields: extra fields to register, ``{name: Field}`` (more with :meth:`register`).
         buffer_dilation_ratio: >= 1. A ring grows by one rollout at each :meth:`clear` up to ``ratio * T``
             steps, then overwrites the oldest; returns and minibatches see the steps oldest first.
         ring: keep the cursor across :meth:`clear` and wrap instead of overflowing (queue behaviour).
-        next_observations: also keep the observation after each step (``next_obs`` / ``next_critic_obs`` in
-            minibatches; the transition's ``next_observations`` fill row T at the last step).
+        next_observations: also keep the observation after each step (``next_obs`` / ``next_critic_obs``).
         **kwargs: ignored (the reference passes storage-class-specific keys to every storage).
     """
 
@@ -201,10 +189,8 @@ class RolloutStorage:
         self._padded_trajectories: tuple[Any, ...] | None = None
         self.step = 0
 
-    # ------------------------------------------------------------------ fields
     def register(self, name: str, field: Field) -> None:
-        """Allocate a zero ``(T, N, *field.shape)`` buffer ``name`` (also an attribute); registering the same
-        spec again is a no-op, a different one an error."""
+        """Allocate a zero ``(T, N, *field.shape)`` buffer ``name`` (also an attribute); idempotent."""
         if name in self.fields:
             if self.fields[name] != field:
                 raise ValueError(f"storage field {name!r} is already registered as {self.fields[name]}")
@@ -221,7 +207,6 @@ class RolloutStorage:
         self.fields[name] = field
 
     def has_field(self, name: str) -> bool:
-        """Whether a field ``name`` is registered."""
         return name in self.fields
 
     def __getattr__(self, name: str) -> Any:
@@ -248,18 +233,11 @@ class RolloutStorage:
 
     Transition = Transition
 
-    # ------------------------------------------------------------------ filling
     def add_transitions(self, transition: Transition) -> None:
-        """Copy one transition into row ``step``.
-
-        Raises:
-            AssertionError: the storage is full and not a ring (call ``clear()`` after each update).
-            ValueError: a registered field is missing from the transition.
-        """
+        """Copy one transition into row ``step`` (every registered field must be set)."""
         if self.step >= self.num_transitions_per_env:
             assert self.ring and self.buffer_full, (
-                f"Rollout storage overflow: it holds {self.num_transitions_per_env} steps per env; call clear() "
-                "after each update."
+                f"Rollout storage overflow ({self.num_transitions_per_env} steps per env): call clear() after each update"
             )
             self.step = 0  # ring wrap: overwrite the oldest row
         t = self.step
@@ -270,8 +248,7 @@ class RolloutStorage:
             value = transition.get(source)
             if value is None:
                 raise ValueError(
-                    f"transition.{source} is missing: the storage field {name!r} is registered and needs a value "
-                    "at every step"
+                    f"transition.{source} is missing: the storage field {name!r} needs it at every step"
                 )
             buf = self.buffers[name]
             buf[t].copy_(value.reshape(buf.shape[1:]))
@@ -288,8 +265,7 @@ class RolloutStorage:
             value = transition.get(source)
             if value is None:
                 raise ValueError(
-                    f"transition.{source} is missing: a storage with next observations needs it at the last "
-                    "step of the rollout"
+                    f"transition.{source} is missing: next observations need it at the last step"
                 )
             self._all_obs[name][-1].copy_(value)
 
@@ -317,10 +293,8 @@ class RolloutStorage:
         elif self.step >= self.num_transitions_per_env:
             self.step = 0
 
-    # ------------------------------------------------------------------ ring / queue
     @property
     def buffer_full(self) -> bool:
-        """Whether the buffer has reached its maximum length."""
         return self.num_transitions_per_env >= self.max_length
 
     def expand_buffer_once(self) -> None:
@@ -351,13 +325,10 @@ class RolloutStorage:
             self.saved_hidden_states = [self.swap_from_cursor(h, cursor) for h in self.saved_hidden_states]
         self.step = self.num_transitions_per_env
 
-    # ------------------------------------------------------------------ returns
     def compute_returns(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
-        """GAE returns and normalised advantages of the stored rollout, bootstrapped from ``last_values`` (the
-        reference's method; :func:`compute_returns`)."""
+        """GAE returns and normalised advantages, bootstrapped from ``last_values``."""
         compute_returns(self, last_values, gamma, lam)
 
-    # ------------------------------------------------------------------ statistics
     def get_statistics(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean trajectory length and mean reward per step (the stored steps are not modified)."""
         self.untie_buffer_loop()
@@ -370,9 +341,8 @@ class RolloutStorage:
         trajectory_lengths = done_indices[1:] - done_indices[:-1]
         return trajectory_lengths.float().mean(), self.rewards.mean()
 
-    # ------------------------------------------------------------------ sampling
     def _minibatch_fields(self) -> dict[str, tuple[Field, torch.Tensor]]:
-        """``{minibatch name: (field, buffer)}`` of every field minibatches carry (``critic_obs`` included)."""
+        """``{minibatch name: (field, buffer)}`` of every field minibatches carry."""
         out: dict[str, tuple[Field, torch.Tensor]] = {}
         for name, field in self.fields.items():
             if field.minibatch == "":
@@ -384,15 +354,11 @@ class RolloutStorage:
             obs_field = self.fields["observations"]
             out["next_obs"] = (obs_field, self.next_observations)
             nxt_critic = self.next_privileged_observations
-            out["next_critic_obs"] = (
-                obs_field,
-                nxt_critic if nxt_critic is not None else self.next_observations,
-            )
+            out["next_critic_obs"] = (obs_field, self.next_observations if nxt_critic is None else nxt_critic)
         return out
 
     def mini_batch_generator(self, num_mini_batches: int, num_epochs: int = 8) -> Iterator[MiniBatch]:
-        """Yield flat minibatches, reshuffled every epoch (the remainder is dropped), each built by
-        :meth:`get_minibatch_from_indices`."""
+        """Yield flat minibatches, reshuffled every epoch (the remainder is dropped)."""
         self.untie_buffer_loop()
         batch_size = self.num_envs * self.num_transitions_per_env
         mini_batch_size = batch_size // num_mini_batches
@@ -411,11 +377,10 @@ class RolloutStorage:
     def recurrent_mini_batch_generator(
         self, num_mini_batches: int, num_epochs: int = 8
     ) -> Iterator[MiniBatch]:
-        """Yield minibatches of whole trajectories of ``N // num_mini_batches`` envs for recurrent policies.
+        """Yield minibatches of the trajectories of ``N // num_mini_batches`` envs for recurrent policies.
 
         Trajectory fields are split at dones and zero-padded to length T (``masks`` marks real steps); the
-        others stay (T, n, ...). ``hidden_states`` are those saved at each trajectory's first step, (layers,
-        n_traj, H). The order is reshuffled every epoch; each is built by :meth:`get_minibatch_from_indices`.
+        others stay (T, n, ...). ``hidden_states`` are those at each trajectory's first step, (layers, n_traj, H).
         """
         self.untie_buffer_loop()
         n_envs = self.num_envs
@@ -467,8 +432,7 @@ class RolloutStorage:
         padded_B_slice: slice | None = None,  # noqa: N803
         prev_done_mask: torch.Tensor | None = None,
     ) -> MiniBatch:
-        """The minibatch at the given (time, env) selection: the reference's override hook (a subclass adds
-        fields with ``super().get_minibatch_from_indices(...)._replace(extra=self.extra[T_slice, B_slice])``).
+        """The minibatch at the given (time, env) selection: the reference's override hook.
 
         Args:
             T_slice: time indices (feed-forward) or ``slice(None)`` (recurrent).
@@ -505,8 +469,7 @@ class QueueRolloutStorage(RolloutStorage):
 
 
 class ActionLabelRollout(QueueRolloutStorage):
-    """:class:`QueueRolloutStorage` that also records ``action_labels`` (e.g. a teacher's actions), returned
-    as ``MiniBatch.action_labels`` and kept through growth and ring rotation."""
+    """:class:`QueueRolloutStorage` that also records ``action_labels`` (e.g. a teacher's actions)."""
 
     def __init__(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
         super().__init__(num_envs, num_transitions_per_env, *args, **kwargs)
@@ -514,8 +477,8 @@ class ActionLabelRollout(QueueRolloutStorage):
 
 
 class SarsaRolloutStorage(RolloutStorage):
-    """:class:`RolloutStorage` that also yields the next observations (``next_obs`` / ``next_critic_obs``; after
-    a done, the new episode's first one: mask with ``dones``) for SARSA-style or model-learning losses."""
+    """:class:`RolloutStorage` that also yields ``next_obs`` / ``next_critic_obs`` (after a done: the new
+    episode's first; mask with ``dones``)."""
 
     def __init__(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
         kwargs["next_observations"] = True
@@ -523,8 +486,8 @@ class SarsaRolloutStorage(RolloutStorage):
 
 
 class AmpRolloutStorage(ActionLabelRollout):
-    """:class:`ActionLabelRollout` that also records the raw AMP windows ``ref_obs`` (the policy's) and
-    ``ref_motion`` (a reference motion's) of shape ``amp_obs_shape``, e.g. ``(H * F,)``."""
+    """:class:`ActionLabelRollout` that also records the AMP windows ``ref_obs`` (the policy's) and
+    ``ref_motion`` of shape ``amp_obs_shape``, e.g. ``(H * F,)``."""
 
     def __init__(
         self,
@@ -546,13 +509,7 @@ class AmpRolloutStorage(ActionLabelRollout):
 def compute_returns(storage: RolloutStorage, last_values: torch.Tensor, gamma: float, lam: float) -> None:
     """GAE returns and globally normalised advantages of the stored rollout, written into the storage."""
     storage.untie_buffer_loop()  # ring storages: oldest step first
-    returns, advantages = compute_gae(
-        storage.rewards[..., 0],
-        storage.values[..., 0],
-        storage.dones[..., 0],
-        last_values.reshape(-1),
-        gamma,
-        lam,
-    )
+    rewards, values, dones = (storage.rewards[..., 0], storage.values[..., 0], storage.dones[..., 0])
+    returns, advantages = compute_gae(rewards, values, dones, last_values.reshape(-1), gamma, lam)
     storage.returns.copy_(returns.unsqueeze(-1))
     storage.advantages.copy_(normalize_advantages(advantages).unsqueeze(-1))

@@ -1,10 +1,7 @@
 """The environment output contract :class:`~st_rl.env.EnvAdapter` checks, with metadata only.
 
-Observations are ``(num_envs, num_obs)`` (a group of a mapping may have more per-environment dimensions: they
-are flattened), rewards ``(num_envs,)``, dones and time-outs ``(num_envs,)`` bool or 0/1 numbers, observations
-and rewards floating point. Nothing is reshaped across environments: a transposed or short output raises
-:class:`EnvOutputError` naming the method, the output, what it was and the fix. numpy arrays are converted
-(copied); everything is moved to the training device.
+Observations are float ``(num_envs, num_obs)`` (groups may have more dimensions: flattened), rewards float
+``(num_envs,)``, dones and time-outs ``(num_envs,)`` bool or 0/1; nothing is reshaped across environments.
 """
 
 from __future__ import annotations
@@ -20,11 +17,7 @@ class NonFiniteError(ValueError):
 
 
 class EnvOutputError(ValueError):
-    """An environment output of the wrong type, shape, dtype or device.
-
-    The message names the environment method (``step``, ``get_observations``, ...), the output (``obs``,
-    ``rewards``, ``extras['observations']['critic']``, ...), what was returned and the fix.
-    """
+    """An environment output of the wrong type, shape, dtype or device (the message names method, output, fix)."""
 
 
 def describe_value(value: Any) -> str:
@@ -37,9 +30,7 @@ def describe_value(value: Any) -> str:
 
 
 class OutputChecker:
-    """Checks and converts the outputs of one environment (``env_name``, ``num_envs`` per output) and moves them
-    to ``device`` (see the module docstring); ``env_device`` is named in messages.
-    """
+    """Checks the outputs of one environment and moves them to ``device``."""
 
     def __init__(
         self, env_name: str, num_envs: int, device: torch.device, env_device: torch.device | None
@@ -52,7 +43,7 @@ class OutputChecker:
         )
 
     def tensor(self, value: Any, method: str, output: str, expected: str) -> torch.Tensor:
-        """``value`` as a tensor: tensors as they are, numeric numpy arrays copied, anything else refused."""
+        """``value`` as a tensor (numeric numpy arrays copied)."""
         if isinstance(value, torch.Tensor):
             return value
         if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
@@ -68,7 +59,7 @@ class OutputChecker:
     def to_device(
         self, x: torch.Tensor, method: str, output: str, dtype: torch.dtype | None = None
     ) -> torch.Tensor:
-        """``x`` on the training device (and in ``dtype``); a no-op when it is there already."""
+        """``x`` on the training device, in ``dtype``."""
         try:
             return x.to(device=self.device, dtype=dtype)
         except (RuntimeError, NotImplementedError) as e:
@@ -83,11 +74,7 @@ class OutputChecker:
             ) from e
 
     def observation(self, value: Any, method: str, output: str, group: bool = False) -> torch.Tensor:
-        """One observation checked and converted to float32 ``(num_envs, width)`` on the training device.
-
-        A flat observation must be exactly ``(num_envs, width)``; a group of a mapping may have several
-        per-environment dimensions (flattened), but its first dimension must be ``num_envs`` too.
-        """
+        """One observation as float32 ``(num_envs, width)`` (a ``group`` may have more dimensions: flattened)."""
         n = self.num_envs
         x = self.tensor(value, method, output, f"(num_envs, num_obs) with num_envs={n}")
         if not x.dtype.is_floating_point:

@@ -1,15 +1,4 @@
-"""Gymnasium 1.x vector environments (``SyncVectorEnv``, ``AsyncVectorEnv``, ``make_vec``) for st_rl.
-
-:class:`GymnasiumVecEnv` presents one in st_rl's native API with float32 tensors on the training device:
-
-* ``terminated | truncated`` become ``dones``; ``extras["time_outs"]`` is ``truncated & ~terminated``.
-* Autoreset: the observation of a finished env is its first after the reset (``SAME_STEP``, as
-  :func:`make_gymnasium_env` configures; ``NEXT_STEP`` / ``DISABLED`` envs are reset at once with
-  ``reset(options={"reset_mask": dones})``), so no reset step's reward is ever stored.
-* ``extras["log"]`` has ``Episode/return`` and ``Episode/length`` of the episodes that ended (raw rewards).
-* Actions are clipped to the action space (``clip_actions``), as CleanRL's ``ClipAction`` does.
-* Optional reward normalisation (``normalize_reward``): rewards divided by the running std of the discounted
-  return, clipped to ``+-clip_reward`` (as in CleanRL's PPO); its statistics are in ``state_dict``.
+"""Gymnasium 1.x vector environments (``SyncVectorEnv``, ``AsyncVectorEnv``, ``make_vec``) in st_rl's native API.
 
 Needs ``gymnasium>=1.1`` (``pip install "st-rl[gymnasium]"``; MuJoCo tasks need its ``mujoco`` extra).
 """
@@ -29,7 +18,6 @@ _INSTALL_HINT = 'pip install "st-rl[gymnasium]"  (or: pip install "gymnasium[muj
 
 
 def _import_gymnasium() -> Any:
-    """Import gymnasium, checking that it is a 1.x version with autoreset modes and partial resets."""
     try:
         import gymnasium
     except ImportError as exc:
@@ -37,15 +25,13 @@ def _import_gymnasium() -> Any:
     try:
         from gymnasium.vector import AutoresetMode  # noqa: F401 - presence check (gymnasium >= 1.1)
     except ImportError as exc:
-        raise ImportError(
-            f"gymnasium {gymnasium.__version__} is too old: st_rl needs gymnasium>=1.1 "
-            f"(vector autoreset modes and reset_mask). Upgrade with: {_INSTALL_HINT}"
-        ) from exc
+        msg = f"gymnasium {gymnasium.__version__} is too old: st_rl needs gymnasium>=1.1. Upgrade: {_INSTALL_HINT}"
+        raise ImportError(msg) from exc
     return gymnasium
 
 
 class _RunningMeanStd:
-    """Running mean and variance of a scalar stream (parallel Welford update), in float64."""
+    """Running mean and variance of a scalar stream (parallel Welford update)."""
 
     def __init__(self) -> None:
         self.mean = 0.0
@@ -63,23 +49,19 @@ class _RunningMeanStd:
 
 
 class GymnasiumVecEnv:
-    """A Gymnasium 1.x vector env in st_rl's native API (see the module docstring for the semantics).
+    """A Gymnasium 1.x vector env (``Box`` spaces, any autoreset mode) in st_rl's native API.
+
+    ``dones`` are ``terminated | truncated``, ``extras["time_outs"]`` ``truncated & ~terminated``; a finished
+    env's observation is its first after the reset (``NEXT_STEP`` / ``DISABLED`` envs are reset at once), and
+    ``extras["log"]`` has ``Episode/return`` / ``Episode/length`` of the episodes that ended.
 
     Args:
-        env: a ``gymnasium.vector.VectorEnv`` with ``Box`` observation and action spaces (``SyncVectorEnv``,
-            ``AsyncVectorEnv`` or ``gymnasium.make_vec(...)``), any autoreset mode.
-        device: training device of the returned tensors.
         seed: seed of the first reset (and of the action space); ``None`` leaves the env unseeded.
         clip_actions: clip actions to the action space's bounds before stepping.
-        normalize_reward: divide rewards by the running std of the discounted return (see module docstring).
-        reward_gamma: discount of that return (use the PPO ``gamma``).
-        clip_reward: after normalisation, clip rewards to ``+-clip_reward`` (``None``: no clip).
+        normalize_reward: divide rewards by the running std of the discounted return (``reward_gamma``), then
+            clip them to ``+-clip_reward`` (``None``: no clip), as CleanRL's PPO; statistics in ``state_dict``.
         max_episode_length: episode limit in steps; default: the env spec's ``max_episode_steps`` (else 1000).
         stats_window: how many finished episodes :attr:`episode_returns` / :attr:`episode_lengths` keep.
-
-    Raises:
-        ImportError: gymnasium missing or older than 1.1.
-        TypeError: not a vector env, or a non-``Box`` observation or action space (the message names the fix).
     """
 
     def __init__(
@@ -108,8 +90,7 @@ class GymnasiumVecEnv:
         if not isinstance(act_space, gym.spaces.Box):
             raise TypeError(
                 f"st_rl's policies output continuous actions, but this env's action space is {act_space}. "
-                "Use a task with a Box action space (e.g. the MuJoCo tasks) or wrap the env so that it takes "
-                "continuous actions."
+                "Use a task with a Box action space or wrap the env."
             )
         if not isinstance(obs_space, gym.spaces.Box):
             raise TypeError(
@@ -148,11 +129,9 @@ class GymnasiumVecEnv:
         obs, _ = env.reset(seed=None if seed is None else int(seed))
         self._obs = self._to_tensor(obs)
 
-    # ------------------------------------------------------------------ helpers
     def _to_tensor(self, x: Any) -> torch.Tensor:
         return torch.as_tensor(np.asarray(x), dtype=torch.float32).reshape(self.num_envs, -1).to(self.device)
 
-    # ------------------------------------------------------------------ native API
     def get_observations(self) -> tuple[torch.Tensor, dict[str, Any]]:
         """Current ``(obs, {"observations": {"policy": obs}})``."""
         return self._obs, {"observations": {"policy": self._obs}}
@@ -168,12 +147,7 @@ class GymnasiumVecEnv:
         return self.get_observations()
 
     def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Step all sub-environments; return ``(obs, rewards, dones, extras)``.
-
-        The observation of a finished env is its first observation of the next episode; ``extras`` holds
-        ``"observations"``, ``"time_outs"`` (truncated and not terminated) and, when episodes ended,
-        ``"log"`` with ``Episode/return`` and ``Episode/length``.
-        """
+        """Step all sub-environments; return ``(obs, rewards, dones, extras)``."""
         a = actions.detach().to("cpu", torch.float32).numpy().reshape(self._act_shape)
         if self.clip_actions:
             a = np.clip(a, self._low, self._high)
@@ -198,8 +172,7 @@ class GymnasiumVecEnv:
             self._ep_return[dones] = 0.0
             self._ep_length[dones] = 0
             if self.autoreset_mode.name != "SAME_STEP":
-                # NEXT_STEP / DISABLED: reset the finished envs now, so no reset step (whose reward would
-                # be spurious) is ever taken and the returned obs is the first one of the new episode.
+                # NEXT_STEP / DISABLED: reset now, so no reset step (with a spurious reward) is ever taken
                 obs, _ = self.env.reset(options={"reset_mask": dones.copy()})
         if self.normalize_reward:
             self._discounted = self._discounted * self.reward_gamma + rew
@@ -217,14 +190,9 @@ class GymnasiumVecEnv:
         rewards = torch.as_tensor(rew, dtype=torch.float32).to(self.device)
         return self._obs, rewards, dones_t, extras
 
-    # ------------------------------------------------------------------ attributes the runner reads
     @property
     def episode_length_buf(self) -> torch.Tensor:
-        """Steps since each sub-environment's last reset (informational).
-
-        Gymnasium's ``TimeLimit`` keeps its own counter, so writing this buffer (``init_at_random_ep_len``)
-        does not shorten episodes: it only changes this counter.
-        """
+        """Steps since each sub-environment's last reset (informational: writing it does not shorten episodes)."""
         return self._episode_length_buf
 
     @episode_length_buf.setter
@@ -233,7 +201,6 @@ class GymnasiumVecEnv:
 
     @property
     def unwrapped(self) -> Any:
-        """The Gymnasium vector env."""
         return self.env
 
     @property
@@ -252,7 +219,7 @@ class GymnasiumVecEnv:
         }
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """Reward-normalisation statistics (what a resumed run needs to continue identically)."""
+        """Reward-normalisation statistics."""
         return {
             "return_rms": torch.tensor(
                 [self._return_rms.mean, self._return_rms.var, self._return_rms.count], dtype=torch.float64
@@ -267,7 +234,7 @@ class GymnasiumVecEnv:
         discounted = state_dict["discounted_return"].cpu().numpy().astype(np.float64)
         if discounted.shape != self._discounted.shape:
             raise ValueError(
-                f"discounted_return has shape {discounted.shape}, this env has {self.num_envs} sub-environments"
+                f"discounted_return has shape {discounted.shape}, this env has {self.num_envs} envs"
             )
         self._discounted = discounted
 
@@ -294,29 +261,14 @@ def make_gymnasium_env(
     wrappers: Sequence[Callable[[Any], Any]] | None = None,
     **env_kwargs: Any,
 ) -> GymnasiumVecEnv:
-    """Create ``num_envs`` copies of a registered Gymnasium task as one st_rl environment.
-
-    The vector env uses ``SAME_STEP`` autoreset. Example::
-
-        env = make_gymnasium_env("HalfCheetah-v5", num_envs=1, seed=1, normalize_reward=True)
-        runner = OnPolicyRunner(env, get_preset("gym:HalfCheetah-v5").train.to_dict(), log_dir=None)
+    """Create ``num_envs`` copies of a registered Gymnasium task (e.g. ``"HalfCheetah-v5"``) as one st_rl env
+    with ``SAME_STEP`` autoreset; other arguments as :class:`GymnasiumVecEnv`.
 
     Args:
-        env_id: Gymnasium id, e.g. ``"HalfCheetah-v5"``, ``"Ant-v5"``, ``"Pendulum-v1"``.
-        num_envs: number of sub-environments.
         seed: seed of the first reset (sub-env ``i`` gets ``seed + i``); ``None``: unseeded.
-        device: training device of the returned tensors.
         vectorization_mode: ``"sync"`` (one process) or ``"async"`` (one worker process per sub-env).
-        normalize_reward: see :class:`GymnasiumVecEnv`.
-        reward_gamma: discount of the reward normalisation's return.
-        clip_reward: clip of normalised rewards.
-        clip_actions: clip actions to the action space.
         wrappers: single-env wrapper constructors applied to each sub-environment.
         **env_kwargs: passed to the task's constructor (e.g. ``ctrl_cost_weight=0.1``).
-
-    Raises:
-        ImportError: gymnasium (or the task's simulator, e.g. MuJoCo) is not installed.
-        ValueError: unknown ``vectorization_mode``.
     """
     gym = _import_gymnasium()
     from gymnasium.vector import AutoresetMode
@@ -333,9 +285,10 @@ def make_gymnasium_env(
             **env_kwargs,
         )
     except gym.error.DependencyNotInstalled as exc:
-        raise ImportError(
+        msg = (
             f"{env_id} needs a simulator that is not installed ({exc}). For the MuJoCo tasks: {_INSTALL_HINT}"
-        ) from exc
+        )
+        raise ImportError(msg) from exc
     return GymnasiumVecEnv(
         vec,
         device=device,
