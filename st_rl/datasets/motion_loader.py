@@ -1,11 +1,8 @@
-"""Reference motions for AMP: load motion files, sample interpolated windows, and supply them to environments.
+"""Reference motions for AMP: load st_gym motion files, sample interpolated windows, supply them to environments.
 
-Motion files are the st_gym format (``ancestor_spec.md`` section 3.1): a pickled (or joblib) dict
-``{trajectory_name: {"Fields": [...], "Frames": [[...], ...], "FrameDuration": s, "MotionWeight": w}}``.
-They are read with :func:`st_rl.tasks.motion_recorder.load_motion_file`, which resolves no classes, so a
-file can never run code. A window is ``amp_obs_frame_num`` frames ``time_between_frames`` apart of the
-selected ``style_fields``, flattened frame-major into ``(H * F,)`` -- the layout of the environment's
-``extras["observations"]["ref_obs"]`` with ``(N, H, F)`` flattened.
+A motion file is a pickled dict ``{name: {"Fields", "Frames", "FrameDuration", "MotionWeight"}}``. A window is
+``amp_obs_frame_num`` (H) frames ``time_between_frames`` apart of the ``style_fields`` (F), flattened frame-major
+into ``(H * F,)``, as the environment's ``extras["observations"]["ref_obs"]`` ``(N, H, F)``.
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ __all__ = ["AMPLoader", "AmpObservationWrapper", "MotionLoader", "gait_distance"
 def _trajectory_frames(
     name: str, path: str, traj: dict[str, Any], style_fields: list[str], begin: int | None, end: int | None
 ) -> tuple[np.ndarray, float]:
-    """The ``style_fields`` columns of a trajectory's frames ``[begin, end)``, and their duration (s)."""
     fields = list(traj["Fields"])
     missing = [f for f in style_fields if f not in fields]
     if missing:
@@ -46,24 +42,14 @@ def _trajectory_frames(
 class MotionLoader:
     """Reference-motion windows sampled from motion files, on the training device.
 
-    Sampling: a trajectory is drawn with probability proportional to its ``MotionWeight``; the window start
-    time is uniform over the times at which the whole window fits (``random_start``) or 0; frames between
-    stored frames are linearly interpolated (``root_rot_*`` quaternion fields are re-normalised after
-    interpolation).
+    A trajectory is drawn by ``MotionWeight``, the window start uniformly where the window fits
+    (``random_start``) or at 0; frames are linearly interpolated (``root_rot_*`` quaternions re-normalised).
 
     Args:
         motion_files: one path or a list (directories are searched for ``*.pkl`` / ``*.pickle`` files).
         style_fields: the fields forming a frame, in order (default: the first file's fields).
-        amp_obs_frame_num: frames per window (H).
         time_between_frames: seconds between the window's frames (the environment's policy ``dt``).
-        random_start: random window start times (else every window starts at t = 0).
         frame_begin / frame_end: use only stored frames ``[frame_begin, frame_end)`` of each trajectory.
-        device: where the frames live.
-        generator: optional ``torch.Generator`` for reproducible sampling.
-
-    Raises:
-        FileNotFoundError: a motion file does not exist.
-        ValueError: a field is missing from a trajectory, or a trajectory is shorter than one window.
     """
 
     def __init__(
@@ -93,9 +79,7 @@ class MotionLoader:
         self.generator = generator
         paths = self._expand_paths(motion_files)
         self.motion_files = paths  # named by errors (e.g. the task's check of the style fields)
-        frames: list[torch.Tensor] = []
-        starts, lengths, durations, weights, names = [], [], [], [], []
-        offset = 0
+        trajectories = []  # (name, frames, duration, weight)
         self.style_fields: list[str] = list(style_fields) if style_fields is not None else []
         window_s = (self.amp_obs_frame_num - 1) * self.time_between_frames
         for path in paths:
@@ -109,22 +93,18 @@ class MotionLoader:
                         f"Trajectory '{name}' in {path} lasts {duration:.3f} s, shorter than one window of "
                         f"{self.amp_obs_frame_num} frames {self.time_between_frames} s apart."
                     )
-                frames.append(torch.from_numpy(data))
-                starts.append(offset)
-                lengths.append(data.shape[0])
-                durations.append(duration)
-                weights.append(float(traj.get("MotionWeight", 1.0)))
-                names.append(name)
-                offset += data.shape[0]
-        if not frames:
+                trajectories.append((name, data, duration, float(traj.get("MotionWeight", 1.0))))
+        if not trajectories:
             raise ValueError(f"No trajectories in {paths}")
+        names, datas, durations, weights = (list(x) for x in zip(*trajectories))
+        lengths = [d.shape[0] for d in datas]
         self.trajectory_names = names
-        self.frames = torch.cat(frames).to(self.device)
-        self.traj_start = torch.tensor(starts, dtype=torch.long, device=self.device)
+        self.frames = torch.from_numpy(np.concatenate(datas)).to(self.device)
         self.traj_len = torch.tensor(lengths, dtype=torch.long, device=self.device)
+        self.traj_start = self.traj_len.cumsum(0) - self.traj_len
         self.traj_duration = torch.tensor(durations, dtype=torch.float32, device=self.device)
         self.frame_duration = torch.tensor(
-            [durations[i] / (lengths[i] - 1) for i in range(len(lengths))], device=self.device
+            [d / (n - 1) for d, n in zip(durations, lengths)], device=self.device
         )
         w = torch.tensor(weights, dtype=torch.float32)
         if (w < 0).any() or w.sum() <= 0:
@@ -161,7 +141,7 @@ class MotionLoader:
 
     @property
     def amp_obs_dim(self) -> int:
-        """Width of one flattened window (H x F)."""
+        """Width of one flattened window (H * F)."""
         return self.amp_obs_frame_num * self.num_style_features
 
     def sample_trajectories(self, n: int) -> torch.Tensor:
@@ -203,11 +183,10 @@ class MotionLoader:
         return frames.reshape(n, -1)
 
     def __call__(self, num_envs: int) -> torch.Tensor:
-        """Same as :meth:`sample_windows`; lets a loader be an environment's ``ref_motion`` source."""
+        """:meth:`sample_windows`, so a loader can be an environment's ``ref_motion`` source."""
         return self.sample_windows(num_envs)
 
     def feed_forward_generator(self, num_mini_batch: int, mini_batch_size: int) -> Iterator[torch.Tensor]:
-        """Yield ``num_mini_batch`` batches of windows ``(mini_batch_size, H * F)``."""
         for _ in range(num_mini_batch):
             yield self.sample_windows(mini_batch_size)
 
@@ -216,19 +195,11 @@ AMPLoader = MotionLoader  # reference name (st_rl/compat.py)
 
 
 class AmpObservationWrapper:
-    """Give AMP data to an environment that has none: ``ref_obs`` from its own state and ``ref_motion`` from a
-    :class:`MotionLoader`.
+    """Give AMP data to an environment (legged_gym or rsl_rl 2.x API) that has none.
 
-    After every ``step`` (and in ``get_observations`` extras) the wrapper adds
-    ``extras["observations"]["ref_obs"]``, shape ``(N, H, F)``: the last H frames of
-    ``style_features(env) -> (N, F)`` (reset to the current frame for envs that just finished), and
-    ``extras["ref_motion"]``, shape ``(N, H * F)``, sampled from the loader. Works for the legged_gym
-    (5-tuple) and the rsl_rl 2.x / st_gym (4-tuple) APIs; every other attribute is the wrapped env's.
-
-    Args:
-        env: the environment.
-        motion_loader: reference windows (its ``amp_obs_frame_num`` sets H).
-        style_features: ``f(env) -> (N, F)`` features in the loader's ``style_fields`` order.
+    Its extras get ``["observations"]["ref_obs"]`` ``(N, H, F)``, the last H frames of ``style_features(env)
+    -> (N, F)`` (in the loader's ``style_fields`` order; reset for envs that just finished), and
+    ``["ref_motion"]`` ``(N, H * F)`` sampled from ``motion_loader``.
     """
 
     def __init__(
@@ -254,7 +225,7 @@ class AmpObservationWrapper:
 
     @property
     def amp_obs_dim(self) -> int:
-        """Width of one flattened window (what the discriminator's ``input_dim`` must be)."""
+        """Width of one flattened window (the discriminator's ``input_dim``)."""
         return self.motion_loader.amp_obs_dim
 
     def _features(self) -> torch.Tensor:
@@ -293,11 +264,8 @@ class AmpObservationWrapper:
 def gait_distance(policy_windows: torch.Tensor, reference_windows: torch.Tensor) -> float:
     """How far a policy's gait is from a reference gait, in reference standard deviations.
 
-    Both inputs are windows of style features ``(M, D)`` / ``(K, D)`` (e.g. joint positions and velocities
-    over H frames). Every feature is standardised with the reference windows' mean and standard deviation
-    (clamped at 1e-3); the distance is the mean over policy windows of the Euclidean distance to the nearest
-    reference window, divided by ``sqrt(D)``. 0 means every policy window appears in the reference; a policy
-    whose windows sit one standard deviation away in every feature scores about 1.
+    Features of the windows ``(M, D)`` / ``(K, D)`` are standardised by the reference's mean and std (>= 1e-3);
+    the result is the mean distance of a policy window to its nearest reference window over ``sqrt(D)``.
     """
     ref = reference_windows.reshape(reference_windows.shape[0], -1).double()
     pol = policy_windows.reshape(policy_windows.shape[0], -1).double()

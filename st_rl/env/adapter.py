@@ -106,15 +106,8 @@ class EnvAdapter:
         self.api = detect_api(first)
         self._obs_groups = resolve_obs_groups(self.api, first, obs_groups)
         self.has_critic_group = self._has_critic(first)
-        priv = (
-            self.env.get_privileged_observations()
-            if self.api == "legged_gym" and self.has_critic_group
-            else None
-        )
         self._widths: dict[str, int] = {}  # empty while the first observation fixes them
-        obs, critic_obs, _ = self._split_observations(
-            first, priv, "get_observations", "get_privileged_observations"
-        )
+        obs, critic_obs, _ = self._read_observations(first)
         self.num_obs = int(obs.shape[-1])
         self.num_critic_obs = int(critic_obs.shape[-1])
         self._widths = {"obs": self.num_obs, "critic": self.num_critic_obs}
@@ -151,15 +144,12 @@ class EnvAdapter:
         """Checked ``(obs, critic_obs, extras)`` of one raw observation payload of ``method``."""
         if self.api == "legged_gym":
             obs = self._out.observation(raw, method, "obs")
-            critic = (
-                obs
-                if privileged is None
-                else self._out.observation(privileged, privileged_method or method, "privileged_obs")
-            )
             self._out.check_width(obs, self._widths.get("obs"), method, "obs")
-            if privileged is not None:
-                width = self._widths.get("critic")
-                self._out.check_width(critic, width, privileged_method or method, "privileged_obs")
+            if privileged is None:
+                return obs, obs, {}
+            method = privileged_method or method
+            critic = self._out.observation(privileged, method, "privileged_obs")
+            self._out.check_width(critic, self._widths.get("critic"), method, "privileged_obs")
             return obs, critic, {}
         groups = group_mapping(self.api, raw)
         assert self._obs_groups is not None
@@ -176,26 +166,21 @@ class EnvAdapter:
             label = f"observation groups {critic_names}"
             self._out.check_width(critic, self._widths.get("critic"), method, label)
         extras = dict(raw[1]) if self.api == "rsl_rl2" and raw[1] is not None else {}
-        if self.api == "tensordict" and "ref_obs" in groups:
-            extras["observations"] = {
-                "ref_obs": groups["ref_obs"]
-            }  # AMP windows, as the other APIs carry them
+        if self.api == "tensordict" and "ref_obs" in groups:  # AMP windows, as the other APIs carry them
+            extras["observations"] = {"ref_obs": groups["ref_obs"]}
         return obs, critic, extras
 
+    def _read_observations(self, raw: Any) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        legged_critic = self.api == "legged_gym" and self.has_critic_group
+        priv = self.env.get_privileged_observations() if legged_critic else None
+        return self._split_observations(raw, priv, "get_observations", "get_privileged_observations")
+
     def get_observations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Current ``(obs, critic_obs, extras)``."""
-        raw = self.env.get_observations()
-        priv = None
-        if self.api == "legged_gym" and self.has_critic_group:
-            priv = self.env.get_privileged_observations()
-        obs, critic, extras = self._split_observations(
-            raw, priv, "get_observations", "get_privileged_observations"
-        )
+        obs, critic, extras = self._read_observations(self.env.get_observations())
         self._check(obs, critic, None)
         return obs, critic, extras
 
     def reset(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Reset every environment and return ``(obs, critic_obs, extras)``."""
         self.env.reset()
         return self.get_observations()
 
@@ -312,7 +297,6 @@ class EnvAdapter:
 
     @property
     def joint_names(self) -> list[str] | None:
-        """Names of the actuated joints in action order."""
         names = _declared(self.env, "joint_names")
         return None if names is None else [str(n) for n in names]
 
@@ -322,7 +306,6 @@ class EnvAdapter:
         return _declared(self.env, "default_joint_pos")
 
     def state_dict(self) -> Any:
-        """The environment's ``state_dict()`` (saved in checkpoints)."""
         state_dict = _declared(self.env, "state_dict")
         return state_dict() if callable(state_dict) else None
 

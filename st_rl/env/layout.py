@@ -13,7 +13,6 @@ Segments = Mapping[str, "int | Sequence[int]"]
 
 
 def normalize_shape(shape: int | Sequence[int]) -> Shape:
-    """Return ``shape`` as a tuple of ints (an int ``n`` becomes ``(n,)``)."""
     if isinstance(shape, int):
         return (int(shape),)
     return tuple(int(s) for s in shape)
@@ -26,13 +25,15 @@ def normalize_segments(segments: Segments | None) -> OrderedDict[str, Shape] | N
     return OrderedDict((str(k), normalize_shape(v)) for k, v in segments.items())
 
 
-def _names_list(names: str | Iterable[str]) -> list[str]:
-    # A bare string must not match by substring (ancestor bug): treat it as one name.
-    return [names] if isinstance(names, str) else list(names)
+def _names_list(segments: Segments, names: str | Iterable[str]) -> list[str]:
+    """``names`` as a checked list (a bare string is one name, never matched by substring)."""
+    names = [names] if isinstance(names, str) else list(names)
+    for n in names:
+        get_obs_slice(segments, n)
+    return names
 
 
 def segments_size(segments: Segments) -> int:
-    """Total number of columns of a layout."""
     return sum(math.prod(normalize_shape(s)) for s in segments.values())
 
 
@@ -51,15 +52,11 @@ def get_obs_slice(segments: Segments, component_name: str) -> tuple[slice, Shape
 
 
 def get_subobs_size(segments: Segments, component_names: str | Iterable[str]) -> int:
-    """Number of columns taken by the named components."""
-    names = _names_list(component_names)
-    for n in names:
-        get_obs_slice(segments, n)
+    names = _names_list(segments, component_names)
     return sum(math.prod(normalize_shape(s)) for k, s in segments.items() if k in names)
 
 
 def _segments_arg(obs_segments: Segments | None, segments: Segments | None, owner: str) -> Segments:
-    """The layout passed as ``obs_segments`` (the reference's keyword) or ``segments`` (the former one)."""
     if obs_segments is not None and segments is not None:
         raise TypeError(f"{owner}() got both obs_segments and segments; pass one")
     layout = obs_segments if obs_segments is not None else segments
@@ -77,9 +74,7 @@ def get_subobs_by_components(
 ) -> torch.Tensor:
     """Concatenate the named components of ``(..., width)`` observations along the last dim, in layout order."""
     segments = _segments_arg(obs_segments, segments, "get_subobs_by_components")
-    names = _names_list(component_names)
-    for n in names:
-        get_obs_slice(segments, n)
+    names = _names_list(segments, component_names)
     parts = [observations[..., get_obs_slice(segments, k)[0]] for k in segments if k in names]
     return torch.cat(parts, dim=-1)
 
@@ -95,17 +90,14 @@ def substitute_estimated_state(
     """Write consecutive chunks of ``estimated_state`` into the target components in layout order, in place;
     returns ``observations``."""
     segments = _segments_arg(obs_segments, segments, "substitute_estimated_state")
-    names = _names_list(target_components)
+    names = _names_list(segments, target_components)
     expected = get_subobs_size(segments, names)
     if estimated_state.shape[-1] != expected:
         raise ValueError(
             f"estimated_state has {estimated_state.shape[-1]} columns but components {names} take {expected}"
         )
     cursor = 0
-    for k in segments:
-        if k in names:
-            sl, _ = get_obs_slice(segments, k)
-            width = sl.stop - sl.start
-            observations[..., sl] = estimated_state[..., cursor : cursor + width]
-            cursor += width
+    for sl in (get_obs_slice(segments, k)[0] for k in segments if k in names):
+        observations[..., sl] = estimated_state[..., cursor : cursor + sl.stop - sl.start]
+        cursor += sl.stop - sl.start
     return observations

@@ -48,6 +48,5 @@ class ReplayBuffer:
     def feed_forward_generator(
         self, num_mini_batch: int, mini_batch_size: int
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """Yield ``num_mini_batch`` minibatches ``(states, next_states)`` sampled with replacement."""
         for _ in range(num_mini_batch):
             yield self.sample(mini_batch_size)

@@ -1,5 +1,4 @@
-"""Preallocated on-policy rollout storage whose fields are registered by name (PPO's, then each extension's);
-the reference's storage classes are thin configurations of :class:`RolloutStorage`."""
+"""On-policy rollout storage with fields registered by name; the reference's storage classes configure it."""
 
 from __future__ import annotations
 
@@ -45,7 +44,7 @@ class Field:
 
 
 class Transition:
-    """The values of one environment step by field name, as attributes (unset ones read as ``None``)."""
+    """The values of one environment step by field name (unset ones read as ``None``)."""
 
     def __init__(self, **values: Any) -> None:
         object.__setattr__(self, "_values", dict(values))
@@ -100,6 +99,13 @@ class MiniBatch:
 
     def _replace(self, **fields: Any) -> MiniBatch:
         return MiniBatch(**{**self._fields, **fields})
+
+
+def _required(transition: Transition, source: str, why: str) -> Any:
+    value = transition.get(source)
+    if value is None:
+        raise ValueError(f"transition.{source} is missing: {why}")
+    return value
 
 
 def _shape(shape: int | Sequence[int | None] | None) -> tuple[int, ...] | None:
@@ -219,7 +225,6 @@ class RolloutStorage:
 
     @property
     def next_observations(self) -> torch.Tensor:
-        """Observations after each step (``next_observations=True`` only)."""
         return self._next("observations")
 
     @property
@@ -245,11 +250,7 @@ class RolloutStorage:
             source = name if field.transition is None else field.transition
             if not source:
                 continue
-            value = transition.get(source)
-            if value is None:
-                raise ValueError(
-                    f"transition.{source} is missing: the storage field {name!r} needs it at every step"
-                )
+            value = _required(transition, source, f"the storage field {name!r} needs it at every step")
             buf = self.buffers[name]
             buf[t].copy_(value.reshape(buf.shape[1:]))
         if self.has_next_observations and t == self.num_transitions_per_env - 1:
@@ -260,14 +261,8 @@ class RolloutStorage:
     def _add_next_observations(self, transition: Transition) -> None:
         for name, source in (("observations", "next_observations"),
                              ("privileged_observations", "next_privileged_observations")):  # fmt: skip
-            if name not in self._all_obs:
-                continue
-            value = transition.get(source)
-            if value is None:
-                raise ValueError(
-                    f"transition.{source} is missing: next observations need it at the last step"
-                )
-            self._all_obs[name][-1].copy_(value)
+            if name in self._all_obs:
+                self._all_obs[name][-1].copy_(_required(transition, source, "needed at the last step"))
 
     def _save_hidden_states(self, hidden_states: Any) -> None:
         if hidden_states is None:
@@ -285,7 +280,7 @@ class RolloutStorage:
             buf[self.step].copy_(h.detach())
 
     def clear(self) -> None:
-        """Start the next rollout. A ring keeps its cursor and grows once while shorter than its maximum."""
+        """Start the next rollout (a ring keeps its cursor and grows once while shorter than its maximum)."""
         if not self.ring:
             self.step = 0
         elif not self.buffer_full:
@@ -300,13 +295,15 @@ class RolloutStorage:
     def expand_buffer_once(self) -> None:
         """Append ``min(max_length - length, T)`` zero rows to every buffer, hidden states included."""
         extra = min(self.max_length - self.num_transitions_per_env, self.collect_length)
-        if extra <= 0:
-            return
-        for name in self.buffers:
-            self.buffers[name] = buffer_expand(self.buffers[name], extra)
+        if extra > 0:
+            self._map_buffers(lambda b: buffer_expand(b, extra))
+            self.num_transitions_per_env += extra
+
+    def _map_buffers(self, fn: Any) -> None:
+        for name, buf in self.buffers.items():
+            self.buffers[name] = fn(buf)
         if self.saved_hidden_states is not None:
-            self.saved_hidden_states = [buffer_expand(h, extra) for h in self.saved_hidden_states]
-        self.num_transitions_per_env += extra
+            self.saved_hidden_states = [fn(h) for h in self.saved_hidden_states]
 
     def swap_from_cursor(self, buffer: Any, cursor: int | None = None) -> Any:
         """``buffer`` rotated so the row at ``cursor`` (default: the write cursor) comes first."""
@@ -314,16 +311,10 @@ class RolloutStorage:
 
     def untie_buffer_loop(self) -> None:
         """Rotate all buffers oldest-first when writes have wrapped (the cursor is inside the buffer)."""
-        if not self.ring:
-            return
         cursor = self.step % self.num_transitions_per_env
-        if not self.buffer_full or cursor == 0:
-            return
-        for name in self.buffers:
-            self.buffers[name] = self.swap_from_cursor(self.buffers[name], cursor)
-        if self.saved_hidden_states is not None:
-            self.saved_hidden_states = [self.swap_from_cursor(h, cursor) for h in self.saved_hidden_states]
-        self.step = self.num_transitions_per_env
+        if self.ring and self.buffer_full and cursor != 0:
+            self._map_buffers(lambda b: self.swap_from_cursor(b, cursor))
+            self.step = self.num_transitions_per_env
 
     def compute_returns(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
         """GAE returns and normalised advantages, bootstrapped from ``last_values``."""
@@ -342,7 +333,6 @@ class RolloutStorage:
         return trajectory_lengths.float().mean(), self.rewards.mean()
 
     def _minibatch_fields(self) -> dict[str, tuple[Field, torch.Tensor]]:
-        """``{minibatch name: (field, buffer)}`` of every field minibatches carry."""
         out: dict[str, tuple[Field, torch.Tensor]] = {}
         for name, field in self.fields.items():
             if field.minibatch == "":
@@ -401,16 +391,12 @@ class RolloutStorage:
                 done_by_buffer[id(buf)] = padded[name]
         assert traj_masks is not None
         dones = self.dones[..., 0].bool()
-        first_step = torch.zeros_like(dones)
-        first_step[0] = True
-        first_step[1:] = dones[:-1]
+        first_step = torch.cat([torch.ones_like(dones[:1]), dones[:-1]])
         # Trajectory j of the padded tensors belongs to env k for cum[k] <= j < cum[k + 1] (env-major order).
         cum = torch.cat([first_step.new_zeros(1, dtype=torch.long), first_step.sum(0).cumsum(0)]).tolist()
-        hidden_per_traj = None
-        if self.saved_hidden_states is not None:
-            hidden_per_traj = [
-                h.permute(2, 0, 1, 3)[first_step.transpose(0, 1)] for h in self.saved_hidden_states
-            ]
+        hidden_per_traj = self.saved_hidden_states and [
+            h.permute(2, 0, 1, 3)[first_step.transpose(0, 1)] for h in self.saved_hidden_states
+        ]
         self._padded_trajectories = (padded, plain, traj_masks, hidden_per_traj)
         try:
             for _ in range(num_epochs):

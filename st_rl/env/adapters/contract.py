@@ -43,35 +43,24 @@ class OutputChecker:
         )
 
     def tensor(self, value: Any, method: str, output: str, expected: str) -> torch.Tensor:
-        """``value`` as a tensor (numeric numpy arrays copied)."""
         if isinstance(value, torch.Tensor):
             return value
         if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
             return torch.tensor(value)  # a copy: the environment may reuse its array
-        raise self.error(
-            method,
-            output,
-            value,
-            f"expected a torch.Tensor (or a numeric numpy array) of shape {expected}",
-            f"return {output} as a tensor of that shape (torch.as_tensor(x, device=env.device))",
-        )
+        rule = f"expected a torch.Tensor (or a numeric numpy array) of shape {expected}"
+        fix = f"return {output} as a tensor of that shape (torch.as_tensor(x, device=env.device))"
+        raise self.error(method, output, value, rule, fix)
 
     def to_device(
         self, x: torch.Tensor, method: str, output: str, dtype: torch.dtype | None = None
     ) -> torch.Tensor:
-        """``x`` on the training device, in ``dtype``."""
         try:
             return x.to(device=self.device, dtype=dtype)
         except (RuntimeError, NotImplementedError) as e:
             reason = (str(e).splitlines() or [type(e).__name__])[0]
-            raise self.error(
-                method,
-                output,
-                x,
-                f"it cannot be moved to the training device {self.device} ({reason})",
-                "return tensors with data on a real device (the environment's device, "
-                f"{self.env_device or 'cpu'}), or train on a device that can read them",
-            ) from e
+            rule = f"it cannot be moved to the training device {self.device} ({reason})"
+            fix = f"return tensors on a real device (the environment's, {self.env_device or 'cpu'})"
+            raise self.error(method, output, x, rule, fix) from e
 
     def observation(self, value: Any, method: str, output: str, group: bool = False) -> torch.Tensor:
         """One observation as float32 ``(num_envs, width)`` (a ``group`` may have more dimensions: flattened)."""
@@ -84,20 +73,13 @@ class OutputChecker:
         if x.ndim < (1 if group else 2) or shape[0] != n or (not group and x.ndim != 2):
             if x.ndim == 2 and shape[1] == n and shape[0] != n:
                 rule = f"expected (num_envs, num_obs) = ({n}, ...); it looks transposed"
-                fix = (
-                    f"return it with the environments first ({output}.T); st_rl does not reshape observations"
-                )
+                fix = f"return it with the environments first ({output}.T)"
             elif x.ndim >= 1 and shape[0] != n:
-                rule = (
-                    f"expected one row per environment, (num_envs, num_obs) = ({n}, ...), got {shape[0]} rows"
-                )
+                rule = f"expected (num_envs, num_obs) = ({n}, ...), got {shape[0]} rows"
                 fix = f"return {n} rows (num_envs={n}); st_rl does not reshape observations"
             else:
                 rule = f"expected a 2-D (num_envs, num_obs) = ({n}, ...) tensor"
-                fix = (
-                    f"flatten the per-environment dimensions in the environment ({output}.reshape({n}, -1)), "
-                    "or return them as an observation group of a TensorDict"
-                )
+                fix = f"flatten them in the environment ({output}.reshape({n}, -1)) or return a TensorDict group"
             raise self.error(method, output, x, rule, fix)
         if x.ndim != 2:
             x = x.flatten(1) if x.ndim > 2 else x.unsqueeze(1)  # one group: its per-environment dims
@@ -110,9 +92,7 @@ class OutputChecker:
         if rewards and not x.dtype.is_floating_point:
             raise self.error(method, output, x, "rewards must be floating point", f"return {output}.float()")
         if not rewards and x.dtype.is_complex:
-            raise self.error(
-                method, output, x, "expected bool or 0/1 numbers", f"return {output} as a bool tensor"
-            )
+            raise self.error(method, output, x, "expected bool or 0/1 numbers", f"return {output}.bool()")
         if tuple(x.shape) != (n,):
             fix = (
                 f"return it as ({n},) ({output}.reshape({n}) in the environment); st_rl does not reshape"

@@ -30,24 +30,6 @@ def _import_gymnasium() -> Any:
     return gymnasium
 
 
-class _RunningMeanStd:
-    """Running mean and variance of a scalar stream (parallel Welford update)."""
-
-    def __init__(self) -> None:
-        self.mean = 0.0
-        self.var = 1.0
-        self.count = 1e-4
-
-    def update(self, x: np.ndarray) -> None:
-        batch_mean, batch_var, n = float(np.mean(x)), float(np.var(x)), x.size
-        delta = batch_mean - self.mean
-        total = self.count + n
-        self.mean += delta * n / total
-        m2 = self.var * self.count + batch_var * n + delta**2 * self.count * n / total
-        self.var = m2 / total
-        self.count = total
-
-
 class GymnasiumVecEnv:
     """A Gymnasium 1.x vector env (``Box`` spaces, any autoreset mode) in st_rl's native API.
 
@@ -119,21 +101,21 @@ class GymnasiumVecEnv:
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_length = np.zeros(self.num_envs, dtype=np.int64)
         self._discounted = np.zeros(self.num_envs, dtype=np.float64)
-        self._return_rms = _RunningMeanStd()
+        self._return_rms = np.array(
+            [0.0, 1.0, 1e-4]
+        )  # running mean, variance, count of the discounted return
         self.episode_returns: deque[float] = deque(maxlen=stats_window)
         self.episode_lengths: deque[int] = deque(maxlen=stats_window)
         self.num_episodes = 0
         self.total_steps = 0
         if seed is not None:
             env.action_space.seed(int(seed))
-        obs, _ = env.reset(seed=None if seed is None else int(seed))
-        self._obs = self._to_tensor(obs)
+        self.reset(seed=None if seed is None else int(seed))
 
     def _to_tensor(self, x: Any) -> torch.Tensor:
         return torch.as_tensor(np.asarray(x), dtype=torch.float32).reshape(self.num_envs, -1).to(self.device)
 
     def get_observations(self) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Current ``(obs, {"observations": {"policy": obs}})``."""
         return self._obs, {"observations": {"policy": self._obs}}
 
     def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
@@ -176,8 +158,11 @@ class GymnasiumVecEnv:
                 obs, _ = self.env.reset(options={"reset_mask": dones.copy()})
         if self.normalize_reward:
             self._discounted = self._discounted * self.reward_gamma + rew
-            self._return_rms.update(self._discounted)
-            rew = rew / np.sqrt(self._return_rms.var + 1e-8)
+            mean, var, count = self._return_rms  # parallel Welford update
+            n, delta = self.num_envs, float(np.mean(self._discounted)) - mean
+            m2 = var * count + float(np.var(self._discounted)) * n + delta**2 * count * n / (count + n)
+            self._return_rms = np.array([mean + delta * n / (count + n), m2 / (count + n), count + n])
+            rew = rew / np.sqrt(self._return_rms[1] + 1e-8)
             if self.clip_reward is not None:
                 rew = np.clip(rew, -self.clip_reward, self.clip_reward)
             self._discounted[dones] = 0.0
@@ -221,16 +206,12 @@ class GymnasiumVecEnv:
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Reward-normalisation statistics."""
         return {
-            "return_rms": torch.tensor(
-                [self._return_rms.mean, self._return_rms.var, self._return_rms.count], dtype=torch.float64
-            ),
+            "return_rms": torch.from_numpy(self._return_rms.copy()),
             "discounted_return": torch.as_tensor(self._discounted.copy()),
         }
 
     def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
-        """Restore what :meth:`state_dict` returned."""
-        mean, var, count = (float(v) for v in state_dict["return_rms"].tolist())
-        self._return_rms.mean, self._return_rms.var, self._return_rms.count = mean, var, count
+        self._return_rms = state_dict["return_rms"].cpu().numpy().astype(np.float64)
         discounted = state_dict["discounted_return"].cpu().numpy().astype(np.float64)
         if discounted.shape != self._discounted.shape:
             raise ValueError(
@@ -244,7 +225,6 @@ class GymnasiumVecEnv:
         return int(seed)
 
     def close(self) -> None:
-        """Close the Gymnasium env (terminates AsyncVectorEnv workers)."""
         self.env.close()
 
 

@@ -26,7 +26,6 @@ _ALGORITHM_KEYS: dict[str, Any] = {
 
 
 def _mjlab(module: str) -> Any:
-    """Import ``mjlab.<module>`` (optional, hence dynamic) after registering mjlab's tasks."""
     try:
         importlib.import_module("mjlab.tasks")  # registers the tasks
         return importlib.import_module(f"mjlab.{module}")

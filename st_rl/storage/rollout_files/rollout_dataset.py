@@ -22,51 +22,30 @@ import numpy as np
 import torch
 
 from st_rl.storage.rollout_files.base import DatasetExhausted, RolloutFileBase
+from st_rl.storage.rollout_files.trajectory_files import DATASET_FORMAT as DATASET_FORMAT
+from st_rl.storage.rollout_files.trajectory_files import DATASET_FORMAT_VERSION as DATASET_FORMAT_VERSION
+from st_rl.storage.rollout_files.trajectory_files import FILE_FORMATS as FILE_FORMATS
+from st_rl.storage.rollout_files.trajectory_files import METADATA_FILE as METADATA_FILE
+from st_rl.storage.rollout_files.trajectory_files import TRAJ_DIR_RE as TRAJ_DIR_RE
+from st_rl.storage.rollout_files.trajectory_files import TRAJ_FILE_RE as TRAJ_FILE_RE
 from st_rl.storage.rollout_files.trajectory_files import (
-    DATASET_FORMAT,
-    DATASET_FORMAT_VERSION,
-    FILE_FORMATS,
-    METADATA_FILE,
-    TRAJ_DIR_RE,
-    TRAJ_FILE_RE,
     Trajectory,
     TrajectoryFileError,
-    assemble_observations,
     collector_started,
     file_fields,
     get_frame_range,
-    load_legacy_pickle,
-    read_metadata,
     read_trajectory_file,
     scan_trajectories,
-    trajectory_file_name,
-    write_trajectory_file,
 )
+from st_rl.storage.rollout_files.trajectory_files import assemble_observations as assemble_observations
+from st_rl.storage.rollout_files.trajectory_files import load_legacy_pickle as load_legacy_pickle
+from st_rl.storage.rollout_files.trajectory_files import read_metadata as read_metadata
+from st_rl.storage.rollout_files.trajectory_files import trajectory_file_name as trajectory_file_name
+from st_rl.storage.rollout_files.trajectory_files import write_trajectory_file as write_trajectory_file
 from st_rl.utils.collections import namedarraytuple
-from st_rl.utils.utils import write_json_atomic
+from st_rl.utils.utils import write_json_atomic as write_json_atomic
 
-__all__ = [
-    "DATASET_FORMAT",
-    "DATASET_FORMAT_VERSION",
-    "DEFAULT_POLL_INTERVAL_S",
-    "DEFAULT_WAIT_FOR_DATA_S",
-    "FILE_FORMATS",
-    "METADATA_FILE",
-    "TRAJ_DIR_RE",
-    "TRAJ_FILE_RE",
-    "RolloutDataset",
-    "TrajectoryFileError",
-    "assemble_observations",
-    "get_frame_range",
-    "load_legacy_pickle",
-    "read_metadata",
-    "read_trajectory_file",
-    "rollout_dataset_from_config",
-    "trajectory_file_name",
-    "write_json_atomic",
-    "write_trajectory_file",
-]
-
+# Re-exported: the trajectory_files names imported ``as`` themselves above.
 DEFAULT_WAIT_FOR_DATA_S = 600.0  # wait_for_data_s=None: seconds to wait for a collector that has started
 DEFAULT_POLL_INTERVAL_S = 10.0  # seconds between two scans while waiting
 
@@ -88,14 +67,9 @@ def _is_integer(value: Any) -> bool:
 
 
 def _data_dirs(data_dir: Any) -> list[str]:
-    if isinstance(data_dir, (str, os.PathLike)):
-        return [os.fspath(data_dir)]
-    if (
-        isinstance(data_dir, (list, tuple))
-        and data_dir
-        and all(isinstance(d, (str, os.PathLike)) for d in data_dir)
-    ):
-        return [os.fspath(d) for d in data_dir]
+    dirs = [data_dir] if isinstance(data_dir, (str, os.PathLike)) else data_dir
+    if isinstance(dirs, (list, tuple)) and dirs and all(isinstance(d, (str, os.PathLike)) for d in dirs):
+        return [os.fspath(d) for d in dirs]
     raise TypeError(f"data_dir must be a directory path or a non-empty list of paths, got {data_dir!r}")
 
 
@@ -215,7 +189,6 @@ class RolloutDataset(RolloutFileBase):
     def from_config(
         cls, cfg: Mapping[str, Any], num_envs: int, device: str | torch.device = "cuda"
     ) -> RolloutDataset:
-        """Build from a ``pretrain_dataset`` config dict."""
         return rollout_dataset_from_config(cfg, num_envs, device)
 
     @property

@@ -68,27 +68,22 @@ def write_trajectory_file(path: str, arrays: Mapping[str, np.ndarray]) -> None:
         raise ValueError(f"{path}: unknown trajectory file type {ext!r} (expected .npz or .pickle)")
 
 
-def _numpy_attr(submodule: str, name: str) -> Any:
-    for module in (f"numpy._core.{submodule}", f"numpy.core.{submodule}"):
-        try:
-            return getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError):
-            continue
-    raise pickle.UnpicklingError(f"this numpy version has no {submodule}.{name}")
-
-
-# (module, name) pairs a pickle of numpy arrays needs; nothing else is ever resolved.
-_ALLOWED_PICKLE_GLOBALS: dict[tuple[str, str], Any] = {
-    ("numpy.core.multiarray", "_reconstruct"): lambda: _numpy_attr("multiarray", "_reconstruct"),
-    ("numpy._core.multiarray", "_reconstruct"): lambda: _numpy_attr("multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"): lambda: _numpy_attr("multiarray", "scalar"),
-    ("numpy._core.multiarray", "scalar"): lambda: _numpy_attr("multiarray", "scalar"),
-    ("numpy.core.numeric", "_frombuffer"): lambda: _numpy_attr("numeric", "_frombuffer"),
-    ("numpy._core.numeric", "_frombuffer"): lambda: _numpy_attr("numeric", "_frombuffer"),
-    ("numpy", "ndarray"): lambda: np.ndarray,
-    ("numpy", "dtype"): lambda: np.dtype,
-    ("_codecs", "encode"): lambda: codecs.encode,  # bytes in protocol-2 pickles
+# The globals a pickle of numpy arrays needs (numpy.core.* or numpy._core.*); nothing else is ever resolved.
+_NUMPY_BUILDERS = {("multiarray", "_reconstruct"), ("multiarray", "scalar"), ("numeric", "_frombuffer")}
+_PLAIN_GLOBALS = {
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+    ("_codecs", "encode"): codecs.encode,
 }
+_PICKLE_ERRORS = (
+    pickle.UnpicklingError,
+    EOFError,
+    ValueError,
+    TypeError,
+    AttributeError,
+    IndexError,
+    KeyError,
+)
 
 
 class _RefusedGlobal(pickle.UnpicklingError):
@@ -97,10 +92,16 @@ class _RefusedGlobal(pickle.UnpicklingError):
 
 class _NumpyOnlyUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        factory = _ALLOWED_PICKLE_GLOBALS.get((module, name))
-        if factory is None:
-            raise _RefusedGlobal(f"{module}.{name}")
-        return factory()
+        package, _, submodule = module.rpartition(".")
+        if package in ("numpy.core", "numpy._core") and (submodule, name) in _NUMPY_BUILDERS:
+            for candidate in (f"numpy._core.{submodule}", f"numpy.core.{submodule}"):
+                try:
+                    return getattr(importlib.import_module(candidate), name)
+                except (ImportError, AttributeError):
+                    continue
+        if (module, name) in _PLAIN_GLOBALS:
+            return _PLAIN_GLOBALS[(module, name)]
+        raise _RefusedGlobal(f"{module}.{name}")
 
 
 def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
@@ -116,15 +117,7 @@ def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
         ) from None
     except FileNotFoundError:
         raise
-    except (
-        pickle.UnpicklingError,
-        EOFError,
-        ValueError,
-        TypeError,
-        AttributeError,
-        IndexError,
-        KeyError,
-    ) as e:
+    except _PICKLE_ERRORS as e:
         raise _corrupt(path, e) from e
     if not isinstance(data, dict):
         raise TrajectoryFileError(f"{path} holds a {type(data).__name__}, expected a dict of numpy arrays")
