@@ -86,9 +86,7 @@ class EnvAdapter:
         if check_finite not in ("rollout", "step", "off"):
             raise ValueError(f"check_finite must be 'rollout', 'step' or 'off', got {check_finite!r}")
         if isinstance(env, type):
-            raise TypeError(
-                f"got the class {env.__name__}, not an environment: pass an instance, {env.__name__}(...)"
-            )
+            raise TypeError(f"got the class {env.__name__}: pass an instance, {env.__name__}(...)")
         for attr in ("num_envs", "step", "get_observations"):
             if _declared(env, attr) is None:
                 raise TypeError(
@@ -312,10 +310,9 @@ class EnvAdapter:
     def load_state_dict(self, state: Any) -> bool:
         """Restore a :meth:`state_dict`; whether the environment took it."""
         load_state_dict = _declared(self.env, "load_state_dict")
-        if not callable(load_state_dict):
-            return False
-        load_state_dict(state)
-        return True
+        if callable(load_state_dict):
+            load_state_dict(state)
+        return callable(load_state_dict)
 
     @property
     def amp_obs_dim(self) -> int | None:
@@ -328,10 +325,7 @@ class EnvAdapter:
         return int(ref[0].numel()) if ref is not None else None
 
     # st_gym environments expose their metrics as attributes; the first found of each list is used.
-    LEGACY_METRIC_ATTRIBUTES: dict[str, tuple[str, ...]] = {
-        "velrmsd": ("tracking_error", "lin_vel_rmsd"),
-        "CoT": ("CoT",),
-    }
+    LEGACY_METRIC_ATTRIBUTES = {"velrmsd": ("tracking_error", "lin_vel_rmsd"), "CoT": ("CoT",)}
     # learn() returns these two (st_gym scripts unpack them), 0 when the environment has no such metric.
     RETURNED_METRICS = ("velrmsd", "CoT")
 
@@ -363,8 +357,7 @@ class EnvAdapter:
             msg = f"init_at_random_ep_len: {type(self.env).__name__} has no {' or '.join(missing)}; starts not spread"
             warnings.warn(msg, stacklevel=3)
             return
-        buf = self.env.episode_length_buf
-        max_len = self.env.max_episode_length
+        buf, max_len = self.env.episode_length_buf, self.env.max_episode_length
         if isinstance(max_len, torch.Tensor):
             high = max_len.to(buf.device).float()
             self.env.episode_length_buf = (torch.rand(buf.shape, device=buf.device) * high).long()

@@ -46,9 +46,7 @@ def get_obs_slice(segments: Segments, component_name: str) -> tuple[slice, Shape
         if name == component_name:
             return slice(start, start + size), shape
         start += size
-    raise AssertionError(
-        f"Observation component '{component_name}' is not in the layout; available: {list(segments)}"
-    )
+    raise AssertionError(f"Observation component '{component_name}' is not in the layout {list(segments)}")
 
 
 def get_subobs_size(segments: Segments, component_names: str | Iterable[str]) -> int:

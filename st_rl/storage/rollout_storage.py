@@ -150,9 +150,7 @@ class RolloutStorage:
         if buffer_dilation_ratio < 1.0:
             raise ValueError(f"buffer_dilation_ratio must be >= 1, got {buffer_dilation_ratio}")
         if next_observations and (ring or buffer_dilation_ratio > 1.0):
-            raise ValueError(
-                "next_observations cannot be combined with a ring buffer / buffer_dilation_ratio"
-            )
+            raise ValueError("next_observations cannot be combined with ring or buffer_dilation_ratio > 1")
         self.device = torch.device(device)
         self.num_envs = int(num_envs)
         self.num_transitions_per_env = int(num_transitions_per_env)
@@ -325,21 +323,13 @@ class RolloutStorage:
         self.untie_buffer_loop()
         done = self.dones.clone()
         done[-1] = 1
-        flat = done.permute(1, 0, 2).reshape(-1)
-        done_indices = torch.cat(
-            (flat.new_tensor([-1], dtype=torch.int64), flat.nonzero(as_tuple=False)[:, 0])
-        )
-        trajectory_lengths = done_indices[1:] - done_indices[:-1]
+        ends = done.permute(1, 0, 2).reshape(-1).nonzero()[:, 0]
+        trajectory_lengths = torch.diff(ends, prepend=ends.new_tensor([-1]))
         return trajectory_lengths.float().mean(), self.rewards.mean()
 
     def _minibatch_fields(self) -> dict[str, tuple[Field, torch.Tensor]]:
-        out: dict[str, tuple[Field, torch.Tensor]] = {}
-        for name, field in self.fields.items():
-            if field.minibatch == "":
-                continue
-            out[field.minibatch or name] = (field, self.buffers[name])
-        if "critic_obs" not in out:
-            out["critic_obs"] = out["obs"]
+        out = {f.minibatch or n: (f, self.buffers[n]) for n, f in self.fields.items() if f.minibatch != ""}
+        out.setdefault("critic_obs", out["obs"])
         if self.has_next_observations:
             obs_field = self.fields["observations"]
             out["next_obs"] = (obs_field, self.next_observations)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 
-def require_attributes(env: Any, names: Sequence[str], what: str, fix: str) -> None:
-    """Raise ``TypeError`` naming every attribute of ``names`` that ``env`` (expected to be ``what``) lacks."""
-    missing = [n for n in names if not hasattr(env, n)]
+def require_attributes(env: Any, names: str, what: str, fix: str) -> None:
+    """Raise ``TypeError`` naming every attribute of the space-separated ``names`` that ``env`` (``what``) lacks."""
+    missing = [n for n in names.split() if not hasattr(env, n)]
     if missing:
         raise TypeError(f"{type(env).__name__} is not {what}: it has no {', '.join(missing)}. {fix}")

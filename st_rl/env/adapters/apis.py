@@ -71,7 +71,7 @@ def resolve_obs_groups(
     if api == "legged_gym":
         if obs_groups:
             raise ValueError(
-                "obs_groups needs observation groups; this environment returns flat tensors (legged_gym)"
+                "obs_groups needs grouped observations; this env returns flat tensors (legged_gym)"
             )
         return None
     available = list(group_mapping(api, first).keys())

@@ -13,7 +13,7 @@ from st_rl.env.adapters._common import require_attributes
 
 __all__ = ["GenesisVecEnv", "wrap_genesis"]
 
-_REQUIRED = ("num_envs", "num_actions", "get_observations", "step", "reset")
+_REQUIRED = "num_envs num_actions get_observations step reset"
 
 
 class GenesisVecEnv:
@@ -24,12 +24,8 @@ class GenesisVecEnv:
     """
 
     def __init__(self, env: Any) -> None:
-        require_attributes(
-            env,
-            _REQUIRED,
-            "a Genesis locomotion env",
-            "Pass an instance of an env class written like Genesis's examples/locomotion/go2_env.py.",
-        )
+        fix = "Pass an instance of an env class written like Genesis's examples/locomotion/go2_env.py."
+        require_attributes(env, _REQUIRED, "a Genesis locomotion env", fix)
         self.env = env
 
     def __getattr__(self, name: str) -> Any:
@@ -55,9 +51,6 @@ class GenesisVecEnv:
         if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict):
             return out[0], dict(out[1])
         return out
-
-    def reset(self) -> Any:
-        return self.env.reset()
 
     def step(self, actions: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor, dict[str, Any]]:
         """Step; ``extras["episode"]`` is kept only when an episode ended in this step."""

@@ -214,9 +214,7 @@ class GymnasiumVecEnv:
         self._return_rms = state_dict["return_rms"].cpu().numpy().astype(np.float64)
         discounted = state_dict["discounted_return"].cpu().numpy().astype(np.float64)
         if discounted.shape != self._discounted.shape:
-            raise ValueError(
-                f"discounted_return has shape {discounted.shape}, this env has {self.num_envs} envs"
-            )
+            raise ValueError(f"discounted_return has shape {discounted.shape}, expected ({self.num_envs},)")
         self._discounted = discounted
 
     def seed(self, seed: int) -> int:

@@ -13,15 +13,7 @@ from st_rl.env.adapters.apis import detect_api
 
 __all__ = ["isaaclab_generation", "wrap_isaaclab"]
 
-_REQUIRED = (
-    "num_envs",
-    "num_actions",
-    "device",
-    "max_episode_length",
-    "episode_length_buf",
-    "get_observations",
-    "step",
-)
+_REQUIRED = "num_envs num_actions device max_episode_length episode_length_buf get_observations step"
 _FIX = (
     "Wrap the Isaac Lab environment with isaaclab_rl.rsl_rl.RslRlVecEnvWrapper(env) (the wrapper Isaac Lab's "
     "rsl_rl scripts use) and pass the wrapper to st_rl."

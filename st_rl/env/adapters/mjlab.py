@@ -15,14 +15,9 @@ __all__ = ["make_mjlab_env", "mjlab_obs_groups", "mjlab_train_config", "wrap_mjl
 
 _INSTALL_HINT = 'pip install "st-rl[mjlab]"  (or: pip install mjlab)'
 DEFAULT_TASK = "Mjlab-Velocity-Flat-Unitree-Go1"
-_ALGORITHM_KEYS: dict[str, Any] = {
-    **dict.fromkeys(("value_loss_coef", "clip_param", "entropy_coef", "learning_rate"), float),
-    **dict.fromkeys(("gamma", "lam", "desired_kl", "max_grad_norm"), float),
-    "use_clipped_value_loss": bool,
-    "num_learning_epochs": int,
-    "num_mini_batches": int,
-    "schedule": str,
-}
+_FLOATS = ("value_loss_coef", "clip_param", "entropy_coef", "learning_rate", "gamma", "lam", "desired_kl")
+_ALGORITHM_KEYS: dict[str, Any] = {**dict.fromkeys((*_FLOATS, "max_grad_norm"), float), "schedule": str}
+_ALGORITHM_KEYS |= {"use_clipped_value_loss": bool, "num_learning_epochs": int, "num_mini_batches": int}
 
 
 def _mjlab(module: str) -> Any:
@@ -44,12 +39,9 @@ def wrap_mjlab(env: Any, clip_actions: float | None = None) -> Any:
     ``clip_actions``)."""
     if isinstance(env, _mjlab("envs").ManagerBasedRlEnv):
         env = _mjlab("rl").RslRlVecEnvWrapper(env, clip_actions=clip_actions)
-    require_attributes(
-        env,
-        ("num_envs", "num_actions", "max_episode_length", "episode_length_buf", "get_observations", "step"),
-        "an mjlab RslRlVecEnvWrapper",
-        "Create it with st_rl.env.adapters.make_mjlab_env(task_id) or mjlab.rl.RslRlVecEnvWrapper(env).",
-    )
+    names = "num_envs num_actions max_episode_length episode_length_buf get_observations step"
+    fix = "Create it with st_rl.env.adapters.make_mjlab_env(task_id) or mjlab.rl.RslRlVecEnvWrapper(env)."
+    require_attributes(env, names, "an mjlab RslRlVecEnvWrapper", fix)
     return env
 
 

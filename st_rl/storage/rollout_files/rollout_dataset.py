@@ -273,11 +273,8 @@ class RolloutDataset(RolloutFileBase):
         if not self.trajectories or (self._missing_dirs and self.wait_for_data_s == 0):
             raise FileNotFoundError(self._no_data_message())
         if len(self.trajectories) < self.keep_latest_n_trajs:
-            warnings.warn(
-                f"RolloutDataset: keep_latest_n_trajs={self.keep_latest_n_trajs} but only "
-                f"{len(self.trajectories)} trajectories exist in {self.data_dirs}; using them all.",
-                stacklevel=2,
-            )
+            msg = f"keep_latest_n_trajs={self.keep_latest_n_trajs} but only {len(self.trajectories)} trajectories"
+            warnings.warn(f"RolloutDataset: {msg} exist in {self.data_dirs}; using them all.", stacklevel=2)
         total = sum(t.length for t in self.trajectories)
         print(f"RolloutDataset: {len(self.trajectories)} trajectories found, {total} timesteps in total.")
         self.num_dataset_looped = 0
@@ -329,9 +326,7 @@ class RolloutDataset(RolloutFileBase):
 
     def _warn_missing(self, traj: Trajectory) -> None:
         if not self._missing_file_warned:
-            msg = (
-                f"RolloutDataset: files of {traj.path} disappeared while reading; the trajectory is cut there"
-            )
+            msg = f"RolloutDataset: files of {traj.path} disappeared while reading; trajectory cut there"
             warnings.warn(msg, stacklevel=3)
             self._missing_file_warned = True
 
@@ -363,9 +358,8 @@ class RolloutDataset(RolloutFileBase):
         same_env = "all trajectories of a dataset must be recorded from the same environment"
         if set(fields) != set(slots):
             have = "has" if "privileged_observations" in fields else "lacks"
-            raise TrajectoryFileError(
-                f"{path} {have} privileged_observations unlike earlier files; {same_env}"
-            )
+            msg = f"{path} {have} privileged_observations unlike the files read before"
+            raise TrajectoryFileError(f"{msg}; {same_env}")
         for key, value in fields.items():
             if value.shape[1:] != slots[key].shape[2:]:
                 raise TrajectoryFileError(
@@ -375,11 +369,8 @@ class RolloutDataset(RolloutFileBase):
         width = slots["observations"].shape[1]
         if length > width:
             for key, value in slots.items():
-                grown = torch.zeros(
-                    self.num_envs, length, *value.shape[2:], dtype=value.dtype, device=self.device
-                )
-                grown[:, :width] = value
-                slots[key] = grown
+                pad = value.new_zeros(value.shape[0], length - width, *value.shape[2:])
+                slots[key] = torch.cat([value, pad], 1)
         return slots
 
     def get_buffer(self, num_transitions_per_env: int | None = None) -> Any:
@@ -422,10 +413,8 @@ class RolloutDataset(RolloutFileBase):
             else:
                 dst[rows] = value
 
-        put(buffer.observation, gather("observations"))
-        put(buffer.privileged_observation, gather("privileged_observations"))
-        put(buffer.action, gather("actions"))
-        put(buffer.reward, gather("rewards"))
+        for name in ("observation", "privileged_observation", "action", "reward"):
+            put(getattr(buffer, name), gather(_FIELD_SOURCES[name]))
         done, timeout = slots["dones"][gather_rows, pos], slots["timeouts"][gather_rows, pos]
         cut = self._fresh[ids].copy()
 
@@ -487,7 +476,5 @@ def rollout_dataset_from_config(
             "(plus the legacy 'scan_dir' and 'keep_latest_ratio')."
         )
     if "data_dir" not in cfg:
-        raise ValueError(
-            "pretrain_dataset needs 'data_dir' (or the legacy 'scan_dir'): the dataset directory"
-        )
+        raise ValueError("pretrain_dataset needs 'data_dir' (or the legacy 'scan_dir'): the dataset dir")
     return RolloutDataset(num_envs=num_envs, device=device, **cfg)

@@ -179,9 +179,7 @@ def read_metadata(directory: str) -> dict[str, Any] | None:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise TrajectoryFileError(f"{path} is not valid JSON ({e}); restore or delete it") from e
     if not isinstance(metadata, dict):
-        raise TrajectoryFileError(
-            f"{path} holds a {type(metadata).__name__}, not a mapping; restore or delete it"
-        )
+        raise TrajectoryFileError(f"{path} is not a JSON mapping; restore or delete it")
     return metadata
 
 
@@ -215,9 +213,7 @@ def assemble_observations(
     for name, shape in segments.items():
         key = prefix + name
         if key not in arrays:
-            raise TrajectoryFileError(
-                f"{path} lacks '{key}' (metadata obs_segments lists component {name!r})"
-            )
+            raise TrajectoryFileError(f"{path} lacks '{key}' (component {name!r} of obs_segments)")
         value = arrays[key]
         if name in mapping:
             value = get_compresser(mapping[name])[1](value)
@@ -314,7 +310,7 @@ def file_fields(
     num_obs = (metadata or {}).get("num_obs")
     if num_obs is not None and obs.shape[1] != int(num_obs):
         raise TrajectoryFileError(
-            f"{path}: observations have {obs.shape[1]} columns but metadata.json says num_obs={num_obs}"
+            f"{path}: {obs.shape[1]} observation columns but metadata num_obs={num_obs}"
         )
 
     def rows(key: str, value: np.ndarray) -> np.ndarray:
