@@ -1,8 +1,6 @@
 """Reference motions for AMP: load st_gym motion files, sample interpolated windows, supply them to environments.
 
-A motion file is a pickled dict ``{name: {"Fields", "Frames", "FrameDuration", "MotionWeight"}}``. A window is
-``amp_obs_frame_num`` (H) frames ``time_between_frames`` apart of the ``style_fields`` (F), flattened frame-major
-into ``(H * F,)``, as the environment's ``extras["observations"]["ref_obs"]`` ``(N, H, F)``.
+A window is H frames ``time_between_frames`` apart of the F ``style_fields``, flattened frame-major to ``(H * F,)``.
 """
 
 from __future__ import annotations
@@ -20,6 +18,8 @@ from st_rl.tasks.locomotion_style import roll_window
 from st_rl.tasks.motion_recorder import load_motion_file
 
 __all__ = ["AMPLoader", "AmpObservationWrapper", "MotionLoader", "gait_distance"]
+
+_MOTION_EXTS = (".pkl", ".pickle", ".motion")
 
 
 def _trajectory_frames(
@@ -49,7 +49,6 @@ class MotionLoader:
         motion_files: one path or a list (directories are searched for ``*.pkl`` / ``*.pickle`` files).
         style_fields: the fields forming a frame, in order (default: the first file's fields).
         time_between_frames: seconds between the window's frames (the environment's policy ``dt``).
-        frame_begin / frame_end: use only stored frames ``[frame_begin, frame_end)`` of each trajectory.
     """
 
     def __init__(
@@ -81,7 +80,7 @@ class MotionLoader:
         self.motion_files = paths  # named by errors (e.g. the task's check of the style fields)
         trajectories = []  # (name, frames, duration, weight)
         self.style_fields: list[str] = list(style_fields) if style_fields is not None else []
-        window_s = (self.amp_obs_frame_num - 1) * self.time_between_frames
+        self._window_s = window_s = (self.amp_obs_frame_num - 1) * self.time_between_frames
         for path in paths:
             for name, traj in load_motion_file(path).items():
                 self.style_fields = self.style_fields or list(traj["Fields"])
@@ -118,11 +117,7 @@ class MotionLoader:
         paths: list[str] = []
         for item in items:
             if os.path.isdir(item):
-                found = sorted(
-                    os.path.join(item, f)
-                    for f in os.listdir(item)
-                    if f.endswith((".pkl", ".pickle", ".motion"))
-                )
+                found = sorted(os.path.join(item, f) for f in os.listdir(item) if f.endswith(_MOTION_EXTS))
                 if not found:
                     raise FileNotFoundError(
                         f"Motion folder {item} holds no motion files (*.pkl, *.pickle, *.motion); record one with "
@@ -150,9 +145,7 @@ class MotionLoader:
 
     def sample_times(self, traj_ids: torch.Tensor) -> torch.Tensor:
         """Window start times: uniform over the times where a whole window fits (or 0)."""
-        latest = (
-            self.traj_duration[traj_ids] - (self.amp_obs_frame_num - 1) * self.time_between_frames
-        ).clamp(min=0.0)
+        latest = (self.traj_duration[traj_ids] - self._window_s).clamp(min=0.0)
         if not self.random_start:
             return torch.zeros_like(latest)
         u = torch.rand(traj_ids.shape[0], device=self.device, generator=self.generator)
@@ -161,8 +154,7 @@ class MotionLoader:
     def get_frames(self, traj_ids: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
         """Frames ``(..., F)`` of the given trajectories at the given times (linear interpolation)."""
         pos = (times / self.frame_duration[traj_ids]).clamp(min=0.0)
-        last = (self.traj_len[traj_ids] - 1).to(pos.dtype)
-        pos = torch.minimum(pos, last)
+        pos = torch.minimum(pos, (self.traj_len[traj_ids] - 1).to(pos.dtype))
         i0 = pos.floor().long()
         i1 = torch.minimum(i0 + 1, self.traj_len[traj_ids] - 1)
         alpha = (pos - i0.to(pos.dtype)).unsqueeze(-1)

@@ -49,19 +49,11 @@ class EnvSpec:
     def from_env(cls, env: Any) -> EnvSpec:
         """Read the spec from an environment's attributes (``num_critic_obs`` or ``num_privileged_obs``, 0 or None:
         the actor's; ``critic_obs_segments`` or ``privileged_obs_segments``)."""
-        num_obs = _declared(env, "num_obs")
-        amp_obs_dim = _declared(env, "amp_obs_dim")
+        num_obs, amp, layout = (_declared(env, a) for a in ("num_obs", "amp_obs_dim", "obs_segments"))
+        num_critic_obs = _declared(env, "num_critic_obs") or _declared(env, "num_privileged_obs") or num_obs
+        critic_layout = _declared(env, "critic_obs_segments") or _declared(env, "privileged_obs_segments")
         return cls(
-            num_obs=num_obs,
-            num_critic_obs=_declared(env, "num_critic_obs")
-            or _declared(env, "num_privileged_obs")
-            or num_obs,
-            num_actions=_num_actions(env),
-            obs_segments=_declared(env, "obs_segments"),
-            critic_obs_segments=(
-                _declared(env, "critic_obs_segments") or _declared(env, "privileged_obs_segments")
-            ),
-            amp_obs_dim=int(amp_obs_dim) if amp_obs_dim else None,
+            num_obs, num_critic_obs, _num_actions(env), layout, critic_layout, int(amp) if amp else None
         )
 
 

@@ -1,7 +1,5 @@
-"""The reference's abstract environment base class and the typing protocol of st_rl's native API.
-
-An environment need not derive from either (:mod:`st_rl.env.adapters.apis` lists the accepted APIs).
-"""
+"""The reference's abstract environment base class and the typing protocol of st_rl's native API (an environment
+need not derive from either)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Adapters that bring simulators' environments (Gymnasium, mjlab, Genesis, Isaac Lab) to st_rl's runners.
-
-Each is an optional extra, imported lazily; legged_gym environments need no adapter.
-"""
+"""Optional adapters, imported lazily, that bring Gymnasium, mjlab, Genesis and Isaac Lab envs to st_rl."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The three environment APIs :class:`~st_rl.env.EnvAdapter` accepts (``docs/environments.md``).
-
-``"legged_gym"`` (``get_observations() -> Tensor``, 5-tuple ``step``), ``"rsl_rl2"`` (``(obs, extras)`` with groups
-in ``extras["observations"]``, 4-tuple ``step``) and ``"tensordict"`` (a mapping of observation groups).
-"""
+"""The three environment APIs :class:`~st_rl.env.EnvAdapter` accepts: ``"legged_gym"``, ``"rsl_rl2"`` and
+``"tensordict"`` (``docs/environments.md``)."""
 
 from __future__ import annotations
 
@@ -54,13 +51,8 @@ def _checked_names(key: str, names: Any, available: list[str]) -> list[str]:
     if key not in ("policy", "critic", "actor"):
         raise ValueError(f"obs_groups key '{key}' is not one of 'policy', 'critic' (or 'actor').")
     names = [names] if isinstance(names, str) else names
-    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
-        raise ValueError(
-            f"obs_groups['{key}'] must be a list of group names, got {names!r}; available groups: {available}"
-        )
-    missing = [n for n in names if n not in available]
-    if missing:
-        raise ValueError(f"obs_groups['{key}'] names missing groups {missing}; available groups: {available}")
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n in available for n in names):
+        raise ValueError(f"obs_groups['{key}'] = {names!r} is not a list of available groups: {available}")
     return list(names)
 
 
@@ -70,9 +62,7 @@ def resolve_obs_groups(
     """Which groups feed the actor (``"policy"``; rsl_rl 2.x default ``[]``: the obs tensor) and the critic."""
     if api == "legged_gym":
         if obs_groups:
-            raise ValueError(
-                "obs_groups needs grouped observations; this env returns flat tensors (legged_gym)"
-            )
+            raise ValueError("obs_groups needs grouped observations; this env returns flat tensors")
         return None
     available = list(group_mapping(api, first).keys())
     resolved = {

@@ -1,8 +1,5 @@
-"""The environment output contract :class:`~st_rl.env.EnvAdapter` checks, with metadata only.
-
-Observations are float ``(num_envs, num_obs)`` (groups may have more dimensions: flattened), rewards float
-``(num_envs,)``, dones and time-outs ``(num_envs,)`` bool or 0/1; nothing is reshaped across environments.
-"""
+"""The environment output contract :class:`~st_rl.env.EnvAdapter` checks with metadata only (nothing is reshaped
+across environments)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Genesis environments (the env classes of Genesis's legged-locomotion examples, e.g. ``go2_env.py``) for st_rl.
-
-Needs ``pip install "st-rl[genesis]"`` and ``genesis.init(...)`` before the env is built.
-"""
+"""Genesis locomotion example envs (e.g. ``go2_env.py``) for st_rl; needs ``pip install "st-rl[genesis]"``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Gymnasium 1.x vector environments (``SyncVectorEnv``, ``AsyncVectorEnv``, ``make_vec``) in st_rl's native API.
-
-Needs ``gymnasium>=1.1`` (``pip install "st-rl[gymnasium]"``; MuJoCo tasks need its ``mujoco`` extra).
-"""
+"""Gymnasium 1.x vector environments in st_rl's native API; needs ``pip install "st-rl[gymnasium]"``."""
 
 from __future__ import annotations
 
@@ -15,6 +12,7 @@ import torch
 __all__ = ["GymnasiumVecEnv", "make_gymnasium_env"]
 
 _INSTALL_HINT = 'pip install "st-rl[gymnasium]"  (or: pip install "gymnasium[mujoco]>=1.1")'
+_CFG_KEYS = "num_envs clip_actions normalize_reward reward_gamma clip_reward max_episode_length"
 
 
 def _import_gymnasium() -> Any:
@@ -38,11 +36,10 @@ class GymnasiumVecEnv:
     ``extras["log"]`` has ``Episode/return`` / ``Episode/length`` of the episodes that ended.
 
     Args:
-        seed: seed of the first reset (and of the action space); ``None`` leaves the env unseeded.
-        clip_actions: clip actions to the action space's bounds before stepping.
+        seed: seed of the first reset (sub-env ``i`` gets ``seed + i``) and of the action space.
         normalize_reward: divide rewards by the running std of the discounted return (``reward_gamma``), then
             clip them to ``+-clip_reward`` (``None``: no clip), as CleanRL's PPO; statistics in ``state_dict``.
-        max_episode_length: episode limit in steps; default: the env spec's ``max_episode_steps`` (else 1000).
+        max_episode_length: default: the env spec's ``max_episode_steps`` (else 1000).
         stats_window: how many finished episodes :attr:`episode_returns` / :attr:`episode_lengths` keep.
     """
 
@@ -192,16 +189,8 @@ class GymnasiumVecEnv:
     def cfg(self) -> dict[str, Any]:
         """Settings recorded in the run's ``config.json``."""
         spec = self.env.spec
-        return {
-            "env_id": spec.id if spec is not None else None,
-            "num_envs": self.num_envs,
-            "autoreset_mode": self.autoreset_mode.name,
-            "clip_actions": self.clip_actions,
-            "normalize_reward": self.normalize_reward,
-            "reward_gamma": self.reward_gamma,
-            "clip_reward": self.clip_reward,
-            "max_episode_length": self.max_episode_length,
-        }
+        settings = {k: getattr(self, k) for k in _CFG_KEYS.split()}
+        return {"env_id": spec and spec.id, "autoreset_mode": self.autoreset_mode.name, **settings}
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Reward-normalisation statistics."""
@@ -240,14 +229,8 @@ def make_gymnasium_env(
     **env_kwargs: Any,
 ) -> GymnasiumVecEnv:
     """Create ``num_envs`` copies of a registered Gymnasium task (e.g. ``"HalfCheetah-v5"``) as one st_rl env
-    with ``SAME_STEP`` autoreset; other arguments as :class:`GymnasiumVecEnv`.
-
-    Args:
-        seed: seed of the first reset (sub-env ``i`` gets ``seed + i``); ``None``: unseeded.
-        vectorization_mode: ``"sync"`` (one process) or ``"async"`` (one worker process per sub-env).
-        wrappers: single-env wrapper constructors applied to each sub-environment.
-        **env_kwargs: passed to the task's constructor (e.g. ``ctrl_cost_weight=0.1``).
-    """
+    with ``SAME_STEP`` autoreset, ``"sync"`` or ``"async"`` (one process per sub-env); ``wrappers`` wrap each
+    sub-env, ``env_kwargs`` go to the task; the other arguments are :class:`GymnasiumVecEnv`'s."""
     gym = _import_gymnasium()
     from gymnasium.vector import AutoresetMode
 

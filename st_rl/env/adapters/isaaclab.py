@@ -1,8 +1,4 @@
-"""Isaac Lab environments (``isaaclab_rl.rsl_rl.RslRlVecEnvWrapper``) for st_rl.
-
-The wrapper already speaks an API :class:`st_rl.env.EnvAdapter` accepts (rsl_rl 2.x or TensorDict generation);
-:func:`wrap_isaaclab` only checks the interface and says what is wrong before a runner is built.
-"""
+"""Isaac Lab's ``RslRlVecEnvWrapper`` (either generation) needs no translation: :func:`wrap_isaaclab` checks it."""
 
 from __future__ import annotations
 
@@ -32,13 +28,7 @@ def isaaclab_generation(env: Any) -> str:
 
 
 def wrap_isaaclab(env: Any) -> Any:
-    """Check that ``env`` is an Isaac Lab ``RslRlVecEnvWrapper`` (either generation) and return it.
-
-    Example::
-
-        env = wrap_isaaclab(RslRlVecEnvWrapper(gym.make("Isaac-Velocity-Flat-Anymal-D-v0", cfg=env_cfg)))
-        runner = OnPolicyRunner(env, train_cfg, log_dir, device=env.device)
-    """
+    """Check that ``env`` is an Isaac Lab ``RslRlVecEnvWrapper`` (either generation) and return it."""
     if not hasattr(env, "num_actions") and _is_raw_isaaclab(env):
         raise TypeError(f"{type(env).__name__} is a raw Isaac Lab environment. {_FIX}")
     require_attributes(env, _REQUIRED, "an Isaac Lab RslRlVecEnvWrapper", _FIX)

@@ -1,8 +1,4 @@
-"""mjlab environments (``mjlab.rl.RslRlVecEnvWrapper``, the TensorDict API :class:`st_rl.env.EnvAdapter` accepts).
-
-mjlab's groups are ``"actor"`` and ``"critic"``: :func:`mjlab_obs_groups` maps them to st_rl's ``obs_groups``.
-Needs ``pip install "st-rl[mjlab]"``.
-"""
+"""mjlab environments (``mjlab.rl.RslRlVecEnvWrapper``) for st_rl; needs ``pip install "st-rl[mjlab]"``."""
 
 from __future__ import annotations
 

@@ -28,9 +28,7 @@ class RolloutFileBase(IterableDataset, ABC):
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
         self.device = torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
-            msg = (
-                f"{type(self).__name__}: device {str(device)!r} but CUDA is not available; pass device='cpu'."
-            )
+            msg = f"{type(self).__name__}: no CUDA for device {str(device)!r}; pass device='cpu'."
             raise RuntimeError(msg)
         self.data_dir = data_dir
         self.num_envs = int(num_envs)
@@ -61,11 +59,9 @@ class RolloutFileBase(IterableDataset, ABC):
             return None
         buffer = self.get_buffer(num_transitions_per_env)
         try:
-            if num_transitions_per_env is None:
-                self.fill_transition(buffer)
-            else:
-                for t in range(int(num_transitions_per_env)):
-                    self.fill_transition(buffer[t])
+            steps = [None] if num_transitions_per_env is None else range(int(num_transitions_per_env))
+            for t in steps:
+                self.fill_transition(buffer if t is None else buffer[t])
         except DatasetExhausted:
             self.exhausted = True
             return None

@@ -1,7 +1,4 @@
-"""Replay demonstration datasets (recorded by ``DemonstrationSaver`` / ``DaggerSaver``) as transitions.
-
-The frames of every slot's current file live in one ``(N, max_file_len, ...)`` tensor per field.
-"""
+"""Replay demonstration datasets (recorded by ``DemonstrationSaver`` / ``DaggerSaver``) as transitions."""
 
 from __future__ import annotations
 
@@ -118,19 +115,14 @@ class RolloutDataset(RolloutFileBase):
 
     Args:
         data_dir: dataset directory or list of directories (searched recursively for ``trajectory_*``).
-        num_envs: number of slots ``N``.
-        dataset_loops: passes over the trajectories; ``< 1`` loops forever.
         random_shuffle_traj_order: shuffle the (modification-time) order at every pass.
         keep_latest_n_trajs: if ``> 0``, only the ``n`` most recently modified trajectories are used.
         starting_frame_range: ``[low, high)`` of each trajectory's starting frame (clipped to its length).
-        device: device of the returned tensors.
         wait_for_data_s: seconds to wait for a collector when fewer than ``max(1, keep_latest_n_trajs)``
             trajectories exist. ``None``: :data:`DEFAULT_WAIT_FOR_DATA_S` if a collector has started writing
             (``metadata.json`` or ``trajectory_*`` there), else raise at once. ``> 0``: wait in any case,
             creating missing directories (``math.inf``: no limit). ``0``: never wait.
         poll_interval_s: seconds between scans while waiting; :meth:`wake` rescans at once.
-        mark_first_frame_done: report the first frame of each new trajectory as done.
-        seed: seed of starting frames and shuffles (``None``: nondeterministic).
     """
 
     Transition = namedarraytuple("Transition", list(_FIELD_SOURCES))

@@ -1,7 +1,6 @@
-"""On-disk format of demonstration datasets (``docs/datasets.md``): file names, writing, safe reading, scanning.
+"""On-disk format of demonstration datasets (``docs/datasets.md``): names, writing, safe reading, scanning.
 
-``<data_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz`` (or ``.pickle``) holds frames ``[a, b)`` of trajectory
-``k``; reading never executes code from the data.
+``<data_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz`` (or ``.pickle``) holds frames ``[a, b)`` of trajectory k.
 """
 
 from __future__ import annotations
@@ -256,13 +255,8 @@ def scan_trajectory_dir(path: str, metadata: dict[str, Any] | None) -> Trajector
                 "trajectory has a gap, an overlap or an empty file. Delete the directory or the stray file."
             )
         expected = stop
-    return Trajectory(
-        path=path,
-        files=[r[2] for r in ranges],
-        starts=[r[0] for r in ranges],
-        stops=[r[1] for r in ranges],
-        metadata=metadata,
-    )
+    starts, stops, files = (list(column) for column in zip(*ranges))
+    return Trajectory(path, files, starts, stops, metadata)
 
 
 def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[str]]:
@@ -309,9 +303,7 @@ def file_fields(
     obs = assemble_observations(arrays, metadata, path)
     num_obs = (metadata or {}).get("num_obs")
     if num_obs is not None and obs.shape[1] != int(num_obs):
-        raise TrajectoryFileError(
-            f"{path}: {obs.shape[1]} observation columns but metadata num_obs={num_obs}"
-        )
+        raise TrajectoryFileError(f"{path}: {obs.shape[1]} observation columns, metadata num_obs={num_obs}")
 
     def rows(key: str, value: np.ndarray) -> np.ndarray:
         value = np.asarray(value)
