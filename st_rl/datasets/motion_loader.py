@@ -45,10 +45,8 @@ class MotionLoader:
     A trajectory is drawn by ``MotionWeight``, the window start uniformly where the window fits
     (``random_start``) or at 0; frames are linearly interpolated (``root_rot_*`` quaternions re-normalised).
 
-    Args:
-        motion_files: one path or a list (directories are searched for ``*.pkl`` / ``*.pickle`` files).
-        style_fields: the fields forming a frame, in order (default: the first file's fields).
-        time_between_frames: seconds between the window's frames (the environment's policy ``dt``).
+    ``motion_files`` are paths or directories of motion files; ``style_fields`` default to the first file's;
+    ``time_between_frames`` is the environment's policy ``dt`` in seconds.
     """
 
     def __init__(
@@ -102,9 +100,8 @@ class MotionLoader:
         self.traj_len = torch.tensor(lengths, dtype=torch.long, device=self.device)
         self.traj_start = self.traj_len.cumsum(0) - self.traj_len
         self.traj_duration = torch.tensor(durations, dtype=torch.float32, device=self.device)
-        self.frame_duration = torch.tensor(
-            [d / (n - 1) for d, n in zip(durations, lengths)], device=self.device
-        )
+        per_frame = [d / (n - 1) for d, n in zip(durations, lengths)]
+        self.frame_duration = torch.tensor(per_frame, device=self.device)
         w = torch.tensor(weights, dtype=torch.float32)
         if (w < 0).any() or w.sum() <= 0:
             raise ValueError(f"MotionWeight values must be >= 0 with a positive sum, got {weights}")
@@ -225,26 +222,18 @@ class AmpObservationWrapper:
 
     def _add(self, extras: dict[str, Any] | None) -> dict[str, Any]:
         extras = dict(extras or {})
-        groups = dict(extras.get("observations") or {})
-        groups["ref_obs"] = self.ref_obs_buf
-        extras["observations"] = groups
-        extras["ref_motion"] = self.motion_loader.sample_windows(self.ref_obs_buf.shape[0]).to(
-            self.ref_obs_buf.device
-        )
+        extras["observations"] = {**(extras.get("observations") or {}), "ref_obs": self.ref_obs_buf}
+        windows = self.motion_loader.sample_windows(self.ref_obs_buf.shape[0])
+        extras["ref_motion"] = windows.to(self.ref_obs_buf.device)
         return extras
 
     def _roll(self, dones: torch.Tensor) -> None:
         self.ref_obs_buf = roll_window(self.ref_obs_buf, self._features().to(self.ref_obs_buf.device), dones)
 
     def step(self, actions: torch.Tensor) -> Any:
-        out = self.env.step(actions)
-        if len(out) == 5:  # legged_gym: obs, privileged, rewards, dones, infos
-            obs, priv, rew, dones, infos = out
-            self._roll(dones)
-            return obs, priv, rew, dones, self._add(infos)
-        obs, rew, dones, extras = out
-        self._roll(dones)
-        return obs, rew, dones, self._add(extras)
+        out = self.env.step(actions)  # legged_gym: 5 values, rsl_rl 2.x: 4; both end with dones, infos
+        self._roll(out[-2])
+        return (*out[:-1], self._add(out[-1]))
 
     def get_observations(self) -> Any:
         out = self.env.get_observations()

@@ -62,8 +62,7 @@ class EnvAdapter:
 
     Args:
         device: training device; None: the environment's device (CPU where it declares none).
-        obs_groups: ``{"policy": [groups...], "critic": [groups...]}``, concatenated in order. Defaults to
-            ``"policy"`` (or ``"actor"``) for the actor and ``"critic"`` when present.
+        obs_groups: ``{"policy": [groups...], "critic": [groups...]}``, concatenated in order.
         check_finite: ``"rollout"`` raises NaN/Inf in :meth:`raise_if_nonfinite` (one host sync per rollout),
             ``"step"`` at the offending step, ``"off"`` never.
     """

@@ -16,10 +16,8 @@ class VecEnv(ABC):
     """The reference's abstract batched environment (legged_gym's 5-tuple API; st_gym's wrapper derives from it
     with the 4-tuple API of :class:`VecEnvLike`).
 
-    Attributes (set by the subclass):
-        num_privileged_obs: critic observation width; None when the critic reads the actor observations.
-        episode_length_buf: (N,) long step counter per environment (writable: ``init_at_random_ep_len``).
-        extras: the infos of the last step (``"time_outs"``, ``"episode"``, ...; see docs/environments.md).
+    ``num_privileged_obs`` is None when the critic reads the actor observations; ``episode_length_buf`` must be
+    writable (``init_at_random_ep_len``); ``extras`` holds the infos of the last step.
     """
 
     num_envs: int

@@ -27,11 +27,8 @@ class ReplayBuffer:
         next_states = states if next_states is None else next_states.reshape(-1, self.obs_dim).to(self.device)
         n = states.shape[0]
         if n > self.buffer_size:  # only the newest buffer_size entries survive anyway
-            states, next_states, n = (
-                states[-self.buffer_size :],
-                next_states[-self.buffer_size :],
-                self.buffer_size,
-            )
+            states, next_states = states[-self.buffer_size :], next_states[-self.buffer_size :]
+            n = self.buffer_size
         idx = (torch.arange(n, device=self.device) + self.step) % self.buffer_size
         self.states[idx] = states
         self.next_states[idx] = next_states

@@ -28,13 +28,8 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-    """A registered storage field: one ``(T, N, *shape)`` buffer.
-
-    Attributes:
-        trajectory: observation-like: recurrent minibatches pad it into trajectories ``(T, n_traj, ...)``.
-        minibatch: name in minibatches (None: the field name; ``""``: not in minibatches).
-        transition: transition attribute it is filled from (None: the field name; ``""``: computed later).
-    """
+    """A registered storage field: one ``(T, N, *shape)`` buffer; ``trajectory``: padded into trajectories in
+    recurrent minibatches; ``minibatch`` / ``transition``: its name there (None: the field's; ``""``: absent)."""
 
     shape: tuple[int, ...]
     dtype: torch.dtype = torch.float32
@@ -109,12 +104,8 @@ def _required(transition: Transition, source: str, why: str) -> Any:
 
 
 def _shape(shape: int | Sequence[int | None] | None) -> tuple[int, ...] | None:
-    if shape is None:
-        return None
-    if isinstance(shape, int):
-        return (shape,)
-    shape = list(shape)
-    if len(shape) == 0 or shape[0] is None:
+    shape = [shape] if isinstance(shape, int) else list(shape or [])
+    if not shape or shape[0] is None:
         return None
     return tuple(int(s) for s in shape if s is not None)
 
@@ -124,10 +115,8 @@ class RolloutStorage:
 
     Args:
         privileged_obs_shape: critic observation shape; ``[None]`` or ``None``: ``critic_obs`` is ``obs``.
-        fields: extra fields to register, ``{name: Field}`` (more with :meth:`register`).
         buffer_dilation_ratio: >= 1. A ring grows by one rollout at each :meth:`clear` up to ``ratio * T``
-            steps, then overwrites the oldest; returns and minibatches see the steps oldest first.
-        ring: keep the cursor across :meth:`clear` and wrap instead of overflowing (queue behaviour).
+            steps, then overwrites the oldest (``ring``: wrap at ``T`` instead of overflowing).
         next_observations: also keep the observation after each step (``next_obs`` / ``next_critic_obs``).
         **kwargs: ignored (the reference passes storage-class-specific keys to every storage).
     """
@@ -408,14 +397,8 @@ class RolloutStorage:
         padded_B_slice: slice | None = None,  # noqa: N803
         prev_done_mask: torch.Tensor | None = None,
     ) -> MiniBatch:
-        """The minibatch at the given (time, env) selection: the reference's override hook.
-
-        Args:
-            T_slice: time indices (feed-forward) or ``slice(None)`` (recurrent).
-            B_slice: env indices matching ``T_slice`` (feed-forward) or the minibatch's env slice (recurrent).
-            padded_B_slice: recurrent only: the minibatch's trajectories in the padded tensors.
-            prev_done_mask: recurrent only: (T, N) bool, True where a trajectory starts.
-        """
+        """The minibatch at ``[T_slice, B_slice]`` (the reference's override hook); recurrent minibatches also
+        give their trajectories in the padded tensors (``padded_B_slice``) and where trajectories start."""
         if padded_B_slice is None:
             fields = self._generator_fields or self._minibatch_fields()
             return MiniBatch(**{k: buf[T_slice, B_slice] for k, (_, buf) in fields.items()})

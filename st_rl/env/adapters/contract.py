@@ -91,11 +91,8 @@ class OutputChecker:
         if not rewards and x.dtype.is_complex:
             raise self.error(method, output, x, "expected bool or 0/1 numbers", f"return {output}.bool()")
         if tuple(x.shape) != (n,):
-            fix = (
-                f"return it as ({n},) ({output}.reshape({n}) in the environment); st_rl does not reshape"
-                if x.numel() == n
-                else f"return one value per environment (num_envs={n})"
-            )
+            reshape = f"return it as ({n},) ({output}.reshape({n}) in the environment)"
+            fix = reshape if x.numel() == n else f"return one value per environment (num_envs={n})"
             raise self.error(method, output, x, f"expected shape (num_envs,) = ({n},)", fix)
         if rewards:
             return self.to_device(x, method, output, torch.float32)

@@ -32,8 +32,7 @@ class GymnasiumVecEnv:
     """A Gymnasium 1.x vector env (``Box`` spaces, any autoreset mode) in st_rl's native API.
 
     ``dones`` are ``terminated | truncated``, ``extras["time_outs"]`` ``truncated & ~terminated``; a finished
-    env's observation is its first after the reset (``NEXT_STEP`` / ``DISABLED`` envs are reset at once), and
-    ``extras["log"]`` has ``Episode/return`` / ``Episode/length`` of the episodes that ended.
+    env's observation is its first after the reset.
 
     Args:
         seed: seed of the first reset (sub-env ``i`` gets ``seed + i``) and of the action space.

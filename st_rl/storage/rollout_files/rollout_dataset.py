@@ -115,9 +115,8 @@ class RolloutDataset(RolloutFileBase):
 
     Args:
         data_dir: dataset directory or list of directories (searched recursively for ``trajectory_*``).
-        random_shuffle_traj_order: shuffle the (modification-time) order at every pass.
         keep_latest_n_trajs: if ``> 0``, only the ``n`` most recently modified trajectories are used.
-        starting_frame_range: ``[low, high)`` of each trajectory's starting frame (clipped to its length).
+        starting_frame_range: ``[low, high)`` of each trajectory's starting frame.
         wait_for_data_s: seconds to wait for a collector when fewer than ``max(1, keep_latest_n_trajs)``
             trajectories exist. ``None``: :data:`DEFAULT_WAIT_FOR_DATA_S` if a collector has started writing
             (``metadata.json`` or ``trajectory_*`` there), else raise at once. ``> 0``: wait in any case,
