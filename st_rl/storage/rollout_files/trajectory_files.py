@@ -178,7 +178,9 @@ def read_metadata(directory: str) -> dict[str, Any] | None:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise TrajectoryFileError(f"{path} is not valid JSON ({e}); restore or delete it") from e
     if not isinstance(metadata, dict):
-        raise TrajectoryFileError(f"{path} is not a JSON mapping; restore or delete it")
+        raise TrajectoryFileError(
+            f"{path} holds a {type(metadata).__name__}, not a mapping; restore or delete it"
+        )
     return metadata
 
 
