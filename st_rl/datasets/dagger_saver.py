@@ -1,5 +1,4 @@
-"""Reference name (st_rl/compat.py): :class:`~st_rl.runners.dagger_saver.DaggerSaver` under
-``st_rl.datasets``."""
+"""Reference name (st_rl/compat.py): :class:`~st_rl.runners.dagger_saver.DaggerSaver`."""
 
 from st_rl.runners.dagger_saver import DaggerSaver
 

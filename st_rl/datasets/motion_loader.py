@@ -1,11 +1,6 @@
-"""Reference motions for AMP: load motion files, sample interpolated windows, and supply them to environments.
+"""Reference motions for AMP: load st_gym motion files, sample interpolated windows, supply them to environments.
 
-Motion files are the st_gym format (``ancestor_spec.md`` section 3.1): a pickled (or joblib) dict
-``{trajectory_name: {"Fields": [...], "Frames": [[...], ...], "FrameDuration": s, "MotionWeight": w}}``.
-They are read with :func:`st_rl.tasks.motion_recorder.load_motion_file`, which resolves no classes, so a
-file can never run code. A window is ``amp_obs_frame_num`` frames ``time_between_frames`` apart of the
-selected ``style_fields``, flattened frame-major into ``(H * F,)`` -- the layout of the environment's
-``extras["observations"]["ref_obs"]`` with ``(N, H, F)`` flattened.
+A window is H frames ``time_between_frames`` apart of the F ``style_fields``, flattened frame-major to ``(H * F,)``.
 """
 
 from __future__ import annotations
@@ -24,11 +19,12 @@ from st_rl.tasks.motion_recorder import load_motion_file
 
 __all__ = ["AMPLoader", "AmpObservationWrapper", "MotionLoader", "gait_distance"]
 
+_MOTION_EXTS = (".pkl", ".pickle", ".motion")
+
 
 def _trajectory_frames(
     name: str, path: str, traj: dict[str, Any], style_fields: list[str], begin: int | None, end: int | None
 ) -> tuple[np.ndarray, float]:
-    """The ``style_fields`` columns of a trajectory's frames ``[begin, end)``, and their duration (s)."""
     fields = list(traj["Fields"])
     missing = [f for f in style_fields if f not in fields]
     if missing:
@@ -46,24 +42,11 @@ def _trajectory_frames(
 class MotionLoader:
     """Reference-motion windows sampled from motion files, on the training device.
 
-    Sampling: a trajectory is drawn with probability proportional to its ``MotionWeight``; the window start
-    time is uniform over the times at which the whole window fits (``random_start``) or 0; frames between
-    stored frames are linearly interpolated (``root_rot_*`` quaternion fields are re-normalised after
-    interpolation).
+    A trajectory is drawn by ``MotionWeight``, the window start uniformly where the window fits
+    (``random_start``) or at 0; frames are linearly interpolated (``root_rot_*`` quaternions re-normalised).
 
-    Args:
-        motion_files: one path or a list (directories are searched for ``*.pkl`` / ``*.pickle`` files).
-        style_fields: the fields forming a frame, in order (default: the first file's fields).
-        amp_obs_frame_num: frames per window (H).
-        time_between_frames: seconds between the window's frames (the environment's policy ``dt``).
-        random_start: random window start times (else every window starts at t = 0).
-        frame_begin / frame_end: use only stored frames ``[frame_begin, frame_end)`` of each trajectory.
-        device: where the frames live.
-        generator: optional ``torch.Generator`` for reproducible sampling.
-
-    Raises:
-        FileNotFoundError: a motion file does not exist.
-        ValueError: a field is missing from a trajectory, or a trajectory is shorter than one window.
+    ``motion_files`` are paths or directories of motion files; ``style_fields`` default to the first file's;
+    ``time_between_frames`` is the environment's policy ``dt`` in seconds.
     """
 
     def __init__(
@@ -93,11 +76,9 @@ class MotionLoader:
         self.generator = generator
         paths = self._expand_paths(motion_files)
         self.motion_files = paths  # named by errors (e.g. the task's check of the style fields)
-        frames: list[torch.Tensor] = []
-        starts, lengths, durations, weights, names = [], [], [], [], []
-        offset = 0
+        trajectories = []  # (name, frames, duration, weight)
         self.style_fields: list[str] = list(style_fields) if style_fields is not None else []
-        window_s = (self.amp_obs_frame_num - 1) * self.time_between_frames
+        self._window_s = window_s = (self.amp_obs_frame_num - 1) * self.time_between_frames
         for path in paths:
             for name, traj in load_motion_file(path).items():
                 self.style_fields = self.style_fields or list(traj["Fields"])
@@ -109,23 +90,18 @@ class MotionLoader:
                         f"Trajectory '{name}' in {path} lasts {duration:.3f} s, shorter than one window of "
                         f"{self.amp_obs_frame_num} frames {self.time_between_frames} s apart."
                     )
-                frames.append(torch.from_numpy(data))
-                starts.append(offset)
-                lengths.append(data.shape[0])
-                durations.append(duration)
-                weights.append(float(traj.get("MotionWeight", 1.0)))
-                names.append(name)
-                offset += data.shape[0]
-        if not frames:
+                trajectories.append((name, data, duration, float(traj.get("MotionWeight", 1.0))))
+        if not trajectories:
             raise ValueError(f"No trajectories in {paths}")
+        names, datas, durations, weights = (list(x) for x in zip(*trajectories))
+        lengths = [d.shape[0] for d in datas]
         self.trajectory_names = names
-        self.frames = torch.cat(frames).to(self.device)
-        self.traj_start = torch.tensor(starts, dtype=torch.long, device=self.device)
+        self.frames = torch.from_numpy(np.concatenate(datas)).to(self.device)
         self.traj_len = torch.tensor(lengths, dtype=torch.long, device=self.device)
+        self.traj_start = self.traj_len.cumsum(0) - self.traj_len
         self.traj_duration = torch.tensor(durations, dtype=torch.float32, device=self.device)
-        self.frame_duration = torch.tensor(
-            [durations[i] / (lengths[i] - 1) for i in range(len(lengths))], device=self.device
-        )
+        per_frame = [d / (n - 1) for d, n in zip(durations, lengths)]
+        self.frame_duration = torch.tensor(per_frame, device=self.device)
         w = torch.tensor(weights, dtype=torch.float32)
         if (w < 0).any() or w.sum() <= 0:
             raise ValueError(f"MotionWeight values must be >= 0 with a positive sum, got {weights}")
@@ -138,11 +114,7 @@ class MotionLoader:
         paths: list[str] = []
         for item in items:
             if os.path.isdir(item):
-                found = sorted(
-                    os.path.join(item, f)
-                    for f in os.listdir(item)
-                    if f.endswith((".pkl", ".pickle", ".motion"))
-                )
+                found = sorted(os.path.join(item, f) for f in os.listdir(item) if f.endswith(_MOTION_EXTS))
                 if not found:
                     raise FileNotFoundError(
                         f"Motion folder {item} holds no motion files (*.pkl, *.pickle, *.motion); record one with "
@@ -161,7 +133,7 @@ class MotionLoader:
 
     @property
     def amp_obs_dim(self) -> int:
-        """Width of one flattened window (H x F)."""
+        """Width of one flattened window (H * F)."""
         return self.amp_obs_frame_num * self.num_style_features
 
     def sample_trajectories(self, n: int) -> torch.Tensor:
@@ -170,9 +142,7 @@ class MotionLoader:
 
     def sample_times(self, traj_ids: torch.Tensor) -> torch.Tensor:
         """Window start times: uniform over the times where a whole window fits (or 0)."""
-        latest = (
-            self.traj_duration[traj_ids] - (self.amp_obs_frame_num - 1) * self.time_between_frames
-        ).clamp(min=0.0)
+        latest = (self.traj_duration[traj_ids] - self._window_s).clamp(min=0.0)
         if not self.random_start:
             return torch.zeros_like(latest)
         u = torch.rand(traj_ids.shape[0], device=self.device, generator=self.generator)
@@ -181,8 +151,7 @@ class MotionLoader:
     def get_frames(self, traj_ids: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
         """Frames ``(..., F)`` of the given trajectories at the given times (linear interpolation)."""
         pos = (times / self.frame_duration[traj_ids]).clamp(min=0.0)
-        last = (self.traj_len[traj_ids] - 1).to(pos.dtype)
-        pos = torch.minimum(pos, last)
+        pos = torch.minimum(pos, (self.traj_len[traj_ids] - 1).to(pos.dtype))
         i0 = pos.floor().long()
         i1 = torch.minimum(i0 + 1, self.traj_len[traj_ids] - 1)
         alpha = (pos - i0.to(pos.dtype)).unsqueeze(-1)
@@ -203,11 +172,10 @@ class MotionLoader:
         return frames.reshape(n, -1)
 
     def __call__(self, num_envs: int) -> torch.Tensor:
-        """Same as :meth:`sample_windows`; lets a loader be an environment's ``ref_motion`` source."""
+        """:meth:`sample_windows`, so a loader can be an environment's ``ref_motion`` source."""
         return self.sample_windows(num_envs)
 
     def feed_forward_generator(self, num_mini_batch: int, mini_batch_size: int) -> Iterator[torch.Tensor]:
-        """Yield ``num_mini_batch`` batches of windows ``(mini_batch_size, H * F)``."""
         for _ in range(num_mini_batch):
             yield self.sample_windows(mini_batch_size)
 
@@ -216,19 +184,11 @@ AMPLoader = MotionLoader  # reference name (st_rl/compat.py)
 
 
 class AmpObservationWrapper:
-    """Give AMP data to an environment that has none: ``ref_obs`` from its own state and ``ref_motion`` from a
-    :class:`MotionLoader`.
+    """Give AMP data to an environment (legged_gym or rsl_rl 2.x API) that has none.
 
-    After every ``step`` (and in ``get_observations`` extras) the wrapper adds
-    ``extras["observations"]["ref_obs"]``, shape ``(N, H, F)``: the last H frames of
-    ``style_features(env) -> (N, F)`` (reset to the current frame for envs that just finished), and
-    ``extras["ref_motion"]``, shape ``(N, H * F)``, sampled from the loader. Works for the legged_gym
-    (5-tuple) and the rsl_rl 2.x / st_gym (4-tuple) APIs; every other attribute is the wrapped env's.
-
-    Args:
-        env: the environment.
-        motion_loader: reference windows (its ``amp_obs_frame_num`` sets H).
-        style_features: ``f(env) -> (N, F)`` features in the loader's ``style_fields`` order.
+    Its extras get ``["observations"]["ref_obs"]`` ``(N, H, F)``, the last H frames of ``style_features(env)
+    -> (N, F)`` (in the loader's ``style_fields`` order; reset for envs that just finished), and
+    ``["ref_motion"]`` ``(N, H * F)`` sampled from ``motion_loader``.
     """
 
     def __init__(
@@ -254,7 +214,7 @@ class AmpObservationWrapper:
 
     @property
     def amp_obs_dim(self) -> int:
-        """Width of one flattened window (what the discriminator's ``input_dim`` must be)."""
+        """Width of one flattened window (the discriminator's ``input_dim``)."""
         return self.motion_loader.amp_obs_dim
 
     def _features(self) -> torch.Tensor:
@@ -262,26 +222,18 @@ class AmpObservationWrapper:
 
     def _add(self, extras: dict[str, Any] | None) -> dict[str, Any]:
         extras = dict(extras or {})
-        groups = dict(extras.get("observations") or {})
-        groups["ref_obs"] = self.ref_obs_buf
-        extras["observations"] = groups
-        extras["ref_motion"] = self.motion_loader.sample_windows(self.ref_obs_buf.shape[0]).to(
-            self.ref_obs_buf.device
-        )
+        extras["observations"] = {**(extras.get("observations") or {}), "ref_obs": self.ref_obs_buf}
+        windows = self.motion_loader.sample_windows(self.ref_obs_buf.shape[0])
+        extras["ref_motion"] = windows.to(self.ref_obs_buf.device)
         return extras
 
     def _roll(self, dones: torch.Tensor) -> None:
         self.ref_obs_buf = roll_window(self.ref_obs_buf, self._features().to(self.ref_obs_buf.device), dones)
 
     def step(self, actions: torch.Tensor) -> Any:
-        out = self.env.step(actions)
-        if len(out) == 5:  # legged_gym: obs, privileged, rewards, dones, infos
-            obs, priv, rew, dones, infos = out
-            self._roll(dones)
-            return obs, priv, rew, dones, self._add(infos)
-        obs, rew, dones, extras = out
-        self._roll(dones)
-        return obs, rew, dones, self._add(extras)
+        out = self.env.step(actions)  # legged_gym: 5 values, rsl_rl 2.x: 4; both end with dones, infos
+        self._roll(out[-2])
+        return (*out[:-1], self._add(out[-1]))
 
     def get_observations(self) -> Any:
         out = self.env.get_observations()
@@ -293,11 +245,8 @@ class AmpObservationWrapper:
 def gait_distance(policy_windows: torch.Tensor, reference_windows: torch.Tensor) -> float:
     """How far a policy's gait is from a reference gait, in reference standard deviations.
 
-    Both inputs are windows of style features ``(M, D)`` / ``(K, D)`` (e.g. joint positions and velocities
-    over H frames). Every feature is standardised with the reference windows' mean and standard deviation
-    (clamped at 1e-3); the distance is the mean over policy windows of the Euclidean distance to the nearest
-    reference window, divided by ``sqrt(D)``. 0 means every policy window appears in the reference; a policy
-    whose windows sit one standard deviation away in every feature scores about 1.
+    Features of the windows ``(M, D)`` / ``(K, D)`` are standardised by the reference's mean and std (>= 1e-3);
+    the result is the mean distance of a policy window to its nearest reference window over ``sqrt(D)``.
     """
     ref = reference_windows.reshape(reference_windows.shape[0], -1).double()
     pol = policy_windows.reshape(policy_windows.shape[0], -1).double()

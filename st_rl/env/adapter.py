@@ -1,9 +1,5 @@
-"""One adapter for every environment API st_rl accepts (:mod:`st_rl.env.adapters.apis`).
-
-:class:`EnvAdapter` turns each API into ``(obs, critic_obs, rewards, dones, infos)`` with flat float
-observations on the training device and bool dones, so runners never branch on the API. Every output is checked
-against the contract (:mod:`st_rl.env.adapters.contract`) with metadata only (no host synchronisation).
-"""
+"""One adapter for every environment API st_rl accepts (:mod:`st_rl.env.adapters.apis`), checked against the
+contract (:mod:`st_rl.env.adapters.contract`) with metadata only."""
 
 from __future__ import annotations
 
@@ -28,22 +24,19 @@ from st_rl.utils.distributed import is_distributed
 
 
 def _declared(env: Any, name: str) -> Any:
-    """The environment's attribute ``name``, or None (the one place st_rl reads optional env attributes)."""
     return getattr(env, name, None)
+
+
+def _num_actions(env: Any) -> int:
+    num_actions = _declared(env, "num_actions")
+    if num_actions is None:
+        raise TypeError(f"{type(env).__name__} has no 'num_actions' attribute.")
+    return int(num_actions)
 
 
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
-    """The sizes and observation layouts a policy is built from (see :mod:`st_rl.modules.factory`).
-
-    Attributes:
-        num_obs: actor observation width.
-        num_critic_obs: critic observation width (the actor's when the critic sees the actor observations).
-        num_actions: action width.
-        obs_segments: actor observation layout (name -> shape), if known.
-        critic_obs_segments: critic observation layout, if known.
-        amp_obs_dim: width of one flattened AMP window, if the environment provides AMP observations.
-    """
+    """The sizes and observation layouts (name -> shape) a policy is built from (:mod:`st_rl.modules.factory`)."""
 
     num_obs: int | None
     num_critic_obs: int | None
@@ -54,47 +47,24 @@ class EnvSpec:
 
     @classmethod
     def from_env(cls, env: Any) -> EnvSpec:
-        """Read the spec from an environment's attributes.
-
-        ``num_obs``; ``num_critic_obs`` or ``num_privileged_obs`` (0 or None: the critic sees the actor
-        observations); ``num_actions`` (required); ``obs_segments``; ``critic_obs_segments`` or
-        ``privileged_obs_segments``; ``amp_obs_dim``.
-
-        Raises:
-            TypeError: the environment has no ``num_actions``.
-        """
-        num_actions = _declared(env, "num_actions")
-        if num_actions is None:
-            raise TypeError(f"{type(env).__name__} has no 'num_actions' attribute.")
-        num_obs = _declared(env, "num_obs")
-        amp_obs_dim = _declared(env, "amp_obs_dim")
+        """Read the spec from an environment's attributes (``num_critic_obs`` or ``num_privileged_obs``, 0 or None:
+        the actor's; ``critic_obs_segments`` or ``privileged_obs_segments``)."""
+        num_obs, amp, layout = (_declared(env, a) for a in ("num_obs", "amp_obs_dim", "obs_segments"))
+        num_critic_obs = _declared(env, "num_critic_obs") or _declared(env, "num_privileged_obs") or num_obs
+        critic_layout = _declared(env, "critic_obs_segments") or _declared(env, "privileged_obs_segments")
         return cls(
-            num_obs=num_obs,
-            num_critic_obs=_declared(env, "num_critic_obs")
-            or _declared(env, "num_privileged_obs")
-            or num_obs,
-            num_actions=int(num_actions),
-            obs_segments=_declared(env, "obs_segments"),
-            critic_obs_segments=(
-                _declared(env, "critic_obs_segments") or _declared(env, "privileged_obs_segments")
-            ),
-            amp_obs_dim=int(amp_obs_dim) if amp_obs_dim else None,
+            num_obs, num_critic_obs, _num_actions(env), layout, critic_layout, int(amp) if amp else None
         )
 
 
 class EnvAdapter:
-    """Presents any supported environment as ``(obs, critic_obs, rewards, dones, infos)``.
+    """Presents any supported environment as ``(obs, critic_obs, rewards, dones, infos)`` on ``device``.
 
     Args:
-        env: the user's environment (any of the three APIs).
-        device: training device; everything returned is moved there. None: the environment's device (CPU
-            where it declares none).
-        obs_groups: for mapping observations: ``{"policy": [groups...], "critic": [groups...]}``. Groups of a
-            set are flattened and concatenated in the given order. Defaults to ``"policy"`` (or ``"actor"``)
-            for the actor and ``"critic"`` for the critic when present. Also honoured for the rsl_rl 2.x API.
-        check_finite: ``"rollout"`` (default) accumulates NaN/Inf flags on the device and raises in
-            :meth:`raise_if_nonfinite` (one host sync per rollout), ``"step"`` raises at the offending step
-            (one host sync per step, for debugging), ``"off"`` disables the check.
+        device: training device; None: the environment's device (CPU where it declares none).
+        obs_groups: ``{"policy": [groups...], "critic": [groups...]}``, concatenated in order.
+        check_finite: ``"rollout"`` raises NaN/Inf in :meth:`raise_if_nonfinite` (one host sync per rollout),
+            ``"step"`` at the offending step, ``"off"`` never.
     """
 
     def __init__(
@@ -107,9 +77,7 @@ class EnvAdapter:
         if check_finite not in ("rollout", "step", "off"):
             raise ValueError(f"check_finite must be 'rollout', 'step' or 'off', got {check_finite!r}")
         if isinstance(env, type):
-            raise TypeError(
-                f"got the class {env.__name__}, not an environment: pass an instance, {env.__name__}(...)"
-            )
+            raise TypeError(f"got the class {env.__name__}: pass an instance, {env.__name__}(...)")
         for attr in ("num_envs", "step", "get_observations"):
             if _declared(env, attr) is None:
                 raise TypeError(
@@ -119,7 +87,6 @@ class EnvAdapter:
         self.env = env
         env_device = _declared(env, "device")
         self.env_device: torch.device | None = None if env_device is None else torch.device(env_device)
-        """The device the environment takes its actions on (its ``device``); None where it declares none."""
         self.device = torch.device(device if device is not None else (self.env_device or "cpu"))
         self.check_finite = check_finite
         self.num_envs = int(env.num_envs)
@@ -128,22 +95,12 @@ class EnvAdapter:
         self.api = detect_api(first)
         self._obs_groups = resolve_obs_groups(self.api, first, obs_groups)
         self.has_critic_group = self._has_critic(first)
-        priv = (
-            self.env.get_privileged_observations()
-            if self.api == "legged_gym" and self.has_critic_group
-            else None
-        )
         self._widths: dict[str, int] = {}  # empty while the first observation fixes them
-        obs, critic_obs, _ = self._split_observations(
-            first, priv, "get_observations", "get_privileged_observations"
-        )
+        obs, critic_obs, _ = self._read_observations(first)
         self.num_obs = int(obs.shape[-1])
         self.num_critic_obs = int(critic_obs.shape[-1])
         self._widths = {"obs": self.num_obs, "critic": self.num_critic_obs}
-        num_actions = _declared(env, "num_actions")
-        if num_actions is None:
-            raise TypeError(f"{type(env).__name__} has no 'num_actions' attribute.")
-        self.num_actions = int(num_actions)
+        self.num_actions = _num_actions(env)
         self.obs_segments = self._layout("obs_segments", "policy", first)
         critic_layout = self._layout("privileged_obs_segments", "critic", first)
         if critic_layout is None:
@@ -167,27 +124,21 @@ class EnvAdapter:
             return OrderedDict((g, tuple(groups[g].shape[1:]) or (1,)) for g in self._obs_groups[key])
         return None
 
-    # ------------------------------------------------------------------ observations
     def _concat(self, groups: Mapping[str, Any], names: list[str], method: str) -> torch.Tensor:
         where = "obs" if self.api == "tensordict" else "extras['observations']"
         parts = [self._out.observation(groups[n], method, f"{where}[{n!r}]", group=True) for n in names]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
     def _split_observations(self, raw: Any, privileged: Any, method: str, privileged_method: str = ""):
-        """``(obs, critic_obs, extras)`` of one raw payload of ``method`` (legged_gym: the tensor, with
-        ``privileged`` from ``privileged_method``; rsl_rl2: ``(obs, extras)``; tensordict: the groups), checked.
-        """
+        """Checked ``(obs, critic_obs, extras)`` of one raw observation payload of ``method``."""
         if self.api == "legged_gym":
             obs = self._out.observation(raw, method, "obs")
-            critic = (
-                obs
-                if privileged is None
-                else self._out.observation(privileged, privileged_method or method, "privileged_obs")
-            )
             self._out.check_width(obs, self._widths.get("obs"), method, "obs")
-            if privileged is not None:
-                width = self._widths.get("critic")
-                self._out.check_width(critic, width, privileged_method or method, "privileged_obs")
+            if privileged is None:
+                return obs, obs, {}
+            method = privileged_method or method
+            critic = self._out.observation(privileged, method, "privileged_obs")
+            self._out.check_width(critic, self._widths.get("critic"), method, "privileged_obs")
             return obs, critic, {}
         groups = group_mapping(self.api, raw)
         assert self._obs_groups is not None
@@ -204,44 +155,28 @@ class EnvAdapter:
             label = f"observation groups {critic_names}"
             self._out.check_width(critic, self._widths.get("critic"), method, label)
         extras = dict(raw[1]) if self.api == "rsl_rl2" and raw[1] is not None else {}
-        if self.api == "tensordict" and "ref_obs" in groups:
-            extras["observations"] = {
-                "ref_obs": groups["ref_obs"]
-            }  # AMP windows, as the other APIs carry them
+        if self.api == "tensordict" and "ref_obs" in groups:  # AMP windows, as the other APIs carry them
+            extras["observations"] = {"ref_obs": groups["ref_obs"]}
         return obs, critic, extras
 
-    # ------------------------------------------------------------------ public API
-    def get_observations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Current ``(obs, critic_obs, extras)``.
+    def _read_observations(self, raw: Any) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        legged_critic = self.api == "legged_gym" and self.has_critic_group
+        priv = self.env.get_privileged_observations() if legged_critic else None
+        return self._split_observations(raw, priv, "get_observations", "get_privileged_observations")
 
-        Raises:
-            EnvOutputError: an observation breaks the contract (see the module docstring).
-        """
-        raw = self.env.get_observations()
-        priv = None
-        if self.api == "legged_gym" and self.has_critic_group:
-            priv = self.env.get_privileged_observations()
-        obs, critic, extras = self._split_observations(
-            raw, priv, "get_observations", "get_privileged_observations"
-        )
+    def get_observations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        obs, critic, extras = self._read_observations(self.env.get_observations())
         self._check(obs, critic, None)
         return obs, critic, extras
 
     def reset(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Reset every environment and return ``(obs, critic_obs, extras)``."""
         self.env.reset()
         return self.get_observations()
 
     def step(
         self, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Step the environment; return ``(obs, critic_obs, rewards, dones, infos)`` with bool dones.
-
-        The actions are moved to the environment's device (:attr:`env_device`) first.
-
-        Raises:
-            EnvOutputError: an output breaks the contract (see the module docstring).
-        """
+        """Step the environment (actions moved to :attr:`env_device`); ``(obs, critic_obs, rewards, dones, infos)``."""
         if self.env_device is not None and self.env_device != actions.device:
             actions = actions.to(self.env_device)
         out = self.env.step(actions)
@@ -254,8 +189,8 @@ class EnvAdapter:
             )
             got = f"{len(out)} values" if isinstance(out, (tuple, list)) else describe_value(out)
             raise EnvOutputError(
-                f"{type(self.env).__name__}.step() returned {got}; the {self.api} API returns {form}. Fix: "
-                f"return {form} (get_observations() decided the API: {self.api})."
+                f"{type(self.env).__name__}.step() returned {got}; the {self.api} API (from get_observations()) "
+                f"returns {form}. Fix: return {form}."
             )
         infos_name = "infos" if self.api == "legged_gym" else "extras"
         raw_infos = out[-1]
@@ -284,7 +219,6 @@ class EnvAdapter:
         self._check(obs, critic, rewards)
         return obs, critic, rewards, dones, infos
 
-    # ------------------------------------------------------------------ finiteness
     def _check(self, obs: torch.Tensor, critic: torch.Tensor, rewards: torch.Tensor | None) -> None:
         if self.check_finite == "off":
             return
@@ -314,9 +248,8 @@ class EnvAdapter:
             )
             self._nonfinite.zero_()
             raise NonFiniteError(
-                f"The environment returned NaN or Inf in {where}. Fix the environment (check divisions, "
-                "resets and observation clipping) or clip the observations; set the runner option "
-                "check_finite='step' to stop at the exact step."
+                f"The environment returned NaN or Inf in {where}. Fix the environment or clip the observations; "
+                "the runner option check_finite='step' stops at the exact step."
             )
 
     def _source_name(self, key: str) -> str:
@@ -326,7 +259,6 @@ class EnvAdapter:
             return "policy"
         return "privileged" if (key == "critic" and self.api == "legged_gym") else key
 
-    # ------------------------------------------------------------------ passthrough
     @property
     def max_episode_length(self) -> int | torch.Tensor:
         return self.env.max_episode_length
@@ -339,56 +271,43 @@ class EnvAdapter:
     def episode_length_buf(self, value: torch.Tensor) -> None:
         self.env.episode_length_buf = value
 
-    # ------------------------------------------------------------------ optional environment attributes
+    # Optional environment attributes: None (False for load_state_dict) where the environment declares none.
     @property
     def dt(self) -> float | None:
-        """Seconds per policy step (the environment's ``dt``); None where it declares none."""
+        """Seconds per policy step."""
         dt = _declared(self.env, "dt")
         return None if dt is None else float(dt)
 
     @property
     def cfg(self) -> dict[str, Any] | None:
-        """The environment's settings (its ``cfg``) when they are a dict; None otherwise.
-
-        Recorded in the run's ``config.json`` (``env``) and in exported policies' metadata.
-        """
+        """The environment's ``cfg`` when it is a dict (recorded in ``config.json`` and exported policies)."""
         cfg = _declared(self.env, "cfg")
         return cfg if isinstance(cfg, dict) else None
 
     @property
     def joint_names(self) -> list[str] | None:
-        """Names of the actuated joints in action order (the environment's ``joint_names``); None if unknown."""
         names = _declared(self.env, "joint_names")
         return None if names is None else [str(n) for n in names]
 
     @property
     def default_joint_pos(self) -> Any:
-        """Joint positions that zero actions command (the environment's ``default_joint_pos``, a tensor or
-        sequence in action order); None if unknown."""
+        """Joint positions that zero actions command, in action order."""
         return _declared(self.env, "default_joint_pos")
 
     def state_dict(self) -> Any:
-        """The environment's state (its ``state_dict()``, saved in checkpoints); None where it has no
-        ``state_dict`` method."""
         state_dict = _declared(self.env, "state_dict")
         return state_dict() if callable(state_dict) else None
 
     def load_state_dict(self, state: Any) -> bool:
-        """Restore a state of :meth:`state_dict` with the environment's ``load_state_dict``.
-
-        Returns:
-            Whether the environment took it (False where it has no ``load_state_dict`` method).
-        """
+        """Restore a :meth:`state_dict`; whether the environment took it."""
         load_state_dict = _declared(self.env, "load_state_dict")
-        if not callable(load_state_dict):
-            return False
-        load_state_dict(state)
-        return True
+        if callable(load_state_dict):
+            load_state_dict(state)
+        return callable(load_state_dict)
 
     @property
     def amp_obs_dim(self) -> int | None:
-        """Width of one flattened AMP window: the env's ``amp_obs_dim`` attribute, else the width of
-        ``extras["observations"]["ref_obs"]``; None without either."""
+        """Width of one flattened AMP window: ``amp_obs_dim``, else that of ``extras["observations"]["ref_obs"]``."""
         declared = _declared(self.env, "amp_obs_dim")
         if declared:
             return int(declared)
@@ -396,22 +315,13 @@ class EnvAdapter:
         ref = (extras.get("observations") or {}).get("ref_obs")
         return int(ref[0].numel()) if ref is not None else None
 
-    # ------------------------------------------------------------------ task metrics
     # st_gym environments expose their metrics as attributes; the first found of each list is used.
-    LEGACY_METRIC_ATTRIBUTES: dict[str, tuple[str, ...]] = {
-        "velrmsd": ("tracking_error", "lin_vel_rmsd"),
-        "CoT": ("CoT",),
-    }
+    LEGACY_METRIC_ATTRIBUTES = {"velrmsd": ("tracking_error", "lin_vel_rmsd"), "CoT": ("CoT",)}
     # learn() returns these two (st_gym scripts unpack them), 0 when the environment has no such metric.
     RETURNED_METRICS = ("velrmsd", "CoT")
 
     def task_metrics(self) -> dict[str, torch.Tensor]:
-        """The environment's task metrics as scalar tensors on the training device.
-
-        An environment declares them with a ``task_metrics()`` method returning ``{name: tensor}`` (per-env
-        values are averaged); otherwise the st_gym attributes are read: ``tracking_error`` or ``lin_vel_rmsd``
-        as ``velrmsd`` and ``CoT``. Environments without metrics return ``{}``.
-        """
+        """The env's ``task_metrics()`` (else its :attr:`LEGACY_METRIC_ATTRIBUTES`) as mean scalar tensors."""
         declared: Any = _declared(self.env, "task_metrics")
         items: list[tuple[str, Any]] = []
         if declared is not None:
@@ -426,27 +336,19 @@ class EnvAdapter:
         return {k: torch.as_tensor(v, dtype=torch.float32).to(self.device).mean() for k, v in items}
 
     def returned_metrics(self, metrics: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """What ``learn()`` returns: the :attr:`RETURNED_METRICS` of ``metrics`` (zero tensors when absent)."""
+        """What ``learn()`` returns: the :attr:`RETURNED_METRICS` of ``metrics`` (zero when absent)."""
         zero = torch.zeros((), device=self.device)
         first, second = (metrics.get(name, zero) for name in self.RETURNED_METRICS)
         return first, second
 
     def randomize_episode_lengths(self) -> None:
-        """Spread episode start times: ``episode_length_buf ~ U[0, max_episode_length)``.
-
-        An environment without a writable ``episode_length_buf`` or without ``max_episode_length`` keeps its
-        episode starts (with a warning): spreading them only decorrelates the first rollouts.
-        """
+        """Spread episode start times: ``episode_length_buf ~ U[0, max_episode_length)`` (warns if impossible)."""
         missing = [a for a in ("episode_length_buf", "max_episode_length") if _declared(self.env, a) is None]
         if missing:
-            warnings.warn(
-                f"init_at_random_ep_len: {type(self.env).__name__} has no {' or '.join(missing)}, so its "
-                "episodes keep their start times (add them to spread the starts, see docs/environments.md)",
-                stacklevel=3,
-            )
+            msg = f"init_at_random_ep_len: {type(self.env).__name__} has no {' or '.join(missing)}; starts not spread"
+            warnings.warn(msg, stacklevel=3)
             return
-        buf = self.env.episode_length_buf
-        max_len = self.env.max_episode_length
+        buf, max_len = self.env.episode_length_buf, self.env.max_episode_length
         if isinstance(max_len, torch.Tensor):
             high = max_len.to(buf.device).float()
             self.env.episode_length_buf = (torch.rand(buf.shape, device=buf.device) * high).long()

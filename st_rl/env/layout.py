@@ -1,9 +1,4 @@
-"""Observation layout: named components over a flat observation vector.
-
-A layout (``obs_segments``) is an ordered mapping ``name -> shape``; each component occupies
-``prod(shape)`` contiguous columns of the flat observation, in mapping order. Shapes may be given as ints,
-lists or tuples; they are normalised to tuples.
-"""
+"""Observation layout (``obs_segments``): an ordered ``name -> shape`` mapping over the flat observation's columns."""
 
 from __future__ import annotations
 
@@ -18,7 +13,6 @@ Segments = Mapping[str, "int | Sequence[int]"]
 
 
 def normalize_shape(shape: int | Sequence[int]) -> Shape:
-    """Return ``shape`` as a tuple of ints (an int ``n`` becomes ``(n,)``)."""
     if isinstance(shape, int):
         return (int(shape),)
     return tuple(int(s) for s in shape)
@@ -31,22 +25,20 @@ def normalize_segments(segments: Segments | None) -> OrderedDict[str, Shape] | N
     return OrderedDict((str(k), normalize_shape(v)) for k, v in segments.items())
 
 
-def _names_list(names: str | Iterable[str]) -> list[str]:
-    # A bare string must not match by substring (ancestor bug): treat it as one name.
-    return [names] if isinstance(names, str) else list(names)
+def _names_list(segments: Segments, names: str | Iterable[str]) -> list[str]:
+    """``names`` as a checked list (a bare string is one name, never matched by substring)."""
+    names = [names] if isinstance(names, str) else list(names)
+    for n in names:
+        get_obs_slice(segments, n)
+    return names
 
 
 def segments_size(segments: Segments) -> int:
-    """Total number of columns of a layout."""
     return sum(math.prod(normalize_shape(s)) for s in segments.values())
 
 
 def get_obs_slice(segments: Segments, component_name: str) -> tuple[slice, Shape]:
-    """Return the column slice and shape of one component.
-
-    Raises:
-        AssertionError: if the component is not in the layout (the message lists the available names).
-    """
+    """The column slice and shape of one component (AssertionError if absent)."""
     start = 0
     for name, shape in segments.items():
         shape = normalize_shape(shape)
@@ -54,21 +46,15 @@ def get_obs_slice(segments: Segments, component_name: str) -> tuple[slice, Shape
         if name == component_name:
             return slice(start, start + size), shape
         start += size
-    raise AssertionError(
-        f"Observation component '{component_name}' is not in the layout; available: {list(segments)}"
-    )
+    raise AssertionError(f"Observation component '{component_name}' is not in the layout {list(segments)}")
 
 
 def get_subobs_size(segments: Segments, component_names: str | Iterable[str]) -> int:
-    """Number of columns taken by the named components."""
-    names = _names_list(component_names)
-    for n in names:
-        get_obs_slice(segments, n)
+    names = _names_list(segments, component_names)
     return sum(math.prod(normalize_shape(s)) for k, s in segments.items() if k in names)
 
 
 def _segments_arg(obs_segments: Segments | None, segments: Segments | None, owner: str) -> Segments:
-    """The layout passed as ``obs_segments`` (the reference's keyword) or ``segments`` (the former one)."""
     if obs_segments is not None and segments is not None:
         raise TypeError(f"{owner}() got both obs_segments and segments; pass one")
     layout = obs_segments if obs_segments is not None else segments
@@ -84,17 +70,9 @@ def get_subobs_by_components(
     *,
     segments: Segments | None = None,
 ) -> torch.Tensor:
-    """Concatenate the named components along the last dim, in layout order (any leading dims).
-
-    Args:
-        observations: (..., width) observations laid out by ``obs_segments``.
-        component_names: a name or names of the components to take.
-        obs_segments: the layout, name -> shape (the reference's keyword); ``segments=`` is accepted too.
-    """
+    """Concatenate the named components of ``(..., width)`` observations along the last dim, in layout order."""
     segments = _segments_arg(obs_segments, segments, "get_subobs_by_components")
-    names = _names_list(component_names)
-    for n in names:
-        get_obs_slice(segments, n)
+    names = _names_list(segments, component_names)
     parts = [observations[..., get_obs_slice(segments, k)[0]] for k in segments if k in names]
     return torch.cat(parts, dim=-1)
 
@@ -107,30 +85,17 @@ def substitute_estimated_state(
     *,
     segments: Segments | None = None,
 ) -> torch.Tensor:
-    """Write consecutive chunks of ``estimated_state`` into the target components, in place.
-
-    Chunks are taken in layout order. Returns ``observations``.
-
-    Args:
-        observations: (..., width) observations laid out by ``obs_segments``, written in place.
-        target_components: a name or names of the components to overwrite.
-        estimated_state: (..., width of the targets) values.
-        obs_segments: the layout, name -> shape (the reference's keyword); ``segments=`` is accepted too.
-    """
+    """Write consecutive chunks of ``estimated_state`` into the target components in layout order, in place;
+    returns ``observations``."""
     segments = _segments_arg(obs_segments, segments, "substitute_estimated_state")
-    names = _names_list(target_components)
-    for n in names:
-        get_obs_slice(segments, n)
+    names = _names_list(segments, target_components)
     expected = get_subobs_size(segments, names)
     if estimated_state.shape[-1] != expected:
         raise ValueError(
             f"estimated_state has {estimated_state.shape[-1]} columns but components {names} take {expected}"
         )
     cursor = 0
-    for k in segments:
-        if k in names:
-            sl, _ = get_obs_slice(segments, k)
-            width = sl.stop - sl.start
-            observations[..., sl] = estimated_state[..., cursor : cursor + width]
-            cursor += width
+    for sl in (get_obs_slice(segments, k)[0] for k in segments if k in names):
+        observations[..., sl] = estimated_state[..., cursor : cursor + sl.stop - sl.start]
+        cursor += sl.stop - sl.start
     return observations

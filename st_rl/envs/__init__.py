@@ -1,8 +1,4 @@
-"""Reference name (st_rl/compat.py): the built-in tasks moved to :mod:`st_rl.tasks`.
-
-``import st_rl.envs`` and ``import st_rl.envs.<module>`` give the same module objects as ``st_rl.tasks`` and
-``st_rl.tasks.<module>``, so code and pickled references written for the old path keep working.
-"""
+"""Reference name (st_rl/compat.py): ``st_rl.envs[.<module>]`` is the same module object as ``st_rl.tasks[...]``."""
 
 from __future__ import annotations
 
@@ -19,27 +15,19 @@ from st_rl.tasks import __all__  # noqa: F401
 _OLD, _NEW = "st_rl.envs.", "st_rl.tasks."
 
 
-class _AliasLoader(importlib.abc.Loader):
-    def __init__(self, target: str) -> None:
-        self.target = target
-
-    def create_module(self, spec: Any) -> ModuleType:
-        return importlib.import_module(self.target)
-
-    def exec_module(self, module: ModuleType) -> None:
-        """The target module is already executed."""
-
-
-class _AliasFinder(importlib.abc.MetaPathFinder):
-    """Finds ``st_rl.envs.<name>`` as ``st_rl.tasks.<name>``."""
+class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``st_rl.envs.<name>`` as the module object ``st_rl.tasks.<name>``."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if not fullname.startswith(_OLD):
+        if not fullname.startswith(_OLD) or importlib.util.find_spec(_NEW + fullname[len(_OLD) :]) is None:
             return None
-        new = _NEW + fullname[len(_OLD) :]
-        if importlib.util.find_spec(new) is None:
-            return None
-        return importlib.util.spec_from_loader(fullname, _AliasLoader(new))
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> ModuleType:
+        return importlib.import_module(_NEW + spec.name[len(_OLD) :])
+
+    def exec_module(self, module: ModuleType) -> None:
+        pass  # the target module is already executed
 
 
 if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):

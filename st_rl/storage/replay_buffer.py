@@ -8,13 +8,7 @@ import torch
 
 
 class ReplayBuffer:
-    """Ring buffer of ``states`` and ``next_states`` (e.g. past policy AMP windows for the discriminator).
-
-    Args:
-        obs_dim: width of one state.
-        buffer_size: capacity; the oldest entries are overwritten once it is full.
-        device: where the buffers live.
-    """
+    """Ring buffer of ``buffer_size`` ``states`` / ``next_states`` (e.g. past policy AMP windows)."""
 
     def __init__(self, obs_dim: int, buffer_size: int, device: str | torch.device = "cpu") -> None:
         if buffer_size < 1:
@@ -33,11 +27,8 @@ class ReplayBuffer:
         next_states = states if next_states is None else next_states.reshape(-1, self.obs_dim).to(self.device)
         n = states.shape[0]
         if n > self.buffer_size:  # only the newest buffer_size entries survive anyway
-            states, next_states, n = (
-                states[-self.buffer_size :],
-                next_states[-self.buffer_size :],
-                self.buffer_size,
-            )
+            states, next_states = states[-self.buffer_size :], next_states[-self.buffer_size :]
+            n = self.buffer_size
         idx = (torch.arange(n, device=self.device) + self.step) % self.buffer_size
         self.states[idx] = states
         self.next_states[idx] = next_states
@@ -54,6 +45,5 @@ class ReplayBuffer:
     def feed_forward_generator(
         self, num_mini_batch: int, mini_batch_size: int
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """Yield ``num_mini_batch`` minibatches ``(states, next_states)`` sampled with replacement."""
         for _ in range(num_mini_batch):
             yield self.sample(mini_batch_size)

@@ -17,19 +17,8 @@ def compute_gae(
     gamma: float,
     lam: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimation over a rollout.
-
-    Args:
-        rewards: ``(T, N)`` rewards (time-outs already bootstrapped).
-        values: ``(T, N)`` value estimates of the states the actions were taken in.
-        dones: ``(T, N)`` episode ended after step t (bool or 0/1).
-        last_values: ``(N,)`` value of the state after the last step.
-        gamma: discount.
-        lam: GAE lambda.
-
-    Returns:
-        ``(returns, advantages)``, both ``(T, N)``; ``returns = advantages + values``.
-    """
+    """GAE over a rollout of ``(T, N)`` rewards (time-outs bootstrapped), values and dones (episode ended after
+    step t), bootstrapped from the ``(N,)`` ``last_values``; returns ``(returns, advantages)``, both ``(T, N)``."""
     not_done = 1.0 - dones.to(rewards.dtype)
     advantages = torch.zeros_like(rewards)
     gae = torch.zeros_like(last_values)

@@ -1,5 +1,4 @@
-"""Preallocated on-policy rollout storage whose fields are registered by name (PPO's, then each extension's);
-the reference's storage classes are thin configurations of :class:`RolloutStorage`."""
+"""On-policy rollout storage with fields registered by name; the reference's storage classes configure it."""
 
 from __future__ import annotations
 
@@ -29,15 +28,8 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-    """A registered storage field: one ``(T, N, *shape)`` buffer.
-
-    Attributes:
-        shape: shape of one env's value at one step.
-        dtype: buffer dtype.
-        trajectory: observation-like: recurrent minibatches pad it into trajectories ``(T, n_traj, ...)``.
-        minibatch: name in minibatches (None: the field name; ``""``: not in minibatches).
-        transition: transition attribute it is filled from (None: the field name; ``""``: computed later).
-    """
+    """A registered storage field: one ``(T, N, *shape)`` buffer; ``trajectory``: padded into trajectories in
+    recurrent minibatches; ``minibatch`` / ``transition``: its name there (None: the field's; ``""``: absent)."""
 
     shape: tuple[int, ...]
     dtype: torch.dtype = torch.float32
@@ -47,7 +39,7 @@ class Field:
 
 
 class Transition:
-    """The values of one environment step by field name, as attributes (unset ones read as ``None``)."""
+    """The values of one environment step by field name (unset ones read as ``None``)."""
 
     def __init__(self, **values: Any) -> None:
         object.__setattr__(self, "_values", dict(values))
@@ -69,9 +61,8 @@ class Transition:
 
 
 class MiniBatch:
-    """One minibatch: tensors by minibatch name, as attributes (``obs``, ``critic_obs``, ``actions``, ``values``,
-    ``advantages``, ``returns``, ``old_actions_log_prob``, ``old_mu``, ``old_sigma``, registered extra fields;
-    ``hidden_states`` and ``masks`` are ``None`` in feed-forward minibatches)."""
+    """One minibatch: tensors by minibatch name, as attributes (``hidden_states`` and ``masks`` are ``None`` in
+    feed-forward minibatches)."""
 
     __slots__ = ("_fields",)
     _ALWAYS = ("hidden_states", "masks")
@@ -85,10 +76,8 @@ class MiniBatch:
         try:
             return self._fields[name]
         except KeyError:
-            raise AttributeError(
-                f"the minibatch has no field {name!r} (fields: {sorted(self._fields)}); the storage records only "
-                "the fields registered by the algorithm and its extensions"
-            ) from None
+            msg = f"the minibatch has no field {name!r} (registered fields: {sorted(self._fields)})"
+            raise AttributeError(msg) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("MiniBatch is immutable; use _replace(**fields)")
@@ -107,13 +96,16 @@ class MiniBatch:
         return MiniBatch(**{**self._fields, **fields})
 
 
+def _required(transition: Transition, source: str, why: str) -> Any:
+    value = transition.get(source)
+    if value is None:
+        raise ValueError(f"transition.{source} is missing: {why}")
+    return value
+
+
 def _shape(shape: int | Sequence[int | None] | None) -> tuple[int, ...] | None:
-    if shape is None:
-        return None
-    if isinstance(shape, int):
-        return (shape,)
-    shape = list(shape)
-    if len(shape) == 0 or shape[0] is None:
+    shape = [shape] if isinstance(shape, int) else list(shape or [])
+    if not shape or shape[0] is None:
         return None
     return tuple(int(s) for s in shape if s is not None)
 
@@ -122,19 +114,10 @@ class RolloutStorage:
     """Buffers of shape ``(T, N, ...)`` on the training device, filled one transition at a time.
 
     Args:
-        num_envs: N.
-        num_transitions_per_env: T.
-        obs_shape: actor observation shape, e.g. ``[num_obs]``.
-        privileged_obs_shape: critic observation shape; ``[None]`` or ``None``: minibatches use the actor
-            observations as ``critic_obs``.
-        actions_shape: e.g. ``[num_actions]``.
-        device: where the buffers live.
-        fields: extra fields to register, ``{name: Field}`` (more with :meth:`register`).
+        privileged_obs_shape: critic observation shape; ``[None]`` or ``None``: ``critic_obs`` is ``obs``.
         buffer_dilation_ratio: >= 1. A ring grows by one rollout at each :meth:`clear` up to ``ratio * T``
-            steps, then overwrites the oldest; returns and minibatches see the steps oldest first.
-        ring: keep the cursor across :meth:`clear` and wrap instead of overflowing (queue behaviour).
-        next_observations: also keep the observation after each step (``next_obs`` / ``next_critic_obs`` in
-            minibatches; the transition's ``next_observations`` fill row T at the last step).
+            steps, then overwrites the oldest (``ring``: wrap at ``T`` instead of overflowing).
+        next_observations: also keep the observation after each step (``next_obs`` / ``next_critic_obs``).
         **kwargs: ignored (the reference passes storage-class-specific keys to every storage).
     """
 
@@ -156,9 +139,7 @@ class RolloutStorage:
         if buffer_dilation_ratio < 1.0:
             raise ValueError(f"buffer_dilation_ratio must be >= 1, got {buffer_dilation_ratio}")
         if next_observations and (ring or buffer_dilation_ratio > 1.0):
-            raise ValueError(
-                "next_observations cannot be combined with a ring buffer / buffer_dilation_ratio"
-            )
+            raise ValueError("next_observations cannot be combined with ring or buffer_dilation_ratio > 1")
         self.device = torch.device(device)
         self.num_envs = int(num_envs)
         self.num_transitions_per_env = int(num_transitions_per_env)
@@ -201,10 +182,8 @@ class RolloutStorage:
         self._padded_trajectories: tuple[Any, ...] | None = None
         self.step = 0
 
-    # ------------------------------------------------------------------ fields
     def register(self, name: str, field: Field) -> None:
-        """Allocate a zero ``(T, N, *field.shape)`` buffer ``name`` (also an attribute); registering the same
-        spec again is a no-op, a different one an error."""
+        """Allocate a zero ``(T, N, *field.shape)`` buffer ``name`` (also an attribute); idempotent."""
         if name in self.fields:
             if self.fields[name] != field:
                 raise ValueError(f"storage field {name!r} is already registered as {self.fields[name]}")
@@ -221,7 +200,6 @@ class RolloutStorage:
         self.fields[name] = field
 
     def has_field(self, name: str) -> bool:
-        """Whether a field ``name`` is registered."""
         return name in self.fields
 
     def __getattr__(self, name: str) -> Any:
@@ -234,7 +212,6 @@ class RolloutStorage:
 
     @property
     def next_observations(self) -> torch.Tensor:
-        """Observations after each step (``next_observations=True`` only)."""
         return self._next("observations")
 
     @property
@@ -248,18 +225,11 @@ class RolloutStorage:
 
     Transition = Transition
 
-    # ------------------------------------------------------------------ filling
     def add_transitions(self, transition: Transition) -> None:
-        """Copy one transition into row ``step``.
-
-        Raises:
-            AssertionError: the storage is full and not a ring (call ``clear()`` after each update).
-            ValueError: a registered field is missing from the transition.
-        """
+        """Copy one transition into row ``step`` (every registered field must be set)."""
         if self.step >= self.num_transitions_per_env:
             assert self.ring and self.buffer_full, (
-                f"Rollout storage overflow: it holds {self.num_transitions_per_env} steps per env; call clear() "
-                "after each update."
+                f"Rollout storage overflow ({self.num_transitions_per_env} steps per env): call clear() after each update"
             )
             self.step = 0  # ring wrap: overwrite the oldest row
         t = self.step
@@ -267,12 +237,7 @@ class RolloutStorage:
             source = name if field.transition is None else field.transition
             if not source:
                 continue
-            value = transition.get(source)
-            if value is None:
-                raise ValueError(
-                    f"transition.{source} is missing: the storage field {name!r} is registered and needs a value "
-                    "at every step"
-                )
+            value = _required(transition, source, f"the storage field {name!r} needs it at every step")
             buf = self.buffers[name]
             buf[t].copy_(value.reshape(buf.shape[1:]))
         if self.has_next_observations and t == self.num_transitions_per_env - 1:
@@ -283,15 +248,8 @@ class RolloutStorage:
     def _add_next_observations(self, transition: Transition) -> None:
         for name, source in (("observations", "next_observations"),
                              ("privileged_observations", "next_privileged_observations")):  # fmt: skip
-            if name not in self._all_obs:
-                continue
-            value = transition.get(source)
-            if value is None:
-                raise ValueError(
-                    f"transition.{source} is missing: a storage with next observations needs it at the last "
-                    "step of the rollout"
-                )
-            self._all_obs[name][-1].copy_(value)
+            if name in self._all_obs:
+                self._all_obs[name][-1].copy_(_required(transition, source, "needed at the last step"))
 
     def _save_hidden_states(self, hidden_states: Any) -> None:
         if hidden_states is None:
@@ -309,7 +267,7 @@ class RolloutStorage:
             buf[self.step].copy_(h.detach())
 
     def clear(self) -> None:
-        """Start the next rollout. A ring keeps its cursor and grows once while shorter than its maximum."""
+        """Start the next rollout (a ring keeps its cursor and grows once while shorter than its maximum)."""
         if not self.ring:
             self.step = 0
         elif not self.buffer_full:
@@ -317,22 +275,22 @@ class RolloutStorage:
         elif self.step >= self.num_transitions_per_env:
             self.step = 0
 
-    # ------------------------------------------------------------------ ring / queue
     @property
     def buffer_full(self) -> bool:
-        """Whether the buffer has reached its maximum length."""
         return self.num_transitions_per_env >= self.max_length
 
     def expand_buffer_once(self) -> None:
         """Append ``min(max_length - length, T)`` zero rows to every buffer, hidden states included."""
         extra = min(self.max_length - self.num_transitions_per_env, self.collect_length)
-        if extra <= 0:
-            return
-        for name in self.buffers:
-            self.buffers[name] = buffer_expand(self.buffers[name], extra)
+        if extra > 0:
+            self._map_buffers(lambda b: buffer_expand(b, extra))
+            self.num_transitions_per_env += extra
+
+    def _map_buffers(self, fn: Any) -> None:
+        for name, buf in self.buffers.items():
+            self.buffers[name] = fn(buf)
         if self.saved_hidden_states is not None:
-            self.saved_hidden_states = [buffer_expand(h, extra) for h in self.saved_hidden_states]
-        self.num_transitions_per_env += extra
+            self.saved_hidden_states = [fn(h) for h in self.saved_hidden_states]
 
     def swap_from_cursor(self, buffer: Any, cursor: int | None = None) -> Any:
         """``buffer`` rotated so the row at ``cursor`` (default: the write cursor) comes first."""
@@ -340,59 +298,36 @@ class RolloutStorage:
 
     def untie_buffer_loop(self) -> None:
         """Rotate all buffers oldest-first when writes have wrapped (the cursor is inside the buffer)."""
-        if not self.ring:
-            return
         cursor = self.step % self.num_transitions_per_env
-        if not self.buffer_full or cursor == 0:
-            return
-        for name in self.buffers:
-            self.buffers[name] = self.swap_from_cursor(self.buffers[name], cursor)
-        if self.saved_hidden_states is not None:
-            self.saved_hidden_states = [self.swap_from_cursor(h, cursor) for h in self.saved_hidden_states]
-        self.step = self.num_transitions_per_env
+        if self.ring and self.buffer_full and cursor != 0:
+            self._map_buffers(lambda b: self.swap_from_cursor(b, cursor))
+            self.step = self.num_transitions_per_env
 
-    # ------------------------------------------------------------------ returns
     def compute_returns(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
-        """GAE returns and normalised advantages of the stored rollout, bootstrapped from ``last_values`` (the
-        reference's method; :func:`compute_returns`)."""
+        """GAE returns and normalised advantages, bootstrapped from ``last_values``."""
         compute_returns(self, last_values, gamma, lam)
 
-    # ------------------------------------------------------------------ statistics
     def get_statistics(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean trajectory length and mean reward per step (the stored steps are not modified)."""
         self.untie_buffer_loop()
         done = self.dones.clone()
         done[-1] = 1
-        flat = done.permute(1, 0, 2).reshape(-1)
-        done_indices = torch.cat(
-            (flat.new_tensor([-1], dtype=torch.int64), flat.nonzero(as_tuple=False)[:, 0])
-        )
-        trajectory_lengths = done_indices[1:] - done_indices[:-1]
+        ends = done.permute(1, 0, 2).reshape(-1).nonzero()[:, 0]
+        trajectory_lengths = torch.diff(ends, prepend=ends.new_tensor([-1]))
         return trajectory_lengths.float().mean(), self.rewards.mean()
 
-    # ------------------------------------------------------------------ sampling
     def _minibatch_fields(self) -> dict[str, tuple[Field, torch.Tensor]]:
-        """``{minibatch name: (field, buffer)}`` of every field minibatches carry (``critic_obs`` included)."""
-        out: dict[str, tuple[Field, torch.Tensor]] = {}
-        for name, field in self.fields.items():
-            if field.minibatch == "":
-                continue
-            out[field.minibatch or name] = (field, self.buffers[name])
-        if "critic_obs" not in out:
-            out["critic_obs"] = out["obs"]
+        out = {f.minibatch or n: (f, self.buffers[n]) for n, f in self.fields.items() if f.minibatch != ""}
+        out.setdefault("critic_obs", out["obs"])
         if self.has_next_observations:
             obs_field = self.fields["observations"]
             out["next_obs"] = (obs_field, self.next_observations)
             nxt_critic = self.next_privileged_observations
-            out["next_critic_obs"] = (
-                obs_field,
-                nxt_critic if nxt_critic is not None else self.next_observations,
-            )
+            out["next_critic_obs"] = (obs_field, self.next_observations if nxt_critic is None else nxt_critic)
         return out
 
     def mini_batch_generator(self, num_mini_batches: int, num_epochs: int = 8) -> Iterator[MiniBatch]:
-        """Yield flat minibatches, reshuffled every epoch (the remainder is dropped), each built by
-        :meth:`get_minibatch_from_indices`."""
+        """Yield flat minibatches, reshuffled every epoch (the remainder is dropped)."""
         self.untie_buffer_loop()
         batch_size = self.num_envs * self.num_transitions_per_env
         mini_batch_size = batch_size // num_mini_batches
@@ -411,11 +346,10 @@ class RolloutStorage:
     def recurrent_mini_batch_generator(
         self, num_mini_batches: int, num_epochs: int = 8
     ) -> Iterator[MiniBatch]:
-        """Yield minibatches of whole trajectories of ``N // num_mini_batches`` envs for recurrent policies.
+        """Yield minibatches of the trajectories of ``N // num_mini_batches`` envs for recurrent policies.
 
         Trajectory fields are split at dones and zero-padded to length T (``masks`` marks real steps); the
-        others stay (T, n, ...). ``hidden_states`` are those saved at each trajectory's first step, (layers,
-        n_traj, H). The order is reshuffled every epoch; each is built by :meth:`get_minibatch_from_indices`.
+        others stay (T, n, ...). ``hidden_states`` are those at each trajectory's first step, (layers, n_traj, H).
         """
         self.untie_buffer_loop()
         n_envs = self.num_envs
@@ -436,16 +370,12 @@ class RolloutStorage:
                 done_by_buffer[id(buf)] = padded[name]
         assert traj_masks is not None
         dones = self.dones[..., 0].bool()
-        first_step = torch.zeros_like(dones)
-        first_step[0] = True
-        first_step[1:] = dones[:-1]
+        first_step = torch.cat([torch.ones_like(dones[:1]), dones[:-1]])
         # Trajectory j of the padded tensors belongs to env k for cum[k] <= j < cum[k + 1] (env-major order).
         cum = torch.cat([first_step.new_zeros(1, dtype=torch.long), first_step.sum(0).cumsum(0)]).tolist()
-        hidden_per_traj = None
-        if self.saved_hidden_states is not None:
-            hidden_per_traj = [
-                h.permute(2, 0, 1, 3)[first_step.transpose(0, 1)] for h in self.saved_hidden_states
-            ]
+        hidden_per_traj = self.saved_hidden_states and [
+            h.permute(2, 0, 1, 3)[first_step.transpose(0, 1)] for h in self.saved_hidden_states
+        ]
         self._padded_trajectories = (padded, plain, traj_masks, hidden_per_traj)
         try:
             for _ in range(num_epochs):
@@ -467,15 +397,8 @@ class RolloutStorage:
         padded_B_slice: slice | None = None,  # noqa: N803
         prev_done_mask: torch.Tensor | None = None,
     ) -> MiniBatch:
-        """The minibatch at the given (time, env) selection: the reference's override hook (a subclass adds
-        fields with ``super().get_minibatch_from_indices(...)._replace(extra=self.extra[T_slice, B_slice])``).
-
-        Args:
-            T_slice: time indices (feed-forward) or ``slice(None)`` (recurrent).
-            B_slice: env indices matching ``T_slice`` (feed-forward) or the minibatch's env slice (recurrent).
-            padded_B_slice: recurrent only: the minibatch's trajectories in the padded tensors.
-            prev_done_mask: recurrent only: (T, N) bool, True where a trajectory starts.
-        """
+        """The minibatch at ``[T_slice, B_slice]`` (the reference's override hook); recurrent minibatches also
+        give their trajectories in the padded tensors (``padded_B_slice``) and where trajectories start."""
         if padded_B_slice is None:
             fields = self._generator_fields or self._minibatch_fields()
             return MiniBatch(**{k: buf[T_slice, B_slice] for k, (_, buf) in fields.items()})
@@ -505,8 +428,7 @@ class QueueRolloutStorage(RolloutStorage):
 
 
 class ActionLabelRollout(QueueRolloutStorage):
-    """:class:`QueueRolloutStorage` that also records ``action_labels`` (e.g. a teacher's actions), returned
-    as ``MiniBatch.action_labels`` and kept through growth and ring rotation."""
+    """:class:`QueueRolloutStorage` that also records ``action_labels`` (e.g. a teacher's actions)."""
 
     def __init__(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
         super().__init__(num_envs, num_transitions_per_env, *args, **kwargs)
@@ -514,8 +436,8 @@ class ActionLabelRollout(QueueRolloutStorage):
 
 
 class SarsaRolloutStorage(RolloutStorage):
-    """:class:`RolloutStorage` that also yields the next observations (``next_obs`` / ``next_critic_obs``; after
-    a done, the new episode's first one: mask with ``dones``) for SARSA-style or model-learning losses."""
+    """:class:`RolloutStorage` that also yields ``next_obs`` / ``next_critic_obs`` (after a done: the new
+    episode's first; mask with ``dones``)."""
 
     def __init__(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
         kwargs["next_observations"] = True
@@ -523,8 +445,8 @@ class SarsaRolloutStorage(RolloutStorage):
 
 
 class AmpRolloutStorage(ActionLabelRollout):
-    """:class:`ActionLabelRollout` that also records the raw AMP windows ``ref_obs`` (the policy's) and
-    ``ref_motion`` (a reference motion's) of shape ``amp_obs_shape``, e.g. ``(H * F,)``."""
+    """:class:`ActionLabelRollout` that also records the AMP windows ``ref_obs`` (the policy's) and
+    ``ref_motion`` of shape ``amp_obs_shape``, e.g. ``(H * F,)``."""
 
     def __init__(
         self,
@@ -546,13 +468,7 @@ class AmpRolloutStorage(ActionLabelRollout):
 def compute_returns(storage: RolloutStorage, last_values: torch.Tensor, gamma: float, lam: float) -> None:
     """GAE returns and globally normalised advantages of the stored rollout, written into the storage."""
     storage.untie_buffer_loop()  # ring storages: oldest step first
-    returns, advantages = compute_gae(
-        storage.rewards[..., 0],
-        storage.values[..., 0],
-        storage.dones[..., 0],
-        last_values.reshape(-1),
-        gamma,
-        lam,
-    )
+    rewards, values, dones = (storage.rewards[..., 0], storage.values[..., 0], storage.dones[..., 0])
+    returns, advantages = compute_gae(rewards, values, dones, last_values.reshape(-1), gamma, lam)
     storage.returns.copy_(returns.unsqueeze(-1))
     storage.advantages.copy_(normalize_advantages(advantages).unsqueeze(-1))

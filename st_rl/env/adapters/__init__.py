@@ -1,16 +1,4 @@
-"""Adapters that bring simulators' environments to st_rl's runners (optional extras, imported lazily).
-
-Each adapter turns a simulator's environment into one of the APIs :class:`st_rl.env.EnvAdapter` accepts:
-
-* :func:`make_gymnasium_env` / :class:`GymnasiumVecEnv`: Gymnasium 1.x vector envs (MuJoCo tasks included);
-  ``pip install "st-rl[gymnasium]"``.
-* :func:`make_mjlab_env` / :func:`wrap_mjlab`, :func:`mjlab_train_config`: mjlab tasks;
-  ``pip install "st-rl[mjlab]"``.
-* :func:`wrap_genesis` / :class:`GenesisVecEnv`: Genesis locomotion envs; ``pip install "st-rl[genesis]"``.
-* :func:`wrap_isaaclab`: Isaac Lab's ``RslRlVecEnvWrapper`` (rsl_rl 2.x and TensorDict generations).
-
-legged_gym environments need no adapter. Nothing here imports a simulator until it is used.
-"""
+"""Optional adapters, imported lazily, that bring Gymnasium, mjlab, Genesis and Isaac Lab envs to st_rl."""
 
 from __future__ import annotations
 

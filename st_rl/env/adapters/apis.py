@@ -1,12 +1,5 @@
-"""The three environment APIs :class:`~st_rl.env.EnvAdapter` accepts, and how their observations are read.
-
-* ``"legged_gym"``: ``get_observations() -> Tensor``, ``get_privileged_observations() -> Tensor | None``,
-  ``step(a) -> (obs, privileged_obs, rewards, dones, infos)``.
-* ``"rsl_rl2"`` (st_gym, Isaac Lab rsl_rl 2.x wrappers): ``get_observations() -> (obs, extras)``,
-  ``step(a) -> (obs, rewards, dones, extras)`` with groups in ``extras["observations"]``.
-* ``"tensordict"`` (rsl_rl >= 3, mjlab, Isaac Lab rsl_rl 3.x): observations are a TensorDict (or any mapping)
-  of groups; ``obs_groups`` chooses which groups feed the actor (``"policy"``) and the critic (``"critic"``).
-"""
+"""The three environment APIs :class:`~st_rl.env.EnvAdapter` accepts: ``"legged_gym"``, ``"rsl_rl2"`` and
+``"tensordict"`` (``docs/environments.md``)."""
 
 from __future__ import annotations
 
@@ -25,13 +18,9 @@ API_NAMES = ("legged_gym", "rsl_rl2", "tensordict")
 class ObservationGroups(Protocol):
     """Observations as named groups: a ``tensordict.TensorDict``, a dict, or any mapping-like object."""
 
-    def keys(self) -> Any:
-        """The group names."""
-        ...
+    def keys(self) -> Any: ...
 
-    def __getitem__(self, name: str) -> Any:
-        """The group ``name`` (a tensor with the environments first)."""
-        ...
+    def __getitem__(self, name: str) -> Any: ...
 
 
 def detect_api(first_observation: Any) -> str:
@@ -43,9 +32,8 @@ def detect_api(first_observation: Any) -> str:
     if isinstance(first_observation, (Mapping, ObservationGroups)):
         return "tensordict"
     raise TypeError(
-        "env.get_observations() returned "
-        f"{describe_value(first_observation)}; expected a Tensor (legged_gym API), an (obs, extras) tuple "
-        "(rsl_rl 2.x / Isaac Lab API) or a TensorDict / mapping of observation groups (rsl_rl >= 3 API)."
+        f"env.get_observations() returned {describe_value(first_observation)}; expected a Tensor (legged_gym API), "
+        "an (obs, extras) tuple (rsl_rl 2.x API) or a TensorDict / mapping of observation groups (rsl_rl >= 3)."
     )
 
 
@@ -63,36 +51,18 @@ def _checked_names(key: str, names: Any, available: list[str]) -> list[str]:
     if key not in ("policy", "critic", "actor"):
         raise ValueError(f"obs_groups key '{key}' is not one of 'policy', 'critic' (or 'actor').")
     names = [names] if isinstance(names, str) else names
-    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
-        raise ValueError(
-            f"obs_groups['{key}'] must be a list of observation group names, got {names!r}; "
-            f"available groups: {available}"
-        )
-    missing = [n for n in names if n not in available]
-    if missing:
-        raise ValueError(
-            f"obs_groups['{key}'] names groups {missing} that the environment does not provide; "
-            f"available groups: {available}"
-        )
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n in available for n in names):
+        raise ValueError(f"obs_groups['{key}'] = {names!r} is not a list of available groups: {available}")
     return list(names)
 
 
 def resolve_obs_groups(
     api: str, first: Any, obs_groups: Mapping[str, Sequence[str]] | None
 ) -> dict[str, list[str]] | None:
-    """Which groups feed the actor (``"policy"``) and the critic, checked against the first observation.
-
-    The rsl_rl 2.x API's actor defaults to ``[]``: the obs tensor ``step()`` returns.
-
-    Raises:
-        ValueError: ``obs_groups`` is malformed, names a missing group, or no actor group exists.
-    """
+    """Which groups feed the actor (``"policy"``; rsl_rl 2.x default ``[]``: the obs tensor) and the critic."""
     if api == "legged_gym":
         if obs_groups:
-            raise ValueError(
-                "obs_groups applies to environments whose observations are groups; "
-                "this environment returns flat tensors (legged_gym API)."
-            )
+            raise ValueError("obs_groups needs grouped observations; this env returns flat tensors")
         return None
     available = list(group_mapping(api, first).keys())
     resolved = {

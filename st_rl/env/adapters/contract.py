@@ -1,11 +1,5 @@
-"""The environment output contract :class:`~st_rl.env.EnvAdapter` checks, with metadata only.
-
-Observations are ``(num_envs, num_obs)`` (a group of a mapping may have more per-environment dimensions: they
-are flattened), rewards ``(num_envs,)``, dones and time-outs ``(num_envs,)`` bool or 0/1 numbers, observations
-and rewards floating point. Nothing is reshaped across environments: a transposed or short output raises
-:class:`EnvOutputError` naming the method, the output, what it was and the fix. numpy arrays are converted
-(copied); everything is moved to the training device.
-"""
+"""The environment output contract :class:`~st_rl.env.EnvAdapter` checks with metadata only (nothing is reshaped
+across environments)."""
 
 from __future__ import annotations
 
@@ -20,11 +14,7 @@ class NonFiniteError(ValueError):
 
 
 class EnvOutputError(ValueError):
-    """An environment output of the wrong type, shape, dtype or device.
-
-    The message names the environment method (``step``, ``get_observations``, ...), the output (``obs``,
-    ``rewards``, ``extras['observations']['critic']``, ...), what was returned and the fix.
-    """
+    """An environment output of the wrong type, shape, dtype or device (the message names method, output, fix)."""
 
 
 def describe_value(value: Any) -> str:
@@ -37,9 +27,7 @@ def describe_value(value: Any) -> str:
 
 
 class OutputChecker:
-    """Checks and converts the outputs of one environment (``env_name``, ``num_envs`` per output) and moves them
-    to ``device`` (see the module docstring); ``env_device`` is named in messages.
-    """
+    """Checks the outputs of one environment and moves them to ``device``."""
 
     def __init__(
         self, env_name: str, num_envs: int, device: torch.device, env_device: torch.device | None
@@ -52,42 +40,27 @@ class OutputChecker:
         )
 
     def tensor(self, value: Any, method: str, output: str, expected: str) -> torch.Tensor:
-        """``value`` as a tensor: tensors as they are, numeric numpy arrays copied, anything else refused."""
         if isinstance(value, torch.Tensor):
             return value
         if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
             return torch.tensor(value)  # a copy: the environment may reuse its array
-        raise self.error(
-            method,
-            output,
-            value,
-            f"expected a torch.Tensor (or a numeric numpy array) of shape {expected}",
-            f"return {output} as a tensor of that shape (torch.as_tensor(x, device=env.device))",
-        )
+        rule = f"expected a torch.Tensor (or a numeric numpy array) of shape {expected}"
+        fix = f"return {output} as a tensor of that shape (torch.as_tensor(x, device=env.device))"
+        raise self.error(method, output, value, rule, fix)
 
     def to_device(
         self, x: torch.Tensor, method: str, output: str, dtype: torch.dtype | None = None
     ) -> torch.Tensor:
-        """``x`` on the training device (and in ``dtype``); a no-op when it is there already."""
         try:
             return x.to(device=self.device, dtype=dtype)
         except (RuntimeError, NotImplementedError) as e:
             reason = (str(e).splitlines() or [type(e).__name__])[0]
-            raise self.error(
-                method,
-                output,
-                x,
-                f"it cannot be moved to the training device {self.device} ({reason})",
-                "return tensors with data on a real device (the environment's device, "
-                f"{self.env_device or 'cpu'}), or train on a device that can read them",
-            ) from e
+            rule = f"it cannot be moved to the training device {self.device} ({reason})"
+            fix = f"return tensors on a real device (the environment's, {self.env_device or 'cpu'})"
+            raise self.error(method, output, x, rule, fix) from e
 
     def observation(self, value: Any, method: str, output: str, group: bool = False) -> torch.Tensor:
-        """One observation checked and converted to float32 ``(num_envs, width)`` on the training device.
-
-        A flat observation must be exactly ``(num_envs, width)``; a group of a mapping may have several
-        per-environment dimensions (flattened), but its first dimension must be ``num_envs`` too.
-        """
+        """One observation as float32 ``(num_envs, width)`` (a ``group`` may have more dimensions: flattened)."""
         n = self.num_envs
         x = self.tensor(value, method, output, f"(num_envs, num_obs) with num_envs={n}")
         if not x.dtype.is_floating_point:
@@ -97,20 +70,13 @@ class OutputChecker:
         if x.ndim < (1 if group else 2) or shape[0] != n or (not group and x.ndim != 2):
             if x.ndim == 2 and shape[1] == n and shape[0] != n:
                 rule = f"expected (num_envs, num_obs) = ({n}, ...); it looks transposed"
-                fix = (
-                    f"return it with the environments first ({output}.T); st_rl does not reshape observations"
-                )
+                fix = f"return it with the environments first ({output}.T)"
             elif x.ndim >= 1 and shape[0] != n:
-                rule = (
-                    f"expected one row per environment, (num_envs, num_obs) = ({n}, ...), got {shape[0]} rows"
-                )
+                rule = f"expected (num_envs, num_obs) = ({n}, ...), got {shape[0]} rows"
                 fix = f"return {n} rows (num_envs={n}); st_rl does not reshape observations"
             else:
                 rule = f"expected a 2-D (num_envs, num_obs) = ({n}, ...) tensor"
-                fix = (
-                    f"flatten the per-environment dimensions in the environment ({output}.reshape({n}, -1)), "
-                    "or return them as an observation group of a TensorDict"
-                )
+                fix = f"flatten them in the environment ({output}.reshape({n}, -1)) or return a TensorDict group"
             raise self.error(method, output, x, rule, fix)
         if x.ndim != 2:
             x = x.flatten(1) if x.ndim > 2 else x.unsqueeze(1)  # one group: its per-environment dims
@@ -123,15 +89,10 @@ class OutputChecker:
         if rewards and not x.dtype.is_floating_point:
             raise self.error(method, output, x, "rewards must be floating point", f"return {output}.float()")
         if not rewards and x.dtype.is_complex:
-            raise self.error(
-                method, output, x, "expected bool or 0/1 numbers", f"return {output} as a bool tensor"
-            )
+            raise self.error(method, output, x, "expected bool or 0/1 numbers", f"return {output}.bool()")
         if tuple(x.shape) != (n,):
-            fix = (
-                f"return it as ({n},) ({output}.reshape({n}) in the environment); st_rl does not reshape"
-                if x.numel() == n
-                else f"return one value per environment (num_envs={n})"
-            )
+            reshape = f"return it as ({n},) ({output}.reshape({n}) in the environment)"
+            fix = reshape if x.numel() == n else f"return one value per environment (num_envs={n})"
             raise self.error(method, output, x, f"expected shape (num_envs,) = ({n},)", fix)
         if rewards:
             return self.to_device(x, method, output, torch.float32)

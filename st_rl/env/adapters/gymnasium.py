@@ -1,18 +1,4 @@
-"""Gymnasium 1.x vector environments (``SyncVectorEnv``, ``AsyncVectorEnv``, ``make_vec``) for st_rl.
-
-:class:`GymnasiumVecEnv` presents one in st_rl's native API with float32 tensors on the training device:
-
-* ``terminated | truncated`` become ``dones``; ``extras["time_outs"]`` is ``truncated & ~terminated``.
-* Autoreset: the observation of a finished env is its first after the reset (``SAME_STEP``, as
-  :func:`make_gymnasium_env` configures; ``NEXT_STEP`` / ``DISABLED`` envs are reset at once with
-  ``reset(options={"reset_mask": dones})``), so no reset step's reward is ever stored.
-* ``extras["log"]`` has ``Episode/return`` and ``Episode/length`` of the episodes that ended (raw rewards).
-* Actions are clipped to the action space (``clip_actions``), as CleanRL's ``ClipAction`` does.
-* Optional reward normalisation (``normalize_reward``): rewards divided by the running std of the discounted
-  return, clipped to ``+-clip_reward`` (as in CleanRL's PPO); its statistics are in ``state_dict``.
-
-Needs ``gymnasium>=1.1`` (``pip install "st-rl[gymnasium]"``; MuJoCo tasks need its ``mujoco`` extra).
-"""
+"""Gymnasium 1.x vector environments in st_rl's native API; needs ``pip install "st-rl[gymnasium]"``."""
 
 from __future__ import annotations
 
@@ -26,10 +12,10 @@ import torch
 __all__ = ["GymnasiumVecEnv", "make_gymnasium_env"]
 
 _INSTALL_HINT = 'pip install "st-rl[gymnasium]"  (or: pip install "gymnasium[mujoco]>=1.1")'
+_CFG_KEYS = "num_envs clip_actions normalize_reward reward_gamma clip_reward max_episode_length"
 
 
 def _import_gymnasium() -> Any:
-    """Import gymnasium, checking that it is a 1.x version with autoreset modes and partial resets."""
     try:
         import gymnasium
     except ImportError as exc:
@@ -37,49 +23,23 @@ def _import_gymnasium() -> Any:
     try:
         from gymnasium.vector import AutoresetMode  # noqa: F401 - presence check (gymnasium >= 1.1)
     except ImportError as exc:
-        raise ImportError(
-            f"gymnasium {gymnasium.__version__} is too old: st_rl needs gymnasium>=1.1 "
-            f"(vector autoreset modes and reset_mask). Upgrade with: {_INSTALL_HINT}"
-        ) from exc
+        msg = f"gymnasium {gymnasium.__version__} is too old: st_rl needs gymnasium>=1.1. Upgrade: {_INSTALL_HINT}"
+        raise ImportError(msg) from exc
     return gymnasium
 
 
-class _RunningMeanStd:
-    """Running mean and variance of a scalar stream (parallel Welford update), in float64."""
-
-    def __init__(self) -> None:
-        self.mean = 0.0
-        self.var = 1.0
-        self.count = 1e-4
-
-    def update(self, x: np.ndarray) -> None:
-        batch_mean, batch_var, n = float(np.mean(x)), float(np.var(x)), x.size
-        delta = batch_mean - self.mean
-        total = self.count + n
-        self.mean += delta * n / total
-        m2 = self.var * self.count + batch_var * n + delta**2 * self.count * n / total
-        self.var = m2 / total
-        self.count = total
-
-
 class GymnasiumVecEnv:
-    """A Gymnasium 1.x vector env in st_rl's native API (see the module docstring for the semantics).
+    """A Gymnasium 1.x vector env (``Box`` spaces, any autoreset mode) in st_rl's native API.
+
+    ``dones`` are ``terminated | truncated``, ``extras["time_outs"]`` ``truncated & ~terminated``; a finished
+    env's observation is its first after the reset.
 
     Args:
-        env: a ``gymnasium.vector.VectorEnv`` with ``Box`` observation and action spaces (``SyncVectorEnv``,
-            ``AsyncVectorEnv`` or ``gymnasium.make_vec(...)``), any autoreset mode.
-        device: training device of the returned tensors.
-        seed: seed of the first reset (and of the action space); ``None`` leaves the env unseeded.
-        clip_actions: clip actions to the action space's bounds before stepping.
-        normalize_reward: divide rewards by the running std of the discounted return (see module docstring).
-        reward_gamma: discount of that return (use the PPO ``gamma``).
-        clip_reward: after normalisation, clip rewards to ``+-clip_reward`` (``None``: no clip).
-        max_episode_length: episode limit in steps; default: the env spec's ``max_episode_steps`` (else 1000).
+        seed: seed of the first reset (sub-env ``i`` gets ``seed + i``) and of the action space.
+        normalize_reward: divide rewards by the running std of the discounted return (``reward_gamma``), then
+            clip them to ``+-clip_reward`` (``None``: no clip), as CleanRL's PPO; statistics in ``state_dict``.
+        max_episode_length: default: the env spec's ``max_episode_steps`` (else 1000).
         stats_window: how many finished episodes :attr:`episode_returns` / :attr:`episode_lengths` keep.
-
-    Raises:
-        ImportError: gymnasium missing or older than 1.1.
-        TypeError: not a vector env, or a non-``Box`` observation or action space (the message names the fix).
     """
 
     def __init__(
@@ -108,8 +68,7 @@ class GymnasiumVecEnv:
         if not isinstance(act_space, gym.spaces.Box):
             raise TypeError(
                 f"st_rl's policies output continuous actions, but this env's action space is {act_space}. "
-                "Use a task with a Box action space (e.g. the MuJoCo tasks) or wrap the env so that it takes "
-                "continuous actions."
+                "Use a task with a Box action space or wrap the env."
             )
         if not isinstance(obs_space, gym.spaces.Box):
             raise TypeError(
@@ -138,23 +97,21 @@ class GymnasiumVecEnv:
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_length = np.zeros(self.num_envs, dtype=np.int64)
         self._discounted = np.zeros(self.num_envs, dtype=np.float64)
-        self._return_rms = _RunningMeanStd()
+        self._return_rms = np.array(
+            [0.0, 1.0, 1e-4]
+        )  # running mean, variance, count of the discounted return
         self.episode_returns: deque[float] = deque(maxlen=stats_window)
         self.episode_lengths: deque[int] = deque(maxlen=stats_window)
         self.num_episodes = 0
         self.total_steps = 0
         if seed is not None:
             env.action_space.seed(int(seed))
-        obs, _ = env.reset(seed=None if seed is None else int(seed))
-        self._obs = self._to_tensor(obs)
+        self.reset(seed=None if seed is None else int(seed))
 
-    # ------------------------------------------------------------------ helpers
     def _to_tensor(self, x: Any) -> torch.Tensor:
         return torch.as_tensor(np.asarray(x), dtype=torch.float32).reshape(self.num_envs, -1).to(self.device)
 
-    # ------------------------------------------------------------------ native API
     def get_observations(self) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Current ``(obs, {"observations": {"policy": obs}})``."""
         return self._obs, {"observations": {"policy": self._obs}}
 
     def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
@@ -168,12 +125,7 @@ class GymnasiumVecEnv:
         return self.get_observations()
 
     def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Step all sub-environments; return ``(obs, rewards, dones, extras)``.
-
-        The observation of a finished env is its first observation of the next episode; ``extras`` holds
-        ``"observations"``, ``"time_outs"`` (truncated and not terminated) and, when episodes ended,
-        ``"log"`` with ``Episode/return`` and ``Episode/length``.
-        """
+        """Step all sub-environments; return ``(obs, rewards, dones, extras)``."""
         a = actions.detach().to("cpu", torch.float32).numpy().reshape(self._act_shape)
         if self.clip_actions:
             a = np.clip(a, self._low, self._high)
@@ -198,13 +150,15 @@ class GymnasiumVecEnv:
             self._ep_return[dones] = 0.0
             self._ep_length[dones] = 0
             if self.autoreset_mode.name != "SAME_STEP":
-                # NEXT_STEP / DISABLED: reset the finished envs now, so no reset step (whose reward would
-                # be spurious) is ever taken and the returned obs is the first one of the new episode.
+                # NEXT_STEP / DISABLED: reset now, so no reset step (with a spurious reward) is ever taken
                 obs, _ = self.env.reset(options={"reset_mask": dones.copy()})
         if self.normalize_reward:
             self._discounted = self._discounted * self.reward_gamma + rew
-            self._return_rms.update(self._discounted)
-            rew = rew / np.sqrt(self._return_rms.var + 1e-8)
+            mean, var, count = self._return_rms  # parallel Welford update
+            n, delta = self.num_envs, float(np.mean(self._discounted)) - mean
+            m2 = var * count + float(np.var(self._discounted)) * n + delta**2 * count * n / (count + n)
+            self._return_rms = np.array([mean + delta * n / (count + n), m2 / (count + n), count + n])
+            rew = rew / np.sqrt(self._return_rms[1] + 1e-8)
             if self.clip_reward is not None:
                 rew = np.clip(rew, -self.clip_reward, self.clip_reward)
             self._discounted[dones] = 0.0
@@ -217,14 +171,9 @@ class GymnasiumVecEnv:
         rewards = torch.as_tensor(rew, dtype=torch.float32).to(self.device)
         return self._obs, rewards, dones_t, extras
 
-    # ------------------------------------------------------------------ attributes the runner reads
     @property
     def episode_length_buf(self) -> torch.Tensor:
-        """Steps since each sub-environment's last reset (informational).
-
-        Gymnasium's ``TimeLimit`` keeps its own counter, so writing this buffer (``init_at_random_ep_len``)
-        does not shorten episodes: it only changes this counter.
-        """
+        """Steps since each sub-environment's last reset (informational: writing it does not shorten episodes)."""
         return self._episode_length_buf
 
     @episode_length_buf.setter
@@ -233,42 +182,27 @@ class GymnasiumVecEnv:
 
     @property
     def unwrapped(self) -> Any:
-        """The Gymnasium vector env."""
         return self.env
 
     @property
     def cfg(self) -> dict[str, Any]:
         """Settings recorded in the run's ``config.json``."""
         spec = self.env.spec
-        return {
-            "env_id": spec.id if spec is not None else None,
-            "num_envs": self.num_envs,
-            "autoreset_mode": self.autoreset_mode.name,
-            "clip_actions": self.clip_actions,
-            "normalize_reward": self.normalize_reward,
-            "reward_gamma": self.reward_gamma,
-            "clip_reward": self.clip_reward,
-            "max_episode_length": self.max_episode_length,
-        }
+        settings = {k: getattr(self, k) for k in _CFG_KEYS.split()}
+        return {"env_id": spec and spec.id, "autoreset_mode": self.autoreset_mode.name, **settings}
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """Reward-normalisation statistics (what a resumed run needs to continue identically)."""
+        """Reward-normalisation statistics."""
         return {
-            "return_rms": torch.tensor(
-                [self._return_rms.mean, self._return_rms.var, self._return_rms.count], dtype=torch.float64
-            ),
+            "return_rms": torch.from_numpy(self._return_rms.copy()),
             "discounted_return": torch.as_tensor(self._discounted.copy()),
         }
 
     def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
-        """Restore what :meth:`state_dict` returned."""
-        mean, var, count = (float(v) for v in state_dict["return_rms"].tolist())
-        self._return_rms.mean, self._return_rms.var, self._return_rms.count = mean, var, count
+        self._return_rms = state_dict["return_rms"].cpu().numpy().astype(np.float64)
         discounted = state_dict["discounted_return"].cpu().numpy().astype(np.float64)
         if discounted.shape != self._discounted.shape:
-            raise ValueError(
-                f"discounted_return has shape {discounted.shape}, this env has {self.num_envs} sub-environments"
-            )
+            raise ValueError(f"discounted_return has shape {discounted.shape}, expected ({self.num_envs},)")
         self._discounted = discounted
 
     def seed(self, seed: int) -> int:
@@ -277,7 +211,6 @@ class GymnasiumVecEnv:
         return int(seed)
 
     def close(self) -> None:
-        """Close the Gymnasium env (terminates AsyncVectorEnv workers)."""
         self.env.close()
 
 
@@ -294,30 +227,9 @@ def make_gymnasium_env(
     wrappers: Sequence[Callable[[Any], Any]] | None = None,
     **env_kwargs: Any,
 ) -> GymnasiumVecEnv:
-    """Create ``num_envs`` copies of a registered Gymnasium task as one st_rl environment.
-
-    The vector env uses ``SAME_STEP`` autoreset. Example::
-
-        env = make_gymnasium_env("HalfCheetah-v5", num_envs=1, seed=1, normalize_reward=True)
-        runner = OnPolicyRunner(env, get_preset("gym:HalfCheetah-v5").train.to_dict(), log_dir=None)
-
-    Args:
-        env_id: Gymnasium id, e.g. ``"HalfCheetah-v5"``, ``"Ant-v5"``, ``"Pendulum-v1"``.
-        num_envs: number of sub-environments.
-        seed: seed of the first reset (sub-env ``i`` gets ``seed + i``); ``None``: unseeded.
-        device: training device of the returned tensors.
-        vectorization_mode: ``"sync"`` (one process) or ``"async"`` (one worker process per sub-env).
-        normalize_reward: see :class:`GymnasiumVecEnv`.
-        reward_gamma: discount of the reward normalisation's return.
-        clip_reward: clip of normalised rewards.
-        clip_actions: clip actions to the action space.
-        wrappers: single-env wrapper constructors applied to each sub-environment.
-        **env_kwargs: passed to the task's constructor (e.g. ``ctrl_cost_weight=0.1``).
-
-    Raises:
-        ImportError: gymnasium (or the task's simulator, e.g. MuJoCo) is not installed.
-        ValueError: unknown ``vectorization_mode``.
-    """
+    """Create ``num_envs`` copies of a registered Gymnasium task (e.g. ``"HalfCheetah-v5"``) as one st_rl env
+    with ``SAME_STEP`` autoreset, ``"sync"`` or ``"async"`` (one process per sub-env); ``wrappers`` wrap each
+    sub-env, ``env_kwargs`` go to the task; the other arguments are :class:`GymnasiumVecEnv`'s."""
     gym = _import_gymnasium()
     from gymnasium.vector import AutoresetMode
 
@@ -333,9 +245,10 @@ def make_gymnasium_env(
             **env_kwargs,
         )
     except gym.error.DependencyNotInstalled as exc:
-        raise ImportError(
+        msg = (
             f"{env_id} needs a simulator that is not installed ({exc}). For the MuJoCo tasks: {_INSTALL_HINT}"
-        ) from exc
+        )
+        raise ImportError(msg) from exc
     return GymnasiumVecEnv(
         vec,
         device=device,

@@ -1,14 +1,4 @@
-"""mjlab environments (``mjlab.rl.RslRlVecEnvWrapper``) for st_rl.
-
-mjlab's wrapper follows the TensorDict generation of the rsl_rl API, which :class:`st_rl.env.EnvAdapter`
-accepts directly: ``get_observations() -> TensorDict`` of observation groups, ``step(actions) -> (TensorDict,
-rewards, dones (long 0/1), extras)`` with ``extras["time_outs"]`` and ``extras["log"]``. mjlab's groups are
-called ``"actor"`` and ``"critic"`` (not ``"policy"``): set the runner config's ``obs_groups`` accordingly;
-:func:`mjlab_obs_groups` and :func:`mjlab_train_config` read them from the task's registered rsl_rl config.
-
-Needs ``pip install "st-rl[mjlab]"`` (mjlab, MuJoCo Warp). mjlab runs on CUDA GPUs and, slowly, on the CPU
-(Warp's CPU backend); see ``docs/adapters.md`` for measured speeds.
-"""
+"""mjlab environments (``mjlab.rl.RslRlVecEnvWrapper``) for st_rl; needs ``pip install "st-rl[mjlab]"``."""
 
 from __future__ import annotations
 
@@ -21,10 +11,12 @@ __all__ = ["make_mjlab_env", "mjlab_obs_groups", "mjlab_train_config", "wrap_mjl
 
 _INSTALL_HINT = 'pip install "st-rl[mjlab]"  (or: pip install mjlab)'
 DEFAULT_TASK = "Mjlab-Velocity-Flat-Unitree-Go1"
+_FLOATS = ("value_loss_coef", "clip_param", "entropy_coef", "learning_rate", "gamma", "lam", "desired_kl")
+_ALGORITHM_KEYS: dict[str, Any] = {**dict.fromkeys((*_FLOATS, "max_grad_norm"), float), "schedule": str}
+_ALGORITHM_KEYS |= {"use_clipped_value_loss": bool, "num_learning_epochs": int, "num_mini_batches": int}
 
 
 def _mjlab(module: str) -> Any:
-    """Import ``mjlab.<module>`` (mjlab is optional, hence the dynamic import); registers mjlab's tasks."""
     try:
         importlib.import_module("mjlab.tasks")  # registers the tasks
         return importlib.import_module(f"mjlab.{module}")
@@ -39,24 +31,13 @@ def _check_task(task_id: str) -> None:
 
 
 def wrap_mjlab(env: Any, clip_actions: float | None = None) -> Any:
-    """Return ``env`` as an mjlab ``RslRlVecEnvWrapper`` (wrapping a raw ``ManagerBasedRlEnv``).
-
-    Args:
-        env: an mjlab ``ManagerBasedRlEnv`` or its ``RslRlVecEnvWrapper``.
-        clip_actions: action clip of the wrapper created for a raw env (``None``: no clip).
-
-    Raises:
-        ImportError: mjlab is not installed.
-        TypeError: ``env`` is neither.
-    """
+    """Return ``env`` as an mjlab ``RslRlVecEnvWrapper`` (wrapping a raw ``ManagerBasedRlEnv`` with
+    ``clip_actions``)."""
     if isinstance(env, _mjlab("envs").ManagerBasedRlEnv):
         env = _mjlab("rl").RslRlVecEnvWrapper(env, clip_actions=clip_actions)
-    require_attributes(
-        env,
-        ("num_envs", "num_actions", "max_episode_length", "episode_length_buf", "get_observations", "step"),
-        "an mjlab RslRlVecEnvWrapper",
-        "Create it with st_rl.env.adapters.make_mjlab_env(task_id) or mjlab.rl.RslRlVecEnvWrapper(env).",
-    )
+    names = "num_envs num_actions max_episode_length episode_length_buf get_observations step"
+    fix = "Create it with st_rl.env.adapters.make_mjlab_env(task_id) or mjlab.rl.RslRlVecEnvWrapper(env)."
+    require_attributes(env, names, "an mjlab RslRlVecEnvWrapper", fix)
     return env
 
 
@@ -68,25 +49,8 @@ def make_mjlab_env(
     clip_actions: float | None = None,
     play: bool = False,
 ) -> Any:
-    """Build a registered mjlab task and wrap it for st_rl.
-
-    Example::
-
-        env = make_mjlab_env("Mjlab-Velocity-Flat-Unitree-Go1", num_envs=4096, device="cuda:0")
-        runner = OnPolicyRunner(env, mjlab_train_config("Mjlab-Velocity-Flat-Unitree-Go1"), log_dir, "cuda:0")
-
-    Args:
-        task_id: an id of ``mjlab.tasks.registry.list_tasks()``.
-        num_envs: number of parallel environments (default: the task's).
-        device: ``"cpu"`` or ``"cuda:<i>"``.
-        seed: environment seed (default: the task's).
-        clip_actions: action clip (default: the task's rsl_rl config value).
-        play: use the task's "play" configuration.
-
-    Raises:
-        ImportError: mjlab is not installed.
-        ValueError: unknown task id.
-    """
+    """Build a registered mjlab task and wrap it for st_rl (``None`` arguments: the task's values; ``play``:
+    the task's "play" configuration)."""
     registry = _mjlab("tasks.registry")
     _check_task(task_id)
     env_cfg = registry.load_env_cfg(task_id, play=play)
@@ -111,12 +75,7 @@ def mjlab_obs_groups(task_id: str = DEFAULT_TASK) -> dict[str, list[str]]:
 
 
 def mjlab_train_config(task_id: str = DEFAULT_TASK) -> dict[str, Any]:
-    """A flat st_rl training config with the hyper-parameters of the task's registered rsl_rl config.
-
-    Maps networks (hidden dims, activation, initial std), observation normalisation, the PPO settings,
-    ``num_steps_per_env``, ``max_iterations``, ``save_interval``, ``seed`` and ``obs_groups``; the logger is
-    TensorBoard.
-    """
+    """A flat st_rl training config with the hyper-parameters of the task's registered rsl_rl config."""
     _check_task(task_id)
     rl = _mjlab("tasks.registry").load_rl_cfg(task_id)
     actor, critic, alg = rl.actor, rl.critic, rl.algorithm
@@ -139,17 +98,6 @@ def mjlab_train_config(task_id: str = DEFAULT_TASK) -> dict[str, Any]:
         },
         "algorithm": {
             "class_name": "PPO",
-            "value_loss_coef": float(alg.value_loss_coef),
-            "use_clipped_value_loss": bool(alg.use_clipped_value_loss),
-            "clip_param": float(alg.clip_param),
-            "entropy_coef": float(alg.entropy_coef),
-            "num_learning_epochs": int(alg.num_learning_epochs),
-            "num_mini_batches": int(alg.num_mini_batches),
-            "learning_rate": float(alg.learning_rate),
-            "schedule": str(alg.schedule),
-            "gamma": float(alg.gamma),
-            "lam": float(alg.lam),
-            "desired_kl": float(alg.desired_kl),
-            "max_grad_norm": float(alg.max_grad_norm),
+            **{key: cast(getattr(alg, key)) for key, cast in _ALGORITHM_KEYS.items()},
         },
     }

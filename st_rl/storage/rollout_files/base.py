@@ -1,9 +1,4 @@
-"""Base class of datasets that replay recorded rollouts as if they came from a vectorised environment.
-
-A subclass keeps one *handler* per environment slot (which trajectory and frame it reads). Consumers call
-``get_transition_batch()`` (one transition per slot, ``(None, {})`` when exhausted), iterate
-(``for batch in dataset``) or take whole sequences with ``get_batch(T)`` (shape ``(T, N, ...)``).
-"""
+"""Base class of datasets that replay recorded rollouts as if they came from a vectorised environment."""
 
 from __future__ import annotations
 
@@ -19,20 +14,11 @@ __all__ = ["DatasetExhausted", "RolloutFileBase"]
 
 
 class DatasetExhausted(Exception):
-    """Raised inside a dataset when no trajectory is left to hand out (all allowed loops are used)."""
+    """No trajectory is left to hand out (all allowed loops are used)."""
 
 
 class RolloutFileBase(IterableDataset, ABC):
-    """Abstract rollout-file dataset with one handler per environment slot.
-
-    Subclasses implement :meth:`reset_all`, :meth:`refresh_handlers`, :meth:`get_buffer` and
-    :meth:`fill_transition` (which raises :class:`DatasetExhausted` when the data runs out).
-
-    Args:
-        data_dir: directory (or list of directories) holding the recorded data.
-        num_envs: number of environment slots ``N`` served in parallel.
-        device: device of the returned tensors, used as given (``"cuda"`` without CUDA raises).
-    """
+    """Abstract rollout-file dataset with one handler (trajectory and frame) per environment slot ``N``."""
 
     def __init__(
         self, data_dir: str | Sequence[str], num_envs: int, device: str | torch.device = "cuda"
@@ -42,20 +28,16 @@ class RolloutFileBase(IterableDataset, ABC):
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
         self.device = torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError(
-                f"{type(self).__name__}: device {str(device)!r} was requested but CUDA is not available; "
-                "pass device='cpu'."
-            )
+            msg = f"{type(self).__name__}: no CUDA for device {str(device)!r}; pass device='cpu'."
+            raise RuntimeError(msg)
         self.data_dir = data_dir
         self.num_envs = int(num_envs)
         self.all_env_ids = torch.arange(self.num_envs, device=self.device)
         self._initialized = False
         self.exhausted = False
 
-    # ------------------------------------------------------------------ public API
     def reset(self, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
-        """Reset every handler (``env_ids=None``: re-read the data, start over) or give new trajectories to
-        the handlers of ``env_ids``."""
+        """Re-read the data and start over (``env_ids=None``), or give new trajectories to ``env_ids``."""
         if env_ids is None:
             self.exhausted = False
             self.reset_all()
@@ -70,35 +52,23 @@ class RolloutFileBase(IterableDataset, ABC):
             self.exhausted = True
 
     def get_batch(self, num_transitions_per_env: int | None = None) -> Any:
-        """The next transitions of every env slot: fields of shape ``(N, ...)``, or ``(T, N, ...)`` with
-        ``num_transitions_per_env=T``. Resets lazily on the first call.
-
-        Returns:
-            The filled buffer (new tensors on each call), or ``None`` when the dataset is exhausted.
-        """
+        """The next transitions of every slot, ``(N, ...)`` or ``(T, N, ...)``; ``None`` when exhausted."""
         if not self._initialized:
             self.reset()
         if self.exhausted:
             return None
         buffer = self.get_buffer(num_transitions_per_env)
         try:
-            if num_transitions_per_env is None:
-                self.fill_transition(buffer)
-            else:
-                for t in range(int(num_transitions_per_env)):
-                    self.fill_transition(buffer[t])
+            steps = [None] if num_transitions_per_env is None else range(int(num_transitions_per_env))
+            for t in steps:
+                self.fill_transition(buffer if t is None else buffer[t])
         except DatasetExhausted:
             self.exhausted = True
             return None
         return buffer
 
     def get_transition_batch(self) -> tuple[Any, dict[str, torch.Tensor]]:
-        """One transition per env slot, as an environment step would give it.
-
-        Returns:
-            ``(buffer, {"time_outs": buffer.timeout})`` (``{}`` when the buffer has no timeout field), or
-            ``(None, {})`` when the dataset is exhausted.
-        """
+        """``(buffer, {"time_outs": buffer.timeout})`` as an environment step; ``(None, {})`` when exhausted."""
         buffer = self.get_batch()
         if buffer is None:
             return None, {}
@@ -115,10 +85,9 @@ class RolloutFileBase(IterableDataset, ABC):
             raise StopIteration
         return batch
 
-    # ------------------------------------------------------------------ subclass hooks
     @abstractmethod
     def reset_all(self) -> None:
-        """Re-read the data and rebuild the per-env handlers (before :meth:`refresh_handlers` of all envs)."""
+        """Re-read the data and rebuild the per-env handlers."""
 
     @abstractmethod
     def refresh_handlers(self, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
@@ -126,10 +95,8 @@ class RolloutFileBase(IterableDataset, ABC):
 
     @abstractmethod
     def get_buffer(self, num_transitions_per_env: int | None = None) -> Any:
-        """A new, unfilled buffer with leading dims ``(N,)`` or ``(T, N)``: a namedarraytuple of the transition
-        fields (:func:`st_rl.utils.collections.namedarraytuple`)."""
+        """A new, unfilled namedarraytuple buffer with leading dims ``(N,)`` or ``(T, N)``."""
 
     @abstractmethod
     def fill_transition(self, buffer: Any, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
-        """Write the next transition of each env of ``env_ids`` (all when ``None``) into ``buffer``
-        (leading dim N) and advance the handlers."""
+        """Write the next transition of ``env_ids`` (all when ``None``) into ``buffer`` and advance."""

@@ -1,17 +1,10 @@
-"""Replay demonstration datasets (recorded by ``DemonstrationSaver`` / ``DaggerSaver``) as transitions.
-
-The on-disk format and its readers are in :mod:`st_rl.storage.rollout_files.trajectory_files` (re-exported
-here). :class:`RolloutDataset` serves ``N`` environment slots. Each slot reads one trajectory at a time from a
-random starting frame, switching files and trajectories as an environment would reset. Per-slot bookkeeping
-is Python-level (it only runs when a slot reaches the end of a file); the frames of every slot's current
-file live in one ``(N, max_file_len, ...)`` tensor per field, so each step gathers the whole batch with one
-indexing operation per field.
-"""
+"""Replay demonstration datasets (recorded by ``DemonstrationSaver`` / ``DaggerSaver``) as transitions."""
 
 from __future__ import annotations
 
 import bisect
 import difflib
+import inspect
 import math
 import numbers
 import os
@@ -26,57 +19,32 @@ import numpy as np
 import torch
 
 from st_rl.storage.rollout_files.base import DatasetExhausted, RolloutFileBase
+from st_rl.storage.rollout_files.trajectory_files import DATASET_FORMAT as DATASET_FORMAT
+from st_rl.storage.rollout_files.trajectory_files import DATASET_FORMAT_VERSION as DATASET_FORMAT_VERSION
+from st_rl.storage.rollout_files.trajectory_files import FILE_FORMATS as FILE_FORMATS
+from st_rl.storage.rollout_files.trajectory_files import METADATA_FILE as METADATA_FILE
+from st_rl.storage.rollout_files.trajectory_files import TRAJ_DIR_RE as TRAJ_DIR_RE
+from st_rl.storage.rollout_files.trajectory_files import TRAJ_FILE_RE as TRAJ_FILE_RE
 from st_rl.storage.rollout_files.trajectory_files import (
-    DATASET_FORMAT,
-    DATASET_FORMAT_VERSION,
-    FILE_FORMATS,
-    METADATA_FILE,
-    TRAJ_DIR_RE,
-    TRAJ_FILE_RE,
     Trajectory,
     TrajectoryFileError,
-    assemble_observations,
     collector_started,
     file_fields,
     get_frame_range,
-    load_legacy_pickle,
-    read_metadata,
     read_trajectory_file,
     scan_trajectories,
-    trajectory_file_name,
-    write_trajectory_file,
 )
+from st_rl.storage.rollout_files.trajectory_files import assemble_observations as assemble_observations
+from st_rl.storage.rollout_files.trajectory_files import load_legacy_pickle as load_legacy_pickle
+from st_rl.storage.rollout_files.trajectory_files import read_metadata as read_metadata
+from st_rl.storage.rollout_files.trajectory_files import trajectory_file_name as trajectory_file_name
+from st_rl.storage.rollout_files.trajectory_files import write_trajectory_file as write_trajectory_file
 from st_rl.utils.collections import namedarraytuple
-from st_rl.utils.utils import write_json_atomic
+from st_rl.utils.utils import write_json_atomic as write_json_atomic
 
-__all__ = [
-    "DATASET_FORMAT",
-    "DATASET_FORMAT_VERSION",
-    "DEFAULT_POLL_INTERVAL_S",
-    "DEFAULT_WAIT_FOR_DATA_S",
-    "FILE_FORMATS",
-    "METADATA_FILE",
-    "TRAJ_DIR_RE",
-    "TRAJ_FILE_RE",
-    "RolloutDataset",
-    "TrajectoryFileError",
-    "assemble_observations",
-    "get_frame_range",
-    "load_legacy_pickle",
-    "read_metadata",
-    "read_trajectory_file",
-    "rollout_dataset_from_config",
-    "trajectory_file_name",
-    "write_json_atomic",
-    "write_trajectory_file",
-]
-
-DEFAULT_WAIT_FOR_DATA_S = 600.0
-"""Seconds a :class:`RolloutDataset` with ``wait_for_data_s=None`` waits for a collector that has started writing
-its data directory (``metadata.json`` or ``trajectory_*`` directories there) before it gives up."""
-DEFAULT_POLL_INTERVAL_S = 10.0
-"""Seconds between two scans of the data directories while a :class:`RolloutDataset` waits."""
-
+# Re-exported: the trajectory_files names imported ``as`` themselves above.
+DEFAULT_WAIT_FOR_DATA_S = 600.0  # wait_for_data_s=None: seconds to wait for a collector that has started
+DEFAULT_POLL_INTERVAL_S = 10.0  # seconds between two scans while waiting
 
 # Transition field -> the per-frame array it is read from
 _FIELD_SOURCES = {
@@ -96,14 +64,9 @@ def _is_integer(value: Any) -> bool:
 
 
 def _data_dirs(data_dir: Any) -> list[str]:
-    if isinstance(data_dir, (str, os.PathLike)):
-        return [os.fspath(data_dir)]
-    if (
-        isinstance(data_dir, (list, tuple))
-        and data_dir
-        and all(isinstance(d, (str, os.PathLike)) for d in data_dir)
-    ):
-        return [os.fspath(d) for d in data_dir]
+    dirs = [data_dir] if isinstance(data_dir, (str, os.PathLike)) else data_dir
+    if isinstance(dirs, (list, tuple)) and dirs and all(isinstance(d, (str, os.PathLike)) for d in dirs):
+        return [os.fspath(d) for d in dirs]
     raise TypeError(f"data_dir must be a directory path or a non-empty list of paths, got {data_dir!r}")
 
 
@@ -120,85 +83,45 @@ def no_data_message(
     data_dirs: list[str], missing_dirs: list[str], waited_s: float | None, nothing_will_come: bool = False
 ) -> str:
     """Why the first batch has no trajectory, and what to do."""
-    expected = (
-        "expected trajectory_<k>/traj_<a>_<b>.npz files, as DemonstrationSaver and DaggerSaver write them"
-    )
+    expected = "expected trajectory_<k>/traj_<a>_<b>.npz files from DemonstrationSaver / DaggerSaver"
     where = (
         f"data directory {missing_dirs[0]!r} does not exist"
         if missing_dirs
         else f"no trajectory in {data_dirs}"
     )
     key = "wait_for_data_s (TwoStageRunner: pretrain_dataset.wait_for_data_s)"
+    record = "Record a dataset with st_rl.runners.demonstration.DemonstrationSaver, fix data_dir, or"
     if waited_s is not None:
-        started = (
-            "; a collector had started writing there (metadata.json or trajectory_* directories exist) but "
-            "wrote no trajectory file"
-            if collector_started(data_dirs)
-            else ""
-        )
+        started = "; a collector had started writing there but wrote no trajectory file"
         return (
             f"RolloutDataset: no trajectory in {data_dirs} after waiting {waited_s:g} s ({expected})"
-            f"{started}. Check that the collector runs and writes into this directory, or wait longer with "
-            f"a larger {key}."
+            f"{started if collector_started(data_dirs) else ''}. Check the collector, or raise {key}."
         )
     if nothing_will_come:
         return (
-            f"RolloutDataset: {where} ({expected}), and no collector has started writing there (no "
-            "metadata.json, no trajectory_* directory), so nothing will arrive. Record a dataset with "
-            "st_rl.runners.demonstration.DemonstrationSaver, fix data_dir, or, when a collector (e.g. a "
-            f"DaggerSaver) will write there after this run starts, set {key} to the seconds to wait for it, "
-            "e.g. 600."
+            f"RolloutDataset: {where} ({expected}), and no collector has started writing there, so nothing "
+            f"will arrive. {record} set {key} to the seconds to wait for a collector that starts later."
         )
-    return (
-        f"RolloutDataset: {where} ({expected}). Record a dataset there with "
-        f"st_rl.runners.demonstration.DemonstrationSaver, fix data_dir, or set {key} > 0 to wait for a "
-        "collector that is starting."
-    )
+    return f"RolloutDataset: {where} ({expected}). {record} set {key} > 0 to wait for a collector."
 
 
 class RolloutDataset(RolloutFileBase):
     """Serve recorded trajectories to ``num_envs`` slots as environment-like transitions.
 
-    Each slot reads one trajectory, one frame per call, from a starting frame drawn uniformly from
-    ``starting_frame_range`` (clipped to the trajectory). Transition ``t`` of a slot holds the fields of
-    :attr:`Transition` at frame ``t`` (``next_*`` at ``t + 1``). When a slot's trajectory ends it takes the next
-    one and, like an environment that resets, reports ``done=True`` with the new trajectory's first frame as
-    next observation (``timeout=True`` too where no done was recorded). The first frame of every new trajectory
-    is reported as done (timeout unless a recorded termination) so that a consumer drops carried state; disable
-    with ``mark_first_frame_done=False``.
-
-    Trajectories are handed out in modification-time order (or shuffled). An empty queue rescans the data
-    directories and starts a new loop, ``dataset_loops`` in all (``< 1``: forever); then the dataset is
-    exhausted (:meth:`get_batch` returns ``None``, iteration stops). With fewer trajectories than slots, a loop
-    hands each one out several times.
+    Each slot reads one trajectory from a random starting frame; when it ends the slot takes the next one and
+    reports ``done=True`` (``timeout=True`` unless a recorded termination), as an environment that resets. With
+    ``mark_first_frame_done`` the first frame of every trajectory is reported so too. After ``dataset_loops``
+    passes (``< 1``: forever) :meth:`get_batch` returns ``None``.
 
     Args:
         data_dir: dataset directory or list of directories (searched recursively for ``trajectory_*``).
-        num_envs: number of slots ``N``.
-        dataset_loops: how many times the trajectories are handed out; ``< 1`` loops forever.
-        random_shuffle_traj_order: shuffle the trajectory order at every loop.
         keep_latest_n_trajs: if ``> 0``, only the ``n`` most recently modified trajectories are used.
-        starting_frame_range: ``[low, high)`` of the starting frame of each trajectory (``low == high``:
-            always ``low``); clipped to the trajectory length.
-        device: device of the returned tensors (used as given; tests pass ``"cpu"``).
-        wait_for_data_s: how long to wait when fewer than ``max(1, keep_latest_n_trajs)`` trajectories exist
-            because a collector (a :class:`~st_rl.runners.demonstration.DemonstrationSaver` or
-            :class:`~st_rl.runners.dagger_saver.DaggerSaver` running beside the trainer) has not written them
-            yet. ``None`` (default): wait up to :data:`DEFAULT_WAIT_FOR_DATA_S` (600 s) when a collector has
-            started writing the data directory (it holds ``metadata.json`` or ``trajectory_*`` directories), and
-            raise at once when none has (the directory is missing or empty: nothing will arrive). A number
-            ``> 0``: wait up to that many seconds in any case, creating missing data directories for the
-            collector (a collector that starts after the trainer, as a DaggerSaver does; ``math.inf``: no time
-            limit). ``0``: never wait. A wait that ends without data raises, naming the directories.
-        poll_interval_s: seconds between scans while waiting (default :data:`DEFAULT_POLL_INTERVAL_S`, 10);
-            :meth:`wake` rescans at once.
-        mark_first_frame_done: report the first frame of each new trajectory as done (see above).
-        seed: seed of the generator drawing starting frames and shuffles (``None``: nondeterministic).
-
-    Raises:
-        FileNotFoundError: on the first batch: a data directory does not exist or holds no trajectory, and no
-            collector will write one (see ``wait_for_data_s``), or the wait ended without data.
-        TrajectoryFileError: a file is corrupt or disagrees with the dataset's metadata.
+        starting_frame_range: ``[low, high)`` of each trajectory's starting frame.
+        wait_for_data_s: seconds to wait for a collector when fewer than ``max(1, keep_latest_n_trajs)``
+            trajectories exist. ``None``: :data:`DEFAULT_WAIT_FOR_DATA_S` if a collector has started writing
+            (``metadata.json`` or ``trajectory_*`` there), else raise at once. ``> 0``: wait in any case,
+            creating missing directories (``math.inf``: no limit). ``0``: never wait.
+        poll_interval_s: seconds between scans while waiting; :meth:`wake` rescans at once.
     """
 
     Transition = namedarraytuple("Transition", list(_FIELD_SOURCES))
@@ -229,10 +152,7 @@ class RolloutDataset(RolloutFileBase):
         self.keep_latest_n_trajs = int(keep_latest_n_trajs)
         self.wait_for_data_s = None if wait_for_data_s is None else float(wait_for_data_s)
         if self.wait_for_data_s is not None and not self.wait_for_data_s >= 0:
-            raise ValueError(
-                f"wait_for_data_s must be >= 0 (seconds; math.inf: no limit) or None (wait "
-                f"{DEFAULT_WAIT_FOR_DATA_S:g} s for a collector that has started), got {wait_for_data_s!r}"
-            )
+            raise ValueError(f"wait_for_data_s must be >= 0 seconds or None, got {wait_for_data_s!r}")
         self.poll_interval_s = float(poll_interval_s)
         if not self.poll_interval_s > 0:
             raise ValueError(f"poll_interval_s must be > 0, got {poll_interval_s!r}")
@@ -254,24 +174,21 @@ class RolloutDataset(RolloutFileBase):
         self._fresh = np.zeros(n, dtype=bool)
         self._missing_file_warned = False
         self._missing_dirs: list[str] = []
-        self._waited_s: float | None = None  # the wait that ended without data (for the message)
+        self._waited_s: float | None = None  # a wait that ended without data
 
     @classmethod
     def from_config(
         cls, cfg: Mapping[str, Any], num_envs: int, device: str | torch.device = "cuda"
     ) -> RolloutDataset:
-        """Build from a ``pretrain_dataset`` config dict (see :func:`rollout_dataset_from_config`)."""
         return rollout_dataset_from_config(cfg, num_envs, device)
 
-    # ------------------------------------------------------------------ directory scanning
     @property
     def num_trajectories(self) -> int:
         """Trajectories found by the last scan (after ``keep_latest_n_trajs``)."""
         return len(self.trajectories)
 
     def read_dataset_directory(self) -> bool:
-        """Scan the data directories; returns whether at least ``max(1, keep_latest_n_trajs)`` trajectories
-        exist. Missing directories are reported by :meth:`reset_all`."""
+        """Scan the data directories; whether ``max(1, keep_latest_n_trajs)`` trajectories exist."""
         trajectories, self._missing_dirs = scan_trajectories(self.data_dirs)
         enough = len(trajectories) >= max(1, self.keep_latest_n_trajs)
         if self.keep_latest_n_trajs > 0:
@@ -289,24 +206,14 @@ class RolloutDataset(RolloutFileBase):
         if self.random_shuffle_traj_order:
             order = [order[i] for i in self._rng.permutation(len(order))]
         if order and len(order) < self.num_envs:
-            # fewer trajectories than slots: a loop hands each one out several times, so every slot gets one
             order = [order[i % len(order)] for i in range(self.num_envs)]
         self._queue = deque(order)
 
     def wake(self) -> None:
-        """Rescan the data directories now instead of at the end of the current poll interval (thread-safe;
-        a collector or a test calls it after writing trajectories)."""
+        """Rescan the data directories now instead of at the end of the poll interval (thread-safe)."""
         self._wake_event.set()
 
     def _wait_for_data(self) -> None:
-        """Scan the data; when too few trajectories exist, wait for a collector as ``wait_for_data_s`` says,
-        polling every ``poll_interval_s`` (missing directories are created so that the collector can write
-        into them). Returns when the data is there or the wait is over (``_waited_s`` set).
-
-        Raises:
-            FileNotFoundError: ``wait_for_data_s=None`` and no trajectory exists and no collector has started
-                writing the data directories: nothing will arrive.
-        """
         self._waited_s = None
         if self.read_dataset_directory():
             return
@@ -314,7 +221,7 @@ class RolloutDataset(RolloutFileBase):
         if wait is None:
             if not collector_started(self.data_dirs):
                 if self.trajectories:
-                    return  # fewer than keep_latest_n_trajs, and nobody adds more: use them (reset_all warns)
+                    return  # fewer than keep_latest_n_trajs and nobody adds more: use them
                 raise FileNotFoundError(self._no_data_message(nothing_will_come=True))
             wait = DEFAULT_WAIT_FOR_DATA_S
         if wait == 0:
@@ -326,24 +233,18 @@ class RolloutDataset(RolloutFileBase):
         # while it waits) must not interrupt a threading primitive holding its lock (a deadlock in `finally`).
         for missing in self._missing_dirs:  # created for the collector before it hears that we wait
             os.makedirs(missing, exist_ok=True)
+        self._missing_dirs = []
         self.waiting_for_data.set()
         try:
             while True:
-                for missing in self._missing_dirs:
-                    os.makedirs(missing, exist_ok=True)
-                self._missing_dirs = []
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     self._waited_s = wait
                     return
                 if not announced:
                     left = "with no time limit" if math.isinf(wait) else f"up to {wait:g} s"
-                    print(
-                        f"RolloutDataset: {len(self.trajectories)} trajectories in {self.data_dirs}, waiting "
-                        f"{left} for {need} (a collector writes them; rescanning every "
-                        f"{self.poll_interval_s:g} s)...",
-                        flush=True,
-                    )
+                    have = f"{len(self.trajectories)} trajectories in {self.data_dirs}"
+                    print(f"RolloutDataset: {have}, waiting {left} for {need}...", flush=True)
                     announced = True
                 until = time.monotonic() + min(self.poll_interval_s, remaining)
                 while not self._wake_event.is_set() and time.monotonic() < until:
@@ -358,19 +259,13 @@ class RolloutDataset(RolloutFileBase):
         return no_data_message(self.data_dirs, self._missing_dirs, self._waited_s, nothing_will_come)
 
     def reset_all(self) -> None:
-        """Scan the data (waiting for it as ``wait_for_data_s`` says, see the class docstring) and start the
-        first loop."""
+        """Scan the data (waiting as ``wait_for_data_s`` says) and start the first pass."""
         self._wait_for_data()
-        if not self.trajectories:
-            raise FileNotFoundError(self._no_data_message())
-        if self._missing_dirs and self.wait_for_data_s == 0:
+        if not self.trajectories or (self._missing_dirs and self.wait_for_data_s == 0):
             raise FileNotFoundError(self._no_data_message())
         if len(self.trajectories) < self.keep_latest_n_trajs:
-            warnings.warn(
-                f"RolloutDataset: keep_latest_n_trajs={self.keep_latest_n_trajs} but only "
-                f"{len(self.trajectories)} trajectories exist in {self.data_dirs}; using them all.",
-                stacklevel=2,
-            )
+            msg = f"keep_latest_n_trajs={self.keep_latest_n_trajs} but only {len(self.trajectories)} trajectories"
+            warnings.warn(f"RolloutDataset: {msg} exist in {self.data_dirs}; using them all.", stacklevel=2)
         total = sum(t.length for t in self.trajectories)
         print(f"RolloutDataset: {len(self.trajectories)} trajectories found, {total} timesteps in total.")
         self.num_dataset_looped = 0
@@ -390,13 +285,8 @@ class RolloutDataset(RolloutFileBase):
             self._new_pass()
         return self._queue.popleft()
 
-    # ------------------------------------------------------------------ handlers
     def refresh_handlers(self, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
-        """Give the slots of ``env_ids`` (all when ``None``) new trajectories from the queue.
-
-        Raises:
-            DatasetExhausted: no trajectory is left (caught by :meth:`reset`).
-        """
+        """Give the slots of ``env_ids`` (all when ``None``) new trajectories; raises DatasetExhausted."""
         for env in self._env_ids_array(env_ids).tolist():
             self._start_trajectory(env, self._next_trajectory())
 
@@ -427,11 +317,8 @@ class RolloutDataset(RolloutFileBase):
 
     def _warn_missing(self, traj: Trajectory) -> None:
         if not self._missing_file_warned:
-            warnings.warn(
-                f"RolloutDataset: files of {traj.path} disappeared while reading (a collector deleted the "
-                "trajectory?); the trajectory is cut there. Further occurrences are not reported.",
-                stacklevel=3,
-            )
+            msg = f"RolloutDataset: files of {traj.path} disappeared while reading; trajectory cut there"
+            warnings.warn(msg, stacklevel=3)
             self._missing_file_warned = True
 
     def _load_file(self, env: int) -> None:
@@ -459,36 +346,27 @@ class RolloutDataset(RolloutFileBase):
             }
             return self._slots
         slots = self._slots
+        same_env = "all trajectories of a dataset must be recorded from the same environment"
         if set(fields) != set(slots):
             have = "has" if "privileged_observations" in fields else "lacks"
-            raise TrajectoryFileError(
-                f"{path} {have} privileged_observations unlike the files read before; all trajectories of a "
-                "dataset must be recorded from the same environment."
-            )
+            msg = f"{path} {have} privileged_observations unlike the files read before"
+            raise TrajectoryFileError(f"{msg}; {same_env}")
         for key, value in fields.items():
             if value.shape[1:] != slots[key].shape[2:]:
                 raise TrajectoryFileError(
                     f"{path}: {key} has per-frame shape {tuple(value.shape[1:])} but earlier files have "
-                    f"{tuple(slots[key].shape[2:])}; all trajectories of a dataset must come from the same "
-                    "environment."
+                    f"{tuple(slots[key].shape[2:])}; {same_env}"
                 )
         width = slots["observations"].shape[1]
         if length > width:
             for key, value in slots.items():
-                grown = torch.zeros(
-                    self.num_envs, length, *value.shape[2:], dtype=value.dtype, device=self.device
-                )
-                grown[:, :width] = value
-                slots[key] = grown
+                pad = value.new_zeros(value.shape[0], length - width, *value.shape[2:])
+                slots[key] = torch.cat([value, pad], 1)
         return slots
 
-    # ------------------------------------------------------------------ batches
     def get_buffer(self, num_transitions_per_env: int | None = None) -> Any:
-        """A new ``Transition`` of empty tensors with leading dims ``(N,)`` or ``(T, N)``.
-
-        ``privileged_observation`` / ``next_privileged_observation`` are ``None`` when the files have no
-        privileged observations.
-        """
+        """A new ``Transition`` of empty tensors with leading dims ``(N,)`` or ``(T, N)`` (privileged fields
+        ``None`` when the files have none)."""
         if self._slots is None:
             raise RuntimeError("RolloutDataset.get_buffer: no data loaded yet; call reset() first")
         lead = ([] if num_transitions_per_env is None else [int(num_transitions_per_env)]) + [self.num_envs]
@@ -502,12 +380,8 @@ class RolloutDataset(RolloutFileBase):
         return self.Transition(**{name: empty(key) for name, key in _FIELD_SOURCES.items()})
 
     def fill_transition(self, buffer: Any, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
-        """Write the next transition of each slot of ``env_ids`` (all when ``None``) into ``buffer`` (leading
-        dim N) and advance the slots.
-
-        Raises:
-            DatasetExhausted: a slot needs a new trajectory and none is left.
-        """
+        """Write the next transition of each slot of ``env_ids`` (all when ``None``) into ``buffer`` and
+        advance the slots; raises DatasetExhausted when a slot needs a trajectory and none is left."""
         assert self._slots is not None, "call reset() first"
         slots = self._slots
         ids = self._env_ids_array(env_ids)
@@ -530,10 +404,8 @@ class RolloutDataset(RolloutFileBase):
             else:
                 dst[rows] = value
 
-        put(buffer.observation, gather("observations"))
-        put(buffer.privileged_observation, gather("privileged_observations"))
-        put(buffer.action, gather("actions"))
-        put(buffer.reward, gather("rewards"))
+        for name in ("observation", "privileged_observation", "action", "reward"):
+            put(getattr(buffer, name), gather(_FIELD_SOURCES[name]))
         done, timeout = slots["dones"][gather_rows, pos], slots["timeouts"][gather_rows, pos]
         cut = self._fresh[ids].copy()
 
@@ -564,31 +436,16 @@ class RolloutDataset(RolloutFileBase):
         put(buffer.next_privileged_observation, gather("privileged_observations"))
 
 
-# ---------------------------------------------------------------------------------------------- config
-_CONFIG_KEYS = (
-    "data_dir",
-    "dataset_loops",
-    "random_shuffle_traj_order",
-    "keep_latest_n_trajs",
-    "starting_frame_range",
-    "wait_for_data_s",
-    "poll_interval_s",
-    "mark_first_frame_done",
-    "seed",
+_CONFIG_KEYS = tuple(
+    p for p in inspect.signature(RolloutDataset).parameters if p not in ("num_envs", "device")
 )
 
 
 def rollout_dataset_from_config(
     cfg: Mapping[str, Any], num_envs: int, device: str | torch.device = "cuda"
 ) -> RolloutDataset:
-    """Build a :class:`RolloutDataset` from a ``pretrain_dataset`` config dict (never mutated).
-
-    Accepts the legacy legged_gym keys: ``scan_dir`` (an alias of ``data_dir``) and ``keep_latest_ratio``
-    (ignored with a warning).
-
-    Raises:
-        ValueError: ``data_dir`` is missing, given twice, or the config has unknown keys.
-    """
+    """Build a :class:`RolloutDataset` from a ``pretrain_dataset`` config dict (legacy keys: ``scan_dir``, an
+    alias of ``data_dir``; ``keep_latest_ratio``, ignored with a warning)."""
     cfg = dict(cfg)
     if "scan_dir" in cfg:
         if "data_dir" in cfg:
@@ -596,10 +453,8 @@ def rollout_dataset_from_config(
         cfg["data_dir"] = cfg.pop("scan_dir")
     if "keep_latest_ratio" in cfg:
         cfg.pop("keep_latest_ratio")
-        warnings.warn(
-            "pretrain_dataset 'keep_latest_ratio' is not supported and is ignored; use keep_latest_n_trajs.",
-            stacklevel=2,
-        )
+        msg = "pretrain_dataset 'keep_latest_ratio' is not supported and is ignored; use keep_latest_n_trajs."
+        warnings.warn(msg, stacklevel=2)
     unknown = [k for k in cfg if k not in _CONFIG_KEYS]
     if unknown:
         hints = []
@@ -612,7 +467,5 @@ def rollout_dataset_from_config(
             "(plus the legacy 'scan_dir' and 'keep_latest_ratio')."
         )
     if "data_dir" not in cfg:
-        raise ValueError(
-            "pretrain_dataset needs 'data_dir' (or the legacy 'scan_dir'): the dataset directory"
-        )
+        raise ValueError("pretrain_dataset needs 'data_dir' (or the legacy 'scan_dir'): the dataset dir")
     return RolloutDataset(num_envs=num_envs, device=device, **cfg)

@@ -1,17 +1,6 @@
-"""On-disk format of demonstration datasets: file names, writing, safe reading and directory scanning.
+"""On-disk format of demonstration datasets (``docs/datasets.md``): names, writing, safe reading, scanning.
 
-Layout (see ``docs/datasets.md``)::
-
-    <data_dir>/metadata.json
-    <data_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz     # frames [a, b) of trajectory k
-                                       (or .pickle, the reference's form; one dataset may mix both)
-
-Each file holds numpy arrays with ``b - a`` rows: ``observations`` (or ``obs_<component>`` per
-component of ``metadata["obs_segments"]``, compressed as ``metadata["obs_disassemble_mapping"]`` says),
-optionally ``privileged_observations``, ``actions``, ``rewards``, ``dones``, ``timeouts`` and ``values``.
-``.npz`` files are read with ``np.load(allow_pickle=False)``; ``.pickle`` files (a dict of numpy arrays)
-are read with an unpickler that only resolves the numpy functions needed to rebuild arrays, so loading
-never executes code from the data.
+``<data_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz`` (or ``.pickle``) holds frames ``[a, b)`` of trajectory k.
 """
 
 from __future__ import annotations
@@ -46,37 +35,24 @@ class TrajectoryFileError(ValueError):
     """A trajectory file or dataset directory is unreadable, corrupt or inconsistent with its metadata."""
 
 
-# ---------------------------------------------------------------------------------------------- file names
 def trajectory_file_name(start: int, stop: int, ext: str = "npz") -> str:
     """``traj_<start:06d>_<stop:06d>.<ext>``: the file holding frames ``[start, stop)``."""
     return f"traj_{int(start):06d}_{int(stop):06d}.{ext}"
 
 
 def get_frame_range(filename: str) -> tuple[int, int]:
-    """The frame range ``(start, stop)`` (stop exclusive) of a trajectory file name.
-
-    Raises:
-        ValueError: the name is not ``traj_<a>_<b>.npz`` / ``.pickle``.
-    """
+    """The frame range ``(start, stop)`` (stop exclusive) of a trajectory file name."""
     match = TRAJ_FILE_RE.fullmatch(os.path.basename(filename))
     if match is None:
         raise ValueError(f"{filename!r} is not a trajectory file name (expected traj_<start>_<stop>.npz)")
     return int(match.group(1)), int(match.group(2))
 
 
-# ---------------------------------------------------------------------------------------------- writing
 FILE_FORMATS = ("npz", "pickle")  # "pickle": the reference's form, a pickled dict of numpy arrays
 
 
 def write_trajectory_file(path: str, arrays: Mapping[str, np.ndarray]) -> None:
-    """Write ``arrays`` atomically (temporary file in the same directory, then rename) in the form the
-    extension of ``path`` names: ``.npz`` (``np.savez``), or ``.pickle`` / ``.pkl`` (the reference's form: a
-    pickled dict of numpy arrays, protocol 4, readable by ``pickle.load`` and by :func:`load_legacy_pickle`).
-
-    Raises:
-        TypeError: an array has dtype ``object`` (it could not be read back without running code).
-        ValueError: another extension.
-    """
+    """Write numeric ``arrays`` atomically as ``.npz``, or ``.pickle`` / ``.pkl`` (a pickled dict, protocol 4)."""
     for key, value in arrays.items():
         if np.asarray(value).dtype == object:
             raise TypeError(f"array {key!r} has dtype object; trajectory files hold numeric arrays only")
@@ -91,28 +67,22 @@ def write_trajectory_file(path: str, arrays: Mapping[str, np.ndarray]) -> None:
         raise ValueError(f"{path}: unknown trajectory file type {ext!r} (expected .npz or .pickle)")
 
 
-# ---------------------------------------------------------------------------------------------- reading
-def _numpy_attr(submodule: str, name: str) -> Any:
-    for module in (f"numpy._core.{submodule}", f"numpy.core.{submodule}"):
-        try:
-            return getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError):
-            continue
-    raise pickle.UnpicklingError(f"this numpy version has no {submodule}.{name}")
-
-
-# (module, name) pairs a pickle of numpy arrays needs; nothing else is ever resolved.
-_ALLOWED_PICKLE_GLOBALS: dict[tuple[str, str], Any] = {
-    ("numpy.core.multiarray", "_reconstruct"): lambda: _numpy_attr("multiarray", "_reconstruct"),
-    ("numpy._core.multiarray", "_reconstruct"): lambda: _numpy_attr("multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"): lambda: _numpy_attr("multiarray", "scalar"),
-    ("numpy._core.multiarray", "scalar"): lambda: _numpy_attr("multiarray", "scalar"),
-    ("numpy.core.numeric", "_frombuffer"): lambda: _numpy_attr("numeric", "_frombuffer"),
-    ("numpy._core.numeric", "_frombuffer"): lambda: _numpy_attr("numeric", "_frombuffer"),
-    ("numpy", "ndarray"): lambda: np.ndarray,
-    ("numpy", "dtype"): lambda: np.dtype,
-    ("_codecs", "encode"): lambda: codecs.encode,  # bytes in protocol-2 pickles
+# The globals a pickle of numpy arrays needs (numpy.core.* or numpy._core.*); nothing else is ever resolved.
+_NUMPY_BUILDERS = {("multiarray", "_reconstruct"), ("multiarray", "scalar"), ("numeric", "_frombuffer")}
+_PLAIN_GLOBALS = {
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+    ("_codecs", "encode"): codecs.encode,
 }
+_PICKLE_ERRORS = (
+    pickle.UnpicklingError,
+    EOFError,
+    ValueError,
+    TypeError,
+    AttributeError,
+    IndexError,
+    KeyError,
+)
 
 
 class _RefusedGlobal(pickle.UnpicklingError):
@@ -120,52 +90,34 @@ class _RefusedGlobal(pickle.UnpicklingError):
 
 
 class _NumpyOnlyUnpickler(pickle.Unpickler):
-    """Resolves only the numpy reconstruction functions in :data:`_ALLOWED_PICKLE_GLOBALS`."""
-
     def find_class(self, module: str, name: str) -> Any:
-        factory = _ALLOWED_PICKLE_GLOBALS.get((module, name))
-        if factory is None:
-            raise _RefusedGlobal(f"{module}.{name}")
-        return factory()
+        package, _, submodule = module.rpartition(".")
+        if package in ("numpy.core", "numpy._core") and (submodule, name) in _NUMPY_BUILDERS:
+            for candidate in (f"numpy._core.{submodule}", f"numpy.core.{submodule}"):
+                try:
+                    return getattr(importlib.import_module(candidate), name)
+                except (ImportError, AttributeError):
+                    continue
+        if (module, name) in _PLAIN_GLOBALS:
+            return _PLAIN_GLOBALS[(module, name)]
+        raise _RefusedGlobal(f"{module}.{name}")
 
 
 def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
-    """Read a ``traj_*.pickle`` in the reference's form (a dict of numpy arrays) without executing code from it.
-
-    The unpickler resolves only the numpy functions that rebuild arrays and dtypes; any other global (e.g. a
-    payload calling ``os.system``) is refused before it is called.
-
-    A value that is a 1-tuple holding an array (the ancestor's ``observations`` trailing-comma bug) is
-    unwrapped.
-
-    Raises:
-        TrajectoryFileError: the file references anything but numpy arrays, is corrupt, or is not a dict of
-            numeric arrays.
-    """
+    """Read a ``traj_*.pickle`` (a dict of numpy arrays) resolving only numpy's array builders, so it never
+    executes code; a 1-tuple holding an array (an ancestor bug) is unwrapped."""
     try:
         with open(path, "rb") as f:
             data = _NumpyOnlyUnpickler(f).load()
     except _RefusedGlobal as e:
         raise TrajectoryFileError(
-            f"Refusing to load {path}: it references {e}, but a trajectory pickle may only hold numpy "
-            "arrays (loading it could execute code). If the file comes from a source you trust, convert it to "
-            ".npz with numpy outside st_rl; otherwise delete it."
+            f"Refusing to load {path}: it references {e}, but a trajectory pickle may only hold numpy arrays. "
+            "Convert a trusted file to .npz outside st_rl; otherwise delete it."
         ) from None
     except FileNotFoundError:
         raise
-    except (
-        pickle.UnpicklingError,
-        EOFError,
-        ValueError,
-        TypeError,
-        AttributeError,
-        IndexError,
-        KeyError,
-    ) as e:
-        raise TrajectoryFileError(
-            f"Cannot read trajectory file {path}: {type(e).__name__}: {e}. The file is truncated or "
-            "corrupt; delete it (or its trajectory directory) and re-record."
-        ) from e
+    except _PICKLE_ERRORS as e:
+        raise _corrupt(path, e) from e
     if not isinstance(data, dict):
         raise TrajectoryFileError(f"{path} holds a {type(data).__name__}, expected a dict of numpy arrays")
     out: dict[str, np.ndarray] = {}
@@ -182,14 +134,15 @@ def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
     return out
 
 
-def read_trajectory_file(path: str) -> dict[str, np.ndarray]:
-    """Read one trajectory file (``.npz``, or ``.pickle`` in the reference's form) into a dict of numpy arrays.
+def _corrupt(path: str, e: Exception, extra: str = "") -> TrajectoryFileError:
+    return TrajectoryFileError(
+        f"Cannot read trajectory file {path}: {type(e).__name__}: {e}. The file is truncated or corrupt{extra}; "
+        "delete it (or its trajectory directory) and re-record."
+    )
 
-    Raises:
-        FileNotFoundError: the file does not exist.
-        TrajectoryFileError: the file is corrupt, holds anything but numeric arrays, or NaN / Inf (the message
-            names the file, the array and the first frame).
-    """
+
+def read_trajectory_file(path: str) -> dict[str, np.ndarray]:
+    """Read one ``.npz`` / ``.pickle`` trajectory file; refuses corrupt files, objects and NaN / Inf."""
     ext = os.path.splitext(path)[1]
     if ext in (".pickle", ".pkl"):
         arrays = load_legacy_pickle(path)
@@ -202,29 +155,20 @@ def read_trajectory_file(path: str) -> dict[str, np.ndarray]:
         except FileNotFoundError:
             raise
         except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as e:
-            raise TrajectoryFileError(
-                f"Cannot read trajectory file {path}: {type(e).__name__}: {e}. The file is truncated or corrupt, "
-                "or holds Python objects (never loaded by st_rl); delete it (or its trajectory directory) and "
-                "re-record."
-            ) from e
-    for key, value in arrays.items():  # a diverged recording: refused here, not by the normaliser or the loss
+            raise _corrupt(path, e, ", or holds Python objects (never loaded by st_rl)") from e
+    for key, value in arrays.items():
         if value.dtype.kind in "fc" and not np.isfinite(value).all():
             first = np.argwhere(~np.isfinite(value))[0]
             frame = f"frame {int(first[0])}" if value.ndim else "its value"
             raise TrajectoryFileError(
                 f"{path}: array {key!r} holds NaN/Inf ({int((~np.isfinite(value)).sum())} value(s), the first at "
-                f"{frame}); the recording diverged or the file is corrupt: delete the file (or its trajectory "
-                "directory) and re-record"
+                f"{frame}); delete the file (or its trajectory directory) and re-record"
             )
     return arrays
 
 
 def read_metadata(directory: str) -> dict[str, Any] | None:
-    """``<directory>/metadata.json`` as a dict, or ``None`` when absent.
-
-    Raises:
-        TrajectoryFileError: the file is not valid JSON.
-    """
+    """``<directory>/metadata.json`` as a dict, or ``None`` when absent."""
     path = os.path.join(directory, METADATA_FILE)
     if not os.path.isfile(path):
         return None
@@ -235,7 +179,7 @@ def read_metadata(directory: str) -> dict[str, Any] | None:
         raise TrajectoryFileError(f"{path} is not valid JSON ({e}); restore or delete it") from e
     if not isinstance(metadata, dict):
         raise TrajectoryFileError(
-            f"{path} holds a {type(metadata).__name__}, not the dataset's metadata (a mapping); restore or delete it"
+            f"{path} holds a {type(metadata).__name__}, not a mapping; restore or delete it"
         )
     return metadata
 
@@ -243,12 +187,8 @@ def read_metadata(directory: str) -> dict[str, Any] | None:
 def assemble_observations(
     arrays: Mapping[str, np.ndarray], metadata: Mapping[str, Any] | None, path: str, prefix: str = "obs_"
 ) -> np.ndarray:
-    """The flat ``(L, num_obs)`` float32 observations of one file: ``observations`` as stored, or the
-    ``obs_<component>`` entries decompressed and concatenated in ``metadata["obs_segments"]`` order.
-
-    Raises:
-        TrajectoryFileError: components or metadata are missing, or widths disagree with the metadata.
-    """
+    """The flat ``(L, num_obs)`` float32 observations of one file: ``observations``, or the ``obs_<component>``
+    entries decompressed and concatenated in ``metadata["obs_segments"]`` order."""
     segments = normalize_segments((metadata or {}).get("obs_segments"))
     if "observations" in arrays:
         obs = np.asarray(arrays["observations"])
@@ -258,7 +198,7 @@ def assemble_observations(
             if obs.shape[1] != width:
                 raise TrajectoryFileError(
                     f"{path}: observations have {obs.shape[1]} columns but metadata.json obs_segments add up "
-                    f"to {width}; the file does not belong to this dataset (move it, or fix metadata.json)."
+                    f"to {width}; move the file or fix metadata.json."
                 )
         return obs
     components = [k for k in arrays if k.startswith(prefix)]
@@ -266,18 +206,15 @@ def assemble_observations(
         raise TrajectoryFileError(f"{path} has no 'observations' and no '{prefix}<component>' arrays")
     if segments is None:
         raise TrajectoryFileError(
-            f"{path} stores observations per component ({components}) but the dataset has no metadata.json "
-            "with 'obs_segments' to reassemble them; restore metadata.json in the dataset directory."
+            f"{path} stores observations per component ({components}) but no metadata.json gives "
+            "'obs_segments'; restore metadata.json in the dataset directory."
         )
     mapping = dict((metadata or {}).get("obs_disassemble_mapping") or {})
     parts = []
     for name, shape in segments.items():
         key = prefix + name
         if key not in arrays:
-            raise TrajectoryFileError(
-                f"{path} lacks '{key}' (metadata obs_segments lists component {name!r}); the file is "
-                "incomplete or belongs to another dataset."
-            )
+            raise TrajectoryFileError(f"{path} lacks '{key}' (component {name!r} of obs_segments)")
         value = arrays[key]
         if name in mapping:
             value = get_compresser(mapping[name])[1](value)
@@ -292,7 +229,6 @@ def assemble_observations(
     return np.concatenate(parts, axis=-1)
 
 
-# ---------------------------------------------------------------------------------------------- scanning
 @dataclass
 class Trajectory:
     """One ``trajectory_<k>`` directory: its files (sorted, contiguous from frame 0) and metadata."""
@@ -321,18 +257,12 @@ def scan_trajectory_dir(path: str, metadata: dict[str, Any] | None) -> Trajector
                 "trajectory has a gap, an overlap or an empty file. Delete the directory or the stray file."
             )
         expected = stop
-    return Trajectory(
-        path=path,
-        files=[r[2] for r in ranges],
-        starts=[r[0] for r in ranges],
-        stops=[r[1] for r in ranges],
-        metadata=metadata,
-    )
+    starts, stops, files = (list(column) for column in zip(*ranges))
+    return Trajectory(path, files, starts, stops, metadata)
 
 
 def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[str]]:
-    """Non-empty ``trajectory_*`` directories under ``data_dirs`` sorted by modification time (oldest
-    first), and the data directories that do not exist."""
+    """Non-empty ``trajectory_*`` directories under ``data_dirs``, oldest first, and the missing data dirs."""
     found: list[tuple[float, str, Trajectory]] = []
     missing: list[str] = []
     for data_dir in data_dirs:
@@ -355,8 +285,7 @@ def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[
 
 
 def collector_started(data_dirs: Sequence[str]) -> bool:
-    """Whether a collector has started writing one of ``data_dirs``: a ``metadata.json`` or a ``trajectory_*``
-    directory exists below it (DemonstrationSaver creates both before its first round ends)."""
+    """Whether a ``metadata.json`` or a ``trajectory_*`` directory exists below one of ``data_dirs``."""
     for data_dir in data_dirs:
         if not os.path.isdir(data_dir):
             continue
@@ -376,18 +305,13 @@ def file_fields(
     obs = assemble_observations(arrays, metadata, path)
     num_obs = (metadata or {}).get("num_obs")
     if num_obs is not None and obs.shape[1] != int(num_obs):
-        raise TrajectoryFileError(
-            f"{path}: observations have {obs.shape[1]} columns but metadata.json says num_obs={num_obs}"
-        )
+        raise TrajectoryFileError(f"{path}: {obs.shape[1]} observation columns, metadata num_obs={num_obs}")
 
     def rows(key: str, value: np.ndarray) -> np.ndarray:
         value = np.asarray(value)
         if value.ndim == 0 or value.shape[0] != length:
             frames = value.shape[0] if value.ndim else 0
-            raise TrajectoryFileError(
-                f"{path}: {key!r} has {frames} frames but the file name says {length}; the file is "
-                "truncated or misnamed."
-            )
+            raise TrajectoryFileError(f"{path}: {key!r} has {frames} frames but the file name says {length}")
         return value.reshape(length, -1)
 
     def scalars(key: str, dtype: Any) -> np.ndarray:
