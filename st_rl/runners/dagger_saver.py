@@ -1,9 +1,5 @@
-"""DAgger data collection: the student being trained drives, the teacher labels.
-
-Before every round :class:`DaggerSaver` loads the newest ``model_<it>.pt`` of the training run into a student
-built from its ``config.json``; each env executes the teacher's action with probability
-``teacher_act_prob(student iteration)``, the student's otherwise. Stored ``actions`` are the teacher's labels.
-"""
+"""DAgger data collection: the student being trained drives (the teacher with probability
+``teacher_act_prob(student iteration)``), the teacher labels the stored ``actions``."""
 
 from __future__ import annotations
 
@@ -36,33 +32,23 @@ from st_rl.utils.utils import latest_checkpoint, read_run_config
 __all__ = ["DEFAULT_WAIT_FOR_RUN_S", "DaggerSaver"]
 
 _MODEL_ITER_RE = re.compile(r"model_(\d+)\.pt$")
-DEFAULT_WAIT_FOR_RUN_S = 600.0
-"""Seconds a DaggerSaver with ``wait_for_run_s=None`` waits for the training run's ``config.json`` when the run
-directory exists (a run is starting there)."""
+DEFAULT_WAIT_FOR_RUN_S = 600.0  # wait_for_run_s=None, run directory exists: wait this long for config.json
 RUN_POLL_INTERVAL_S = 5.0
-"""Seconds between two looks for the training run's ``config.json`` while waiting."""
 
 
 class DaggerSaver(DemonstrationSaver):
-    """A :class:`DemonstrationSaver` whose rollouts are driven by the student being trained.
+    """A :class:`DemonstrationSaver` (``policy``: the teacher) whose rollouts the student being trained drives.
 
     Args:
-        *args: the :class:`DemonstrationSaver` arguments; its ``policy`` is the teacher.
-        training_policy_logdir: the student's training run (``config.json``, ``model_<it>.pt``; until there
-            is a checkpoint the student keeps its initial weights).
-        teacher_act_prob: ``"exp"``, ``"linear"``, ``"tanh"`` (schedules over the student's iteration with
-            scale ``update_times_scale``), a constant probability, or a callable ``iteration -> prob``.
-        update_times_scale: scale of the named schedules.
-        action_sample_std: if ``> 0``, the student's std is set to this value and its actions are sampled
-            (``act``); otherwise the student acts deterministically (``act_inference``).
-        log_to_tensorboard: write episode statistics to ``<logdir>/collector_<save_dir name's first 2 tokens>``.
-        checkpoint_retries: attempts to read a checkpoint that fails to load (being written), 0.5 s apart.
-        wait_for_run_s: how long :meth:`build_training_policy` waits for the run's ``config.json`` (written when
-            its ``learn()`` starts). ``None``: up to :data:`DEFAULT_WAIT_FOR_RUN_S` when ``training_policy_logdir``
-            exists, an error at once otherwise; a number: up to that many seconds (``math.inf``: no limit).
-        trust_config: the student run's ``config.json`` may name code to import (``"package.module:Class"``);
-            without it only st_rl's registered policy classes resolve (docs/security.md).
-        **kwargs: further :class:`DemonstrationSaver` keyword arguments.
+        training_policy_logdir: the student's training run (``config.json``, ``model_<it>.pt``).
+        teacher_act_prob: ``"exp"``, ``"linear"``, ``"tanh"`` (over the student's iteration, scale
+            ``update_times_scale``), a constant, or a callable ``iteration -> prob``.
+        action_sample_std: if ``> 0``, the student's std is set to it and its actions are sampled.
+        log_to_tensorboard: write statistics to ``<logdir>/collector_<save_dir name's first 2 tokens>``.
+        checkpoint_retries: attempts to read a checkpoint that fails to load, 0.5 s apart.
+        wait_for_run_s: how long to wait for the run's ``config.json``; ``None``: :data:`DEFAULT_WAIT_FOR_RUN_S`
+            if ``training_policy_logdir`` exists, else fail at once.
+        trust_config: the run's ``config.json`` may name code to import (docs/security.md).
     """
 
     def __init__(
@@ -114,7 +100,6 @@ class DaggerSaver(DemonstrationSaver):
         self.rollout_episode_infos: list[dict[str, Any]] = []
         self.use_teacher_act_mask = torch.ones(self.env.num_envs, dtype=torch.bool, device=self.device)
 
-    # ------------------------------------------------------------------ student
     def init_traj_handlers(self) -> None:
         super().init_traj_handlers()
         if self.training_policy is None:
@@ -125,14 +110,7 @@ class DaggerSaver(DemonstrationSaver):
         self.rollout_episode_infos = []
 
     def build_training_policy(self) -> None:
-        """Build a fresh student from ``<training_policy_logdir>/config.json``.
-
-        Raises:
-            FileNotFoundError: the directory has no ``config.json`` and none will come, or the wait for it
-                (``wait_for_run_s``) ended.
-            ValueError: the config names no policy class.
-            UntrustedConfigError: the config names an import path and ``trust_config`` is False.
-        """
+        """Build a fresh student from ``<training_policy_logdir>/config.json`` (waiting for it if asked)."""
         self._wait_for_run_config()
         config = read_run_config(self.training_policy_logdir)
         runner_cfg = config.get("runner") or {}
@@ -160,7 +138,6 @@ class DaggerSaver(DemonstrationSaver):
         self._apply_action_std()
 
     def _wait_for_run_config(self) -> None:
-        """Wait (as ``wait_for_run_s`` says) until the training run has written its ``config.json``."""
         logdir = self.training_policy_logdir
         path = os.path.join(logdir, "config.json")
         wait = self.wait_for_run_s
@@ -190,7 +167,7 @@ class DaggerSaver(DemonstrationSaver):
 
     @property
     def training_obs_normalizer(self) -> nn.Module:
-        """The student's own actor observation normaliser (inside the student policy)."""
+        """The student's own actor observation normaliser."""
         return self.training_policy.actor_obs_normalizer
 
     def _apply_action_std(self) -> None:
@@ -222,7 +199,7 @@ class DaggerSaver(DemonstrationSaver):
         return None
 
     def load_latest_training_policy(self) -> None:
-        """Load the newest ``model_<it>.pt`` (if newer than the loaded one) and resample the teacher mask."""
+        """Load the newest ``model_<it>.pt`` if newer, and resample the teacher mask."""
         if self.training_policy is None:
             self.build_training_policy()
         path = latest_checkpoint(self.training_policy_logdir)
@@ -269,16 +246,15 @@ class DaggerSaver(DemonstrationSaver):
         )
 
     def get_student_actions(self) -> torch.Tensor:
-        """The student's actions for the current actor observations (its own normalisation)."""
+        """The student's actions for the current actor observations."""
         if self.action_sample_std > 0:
             actions = self.training_policy.act(self.obs)
         else:
             actions = self.training_policy.act_inference(self.obs)
         return self._check_actions(actions, "student")
 
-    # ------------------------------------------------------------------ collection hooks
     def get_transition(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any], Any, Any]:
-        """Execute the student's actions (the teacher's where the mask is set); return the teacher labels."""
+        """Execute the student's actions (the teacher's where masked); store the teacher's."""
         teacher_actions = self.get_policy_actions()
         student_actions = self.get_student_actions()
         actions = torch.where(self.use_teacher_act_mask[:, None], teacher_actions, student_actions)
@@ -297,12 +273,12 @@ class DaggerSaver(DemonstrationSaver):
             self.training_policy.reset(dones)
 
     def check_stop(self) -> bool:
-        """Reload the newest student (and resample the mask), then check the collection targets."""
+        """Reload the newest student, then check the collection targets."""
         self.load_latest_training_policy()
         return super().check_stop()
 
     def print_log(self) -> None:
-        """Episode statistics of the round (console and, if enabled, TensorBoard), then the progress."""
+        """The round's episode statistics (console, TensorBoard), then the progress."""
         stats = aggregate_episode_infos(self.rollout_episode_infos)
         step = self.collector_iteration
         for key, value in stats.items():

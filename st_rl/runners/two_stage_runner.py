@@ -12,18 +12,11 @@ from st_rl.storage.rollout_files.rollout_dataset import rollout_dataset_from_con
 
 
 class TwoStageRunner(OnPolicyRunner):
-    """:class:`OnPolicyRunner` whose first ``pretrain_iterations`` iterations replay a demonstration dataset.
+    """:class:`OnPolicyRunner` whose first ``pretrain_iterations`` iterations (``< 0``: while the data lasts)
+    replay the runner config's ``pretrain_dataset`` (its actions are the labels: the TPPO family).
 
-    While pretraining, each rollout step takes one transition per env from a
-    :class:`~st_rl.storage.rollout_files.rollout_dataset.RolloutDataset` built from the runner config's
-    ``pretrain_dataset`` and hands it to ``alg.collect_transition_from_dataset`` (its actions become the
-    action labels: the TPPO family). When the dataset is exhausted, or once ``current_learning_iteration >=
-    pretrain_iterations`` (``< 0``: as long as the dataset lasts), steps come from the environment again, with
-    a fresh observation and policy memory. ``log_interval`` defaults to 50; dataset statistics are logged as
-    ``Perf/dataset_<key>``.
-
-    The dataset is read at the first rollout step, which may wait for a collector
-    (``pretrain_dataset.wait_for_data_s``; see :class:`RolloutDataset`); a signal stops such a wait at once.
+    Then steps come from the environment, with a fresh observation and policy memory. ``log_interval``
+    defaults to 50; dataset statistics are logged as ``Perf/dataset_<key>``.
     """
 
     def __init__(
@@ -51,7 +44,6 @@ class TwoStageRunner(OnPolicyRunner):
         self._dataset_started = False  # the first batch may wait for a collector
 
     def is_pretraining(self) -> bool:
-        """Whether the current iteration still learns from the dataset."""
         return self.pretrain_iterations < 0 or self.current_learning_iteration < self.pretrain_iterations
 
     def _check_dataset_widths(self, transition: Any) -> None:
@@ -77,9 +69,7 @@ class TwoStageRunner(OnPolicyRunner):
         if self.is_pretraining():
             if self._dataset_started:
                 transition, infos = self.rollout_dataset.get_transition_batch()
-            else:
-                # The first batch scans the data and may wait for a collector: a signal must end the wait,
-                # not ask for an iteration that cannot finish.
+            else:  # the first batch may wait for a collector: a signal ends the wait
                 where = ", ".join(self.rollout_dataset.data_dirs)
                 with stop_at_once(f"while waiting for the pretrain dataset in {where}"):
                     transition, infos = self.rollout_dataset.get_transition_batch()

@@ -7,19 +7,16 @@ import os
 import pickle
 import random
 import re
-import tempfile
 import warnings
 from typing import Any
 
 import numpy as np
 import torch
 
-from st_rl.utils.files import refuse_special_file
+from st_rl.utils.files import atomic_write, refuse_special_file
 
-# 2: the observation normalisers live in the policy (``model_state_dict["actor_obs_normalizer.*"]``); copies
-#    are written as the reference's ``obs_norm_state_dict`` / ``critic_obs_norm_state_dict`` for its tools,
-#    and ``model_state_dict`` wins over them when loading.
-# 1: they were only separate entries (``obs_norm_state_dict``, ``critic_obs_norm_state_dict``), as in rsl_rl 2.x.
+# 2: normaliser statistics in model_state_dict (also copied to the reference's obs_norm_state_dict entries).
+# 1: only in obs_norm_state_dict / critic_obs_norm_state_dict (rsl_rl 2.x).
 CHECKPOINT_FORMAT_VERSION = 2
 _NORMALIZER_ENTRIES = (("obs_norm_state_dict", "actor_obs_normalizer."),
                        ("critic_obs_norm_state_dict", "critic_obs_normalizer."))  # fmt: skip
@@ -30,16 +27,11 @@ class CheckpointError(ValueError):
 
 
 class NonFiniteCheckpointError(CheckpointError):
-    """A checkpoint (being written or read) holds NaN or Inf in its weights or statistics."""
+    """A checkpoint (being written or read) holds NaN or Inf."""
 
 
 class CheckpointWriteError(OSError):
-    """A checkpoint could not be written (disk full, folder not writable, ...); an earlier file at the path is
-    untouched (checkpoints are written to a temporary file renamed once complete).
-
-    Attributes:
-        path: the checkpoint that was being written.
-    """
+    """Checkpoint ``path`` could not be written (disk full, ...); an earlier file there is untouched."""
 
     def __init__(self, path: str, cause: BaseException) -> None:
         detail = _torch_error_detail(cause)
@@ -60,8 +52,7 @@ class CheckpointWriteError(OSError):
 
 
 def _torch_error_detail(error: BaseException) -> str:
-    """The useful part of a torch / OS error message: its first sentence, without torch's advice (escape
-    codes, "re-run with weights_only=False", "please file an issue", allowlisting globals)."""
+    """The first sentence of a torch / OS error message, without torch's advice."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for i, line in enumerate(lines):  # torch's weights-only unpickler: the reason follows this marker
@@ -80,10 +71,7 @@ def _torch_error_detail(error: BaseException) -> str:
 
 
 def nonfinite_tensors(obj: Any, where: str = "checkpoint") -> list[str]:
-    """Names (``where['key'][0]...``) of the floating-point tensors in ``obj`` holding NaN or Inf.
-
-    ``obj`` is a tensor or nested dicts / lists / tuples of them (anything else is skipped).
-    """
+    """Names (``where['key'][0]...``) of the float tensors in nested dicts / lists ``obj`` holding NaN or Inf."""
     if isinstance(obj, torch.Tensor):
         if (obj.is_floating_point() or obj.is_complex()) and not bool(torch.isfinite(obj).all()):
             return [where]
@@ -125,47 +113,24 @@ def check_weights_only_safe(obj: Any, where: str = "infos") -> None:
 
 
 def save_checkpoint(path: str, state: dict[str, Any]) -> None:
-    """Write ``state`` to ``path`` atomically (temporary file in the same directory, then rename).
-
-    An existing file at ``path`` is replaced only once the new one is completely written.
-
-    Raises:
-        TypeError: ``state`` holds something a weights-only checkpoint cannot hold (nothing is written).
-        CheckpointWriteError: the file could not be written (a full disk, a folder that is not writable);
-            ``path`` is as it was and no temporary file is left.
-    """
+    """Write ``state`` to ``path`` atomically (TypeError for non-weights-only data, else CheckpointWriteError)."""
     check_weights_only_safe(state, "checkpoint")
-    directory = os.path.dirname(os.path.abspath(path))
     try:
         refuse_special_file(path, "checkpoint")
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp_" + os.path.basename(path), dir=directory)
-    except OSError as e:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        # torch.save reports a full disk as RuntimeError("[enforce fail at inline_container.cc:...]")
+        atomic_write(path, lambda f: torch.save(state, f), prefix=".tmp_", suffix="")
+    except (OSError, RuntimeError) as e:
         raise CheckpointWriteError(path, e) from e
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        if isinstance(e, (OSError, RuntimeError)) and not isinstance(e, CheckpointWriteError):
-            # torch.save reports a full disk as RuntimeError("[enforce fail at inline_container.cc:...]")
-            raise CheckpointWriteError(path, e) from e
-        raise
 
 
 def load_checkpoint(
     path: str, map_location: Any = None, required: tuple[str, ...] = ("model_state_dict",)
 ) -> dict:
-    """Load a checkpoint with ``torch.load(weights_only=True)``, check its required keys and migrate it to the
-    current format (:func:`migrate_checkpoint`).
+    """Load a weights-only checkpoint, check its ``required`` keys and migrate it to the current format.
 
     Raises:
-        FileNotFoundError: the path does not exist.
-        CheckpointError: the file is not a readable weights-only checkpoint or lacks required keys.
+        CheckpointError: unreadable, not weights-only, or lacking required keys.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Checkpoint not found: {path or repr(path) + ' (an empty path)'}")
@@ -204,12 +169,8 @@ def load_checkpoint(
 
 
 def migrate_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint in the current format (a new dict; ``state`` is not modified).
-
-    Format 1 (rsl_rl 2.x) keeps the observation statistics in ``obs_norm_state_dict`` /
-    ``critic_obs_norm_state_dict``; they move into ``model_state_dict`` unless it has them (format 2 writes
-    both). An unused critic normaliser (count 0: no separate critic observations) takes the actor's statistics.
-    """
+    """``state`` in the current format (a new dict): format 1's normaliser entries move into ``model_state_dict``
+    unless it has them; an unused critic normaliser (count 0) takes the actor's statistics."""
     if not any(entry in state for entry, _ in _NORMALIZER_ENTRIES):
         return state
     state = dict(state)
@@ -241,7 +202,7 @@ def _same_shape(a: Any, b: Any) -> bool:
 
 
 def capture_rng_state() -> dict[str, Any]:
-    """The states of the torch (CPU and CUDA), numpy and Python RNGs, in a weights-only-safe form."""
+    """The torch (CPU, CUDA), numpy and Python RNG states, weights-only-safe."""
     np_state: Any = np.random.get_state()
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
@@ -260,7 +221,6 @@ def capture_rng_state() -> dict[str, Any]:
 
 
 def _numpy_state(entry: dict[str, Any]) -> tuple[Any, ...]:
-    """numpy's legacy RNG state from :func:`capture_rng_state`'s ``"numpy"`` entry."""
     keys = entry["keys"].cpu().numpy().astype(np.uint32)
     return ("MT19937", keys, int(entry["pos"]), int(entry["has_gauss"]), float(entry["cached_gaussian"]))
 
@@ -277,10 +237,8 @@ def restore_rng_state(state: dict[str, Any]) -> None:
 
 
 def check_rng_state(state: Any, where: str = "rng_state") -> None:
-    """Raise ``ValueError`` naming the entry if :func:`restore_rng_state` could not restore ``state``.
-
-    Each generator state is tried on a private generator, so the global RNGs are never touched.
-    """
+    """Raise ``ValueError`` naming the entry if :func:`restore_rng_state` could not restore ``state`` (tried on
+    private generators)."""
     if not isinstance(state, dict):
         raise ValueError(f"{where} is a {type(state).__name__}, expected a dict")
     missing = [key for key in ("torch", "numpy", "python") if key not in state]
@@ -313,7 +271,7 @@ def check_rng_state(state: Any, where: str = "rng_state") -> None:
 
 
 def first_line(error: BaseException) -> str:
-    """The first line of an exception's message (its class name when empty)."""
+    """The first line of an exception's message (else its class name)."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
