@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import warnings
@@ -268,10 +269,10 @@ class Checkpointer:
         """What :meth:`load` may change, to put back when it fails."""
         env = None
         if load_optimizer:
-            try:
+            with contextlib.suppress(
+                Exception
+            ):  # an env that cannot report its state cannot be put back either
                 env = self.runner.env_adapter.state_dict()
-            except Exception:  # cannot be put back either
-                env = None
         return {
             "alg": copy.deepcopy(self._alg.state_dict()),
             "learning_rate": self._alg.learning_rate,

@@ -118,14 +118,10 @@ class DaggerSaver(DemonstrationSaver):
         class_name = runner_cfg.get("policy_class_name") or policy_cfg.get("class_name")
         if not class_name:
             raise ValueError(
-                f"{self.training_policy_logdir}/config.json names no policy class: expected "
-                "runner.policy_class_name or policy.class_name."
+                f"{self.training_policy_logdir}/config.json names no policy class (policy.class_name)"
             )
-        algorithm_cfg = config.get("algorithm") or {}
-        normalize = algorithm_cfg.get(
-            "empirical_normalization", runner_cfg.get("empirical_normalization", False)
-        )
-        if normalize:
+        normalize = runner_cfg.get("empirical_normalization", False)
+        if (config.get("algorithm") or {}).get("empirical_normalization", normalize):
             policy_cfg.setdefault("actor_obs_normalization", True)
         source = os.path.join(self.training_policy_logdir, "config.json")
         opt_in = "pass trust_config=True to DaggerSaver if you trust that file"
@@ -146,10 +142,8 @@ class DaggerSaver(DemonstrationSaver):
         if wait is None:
             if not os.path.isdir(logdir):
                 raise FileNotFoundError(
-                    f"DaggerSaver: training_policy_logdir {logdir!r} does not exist: no training run has started "
-                    "there, so the config.json it writes when its learn() starts will not appear. Start the "
-                    "training run first, fix training_policy_logdir, or pass wait_for_run_s=SECONDS to wait for "
-                    "a run that is starting."
+                    f"DaggerSaver: training_policy_logdir {logdir!r} does not exist, so no config.json will appear "
+                    "there: start the training run first, fix the path, or pass wait_for_run_s=SECONDS to wait."
                 )
             wait = DEFAULT_WAIT_FOR_RUN_S
         deadline = time.monotonic() + wait
@@ -159,9 +153,8 @@ class DaggerSaver(DemonstrationSaver):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise FileNotFoundError(
-                    f"DaggerSaver: no config.json in {logdir} after waiting {wait:g} s: expected the training run "
-                    f"(a runner with log_dir={logdir!r}) to write it when its learn() starts. Check that the "
-                    "training run is running and logs there, or pass a larger wait_for_run_s."
+                    f"DaggerSaver: no config.json in {logdir} after waiting {wait:g} s (a training run writes it when "
+                    "its learn() starts): check that it runs and logs there, or pass a larger wait_for_run_s."
                 )
             time.sleep(min(RUN_POLL_INTERVAL_S, remaining))
 
@@ -173,12 +166,10 @@ class DaggerSaver(DemonstrationSaver):
     def _apply_action_std(self) -> None:
         if self.action_sample_std <= 0:
             return
-        if not isinstance(self.training_policy, GaussianPolicy) or not isinstance(
-            self.training_policy.std, torch.Tensor
-        ):
+        policy = self.training_policy
+        if not isinstance(policy, GaussianPolicy) or not isinstance(policy.std, torch.Tensor):
             raise ValueError(
-                f"action_sample_std > 0 needs a student with a 'std' parameter; "
-                f"{type(self.training_policy).__name__} has none."
+                f"action_sample_std > 0 needs a student with a 'std'; {type(policy).__name__} has none"
             )
         with torch.no_grad():
             self.training_policy.std.fill_(self.action_sample_std)

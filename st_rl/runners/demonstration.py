@@ -60,19 +60,15 @@ def _check_disassemble_mapping(mapping: dict[str, str] | None, env: EnvAdapter) 
     segments = env.obs_segments
     if segments is None:
         raise ValueError(
-            "obs_disassemble_mapping needs the environment's obs_segments; drop it or give the env obs_segments."
+            "obs_disassemble_mapping needs the env's obs_segments; drop it or give the env them."
         )
     if segments_size(segments) != env.num_obs:
         raise ValueError(
-            f"env.obs_segments adds up to {segments_size(segments)} columns but observations have "
-            f"{env.num_obs}; fix obs_segments before recording per component."
+            f"env.obs_segments adds up to {segments_size(segments)} columns, observations {env.num_obs}"
         )
     for name, kind in mapping.items():
         if name not in segments:
-            raise ValueError(
-                f"obs_disassemble_mapping names component {name!r}, which is not in env.obs_segments "
-                f"{list(segments)}"
-            )
+            raise ValueError(f"obs_disassemble_mapping: {name!r} is not in env.obs_segments {list(segments)}")
         get_compresser(kind)
 
 
@@ -169,21 +165,21 @@ class DemonstrationSaver:
         self._warned_no_timeouts = False
         self._round_start = self._collect_start = time.monotonic()
         self._cpu: dict[str, np.ndarray] = {}
-        self.metadata: dict[str, Any] = self._build_metadata(config=None)
+        self.metadata: dict[str, Any] = self._build_metadata()
+        self._update_metadata_totals()
 
-    def _build_metadata(self, config: Any) -> dict[str, Any]:
+    def _build_metadata(self) -> dict[str, Any]:
         env = self.env
         named = isinstance(
             self.policy, (type, types.FunctionType, types.MethodType, types.BuiltinFunctionType)
         )
-        policy_name = self.policy.__qualname__ if named else type(self.policy).__name__
         return {
             "format": DATASET_FORMAT,
             "format_version": DATASET_FORMAT_VERSION,
             "file_format": self.file_format,
-            "config": to_jsonable(config),
+            "config": None,
             "env": type(self.raw_env).__name__,
-            "policy": policy_name,
+            "policy": self.policy.__qualname__ if named else type(self.policy).__name__,
             "rollout_storage_length": self.rollout_storage_length,
             "success_traj_only": self.success_traj_only,
             "min_timesteps": self.min_timesteps,
@@ -197,10 +193,6 @@ class DemonstrationSaver:
             "obs_segments": to_jsonable(env.obs_segments),
             "critic_obs_segments": to_jsonable(env.critic_obs_segments) if env.has_critic_group else None,
             "obs_disassemble_mapping": self.obs_disassemble_mapping,
-            "total_timesteps": 0,
-            "total_trajectories": 0,
-            "discarded_trajectories": 0,
-            "truncated_trajectories": 0,
         }
 
     def _traj_dir(self, traj_idx: int) -> str:
@@ -224,29 +216,21 @@ class DemonstrationSaver:
             if match and os.path.isdir(os.path.join(self.save_dir, name)):
                 existing[int(match.group(1))] = bool(_traj_files(os.path.join(self.save_dir, name)))
         previous = read_metadata(self.save_dir)
+        if previous is not None:
+            self._check_compatible(previous)
+        prev = previous or {}
         non_empty = [k for k, has in existing.items() if has]
+        files = [f for k in non_empty for f in _traj_files(self._traj_dir(k))]
+        self.total_timesteps = sum(b - a for a, b in map(get_frame_range, files))
+        self.total_traj_completed = int(prev.get("total_trajectories", len(non_empty)))
+        self.total_traj_discarded = int(prev.get("discarded_trajectories", 0))
+        self.total_traj_truncated = int(prev.get("truncated_trajectories", 0))
         if non_empty or previous is not None:
-            if previous is not None:
-                self._check_compatible(previous)
-            frames = sum(
-                b - a
-                for k in non_empty
-                for a, b in (get_frame_range(f) for f in _traj_files(self._traj_dir(k)))
-            )
-            prev = previous or {}
-            self.total_timesteps = int(frames)
-            self.total_traj_completed = int(prev.get("total_trajectories", len(non_empty)))
-            self.total_traj_discarded = int(prev.get("discarded_trajectories", 0))
-            self.total_traj_truncated = int(prev.get("truncated_trajectories", 0))
             print(
                 f"DemonstrationSaver: continuing the dataset in {self.save_dir} ({len(non_empty)} trajectories, "
-                f"{self.total_timesteps} timesteps on disk). The environment configuration must match the "
-                "earlier recording.",
+                f"{self.total_timesteps} timesteps on disk); the environment configuration must match.",
                 flush=True,
             )
-        else:
-            self.total_timesteps = self.total_traj_completed = 0
-            self.total_traj_discarded = self.total_traj_truncated = 0
         self._free_traj_idxs = sorted(k for k, has in existing.items() if not has)
         self._next_traj_idx = max(existing) + 1 if existing else 0
         n = self.env.num_envs

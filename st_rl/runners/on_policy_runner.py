@@ -96,6 +96,10 @@ class EpisodeTracker:
         elif "log" in infos:
             self.infos.append(infos["log"])
 
+    def buffers(self) -> tuple[list[dict[str, Any]], deque[float], deque[float], deque[float]]:
+        """``IterationSummary``'s ``ep_infos``, ``rewbuffer``, ``lenbuffer`` and ``rframebuffer``."""
+        return self.infos, self.returns, self.lengths, self.step_rewards
+
     def gather(self) -> None:
         """Move finished episodes and the rewards of steps that ended none to the host."""
         self.returns.extend(self._returns[self._done].tolist())
@@ -208,8 +212,6 @@ class OnPolicyRunner:
         self.num_steps_per_env = int(self.cfg.get("num_steps_per_env", RUNNER_DEFAULTS.num_steps_per_env))
         self.save_interval = int(self.cfg.get("save_interval", RUNNER_DEFAULTS.save_interval))
         self.log_interval = int(self.cfg.get("log_interval", RUNNER_DEFAULTS.log_interval))
-        if self.num_steps_per_env < 1 or self.save_interval < 1 or self.log_interval < 1:
-            raise ValueError("num_steps_per_env, save_interval and log_interval must be >= 1")
         self.alg = build_algorithm(self.train_cfg, self.env_adapter, self.num_steps_per_env, self.device)
         if self.dist.enabled:
             counts = dist_utils.gather_objects((self.env_adapter.num_envs, self.num_steps_per_env))
@@ -366,32 +368,15 @@ class OnPolicyRunner:
             self.current_learning_iteration = it + 1
             self.evaluation()
             if trial is not None:
-                value = trial_value(
-                    trial_metric,
-                    self.task_metrics,
-                    self.env_adapter.RETURNED_METRICS,
-                    episodes.returns,
-                    episodes.lengths,
-                )
+                metrics, names = self.task_metrics, self.env_adapter.RETURNED_METRICS
+                value = trial_value(trial_metric, metrics, names, episodes.returns, episodes.lengths)
                 if value == value:  # not NaN
                     trial.report(value, it)
             self.tot_timesteps += self.num_steps_per_env * self.env_adapter.num_envs * self.dist.world_size
             self.tot_time += collection_time + learn_time
             if self.is_main_process and (it % self.log_interval == 0 or it == tot_iter - 1):
-                self.log(
-                    IterationSummary(
-                        it=it,
-                        tot_iter=tot_iter,
-                        collection_time=collection_time,
-                        learn_time=learn_time,
-                        losses=losses,
-                        stats=stats,
-                        ep_infos=episodes.infos,
-                        rewbuffer=episodes.returns,
-                        lenbuffer=episodes.lengths,
-                        rframebuffer=episodes.step_rewards,
-                    )
-                )
+                times = (collection_time, learn_time)
+                self.log(IterationSummary(it, tot_iter, *times, losses, stats, *episodes.buffers()))
             episodes.infos.clear()
             if self.log_dir is not None and (it + 1) % self.save_interval == 0:
                 self.save(self._model_path(it + 1))
@@ -459,12 +444,10 @@ class OnPolicyRunner:
             scalars["Perf/gpu_occupied"] = (total - free) / 2**30
         metrics = {name: float(value) for name, value in self.task_metrics.items()}
         scalars.update({f"Eval/{name}": value for name, value in metrics.items()})
-        rows = [
-            (
-                "Computation",
-                f"{fps:.0f} steps/s (collection: {s.collection_time:.3f}s, learning {s.learn_time:.3f}s)",
-            )
-        ]
+        computation = (
+            f"{fps:.0f} steps/s (collection: {s.collection_time:.3f}s, learning {s.learn_time:.3f}s)"
+        )
+        rows = [("Computation", computation)]
         if s.rframebuffer:
             scalars["Train/mean_reward_each_timestep"] = statistics.mean(s.rframebuffer)
             rows.append(("Mean reward per step", f"{scalars['Train/mean_reward_each_timestep']:.4f}"))
@@ -472,9 +455,8 @@ class OnPolicyRunner:
         if s.rewbuffer:
             mean_rew, mean_len = statistics.mean(s.rewbuffer), statistics.mean(s.lenbuffer)
             scalars["Train/mean_reward"] = timed["Train/mean_reward/time"] = mean_rew
-            scalars["Train/ratio_above_mean_reward"] = sum(r > mean_rew for r in s.rewbuffer) / len(
-                s.rewbuffer
-            )
+            above = sum(r > mean_rew for r in s.rewbuffer)
+            scalars["Train/ratio_above_mean_reward"] = above / len(s.rewbuffer)
             scalars["Train/mean_episode_length"] = timed["Train/mean_episode_length/time"] = mean_len
             rows += [("Mean episode reward", f"{mean_rew:.4f}"), ("Mean episode length", f"{mean_len:.1f}")]
         for key, value in scalars.items():
@@ -498,11 +480,9 @@ class OnPolicyRunner:
             ("ETA", format_duration(remaining)),
         ]
         # A terminal that went away (SIGHUP follows) must not stop training and its final save.
+        block = format_console_block(f"Learning iteration {it + 1}/{s.tot_iter}", rows, width, pad)
         with contextlib.suppress(OSError):
-            print(
-                format_console_block(f"Learning iteration {it + 1}/{s.tot_iter}", rows, width, pad),
-                flush=True,
-            )
+            print(block, flush=True)
 
     def save(self, path: str, infos: dict[str, Any] | None = None) -> None:
         """Write a checkpoint atomically (algorithm, iteration, infos, RNG, env and rollout state, config).

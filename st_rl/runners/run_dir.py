@@ -58,6 +58,10 @@ class RunDirectoryLocked(RunDirectoryError):
         self.directory, self.pid, self.host = directory, pid, host
 
 
+def _locked(run_dir: str, owner: LockOwner | None, detail: str = "") -> RunDirectoryLocked:
+    return RunDirectoryLocked(run_dir, owner and owner.pid, owner and owner.host, detail)
+
+
 @dataclass(frozen=True)
 class LockOwner:
     """What a lock file says about its owner."""
@@ -174,9 +178,7 @@ class RunDirLock:
                 os.close(fd)
                 if not same:  # released (removed) by its owner meanwhile: retry
                     continue
-                raise RunDirectoryLocked(
-                    self.run_dir, owner.pid if owner else None, owner.host if owner else None
-                ) from None
+                raise _locked(self.run_dir, owner) from None
             if not self._same_file(fd):  # removed or replaced by its previous owner meanwhile: retry
                 os.close(fd)
                 continue
@@ -185,12 +187,7 @@ class RunDirLock:
                 if owner.is_alive():  # not flock-ed, yet its owner lives (another host, or no flock there)
                     fcntl.flock(fd, fcntl.LOCK_UN)
                     os.close(fd)
-                    raise RunDirectoryLocked(
-                        self.run_dir,
-                        owner.pid,
-                        owner.host,
-                        f"; if that run is over, delete {self.path}",
-                    )
+                    raise _locked(self.run_dir, owner, f"; if that run is over, delete {self.path}")
                 _note(
                     f"took over the stale lock of process {owner.pid}, which no longer runs, in {self.run_dir}"
                 )
@@ -216,9 +213,7 @@ class RunDirLock:
                         _note(f"took over the stale lock of process {owner.pid} in {self.run_dir}")
                     os.unlink(self.path)
                     continue
-                raise RunDirectoryLocked(
-                    self.run_dir, owner.pid if owner else None, owner.host if owner else None
-                ) from None
+                raise _locked(self.run_dir, owner) from None
             self._write_owner(fd)
             os.close(fd)
             return
@@ -324,11 +319,8 @@ def _check_lock(run_dir: str) -> None:
         return
     if owner.is_this_process() or not owner.is_alive():
         return  # this process's own, or stale: taken over when training starts
-    raise RunDirectoryLocked(
-        run_dir,
-        owner.pid,
-        owner.host,
-        "" if flocked else f"; if that run is over, delete {os.path.join(run_dir, LOCK_NAME)}",
+    raise _locked(
+        run_dir, owner, "" if flocked else f"; if that run is over, delete {os.path.join(run_dir, LOCK_NAME)}"
     )
 
 

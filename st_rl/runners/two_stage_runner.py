@@ -28,13 +28,11 @@ class TwoStageRunner(OnPolicyRunner):
         self.pretrain_iterations = int(self.cfg.get("pretrain_iterations", 0))
         if self.cfg.get("pretrain_dataset") is None:
             raise ValueError(
-                "TwoStageRunner needs 'pretrain_dataset' in the runner config, e.g. "
-                "{'data_dir': 'logs/demos', 'dataset_loops': 1}; record one with DemonstrationSaver."
+                "TwoStageRunner needs 'pretrain_dataset' in the runner config, e.g. {'data_dir': ...}"
             )
         if self.alg.storage is None or not self.alg.storage.has_field("action_labels"):
             raise ValueError(
-                f"TwoStageRunner pretrains with the dataset's actions as labels, which needs an algorithm of the "
-                f"TPPO family (TPPO, EstimatorTPPO); got {type(self.alg).__name__}."
+                f"TwoStageRunner needs a TPPO-family algorithm (action labels); got {type(self.alg).__name__}"
             )
         self.rollout_dataset = rollout_dataset_from_config(
             self.cfg["pretrain_dataset"], self.env_adapter.num_envs, self.device
@@ -47,22 +45,16 @@ class TwoStageRunner(OnPolicyRunner):
         return self.pretrain_iterations < 0 or self.current_learning_iteration < self.pretrain_iterations
 
     def _check_dataset_widths(self, transition: Any) -> None:
-        width = transition.observation.shape[-1]
-        if width != self.env_adapter.num_obs:
-            raise ValueError(
-                f"The pretrain dataset's observations have {width} columns but the environment's have "
-                f"{self.env_adapter.num_obs}: record the dataset on the same task/observation layout."
-            )
-        priv = transition.privileged_observation
-        if (
-            self.env_adapter.has_critic_group
-            and priv is not None
-            and priv.shape[-1] != self.env_adapter.num_critic_obs
-        ):
-            raise ValueError(
-                f"The pretrain dataset's privileged observations have {priv.shape[-1]} columns but the "
-                f"environment's critic observations have {self.env_adapter.num_critic_obs}."
-            )
+        env, priv = self.env_adapter, transition.privileged_observation
+        widths = [("observations", transition.observation.shape[-1], env.num_obs)]
+        if env.has_critic_group and priv is not None:
+            widths.append(("privileged observations", priv.shape[-1], env.num_critic_obs))
+        for what, width, expected in widths:
+            if width != expected:
+                raise ValueError(
+                    f"The pretrain dataset's {what} have {width} columns but the environment's have {expected}: "
+                    "record the dataset on the same task/observation layout."
+                )
         self._dataset_checked = True
 
     def rollout_step(self, obs: torch.Tensor, critic_obs: torch.Tensor, **kwargs: Any):

@@ -36,14 +36,13 @@ class CheckpointWriteError(OSError):
     def __init__(self, path: str, cause: BaseException) -> None:
         detail = _torch_error_detail(cause)
         code = cause.errno if isinstance(cause, OSError) else None
+        why = "check the folder."
         if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
             why = "the disk is full (or your quota is used up)."
         elif code in (errno.EACCES, errno.EPERM, errno.EROFS):
             why = "the folder is not writable."
         elif code is None:  # torch.save's RuntimeError("[enforce fail at inline_container.cc:...]")
             why = "is the disk full?"
-        else:
-            why = "check the folder."
         super().__init__(
             f"cannot write checkpoint {path} ({detail}): {why} Free some space or write elsewhere, then resume "
             "from the last checkpoint saved; that file was not changed (an earlier version of it is intact)."
@@ -76,14 +75,10 @@ def nonfinite_tensors(obj: Any, where: str = "checkpoint") -> list[str]:
         if (obj.is_floating_point() or obj.is_complex()) and not bool(torch.isfinite(obj).all()):
             return [where]
         return []
-    found: list[str] = []
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            found += nonfinite_tensors(value, f"{where}[{key!r}]")
-    elif isinstance(obj, (list, tuple)):
-        for i, value in enumerate(obj):
-            found += nonfinite_tensors(value, f"{where}[{i}]")
-    return found
+    if not isinstance(obj, (dict, list, tuple)):
+        return []
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+    return [name for key, value in items for name in nonfinite_tensors(value, f"{where}[{key!r}]")]
 
 
 def describe_names(names: list[str], limit: int = 5) -> str:
@@ -96,15 +91,11 @@ def check_weights_only_safe(obj: Any, where: str = "infos") -> None:
     """Raise ``TypeError`` if ``obj`` holds something ``torch.load(weights_only=True)`` cannot read back."""
     if obj is None or isinstance(obj, (bool, int, float, str, torch.Tensor, torch.Size)):
         return
-    if isinstance(obj, dict):
-        for k, v in obj.items():
+    if isinstance(obj, (dict, list, tuple)):
+        for k, v in obj.items() if isinstance(obj, dict) else enumerate(obj):
             if not isinstance(k, (str, int)):
                 raise TypeError(f"{where} has a key of type {type(k).__name__}; use str or int keys.")
             check_weights_only_safe(v, f"{where}[{k!r}]")
-        return
-    if isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            check_weights_only_safe(v, f"{where}[{i}]")
         return
     raise TypeError(
         f"{where} is a {type(obj).__name__}, which a weights-only checkpoint cannot hold; store tensors, "
@@ -146,17 +137,15 @@ def load_checkpoint(
             else:
                 what = f"it is not a PyTorch checkpoint of plain data ({detail})"
             raise CheckpointError(
-                f"Cannot read checkpoint {path}: {what}. st_rl loads checkpoints as data and never unpickles "
-                "arbitrary Python objects (they could run code): a checkpoint must be a dict of tensors (and "
-                "numbers, strings, lists, dicts). Re-save it as one where it was made, from a source you trust "
-                "(docs/security.md, 'A checkpoint that will not load')."
+                f"Cannot read checkpoint {path}: {what}. st_rl never unpickles arbitrary Python objects (they could "
+                "run code): re-save it as a dict of tensors, numbers, strings, lists and dicts where it was made, "
+                "from a source you trust (docs/security.md, 'A checkpoint that will not load')."
             ) from e
         if os.path.getsize(path) == 0:
             detail = "the file is empty"
         raise CheckpointError(
-            f"Cannot read checkpoint {path}: {detail}. The file is truncated or corrupt "
-            "(an interrupted save, copy or download?) or not a PyTorch checkpoint: copy it again, or use another "
-            "checkpoint of the run."
+            f"Cannot read checkpoint {path}: {detail}. The file is truncated or corrupt (an interrupted save, "
+            "copy or download?) or not a PyTorch checkpoint: copy it again, or use another checkpoint of the run."
         ) from e
     if not isinstance(state, dict):
         raise CheckpointError(f"Checkpoint {path} holds a {type(state).__name__}, expected a dict.")
@@ -192,12 +181,11 @@ def _unused(stats: Any) -> bool:
 
 
 def _same_shape(a: Any, b: Any) -> bool:
+    means = [x.get("_mean") if isinstance(x, dict) else None for x in (a, b)]
     return (
-        isinstance(a, dict)
-        and isinstance(b, dict)
-        and isinstance(a.get("_mean"), torch.Tensor)
-        and isinstance(b.get("_mean"), torch.Tensor)
-        and a["_mean"].shape == b["_mean"].shape
+        isinstance(means[0], torch.Tensor)
+        and isinstance(means[1], torch.Tensor)
+        and means[0].shape == means[1].shape
     )
 
 
@@ -237,31 +225,22 @@ def restore_rng_state(state: dict[str, Any]) -> None:
 
 
 def check_rng_state(state: Any, where: str = "rng_state") -> None:
-    """Raise ``ValueError`` naming the entry if :func:`restore_rng_state` could not restore ``state`` (tried on
-    private generators)."""
+    """Raise ``ValueError`` naming the entry if :func:`restore_rng_state` could not restore ``state``."""
     if not isinstance(state, dict):
         raise ValueError(f"{where} is a {type(state).__name__}, expected a dict")
     missing = [key for key in ("torch", "numpy", "python") if key not in state]
     if missing:
         raise ValueError(f"{where} lacks {missing}")
-    torch_state = state["torch"]
-    try:
-        if not isinstance(torch_state, torch.Tensor) or torch_state.dtype != torch.uint8:
-            raise TypeError(f"a {type(torch_state).__name__}, expected a uint8 tensor")
-        torch.Generator().set_state(torch_state.cpu())
-    except Exception as e:  # RuntimeError, TypeError ...
-        raise ValueError(f"{where}['torch'] is not a torch RNG state: {first_line(e)}") from e
-    np_state = state["numpy"]
-    try:
-        if not isinstance(np_state, dict) or not isinstance(np_state.get("keys"), torch.Tensor):
-            raise TypeError("expected a dict with 'keys' (tensor), 'pos', 'has_gauss', 'cached_gaussian'")
-        np.random.RandomState().set_state(_numpy_state(np_state))
-    except Exception as e:  # numpy raises ValueError, IndexError, TypeError, KeyError ... for bad states
-        raise ValueError(f"{where}['numpy'] is not a numpy RNG state: {first_line(e)}") from e
-    try:
-        random.Random().setstate((3, tuple(state["python"]), state.get("python_gauss_next")))
-    except Exception as e:  # TypeError, ValueError, OverflowError ...
-        raise ValueError(f"{where}['python'] is not a Python RNG state: {first_line(e)}") from e
+    restorers = {  # each tried on a private generator
+        "torch": lambda s: torch.Generator().set_state(s.cpu()),
+        "numpy": lambda s: np.random.RandomState().set_state(_numpy_state(s)),
+        "python": lambda s: random.Random().setstate((3, tuple(s), state.get("python_gauss_next"))),
+    }
+    for key, restore in restorers.items():
+        try:
+            restore(state[key])
+        except Exception as e:  # each library raises its own kinds for a bad state
+            raise ValueError(f"{where}[{key!r}] is not a {key} RNG state: {first_line(e)}") from e
     cuda = state.get("cuda")
     if cuda is not None and not (
         isinstance(cuda, (list, tuple))

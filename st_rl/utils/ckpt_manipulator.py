@@ -47,7 +47,7 @@ def add_amp_discriminator(src: dict[str, Any], algo_state_dict: dict[str, Any]) 
         )
     if any(k.startswith("discriminator.") for k in source):
         raise ValueError(
-            "add_amp_discriminator: the checkpoint already has a discriminator; resume it without a manipulator"
+            "add_amp_discriminator: the checkpoint already has a discriminator; resume it as it is"
         )
     model = {k: (v if k.startswith("discriminator.") else source.get(k)) for k, v in current.items()}
     missing = [k for k, v in model.items() if v is None]
@@ -82,10 +82,7 @@ def get_manipulator(name: str | Manipulator) -> Manipulator:
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:
-            raise ImportError(
-                f"ckpt_manipulator {name!r}: cannot import {module_name!r} ({e}); put its folder on PYTHONPATH or "
-                "install its package"
-            ) from e
+            raise ImportError(f"ckpt_manipulator {name!r}: cannot import {module_name!r} ({e})") from e
         fn = getattr(module, attr, None)
         if callable(fn):
             return fn  # type: ignore[return-value]
@@ -107,14 +104,9 @@ def apply_manipulator(
             f"checkpoint manipulator {label!r} (runner.ckpt_manipulator) failed on {path}: {first_line(e)}"
         ) from e
     if not isinstance(out, dict) or "model_state_dict" not in out:
-        got = (
-            f"a dict without 'model_state_dict' (keys {sorted(map(str, out))[:8]})"
-            if isinstance(out, dict)
-            else ("None" if out is None else f"a {type(out).__name__}")
-        )
+        got = f"keys {sorted(map(str, out))[:8]}" if isinstance(out, dict) else type(out).__name__
         raise CheckpointError(
             f"checkpoint manipulator {label!r} (runner.ckpt_manipulator) returned {got} for {path}; it must "
-            "return the checkpoint to load, a dict with 'model_state_dict': fix the manipulator, or remove "
-            "ckpt_manipulator from the run's config"
+            "return the checkpoint to load, a dict with 'model_state_dict'"
         )
     return out

@@ -3,13 +3,18 @@ reference's class-free schema variants (rlpyt)."""
 
 from __future__ import annotations
 
-import string
 from collections import OrderedDict, namedtuple
 from collections.abc import Iterable
 from inspect import Parameter, Signature
 from typing import Any, TypeVar
 
 RESERVED_NAMES = ("get", "items")
+
+
+def _check_reserved(fields: tuple[str, ...]) -> None:
+    for name in RESERVED_NAMES:
+        if name in fields:
+            raise ValueError(f"Field name '{name}' is reserved in namedarraytuple")
 
 
 def _index(value: Any, loc: Any) -> Any:
@@ -57,12 +62,8 @@ class _ArrayTupleMethods:
 
 def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...]) -> type:
     """A namedtuple class whose indexing applies to every field (not named ``get`` or ``items``)."""
-    if isinstance(field_names, str):
-        field_names = field_names.replace(",", " ").split()
-    for name in field_names:
-        if name in RESERVED_NAMES:
-            raise ValueError(f"Field name '{name}' is reserved in namedarraytuple")
-    base = namedtuple(typename, tuple(field_names))  # type: ignore[misc]
+    base = namedtuple(typename, field_names)  # type: ignore[misc]
+    _check_reserved(base._fields)
     return type(typename, (_ArrayTupleMethods, base), {"__slots__": (), "_is_namedarraytuple": True})
 
 
@@ -170,19 +171,9 @@ class NamedTupleSchema:
     def __init__(self, typename: str, fields: str | Iterable[str]) -> None:
         if not isinstance(typename, str):
             raise TypeError(f"type name must be string, not {type(typename)}")
-        if isinstance(fields, str):
-            spaces = any(ws in fields for ws in string.whitespace)
-            if spaces and "," in fields:
-                raise ValueError(f"Single string fields={fields} cannot have both spaces and commas.")
-            fields = fields.split() if spaces else fields.split(",")
-        fields = tuple(fields)
-        for field in fields:
-            if not isinstance(field, str):
-                raise ValueError(f"field names must be strings: {field}")
-            if field.startswith("_"):
-                raise ValueError(f"field names cannot start with an underscore: {field}")
-            if field in ("index", "count"):
-                raise ValueError(f"can't name field {field!r}")
+        fields = namedtuple(typename, fields)._fields  # parsed and checked as namedtuple does
+        for field in {"index", "count"}.intersection(fields):
+            raise ValueError(f"can't name field {field!r}")
         self.__dict__["_typename"] = typename
         self.__dict__["_fields"] = fields
         self.__dict__["_signature"] = Signature(
@@ -252,9 +243,7 @@ class NamedArrayTupleSchema(NamedTupleSchema):
 
     def __init__(self, typename: str, fields: str | Iterable[str]) -> None:
         super().__init__(typename, fields)
-        for name in self._fields:
-            if name in RESERVED_NAMES:
-                raise ValueError(f"Disallowed field name: '{name}'")
+        _check_reserved(self._fields)
 
     def _make(self, iterable: Iterable[Any]) -> NamedArrayTuple:
         return NamedArrayTuple(self._typename, self._fields, iterable)

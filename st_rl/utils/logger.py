@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import math
 import time
@@ -79,12 +80,7 @@ def aggregate_episode_infos(ep_infos: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def format_duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(round(seconds))
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:d}:{s:02d}"
+    return str(datetime.timedelta(seconds=round(seconds))) if math.isfinite(seconds) else "?"
 
 
 def format_console_block(title: str, rows: Iterable[tuple[str, str]], width: int = 80, pad: int = 35) -> str:
