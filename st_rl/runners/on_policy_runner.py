@@ -163,9 +163,7 @@ def trial_value(
     lengths: Sequence[float],
 ) -> float:
     """The value :meth:`OnPolicyRunner.learn` reports to its trial (see its ``trial_metric``)."""
-    zero = torch.zeros(())
-    metrics = {name: float(task_metrics.get(name, zero)) for name in returned_metrics}
-    metrics.update({name: float(value) for name, value in task_metrics.items()})
+    metrics = dict.fromkeys(returned_metrics, 0.0) | {name: float(v) for name, v in task_metrics.items()}
     metrics["mean_reward"] = statistics.mean(returns) if returns else float("nan")
     metrics["mean_episode_length"] = statistics.mean(lengths) if lengths else float("nan")
     if trial_metric is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import contextlib
 import importlib
 import inspect
 import json
@@ -153,13 +154,10 @@ class WandbWriter(TrackingWriter):
         super().__init__(log_dir, tensorboard)
 
     def _init_run(self) -> Any:
-        kwargs: dict[str, Any] = {"project": self.project, "name": self.run_name}
+        kwargs = {"project": self.project, "name": self.run_name, "entity": self.entity, "mode": self.mode}
+        kwargs = {key: value for key, value in kwargs.items() if value}
         if not os.environ.get("WANDB_DIR"):
             kwargs["dir"] = self.log_dir
-        if self.entity:
-            kwargs["entity"] = self.entity
-        if self.mode:
-            kwargs["mode"] = self.mode
         if self.run_id:
             kwargs.update(id=self.run_id, resume="allow")
         run = self.wandb.init(**kwargs)
@@ -235,20 +233,14 @@ class NeptuneWriter(TrackingWriter):
         super().__init__(log_dir, tensorboard)
 
     def _init_run(self) -> Any:
-        kwargs: dict[str, Any] = {"project": self.project, "name": self.run_name}
-        if self.mode:
-            kwargs["mode"] = self.mode
-        if self.run_id:
-            kwargs["with_id"] = self.run_id
-        return self.neptune.init_run(**kwargs)
+        kwargs = {"project": self.project, "name": self.run_name, "mode": self.mode, "with_id": self.run_id}
+        return self.neptune.init_run(**{key: value for key, value in kwargs.items() if value})
 
     def run_info(self) -> dict[str, Any]:
         run_id = None
         if self._run is not None and self.mode != "offline":  # offline runs have no id before syncing
-            try:
+            with contextlib.suppress(Exception):  # the id is only a convenience for later uploads
                 run_id = self._run["sys/id"].fetch()
-            except Exception:  # noqa: BLE001 - the id is only a convenience for later uploads
-                run_id = None
         return {
             "logger": "neptune",
             "neptune_project": self.project,
@@ -355,14 +347,12 @@ def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: boo
     name, or None (ValueError if ``required``) when there is nothing to attach to."""
     info = read_run_info(run_dir)
     paths = [p for p in files if p]
-    if info is None:
-        if required:
-            raise ValueError(
-                f"{run_dir} has no {RUN_INFO_FILE}: the run was not logged with logger='wandb' or "
-                "'neptune', so there is no run to attach files to. Drop --upload."
-            )
-        return None
-    if not paths:
+    if info is None and required:
+        raise ValueError(
+            f"{run_dir} has no {RUN_INFO_FILE}: the run was not logged with logger='wandb' or "
+            "'neptune', so there is no run to attach files to. Drop --upload."
+        )
+    if info is None or not paths:
         return None
     backend = info.get("logger")
     cls: type[TrackingWriter] | None = {"wandb": WandbWriter, "neptune": NeptuneWriter}.get(str(backend))
