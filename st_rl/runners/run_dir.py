@@ -313,15 +313,11 @@ def _check_lock(run_dir: str) -> None:
                 flocked = True
     finally:
         os.close(fd)
-    if owner is None:
-        if flocked:
-            raise RunDirectoryLocked(run_dir, None, None)
-        return
-    if owner.is_this_process() or not owner.is_alive():
+    if owner is not None and (owner.is_this_process() or not owner.is_alive()):
         return  # this process's own, or stale: taken over when training starts
-    raise _locked(
-        run_dir, owner, "" if flocked else f"; if that run is over, delete {os.path.join(run_dir, LOCK_NAME)}"
-    )
+    if owner is not None or flocked:
+        detail = "" if flocked else f"; if that run is over, delete {os.path.join(run_dir, LOCK_NAME)}"
+        raise _locked(run_dir, owner, detail)
 
 
 def remove_stale_temporaries(run_dir: str) -> list[str]:

@@ -110,7 +110,7 @@ def save_checkpoint(path: str, state: dict[str, Any]) -> None:
         refuse_special_file(path, "checkpoint")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         # torch.save reports a full disk as RuntimeError("[enforce fail at inline_container.cc:...]")
-        atomic_write(path, lambda f: torch.save(state, f), prefix=".tmp_", suffix="")
+        atomic_write(path, lambda f: torch.save(state, f), prefix=".tmp_", suffix="", sync=True)
     except (OSError, RuntimeError) as e:
         raise CheckpointWriteError(path, e) from e
 

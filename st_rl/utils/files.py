@@ -25,18 +25,24 @@ def refuse_special_file(path: str, what: str = "file") -> None:
 
 
 def atomic_write(
-    path: str, write: Callable[[IO[Any]], None], mode: str = "wb", prefix: str = ".", suffix: str = ".tmp"
+    path: str,
+    write: Callable[[IO[Any]], None],
+    mode: str = "wb",
+    prefix: str = ".",
+    suffix: str = ".tmp",
+    sync: bool = False,
 ) -> None:
-    """Write a file atomically: ``write(f)`` fills a temporary file ``<prefix><name>*<suffix>`` beside it, which is
-    synced and then replaces ``path``; on any error it is removed and ``path`` is untouched."""
+    """Write a file atomically: ``write(f)`` fills a temporary file ``<prefix><name>*<suffix>`` beside it (fsynced
+    with ``sync``), which then replaces ``path``; on any error it is removed and ``path`` is untouched."""
     refuse_special_file(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=prefix + os.path.basename(path), suffix=suffix, dir=directory)
     try:
         with open(fd, mode, encoding=None if "b" in mode else "utf-8") as f:
             write(f)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
