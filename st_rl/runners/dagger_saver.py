@@ -75,15 +75,12 @@ class DaggerSaver(DemonstrationSaver):
         self.action_sample_std = float(action_sample_std)
         self.log_to_tensorboard = bool(log_to_tensorboard)
         self.checkpoint_retries = max(1, int(checkpoint_retries))
+        named = isinstance(teacher_act_prob, (str, int, float))
         self.metadata.update(
             training_policy_logdir=self.training_policy_logdir,
             update_times_scale=update_times_scale,
             action_sample_std=self.action_sample_std,
-            teacher_act_prob=(
-                teacher_act_prob
-                if isinstance(teacher_act_prob, (str, int, float))
-                else class_label(teacher_act_prob)
-            ),
+            teacher_act_prob=teacher_act_prob if named else class_label(teacher_act_prob),
         )
         self.tb_writer: Writer = NullWriter()
         if self.log_to_tensorboard:
