@@ -172,8 +172,8 @@ class NamedTupleSchema:
         if not isinstance(typename, str):
             raise TypeError(f"type name must be string, not {type(typename)}")
         fields = namedtuple(typename, fields)._fields  # parsed and checked as namedtuple does
-        for field in {"index", "count"}.intersection(fields):
-            raise ValueError(f"can't name field {field!r}")
+        if {"index", "count"}.intersection(fields):
+            raise ValueError(f"can't name a field 'index' or 'count': {fields}")
         self.__dict__["_typename"] = typename
         self.__dict__["_fields"] = fields
         self.__dict__["_signature"] = Signature(
