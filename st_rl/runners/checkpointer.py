@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import warnings
@@ -20,12 +21,7 @@ _OPTIMIZER_KEYS = ("optimizer_state_dict", "lr_scheduler_state_dict")
 
 
 class Checkpointer:
-    """Writes a runner's checkpoints atomically and loads them all or nothing.
-
-    Args:
-        runner: the :class:`~st_rl.runners.OnPolicyRunner` whose algorithm, environment and iteration are saved
-            and restored (its ``alg``, ``env_adapter``, ``dist``, ``cfg``, ``log_dir`` and ``writer``).
-    """
+    """Writes an :class:`~st_rl.runners.OnPolicyRunner`'s checkpoints atomically and loads them all or nothing."""
 
     def __init__(self, runner: Any) -> None:
         self.runner = runner
@@ -37,7 +33,6 @@ class Checkpointer:
     def _alg(self) -> Any:
         return self.runner.alg
 
-    # ------------------------------------------------------------------ save
     def save(self, path: str, infos: dict[str, Any] | None = None) -> None:
         """See :meth:`OnPolicyRunner.save`."""
         r = self.runner
@@ -46,7 +41,7 @@ class Checkpointer:
         bad = _nonfinite_entries(alg_state, rollout_state)
         per_rank: list[Any] | None = None
         if r.dist.enabled:
-            # Collective: every rank calls save(); rank 0 writes each rank's RNG, environment and memory state.
+            # Collective: rank 0 writes each rank's RNG, environment and memory state.
             per_rank = gather_objects((ckpt.capture_rng_state(), self.env_state(), rollout_state, bad))
             bad = list(dict.fromkeys(name for g in per_rank for name in g[3]))  # every rank refuses together
         if bad:
@@ -101,8 +96,7 @@ class Checkpointer:
         )
 
     def env_state(self) -> Any:
-        """The environment's ``state_dict()``, else its ``episode_length_buf`` (so a resumed run continues the
-        episodes' lengths); None when it exposes neither."""
+        """The env's ``state_dict()``, else its ``episode_length_buf``; None when it has neither."""
         try:
             value = self.runner.env_adapter.state_dict()
             if value is None:
@@ -117,7 +111,6 @@ class Checkpointer:
             return None
 
     def _load_env_state(self, env_state: Any) -> None:
-        """Restore :meth:`env_state` (through the environment's ``load_state_dict`` when it has one)."""
         adapter = self.runner.env_adapter
         if adapter.load_state_dict(env_state):
             return
@@ -131,7 +124,6 @@ class Checkpointer:
             )
         adapter.episode_length_buf = lengths.to(current.device, current.dtype).clone()
 
-    # ------------------------------------------------------------------ load
     def load(self, path: str, load_optimizer: bool = True, map_location: Any = None) -> tuple[Any, int]:
         """See :meth:`OnPolicyRunner.load`; returns the checkpoint's ``infos`` and iteration."""
         r = self.runner
@@ -140,8 +132,7 @@ class Checkpointer:
         if manipulator:
             state = apply_manipulator(manipulator, state, self._alg.state_dict(), path)
             if r.log_dir is not None:
-                # What was loaded; named so that no "latest model" lookup (legged_gym: 'model' in the name,
-                # Isaac Lab: model_.*.pt) takes it for this run's newest checkpoint.
+                # Named so that no "latest model" lookup takes it for this run's newest checkpoint.
                 name = os.path.splitext(os.path.basename(path))[0].replace("model_", "")
                 ckpt.save_checkpoint(os.path.join(r.log_dir, f"loaded_{name}_manipulated.pt"), state)
         plan = self._check(path, state, load_optimizer)
@@ -172,15 +163,7 @@ class Checkpointer:
         return state.get("infos"), plan["iter"]
 
     def _check(self, path: str, state: dict[str, Any], load_optimizer: bool) -> dict[str, Any]:
-        """Check everything :meth:`load` will restore, before anything is changed.
-
-        Returns:
-            ``iter``, this rank's ``rng_state``, ``env_state`` and ``rollout_state`` (None: not restored) and
-            the ``warnings`` to give once the checkpoint is loaded.
-
-        Raises:
-            CheckpointError: naming ``path`` and the entry.
-        """
+        """Check everything :meth:`load` will restore, before anything changes; returns the load plan."""
         it = state.get("iter", 0)
         if isinstance(it, bool) or not isinstance(it, int) or it < 0:
             raise ckpt.CheckpointError(
@@ -219,7 +202,7 @@ class Checkpointer:
     def _check_rank_states(
         self, path: str, state: dict[str, Any], plan: dict[str, Any], notes: list[str]
     ) -> None:
-        """Pick this rank's RNG, environment and memory states into ``plan`` and check the RNG state."""
+        """Pick this rank's RNG, env and memory states into ``plan``; check the RNG state."""
         info = self.runner.dist
         rng_state, env_state = state.get("rng_state"), state.get("env_state")
         rollout_state = state.get("policy_rollout_state")
@@ -246,7 +229,7 @@ class Checkpointer:
                     f"Checkpoint {path}: {e}; its RNG state cannot be restored."
                 ) from e
         plan.update(rng_state=rng_state, env_state=env_state, rollout_state=rollout_state)
-        absent = []  # said once, with the states that do not fit (see _restore_env_and_memory)
+        absent = []  # warned once, with the states that do not fit
         if not plan.get("reseed"):
             if rng_state is None:
                 absent.append(
@@ -261,8 +244,7 @@ class Checkpointer:
         plan["absent"] = absent
 
     def _other_optimizer(self, path: str, saved: Any, notes: list[str]) -> bool:
-        """Whether ``optimizer_state_dict`` was saved by another optimizer class (its parameter groups lack this
-        optimizer's hyperparameters once loaded, e.g. Adam's state for SGD); then a note says it starts fresh."""
+        """Whether ``saved`` comes from another optimizer class (its groups lack this one's hyperparameters)."""
         optimizer = self._alg.optimizer
         groups = saved.get("param_groups") if isinstance(saved, dict) else None
         if not isinstance(groups, list) or len(groups) != len(optimizer.param_groups):
@@ -283,15 +265,14 @@ class Checkpointer:
             )
         return bool(missing)
 
-    # ------------------------------------------------------------------ restore
     def _snapshot(self, load_optimizer: bool) -> dict[str, Any]:
         """What :meth:`load` may change, to put back when it fails."""
         env = None
         if load_optimizer:
-            try:
+            with contextlib.suppress(
+                Exception
+            ):  # an env that cannot report its state cannot be put back either
                 env = self.runner.env_adapter.state_dict()
-            except Exception:  # an environment that cannot report its state cannot be put back either
-                env = None
         return {
             "alg": copy.deepcopy(self._alg.state_dict()),
             "learning_rate": self._alg.learning_rate,
@@ -314,12 +295,7 @@ class Checkpointer:
             policy.load_rollout_state_dict(snapshot["rollout"])
 
     def _restore_env_and_memory(self, path: str, plan: dict[str, Any], env_before: Any) -> tuple[bool, str]:
-        """Resume: restore the environment state and the policy's rollout hidden state.
-
-        Returns:
-            Whether the environment's episodes were restored, and the one warning (``""``: none) naming what was
-            not restored (a state the file lacks, or one that does not fit, e.g. another number of envs).
-        """
+        """Restore the env and rollout states; returns whether the env was restored and a warning (or "")."""
         r = self.runner
         if plan.get("reseed") and r.cfg.get("seed") is not None:
             ckpt.seed_everything(int(r.cfg["seed"]) + r.dist.rank + int(plan["iter"]))
@@ -355,17 +331,12 @@ class Checkpointer:
 
 
 def _nonfinite_entries(alg_state: dict[str, Any], rollout_state: Any) -> list[str]:
-    """Names of the tensors of an algorithm state and a rollout state holding NaN/Inf."""
     bad = [name for key, value in alg_state.items() for name in ckpt.nonfinite_tensors(value, key)]
     return bad + ckpt.nonfinite_tensors(rollout_state, "policy_rollout_state")
 
 
 def check_model_state(path: str, policy: torch.nn.Module, model: dict[str, torch.Tensor]) -> list[str]:
-    """Check ``model_state_dict`` against the policy's keys and shapes; returns the warnings to give.
-
-    Raises:
-        CheckpointError: keys are missing or unexpected, or shapes differ.
-    """
+    """Check ``model_state_dict`` against the policy's keys and shapes (CheckpointError); returns warnings."""
     own = policy.state_dict()
     notes: list[str] = []
     tolerated: set[str] = set()
@@ -406,11 +377,7 @@ def check_model_state(path: str, policy: torch.nn.Module, model: dict[str, torch
 
 
 def check_optimizer_state(path: str, optimizer: torch.optim.Optimizer, saved: Any) -> None:
-    """Check that ``optimizer_state_dict`` fits ``optimizer``: groups, parameters per group, state shapes.
-
-    Raises:
-        CheckpointError: naming ``path`` and the entry.
-    """
+    """Check that ``saved`` fits ``optimizer`` (groups, parameters, state shapes), else CheckpointError."""
     prefix = f"Checkpoint {path}: optimizer_state_dict"
     if (
         not isinstance(saved, dict)

@@ -1,9 +1,5 @@
-"""DAgger data collection: the student being trained drives, the teacher labels.
-
-Before every round :class:`DaggerSaver` loads the newest ``model_<it>.pt`` of the training run into a student
-built from its ``config.json``; each env executes the teacher's action with probability
-``teacher_act_prob(student iteration)``, the student's otherwise. Stored ``actions`` are the teacher's labels.
-"""
+"""DAgger data collection: the student being trained drives (the teacher with probability
+``teacher_act_prob(student iteration)``), the teacher labels the stored ``actions``."""
 
 from __future__ import annotations
 
@@ -36,33 +32,23 @@ from st_rl.utils.utils import latest_checkpoint, read_run_config
 __all__ = ["DEFAULT_WAIT_FOR_RUN_S", "DaggerSaver"]
 
 _MODEL_ITER_RE = re.compile(r"model_(\d+)\.pt$")
-DEFAULT_WAIT_FOR_RUN_S = 600.0
-"""Seconds a DaggerSaver with ``wait_for_run_s=None`` waits for the training run's ``config.json`` when the run
-directory exists (a run is starting there)."""
+DEFAULT_WAIT_FOR_RUN_S = 600.0  # wait_for_run_s=None, run directory exists: wait this long for config.json
 RUN_POLL_INTERVAL_S = 5.0
-"""Seconds between two looks for the training run's ``config.json`` while waiting."""
 
 
 class DaggerSaver(DemonstrationSaver):
-    """A :class:`DemonstrationSaver` whose rollouts are driven by the student being trained.
+    """A :class:`DemonstrationSaver` (``policy``: the teacher) whose rollouts the student being trained drives.
 
     Args:
-        *args: the :class:`DemonstrationSaver` arguments; its ``policy`` is the teacher.
-        training_policy_logdir: the student's training run (``config.json``, ``model_<it>.pt``; until there
-            is a checkpoint the student keeps its initial weights).
-        teacher_act_prob: ``"exp"``, ``"linear"``, ``"tanh"`` (schedules over the student's iteration with
-            scale ``update_times_scale``), a constant probability, or a callable ``iteration -> prob``.
-        update_times_scale: scale of the named schedules.
-        action_sample_std: if ``> 0``, the student's std is set to this value and its actions are sampled
-            (``act``); otherwise the student acts deterministically (``act_inference``).
-        log_to_tensorboard: write episode statistics to ``<logdir>/collector_<save_dir name's first 2 tokens>``.
-        checkpoint_retries: attempts to read a checkpoint that fails to load (being written), 0.5 s apart.
-        wait_for_run_s: how long :meth:`build_training_policy` waits for the run's ``config.json`` (written when
-            its ``learn()`` starts). ``None``: up to :data:`DEFAULT_WAIT_FOR_RUN_S` when ``training_policy_logdir``
-            exists, an error at once otherwise; a number: up to that many seconds (``math.inf``: no limit).
-        trust_config: the student run's ``config.json`` may name code to import (``"package.module:Class"``);
-            without it only st_rl's registered policy classes resolve (docs/security.md).
-        **kwargs: further :class:`DemonstrationSaver` keyword arguments.
+        training_policy_logdir: the student's training run (``config.json``, ``model_<it>.pt``).
+        teacher_act_prob: ``"exp"``, ``"linear"``, ``"tanh"`` (over the student's iteration, scale
+            ``update_times_scale``), a constant, or a callable ``iteration -> prob``.
+        action_sample_std: if ``> 0``, the student's std is set to it and its actions are sampled.
+        log_to_tensorboard: write statistics to ``<logdir>/collector_<save_dir name's first 2 tokens>``.
+        checkpoint_retries: attempts to read a checkpoint that fails to load, 0.5 s apart.
+        wait_for_run_s: how long to wait for the run's ``config.json``; ``None``: :data:`DEFAULT_WAIT_FOR_RUN_S`
+            if ``training_policy_logdir`` exists, else fail at once.
+        trust_config: the run's ``config.json`` may name code to import (docs/security.md).
     """
 
     def __init__(
@@ -89,15 +75,12 @@ class DaggerSaver(DemonstrationSaver):
         self.action_sample_std = float(action_sample_std)
         self.log_to_tensorboard = bool(log_to_tensorboard)
         self.checkpoint_retries = max(1, int(checkpoint_retries))
+        named = isinstance(teacher_act_prob, (str, int, float))
         self.metadata.update(
             training_policy_logdir=self.training_policy_logdir,
             update_times_scale=update_times_scale,
             action_sample_std=self.action_sample_std,
-            teacher_act_prob=(
-                teacher_act_prob
-                if isinstance(teacher_act_prob, (str, int, float))
-                else class_label(teacher_act_prob)
-            ),
+            teacher_act_prob=teacher_act_prob if named else class_label(teacher_act_prob),
         )
         self.tb_writer: Writer = NullWriter()
         if self.log_to_tensorboard:
@@ -114,7 +97,6 @@ class DaggerSaver(DemonstrationSaver):
         self.rollout_episode_infos: list[dict[str, Any]] = []
         self.use_teacher_act_mask = torch.ones(self.env.num_envs, dtype=torch.bool, device=self.device)
 
-    # ------------------------------------------------------------------ student
     def init_traj_handlers(self) -> None:
         super().init_traj_handlers()
         if self.training_policy is None:
@@ -125,14 +107,7 @@ class DaggerSaver(DemonstrationSaver):
         self.rollout_episode_infos = []
 
     def build_training_policy(self) -> None:
-        """Build a fresh student from ``<training_policy_logdir>/config.json``.
-
-        Raises:
-            FileNotFoundError: the directory has no ``config.json`` and none will come, or the wait for it
-                (``wait_for_run_s``) ended.
-            ValueError: the config names no policy class.
-            UntrustedConfigError: the config names an import path and ``trust_config`` is False.
-        """
+        """Build a fresh student from ``<training_policy_logdir>/config.json`` (waiting for it if asked)."""
         self._wait_for_run_config()
         config = read_run_config(self.training_policy_logdir)
         runner_cfg = config.get("runner") or {}
@@ -140,14 +115,10 @@ class DaggerSaver(DemonstrationSaver):
         class_name = runner_cfg.get("policy_class_name") or policy_cfg.get("class_name")
         if not class_name:
             raise ValueError(
-                f"{self.training_policy_logdir}/config.json names no policy class: expected "
-                "runner.policy_class_name or policy.class_name."
+                f"{self.training_policy_logdir}/config.json names no policy class (policy.class_name)"
             )
-        algorithm_cfg = config.get("algorithm") or {}
-        normalize = algorithm_cfg.get(
-            "empirical_normalization", runner_cfg.get("empirical_normalization", False)
-        )
-        if normalize:
+        normalize = runner_cfg.get("empirical_normalization", False)
+        if (config.get("algorithm") or {}).get("empirical_normalization", normalize):
             policy_cfg.setdefault("actor_obs_normalization", True)
         source = os.path.join(self.training_policy_logdir, "config.json")
         opt_in = "pass trust_config=True to DaggerSaver if you trust that file"
@@ -160,7 +131,6 @@ class DaggerSaver(DemonstrationSaver):
         self._apply_action_std()
 
     def _wait_for_run_config(self) -> None:
-        """Wait (as ``wait_for_run_s`` says) until the training run has written its ``config.json``."""
         logdir = self.training_policy_logdir
         path = os.path.join(logdir, "config.json")
         wait = self.wait_for_run_s
@@ -169,10 +139,8 @@ class DaggerSaver(DemonstrationSaver):
         if wait is None:
             if not os.path.isdir(logdir):
                 raise FileNotFoundError(
-                    f"DaggerSaver: training_policy_logdir {logdir!r} does not exist: no training run has started "
-                    "there, so the config.json it writes when its learn() starts will not appear. Start the "
-                    "training run first, fix training_policy_logdir, or pass wait_for_run_s=SECONDS to wait for "
-                    "a run that is starting."
+                    f"DaggerSaver: training_policy_logdir {logdir!r} does not exist, so no config.json will appear "
+                    "there: start the training run first, fix the path, or pass wait_for_run_s=SECONDS to wait."
                 )
             wait = DEFAULT_WAIT_FOR_RUN_S
         deadline = time.monotonic() + wait
@@ -182,26 +150,23 @@ class DaggerSaver(DemonstrationSaver):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise FileNotFoundError(
-                    f"DaggerSaver: no config.json in {logdir} after waiting {wait:g} s: expected the training run "
-                    f"(a runner with log_dir={logdir!r}) to write it when its learn() starts. Check that the "
-                    "training run is running and logs there, or pass a larger wait_for_run_s."
+                    f"DaggerSaver: no config.json in {logdir} after waiting {wait:g} s (a training run writes it when "
+                    "its learn() starts): check that it runs and logs there, or pass a larger wait_for_run_s."
                 )
             time.sleep(min(RUN_POLL_INTERVAL_S, remaining))
 
     @property
     def training_obs_normalizer(self) -> nn.Module:
-        """The student's own actor observation normaliser (inside the student policy)."""
+        """The student's own actor observation normaliser."""
         return self.training_policy.actor_obs_normalizer
 
     def _apply_action_std(self) -> None:
         if self.action_sample_std <= 0:
             return
-        if not isinstance(self.training_policy, GaussianPolicy) or not isinstance(
-            self.training_policy.std, torch.Tensor
-        ):
+        policy = self.training_policy
+        if not isinstance(policy, GaussianPolicy) or not isinstance(policy.std, torch.Tensor):
             raise ValueError(
-                f"action_sample_std > 0 needs a student with a 'std' parameter; "
-                f"{type(self.training_policy).__name__} has none."
+                f"action_sample_std > 0 needs a student with a 'std'; {type(policy).__name__} has none"
             )
         with torch.no_grad():
             self.training_policy.std.fill_(self.action_sample_std)
@@ -222,7 +187,7 @@ class DaggerSaver(DemonstrationSaver):
         return None
 
     def load_latest_training_policy(self) -> None:
-        """Load the newest ``model_<it>.pt`` (if newer than the loaded one) and resample the teacher mask."""
+        """Load the newest ``model_<it>.pt`` if newer, and resample the teacher mask."""
         if self.training_policy is None:
             self.build_training_policy()
         path = latest_checkpoint(self.training_policy_logdir)
@@ -269,16 +234,15 @@ class DaggerSaver(DemonstrationSaver):
         )
 
     def get_student_actions(self) -> torch.Tensor:
-        """The student's actions for the current actor observations (its own normalisation)."""
+        """The student's actions for the current actor observations."""
         if self.action_sample_std > 0:
             actions = self.training_policy.act(self.obs)
         else:
             actions = self.training_policy.act_inference(self.obs)
         return self._check_actions(actions, "student")
 
-    # ------------------------------------------------------------------ collection hooks
     def get_transition(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any], Any, Any]:
-        """Execute the student's actions (the teacher's where the mask is set); return the teacher labels."""
+        """Execute the student's actions (the teacher's where masked); store the teacher's."""
         teacher_actions = self.get_policy_actions()
         student_actions = self.get_student_actions()
         actions = torch.where(self.use_teacher_act_mask[:, None], teacher_actions, student_actions)
@@ -297,12 +261,12 @@ class DaggerSaver(DemonstrationSaver):
             self.training_policy.reset(dones)
 
     def check_stop(self) -> bool:
-        """Reload the newest student (and resample the mask), then check the collection targets."""
+        """Reload the newest student, then check the collection targets."""
         self.load_latest_training_policy()
         return super().check_stop()
 
     def print_log(self) -> None:
-        """Episode statistics of the round (console and, if enabled, TensorBoard), then the progress."""
+        """The round's episode statistics (console, TensorBoard), then the progress."""
         stats = aggregate_episode_infos(self.rollout_episode_infos)
         step = self.collector_iteration
         for key, value in stats.items():

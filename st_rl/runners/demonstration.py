@@ -1,9 +1,7 @@
 """Record demonstrations: run a policy on a vectorised environment and write trajectories to disk.
 
-Layout (read back by :class:`~st_rl.storage.rollout_files.rollout_dataset.RolloutDataset`; docs/datasets.md):
-``<save_dir>/metadata.json`` and ``<save_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz`` (frames ``[a, b)`` of
-trajectory ``k``; ``.pickle`` with ``file_format="pickle"``). Each env writes one trajectory directory at a time
-and starts a new one after every done. Files store raw (un-normalised) observations.
+Layout (docs/datasets.md): ``<save_dir>/metadata.json`` and ``<save_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz``
+(frames ``[a, b)`` of trajectory ``k``), raw (un-normalised) observations; a new trajectory after every done.
 """
 
 from __future__ import annotations
@@ -43,7 +41,6 @@ __all__ = ["DemonstrationSaver"]
 
 
 def _belongs_to(normalizer: Any, policy: Any) -> bool:
-    """Whether ``normalizer`` is a module of ``policy`` (a policy that normalises its own observations)."""
     return (
         isinstance(normalizer, nn.Module)
         and isinstance(policy, nn.Module)
@@ -63,20 +60,15 @@ def _check_disassemble_mapping(mapping: dict[str, str] | None, env: EnvAdapter) 
     segments = env.obs_segments
     if segments is None:
         raise ValueError(
-            "obs_disassemble_mapping needs the environment's obs_segments (component layout); this "
-            "environment has none. Drop obs_disassemble_mapping or give the env an obs_segments attribute."
+            "obs_disassemble_mapping needs the env's obs_segments; drop it or give the env them."
         )
     if segments_size(segments) != env.num_obs:
         raise ValueError(
-            f"env.obs_segments adds up to {segments_size(segments)} columns but observations have "
-            f"{env.num_obs}; fix obs_segments before recording per component."
+            f"env.obs_segments adds up to {segments_size(segments)} columns, observations {env.num_obs}"
         )
     for name, kind in mapping.items():
         if name not in segments:
-            raise ValueError(
-                f"obs_disassemble_mapping names component {name!r}, which is not in env.obs_segments "
-                f"{list(segments)}"
-            )
+            raise ValueError(f"obs_disassemble_mapping: {name!r} is not in env.obs_segments {list(segments)}")
         get_compresser(kind)
 
 
@@ -95,33 +87,20 @@ def _apply_normalizer(normalizer: Any, x: torch.Tensor) -> torch.Tensor:
 class DemonstrationSaver:
     """Collect trajectories of ``policy`` acting in ``env`` and save them as a demonstration dataset.
 
-    Collection runs in rounds of ``rollout_storage_length`` steps until at least ``min_timesteps`` frames and
-    ``min_episodes`` finished trajectories are on disk. An existing ``save_dir`` is continued (next free
-    trajectory numbers, totals from ``metadata.json``).
+    Rounds of ``rollout_storage_length`` steps run until ``min_timesteps`` frames and ``min_episodes`` finished
+    trajectories are on disk; an existing ``save_dir`` is continued.
 
     Args:
-        env: a vectorised environment of any API st_rl supports, or an :class:`EnvAdapter`.
-        policy: the demonstrator: ``act_inference(obs)`` (``act(obs)`` when ``demo_by_sample``) and optionally
-            ``reset(dones)``, or a callable ``obs -> actions``.
-        save_dir: dataset directory (created if missing).
-        rollout_storage_length: steps per collection round (the longest file).
-        min_timesteps: stop once at least this many frames are saved ...
-        min_episodes: ... and at least this many trajectories finished (ended by a done and were kept).
-        success_traj_only: delete trajectories that ended by a termination (not a time-out,
-            ``infos["time_outs"]``); one still running when collection stops is kept.
-        use_critic_obs: feed the policy the critic (privileged) observations instead of the actor ones.
-        obs_disassemble_mapping: ``{component: compression type}``: observations are stored per component of
-            ``env.obs_segments`` as ``obs_<component>``, the mapped ones compressed (:mod:`st_rl.utils.data_compresser`).
-        demo_by_sample: sample actions with ``policy.act`` instead of ``policy.act_inference``.
-        obs_normalizer: applied (in eval mode) to the actor observations before a policy that does not
-            normalise them itself; a normaliser inside ``policy`` is not applied twice.
-        critic_obs_normalizer: the same for critic observations (``use_critic_obs``).
-        device: device of the rollout buffers and policy inputs (default: ``env.device`` or CPU).
-        file_format: ``"npz"`` (default; read without unpickling) or ``"pickle"`` (the reference's files).
-
-    Raises:
-        ValueError: bad arguments (unknown components or compression types, no ``obs_segments``...).
-        TypeError: the policy lacks ``act_inference`` / ``act`` and is not callable.
+        env: a vectorised environment of any supported API, or an :class:`EnvAdapter`.
+        policy: ``act_inference(obs)`` (``act(obs)`` when ``demo_by_sample``), optionally ``reset(dones)``, or
+            a callable ``obs -> actions``.
+        success_traj_only: delete trajectories ended by a termination (not ``infos["time_outs"]``).
+        use_critic_obs: feed the policy the critic observations.
+        obs_disassemble_mapping: ``{component: compression type}``: store observations per component of
+            ``env.obs_segments`` as ``obs_<component>``, the mapped ones compressed.
+        obs_normalizer: applied (eval mode) before a policy that does not hold it itself.
+        critic_obs_normalizer: the same for critic observations.
+        file_format: ``"npz"`` (default) or ``"pickle"`` (the reference's files).
     """
 
     def __init__(
@@ -186,22 +165,21 @@ class DemonstrationSaver:
         self._warned_no_timeouts = False
         self._round_start = self._collect_start = time.monotonic()
         self._cpu: dict[str, np.ndarray] = {}
-        self.metadata: dict[str, Any] = self._build_metadata(config=None)
+        self.metadata: dict[str, Any] = self._build_metadata()
+        self._update_metadata_totals()
 
-    # ------------------------------------------------------------------ set-up
-    def _build_metadata(self, config: Any) -> dict[str, Any]:
+    def _build_metadata(self) -> dict[str, Any]:
         env = self.env
         named = isinstance(
             self.policy, (type, types.FunctionType, types.MethodType, types.BuiltinFunctionType)
         )
-        policy_name = self.policy.__qualname__ if named else type(self.policy).__name__
         return {
             "format": DATASET_FORMAT,
             "format_version": DATASET_FORMAT_VERSION,
             "file_format": self.file_format,
-            "config": to_jsonable(config),
+            "config": None,
             "env": type(self.raw_env).__name__,
-            "policy": policy_name,
+            "policy": self.policy.__qualname__ if named else type(self.policy).__name__,
             "rollout_storage_length": self.rollout_storage_length,
             "success_traj_only": self.success_traj_only,
             "min_timesteps": self.min_timesteps,
@@ -215,10 +193,6 @@ class DemonstrationSaver:
             "obs_segments": to_jsonable(env.obs_segments),
             "critic_obs_segments": to_jsonable(env.critic_obs_segments) if env.has_critic_group else None,
             "obs_disassemble_mapping": self.obs_disassemble_mapping,
-            "total_timesteps": 0,
-            "total_trajectories": 0,
-            "discarded_trajectories": 0,
-            "truncated_trajectories": 0,
         }
 
     def _traj_dir(self, traj_idx: int) -> str:
@@ -234,7 +208,7 @@ class DemonstrationSaver:
                 )
 
     def init_traj_handlers(self) -> None:
-        """Assign a trajectory directory to every env, continuing an existing dataset in ``save_dir``."""
+        """Assign a trajectory directory to every env, continuing a dataset in ``save_dir``."""
         os.makedirs(self.save_dir, exist_ok=True)
         existing: dict[int, bool] = {}  # index -> has trajectory files
         for name in os.listdir(self.save_dir):
@@ -242,29 +216,21 @@ class DemonstrationSaver:
             if match and os.path.isdir(os.path.join(self.save_dir, name)):
                 existing[int(match.group(1))] = bool(_traj_files(os.path.join(self.save_dir, name)))
         previous = read_metadata(self.save_dir)
+        if previous is not None:
+            self._check_compatible(previous)
+        prev = previous or {}
         non_empty = [k for k, has in existing.items() if has]
+        files = [f for k in non_empty for f in _traj_files(self._traj_dir(k))]
+        self.total_timesteps = sum(b - a for a, b in map(get_frame_range, files))
+        self.total_traj_completed = int(prev.get("total_trajectories", len(non_empty)))
+        self.total_traj_discarded = int(prev.get("discarded_trajectories", 0))
+        self.total_traj_truncated = int(prev.get("truncated_trajectories", 0))
         if non_empty or previous is not None:
-            if previous is not None:
-                self._check_compatible(previous)
-            frames = sum(
-                b - a
-                for k in non_empty
-                for a, b in (get_frame_range(f) for f in _traj_files(self._traj_dir(k)))
-            )
-            prev = previous or {}
-            self.total_timesteps = int(frames)
-            self.total_traj_completed = int(prev.get("total_trajectories", len(non_empty)))
-            self.total_traj_discarded = int(prev.get("discarded_trajectories", 0))
-            self.total_traj_truncated = int(prev.get("truncated_trajectories", 0))
             print(
                 f"DemonstrationSaver: continuing the dataset in {self.save_dir} ({len(non_empty)} trajectories, "
-                f"{self.total_timesteps} timesteps on disk). The environment configuration must match the "
-                "earlier recording.",
+                f"{self.total_timesteps} timesteps on disk); the environment configuration must match.",
                 flush=True,
             )
-        else:
-            self.total_timesteps = self.total_traj_completed = 0
-            self.total_traj_discarded = self.total_traj_truncated = 0
         self._free_traj_idxs = sorted(k for k, has in existing.items() if not has)
         self._next_traj_idx = max(existing) + 1 if existing else 0
         n = self.env.num_envs
@@ -301,13 +267,12 @@ class DemonstrationSaver:
             self.buffers["privileged_observations"] = torch.zeros(t, n, self.env.num_critic_obs, device=dev)
         self.transition_has_timeouts = False
 
-    # ------------------------------------------------------------------ collection
     def check_stop(self) -> bool:
         """Whether both ``min_timesteps`` and ``min_episodes`` are reached."""
         return self.total_traj_completed >= self.min_episodes and self.total_timesteps >= self.min_timesteps
 
     def get_policy_actions(self) -> torch.Tensor:
-        """The demonstrator's actions for the current observations (normalised as the policy expects)."""
+        """The demonstrator's actions for the current observations."""
         if self.use_critic_obs:
             x = _apply_normalizer(self.critic_obs_normalizer, self.critic_obs)
         else:
@@ -337,7 +302,6 @@ class DemonstrationSaver:
     def build_transition(
         self, step_i: int, actions: torch.Tensor, rewards: torch.Tensor, dones: torch.Tensor, infos: dict
     ) -> None:
-        """Write the current observations, stored actions, rewards and dones at ``step_i``."""
         b = self.buffers
         b["observations"][step_i] = self.obs
         if "privileged_observations" in b:
@@ -347,7 +311,7 @@ class DemonstrationSaver:
         b["dones"][step_i] = dones
 
     def add_transition(self, step_i: int, infos: dict[str, Any]) -> None:
-        """Record the step's time-outs (all False when the environment reports none)."""
+        """Record the step's time-outs (False when the env reports none)."""
         time_outs = infos.get("time_outs")
         if time_outs is None:
             self.buffers["timeouts"][step_i] = False
@@ -363,20 +327,19 @@ class DemonstrationSaver:
             self.buffers["timeouts"][step_i] = time_outs.reshape(-1).to(self.device).bool()
 
     def policy_reset(self, dones: torch.Tensor) -> None:
-        """Reset the memory of finished envs (no host sync: called with the dones mask every step)."""
+        """Reset the memory of finished envs (no host sync)."""
         if isinstance(self.policy, ResettablePolicy):
             self.policy.reset(dones)
 
     @torch.inference_mode()
     def collect_step(self, step_i: int) -> None:
-        """One environment step, recorded at row ``step_i`` of the buffers."""
+        """One env step, recorded at row ``step_i``."""
         actions, rewards, dones, infos, n_obs, n_critic_obs = self.get_transition()
         self.build_transition(step_i, actions, rewards, dones, infos)
         self.add_transition(step_i, infos)
         self.policy_reset(dones)
         self.obs, self.critic_obs = n_obs, n_critic_obs
 
-    # ------------------------------------------------------------------ writing
     def wrap_up_trajectory(self, env_i: int, step_slice: slice) -> dict[str, np.ndarray]:
         """The arrays of one file: rows ``step_slice`` of env ``env_i`` of the current round."""
         data = self._cpu
@@ -411,8 +374,7 @@ class DemonstrationSaver:
         return path
 
     def update_traj_handler(self, env_i: int, step_slice: slice) -> None:
-        """Env ``env_i`` finished a trajectory at the last row of ``step_slice``: keep it (or delete it when
-        ``success_traj_only`` and it terminated) and start a new trajectory directory."""
+        """Env ``env_i``'s trajectory ended at ``step_slice``'s last row: keep or discard it, start a new one."""
         last = step_slice.stop - 1
         terminated = bool(self._cpu["dones"][last, env_i]) and not bool(self._cpu["timeouts"][last, env_i])
         traj_dir = self._traj_dir(self.traj_idxs[env_i])
@@ -429,16 +391,15 @@ class DemonstrationSaver:
         self.traj_idxs[env_i] = self._allocate_traj_idx()
 
     def save_steps(self) -> None:
-        """Write the round's data: each env's rows are split after every done."""
+        """Write the round's data, split after every done."""
         self._cpu = {k: v.cpu().numpy() for k, v in self.buffers.items()}
         bad = np.argwhere(~np.isfinite(self._cpu["actions"]))
         if bad.size:
             step, env_i = (int(v) for v in bad[0][:2])
             self._cpu = {}
             raise ValueError(
-                f"the demonstrator returned NaN/Inf actions (env {env_i}, step {step} of this round of "
-                f"{self.rollout_storage_length}); nothing of this round was written to {self.save_dir}. Fix the "
-                "policy (or its observation normaliser) before recording."
+                f"the demonstrator returned NaN/Inf actions (env {env_i}, step {step} of this round); nothing "
+                f"of this round was written to {self.save_dir}. Fix the policy or its normaliser."
             )
         dones = self._cpu["dones"]
         steps = self.rollout_storage_length
@@ -460,18 +421,13 @@ class DemonstrationSaver:
         self.metadata["truncated_trajectories"] = int(self.total_traj_truncated)
 
     def dump_metadata(self) -> None:
-        """Write ``metadata.json`` (atomically) with the current totals."""
+        """Write ``metadata.json`` atomically."""
         os.makedirs(self.save_dir, exist_ok=True)
         self._update_metadata_totals()
         write_json_atomic(os.path.join(self.save_dir, METADATA_FILE), to_jsonable(self.metadata))
 
-    # ------------------------------------------------------------------ main loop
     def collect_and_save(self, config: Any = None) -> None:
-        """Collect rounds until :meth:`check_stop`, writing files after each round, then :meth:`close`.
-
-        Args:
-            config: anything JSON-friendly describing the recording (stored as ``metadata["config"]``).
-        """
+        """Collect rounds until :meth:`check_stop`, then :meth:`close`; ``config`` goes into the metadata."""
         self.metadata["config"] = to_jsonable(config)
         if not self._started or self._closed:
             self.init_traj_handlers()
@@ -489,7 +445,6 @@ class DemonstrationSaver:
         self.close()
 
     def print_log(self) -> None:
-        """Print the progress of the collection."""
         now = time.monotonic()
         round_time = now - self._round_start
         self._round_start = now
@@ -523,5 +478,5 @@ class DemonstrationSaver:
         try:
             if self._started and not self._closed:
                 self.close()
-        except Exception:  # never raise from a finaliser (nor for an object whose __init__ failed)
+        except Exception:  # never raise from a finaliser
             pass

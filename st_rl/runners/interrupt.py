@@ -1,10 +1,5 @@
-"""Stopping training cleanly on SIGINT / SIGTERM / SIGHUP.
-
-While :meth:`st_rl.runners.OnPolicyRunner.learn` runs in the main thread, the first signal asks it to stop: the
-iteration finishes, a checkpoint is saved and :class:`TrainingInterrupted` is raised; a second signal aborts at
-once. In phases marked with :meth:`InterruptGuard.immediate` or :func:`stop_at_once` (start-up, waiting for
-data) any signal stops at once, with nothing to save.
-"""
+"""Stopping training cleanly on SIGINT / SIGTERM / SIGHUP: the first signal finishes the iteration and saves,
+a second one (or any in an :meth:`InterruptGuard.immediate` phase: start-up, waiting for data) stops at once."""
 
 from __future__ import annotations
 
@@ -21,20 +16,14 @@ __all__ = ["STOP_SIGNALS", "InterruptGuard", "TrainingInterrupted", "stop_at_onc
 STOP_SIGNALS: tuple[int, ...] = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
-"""The signals that stop training: SIGINT, SIGTERM and, where the platform has it (not on Windows), SIGHUP."""
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Training stopped on a signal.
+    """Training stopped on signal ``signum``.
 
     Attributes:
-        checkpoint: the checkpoint saved at the stop (``None`` when nothing was saved: no log directory, or a
-            stop at once).
-        signum: the signal (``signal.SIGINT``, ``signal.SIGTERM`` or ``signal.SIGHUP``).
-        aborted: training stopped at once, without saving: a second signal, or a signal while training started
-            or waited for data (``during`` says which).
-        during: the phase a stop at once interrupted (``"during start-up"``, ``"while waiting for ..."``), or
-            ``None``.
+        checkpoint: the checkpoint saved at the stop, or ``None``.
+        aborted: stopped at once without saving (a second signal, or one in the phase ``during``).
     """
 
     def __init__(
@@ -57,7 +46,7 @@ class TrainingInterrupted(KeyboardInterrupt):
 
     @property
     def exit_code(self) -> int:
-        """The shell's exit code for the signal: 128 + signal number (130 for SIGINT, 143 for SIGTERM)."""
+        """128 + signal number, as a shell reports it."""
         return 128 + self.signum
 
 
@@ -69,8 +58,7 @@ def _signal_name(signum: int) -> str:
 
 
 class _HungUpStream:
-    """A text stream that forwards to another and drops what cannot be written (a terminal that hung up): after
-    SIGHUP, training must still finish its iteration and save although printing fails with ``EIO``."""
+    """Forwards to ``stream``, dropping writes that fail (a hung-up terminal must not stop the final save)."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
@@ -90,7 +78,6 @@ class _HungUpStream:
 
 
 def _tolerate_hang_up() -> None:
-    """Make ``sys.stdout`` / ``sys.stderr`` drop writes that fail (SIGHUP: the terminal is probably gone)."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name, None)
         if stream is not None and not isinstance(stream, _HungUpStream):
@@ -101,15 +88,10 @@ _ACTIVE: list[InterruptGuard] = []  # guards whose handlers are installed (main 
 
 
 class InterruptGuard:
-    """Turns SIGINT, SIGTERM and SIGHUP into a stop request while active (a context manager; main thread only).
+    """Turns stop signals into a stop request while active (a context manager; main thread only).
 
-    The first signal sets :attr:`signum`; a second one (or any inside :meth:`immediate`) restores the previous
-    handlers and raises :class:`TrainingInterrupted` at once. After SIGHUP, ``sys.stdout`` and ``sys.stderr``
-    drop writes that fail, so a hung-up terminal cannot stop the final save.
-
-    Args:
-        signals: the signals to handle (default: :data:`STOP_SIGNALS`).
-        announce: print a note to stderr at the first signal.
+    The first signal sets :attr:`signum`; a second one (or any inside :meth:`immediate`) raises
+    :class:`TrainingInterrupted` at once. ``announce``: print a note to stderr at the first signal.
     """
 
     def __init__(self, signals: tuple[int, ...] = STOP_SIGNALS, announce: bool = True) -> None:
@@ -121,21 +103,18 @@ class InterruptGuard:
 
     @property
     def requested(self) -> bool:
-        """Whether a stop was asked for."""
         return self.signum is not None
 
     @property
     def active(self) -> bool:
-        """Whether the handlers are installed."""
         return bool(self._previous)
 
     def __enter__(self) -> InterruptGuard:
         if threading.current_thread() is threading.main_thread():
             for sig in self.signals:
+                # SIGHUP ignored (nohup): keep going
                 if not (sig == getattr(signal, "SIGHUP", None) and signal.getsignal(sig) is signal.SIG_IGN):
-                    self._previous[sig] = signal.signal(
-                        sig, self.handle
-                    )  # SIGHUP ignored: ``nohup``, keep going
+                    self._previous[sig] = signal.signal(sig, self.handle)
             _ACTIVE.append(self)
         return self
 
@@ -152,14 +131,7 @@ class InterruptGuard:
 
     @contextlib.contextmanager
     def immediate(self, during: str) -> Iterator[None]:
-        """A phase in which a signal (or one asked for before it) stops at once: start-up, or waiting for data.
-
-        Args:
-            during: the phase, for the message (``"during start-up"``, ``"while waiting for ..."``).
-
-        Raises:
-            TrainingInterrupted: a signal arrived (``aborted=True``, ``during`` set).
-        """
+        """A phase (``during``, e.g. ``"during start-up"``) in which a signal, or one before it, stops at once."""
         if self.signum is not None and self.active:
             signum = self.signum
             self.restore()
@@ -171,11 +143,7 @@ class InterruptGuard:
             self._during = outer
 
     def handle(self, signum: int, frame: FrameType | None = None) -> None:
-        """The signal handler: the first call asks for a stop, the second (or any inside :meth:`immediate`) aborts.
-
-        Raises:
-            TrainingInterrupted: at the second signal, or inside :meth:`immediate`.
-        """
+        """The first call asks for a stop; the second (or any inside :meth:`immediate`) raises."""
         if hasattr(signal, "SIGHUP") and signum == signal.SIGHUP:
             _tolerate_hang_up()
         if self._during is not None:
@@ -186,7 +154,6 @@ class InterruptGuard:
             raise TrainingInterrupted(None, signum, aborted=True)
         self.signum = int(signum)
         if self.announce:
-            # a closed or busy stream must not break the stop
             with contextlib.suppress(OSError, RuntimeError, ValueError):
                 sys.stderr.write(
                     f"\n[st-rl] {_signal_name(signum)} received: finishing this iteration, then saving a "
@@ -197,13 +164,7 @@ class InterruptGuard:
 
 @contextlib.contextmanager
 def stop_at_once(during: str) -> Iterator[None]:
-    """Mark a blocking wait of the running :meth:`~st_rl.runners.OnPolicyRunner.learn` (e.g. for data another
-    process writes): a signal in the block, or asked for before it, stops training at once
-    (:meth:`InterruptGuard.immediate`). Outside ``learn()`` the block runs unchanged.
-
-    Args:
-        during: the phase, for the message, e.g. ``"while waiting for the pretrain dataset in data/dagger"``.
-    """
+    """:meth:`InterruptGuard.immediate` of the running ``learn()`` (a no-op outside it), for blocking waits."""
     guard = _ACTIVE[-1] if _ACTIVE and threading.current_thread() is threading.main_thread() else None
     if guard is None:
         yield

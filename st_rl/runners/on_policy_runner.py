@@ -43,23 +43,15 @@ from st_rl.utils.utils import store_code_state, write_run_config
 
 @runtime_checkable
 class PruningTrial(Protocol):
-    """A trial that may stop a run early (an Optuna ``Trial`` is one): :meth:`OnPolicyRunner.learn` reports to
-    it and asks it after every iteration."""
+    """A trial that may stop a run early (e.g. an Optuna ``Trial``), asked after every iteration."""
 
-    def report(self, value: float, step: int) -> None:
-        """Record the objective ``value`` at iteration ``step``."""
-        ...
+    def report(self, value: float, step: int) -> None: ...
 
-    def should_prune(self) -> bool:
-        """Whether to stop training now."""
-        ...
+    def should_prune(self) -> bool: ...
 
 
 class InferencePolicy(nn.Module):
-    """Raw observations in, deterministic actions out (the policy normalises its observations itself).
-
-    ``normalizer`` is applied before the policy; the identity unless given (an external normaliser).
-    """
+    """Raw observations in, deterministic actions out; ``normalizer`` (default: identity) runs first."""
 
     def __init__(self, actor_critic: nn.Module, normalizer: nn.Module | None = None) -> None:
         super().__init__()
@@ -78,7 +70,7 @@ class EpisodeTracker:
     """The training episodes' returns and lengths, gathered to the host once per iteration."""
 
     def __init__(self, steps: int, num_envs: int, device: torch.device) -> None:
-        self.infos: list[dict[str, Any]] = []  # the environment's "episode" / "log" infos of this iteration
+        self.infos: list[dict[str, Any]] = []  # the env's "episode" / "log" infos of this iteration
         self.returns: deque[float] = deque(maxlen=100)
         self.lengths: deque[float] = deque(maxlen=100)
         self.step_rewards: deque[float] = deque(maxlen=2000)
@@ -104,8 +96,12 @@ class EpisodeTracker:
         elif "log" in infos:
             self.infos.append(infos["log"])
 
+    def buffers(self) -> tuple[list[dict[str, Any]], deque[float], deque[float], deque[float]]:
+        """``IterationSummary``'s ``ep_infos``, ``rewbuffer``, ``lenbuffer`` and ``rframebuffer``."""
+        return self.infos, self.returns, self.lengths, self.step_rewards
+
     def gather(self) -> None:
-        """Move the finished episodes and the rewards of steps that did not end one to the host."""
+        """Move finished episodes and the rewards of steps that ended none to the host."""
         self.returns.extend(self._returns[self._done].tolist())
         self.lengths.extend(self._lengths[self._done].tolist())
         self.step_rewards.extend(self._rewards[~self._done][-2000:].tolist())
@@ -130,7 +126,7 @@ class IterationSummary:
 def build_algorithm(
     train_cfg: TrainConfig, adapter: EnvAdapter, num_steps_per_env: int, device: torch.device
 ) -> Any:
-    """The policy (sizes from the environment, recorded in ``train_cfg``) and the algorithm with its storage."""
+    """The policy (sizes recorded in ``train_cfg``) and the algorithm with its storage."""
     alg_cfg = train_cfg.algorithm
     policy_kwargs = resolve_policy_kwargs(adapter, train_cfg.policy)
     fill_missing(train_cfg.policy, policy_kwargs)
@@ -167,9 +163,7 @@ def trial_value(
     lengths: Sequence[float],
 ) -> float:
     """The value :meth:`OnPolicyRunner.learn` reports to its trial (see its ``trial_metric``)."""
-    zero = torch.zeros(())
-    metrics = {name: float(task_metrics.get(name, zero)) for name in returned_metrics}
-    metrics.update({name: float(value) for name, value in task_metrics.items()})
+    metrics = dict.fromkeys(returned_metrics, 0.0) | {name: float(v) for name, v in task_metrics.items()}
     metrics["mean_reward"] = statistics.mean(returns) if returns else float("nan")
     metrics["mean_episode_length"] = statistics.mean(lengths) if lengths else float("nan")
     if trial_metric is None:
@@ -185,13 +179,10 @@ class OnPolicyRunner:
     """Trains an on-policy algorithm (PPO and its presets) on a vectorised environment.
 
     Args:
-        env: an environment of any supported API (legged_gym 5-tuple, rsl_rl 2.x / st_gym 4-tuple, or
-            TensorDict observation groups).
-        train_cfg: flat (st_gym) or nested (legged_gym) training config; it is copied, never mutated.
-        log_dir: where logs, ``config.json`` and ``model_<it>.pt`` go; ``None`` disables writing. The runner
-            locks it against other processes; one holding an earlier run is written only after :meth:`load`
-            (continue) or with the runner config key ``overwrite`` (replace), see docs/configuration.md, "Run
-            directories". :meth:`close` (or a ``with`` block) closes the writer and releases the lock.
+        env: an environment of any supported API.
+        train_cfg: flat (st_gym) or nested (legged_gym) training config; copied, never mutated.
+        log_dir: logs, ``config.json`` and ``model_<it>.pt``; ``None`` disables writing. Locked while in use;
+            an earlier run there is continued after :meth:`load` or replaced with ``overwrite`` (docs/configuration.md).
         device: training device.
     """
 
@@ -202,14 +193,12 @@ class OnPolicyRunner:
         self.cfg: dict[str, Any] = self.train_cfg.runner
         self.policy_cfg = self.train_cfg.policy
         self.alg_cfg = self.train_cfg.algorithm
-        # Under torchrun: join the process group; a CUDA run trains on cuda:<LOCAL_RANK>.
         self.dist, self.device = dist_utils.init_distributed(
             device, float(self.cfg.get("distributed_timeout_s", RUNNER_DEFAULTS.distributed_timeout_s))
         )
         self.log_dir = log_dir
         self.is_main_process = self.dist.is_main
         if self.cfg.get("seed") is not None:
-            # Rank-specific RNG streams; the model is broadcast from rank 0 below.
             ckpt.seed_everything(int(self.cfg["seed"]) + self.dist.rank)
         self.env = env
         self.env_adapter = EnvAdapter(
@@ -221,34 +210,28 @@ class OnPolicyRunner:
         self.num_steps_per_env = int(self.cfg.get("num_steps_per_env", RUNNER_DEFAULTS.num_steps_per_env))
         self.save_interval = int(self.cfg.get("save_interval", RUNNER_DEFAULTS.save_interval))
         self.log_interval = int(self.cfg.get("log_interval", RUNNER_DEFAULTS.log_interval))
-        if self.num_steps_per_env < 1 or self.save_interval < 1 or self.log_interval < 1:
-            raise ValueError("num_steps_per_env, save_interval and log_interval must be >= 1")
         self.alg = build_algorithm(self.train_cfg, self.env_adapter, self.num_steps_per_env, self.device)
         if self.dist.enabled:
             counts = dist_utils.gather_objects((self.env_adapter.num_envs, self.num_steps_per_env))
             if len(set(counts)) != 1:
-                raise ValueError(
-                    f"Every rank must run the same number of environments and steps per iteration; got "
-                    f"(num_envs, num_steps_per_env) per rank = {counts}."
-                )
-            for module in self.alg.modules():  # the policy with its normalisers, and the extensions' modules
+                raise ValueError(f"Every rank must run the same (num_envs, num_steps_per_env); got {counts}.")
+            for module in self.alg.modules():
                 dist_utils.broadcast_module(module)
         self.writer: Writer = NullWriter()
         self.tot_timesteps = 0
         self.tot_time = 0.0
-        self._resumed = False  # set once current_learning_iteration is assigned (load())
+        self._resumed = False
         self._current_learning_iteration = 0
         self.git_status_repos = [st_rl.__file__]
         self.task_metrics: dict[str, torch.Tensor] = {}
         self._writer_initialised = False
-        self._learn_start = (time.perf_counter(), 0)  # when and at which iteration learn() started
+        self._learn_start = (time.perf_counter(), 0)
         self.checkpointer = Checkpointer(self)
         self.overwrite = bool(self.cfg.get("overwrite", False))
         self._run_dir: RunDirectory | None = None
         if self.log_dir is not None and self.is_main_process:
-            # Nothing is written before learn() (or save()): st_gym's and Isaac Lab's train scripts build the
-            # runner, then resume the newest run directory under the log root (load_run=".*"), which must not be
-            # this new, empty one. An earlier run there is written to only after load() or with overwrite.
+            # Nothing is written before learn()/save(): train scripts resume the newest run dir under the log
+            # root after building the runner, which must not be this new, empty one.
             self._run_dir = RunDirectory(self.log_dir)
             check_run_dir(self.log_dir, resume=True)  # another live process writing it: refused now
 
@@ -260,26 +243,19 @@ class OnPolicyRunner:
     @current_learning_iteration.setter
     def current_learning_iteration(self, value: int) -> None:
         self._current_learning_iteration = value
-        self._resumed = True  # load(), or a script restoring progress: an earlier run in log_dir is continued
+        self._resumed = True  # restored progress: an earlier run in log_dir is continued
 
-    # ------------------------------------------------------------------ set-up
     def _claim_run_dir(self) -> None:
-        """Lock ``log_dir`` for writing (see docs/configuration.md, "Run directories"); when it holds an
-        earlier run, continue it (after :meth:`load`), replace it (``overwrite``) or refuse."""
+        """Lock ``log_dir``; an earlier run there is continued, replaced (``overwrite``) or refused."""
         if self._run_dir is None or self._run_dir.claimed:
             return
         self._run_dir.claim(resumed=self._resumed, overwrite=self.overwrite)
-        if not self._run_dir.client_config:  # the caller's own config.json of this run stays as written
+        if not self._run_dir.client_config:  # the caller's own config.json stays as written
             assert self.log_dir is not None
             write_run_config(self.log_dir, self._logged_config())
 
     def init_writer(self, init_at_random_ep_len: bool) -> None:
-        """Create the log writer and optionally randomise the episode lengths.
-
-        Raises:
-            RunDirectoryError: ``log_dir`` holds an earlier run that is neither resumed nor overwritten.
-            RunDirectoryLocked: another process writes ``log_dir``.
-        """
+        """Claim ``log_dir``, create the log writer and optionally randomise the episode lengths."""
         self._claim_run_dir()
         if not self._writer_initialised:
             if self.is_main_process:
@@ -296,16 +272,14 @@ class OnPolicyRunner:
     init_writter = init_writer  # reference name (st_rl/compat.py)
 
     def _logged_config(self) -> dict[str, Any]:
-        """The resolved config (plus the environment's ``cfg``) as given to a writer's ``log_config``."""
+        """The resolved config plus the env's ``cfg`` (read back by the Mutex policy and DaggerSaver)."""
         data = self.train_cfg.to_dict()
         data["runner"].pop("overwrite", None)  # an instruction for this start, not a setting of the run
-        # The env's cfg as plain data: sub-policy runs are read back by the Mutex (action scale) and DaggerSaver.
         env_cfg = getattr(self.env_adapter.env, "cfg", None)
         if env_cfg is not None:
             data["env"] = env_cfg_to_jsonable(env_cfg)
         return data
 
-    # ------------------------------------------------------------------ loop
     def rollout_step(self, obs: torch.Tensor, critic_obs: torch.Tensor, **kwargs: Any):
         """act -> env.step -> process_env_step; returns ``(obs, critic_obs, rewards, dones, infos)``."""
         actions = self.alg.act(obs, critic_obs)
@@ -313,7 +287,7 @@ class OnPolicyRunner:
         try:
             self.alg.process_env_step(rewards, dones, infos, obs, critic_obs)
         except NonFiniteObservationError:
-            self.env_adapter.raise_if_nonfinite()  # the environment returned them: name its observation group
+            self.env_adapter.raise_if_nonfinite()  # names the env's observation group
             raise
         return obs, critic_obs, rewards, dones, infos
 
@@ -329,23 +303,18 @@ class OnPolicyRunner:
         Args:
             num_learning_iterations: iterations to run.
             init_at_random_ep_len: randomise the episode lengths first (not after :meth:`load` restored them).
-            trial: an Optuna-style trial: ``trial.report(value, it)`` after each iteration; training stops
-                early once its ``should_prune()`` (:class:`PruningTrial`) is true.
-            trial_metric: the reported value: a task metric's name (default: the first one, the
-                velocity-tracking RMSD), ``"mean_reward"``, ``"mean_episode_length"``, or a callable taking
-                that dict. NaN values are not reported.
+            trial: a :class:`PruningTrial`: ``trial.report(value, it)`` after each iteration; training stops
+                once ``trial.should_prune()``.
+            trial_metric: the reported value: a task metric's name (default: the first one),
+                ``"mean_reward"``, ``"mean_episode_length"``, or a callable taking that dict. NaN is not reported.
 
         Returns:
-            The environment's velocity-tracking RMSD and cost of transport after the last iteration (zero
-            tensors when it reports none; see :meth:`st_rl.env.EnvAdapter.task_metrics`).
+            The env's velocity-tracking RMSD and cost of transport after the last iteration (0 if not reported).
 
         Raises:
-            TrainingInterrupted: SIGINT, SIGTERM or SIGHUP arrived (main thread only): the iteration was finished,
-                a checkpoint saved (``checkpoint``) and the writers closed. A second signal, or one during
-                start-up or a wait for data, raises it at once without saving (see :mod:`st_rl.runners.interrupt`).
-            RunDirectoryError: ``log_dir`` holds an earlier run that is neither resumed (:meth:`load` first)
-                nor replaced (``overwrite``); nothing was written.
-            RunDirectoryLocked: another live process writes ``log_dir``.
+            TrainingInterrupted: a stop signal arrived: the iteration finished and a checkpoint was saved
+                (:mod:`st_rl.runners.interrupt`).
+            RunDirectoryError: ``log_dir`` holds an earlier run neither resumed nor replaced.
         """
         check_minibatches(self.alg_cfg, self.env_adapter.num_envs, self.num_steps_per_env,
                           self.alg.actor_critic.is_recurrent)  # fmt: skip
@@ -355,7 +324,7 @@ class OnPolicyRunner:
             signum = self._learn_iterations(int(num_learning_iterations), trial, trial_metric, guard)
             path = None if self.log_dir is None else self._model_path(self.current_learning_iteration)
             if path is not None and self.checkpointer.last_saved_iteration != self.current_learning_iteration:
-                self.save(path)  # decided without looking at the file system: every rank must take part
+                self.save(path)  # every rank takes part
             self.writer.flush()
         signum = signum or guard.signum or 0  # or a signal during the last save
         if signum:
@@ -374,12 +343,11 @@ class OnPolicyRunner:
         trial_metric: str | Callable[[dict[str, float]], float] | None,
         guard: InterruptGuard,
     ) -> int:
-        """The loop of :meth:`learn`; returns the signal that stopped it after a whole iteration (0: none)."""
+        """The loop of :meth:`learn`; returns the signal that stopped it (0: none)."""
         with guard.immediate("during start-up"):
             obs, critic_obs, _ = self.env_adapter.get_observations()
         self.train_mode()
-        # The initial observation only feeds the first action; it does not update the policy's observation
-        # statistics, so a run resumed from a checkpoint sees exactly the same updates as an uninterrupted one.
+        # The initial observation does not update the normalisers: a resumed run matches an uninterrupted one.
         episodes = EpisodeTracker(self.num_steps_per_env, self.env_adapter.num_envs, self.device)
         start_iter = self.current_learning_iteration
         tot_iter = start_iter + num_learning_iterations
@@ -392,38 +360,21 @@ class OnPolicyRunner:
             collection_time = watch.lap()
             with torch.no_grad():
                 self.alg.compute_returns(critic_obs)
-            episodes.gather()  # one host sync per iteration for the episode bookkeeping
+            episodes.gather()  # one host sync per iteration
             losses, stats = self.alg.update(it)
             learn_time = watch.lap()
             self.current_learning_iteration = it + 1
             self.evaluation()
             if trial is not None:
-                value = trial_value(
-                    trial_metric,
-                    self.task_metrics,
-                    self.env_adapter.RETURNED_METRICS,
-                    episodes.returns,
-                    episodes.lengths,
-                )
+                metrics, names = self.task_metrics, self.env_adapter.RETURNED_METRICS
+                value = trial_value(trial_metric, metrics, names, episodes.returns, episodes.lengths)
                 if value == value:  # not NaN
                     trial.report(value, it)
             self.tot_timesteps += self.num_steps_per_env * self.env_adapter.num_envs * self.dist.world_size
             self.tot_time += collection_time + learn_time
             if self.is_main_process and (it % self.log_interval == 0 or it == tot_iter - 1):
-                self.log(
-                    IterationSummary(
-                        it=it,
-                        tot_iter=tot_iter,
-                        collection_time=collection_time,
-                        learn_time=learn_time,
-                        losses=losses,
-                        stats=stats,
-                        ep_infos=episodes.infos,
-                        rewbuffer=episodes.returns,
-                        lenbuffer=episodes.lengths,
-                        rframebuffer=episodes.step_rewards,
-                    )
-                )
+                times = (collection_time, learn_time)
+                self.log(IterationSummary(it, tot_iter, *times, losses, stats, *episodes.buffers()))
             episodes.infos.clear()
             if self.log_dir is not None and (it + 1) % self.save_interval == 0:
                 self.save(self._model_path(it + 1))
@@ -439,7 +390,7 @@ class OnPolicyRunner:
     def _rollout(
         self, obs: torch.Tensor, critic_obs: torch.Tensor, episodes: EpisodeTracker
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Collect ``num_steps_per_env`` steps; raises once at its end for non-finite observations."""
+        """Collect ``num_steps_per_env`` steps; raises at the end for non-finite observations."""
         for i in range(self.num_steps_per_env):
             obs, critic_obs, rewards, dones, infos = self.rollout_step(obs, critic_obs)
             episodes.record(i, rewards, dones, infos)
@@ -451,32 +402,23 @@ class OnPolicyRunner:
                 module.raise_if_nonfinite()
         return obs, critic_obs
 
-    # ------------------------------------------------------------------ metrics and logs
     @property
     def metrics_velrmsd(self) -> torch.Tensor:
-        """The last evaluation's velocity-tracking RMSD (the reference's name; 0 when the env reports none)."""
+        """The last evaluation's velocity-tracking RMSD (0 when the env reports none)."""
         return self.env_adapter.returned_metrics(self.task_metrics)[0]
 
     @property
     def metrics_CoT(self) -> torch.Tensor:  # noqa: N802 - the reference's name
-        """The last evaluation's cost of transport (the reference's name; 0 when the env reports none)."""
+        """The last evaluation's cost of transport (0 when the env reports none)."""
         return self.env_adapter.returned_metrics(self.task_metrics)[1]
 
     def evaluation(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Read the environment's task metrics (:meth:`st_rl.env.EnvAdapter.task_metrics`); returns the two
-        that :meth:`learn` returns."""
+        """Read the env's task metrics; returns the two that :meth:`learn` returns."""
         self.task_metrics = self.env_adapter.task_metrics()
         return self.env_adapter.returned_metrics(self.task_metrics)
 
     def log(self, locs: IterationSummary | Mapping[str, Any], width: int = 80, pad: int = 35) -> None:
-        """Write one iteration's scalars to the log writer and print its summary.
-
-        Args:
-            locs: the iteration's values (a mapping with the :class:`IterationSummary` keys is accepted, as the
-                reference passed ``locals()``).
-            width: width of the console block.
-            pad: width of its labels.
-        """
+        """Write one iteration's scalars and print its summary (``locs``: or a mapping of the same keys)."""
         if not isinstance(locs, IterationSummary):
             locs = IterationSummary(**{f.name: locs[f.name] for f in fields(IterationSummary)})
         it, s = locs.it, locs
@@ -500,22 +442,19 @@ class OnPolicyRunner:
             scalars["Perf/gpu_occupied"] = (total - free) / 2**30
         metrics = {name: float(value) for name, value in self.task_metrics.items()}
         scalars.update({f"Eval/{name}": value for name, value in metrics.items()})
-        rows = [
-            (
-                "Computation",
-                f"{fps:.0f} steps/s (collection: {s.collection_time:.3f}s, learning {s.learn_time:.3f}s)",
-            )
-        ]
+        computation = (
+            f"{fps:.0f} steps/s (collection: {s.collection_time:.3f}s, learning {s.learn_time:.3f}s)"
+        )
+        rows = [("Computation", computation)]
         if s.rframebuffer:
             scalars["Train/mean_reward_each_timestep"] = statistics.mean(s.rframebuffer)
             rows.append(("Mean reward per step", f"{scalars['Train/mean_reward_each_timestep']:.4f}"))
-        timed: dict[str, float] = {}  # against the wall-clock seconds of training
+        timed: dict[str, float] = {}  # against training seconds
         if s.rewbuffer:
             mean_rew, mean_len = statistics.mean(s.rewbuffer), statistics.mean(s.lenbuffer)
             scalars["Train/mean_reward"] = timed["Train/mean_reward/time"] = mean_rew
-            scalars["Train/ratio_above_mean_reward"] = sum(r > mean_rew for r in s.rewbuffer) / len(
-                s.rewbuffer
-            )
+            above = sum(r > mean_rew for r in s.rewbuffer)
+            scalars["Train/ratio_above_mean_reward"] = above / len(s.rewbuffer)
             scalars["Train/mean_episode_length"] = timed["Train/mean_episode_length/time"] = mean_len
             rows += [("Mean episode reward", f"{mean_rew:.4f}"), ("Mean episode length", f"{mean_len:.1f}")]
         for key, value in scalars.items():
@@ -539,35 +478,25 @@ class OnPolicyRunner:
             ("ETA", format_duration(remaining)),
         ]
         # A terminal that went away (SIGHUP follows) must not stop training and its final save.
+        block = format_console_block(f"Learning iteration {it + 1}/{s.tot_iter}", rows, width, pad)
         with contextlib.suppress(OSError):
-            print(
-                format_console_block(f"Learning iteration {it + 1}/{s.tot_iter}", rows, width, pad),
-                flush=True,
-            )
+            print(block, flush=True)
 
-    # ------------------------------------------------------------------ persistence
     def save(self, path: str, infos: dict[str, Any] | None = None) -> None:
-        """Write a checkpoint atomically: algorithm state (policy with its normalisers, optimizer, extensions),
-        iteration, infos, RNG and environment state, the policy's rollout hidden state and the config.
+        """Write a checkpoint atomically (algorithm, iteration, infos, RNG, env and rollout state, config).
 
         Raises:
-            NonFiniteCheckpointError: the parameters, normaliser statistics, optimizer state or rollout hidden
-                state hold NaN/Inf. Nothing is written: a file already at ``path`` and the last good checkpoint
-                (named in the message) stay as they were.
+            NonFiniteCheckpointError: a state holds NaN/Inf; nothing is written.
         """
         self.checkpointer.save(path, infos)
 
     def load(self, path: str, load_optimizer: bool = True, map_location: Any = None) -> Any:
-        """Restore a checkpoint; returns its ``infos``.
+        """Restore a checkpoint, all or nothing; returns its ``infos``.
 
-        With ``load_optimizer`` (resuming) the optimizer, RNG and environment states and the policy's rollout
-        hidden state are restored too, so training continues exactly where it stopped. Loading is all or
-        nothing: the whole checkpoint is checked first and a problem leaves the runner as it was.
+        ``load_optimizer`` (resume) also restores the optimizer, RNG, env and rollout states exactly.
 
         Raises:
-            FileNotFoundError: ``path`` does not exist.
-            CheckpointError: the checkpoint is unreadable or does not fit this runner, naming the file and the
-                entry (:class:`~st_rl.utils.checkpoint.NonFiniteCheckpointError` when it holds NaN/Inf).
+            CheckpointError: unreadable, or does not fit this runner (naming the file and the entry).
         """
         infos, it = self.checkpointer.load(path, load_optimizer, map_location)
         self.alg.current_learning_iteration = it
@@ -575,8 +504,7 @@ class OnPolicyRunner:
         return infos
 
     def get_inference_policy(self, device: str | torch.device | None = None) -> InferencePolicy:
-        """Eval-mode policy taking raw observations (the policy's normaliser inside), optionally moved to
-        ``device``."""
+        """Eval-mode policy taking raw observations, optionally moved to ``device``."""
         self.eval_mode()
         if device is not None:
             self.alg.actor_critic.to(device)
@@ -595,8 +523,7 @@ class OnPolicyRunner:
             self._writer_initialised = False
 
     def close(self) -> None:
-        """Close the log writer and release the run directory's lock (idempotent). A later :meth:`learn`
-        opens them again."""
+        """Close the log writer and release the run directory's lock (idempotent)."""
         self._close_writer()
         if self._run_dir is not None:
             self._run_dir.close()
@@ -608,5 +535,5 @@ class OnPolicyRunner:
         self.close()
 
     def add_git_repo_to_log(self, repo_file_path: str) -> None:
-        """Record the git state of another repository in ``<log_dir>/git`` at the first iteration."""
+        """Also record this repository's git state in ``<log_dir>/git``."""
         self.git_status_repos.append(repo_file_path)

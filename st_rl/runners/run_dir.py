@@ -1,8 +1,5 @@
-"""Run directories: one writer at a time, and an earlier run is continued or replaced, never mixed into.
-
-A runner writing a run directory holds its lock file, :data:`LOCK_NAME` (owner's pid and host; ``flock``-ed on
-POSIX, so it is released when the owner dies). See docs/configuration.md, "Run directories".
-"""
+"""Run directories: one writer at a time (lock file :data:`LOCK_NAME`, ``flock``-ed on POSIX); an earlier run
+is continued or replaced, never mixed into (docs/configuration.md, "Run directories")."""
 
 from __future__ import annotations
 
@@ -37,8 +34,6 @@ __all__ = [
 ]
 
 LOCK_NAME = ".st_rl.lock"
-"""The lock file's name inside a run directory."""
-
 # Temporary files of atomic writes: save_checkpoint's of model_*.pt, atomic_write's of config.json.
 _TMP_PATTERNS = (".tmp_model_*", ".config.json*.tmp")
 _HELD: dict[str, RunDirLock] = {}  # run directory (real path) -> the lock this process holds there
@@ -49,13 +44,7 @@ class RunDirectoryError(FileExistsError):
 
 
 class RunDirectoryLocked(RunDirectoryError):
-    """Another live process writes the run directory.
-
-    Attributes:
-        directory: the run directory.
-        pid: the owner's process id (``None`` when the lock file could not be read).
-        host: the owner's host name (``None`` when unknown).
-    """
+    """Another live process writes the run directory (``directory``, owner ``pid`` and ``host``, or None)."""
 
     def __init__(self, directory: str, pid: int | None, host: str | None, detail: str = "") -> None:
         who = f"process {pid}" if pid is not None else "another process"
@@ -69,6 +58,10 @@ class RunDirectoryLocked(RunDirectoryError):
         self.directory, self.pid, self.host = directory, pid, host
 
 
+def _locked(run_dir: str, owner: LockOwner | None, detail: str = "") -> RunDirectoryLocked:
+    return RunDirectoryLocked(run_dir, owner and owner.pid, owner and owner.host, detail)
+
+
 @dataclass(frozen=True)
 class LockOwner:
     """What a lock file says about its owner."""
@@ -78,11 +71,10 @@ class LockOwner:
     started: str = ""
 
     def is_this_process(self) -> bool:
-        """Whether the owner is the calling process."""
         return self.pid == os.getpid() and self.host == socket.gethostname()
 
     def is_alive(self) -> bool:
-        """Whether the owner may still run: ``False`` only for a pid of this host that no longer exists."""
+        """``False`` only for a pid of this host that no longer exists."""
         return self.host != socket.gethostname() or _pid_alive(self.pid)
 
 
@@ -109,7 +101,7 @@ def _parse_owner(text: str) -> LockOwner | None:
 
 
 def read_lock(run_dir: str) -> LockOwner | None:
-    """The owner named by ``run_dir``'s lock file, or ``None`` (no lock file, or one being written)."""
+    """The owner named by ``run_dir``'s lock file, or ``None``."""
     try:
         with open(os.path.join(run_dir, LOCK_NAME), encoding="utf-8") as f:
             return _parse_owner(f.read())
@@ -133,12 +125,7 @@ def _would_block(error: OSError) -> bool:
 
 
 class RunDirLock:
-    """The lock file of one run directory, held by this process (a second :class:`RunDirLock` of this process
-    for the same directory takes it over; another process is refused while the owner lives).
-
-    Args:
-        run_dir: the run directory (created by :meth:`acquire` when missing).
-    """
+    """The lock file of one run directory (another lock of this process for it takes it over)."""
 
     def __init__(self, run_dir: str) -> None:
         self.run_dir = run_dir
@@ -149,15 +136,10 @@ class RunDirLock:
 
     @property
     def held(self) -> bool:
-        """Whether this object holds the lock."""
         return self._fd is not None or (fcntl is None and self._pid is not None)
 
     def acquire(self) -> None:
-        """Take the lock (a no-op when held).
-
-        Raises:
-            RunDirectoryLocked: another live process holds it.
-        """
+        """Take the lock (a no-op when held); RunDirectoryLocked when another live process holds it."""
         if self.held:
             return
         os.makedirs(self.run_dir, exist_ok=True)
@@ -196,9 +178,7 @@ class RunDirLock:
                 os.close(fd)
                 if not same:  # released (removed) by its owner meanwhile: retry
                     continue
-                raise RunDirectoryLocked(
-                    self.run_dir, owner.pid if owner else None, owner.host if owner else None
-                ) from None
+                raise _locked(self.run_dir, owner) from None
             if not self._same_file(fd):  # removed or replaced by its previous owner meanwhile: retry
                 os.close(fd)
                 continue
@@ -207,12 +187,7 @@ class RunDirLock:
                 if owner.is_alive():  # not flock-ed, yet its owner lives (another host, or no flock there)
                     fcntl.flock(fd, fcntl.LOCK_UN)
                     os.close(fd)
-                    raise RunDirectoryLocked(
-                        self.run_dir,
-                        owner.pid,
-                        owner.host,
-                        f"; if that run is over, delete {self.path}",
-                    )
+                    raise _locked(self.run_dir, owner, f"; if that run is over, delete {self.path}")
                 _note(
                     f"took over the stale lock of process {owner.pid}, which no longer runs, in {self.run_dir}"
                 )
@@ -238,9 +213,7 @@ class RunDirLock:
                         _note(f"took over the stale lock of process {owner.pid} in {self.run_dir}")
                     os.unlink(self.path)
                     continue
-                raise RunDirectoryLocked(
-                    self.run_dir, owner.pid if owner else None, owner.host if owner else None
-                ) from None
+                raise _locked(self.run_dir, owner) from None
             self._write_owner(fd)
             os.close(fd)
             return
@@ -283,7 +256,7 @@ def _release_all() -> None:
 
 
 def previous_run_files(run_dir: str) -> list[str]:
-    """The files that mark an earlier run in ``run_dir``: ``config.json`` and ``model_*.pt`` (names, sorted)."""
+    """The names that mark an earlier run in ``run_dir`` (``config.json``, ``model_*.pt``), sorted."""
     if not os.path.isdir(run_dir):
         return []
     names = [os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(run_dir), "model_*.pt"))]
@@ -301,7 +274,6 @@ def _describe(names: list[str]) -> str:
 
 
 def occupied_message(run_dir: str, names: list[str]) -> str:
-    """The one-line error for training into ``run_dir`` holding ``names`` without resuming or replacing it."""
     return (
         f"run directory {run_dir} already holds an earlier run ({_describe(names)}); to continue it, resume: "
         f"st-rl train --resume {run_dir} --log-dir {run_dir} (Python: runner.load(checkpoint) before learn()); "
@@ -311,13 +283,7 @@ def occupied_message(run_dir: str, names: list[str]) -> str:
 
 
 def check_run_dir(run_dir: str, *, resume: bool = False, overwrite: bool = False) -> None:
-    """Check, without writing anything, that training may write ``run_dir`` (``st-rl train`` runs this before
-    it builds the environment).
-
-    Raises:
-        RunDirectoryLocked: another live process holds the directory's lock.
-        RunDirectoryError: it holds an earlier run and neither ``resume`` nor ``overwrite`` is given.
-    """
+    """Check, writing nothing, that training may write ``run_dir`` (RunDirectoryLocked / RunDirectoryError)."""
     if not os.path.isdir(run_dir):
         return
     mine = _HELD.get(os.path.realpath(run_dir))
@@ -329,7 +295,7 @@ def check_run_dir(run_dir: str, *, resume: bool = False, overwrite: bool = False
 
 
 def _check_lock(run_dir: str) -> None:
-    """Raise :class:`RunDirectoryLocked` when another live process holds ``run_dir``'s lock (changes nothing)."""
+    """Raise :class:`RunDirectoryLocked` when another live process holds ``run_dir``'s lock."""
     try:
         fd = os.open(os.path.join(run_dir, LOCK_NAME), os.O_RDONLY)
     except FileNotFoundError:
@@ -347,29 +313,20 @@ def _check_lock(run_dir: str) -> None:
                 flocked = True
     finally:
         os.close(fd)
-    if owner is None:
-        if flocked:
-            raise RunDirectoryLocked(run_dir, None, None)
-        return
-    if owner.is_this_process() or not owner.is_alive():
+    if owner is not None and (owner.is_this_process() or not owner.is_alive()):
         return  # this process's own, or stale: taken over when training starts
-    raise RunDirectoryLocked(
-        run_dir,
-        owner.pid,
-        owner.host,
-        "" if flocked else f"; if that run is over, delete {os.path.join(run_dir, LOCK_NAME)}",
-    )
+    if owner is not None or flocked:
+        detail = "" if flocked else f"; if that run is over, delete {os.path.join(run_dir, LOCK_NAME)}"
+        raise _locked(run_dir, owner, detail)
 
 
 def remove_stale_temporaries(run_dir: str) -> list[str]:
-    """Delete the temporary files that writes killed midway left in ``run_dir`` (checkpoints' ``.tmp_model_*``,
-    ``.config.json*.tmp``); returns their names. Only call this while holding the directory's lock."""
+    """Delete the temporaries of interrupted atomic writes in ``run_dir`` (hold its lock); returns their names."""
     return _remove(run_dir, _TMP_PATTERNS)
 
 
 def clear_previous_run(run_dir: str) -> list[str]:
-    """Delete an earlier run's checkpoints (``model_*.pt``) and TensorBoard event files from ``run_dir``
-    (``overwrite``); ``config.json`` is rewritten by the new run. Returns the deleted names."""
+    """Delete an earlier run's ``model_*.pt`` and TensorBoard files from ``run_dir``; returns their names."""
     return _remove(run_dir, ("model_*.pt", "events.out.tfevents.*"))
 
 
@@ -384,34 +341,19 @@ def _remove(run_dir: str, patterns: tuple[str, ...]) -> list[str]:
 
 
 class RunDirectory:
-    """The run directory of one runner: its lock and the rule for an earlier run found there.
-
-    Args:
-        path: the run directory.
-    """
+    """The run directory of one runner: its lock and the rule for an earlier run found there."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.lock = RunDirLock(path)
         self.claimed = False
         self._owned = False  # claimed once: its files are this runner's own from then on
-        # Held no earlier run when the runner was built: a config.json that appears before the first write is
-        # the client's own, for this run (legged_gym's task registry writes it after building the runner).
+        # Empty at build time: a config.json appearing before the first write is the client's (legged_gym).
         self._fresh = not previous_run_files(path)
-        self.client_config = False  # the config.json found at the claim is the client's: keep it
+        self.client_config = False
 
     def claim(self, *, resumed: bool, overwrite: bool) -> None:
-        """Lock the directory for writing (a no-op when claimed).
-
-        Args:
-            resumed: a checkpoint was loaded: an earlier run here is continued.
-            overwrite: an earlier run here is replaced (its checkpoints and TensorBoard files are deleted);
-                ``resumed`` wins.
-
-        Raises:
-            RunDirectoryLocked: another live process holds the lock.
-            RunDirectoryError: an earlier run is there and neither ``resumed`` nor ``overwrite`` is set.
-        """
+        """Lock the directory; an earlier run is continued (``resumed``), replaced (``overwrite``) or refused."""
         if self.claimed:
             return
         self.lock.acquire()
@@ -431,6 +373,6 @@ class RunDirectory:
         self.claimed = self._owned = True
 
     def close(self) -> None:
-        """Release the lock (idempotent); a later :meth:`claim` takes it again."""
+        """Release the lock (idempotent)."""
         self.claimed = False
         self.lock.release()

@@ -12,18 +12,11 @@ from st_rl.storage.rollout_files.rollout_dataset import rollout_dataset_from_con
 
 
 class TwoStageRunner(OnPolicyRunner):
-    """:class:`OnPolicyRunner` whose first ``pretrain_iterations`` iterations replay a demonstration dataset.
+    """:class:`OnPolicyRunner` whose first ``pretrain_iterations`` iterations (``< 0``: while the data lasts)
+    replay the runner config's ``pretrain_dataset`` (its actions are the labels: the TPPO family).
 
-    While pretraining, each rollout step takes one transition per env from a
-    :class:`~st_rl.storage.rollout_files.rollout_dataset.RolloutDataset` built from the runner config's
-    ``pretrain_dataset`` and hands it to ``alg.collect_transition_from_dataset`` (its actions become the
-    action labels: the TPPO family). When the dataset is exhausted, or once ``current_learning_iteration >=
-    pretrain_iterations`` (``< 0``: as long as the dataset lasts), steps come from the environment again, with
-    a fresh observation and policy memory. ``log_interval`` defaults to 50; dataset statistics are logged as
-    ``Perf/dataset_<key>``.
-
-    The dataset is read at the first rollout step, which may wait for a collector
-    (``pretrain_dataset.wait_for_data_s``; see :class:`RolloutDataset`); a signal stops such a wait at once.
+    Then steps come from the environment, with a fresh observation and policy memory. ``log_interval``
+    defaults to 50; dataset statistics are logged as ``Perf/dataset_<key>``.
     """
 
     def __init__(
@@ -35,13 +28,11 @@ class TwoStageRunner(OnPolicyRunner):
         self.pretrain_iterations = int(self.cfg.get("pretrain_iterations", 0))
         if self.cfg.get("pretrain_dataset") is None:
             raise ValueError(
-                "TwoStageRunner needs 'pretrain_dataset' in the runner config, e.g. "
-                "{'data_dir': 'logs/demos', 'dataset_loops': 1}; record one with DemonstrationSaver."
+                "TwoStageRunner needs 'pretrain_dataset' in the runner config, e.g. {'data_dir': ...}"
             )
         if self.alg.storage is None or not self.alg.storage.has_field("action_labels"):
             raise ValueError(
-                f"TwoStageRunner pretrains with the dataset's actions as labels, which needs an algorithm of the "
-                f"TPPO family (TPPO, EstimatorTPPO); got {type(self.alg).__name__}."
+                f"TwoStageRunner needs a TPPO-family algorithm (action labels); got {type(self.alg).__name__}"
             )
         self.rollout_dataset = rollout_dataset_from_config(
             self.cfg["pretrain_dataset"], self.env_adapter.num_envs, self.device
@@ -51,35 +42,26 @@ class TwoStageRunner(OnPolicyRunner):
         self._dataset_started = False  # the first batch may wait for a collector
 
     def is_pretraining(self) -> bool:
-        """Whether the current iteration still learns from the dataset."""
         return self.pretrain_iterations < 0 or self.current_learning_iteration < self.pretrain_iterations
 
     def _check_dataset_widths(self, transition: Any) -> None:
-        width = transition.observation.shape[-1]
-        if width != self.env_adapter.num_obs:
-            raise ValueError(
-                f"The pretrain dataset's observations have {width} columns but the environment's have "
-                f"{self.env_adapter.num_obs}: record the dataset on the same task/observation layout."
-            )
-        priv = transition.privileged_observation
-        if (
-            self.env_adapter.has_critic_group
-            and priv is not None
-            and priv.shape[-1] != self.env_adapter.num_critic_obs
-        ):
-            raise ValueError(
-                f"The pretrain dataset's privileged observations have {priv.shape[-1]} columns but the "
-                f"environment's critic observations have {self.env_adapter.num_critic_obs}."
-            )
+        env, priv = self.env_adapter, transition.privileged_observation
+        widths = [("observations", transition.observation.shape[-1], env.num_obs)]
+        if env.has_critic_group and priv is not None:
+            widths.append(("privileged observations", priv.shape[-1], env.num_critic_obs))
+        for what, width, expected in widths:
+            if width != expected:
+                raise ValueError(
+                    f"The pretrain dataset's {what} have {width} columns but the environment's have {expected}: "
+                    "record the dataset on the same task/observation layout."
+                )
         self._dataset_checked = True
 
     def rollout_step(self, obs: torch.Tensor, critic_obs: torch.Tensor, **kwargs: Any):
         if self.is_pretraining():
             if self._dataset_started:
                 transition, infos = self.rollout_dataset.get_transition_batch()
-            else:
-                # The first batch scans the data and may wait for a collector: a signal must end the wait,
-                # not ask for an iteration that cannot finish.
+            else:  # the first batch may wait for a collector: a signal ends the wait
                 where = ", ".join(self.rollout_dataset.data_dirs)
                 with stop_at_once(f"while waiting for the pretrain dataset in {where}"):
                     transition, infos = self.rollout_dataset.get_transition_batch()

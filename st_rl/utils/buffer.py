@@ -60,13 +60,10 @@ def buffer_expand(buffer: Any, expand_size: int, dim: int = 0) -> Any:
 
 def buffer_swap(buffer: Any, cursor: int, dim: int = 0) -> Any:
     """Rotate every leaf along ``dim`` so that entry ``cursor`` becomes entry 0 (oldest first in a ring)."""
-
-    def swap(x: Any) -> Any:
-        if isinstance(x, torch.Tensor):
-            return torch.roll(x, shifts=-cursor, dims=dim)
-        return np.roll(x, -cursor, axis=dim)
-
-    return buffer_func(buffer, swap)
+    return buffer_func(
+        buffer,
+        lambda x: torch.roll(x, -cursor, dim) if isinstance(x, torch.Tensor) else np.roll(x, -cursor, dim),
+    )
 
 
 def buffer_to(buffer: Any, device: str | torch.device | None = None, **kwargs: Any) -> Any:

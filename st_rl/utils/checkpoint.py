@@ -7,19 +7,16 @@ import os
 import pickle
 import random
 import re
-import tempfile
 import warnings
 from typing import Any
 
 import numpy as np
 import torch
 
-from st_rl.utils.files import refuse_special_file
+from st_rl.utils.files import atomic_write, refuse_special_file
 
-# 2: the observation normalisers live in the policy (``model_state_dict["actor_obs_normalizer.*"]``); copies
-#    are written as the reference's ``obs_norm_state_dict`` / ``critic_obs_norm_state_dict`` for its tools,
-#    and ``model_state_dict`` wins over them when loading.
-# 1: they were only separate entries (``obs_norm_state_dict``, ``critic_obs_norm_state_dict``), as in rsl_rl 2.x.
+# 2: normaliser statistics in model_state_dict (also copied to the reference's obs_norm_state_dict entries).
+# 1: only in obs_norm_state_dict / critic_obs_norm_state_dict (rsl_rl 2.x).
 CHECKPOINT_FORMAT_VERSION = 2
 _NORMALIZER_ENTRIES = (("obs_norm_state_dict", "actor_obs_normalizer."),
                        ("critic_obs_norm_state_dict", "critic_obs_normalizer."))  # fmt: skip
@@ -30,28 +27,22 @@ class CheckpointError(ValueError):
 
 
 class NonFiniteCheckpointError(CheckpointError):
-    """A checkpoint (being written or read) holds NaN or Inf in its weights or statistics."""
+    """A checkpoint (being written or read) holds NaN or Inf."""
 
 
 class CheckpointWriteError(OSError):
-    """A checkpoint could not be written (disk full, folder not writable, ...); an earlier file at the path is
-    untouched (checkpoints are written to a temporary file renamed once complete).
-
-    Attributes:
-        path: the checkpoint that was being written.
-    """
+    """Checkpoint ``path`` could not be written (disk full, ...); an earlier file there is untouched."""
 
     def __init__(self, path: str, cause: BaseException) -> None:
         detail = _torch_error_detail(cause)
         code = cause.errno if isinstance(cause, OSError) else None
+        why = "check the folder."
         if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
             why = "the disk is full (or your quota is used up)."
         elif code in (errno.EACCES, errno.EPERM, errno.EROFS):
             why = "the folder is not writable."
         elif code is None:  # torch.save's RuntimeError("[enforce fail at inline_container.cc:...]")
             why = "is the disk full?"
-        else:
-            why = "check the folder."
         super().__init__(
             f"cannot write checkpoint {path} ({detail}): {why} Free some space or write elsewhere, then resume "
             "from the last checkpoint saved; that file was not changed (an earlier version of it is intact)."
@@ -60,8 +51,7 @@ class CheckpointWriteError(OSError):
 
 
 def _torch_error_detail(error: BaseException) -> str:
-    """The useful part of a torch / OS error message: its first sentence, without torch's advice (escape
-    codes, "re-run with weights_only=False", "please file an issue", allowlisting globals)."""
+    """The first sentence of a torch / OS error message, without torch's advice."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for i, line in enumerate(lines):  # torch's weights-only unpickler: the reason follows this marker
@@ -80,22 +70,15 @@ def _torch_error_detail(error: BaseException) -> str:
 
 
 def nonfinite_tensors(obj: Any, where: str = "checkpoint") -> list[str]:
-    """Names (``where['key'][0]...``) of the floating-point tensors in ``obj`` holding NaN or Inf.
-
-    ``obj`` is a tensor or nested dicts / lists / tuples of them (anything else is skipped).
-    """
+    """Names (``where['key'][0]...``) of the float tensors in nested dicts / lists ``obj`` holding NaN or Inf."""
     if isinstance(obj, torch.Tensor):
         if (obj.is_floating_point() or obj.is_complex()) and not bool(torch.isfinite(obj).all()):
             return [where]
         return []
-    found: list[str] = []
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            found += nonfinite_tensors(value, f"{where}[{key!r}]")
-    elif isinstance(obj, (list, tuple)):
-        for i, value in enumerate(obj):
-            found += nonfinite_tensors(value, f"{where}[{i}]")
-    return found
+    if not isinstance(obj, (dict, list, tuple)):
+        return []
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+    return [name for key, value in items for name in nonfinite_tensors(value, f"{where}[{key!r}]")]
 
 
 def describe_names(names: list[str], limit: int = 5) -> str:
@@ -108,15 +91,11 @@ def check_weights_only_safe(obj: Any, where: str = "infos") -> None:
     """Raise ``TypeError`` if ``obj`` holds something ``torch.load(weights_only=True)`` cannot read back."""
     if obj is None or isinstance(obj, (bool, int, float, str, torch.Tensor, torch.Size)):
         return
-    if isinstance(obj, dict):
-        for k, v in obj.items():
+    if isinstance(obj, (dict, list, tuple)):
+        for k, v in obj.items() if isinstance(obj, dict) else enumerate(obj):
             if not isinstance(k, (str, int)):
                 raise TypeError(f"{where} has a key of type {type(k).__name__}; use str or int keys.")
             check_weights_only_safe(v, f"{where}[{k!r}]")
-        return
-    if isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            check_weights_only_safe(v, f"{where}[{i}]")
         return
     raise TypeError(
         f"{where} is a {type(obj).__name__}, which a weights-only checkpoint cannot hold; store tensors, "
@@ -125,47 +104,24 @@ def check_weights_only_safe(obj: Any, where: str = "infos") -> None:
 
 
 def save_checkpoint(path: str, state: dict[str, Any]) -> None:
-    """Write ``state`` to ``path`` atomically (temporary file in the same directory, then rename).
-
-    An existing file at ``path`` is replaced only once the new one is completely written.
-
-    Raises:
-        TypeError: ``state`` holds something a weights-only checkpoint cannot hold (nothing is written).
-        CheckpointWriteError: the file could not be written (a full disk, a folder that is not writable);
-            ``path`` is as it was and no temporary file is left.
-    """
+    """Write ``state`` to ``path`` atomically (TypeError for non-weights-only data, else CheckpointWriteError)."""
     check_weights_only_safe(state, "checkpoint")
-    directory = os.path.dirname(os.path.abspath(path))
     try:
         refuse_special_file(path, "checkpoint")
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp_" + os.path.basename(path), dir=directory)
-    except OSError as e:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        # torch.save reports a full disk as RuntimeError("[enforce fail at inline_container.cc:...]")
+        atomic_write(path, lambda f: torch.save(state, f), prefix=".tmp_", suffix="", sync=True)
+    except (OSError, RuntimeError) as e:
         raise CheckpointWriteError(path, e) from e
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        if isinstance(e, (OSError, RuntimeError)) and not isinstance(e, CheckpointWriteError):
-            # torch.save reports a full disk as RuntimeError("[enforce fail at inline_container.cc:...]")
-            raise CheckpointWriteError(path, e) from e
-        raise
 
 
 def load_checkpoint(
     path: str, map_location: Any = None, required: tuple[str, ...] = ("model_state_dict",)
 ) -> dict:
-    """Load a checkpoint with ``torch.load(weights_only=True)``, check its required keys and migrate it to the
-    current format (:func:`migrate_checkpoint`).
+    """Load a weights-only checkpoint, check its ``required`` keys and migrate it to the current format.
 
     Raises:
-        FileNotFoundError: the path does not exist.
-        CheckpointError: the file is not a readable weights-only checkpoint or lacks required keys.
+        CheckpointError: unreadable, not weights-only, or lacking required keys.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Checkpoint not found: {path or repr(path) + ' (an empty path)'}")
@@ -181,17 +137,15 @@ def load_checkpoint(
             else:
                 what = f"it is not a PyTorch checkpoint of plain data ({detail})"
             raise CheckpointError(
-                f"Cannot read checkpoint {path}: {what}. st_rl loads checkpoints as data and never unpickles "
-                "arbitrary Python objects (they could run code): a checkpoint must be a dict of tensors (and "
-                "numbers, strings, lists, dicts). Re-save it as one where it was made, from a source you trust "
-                "(docs/security.md, 'A checkpoint that will not load')."
+                f"Cannot read checkpoint {path}: {what}. st_rl never unpickles arbitrary Python objects (they could "
+                "run code): re-save it as a dict of tensors, numbers, strings, lists and dicts where it was made, "
+                "from a source you trust (docs/security.md, 'A checkpoint that will not load')."
             ) from e
         if os.path.getsize(path) == 0:
             detail = "the file is empty"
         raise CheckpointError(
-            f"Cannot read checkpoint {path}: {detail}. The file is truncated or corrupt "
-            "(an interrupted save, copy or download?) or not a PyTorch checkpoint: copy it again, or use another "
-            "checkpoint of the run."
+            f"Cannot read checkpoint {path}: {detail}. The file is truncated or corrupt (an interrupted save, "
+            "copy or download?) or not a PyTorch checkpoint: copy it again, or use another checkpoint of the run."
         ) from e
     if not isinstance(state, dict):
         raise CheckpointError(f"Checkpoint {path} holds a {type(state).__name__}, expected a dict.")
@@ -204,12 +158,8 @@ def load_checkpoint(
 
 
 def migrate_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint in the current format (a new dict; ``state`` is not modified).
-
-    Format 1 (rsl_rl 2.x) keeps the observation statistics in ``obs_norm_state_dict`` /
-    ``critic_obs_norm_state_dict``; they move into ``model_state_dict`` unless it has them (format 2 writes
-    both). An unused critic normaliser (count 0: no separate critic observations) takes the actor's statistics.
-    """
+    """``state`` in the current format (a new dict): format 1's normaliser entries move into ``model_state_dict``
+    unless it has them; an unused critic normaliser (count 0) takes the actor's statistics."""
     if not any(entry in state for entry, _ in _NORMALIZER_ENTRIES):
         return state
     state = dict(state)
@@ -231,17 +181,16 @@ def _unused(stats: Any) -> bool:
 
 
 def _same_shape(a: Any, b: Any) -> bool:
+    means = [x.get("_mean") if isinstance(x, dict) else None for x in (a, b)]
     return (
-        isinstance(a, dict)
-        and isinstance(b, dict)
-        and isinstance(a.get("_mean"), torch.Tensor)
-        and isinstance(b.get("_mean"), torch.Tensor)
-        and a["_mean"].shape == b["_mean"].shape
+        isinstance(means[0], torch.Tensor)
+        and isinstance(means[1], torch.Tensor)
+        and means[0].shape == means[1].shape
     )
 
 
 def capture_rng_state() -> dict[str, Any]:
-    """The states of the torch (CPU and CUDA), numpy and Python RNGs, in a weights-only-safe form."""
+    """The torch (CPU, CUDA), numpy and Python RNG states, weights-only-safe."""
     np_state: Any = np.random.get_state()
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
@@ -260,7 +209,6 @@ def capture_rng_state() -> dict[str, Any]:
 
 
 def _numpy_state(entry: dict[str, Any]) -> tuple[Any, ...]:
-    """numpy's legacy RNG state from :func:`capture_rng_state`'s ``"numpy"`` entry."""
     keys = entry["keys"].cpu().numpy().astype(np.uint32)
     return ("MT19937", keys, int(entry["pos"]), int(entry["has_gauss"]), float(entry["cached_gaussian"]))
 
@@ -277,33 +225,22 @@ def restore_rng_state(state: dict[str, Any]) -> None:
 
 
 def check_rng_state(state: Any, where: str = "rng_state") -> None:
-    """Raise ``ValueError`` naming the entry if :func:`restore_rng_state` could not restore ``state``.
-
-    Each generator state is tried on a private generator, so the global RNGs are never touched.
-    """
+    """Raise ``ValueError`` naming the entry if :func:`restore_rng_state` could not restore ``state``."""
     if not isinstance(state, dict):
         raise ValueError(f"{where} is a {type(state).__name__}, expected a dict")
     missing = [key for key in ("torch", "numpy", "python") if key not in state]
     if missing:
         raise ValueError(f"{where} lacks {missing}")
-    torch_state = state["torch"]
-    try:
-        if not isinstance(torch_state, torch.Tensor) or torch_state.dtype != torch.uint8:
-            raise TypeError(f"a {type(torch_state).__name__}, expected a uint8 tensor")
-        torch.Generator().set_state(torch_state.cpu())
-    except Exception as e:  # RuntimeError, TypeError ...
-        raise ValueError(f"{where}['torch'] is not a torch RNG state: {first_line(e)}") from e
-    np_state = state["numpy"]
-    try:
-        if not isinstance(np_state, dict) or not isinstance(np_state.get("keys"), torch.Tensor):
-            raise TypeError("expected a dict with 'keys' (tensor), 'pos', 'has_gauss', 'cached_gaussian'")
-        np.random.RandomState().set_state(_numpy_state(np_state))
-    except Exception as e:  # numpy raises ValueError, IndexError, TypeError, KeyError ... for bad states
-        raise ValueError(f"{where}['numpy'] is not a numpy RNG state: {first_line(e)}") from e
-    try:
-        random.Random().setstate((3, tuple(state["python"]), state.get("python_gauss_next")))
-    except Exception as e:  # TypeError, ValueError, OverflowError ...
-        raise ValueError(f"{where}['python'] is not a Python RNG state: {first_line(e)}") from e
+    restorers = {  # each tried on a private generator
+        "torch": lambda s: torch.Generator().set_state(s.cpu()),
+        "numpy": lambda s: np.random.RandomState().set_state(_numpy_state(s)),
+        "python": lambda s: random.Random().setstate((3, tuple(s), state.get("python_gauss_next"))),
+    }
+    for key, restore in restorers.items():
+        try:
+            restore(state[key])
+        except Exception as e:  # each library raises its own kinds for a bad state
+            raise ValueError(f"{where}[{key!r}] is not a {key} RNG state: {first_line(e)}") from e
     cuda = state.get("cuda")
     if cuda is not None and not (
         isinstance(cuda, (list, tuple))
@@ -313,7 +250,7 @@ def check_rng_state(state: Any, where: str = "rng_state") -> None:
 
 
 def first_line(error: BaseException) -> str:
-    """The first line of an exception's message (its class name when empty)."""
+    """The first line of an exception's message (else its class name)."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 

@@ -1,7 +1,5 @@
-"""Checkpoint manipulators: ``(loaded_checkpoint, current_algorithm_state) -> checkpoint``, applied by the
-runner's ``load()`` when the runner config names one (``ckpt_manipulator="replace_encoder0"``), to adapt a
-checkpoint to a changed model; the result is written to the log directory as ``loaded_<iter>_manipulated.pt``.
-"""
+"""Checkpoint manipulators ``(loaded_checkpoint, current_algorithm_state) -> checkpoint``: the runner config's
+``ckpt_manipulator`` adapts a checkpoint to a changed model in ``load()``."""
 
 from __future__ import annotations
 
@@ -12,18 +10,13 @@ from typing import Any
 import torch
 
 from st_rl.registry import refuse_untrusted_import
-from st_rl.utils.checkpoint import CheckpointError
+from st_rl.utils.checkpoint import CheckpointError, first_line
 
 Manipulator = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
 def replace_encoder0(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> dict[str, Any]:
-    """Keep everything from ``src`` except the actor's first encoder (keys under ``encoders.0.``, not
-    ``critic_encoders.0.``), which keeps its fresh weights. The result has no optimizer state.
-
-    Raises:
-        KeyError: a key the current model needs is missing from ``src``.
-    """
+    """Everything from ``src`` but the actor's first encoder (``encoders.0.``), which stays fresh; no optimizer."""
     current: dict[str, torch.Tensor] = algo_state_dict["model_state_dict"]
     source: dict[str, torch.Tensor] = src["model_state_dict"]
     model: dict[str, torch.Tensor] = {}
@@ -44,15 +37,8 @@ def replace_encoder0(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> di
 
 
 def add_amp_discriminator(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> dict[str, Any]:
-    """Start AMP (APPO / ATPPO) from a checkpoint without a discriminator, e.g. a trained PPO policy.
-
-    The policy, critic, normalisers and iteration come from ``src``; the discriminator and AMP normaliser keep
-    their fresh state and the optimizer starts fresh (docs/amp.md, "learn the task first, then add the style").
-
-    Raises:
-        ValueError: ``src`` already has a discriminator (resume it as it is), or the current model has none.
-        KeyError: the policy or critic of ``src`` does not have the current model's parameters.
-    """
+    """Start AMP from a checkpoint without a discriminator (e.g. PPO); the discriminator, AMP normaliser and
+    optimizer start fresh (docs/amp.md)."""
     current: dict[str, torch.Tensor] = algo_state_dict["model_state_dict"]
     source: dict[str, torch.Tensor] = src["model_state_dict"]
     if not any(k.startswith("discriminator.") for k in current):
@@ -61,7 +47,7 @@ def add_amp_discriminator(src: dict[str, Any], algo_state_dict: dict[str, Any]) 
         )
     if any(k.startswith("discriminator.") for k in source):
         raise ValueError(
-            "add_amp_discriminator: the checkpoint already has a discriminator; resume it without a manipulator"
+            "add_amp_discriminator: the checkpoint already has a discriminator; resume it as it is"
         )
     model = {k: (v if k.startswith("discriminator.") else source.get(k)) for k, v in current.items()}
     missing = [k for k, v in model.items() if v is None]
@@ -85,12 +71,7 @@ MANIPULATORS: dict[str, Manipulator] = {
 
 
 def get_manipulator(name: str | Manipulator) -> Manipulator:
-    """A manipulator by name (from this module, or ``"package.module:function"``) or the callable itself.
-
-    Inside :func:`st_rl.utils.config.untrusted_config` (a runner config read back from a run directory or
-    checkpoint) only the names of :data:`MANIPULATORS` resolve: an import path raises
-    :class:`~st_rl.utils.config.UntrustedConfigError` before anything is imported.
-    """
+    """A manipulator by name (:data:`MANIPULATORS`, or ``"package.module:function"`` in a trusted config)."""
     if callable(name):
         return name  # type: ignore[return-value]
     if name in MANIPULATORS:
@@ -101,10 +82,7 @@ def get_manipulator(name: str | Manipulator) -> Manipulator:
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:
-            raise ImportError(
-                f"ckpt_manipulator {name!r}: cannot import {module_name!r} ({e}); put its folder on PYTHONPATH or "
-                "install its package"
-            ) from e
+            raise ImportError(f"ckpt_manipulator {name!r}: cannot import {module_name!r} ({e})") from e
         fn = getattr(module, attr, None)
         if callable(fn):
             return fn  # type: ignore[return-value]
@@ -116,30 +94,19 @@ def get_manipulator(name: str | Manipulator) -> Manipulator:
 def apply_manipulator(
     name: str | Manipulator, state: dict[str, Any], algo_state_dict: dict[str, Any], path: str
 ) -> dict[str, Any]:
-    """Run the manipulator ``name`` (see :func:`get_manipulator`) on the checkpoint ``state`` read from ``path``.
-
-    Raises:
-        CheckpointError: the manipulator raised, or returned something other than a checkpoint dict with a
-            ``model_state_dict`` (the message names the manipulator and the file).
-    """
+    """Run the manipulator ``name`` on ``state`` read from ``path``; CheckpointError if it fails."""
     fn = get_manipulator(name)
     label = name if isinstance(name, str) else getattr(name, "__qualname__", repr(name))
     try:
         out = fn(state, algo_state_dict)
     except (KeyError, ValueError, TypeError) as e:
-        detail = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise CheckpointError(
-            f"checkpoint manipulator {label!r} (runner.ckpt_manipulator) failed on {path}: {detail}"
+            f"checkpoint manipulator {label!r} (runner.ckpt_manipulator) failed on {path}: {first_line(e)}"
         ) from e
     if not isinstance(out, dict) or "model_state_dict" not in out:
-        got = (
-            f"a dict without 'model_state_dict' (keys {sorted(map(str, out))[:8]})"
-            if isinstance(out, dict)
-            else ("None" if out is None else f"a {type(out).__name__}")
-        )
+        got = f"keys {sorted(map(str, out))[:8]}" if isinstance(out, dict) else type(out).__name__
         raise CheckpointError(
             f"checkpoint manipulator {label!r} (runner.ckpt_manipulator) returned {got} for {path}; it must "
-            "return the checkpoint to load, a dict with 'model_state_dict': fix the manipulator, or remove "
-            "ckpt_manipulator from the run's config"
+            "return the checkpoint to load, a dict with 'model_state_dict'"
         )
     return out

@@ -1,14 +1,8 @@
-"""``namedarraytuple``: named tuples of tensors that index and assign across all fields at once.
-
-``x[idx]`` indexes every field (``None`` stays); ``x[idx] = value`` assigns to every field (field by field when
-``value`` has the same structure). The reference's class-free "schema" variants (rlpyt) are here too:
-:class:`NamedTupleSchema` / :class:`NamedArrayTupleSchema` make :class:`NamedTuple` / :class:`NamedArrayTuple`
-objects.
-"""
+"""``namedarraytuple``: named tuples of tensors that index and assign across all fields at once, and the
+reference's class-free schema variants (rlpyt)."""
 
 from __future__ import annotations
 
-import string
 from collections import OrderedDict, namedtuple
 from collections.abc import Iterable
 from inspect import Parameter, Signature
@@ -17,12 +11,18 @@ from typing import Any, TypeVar
 RESERVED_NAMES = ("get", "items")
 
 
+def _check_reserved(fields: tuple[str, ...]) -> None:
+    for name in RESERVED_NAMES:
+        if name in fields:
+            raise ValueError(f"Field name '{name}' is reserved in namedarraytuple")
+
+
 def _index(value: Any, loc: Any) -> Any:
     return None if value is None else value[loc]
 
 
 class _ArrayTupleMethods:
-    """Indexing and assignment across every field: the methods of every namedarraytuple class (marker base)."""
+    """Indexing and assignment across every field (base of every namedarraytuple class)."""
 
     __slots__ = ()
     _fields: tuple[str, ...]
@@ -51,30 +51,19 @@ class _ArrayTupleMethods:
         return key in self._fields
 
     def get(self, index: int) -> Any:
-        """The field at position ``index`` (plain tuple access)."""
         return tuple.__getitem__(self, index)  # type: ignore[arg-type]
 
     def items(self) -> Iterable[tuple[str, Any]]:
-        """``(name, value)`` pairs."""
         yield from zip(self._fields, self)  # type: ignore[call-overload]
 
     def get_leading_dims(self) -> tuple[int, ...]:
-        """Leading dims shared by all fields."""
         return get_leading_dims(self)
 
 
 def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...]) -> type:
-    """Create a namedtuple class whose indexing applies to every field.
-
-    Raises:
-        ValueError: a field is named ``get`` or ``items``.
-    """
-    if isinstance(field_names, str):
-        field_names = field_names.replace(",", " ").split()
-    for name in field_names:
-        if name in RESERVED_NAMES:
-            raise ValueError(f"Field name '{name}' is reserved in namedarraytuple")
-    base = namedtuple(typename, tuple(field_names))  # type: ignore[misc]
+    """A namedtuple class whose indexing applies to every field (not named ``get`` or ``items``)."""
+    base = namedtuple(typename, field_names)  # type: ignore[misc]
+    _check_reserved(base._fields)
     return type(typename, (_ArrayTupleMethods, base), {"__slots__": (), "_is_namedarraytuple": True})
 
 
@@ -87,8 +76,7 @@ def is_namedarraytuple(obj: Any) -> bool:
 
 
 def namedarraytuple_like(example: Any) -> type:
-    """The namedarraytuple class with the same name and fields as ``example`` (a namedtuple or its class, or
-    a schema type or instance)."""
+    """The namedarraytuple class with the name and fields of ``example`` (a namedtuple, its class, or a schema)."""
     if isinstance(example, (NamedTupleSchema, NamedTuple)):
         return namedarraytuple(example._typename, example._fields)
     cls = example if isinstance(example, type) else type(example)
@@ -98,11 +86,7 @@ def namedarraytuple_like(example: Any) -> type:
 
 
 def get_leading_dims(value: Any, n_dim: int | None = None) -> tuple[int, ...]:
-    """Leading dims common to every array of a (nested) tuple.
-
-    Raises:
-        ValueError: a field is ``None`` or there is no array.
-    """
+    """Leading dims common to every array of a (nested) tuple."""
     shapes = []
 
     def collect(v: Any) -> None:
@@ -142,7 +126,7 @@ class AttrDict(dict):
 
 
 def tree_map(fn: Any, value: Any) -> Any:
-    """Apply ``fn`` to every tensor of a nested tuple structure, keeping the structure (``None`` stays)."""
+    """Apply ``fn`` to every leaf of a nested tuple structure (``None`` stays)."""
     if value is None:
         return None
     if isinstance(value, tuple):
@@ -163,7 +147,7 @@ def tree_flatten(value: Any) -> list[Any]:
 
 
 def tree_unflatten(structure: Any, leaves: list[Any]) -> Any:
-    """Rebuild ``structure`` (a nested tuple example) from ``leaves`` in :func:`tree_flatten` order."""
+    """Rebuild ``structure`` from ``leaves`` in :func:`tree_flatten` order."""
     iterator = iter(leaves)
 
     def build(s: Any) -> Any:
@@ -176,16 +160,9 @@ def tree_unflatten(structure: Any, leaves: list[Any]) -> Any:
     return build(structure)
 
 
-# ---------------------------------------------------------------------------------------------- schema types
 class NamedTupleSchema:
-    """Acts like a class returned by ``namedtuple(typename, fields)``, without defining a class.
-
-    ``schema(*values)`` / ``schema._make(values)`` return :class:`NamedTuple` objects (picklable under spawn,
-    since no per-type class exists).
-
-    Raises:
-        ValueError: a field name is not a string, starts with ``_``, or is ``index`` / ``count``.
-    """
+    """Acts like ``namedtuple(typename, fields)`` without defining a class (its :class:`NamedTuple` objects
+    pickle under spawn)."""
 
     _typename: str
     _fields: tuple[str, ...]
@@ -194,19 +171,9 @@ class NamedTupleSchema:
     def __init__(self, typename: str, fields: str | Iterable[str]) -> None:
         if not isinstance(typename, str):
             raise TypeError(f"type name must be string, not {type(typename)}")
-        if isinstance(fields, str):
-            spaces = any(ws in fields for ws in string.whitespace)
-            if spaces and "," in fields:
-                raise ValueError(f"Single string fields={fields} cannot have both spaces and commas.")
-            fields = fields.split() if spaces else fields.split(",")
-        fields = tuple(fields)
-        for field in fields:
-            if not isinstance(field, str):
-                raise ValueError(f"field names must be strings: {field}")
-            if field.startswith("_"):
-                raise ValueError(f"field names cannot start with an underscore: {field}")
-            if field in ("index", "count"):
-                raise ValueError(f"can't name field {field!r}")
+        fields = namedtuple(typename, fields)._fields  # parsed and checked as namedtuple does
+        if {"index", "count"}.intersection(fields):
+            raise ValueError(f"can't name a field 'index' or 'count': {fields}")
         self.__dict__["_typename"] = typename
         self.__dict__["_fields"] = fields
         self.__dict__["_signature"] = Signature(
@@ -253,11 +220,9 @@ class NamedTuple(tuple):
         raise AttributeError(f"can't set attributes of '{type(self).__name__}' instance")
 
     def _make(self, iterable: Iterable[Any]) -> NamedTuple:
-        """A new object of the same typename and fields."""
         return type(self)(self._typename, self._fields, iterable)
 
     def _replace(self, **kwargs: Any) -> NamedTuple:
-        """A copy with the named fields replaced."""
         result = self._make(map(kwargs.pop, self._fields, self))
         if kwargs:
             raise ValueError(f"Got unexpected field names: {list(kwargs)}")
@@ -278,9 +243,7 @@ class NamedArrayTupleSchema(NamedTupleSchema):
 
     def __init__(self, typename: str, fields: str | Iterable[str]) -> None:
         super().__init__(typename, fields)
-        for name in self._fields:
-            if name in RESERVED_NAMES:
-                raise ValueError(f"Disallowed field name: '{name}'")
+        _check_reserved(self._fields)
 
     def _make(self, iterable: Iterable[Any]) -> NamedArrayTuple:
         return NamedArrayTuple(self._typename, self._fields, iterable)

@@ -1,7 +1,5 @@
-"""Lossy compression of observation components for demonstration datasets (numpy arrays or torch tensors).
+"""Lossy compression of observation components in demonstration datasets (``obs_disassemble_mapping``).
 
-``DemonstrationSaver(obs_disassemble_mapping={"forward_depth": "normalized_image"})`` stores a component
-compressed by a registered type (:data:`COMPRESSERS`), and ``RolloutDataset`` decompresses it.
 ``"normalized_image"``: values in ``[0, 1]`` stored as ``uint8`` (round trip error at most ``0.5 / 255``).
 """
 
@@ -45,22 +43,14 @@ COMPRESSERS: dict[str, tuple[CompressFn, CompressFn]] = {
 
 
 def register_compresser(name: str, compress: CompressFn, decompress: CompressFn) -> None:
-    """Add a compression type usable in ``obs_disassemble_mapping``.
-
-    Raises:
-        ValueError: ``name`` is already registered.
-    """
+    """Add a compression type usable in ``obs_disassemble_mapping`` (ValueError if ``name`` is taken)."""
     if name in COMPRESSERS:
         raise ValueError(f"compression type {name!r} is already registered")
     COMPRESSERS[name] = (compress, decompress)
 
 
 def get_compresser(name: str) -> tuple[CompressFn, CompressFn]:
-    """``(compress, decompress)`` of a registered type.
-
-    Raises:
-        ValueError: unknown type (the message lists the registered ones).
-    """
+    """``(compress, decompress)`` of a registered type."""
     try:
         return COMPRESSERS[name]
     except KeyError:

@@ -1,8 +1,4 @@
-"""Multi-process training with ``torch.distributed`` (launched by ``torchrun``).
-
-Each rank steps its own environments; parameters are broadcast from rank 0 at start, gradients, the
-adaptive-KL learning rate, advantage statistics and normaliser moments are reduced over all ranks.
-"""
+"""Multi-process training with ``torch.distributed`` (``torchrun``): each rank steps its own environments."""
 
 from __future__ import annotations
 
@@ -47,7 +43,6 @@ class DistributedInfo:
 
 
 def is_distributed() -> bool:
-    """Whether a process group with more than one rank is active."""
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
@@ -58,12 +53,8 @@ def world_size() -> int:
 def init_distributed(
     device: str | torch.device, timeout_s: float = 600.0
 ) -> tuple[DistributedInfo, torch.device]:
-    """Join the process group described by ``torchrun``'s environment variables, if any; returns the rank
-    information and this rank's device (``cuda:<LOCAL_RANK>`` when a CUDA device was asked for).
-
-    Raises:
-        RuntimeError: a CUDA run with more local ranks than visible GPUs.
-    """
+    """Join ``torchrun``'s process group, if any; returns the rank information and this rank's device
+    (``cuda:<LOCAL_RANK>`` for a CUDA device)."""
     device = torch.device(device)
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size <= 1:
@@ -77,7 +68,6 @@ def init_distributed(
             )
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
-        # Make NCCL timeouts raise instead of hanging (older/newer spellings).
         os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
@@ -88,7 +78,7 @@ def init_distributed(
 
 
 def broadcast_module(module: torch.nn.Module, src: int = 0) -> None:
-    """Copy every parameter and buffer of ``module`` from rank ``src`` to all ranks (in place)."""
+    """Copy every parameter and buffer of ``module`` from rank ``src`` to all ranks."""
     if not is_distributed():
         return
     with torch.no_grad():
@@ -97,12 +87,8 @@ def broadcast_module(module: torch.nn.Module, src: int = 0) -> None:
 
 
 def all_reduce_gradients(parameters: list[torch.nn.Parameter], nonfinite: torch.Tensor | None = None) -> bool:
-    """Average the gradients of ``parameters`` over all ranks with one all-reduce.
-
-    ``nonfinite`` (a 0-d bool/float tensor: this rank's loss was NaN/Inf) travels in the same bucket; the
-    return value says whether **any** rank had a non-finite loss (a host sync, once per optimizer step).
-    Parameters without a gradient contribute zeros, so every rank reduces the same layout.
-    """
+    """Average the gradients over all ranks in one all-reduce; returns whether any rank's ``nonfinite`` flag
+    (this rank's loss was NaN/Inf) is set. Missing gradients count as zeros."""
     flag = torch.zeros(1, device=parameters[0].device) if nonfinite is None else nonfinite.float().reshape(1)
     if not is_distributed():
         return bool(flag.item())
@@ -123,7 +109,7 @@ def all_reduce_gradients(parameters: list[torch.nn.Parameter], nonfinite: torch.
 
 
 def gather_objects(obj: Any) -> list[Any]:
-    """``obj`` of every rank, in rank order (``[obj]`` on one rank)."""
+    """``obj`` of every rank, in rank order."""
     if not is_distributed():
         return [obj]
     out: list[Any] = [None] * dist.get_world_size()
@@ -132,7 +118,7 @@ def gather_objects(obj: Any) -> list[Any]:
 
 
 def max_over_ranks(value: int, device: torch.device) -> int:
-    """The largest ``value`` of all ranks (``value`` on one rank)."""
+    """The largest ``value`` of all ranks."""
     if not is_distributed():
         return value
     flag = torch.tensor([value], dtype=torch.int32, device=device)
@@ -141,7 +127,7 @@ def max_over_ranks(value: int, device: torch.device) -> int:
 
 
 def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
-    """The mean of ``value`` over ranks (returned as a new tensor; identity on one rank)."""
+    """The mean of ``value`` over ranks."""
     if not is_distributed():
         return value
     out = value.detach().clone().float()
@@ -150,7 +136,7 @@ def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
 
 
 def global_mean_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and (Bessel-corrected) standard deviation of ``x`` over all elements of all ranks."""
+    """Mean and (Bessel-corrected) std of ``x`` over all elements of all ranks."""
     if not is_distributed():
         return x.mean(), x.std()
     flat = x.detach().reshape(-1).double()
@@ -165,15 +151,10 @@ def global_mean_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def reduce_moments(
     n_local: int, mean: torch.Tensor, var: torch.Tensor
 ) -> tuple[int, torch.Tensor, torch.Tensor]:
-    """Merge per-rank batch moments (population variance) into those of the joined batch.
-
-    ``n_local`` must be the same on every rank (the runner checks the env counts agree), so the joined
-    count is known on the host without a sync.
-    """
+    """Merge per-rank batch moments (population variance; the same ``n_local`` on every rank)."""
     if not is_distributed():
         return n_local, mean, var
     size = dist.get_world_size()
-    # Sums of x and x^2 in float64 (count-weighted, all ranks have n_local samples).
     packed = torch.cat([mean.double().reshape(-1), (var.double() + mean.double() ** 2).reshape(-1)])
     dist.all_reduce(packed, op=dist.ReduceOp.SUM)
     d = mean.numel()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import math
 import time
@@ -28,23 +29,11 @@ __all__ = [
 
 
 LOGGERS = ("tensorboard", "wandb", "neptune", "none")
-"""The built-in ``logger`` names; a custom writer is a class, ``"pkg.mod:Class"`` or ``{"class_name": ...}``."""
 
 
 def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = None) -> Writer:
-    """Create the writer for ``cfg["logger"]``.
-
-    Args:
-        kind: ``"tensorboard"`` (default), ``"wandb"``, ``"neptune"``, ``"none"``/None, or a custom writer
-            (see :func:`~st_rl.utils.writers.build_custom_writer`).
-        log_dir: run directory; None disables logging (a :class:`NullWriter`).
-        cfg: the runner config (the W&B / Neptune keys are read from it).
-
-    Raises:
-        ValueError: for an unknown logger, or a W&B / Neptune logger without its project.
-        MissingLoggerPackageError: (also a ``ValueError``) the logger's package is not installed.
-        TypeError: a custom writer that cannot be built or has no ``add_scalar``.
-    """
+    """The writer for ``kind``: one of :data:`LOGGERS` or a custom writer (:func:`build_custom_writer`);
+    a :class:`NullWriter` without ``log_dir``. ``cfg``: the runner config (W&B / Neptune keys)."""
     cfg = cfg or {}
     if log_dir is None or kind in ("none", None):
         return NullWriter()
@@ -65,12 +54,8 @@ def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = Non
 
 
 def aggregate_episode_infos(ep_infos: list[dict[str, Any]]) -> dict[str, float]:
-    """Reduce per-step episode dicts to one value per key.
-
-    Keys containing ``_max`` take the NaN-ignoring max, ``_min`` the min, others the NaN-ignoring mean
-    (environments may report NaN for "no episode finished at this step"). Keys without "/" become
-    ``Episode/<key>``; keys with "/" are kept verbatim.
-    """
+    """Reduce per-step episode dicts to one NaN-ignoring value per key: max for keys containing ``_max``, min
+    for ``_min``, else mean. Keys without "/" become ``Episode/<key>``."""
     values: dict[str, list[torch.Tensor]] = {}
     for info in ep_infos:
         for key, val in info.items():
@@ -95,12 +80,7 @@ def aggregate_episode_infos(ep_infos: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def format_duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(round(seconds))
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:d}:{s:02d}"
+    return str(datetime.timedelta(seconds=round(seconds))) if math.isfinite(seconds) else "?"
 
 
 def format_console_block(title: str, rows: Iterable[tuple[str, str]], width: int = 80, pad: int = 35) -> str:
@@ -111,7 +91,7 @@ def format_console_block(title: str, rows: Iterable[tuple[str, str]], width: int
 
 
 class Stopwatch:
-    """Wall-clock timer for collection and learning phases."""
+    """Wall-clock lap timer."""
 
     def __init__(self) -> None:
         self.start = time.perf_counter()

@@ -1,8 +1,5 @@
-"""Mixed precision for the policy's forward passes (``precision="fp32" | "bf16" | "auto"``).
-
-Only the matrix products of the policy's hidden layers run in bfloat16 (:func:`torch.autocast`); outputs,
-parameters, optimizer state, statistics and every loss stay float32, so no loss scaling is needed.
-"""
+"""Mixed precision (``precision="fp32" | "bf16" | "auto"``): only the policy's hidden-layer matrix products
+run in bfloat16; outputs, parameters, statistics and losses stay float32 (no loss scaling)."""
 
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ PRECISIONS = ("fp32", "bf16", "auto")
 
 @cache
 def _cpu_has_fast_bf16() -> bool:
-    """AVX512-BF16 or AMX on this CPU (oneDNN's bfloat16 kernels), read from ``/proc/cpuinfo`` on Linux."""
+    """AVX512-BF16 or AMX on this CPU (Linux ``/proc/cpuinfo``)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             flags = f.read()
@@ -37,12 +34,7 @@ def has_fast_bf16(device: torch.device | str) -> bool:
 
 
 def resolve_precision(precision: str, device: torch.device | str) -> str:
-    """``"fp32"`` or ``"bf16"`` for ``precision`` on ``device``; ``"auto"`` is bf16 where the hardware has a fast
-    bfloat16 path (see :func:`has_fast_bf16`), else fp32.
-
-    Raises:
-        ValueError: unknown ``precision``, or ``"bf16"`` on a device that cannot autocast to bfloat16.
-    """
+    """``"fp32"`` or ``"bf16"`` for ``precision`` on ``device`` (``"auto"``: bf16 where :func:`has_fast_bf16`)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     device = torch.device(device)
@@ -72,5 +64,5 @@ def autocast_enabled(device_type: str) -> bool:
 
 
 def full_precision(x: torch.Tensor) -> torch.Tensor:
-    """``x`` in float32 when it is a half type (the output of an autocast region), else ``x`` unchanged."""
+    """``x`` in float32 when it is a half type, else ``x``."""
     return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x

@@ -8,12 +8,8 @@ from st_rl.utils.writer_base import Writer
 
 
 class TensorBoardWriter(Writer):
-    """``torch.utils.tensorboard.SummaryWriter`` as a :class:`~st_rl.utils.writer_base.Writer` (``logger="tensorboard"``).
-
-    Every other ``SummaryWriter`` method (``add_histogram``, ``add_image``, ...) is reached through this object;
-    the hooks it has no use for (``log_config``: the config is in ``config.json`` beside the event files;
-    ``save_model``; ``save_file``) are the base class's no-ops. TensorBoard is imported when the writer is built.
-    """
+    """``SummaryWriter`` as a :class:`~st_rl.utils.writer_base.Writer` (``logger="tensorboard"``); its other
+    methods (``add_histogram``, ...) are reached through this object."""
 
     def __init__(self, log_dir: str, flush_secs: int = 10, **kwargs: Any) -> None:
         from torch.utils.tensorboard import SummaryWriter
@@ -30,6 +26,6 @@ class TensorBoardWriter(Writer):
         self.summary_writer.close()
 
     def __getattr__(self, name: str) -> Any:
-        if name == "summary_writer":  # not built (yet): no recursion
+        if name == "summary_writer":  # not built yet: no recursion
             raise AttributeError(name)
         return getattr(self.summary_writer, name)

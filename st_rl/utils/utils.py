@@ -1,5 +1,4 @@
-"""General utilities: trajectory padding, git state, checkpoint discovery, run configs, atomic writes; the
-observation layout helpers of :mod:`st_rl.env.layout` at the reference's path."""
+"""Trajectory padding, git state, checkpoint discovery, run configs; :mod:`st_rl.env.layout` at the reference's path."""
 
 from __future__ import annotations
 
@@ -7,9 +6,8 @@ import json
 import os
 import re
 import subprocess
-import tempfile
-from collections.abc import Callable, Iterable
-from typing import IO, Any
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 
@@ -21,7 +19,7 @@ from st_rl.env.layout import (
     segments_size,
     substitute_estimated_state,
 )
-from st_rl.utils.files import read_json, refuse_special_file
+from st_rl.utils.files import atomic_write, read_json
 
 __all__ = [
     "get_checkpoint_path",
@@ -40,13 +38,10 @@ __all__ = [
 def split_and_pad_trajectories(
     tensor: torch.Tensor, dones: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split ``(T, N, ...)`` data at dones into trajectories, zero-padded to length T.
-
-    A trajectory ends after every step where ``dones`` is set, and at the last step. Columns are ordered env
-    by env (all trajectories of env 0 first).
+    """Split ``(T, N, ...)`` data after every done (and the last step) into trajectories, zero-padded to T.
 
     Returns:
-        ``(padded (T, n_traj, ...), masks (T, n_traj) bool)``.
+        ``(padded (T, n_traj, ...), masks (T, n_traj) bool)``, env by env.
     """
     dones = dones.reshape(dones.shape[0], dones.shape[1]).bool().clone()
     dones[-1] = True
@@ -71,8 +66,7 @@ def unpad_trajectories(trajectories: torch.Tensor, masks: torch.Tensor) -> torch
 
 
 def store_code_state(logdir: str, repositories: Iterable[str]) -> list[str]:
-    """Write ``<logdir>/git/<repo>.diff`` (git status and diff) once per repository (paths outside a git
-    repository are skipped); returns the files written or already present."""
+    """Write ``<logdir>/git/<repo>.diff`` (commit, status, diff) once per git repository; returns the files."""
     git_dir = os.path.join(logdir, "git")
     os.makedirs(git_dir, exist_ok=True)
     written: list[str] = []
@@ -106,12 +100,8 @@ _MODEL_RE = re.compile(r"model_(\d+)\.pt$")
 
 
 def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | int = "model_.*.pt") -> str:
-    """Find a checkpoint: the newest run directory matching ``load_run``, then the highest-numbered
-    ``model_<it>.pt`` matching ``checkpoint`` (or ``model_<checkpoint>.pt`` for an int).
-
-    Raises:
-        FileNotFoundError: naming what was searched.
-    """
+    """The highest-numbered ``model_<it>.pt`` matching ``checkpoint`` (``model_<checkpoint>.pt`` for an int) of
+    the newest run directory matching ``load_run``; FileNotFoundError naming what was searched."""
     if os.path.isfile(log_root):
         return log_root
     if not os.path.isdir(log_root):
@@ -136,13 +126,13 @@ def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | i
         if not os.path.isfile(path):
             raise FileNotFoundError(f"No checkpoint {path}")
         return path
-    newest = _newest_model(run_dir, checkpoint)
+    newest = latest_checkpoint(run_dir, checkpoint)
     if newest is None:
         raise FileNotFoundError(f"No checkpoint matching '{checkpoint}' in {run_dir}")
     return newest
 
 
-def _newest_model(run_dir: str, pattern: str = r"model_\d+\.pt") -> str | None:
+def latest_checkpoint(run_dir: str, pattern: str = r"model_\d+\.pt") -> str | None:
     """The highest-numbered ``model_<it>.pt`` of ``run_dir`` whose name matches ``pattern``, else None."""
     numbers = {}
     for name in os.listdir(run_dir) if os.path.isdir(run_dir) else ():
@@ -152,17 +142,8 @@ def _newest_model(run_dir: str, pattern: str = r"model_\d+\.pt") -> str | None:
     return os.path.join(run_dir, max(numbers, key=numbers.__getitem__)) if numbers else None
 
 
-def latest_checkpoint(run_dir: str) -> str | None:
-    """The highest-numbered ``model_<it>.pt`` in ``run_dir``, or ``None`` when there is none."""
-    return _newest_model(run_dir)
-
-
 def read_run_config(run_dir: str) -> dict:
-    """The ``config.json`` a training run wrote into its log directory (runner, policy, algorithm, env).
-
-    Raises:
-        FileNotFoundError: when ``run_dir`` has no ``config.json`` (it must be a training log directory).
-    """
+    """The ``config.json`` a training run wrote into its log directory."""
     path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(
@@ -172,29 +153,7 @@ def read_run_config(run_dir: str) -> dict:
     return read_json(path, "run config", "restore it from the run's checkpoint or delete the run directory")
 
 
-def atomic_write(path: str, write: Callable[[IO[Any]], None], mode: str = "wb") -> None:
-    """Write a file atomically: ``write(f)`` fills a temporary file in the same directory, which then
-    replaces ``path``; on any error the temporary file is removed and ``path`` is untouched.
-
-    Raises:
-        OSError: ``path`` is a folder, a device, FIFO or socket (it is never replaced).
-    """
-    refuse_special_file(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path), suffix=".tmp", dir=directory)
-    try:
-        encoding = None if "b" in mode else "utf-8"
-        with open(fd, mode, encoding=encoding) as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 def write_json_atomic(path: str, data: Any) -> None:
-    """Write ``data`` as indented JSON atomically."""
     atomic_write(path, lambda f: json.dump(data, f, indent=2), mode="w")
 
 

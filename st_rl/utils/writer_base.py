@@ -1,4 +1,4 @@
-"""The writer interface the runner logs to (kept apart from the backends so that they import no logger)."""
+"""The writer interface the runner logs to (apart from the backends, so that they import no logger)."""
 
 from __future__ import annotations
 
@@ -16,19 +16,13 @@ class ScalarWriter(Protocol):
 
 
 class Writer:
-    """Base of the writers the runner logs to: ``add_scalar`` and the optional hooks (no-ops here) that a
-    backend overrides where it supports them."""
+    """Base of the runner's writers: ``add_scalar`` (required) and optional hooks, no-ops here."""
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
-        """Record one scalar (required).
-
-        Raises:
-            NotImplementedError: the subclass does not implement it.
-        """
         raise NotImplementedError(f"{type(self).__name__} must implement add_scalar(tag, value, step)")
 
     def log_config(self, cfg: dict[str, Any]) -> None:
-        """Record the resolved training config; called once, when the writer is created."""
+        """Record the resolved training config (once, when the writer is created)."""
 
     def save_model(self, path: str, it: int) -> None:
         """Record the checkpoint ``path`` written at iteration ``it`` (e.g. upload it)."""
@@ -37,10 +31,10 @@ class Writer:
         """Attach a file (a play video, a plot) to the run."""
 
     def flush(self) -> None:
-        """Write out what is buffered."""
+        pass
 
     def close(self) -> None:
-        """Flush and release the backend; the writer is not used afterwards."""
+        pass
 
 
 class NullWriter(Writer):

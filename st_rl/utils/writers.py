@@ -1,12 +1,9 @@
-"""Experiment-tracking writers (Weights & Biases, Neptune) and user-defined writers.
-
-W&B and Neptune writers also write TensorBoard files, import their library when built and start the remote run
-on first use; the run is recorded in ``<log_dir>/logger_run.json`` for :func:`attach_files_to_run`.
-"""
+"""Experiment-tracking writers (Weights & Biases, Neptune; also TensorBoard files) and user-defined writers."""
 
 from __future__ import annotations
 
 import abc
+import contextlib
 import importlib
 import inspect
 import json
@@ -19,20 +16,18 @@ from st_rl.registry import resolve_class
 from st_rl.utils.files import read_json
 from st_rl.utils.writer_base import Writer
 
-RUN_INFO_FILE = "logger_run.json"
-"""Written into the run directory when a W&B or Neptune run starts: backend, project, mode and run id."""
+RUN_INFO_FILE = "logger_run.json"  # the W&B / Neptune run of a run directory, for attach_files_to_run
 
 _MEDIA_VIDEO = (".mp4", ".gif", ".webm")
 _MEDIA_IMAGE = (".png", ".jpg", ".jpeg")
 
 
 class MissingLoggerPackageError(ImportError, ValueError):
-    """The package a logger needs is not installed (also a ``ValueError``, as ``make_writer`` documents)."""
+    """The package a logger needs is not installed."""
 
 
 def import_optional(module: str, extra: str, feature: str | None = None) -> Any:
-    """Import ``module`` or raise :class:`MissingLoggerPackageError` naming the st-rl ``extra`` that installs
-    it and the ``feature`` that needs it (default: ``logger='<extra>'``)."""
+    """Import ``module`` or raise :class:`MissingLoggerPackageError` naming the st-rl ``extra`` to install."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
@@ -44,12 +39,8 @@ def import_optional(module: str, extra: str, feature: str | None = None) -> Any:
 
 
 class TrackingWriter(Writer, abc.ABC):
-    """Base of the W&B and Neptune writers: local TensorBoard files plus a lazily started remote run.
-
-    Args:
-        log_dir: run directory (TensorBoard files, ``logger_run.json``).
-        tensorboard: also write TensorBoard event files into ``log_dir``.
-    """
+    """Base of the W&B and Neptune writers: TensorBoard files (``tensorboard``) plus a remote run started on
+    first use and recorded in ``<log_dir>/logger_run.json``."""
 
     backend = ""
 
@@ -75,11 +66,9 @@ class TrackingWriter(Writer, abc.ABC):
 
     @property
     def started(self) -> bool:
-        """Whether the remote run has been started."""
         return self._run is not None
 
     def run_info(self) -> dict[str, Any]:
-        """What :func:`attach_files_to_run` needs to find the run again (written to ``logger_run.json``)."""
         return {"logger": self.backend}
 
     def _write_run_info(self) -> None:
@@ -88,26 +77,22 @@ class TrackingWriter(Writer, abc.ABC):
             json.dump(self.run_info(), f, indent=2)
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
-        """Log one scalar (TensorBoard file and remote run)."""
         value = float(scalar_value)
         if self._tb is not None:
             self._tb.add_scalar(tag, value, global_step)
         self._log_scalar(self.run, tag, value, global_step)
 
     def log_config(self, cfg: dict[str, Any]) -> None:
-        """Record the training config in the run."""
         self._log_config(self.run, cfg)
 
     def save_model(self, path: str, it: int) -> None:
-        """Upload the checkpoint ``path`` written at iteration ``it``."""
         self._upload(self.run, path, f"model_{it}", kind="model")
 
     def save_file(self, path: str, name: str | None = None) -> None:
-        """Upload any file (videos and images are also shown as media)."""
+        """Upload any file (videos and images also as media)."""
         self._upload(self.run, path, name or os.path.basename(path), kind="file")
 
     def flush(self) -> None:
-        """Flush the TensorBoard file and push buffered data to the service."""
         if self._tb is not None:
             self._tb.flush()
         if self._run is not None:
@@ -136,24 +121,17 @@ class TrackingWriter(Writer, abc.ABC):
     def _upload(self, run: Any, path: str, name: str, kind: str) -> None: ...
 
     def _flush_remote(self, run: Any) -> None:  # noqa: B027 - optional hook, no-op by default
-        """Push buffered data to the service (optional)."""
+        pass
 
     @abc.abstractmethod
     def _finish(self, run: Any) -> None: ...
 
 
 class WandbWriter(TrackingWriter):
-    """Weights & Biases writer (``logger="wandb"``); scalars are logged against a ``global_step`` metric.
+    """Weights & Biases writer (``logger="wandb"``), scalars against a ``global_step`` metric.
 
-    Args:
-        log_dir: run directory; W&B files go to ``<log_dir>/wandb`` unless ``WANDB_DIR`` is set.
-        cfg: runner config: ``wandb_project`` (required, or ``WANDB_PROJECT``), ``wandb_entity``,
-            ``wandb_mode`` (default ``WANDB_MODE`` or online), ``wandb_run_id`` (continue it), ``run_name``.
-        tensorboard: also write TensorBoard event files into ``log_dir``.
-
-    Raises:
-        MissingLoggerPackageError: wandb is not installed.
-        ValueError: no project is configured.
+    ``cfg`` keys: ``wandb_project`` (required, or ``WANDB_PROJECT``), ``wandb_entity``, ``wandb_mode``,
+    ``wandb_run_id`` (continue it), ``run_name``. Files go to ``<log_dir>/wandb`` unless ``WANDB_DIR`` is set.
     """
 
     backend = "wandb"
@@ -176,13 +154,10 @@ class WandbWriter(TrackingWriter):
         super().__init__(log_dir, tensorboard)
 
     def _init_run(self) -> Any:
-        kwargs: dict[str, Any] = {"project": self.project, "name": self.run_name}
+        kwargs = {"project": self.project, "name": self.run_name, "entity": self.entity, "mode": self.mode}
+        kwargs = {key: value for key, value in kwargs.items() if value}
         if not os.environ.get("WANDB_DIR"):
             kwargs["dir"] = self.log_dir
-        if self.entity:
-            kwargs["entity"] = self.entity
-        if self.mode:
-            kwargs["mode"] = self.mode
         if self.run_id:
             kwargs.update(id=self.run_id, resume="allow")
         run = self.wandb.init(**kwargs)
@@ -235,18 +210,10 @@ class WandbWriter(TrackingWriter):
 
 
 class NeptuneWriter(TrackingWriter):
-    """Neptune writer (``logger="neptune"``; the ``neptune`` 1.x client; token from ``NEPTUNE_API_TOKEN``).
+    """Neptune 1.x writer (``logger="neptune"``; token from ``NEPTUNE_API_TOKEN``).
 
-    Args:
-        log_dir: run directory.
-        cfg: runner config: ``neptune_project`` (or ``NEPTUNE_PROJECT``; required unless the mode is
-            ``"offline"`` or ``"debug"``), ``neptune_mode`` (default ``NEPTUNE_MODE`` or async),
-            ``neptune_run_id`` (continue it), ``run_name``.
-        tensorboard: also write TensorBoard event files into ``log_dir``.
-
-    Raises:
-        MissingLoggerPackageError: neptune is not installed.
-        ValueError: no project is configured for an online mode.
+    ``cfg`` keys: ``neptune_project`` (or ``NEPTUNE_PROJECT``; required unless the mode is offline or debug),
+    ``neptune_mode``, ``neptune_run_id`` (continue it), ``run_name``.
     """
 
     backend = "neptune"
@@ -266,20 +233,14 @@ class NeptuneWriter(TrackingWriter):
         super().__init__(log_dir, tensorboard)
 
     def _init_run(self) -> Any:
-        kwargs: dict[str, Any] = {"project": self.project, "name": self.run_name}
-        if self.mode:
-            kwargs["mode"] = self.mode
-        if self.run_id:
-            kwargs["with_id"] = self.run_id
-        return self.neptune.init_run(**kwargs)
+        kwargs = {"project": self.project, "name": self.run_name, "mode": self.mode, "with_id": self.run_id}
+        return self.neptune.init_run(**{key: value for key, value in kwargs.items() if value})
 
     def run_info(self) -> dict[str, Any]:
         run_id = None
         if self._run is not None and self.mode != "offline":  # offline runs have no id before syncing
-            try:
+            with contextlib.suppress(Exception):  # the id is only a convenience for later uploads
                 run_id = self._run["sys/id"].fetch()
-            except Exception:  # noqa: BLE001 - the id is only a convenience for later uploads
-                run_id = None
         return {
             "logger": "neptune",
             "neptune_project": self.project,
@@ -312,7 +273,7 @@ class NeptuneWriter(TrackingWriter):
 
 class CustomWriter(Writer):
     """A user's writer (any object with ``add_scalar``) as a :class:`~st_rl.utils.writer_base.Writer`: each hook
-    calls the user's method of that name where it has one; other attributes are read from the user's writer."""
+    calls the user's method of that name where it has one."""
 
     def __init__(self, writer: Any) -> None:
         self.writer = writer
@@ -347,18 +308,8 @@ class CustomWriter(Writer):
 
 
 def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:
-    """Build a user-defined writer: ``MyWriter(log_dir=log_dir, cfg=cfg, **kwargs)``, wrapped in a
-    :class:`CustomWriter` unless it is a :class:`~st_rl.utils.writer_base.Writer`.
-
-    Args:
-        spec: a class, ``"package.module:Class"``, or ``{"class_name": <class or string>, **kwargs}``.
-        log_dir: run directory.
-        cfg: the runner config.
-
-    Raises:
-        ValueError: the class cannot be resolved.
-        TypeError: it cannot be built with these arguments or has no ``add_scalar``.
-    """
+    """``cls(log_dir=log_dir, cfg=cfg, **kwargs)`` for ``spec`` a class, ``"package.module:Class"`` or
+    ``{"class_name": ..., **kwargs}``, wrapped in a :class:`CustomWriter` unless it is a ``Writer``."""
     kwargs: dict[str, Any] = {}
     if isinstance(spec, dict):
         kwargs = {k: v for k, v in spec.items() if k != "class_name"}
@@ -384,7 +335,7 @@ def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:
 
 
 def read_run_info(run_dir: str) -> dict[str, Any] | None:
-    """The ``logger_run.json`` of a run directory, or None when the run used no W&B/Neptune logger."""
+    """The ``logger_run.json`` of a run directory, or None."""
     path = os.path.join(run_dir, RUN_INFO_FILE)
     if not os.path.isfile(path):
         return None
@@ -392,24 +343,16 @@ def read_run_info(run_dir: str) -> dict[str, Any] | None:
 
 
 def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: bool = False) -> str | None:
-    """Upload files (a play video, a plot) to the W&B or Neptune run that trained ``run_dir``.
-
-    ``None`` entries of ``files`` are skipped. Returns the backend name, or None when there was nothing to
-    attach to.
-
-    Raises:
-        ValueError: ``required`` and the run has no W&B/Neptune run recorded.
-    """
+    """Upload ``files`` (None skipped) to the W&B or Neptune run that trained ``run_dir``; returns the backend
+    name, or None (ValueError if ``required``) when there is nothing to attach to."""
     info = read_run_info(run_dir)
     paths = [p for p in files if p]
-    if info is None:
-        if required:
-            raise ValueError(
-                f"{run_dir} has no {RUN_INFO_FILE}: the run was not logged with logger='wandb' or "
-                "'neptune', so there is no run to attach files to. Drop --upload."
-            )
-        return None
-    if not paths:
+    if info is None and required:
+        raise ValueError(
+            f"{run_dir} has no {RUN_INFO_FILE}: the run was not logged with logger='wandb' or "
+            "'neptune', so there is no run to attach files to. Drop --upload."
+        )
+    if info is None or not paths:
         return None
     backend = info.get("logger")
     cls: type[TrackingWriter] | None = {"wandb": WandbWriter, "neptune": NeptuneWriter}.get(str(backend))
