@@ -194,7 +194,9 @@ def summarize(counts: Counts) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", default="ActorCritic", help="st_rl policy class (ActorCriticRecurrent too)")
+    parser.add_argument(
+        "--policy", default="ActorCritic", help="st_rl policy class (ActorCriticRecurrent too)"
+    )
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--num-envs", type=int, default=256, help="op counts do not depend on it")
     parser.add_argument("--top", type=int, default=0, help="also list the most frequent ops of each update")
@@ -216,7 +218,9 @@ def main() -> None:
             f"({s['minibatch_kernels']:.1f}) | {s['step_syncs']} | {s['update_syncs']} |"
         )
     for label, counts in rows if args.top else []:
-        top = ", ".join(f"{k.replace('aten::', '')} {v}" for k, v in counts["update"][0].most_common(args.top))
+        top = ", ".join(
+            f"{k.replace('aten::', '')} {v}" for k, v in counts["update"][0].most_common(args.top)
+        )
         print(f"{label} update: {top}; host syncs: {dict(counts['update'][1])}")
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
+import operator
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -390,28 +392,38 @@ class PPO(RolloutCollector):
             else storage.mini_batch_generator
         )
         optimizers, clip_groups, params = self._optimizers(), self._grad_clip_groups(), self._trainable
-        self.guard.begin(params, optimizers, self.current_learning_iteration)
-        zeros = torch.zeros((), device=self.device)
-        sums: dict[str, torch.Tensor] = {}
+        self.guard.begin(
+            params,
+            optimizers,
+            self.current_learning_iteration,
+            self.num_learning_epochs * self.num_mini_batches,
+        )
+        weights: dict[str, float] = {}
         num_updates = 0
         for minibatch in batches(self.num_mini_batches, self.num_learning_epochs):
             for ext in self._ordered:
                 minibatch = ext.transform_minibatch(minibatch)
             losses, _, stats = self.compute_losses(minibatch)
-            loss = sum((self.loss_weight(name) * value for name, value in losses.items()), zeros)
-            logged = {**{f"l/{k}": v for k, v in losses.items()}, "l/total_loss": loss}
-            for name, value in {**logged, **{f"s/{k}": v for k, v in stats.items()}}.items():
-                sums[name] = sums.get(name, zeros) + value.detach()
+            weights = weights or {name: self.loss_weight(name) for name in losses}
+            terms = [
+                value if weights[name] == 1.0 else weights[name] * value for name, value in losses.items()
+            ]
+            loss = functools.reduce(operator.add, terms) if terms else torch.zeros((), device=self.device)
+            self.guard.record(
+                num_updates,
+                {**{f"l/{k}": v for k, v in losses.items()}, "l/total_loss": loss}
+                | {f"s/{k}": v for k, v in stats.items()},
+            )
             for optimizer in optimizers:
                 optimizer.zero_grad(set_to_none=True)
-            self.guard.backward(loss, losses, num_updates)
+            self.guard.backward(loss, losses)
             if self.max_grad_norm is not None:
                 for group in clip_groups:
                     nn.utils.clip_grad_norm_(group, self.max_grad_norm)
             for optimizer in optimizers:
                 optimizer.step()
             num_updates += 1
-        host = self.guard.finish({k: v / max(num_updates, 1) for k, v in sums.items()}, num_updates)
+        host = self.guard.finish(num_updates)
         self._after_update()
         stats_out = {k[2:]: v for k, v in host.items() if k.startswith("s/")}
         for ext in self._ordered:
