@@ -11,7 +11,8 @@ width, so a small CPU run predicts the GPU's launch count. This script counts, w
 - **host syncs**: reads of a device tensor's values on the host (``.item()``, ``.tolist()``, ``.cpu()``,
   ``bool(tensor)``, ...), each a wait for the device on CUDA. On the CPU every tensor is a host tensor, so the
   counter tells device tensors from host copies: what a host read returns, and what is computed only from host
-  copies, is a host tensor; reading it again is free.
+  copies, is a host tensor; reading it again is free. Ops whose output size depends on the data
+  (``nonzero``, boolean-mask indexing, ``masked_select``) wait for the device too and are counted with them.
 
 st_rl runs with the options its CUDA path turns on (``sync_free`` update checks; ``--precision`` bf16
 adds the autocast casts); rsl_rl (rsl-rl-lib 5.x, the ``bench`` extra) runs the same PPO settings.
@@ -41,6 +42,13 @@ from bench_vs_rsl_rl import PPO_CFG, RunSpec, _rsl_rl_env, rsl_rl_train_cfg, st_
 from st_rl.runners import OnPolicyRunner  # noqa: E402
 from st_rl.tasks import make_env  # noqa: E402
 
+DATA_DEPENDENT = {
+    "aten::nonzero",
+    "aten::masked_select",
+    "aten::_unique2",
+    "aten::unique_consecutive",
+    "aten::index(bool mask)",
+}
 HOST_READS = {"item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__", "__format__"}
 MINIBATCHES = PPO_CFG["num_learning_epochs"] * PPO_CFG["num_mini_batches"]
 
@@ -57,6 +65,10 @@ class OpCounter(TorchDispatchMode):
         if self.counting:
             name = str(func.overloadpacket._qualified_op_name)
             self.ops[f"view:{name}" if func.is_view else name] += 1
+            if name in ("aten::index", "aten::index_put_", "aten::index_put") and any(
+                isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or ())
+            ):
+                self.ops["aten::index(bool mask)"] += 1  # a nonzero inside: waits for the device
         return func(*args, **(kwargs or {}))
 
 
@@ -178,6 +190,8 @@ def count_rsl_rl(num_envs: int) -> Counts:
 def summarize(counts: Counts) -> dict[str, float]:
     """Ops per rollout step, ops per minibatch, host syncs per step and per update."""
     (step, step_syncs), (update, update_syncs) = counts["rollout step"], counts["update"]
+    step_syncs = step_syncs + collections.Counter({k: step[k] for k in DATA_DEPENDENT if step[k]})
+    update_syncs = update_syncs + collections.Counter({k: update[k] for k in DATA_DEPENDENT if update[k]})
 
     def kernels(ops: collections.Counter[str]) -> int:
         return sum(v for k, v in ops.items() if not k.startswith("view:"))

@@ -166,10 +166,10 @@ class UpdateGuard:
             table = table.cpu()
         if self._on_device:
             losses = [i for i, name in enumerate(self._names) if name.startswith("l/")]
-            bad_rows = (~torch.isfinite(table[:, losses])).any(dim=1).nonzero()
-            if len(bad_rows):
+            bad_rows = (~torch.isfinite(table[:, losses])).any(dim=1).tolist()  # host values: no wait
+            if any(bad_rows):
                 self._restore()
-                first = int(bad_rows[0])
+                first = bad_rows.index(True)
                 bad = [self._names[i][2:] for i in losses if not torch.isfinite(table[first, i])]
                 raise NonFiniteLossError(
                     f"Non-finite loss at learning iteration {self._iteration} in {bad} (minibatch "
