@@ -233,6 +233,7 @@ class PPO(RolloutCollector):
         epochs, mini_batches = int(num_learning_epochs), int(num_mini_batches)
         _check_options(schedule, lr_anneal_iterations, epochs, mini_batches, buffer_dilation_ratio, compile)
         self.device = torch.device(device)
+        self.precision_request = precision
         self.precision = resolve_precision(precision, self.device)
         self.actor_critic: Any = actor_critic.to(self.device)
         self.num_learning_epochs, self.num_mini_batches = epochs, mini_batches
