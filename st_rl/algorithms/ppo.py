@@ -33,7 +33,10 @@ __all__ = ["COMPILE_MODES", "PPO", "NonFiniteLossError", "compile_policy", "comp
 
 # st_gym's keys for every algorithm (AMP / BC settings): plain PPO ignores them silently, other unknown ones not.
 _TOLERATED_KEYS = frozenset({"class_name", "amp_obs_dim", "bc_loss_coef"})
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+"""``torch.compile`` modes of ``compile``; the CUDA-graph modes ('reduce-overhead', 'max-autotune') crash in the
+update (it reads outputs that the next graph replay overwrites) and are refused."""
+_CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 _NORMALIZER_ENTRIES = (("obs_norm_state_dict", "actor_obs_normalizer"),
                        ("critic_obs_norm_state_dict", "critic_obs_normalizer"))  # fmt: skip
 
@@ -105,7 +108,10 @@ def _check_options(
     if dilation < 1.0:
         raise ValueError(f"buffer_dilation_ratio must be >= 1, got {dilation}")
     if isinstance(mode, str) and mode not in COMPILE_MODES:
-        raise ValueError(f"compile must be a bool or one of {COMPILE_MODES}, got {mode!r}")
+        raise ValueError(
+            f"compile must be a bool or one of {COMPILE_MODES}, got {mode!r}"
+            + (" (CUDA-graph modes are not supported; use compile=true)" if mode in _CUDA_GRAPH_MODES else "")
+        )
 
 
 def _make_lr_scheduler(optimizer: optim.Optimizer, name: str | None, kwargs: Any, schedule: str) -> Any:
@@ -185,7 +191,7 @@ class PPO(RolloutCollector):
         lr_scheduler_class_name: a ``torch.optim.lr_scheduler`` class, stepped once per update.
         lr_scheduler: its keyword arguments.
         precision: ``"fp32"``, ``"bf16"`` (forward passes under bfloat16 autocast) or ``"auto"`` (bf16 where fast).
-        compile: ``torch.compile`` the policy's actor and critic (True or a mode such as ``"reduce-overhead"``;
+        compile: ``torch.compile`` the policy's actor and critic (True or a mode of :data:`COMPILE_MODES`;
             eager, with a warning, where this torch cannot compile).
         **kwargs: ``<name>_coef`` weights of other losses; st_gym's per-algorithm keys are tolerated.
     """
