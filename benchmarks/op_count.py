@@ -11,7 +11,7 @@ width, so a small CPU run predicts the GPU's launch count. This script counts, w
 - **host syncs**: reads of a device tensor's values on the host (``.item()``, ``.tolist()``, ``.cpu()``,
   ``bool(tensor)``, ...), each a wait for the device on CUDA. On the CPU every tensor is a host tensor, so the
   counter tells device tensors from host copies: what a host read returns, and what is computed only from host
-  copies, is a host tensor; reading it again is free. Ops whose output size depends on the data
+  copies, is a host tensor (so is what a factory makes without ``device=``); reading it again is free. Ops whose output size depends on the data
   (``nonzero``, boolean-mask indexing, ``masked_select``) wait for the device too and are counted with them.
 
 st_rl runs with the options its CUDA path turns on (``sync_free`` update checks; ``--precision`` bf16
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -85,9 +86,10 @@ class HostSyncCounter(TorchFunctionMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = getattr(func, "__name__", str(func))
-        inputs = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
+        inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         to_host = name in HOST_READS
-        from_host = bool(inputs) and all(id(t) in self.host for t in inputs)
+        # a factory without ``device=`` makes a CPU tensor, also when training on CUDA
+        from_host = all(id(t) in self.host for t in inputs) and (bool(inputs) or "device" not in kwargs)
         if to_host and not from_host and self.counting:
             self.syncs[name] += 1
         if to_host or from_host:
