@@ -47,7 +47,7 @@ class TrajectoryMasks(torch.Tensor):
     device. Operations on it give plain tensors."""
 
     unpad_index: torch.Tensor
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
 
 def trajectory_masks(masks: torch.Tensor, unpad_index: torch.Tensor) -> TrajectoryMasks:
