@@ -11,7 +11,8 @@ width, so a small CPU run predicts the GPU's launch count. This script counts, w
 - **host syncs**: reads of a device tensor's values on the host (``.item()``, ``.tolist()``, ``.cpu()``,
   ``bool(tensor)``, ...), each a wait for the device on CUDA. On the CPU every tensor is a host tensor, so the
   counter tells device tensors from host copies: what a host read returns, and what is computed only from host
-  copies, is a host tensor; reading it again is free.
+  copies, is a host tensor (so is what a factory makes without ``device=``); reading it again is free. Ops whose output size depends on the data
+  (``nonzero``, boolean-mask indexing, ``masked_select``) wait for the device too and are counted with them.
 
 st_rl runs with the options its CUDA path turns on (``sync_free`` update checks; ``--precision`` bf16
 adds the autocast casts); rsl_rl (rsl-rl-lib 5.x, the ``bench`` extra) runs the same PPO settings.
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -41,6 +43,13 @@ from bench_vs_rsl_rl import PPO_CFG, RunSpec, _rsl_rl_env, rsl_rl_train_cfg, st_
 from st_rl.runners import OnPolicyRunner  # noqa: E402
 from st_rl.tasks import make_env  # noqa: E402
 
+DATA_DEPENDENT = {
+    "aten::nonzero",
+    "aten::masked_select",
+    "aten::_unique2",
+    "aten::unique_consecutive",
+    "aten::index(bool mask)",
+}
 HOST_READS = {"item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__", "__format__"}
 MINIBATCHES = PPO_CFG["num_learning_epochs"] * PPO_CFG["num_mini_batches"]
 
@@ -57,6 +66,10 @@ class OpCounter(TorchDispatchMode):
         if self.counting:
             name = str(func.overloadpacket._qualified_op_name)
             self.ops[f"view:{name}" if func.is_view else name] += 1
+            if name in ("aten::index", "aten::index_put_", "aten::index_put") and any(
+                isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or ())
+            ):
+                self.ops["aten::index(bool mask)"] += 1  # a nonzero inside: waits for the device
         return func(*args, **(kwargs or {}))
 
 
@@ -73,9 +86,10 @@ class HostSyncCounter(TorchFunctionMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = getattr(func, "__name__", str(func))
-        inputs = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
+        inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         to_host = name in HOST_READS
-        from_host = bool(inputs) and all(id(t) in self.host for t in inputs)
+        # a factory without ``device=`` makes a CPU tensor, also when training on CUDA
+        from_host = all(id(t) in self.host for t in inputs) and (bool(inputs) or "device" not in kwargs)
         if to_host and not from_host and self.counting:
             self.syncs[name] += 1
         if to_host or from_host:
@@ -178,6 +192,8 @@ def count_rsl_rl(num_envs: int) -> Counts:
 def summarize(counts: Counts) -> dict[str, float]:
     """Ops per rollout step, ops per minibatch, host syncs per step and per update."""
     (step, step_syncs), (update, update_syncs) = counts["rollout step"], counts["update"]
+    step_syncs = step_syncs + collections.Counter({k: step[k] for k in DATA_DEPENDENT if step[k]})
+    update_syncs = update_syncs + collections.Counter({k: update[k] for k in DATA_DEPENDENT if update[k]})
 
     def kernels(ops: collections.Counter[str]) -> int:
         return sum(v for k, v in ops.items() if not k.startswith("view:"))
@@ -194,7 +210,9 @@ def summarize(counts: Counts) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", default="ActorCritic", help="st_rl policy class (ActorCriticRecurrent too)")
+    parser.add_argument(
+        "--policy", default="ActorCritic", help="st_rl policy class (ActorCriticRecurrent too)"
+    )
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--num-envs", type=int, default=256, help="op counts do not depend on it")
     parser.add_argument("--top", type=int, default=0, help="also list the most frequent ops of each update")
@@ -216,7 +234,9 @@ def main() -> None:
             f"({s['minibatch_kernels']:.1f}) | {s['step_syncs']} | {s['update_syncs']} |"
         )
     for label, counts in rows if args.top else []:
-        top = ", ".join(f"{k.replace('aten::', '')} {v}" for k, v in counts["update"][0].most_common(args.top))
+        top = ", ".join(
+            f"{k.replace('aten::', '')} {v}" for k, v in counts["update"][0].most_common(args.top)
+        )
         print(f"{label} update: {top}; host syncs: {dict(counts['update'][1])}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -14,9 +15,12 @@ import st_rl.algorithms.functional as F
 from st_rl.algorithms.extensions.base import Extension, StorageLayout
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.rollout_storage import RolloutStorage, Transition, compute_returns
-from st_rl.utils.precision import autocast
+from st_rl.utils.precision import CPU_BF16_MIN_MACS, autocast, linear_macs, measure_precision
 
 __all__ = ["RolloutCollector"]
+
+
+_MEASURED: dict[tuple[Any, ...], tuple[str, str]] = {}  # precision="auto" timings on GPUs, for this process
 
 
 class RolloutCollector:
@@ -27,6 +31,8 @@ class RolloutCollector:
     actor_critic: Any
     device: torch.device
     precision: str
+    precision_request: str
+    num_mini_batches: int
     gamma: float
     lam: float
     use_ppo_loss: bool
@@ -85,6 +91,57 @@ class RolloutCollector:
                 storage.register(name, field)
         self.transition = Transition()
         self.storage = storage
+        if self.precision_request == "auto" and self.precision == "bf16" and not self.compiled:
+            batch = storage.num_envs * storage.num_transitions_per_env // max(self.num_mini_batches, 1)
+            self.precision = self._measure_precision(batch, storage.obs_shape, storage.privileged_obs_shape)
+
+    def _measure_precision(
+        self, batch: int, obs_shape: Sequence[int], critic_obs_shape: Sequence[int] | None
+    ) -> str:
+        """``precision="auto"`` on bf16 hardware: bf16 only where it is faster for this policy and minibatch.
+
+        On a CPU, from the policy's multiply-adds per minibatch (:data:`CPU_BF16_MIN_MACS`, measured); on a GPU,
+        by timing both on a copy of the policy (kept for the process). The decision is printed.
+        """
+        policy = self.actor_critic
+        if self.device.type == "cpu":
+            macs = batch * linear_macs(policy)
+            choice = "bf16" if macs >= CPU_BF16_MIN_MACS else "fp32"
+            found = f"{macs / 1e6:.0f}M multiply-adds per pass, bf16 from {CPU_BF16_MIN_MACS / 1e6:.0f}M"
+        else:
+            key = (
+                str(self.device),
+                type(policy).__name__,
+                batch,
+                *(tuple(p.shape) for p in policy.parameters()),
+            )
+            if key not in _MEASURED:
+                _MEASURED[key] = self._time_precisions(batch, obs_shape, critic_obs_shape)
+            choice, found = _MEASURED[key]
+        print(f"[st_rl] precision auto: {choice} ({found}; minibatch of {batch})", flush=True)
+        return choice
+
+    def _time_precisions(
+        self, batch: int, obs_shape: Sequence[int], critic_obs_shape: Sequence[int] | None
+    ) -> tuple[str, str]:
+        probe = copy.deepcopy(self.actor_critic).train()
+        obs = torch.randn(batch, *obs_shape, device=self.device)
+        critic_obs = (
+            obs if critic_obs_shape is None else torch.randn(batch, *critic_obs_shape, device=self.device)
+        )
+
+        def step() -> None:
+            if probe.is_recurrent:
+                probe.detach_hidden_states()
+            probe.act(obs)
+            values = probe.evaluate(critic_obs)
+            (probe.action_mean.float().sum() + values.float().sum()).backward()
+
+        try:
+            choice, fp32, bf16 = measure_precision(step, self.device)
+        except (RuntimeError, TypeError, ValueError) as exc:  # a policy that random inputs do not fit
+            return self.precision, f"not timed ({type(exc).__name__}: {exc})"
+        return choice, f"a forward and backward pass: fp32 {fp32 * 1e3:.1f} ms, bf16 {bf16 * 1e3:.1f} ms"
 
     # ------------------------------------------------------------------ rollout
     def _record_policy_step(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:

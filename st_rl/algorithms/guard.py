@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.optim as optim
 
@@ -16,7 +14,6 @@ _CAUSES = (
     "Typical causes: exploding observations (enable empirical_normalization or clip observations), a too high "
     "learning_rate, or rewards of very large magnitude."
 )
-_NEVER = float(2**24)  # "no non-finite minibatch" in the device-side flags
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -35,21 +32,13 @@ def fused_takes_tensor_lr(optimizer_cls: type[optim.Optimizer], device: torch.de
     return True
 
 
-def scalars_to_cpu(values: dict[Any, torch.Tensor]) -> dict[Any, torch.Tensor]:
-    """The 0-dim device tensors ``values`` as 0-dim CPU float tensors, copied in one transfer."""
-    if not values:
-        return {}
-    host = torch.stack([v.float() for v in values.values()]).cpu()
-    return dict(zip(values, host.unbind()))
-
-
 class UpdateGuard:
     """The non-finite loss checks of a PPO update and its learning rate, with no wait for the device in the loop.
 
     Multi-rank, a non-finite flag travels with the all-reduced gradients (every rank raises together).
-    Sync-free (:meth:`set_sync_free`, the CUDA default), the first minibatch where each loss was non-finite is
-    recorded on the device and read once after the loop; the update's start is then restored before
-    :class:`NonFiniteLossError`. Otherwise each loss is read before the backward pass (free on a CPU). Sync-free
+    Sync-free (:meth:`set_sync_free`, the CUDA default), the losses :meth:`record` keeps are read once after the
+    loop, and a non-finite one restores the update's start before :class:`NonFiniteLossError`: the check costs
+    no kernel. Otherwise the total loss is read before each backward pass (free on a CPU). Sync-free
     with the adaptive schedule, the learning rate lives in a device tensor where the fused optimizer takes one.
     """
 
@@ -60,8 +49,10 @@ class UpdateGuard:
         self._lr = float(learning_rate)
         self._iteration = 0
         self._on_device = False
-        self._first_bad: dict[str, torch.Tensor] = {}
-        self._never = torch.tensor(_NEVER)
+        self._capacity = 0
+        self._names: list[str] = []
+        self._table = torch.empty(0)
+        self._rows: list[torch.Tensor] = []
         self._start: tuple[list[torch.Tensor], list[torch.Tensor], list[set[int]], float] | None = None
         self._optimizers: list[optim.Optimizer] = []
         self._params: list[torch.nn.Parameter] = []
@@ -108,60 +99,84 @@ class UpdateGuard:
 
     # ------------------------------------------------------------------ the update
     def begin(
-        self, params: list[torch.nn.Parameter], optimizers: list[optim.Optimizer], iteration: int
+        self,
+        params: list[torch.nn.Parameter],
+        optimizers: list[optim.Optimizer],
+        iteration: int,
+        num_minibatches: int,
     ) -> None:
         """Start an update; sync-free, remember the parameters and optimizer states a failure restores."""
-        self._params, self._optimizers, self._iteration, self._first_bad = params, optimizers, iteration, {}
+        self._params, self._optimizers, self._iteration = params, optimizers, iteration
+        self._capacity, self._names, self._rows = num_minibatches, [], []
         self._on_device = self.sync_free and not dist_utils.is_distributed()
         self._start = None
         if self._on_device:
-            self._never = torch.tensor(_NEVER, device=self.device)
             live = [p.data for p in params]
             states = [state for opt in optimizers for state in opt.state.values()]
             live += [t for state in states for t in state.values() if torch.is_tensor(t)]
             had_state = [{id(p) for p in opt.state} for opt in optimizers]
             self._start = (live, [t.detach().clone() for t in live], had_state, self._lr)
 
-    def backward(self, loss: torch.Tensor, losses: dict[str, torch.Tensor], index: int) -> None:
-        """Check minibatch ``index``'s losses and back-propagate ``loss`` (multi-rank: averaging gradients)."""
+    def record(self, index: int, values: dict[str, torch.Tensor]) -> None:
+        """Keep minibatch ``index``'s losses (names ``l/...``) and statistics: one stacking kernel, no wait.
+
+        Their means come from :meth:`finish`, which also finds the non-finite losses in them.
+        """
+        if not self._names:
+            self._names = list(values)
+            self._table = torch.empty((self._capacity, len(values)), device=self.device)
+        elif list(values) != self._names:
+            raise ValueError(
+                f"minibatch {index + 1} has the terms {list(values)}, the first had {self._names}"
+            )
+        with torch.no_grad():
+            if index < self._capacity:
+                torch.stack(list(values.values()), out=self._table[index])
+            else:  # more minibatches than announced (a custom generator)
+                self._rows.append(torch.stack([v.float() for v in values.values()]))
+
+    def backward(self, loss: torch.Tensor, losses: dict[str, torch.Tensor]) -> None:
+        """Back-propagate ``loss``; checked first unless sync-free (multi-rank: averaging gradients)."""
         if dist_utils.is_distributed():
             loss.backward()
             if dist_utils.all_reduce_gradients(self._params, ~torch.isfinite(loss)):
                 self._raise_now(loss, losses, any_rank=True)
             return
-        if self._on_device:
-            for name, value in (*losses.items(), ("total_loss", loss)):
-                first = self._first_bad.get(name, self._never)
-                bad_now = ~torch.isfinite(value.detach()).all() & (first == self._never)
-                self._first_bad[name] = torch.where(bad_now, index, first)
-        elif not bool(torch.isfinite(loss)):
+        if not self._on_device and not bool(torch.isfinite(loss)):
             self._raise_now(loss, losses)
         loss.backward()
 
-    def finish(self, scalars: dict[str, torch.Tensor], num_updates: int) -> dict[str, torch.Tensor]:
-        """``scalars`` on the host, read with the flags and learning rate in the update's one wait for the device.
+    def finish(self, num_updates: int) -> dict[str, torch.Tensor]:
+        """The means of what :meth:`record` kept, as 0-dim CPU tensors, read with the learning rate in the
+        update's one wait for the device.
 
         Raises:
             NonFiniteLossError: a sync-free minibatch's loss was non-finite (after restoring the update's start).
         """
-        to_host: dict[Any, torch.Tensor] = {**scalars, **{("flag", k): v for k, v in self._first_bad.items()}}
+        if not self._names or num_updates == 0:
+            return {}
+        table = self._table[: min(num_updates, self._capacity)]
+        if self._rows:
+            table = torch.cat([table, torch.stack(self._rows)])
         if self.lr_tensor is not None:
-            to_host["lr", None] = self.lr_tensor
-        host = scalars_to_cpu(to_host)
-        if ("lr", None) in host:
-            self._lr = float(host.pop(("lr", None)))
-        flags = {k[1]: int(host.pop(k)) for k in list(host) if isinstance(k, tuple)}
-        first_bad = {name: i for name, i in flags.items() if i < int(_NEVER)}
-        if first_bad:
-            self._restore()
-            k = min(first_bad.values())
-            bad = [name for name, i in first_bad.items() if i == k]
-            raise NonFiniteLossError(
-                f"Non-finite loss at learning iteration {self._iteration} in {bad} (minibatch {k + 1} of "
-                f"{num_updates}). The parameters and optimizer state were restored to their values before this "
-                f"update. {_CAUSES}"
-            )
-        return host
+            host = torch.cat([table.flatten(), self.lr_tensor.reshape(1)]).cpu()
+            self._lr = float(host[-1])
+            table = host[:-1].reshape(table.shape)
+        else:
+            table = table.cpu()
+        if self._on_device:
+            losses = [i for i, name in enumerate(self._names) if name.startswith("l/")]
+            bad_rows = (~torch.isfinite(table[:, losses])).any(dim=1).tolist()  # host values: no wait
+            if any(bad_rows):
+                self._restore()
+                first = bad_rows.index(True)
+                bad = [self._names[i][2:] for i in losses if not torch.isfinite(table[first, i])]
+                raise NonFiniteLossError(
+                    f"Non-finite loss at learning iteration {self._iteration} in {bad} (minibatch "
+                    f"{first + 1} of {num_updates}). The parameters and optimizer state were restored "
+                    f"to their values before this update. {_CAUSES}"
+                )
+        return dict(zip(self._names, table.mean(dim=0).unbind()))
 
     def _restore(self) -> None:
         assert self._start is not None

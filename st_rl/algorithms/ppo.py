@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
+import operator
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -31,7 +33,10 @@ __all__ = ["COMPILE_MODES", "PPO", "NonFiniteLossError", "compile_policy", "comp
 
 # st_gym's keys for every algorithm (AMP / BC settings): plain PPO ignores them silently, other unknown ones not.
 _TOLERATED_KEYS = frozenset({"class_name", "amp_obs_dim", "bc_loss_coef"})
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+"""``torch.compile`` modes of ``compile``; the CUDA-graph modes ('reduce-overhead', 'max-autotune') crash in the
+update (it reads outputs that the next graph replay overwrites) and are refused."""
+_CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 _NORMALIZER_ENTRIES = (("obs_norm_state_dict", "actor_obs_normalizer"),
                        ("critic_obs_norm_state_dict", "critic_obs_normalizer"))  # fmt: skip
 
@@ -103,7 +108,10 @@ def _check_options(
     if dilation < 1.0:
         raise ValueError(f"buffer_dilation_ratio must be >= 1, got {dilation}")
     if isinstance(mode, str) and mode not in COMPILE_MODES:
-        raise ValueError(f"compile must be a bool or one of {COMPILE_MODES}, got {mode!r}")
+        raise ValueError(
+            f"compile must be a bool or one of {COMPILE_MODES}, got {mode!r}"
+            + (" (CUDA-graph modes are not supported; use compile=true)" if mode in _CUDA_GRAPH_MODES else "")
+        )
 
 
 def _make_lr_scheduler(optimizer: optim.Optimizer, name: str | None, kwargs: Any, schedule: str) -> Any:
@@ -183,7 +191,7 @@ class PPO(RolloutCollector):
         lr_scheduler_class_name: a ``torch.optim.lr_scheduler`` class, stepped once per update.
         lr_scheduler: its keyword arguments.
         precision: ``"fp32"``, ``"bf16"`` (forward passes under bfloat16 autocast) or ``"auto"`` (bf16 where fast).
-        compile: ``torch.compile`` the policy's actor and critic (True or a mode such as ``"reduce-overhead"``;
+        compile: ``torch.compile`` the policy's actor and critic (True or a mode of :data:`COMPILE_MODES`;
             eager, with a warning, where this torch cannot compile).
         **kwargs: ``<name>_coef`` weights of other losses; st_gym's per-algorithm keys are tolerated.
     """
@@ -231,6 +239,7 @@ class PPO(RolloutCollector):
         epochs, mini_batches = int(num_learning_epochs), int(num_mini_batches)
         _check_options(schedule, lr_anneal_iterations, epochs, mini_batches, buffer_dilation_ratio, compile)
         self.device = torch.device(device)
+        self.precision_request = precision
         self.precision = resolve_precision(precision, self.device)
         self.actor_critic: Any = actor_critic.to(self.device)
         self.num_learning_epochs, self.num_mini_batches = epochs, mini_batches
@@ -390,28 +399,38 @@ class PPO(RolloutCollector):
             else storage.mini_batch_generator
         )
         optimizers, clip_groups, params = self._optimizers(), self._grad_clip_groups(), self._trainable
-        self.guard.begin(params, optimizers, self.current_learning_iteration)
-        zeros = torch.zeros((), device=self.device)
-        sums: dict[str, torch.Tensor] = {}
+        self.guard.begin(
+            params,
+            optimizers,
+            self.current_learning_iteration,
+            self.num_learning_epochs * self.num_mini_batches,
+        )
+        weights: dict[str, float] = {}
         num_updates = 0
         for minibatch in batches(self.num_mini_batches, self.num_learning_epochs):
             for ext in self._ordered:
                 minibatch = ext.transform_minibatch(minibatch)
             losses, _, stats = self.compute_losses(minibatch)
-            loss = sum((self.loss_weight(name) * value for name, value in losses.items()), zeros)
-            logged = {**{f"l/{k}": v for k, v in losses.items()}, "l/total_loss": loss}
-            for name, value in {**logged, **{f"s/{k}": v for k, v in stats.items()}}.items():
-                sums[name] = sums.get(name, zeros) + value.detach()
+            weights = weights or {name: self.loss_weight(name) for name in losses}
+            terms = [
+                value if weights[name] == 1.0 else weights[name] * value for name, value in losses.items()
+            ]
+            loss = functools.reduce(operator.add, terms) if terms else torch.zeros((), device=self.device)
+            self.guard.record(
+                num_updates,
+                {**{f"l/{k}": v for k, v in losses.items()}, "l/total_loss": loss}
+                | {f"s/{k}": v for k, v in stats.items()},
+            )
             for optimizer in optimizers:
                 optimizer.zero_grad(set_to_none=True)
-            self.guard.backward(loss, losses, num_updates)
+            self.guard.backward(loss, losses)
             if self.max_grad_norm is not None:
                 for group in clip_groups:
                     nn.utils.clip_grad_norm_(group, self.max_grad_norm)
             for optimizer in optimizers:
                 optimizer.step()
             num_updates += 1
-        host = self.guard.finish({k: v / max(num_updates, 1) for k, v in sums.items()}, num_updates)
+        host = self.guard.finish(num_updates)
         self._after_update()
         stats_out = {k[2:]: v for k, v in host.items() if k.startswith("s/")}
         for ext in self._ordered:

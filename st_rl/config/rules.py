@@ -15,6 +15,7 @@ import torch.nn.functional as F
 import torch.optim as optim
 import torch.optim.lr_scheduler as schedulers
 
+from st_rl.algorithms.ppo import COMPILE_MODES
 from st_rl.modules.utils import _ACTIVATIONS
 
 __all__ = ["LIMITS", "Rule", "RUNNER_RULES", "RULES", "rule_for"]
@@ -202,12 +203,10 @@ RULES: dict[str, Rule] = {
     "schedule": _choice("fixed", "adaptive", "linear"),
     "lr_anneal_iterations": SIZE_OR_NONE,
     "compile": Rule(
-        "must be true, false or a torch.compile mode",
-        lambda x: (
-            isinstance(x, bool)
-            or x in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-        ),
-        "true (default mode), 'reduce-overhead' (CUDA graphs on a GPU) or false",
+        "must be true, false or a torch.compile mode without CUDA graphs",
+        lambda x: isinstance(x, bool) or x in COMPILE_MODES,
+        "true (default mode), 'max-autotune-no-cudagraphs' or false (the CUDA-graph modes 'reduce-overhead' "
+        "and 'max-autotune' are not supported: the update reads outputs that their next replay overwrites)",
         False,
     ),
     "precision": _choice(

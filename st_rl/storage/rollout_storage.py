@@ -11,7 +11,7 @@ import torch
 from st_rl.storage.returns import compute_gae, normalize_advantages
 from st_rl.utils.buffer import buffer_expand, buffer_swap
 from st_rl.utils.collections import tree_flatten, tree_unflatten
-from st_rl.utils.utils import split_and_pad_trajectories
+from st_rl.utils.utils import pad_trajectories, trajectory_layout, trajectory_masks
 
 __all__ = [
     "ActionLabelRollout",
@@ -356,27 +356,27 @@ class RolloutStorage:
         mini_batch_size = n_envs // num_mini_batches
         if mini_batch_size == 0:
             raise ValueError(f"num_mini_batches={num_mini_batches} exceeds the number of envs {n_envs}.")
+        index, offsets = trajectory_layout(self.dones)  # the update's one read of the device before its end
+        num_traj = offsets[-1]
         padded: dict[str, torch.Tensor] = {}
         plain: dict[str, torch.Tensor] = {}
-        traj_masks: torch.Tensor | None = None
         done_by_buffer: dict[int, torch.Tensor] = {}  # critic_obs may alias obs: pad it once
         for name, (field, buf) in self._minibatch_fields().items():
             if not field.trajectory:
                 plain[name] = buf
-            elif id(buf) in done_by_buffer:
-                padded[name] = done_by_buffer[id(buf)]
-            else:
-                padded[name], traj_masks = split_and_pad_trajectories(buf, self.dones)
-                done_by_buffer[id(buf)] = padded[name]
-        assert traj_masks is not None
+                continue
+            if id(buf) not in done_by_buffer:
+                done_by_buffer[id(buf)] = pad_trajectories(buf, index, num_traj)
+            padded[name] = done_by_buffer[id(buf)]
+        traj_masks = pad_trajectories(torch.ones_like(self.dones[..., 0], dtype=torch.bool), index, num_traj)
         dones = self.dones[..., 0].bool()
         first_step = torch.cat([torch.ones_like(dones[:1]), dones[:-1]])
-        # Trajectory j of the padded tensors belongs to env k for cum[k] <= j < cum[k + 1] (env-major order).
-        cum = torch.cat([first_step.new_zeros(1, dtype=torch.long), first_step.sum(0).cumsum(0)]).tolist()
-        hidden_per_traj = self.saved_hidden_states and [
-            h.permute(2, 0, 1, 3)[first_step.transpose(0, 1)] for h in self.saved_hidden_states
-        ]
-        self._padded_trajectories = (padded, plain, traj_masks, hidden_per_traj)
+        hidden_per_traj = None
+        if self.saved_hidden_states is not None:  # each trajectory's hidden state at its first step
+            step_starts = torch.arange(index.shape[1], device=index.device) - index[0]
+            starts = index[1].new_zeros(num_traj).scatter_(0, index[1], step_starts)
+            hidden_per_traj = [h.permute(2, 0, 1, 3).flatten(0, 1)[starts] for h in self.saved_hidden_states]
+        self._padded_trajectories = (padded, plain, traj_masks, hidden_per_traj, index)
         try:
             for _ in range(num_epochs):
                 for i in torch.randperm(num_mini_batches).tolist():
@@ -384,7 +384,7 @@ class RolloutStorage:
                     yield self.get_minibatch_from_indices(
                         slice(None),
                         slice(start, stop),
-                        padded_B_slice=slice(cum[start], cum[stop]),
+                        padded_B_slice=slice(offsets[start], offsets[stop]),
                         prev_done_mask=first_step,
                     )
         finally:
@@ -404,17 +404,31 @@ class RolloutStorage:
             return MiniBatch(**{k: buf[T_slice, B_slice] for k, (_, buf) in fields.items()})
         if self._padded_trajectories is None:
             raise RuntimeError("padded_B_slice is only valid inside recurrent_mini_batch_generator()")
-        padded, plain, traj_masks, hidden_per_traj = self._padded_trajectories
+        padded, plain, traj_masks, hidden_per_traj, index = self._padded_trajectories
         hidden = None
         if hidden_per_traj is not None:
             leaves = [h[padded_B_slice].transpose(1, 0).contiguous() for h in hidden_per_traj]
             hidden = tree_unflatten(self._hidden_structure, leaves)
         return MiniBatch(
             hidden_states=hidden,
-            masks=traj_masks[T_slice, padded_B_slice],
+            masks=self._minibatch_masks(traj_masks, index, T_slice, B_slice, padded_B_slice),
             **{k: v[T_slice, padded_B_slice] for k, v in padded.items()},
             **{k: v[T_slice, B_slice] for k, v in plain.items()},
         )
+
+    def _minibatch_masks(
+        self, masks: torch.Tensor, index: torch.Tensor, t_slice: Any, env_slice: Any, traj_slice: slice
+    ) -> torch.Tensor:
+        """The minibatch's masks; as :class:`TrajectoryMasks` (unpadding without a wait) for whole trajectories of
+        a range of envs."""
+        masks = masks[t_slice, traj_slice]
+        whole = t_slice == slice(None) and isinstance(env_slice, slice) and env_slice.step in (None, 1)
+        if not whole or traj_slice.start is None:
+            return masks
+        steps = masks.shape[0]
+        start, stop, _ = env_slice.indices(self.num_envs)
+        sub = index[:, start * steps : stop * steps]
+        return trajectory_masks(masks, torch.stack([sub[0], sub[1] - traj_slice.start]))
 
     reccurent_mini_batch_generator = recurrent_mini_batch_generator  # reference name (st_rl/compat.py)
 

@@ -4,12 +4,19 @@ run in bfloat16; outputs, parameters, statistics and losses stay float32 (no los
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from functools import cache
 
 import torch
 
 PRECISIONS = ("fp32", "bf16", "auto")
+BF16_MIN_SPEEDUP = 1.25
+"""On a GPU ``precision="auto"`` picks bf16 only where a measured pass is at least this much faster than in
+float32: close calls keep float32, the exact and reproducible choice."""
+CPU_BF16_MIN_MACS = 10_000_000
+"""On a CPU with bfloat16 units ``precision="auto"`` picks bf16 from this many multiply-adds per pass of the
+policy's linear layers over a minibatch (benchmarks/bench_precision.py measured where bf16 starts to pay)."""
 
 
 @cache
@@ -34,7 +41,8 @@ def has_fast_bf16(device: torch.device | str) -> bool:
 
 
 def resolve_precision(precision: str, device: torch.device | str) -> str:
-    """``"fp32"`` or ``"bf16"`` for ``precision`` on ``device`` (``"auto"``: bf16 where :func:`has_fast_bf16`)."""
+    """``"fp32"`` or ``"bf16"`` for ``precision`` on ``device`` (``"auto"``: bf16 where :func:`has_fast_bf16`;
+    PPO then keeps bf16 only where it is faster for its policy and minibatch)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     device = torch.device(device)
@@ -66,3 +74,40 @@ def autocast_enabled(device_type: str) -> bool:
 def full_precision(x: torch.Tensor) -> torch.Tensor:
     """``x`` in float32 when it is a half type, else ``x``."""
     return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+
+
+def _timed(step: Callable[[], None], device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    step()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+def measure_precision(
+    step: Callable[[], None], device: torch.device | str, repeats: int = 3
+) -> tuple[str, float, float]:
+    """Time ``step`` (a forward and backward pass of the policy) in float32 and under bf16 autocast.
+
+    The two run alternately after one warm-up each; the fastest of ``repeats`` runs counts.
+
+    Returns:
+        ``(choice, fp32 seconds, bf16 seconds)``: ``"bf16"`` where it is :data:`BF16_MIN_SPEEDUP` times faster.
+    """
+    device = torch.device(device)
+    times: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    for i in range(repeats + 1):
+        for precision in ("fp32", "bf16"):
+            with autocast(device, precision):
+                elapsed = _timed(step, device)
+            if i > 0:
+                times[precision].append(elapsed)
+    fp32, bf16 = min(times["fp32"]), min(times["bf16"])
+    return ("bf16" if bf16 * BF16_MIN_SPEEDUP <= fp32 else "fp32"), fp32, bf16
+
+
+def linear_macs(module: torch.nn.Module) -> int:
+    """Multiply-adds of one sample through every ``nn.Linear`` of ``module``."""
+    return sum(m.in_features * m.out_features for m in module.modules() if isinstance(m, torch.nn.Linear))

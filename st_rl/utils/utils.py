@@ -28,11 +28,60 @@ __all__ = [
     "get_subobs_size",
     "normalize_segments",
     "segments_size",
+    "TrajectoryMasks",
+    "pad_trajectories",
     "split_and_pad_trajectories",
     "store_code_state",
+    "trajectory_layout",
+    "trajectory_masks",
     "substitute_estimated_state",
     "unpad_trajectories",
 ]
+
+
+class TrajectoryMasks(torch.Tensor):
+    """The bool masks ``(T, n_traj)`` of padded trajectories, carrying ``unpad_index`` (2, N * T): the (time,
+    trajectory) place of every real step, env by env, so that :func:`unpad_trajectories` needs no wait for the
+    device. Operations on it give plain tensors."""
+
+    unpad_index: torch.Tensor
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+
+
+def trajectory_masks(masks: torch.Tensor, unpad_index: torch.Tensor) -> TrajectoryMasks:
+    """``masks`` as :class:`TrajectoryMasks` with ``unpad_index``."""
+    out = masks.as_subclass(TrajectoryMasks)
+    out.unpad_index = unpad_index
+    return out
+
+
+def trajectory_layout(dones: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+    """Where each step of ``(T, N)`` data goes when split at ``dones`` into zero-padded trajectories.
+
+    A trajectory starts at step 0 and after every done; trajectories are ordered env by env. One read of the
+    device (the trajectory counts).
+
+    Returns:
+        ``(index (2, N * T), offsets)``: the (time in trajectory, trajectory) of each step, env by env; and
+        ``offsets[n]``, the first trajectory of env ``n`` (``offsets[N]``: the number of trajectories).
+    """
+    steps, num_envs = dones.shape[0], dones.shape[1]
+    first = torch.ones((steps, num_envs), dtype=torch.bool, device=dones.device)
+    first[1:] = dones.reshape(steps, num_envs)[:-1].bool()
+    flat_first = first.transpose(0, 1).reshape(-1)
+    position = torch.arange(flat_first.numel(), device=dones.device)
+    start = torch.cummax(torch.where(flat_first, position, 0), dim=0).values
+    traj = flat_first.long().cumsum(0) - 1
+    offsets = torch.cat([traj.new_zeros(1), first.sum(0).cumsum(0)]).tolist()
+    return torch.stack([position - start, traj]), offsets
+
+
+def pad_trajectories(tensor: torch.Tensor, index: torch.Tensor, num_trajectories: int) -> torch.Tensor:
+    """``(T, N, ...)`` data as ``(T, num_trajectories, ...)`` zero-padded trajectories at ``index``
+    (:func:`trajectory_layout`); no wait for the device."""
+    padded = tensor.new_zeros((tensor.shape[0], num_trajectories, *tensor.shape[2:]))
+    padded[index[0], index[1]] = tensor.transpose(1, 0).flatten(0, 1)
+    return padded
 
 
 def split_and_pad_trajectories(
@@ -43,25 +92,21 @@ def split_and_pad_trajectories(
     Returns:
         ``(padded (T, n_traj, ...), masks (T, n_traj) bool)``, env by env.
     """
-    dones = dones.reshape(dones.shape[0], dones.shape[1]).bool().clone()
-    dones[-1] = True
-    flat_dones = dones.transpose(1, 0).reshape(-1)
-    done_indices = torch.cat((flat_dones.new_tensor([-1], dtype=torch.int64), flat_dones.nonzero()[:, 0]))
-    lengths = done_indices[1:] - done_indices[:-1]
-    flat = tensor.transpose(1, 0).flatten(0, 1)
-    trajectories = list(torch.split(flat, lengths.tolist()))
-    steps = tensor.shape[0]
-    # A full-length zero trajectory forces the padded length to T; it is dropped again.
-    trajectories.append(flat.new_zeros(steps, *tensor.shape[2:]))
-    padded = torch.nn.utils.rnn.pad_sequence(trajectories, padding_value=0.0)[:, :-1]
-    masks = torch.arange(steps, device=tensor.device).unsqueeze(1) < lengths.unsqueeze(0)
-    return padded, masks
+    index, offsets = trajectory_layout(dones)
+    masks = pad_trajectories(
+        torch.ones_like(dones.reshape(dones.shape[0], dones.shape[1]), dtype=torch.bool), index, offsets[-1]
+    )
+    return pad_trajectories(tensor, index, offsets[-1]), trajectory_masks(masks, index)
 
 
 def unpad_trajectories(trajectories: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`split_and_pad_trajectories`: back to ``(T, N, ...)``."""
+    """Inverse of :func:`split_and_pad_trajectories`: back to ``(T, N, ...)`` (without a wait for the device when
+    ``masks`` are :class:`TrajectoryMasks`)."""
     steps = masks.shape[0]
-    moved = trajectories.transpose(1, 0)[masks.transpose(1, 0)]
+    if isinstance(masks, TrajectoryMasks):
+        moved = trajectories[masks.unpad_index[0], masks.unpad_index[1]]
+    else:
+        moved = trajectories.transpose(1, 0)[masks.transpose(1, 0)]
     return moved.view(-1, steps, *trajectories.shape[2:]).transpose(1, 0)
 
 

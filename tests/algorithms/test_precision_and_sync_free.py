@@ -4,11 +4,21 @@
 import pytest
 import torch
 
+import st_rl.utils.precision as precision_module
 from st_rl.algorithms import PPO, NonFiniteLossError
 from st_rl.algorithms import functional as F
 from st_rl.modules import ActorCritic, ActorCriticRecurrent
 from st_rl.modules.memory import Memory
-from st_rl.utils.precision import autocast, full_precision, has_fast_bf16, resolve_precision
+from st_rl.utils.precision import (
+    CPU_BF16_MIN_MACS,
+    autocast,
+    autocast_enabled,
+    full_precision,
+    has_fast_bf16,
+    linear_macs,
+    measure_precision,
+    resolve_precision,
+)
 
 NUM_OBS, NUM_CRITIC, NUM_ACT, N, T = 6, 7, 3, 8, 6
 
@@ -55,6 +65,63 @@ def test_resolve_precision():
         resolve_precision("fp16", "cpu")
     with pytest.raises(ValueError, match="precision must be one of"):
         make_ppo(precision="half")
+
+
+def test_linear_macs_counts_every_linear_layer():
+    ac = ActorCritic(NUM_OBS, NUM_CRITIC, NUM_ACT, actor_hidden_dims=[16, 16], critic_hidden_dims=[16, 16])
+    actor = NUM_OBS * 16 + 16 * 16 + 16 * NUM_ACT
+    critic = NUM_CRITIC * 16 + 16 * 16 + 16 * 1
+    assert linear_macs(ac) == actor + critic == 784
+
+
+@pytest.mark.parametrize(("envs", "expected"), [(8, "fp32"), (8_000, "bf16")])
+def test_auto_on_a_bf16_cpu_picks_bf16_from_the_measured_size(monkeypatch, capsys, envs, expected):
+    monkeypatch.setattr(precision_module, "_cpu_has_fast_bf16", lambda: True)
+    torch.manual_seed(0)
+    ac = ActorCritic(NUM_OBS, NUM_CRITIC, NUM_ACT, actor_hidden_dims=[16, 16], critic_hidden_dims=[16, 16])
+    ppo = PPO(ac, num_learning_epochs=1, num_mini_batches=2)
+    assert ppo.precision == "bf16"  # the hardware's candidate, before the minibatch size is known
+    ppo.init_storage(envs, 6, [NUM_OBS], [NUM_CRITIC], [NUM_ACT])
+    # 784 multiply-adds per sample; minibatches of 24 and 24,000 samples around CPU_BF16_MIN_MACS
+    assert (envs * 6 // 2 * 784 >= CPU_BF16_MIN_MACS) == (expected == "bf16")
+    assert ppo.precision == expected
+    assert f"[st_rl] precision auto: {expected} (" in capsys.readouterr().out
+
+
+def test_explicit_precision_is_kept(monkeypatch):
+    monkeypatch.setattr(precision_module, "_cpu_has_fast_bf16", lambda: True)
+    assert make_ppo(precision="bf16").precision == "bf16"  # a tiny policy: auto would pick fp32
+    assert make_ppo(precision="auto").precision == "fp32"
+
+
+def test_measure_precision_picks_bf16_only_when_clearly_faster(monkeypatch):
+    for fp32_s, bf16_s, expected in [
+        (1.0, 0.5, "bf16"),
+        (1.0, 0.8, "bf16"),
+        (1.0, 0.85, "fp32"),
+        (1.0, 2.0, "fp32"),
+    ]:
+        calls = []
+
+        def timed(step, device, fp32_s=fp32_s, bf16_s=bf16_s, calls=calls):
+            calls.append(autocast_enabled("cpu"))
+            return bf16_s if autocast_enabled("cpu") else fp32_s
+
+        monkeypatch.setattr(precision_module, "_timed", timed)
+        assert measure_precision(lambda: None, "cpu", repeats=3) == (expected, fp32_s, bf16_s)
+        assert calls == [False, True] * 4  # one warm-up each, then alternating
+
+
+def test_gpu_style_timing_runs_on_a_copy_of_the_policy(monkeypatch):
+    ppo = make_ppo(precision="fp32")
+    before = [p.detach().clone() for p in ppo.actor_critic.parameters()]
+    monkeypatch.setattr(
+        precision_module, "_timed", lambda step, device: (step(), 0.4 if autocast_enabled("cpu") else 1.0)[1]
+    )
+    choice, found = ppo._time_precisions(32, (NUM_OBS,), (NUM_CRITIC,))
+    assert choice == "bf16" and "fp32 1000.0 ms, bf16 400.0 ms" in found
+    assert all(torch.equal(a, b) for a, b in zip(before, ppo.actor_critic.parameters()))
+    assert all(p.grad is None for p in ppo.actor_critic.parameters())
 
 
 def test_bf16_runs_the_matrix_products_in_bfloat16_and_returns_float32():

@@ -131,6 +131,7 @@ RESOLVE_CASES = [
     Case("precision_bool", A, "precision", True),
     Case("compile_mode_typo", A, "compile", "fast"),
     Case("compile_number", A, "compile", 1),
+    Case("compile_cuda_graphs", A, "compile", "reduce-overhead"),
     Case("clip_min_std_negative", A, "clip_min_std", -1.0),
     Case("clip_min_std_list_negative", A, "clip_min_std", [0.1, -0.1]),
     Case("linear_schedule_without_length", A, "schedule", "linear", path="algorithm.lr_anneal_iterations",
