@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -63,12 +62,8 @@ class CueMemory(BuiltinTask):
             raise ValueError(f"cue_steps must be >= 1, got {self.cfg['cue_steps']}")
         self.target_dim = d
         self.cue_steps = int(self.cfg["cue_steps"])
-        self.obs_segments = OrderedDict([("cue", (d,)), ("cue_visible", (1,))])
-        self.privileged_obs_segments = OrderedDict(
-            [*self.obs_segments.items(), ("target", (d,)), ("phase", (1,))]
-        )
-        self.num_obs = d + 1
-        self.num_privileged_obs = 2 * d + 2
+        actor = [("cue", (d,)), ("cue_visible", (1,))]
+        self._set_layout(actor, [*actor, ("target", (d,)), ("phase", (1,))])
         self.num_actions = d
         n, dev = self.num_envs, self.device
         self.target = torch.zeros(n, d, device=dev)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -52,10 +51,8 @@ class ImageGoal(PointMass):
         self._pix_y = centres.view(size, 1).expand(size, size).to(device)
         self._pix_x = centres.view(1, size).expand(size, size).to(device)
         super().__init__(num_envs, device, seed, **cfg)  # resets: the image is rendered by our hook
-        self.obs_segments = OrderedDict([("forward_depth", (1, size, size)), ("velocity", (2,))])
-        self.privileged_obs_segments = OrderedDict([*self.obs_segments.items(), ("goal_delta", (2,))])
-        self.num_obs = size * size + 2
-        self.num_privileged_obs = size * size + 4
+        actor = [("forward_depth", (1, size, size)), ("velocity", (2,))]
+        self._set_layout(actor, [*actor, ("goal_delta", (2,))])
 
     def expert_action(self, obs: torch.Tensor | None = None) -> torch.Tensor:
         """PD controller on the true goal delta (privileged): ``clip(kp * delta - kd * velocity)``."""

@@ -1,25 +1,6 @@
-"""Legged locomotion on MuJoCo: a quadruped learns to follow velocity commands.
+"""Legged locomotion on MuJoCo (``mujoco.batch``): a quadruped follows velocity commands, legged_gym style.
 
-MuJoCo's batched API (``mujoco.batch.Batch``) steps many copies of one model; its state arrays are shared
-with PyTorch without copies, so the task logic is vectorised torch code on the CPU. The task follows
-legged_gym: joint position targets ``q* = q_home + action_scale * a``, decimation, auto-reset, time-outs,
-command resampling, domain randomisation (friction, added mass, pushes, observation noise) and termination on
-trunk contact, large tilt or a low base. ``tracking_error`` (velocity RMSD, m/s) and ``CoT`` are per-env
-metrics. State views (``base_lin_vel``, ``dof_pos``, ...) are computed once per step from the MuJoCo state.
-
-Actor observations (``obs_segments``): ``base_ang_vel`` (3), ``projected_gravity`` (3), ``commands`` (3),
-``dof_pos`` (relative to the standing pose), ``dof_vel``, ``last_actions`` (one per joint) and, with
-``height_scan``, ``height_measurements`` (1, nx, ny). Critic observations add ``base_lin_vel`` (3) in
-front and ``friction`` (1), ``added_mass`` (1), ``foot_contact`` (feet) at the end, all without noise.
-
-Reward terms (``reward_scales``; each ``scale * kernel * dt``, :mod:`st_rl.tasks.locomotion_rewards`):
-``tracking_lin_vel``, ``tracking_ang_vel``, ``lin_vel_z``, ``ang_vel_xy``, ``orientation``, ``torques``,
-``dof_acc``, ``action_rate``, ``feet_air_time``, ``trot``, ``termination``. A term with scale 0 is skipped.
-``trot`` (off by default) is 1 while the robot is commanded to move and its diagonal feet share a contact
-state that the two feet of each side do not (a two-beat trot), else 0.
-
-Any MJCF (or URDF) robot with a free-joint base, position actuators on its leg joints, foot geoms whose names
-contain ``foot`` (or ``foot_geom_names``) and optionally a ``home`` keyframe can be loaded with ``model_path``.
+Observations, rewards, randomisation, terminations and metrics: docs/environments.md; options: ``LOCOMOTION_CFG``.
 """
 
 from __future__ import annotations
@@ -144,14 +125,7 @@ LOCOMOTION_CFG: dict[str, Any] = {
 
 
 class LeggedLocomotion(BuiltinTask):
-    """Velocity-command tracking for a legged robot on MuJoCo (see the module docstring).
-
-    Args:
-        num_envs: parallel simulations.
-        device: accepted for API symmetry; MuJoCo runs on the CPU, so buffers are CPU tensors.
-        seed: seed of the task's private generator.
-        **cfg: overrides of :attr:`DEFAULT_CFG` (documented there).
-    """
+    """Velocity-command tracking for a legged robot on MuJoCo; ``device`` is ignored (MuJoCo runs on the CPU)."""
 
     DEFAULT_CFG: dict[str, Any] = LOCOMOTION_CFG
     failure_terms = ("trunk_contact", "tilt", "base_height")
@@ -311,8 +285,7 @@ class LeggedLocomotion(BuiltinTask):
 
     @property
     def foot_pos_b(self) -> torch.Tensor:
-        """Foot positions relative to the base, in the base frame, (N, feet, 3) (m). Runs MuJoCo's position
-        stage for the current state on first use after a state change (style features read it)."""
+        """Foot positions relative to the base, in the base frame, (N, feet, 3) (m)."""
         return self._cached("feet", self._compute_foot_pos_b)
 
     def _compute_foot_pos_b(self) -> torch.Tensor:
@@ -335,14 +308,12 @@ class LeggedLocomotion(BuiltinTask):
 
     @property
     def tracking_error(self) -> torch.Tensor:
-        """Per-env RMS error of the base xy velocity against the command over the current episode (m/s);
-        the last finished episode's value while the current one is shorter than ``metric_warmup_s``."""
+        """Per-env RMS xy velocity error (m/s) of the episode (the last one during ``metric_warmup_s``)."""
         return self._metric(0, self._last_rmsd)
 
     @property
     def CoT(self) -> torch.Tensor:  # noqa: N802 - name used by the trainers
-        """Per-env cost of transport ``mean(sum |tau * qdot|) / (m g mean(|v_xy|))`` over the episode (m includes
-        the added mass); the last episode's value during ``metric_warmup_s``."""
+        """Per-env ``mean(sum |tau * qdot|) / (m g mean(|v_xy|))`` of the episode (the last one during warm-up)."""
         return self._metric(1, self._last_cot)
 
     def _metric(self, column: int, last: torch.Tensor) -> torch.Tensor:
@@ -504,13 +475,11 @@ class LeggedLocomotion(BuiltinTask):
         return available_style_fields(self.joint_names, self.foot_names)
 
     def default_style_fields(self) -> list[str]:
-        """Root height, base linear and angular velocity (base frame), joint positions and velocities, and
-        foot positions relative to the base (base frame)."""
+        """Root height, base velocities, joint positions and velocities, feet (all in the base frame)."""
         return default_style_fields(self.joint_names, self.foot_names)
 
     def all_style_features(self, feet: bool = True) -> torch.Tensor:
-        """Every field of :meth:`available_style_fields` for every env, (N, F_all); ``feet=False`` leaves out
-        the foot positions (the last ``3 * feet`` columns), which need MuJoCo's position stage."""
+        """Every field of :meth:`available_style_fields`, (N, F_all); ``feet=False`` leaves out the feet."""
         pos, lin_vel_w = self._qpos[:, 0:3].float(), self._qvel[:, 0:3].float()
         joints, feet_b = (
             [self.dof_pos, self.dof_vel],
@@ -528,10 +497,7 @@ class LeggedLocomotion(BuiltinTask):
         return self.all_style_features(feet=feet)[:, index]
 
     def set_ref_motion_source(self, source: Any) -> None:
-        """Provide expert windows: ``source(num_envs) -> (N, H * F)`` is added as ``extras["ref_motion"]``.
-
-        A source that names its ``style_fields`` (a :class:`~st_rl.datasets.MotionLoader`) must serve the task's
-        ``style_fields`` in the same order, in windows of ``amp_obs_frame_num`` frames.
+        """Add ``source(num_envs) -> (N, H * F)`` as ``extras["ref_motion"]``; its ``style_fields`` must be ours.
 
         Raises:
             ValueError: naming the motion file(s) and the fields missing from them or extra in them.
@@ -553,14 +519,7 @@ class LeggedLocomotion(BuiltinTask):
         return obs, rewards, dones, extras
 
     def mirror_functions(self) -> dict[str, SignedPermutation]:
-        """Left-right mirror maps of raw observations and actions (for ``Symmetry``, ``symmetry_cfg``).
-
-        Each map is a :class:`SignedPermutation` of the last dimension, derived from the model's geometry; the
-        convention is in :mod:`st_rl.tasks.locomotion_mirror`.
-
-        Returns:
-            ``{"obs": ..., "critic_obs": ..., "actions": ...}`` and, when the task emits ``ref_obs`` and its
-            style fields contain every field's mirror partner, ``"ref_obs"`` (style features, last dimension).
+        """Left-right mirror maps (:class:`SignedPermutation`) of ``obs``, ``critic_obs``, ``actions`` [, ``ref_obs``].
 
         Raises:
             ValueError: the robot, its standing pose or the height-scan grid is not left-right symmetric.
@@ -572,7 +531,7 @@ class LeggedLocomotion(BuiltinTask):
     _MJ_STATE = ("_qpos", "_qvel", "_ctrl", "_warm", "_friction", "_body_mass")
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """Task buffers plus the MuJoCo state (qpos, qvel, ctrl, warm start) and randomised model fields."""
+        """Task buffers plus the MuJoCo state and randomised model fields."""
         return {
             **super().state_dict(),
             **{"mj" + name: getattr(self, name).clone() for name in self._MJ_STATE},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -50,10 +49,7 @@ class PointMass(BuiltinTask):
         self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
     ) -> None:
         super().__init__(num_envs, device, seed, cfg)
-        self.obs_segments = OrderedDict([("goal_delta", (2,)), ("velocity", (2,))])
-        self.privileged_obs_segments = None
-        self.num_obs = 4
-        self.num_privileged_obs = None
+        self._set_layout([("goal_delta", (2,)), ("velocity", (2,))])
         self.num_actions = 2
         n, dev = self.num_envs, self.device
         self.position = torch.zeros(n, 2, device=dev)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -79,10 +78,7 @@ class SparseGoal(BuiltinTask):
         self.goal_point = torch.tensor([float(v) for v in c["goal"]], device=self.device)
         if self.start_point.shape != (2,) or self.goal_point.shape != (2,):
             raise ValueError(f"start and goal must be (x, y) pairs, got {c['start']!r} and {c['goal']!r}")
-        self.obs_segments = OrderedDict([("position", (2,)), ("velocity", (2,))])
-        self.privileged_obs_segments = None
-        self.num_obs = 4
-        self.num_privileged_obs = None
+        self._set_layout([("position", (2,)), ("velocity", (2,))])
         self.num_actions = 2
         n, dev = self.num_envs, self.device
         self.position = torch.zeros(n, 2, device=dev)

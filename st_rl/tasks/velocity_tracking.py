@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -66,15 +65,10 @@ class VelocityTracking(BuiltinTask):
         self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
     ) -> None:
         super().__init__(num_envs, device, seed, cfg)
-        self.obs_segments = OrderedDict([("base_lin_vel", (2,)), ("commands", (2,)), ("last_actions", (2,))])
-        self.privileged_obs_segments = OrderedDict(
-            [*self.obs_segments.items(), ("mass", (1,)), ("friction", (1,))]
-        )
         self.actor_dynamics_slots = bool(self.cfg["actor_dynamics_slots"])
-        if self.actor_dynamics_slots:
-            self.obs_segments = OrderedDict(self.privileged_obs_segments)
-        self.num_obs = 8 if self.actor_dynamics_slots else 6
-        self.num_privileged_obs = 8
+        actor = [("base_lin_vel", (2,)), ("commands", (2,)), ("last_actions", (2,))]
+        critic = [*actor, ("mass", (1,)), ("friction", (1,))]
+        self._set_layout(critic if self.actor_dynamics_slots else actor, critic)
         self.num_actions = 2
         self.resampling_steps = max(1, round(float(self.cfg["resampling_time_s"]) / self.dt))
         n, dev = self.num_envs, self.device
