@@ -112,7 +112,7 @@ class BuiltinTask(ABC):
         """Step with ``actions`` (N, num_actions; NaN zeroed, clipped); finished envs are reset.
 
         Returns:
-            ``(obs, rewards (N,), dones (N,) bool, extras)`` with ``"observations"``, ``"time_outs"`` and ``"log"``.
+            ``(obs, rewards (N,), dones (N,) bool, extras)``; extras: ``observations``, ``time_outs``, ``log``.
         """
         actions = actions.to(device=self.device, dtype=torch.float32).reshape(self.num_envs, self.num_actions)
         actions = torch.nan_to_num(actions, nan=0.0, posinf=0.0, neginf=0.0)
@@ -180,7 +180,7 @@ class BuiltinTask(ABC):
         actor: list[tuple[str, tuple[int, ...]]],
         critic: list[tuple[str, tuple[int, ...]]] | None = None,
     ) -> None:
-        """Set ``obs_segments`` / ``privileged_obs_segments`` and the widths ``num_obs`` / ``num_privileged_obs``."""
+        """Set the actor and critic segments and widths (``num_obs``, ``num_privileged_obs``)."""
         self.obs_segments = OrderedDict(actor)
         self.num_obs = sum(math.prod(s) for _, s in actor)
         self.privileged_obs_segments = None if critic is None else OrderedDict(critic)

@@ -14,20 +14,10 @@ __all__ = ["ImageGoal"]
 class ImageGoal(PointMass):
     """:class:`~st_rl.tasks.point_mass.PointMass` whose goal is observed only through an image.
 
-    Dynamics, reset distribution, reward terms (``distance``, ``action_l2``) and metric (``final_distance``) are
-    those of :class:`PointMass`. The actor does not observe ``goal_delta``; instead it gets ``forward_depth``, a
-    (1, H, W) image (``H = W = image_size``) centred on the agent and covering
-    ``[-view_range, view_range]^2`` metres of the plane: pixel ``(row i, column j)`` has centre
-    ``x_j = -view_range + (j + 0.5) * 2 view_range / W``, ``y_i = -view_range + (i + 0.5) * 2 view_range / H``
-    (columns go along +x, rows along +y) and value ``exp(-|c_ij - d|^2 / (2 blob_sigma^2))`` where ``d`` is
-    the goal delta (goal - position) clamped to the view. The image is rendered batched in torch.
-
-    Actor observations (``H * W + 2``): ``forward_depth`` (1, H, W), ``velocity`` (2).
-    Critic observations (``H * W + 4``): the actor's plus the true ``goal_delta`` (2).
-
-    Args:
-        num_envs, device, seed: as for :class:`~st_rl.tasks.base.BuiltinTask`.
-        **cfg: overrides of ``DEFAULT_CFG`` (SI units).
+    Instead of ``goal_delta`` the actor sees ``forward_depth`` (1, H, W), ``H = W = image_size``: the plane
+    ``[-view_range, view_range]^2`` around the agent (columns along +x, rows along +y), each pixel
+    ``exp(-|centre - d|^2 / (2 blob_sigma^2))`` with ``d`` the goal delta clamped to the view; then ``velocity``.
+    The critic also sees ``goal_delta``.
     """
 
     DEFAULT_CFG: dict[str, Any] = {

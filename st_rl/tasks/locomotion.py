@@ -519,7 +519,7 @@ class LeggedLocomotion(BuiltinTask):
         return obs, rewards, dones, extras
 
     def mirror_functions(self) -> dict[str, SignedPermutation]:
-        """Left-right mirror maps (:class:`SignedPermutation`) of ``obs``, ``critic_obs``, ``actions`` [, ``ref_obs``].
+        """Left-right mirror maps (``SignedPermutation``) of ``obs``, ``critic_obs``, ``actions`` [, ``ref_obs``].
 
         Raises:
             ValueError: the robot, its standing pose or the height-scan grid is not left-right symmetric.

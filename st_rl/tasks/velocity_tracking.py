@@ -16,23 +16,12 @@ GRAVITY = 9.81
 class VelocityTracking(BuiltinTask):
     """Track a commanded planar velocity with a body of unknown mass and drag (privileged critic).
 
-    Dynamics (semi-implicit Euler): ``v += dt * (max_force * a - friction * v) / mass``; ``mass`` and the drag
-    ``friction`` are drawn per episode and hidden from the actor. The command ``(vx, vy)``, uniform in
-    ``[-command_range, command_range]^2``, is drawn at reset and every ``resampling_time_s``.
-
-    Actor observations (6,): ``base_lin_vel`` (2, with uniform noise ``+-vel_noise`` when ``add_noise``),
-    ``commands`` (2), ``last_actions`` (2); the critic's (8,) are noise-free plus ``mass`` and ``friction``. With
-    ``actor_dynamics_slots`` the actor's end with ``mass`` and ``friction`` slots filled with zeros, for a state
-    estimator to fill (e.g. ``StateAcRecurrent`` with ``estimator_target_components=["mass", "friction"]``).
-
-    Reward terms (each times ``dt``): ``track_lin_vel`` = ``w_track * exp(-|cmd - v|^2 / tracking_sigma)``,
-    ``action_rate`` = ``w_action_rate * |a - a_prev|^2``, ``action_l2`` = ``w_action_l2 * |a|^2``, ``termination``
-    = ``w_termination`` on failure (``velocity_error``: ``|cmd - v| > max_velocity_error``). Metrics:
-    :attr:`tracking_error`, :attr:`CoT`. Known solution: :meth:`expert_action`.
-
-    Args:
-        num_envs, device, seed: as for :class:`~st_rl.tasks.base.BuiltinTask`.
-        **cfg: overrides of ``DEFAULT_CFG`` (SI units).
+    ``v += dt * (max_force * a - friction * v) / mass`` with ``mass`` and ``friction`` drawn per episode. The
+    command ``(vx, vy)`` is resampled every ``resampling_time_s``. Actor observations: ``base_lin_vel`` (noisy),
+    ``commands``, ``last_actions`` [, zero ``mass`` and ``friction`` slots for an estimator with
+    ``actor_dynamics_slots``]; the critic's are noise-free plus ``mass`` and ``friction``. Rewards:
+    ``track_lin_vel`` = ``w_track * exp(-|cmd - v|^2 / tracking_sigma)``, ``action_rate``, ``action_l2``,
+    ``termination`` (failure ``velocity_error``: ``|cmd - v| > max_velocity_error``).
     """
 
     DEFAULT_CFG: dict[str, Any] = {
@@ -100,38 +89,29 @@ class VelocityTracking(BuiltinTask):
         ]
         self.reset()
 
-    # ------------------------------------------------------------------ metrics
     def task_metrics(self) -> dict[str, torch.Tensor]:
         """Velocity-tracking RMSD (``velrmsd``, :attr:`tracking_error`) and cost of transport (``CoT``)."""
         return {"velrmsd": self.tracking_error, "CoT": self.CoT}
 
     @property
     def tracking_error(self) -> torch.Tensor:
-        """Per-env RMS velocity-tracking error (m/s) over the current episode (the last finished one while the
-        current episode has no step yet), shape (N,)."""
+        """Per-env RMS velocity error (m/s) of the episode (of the last one before the first step), (N,)."""
         current = torch.sqrt(self._err_sq_sum / self._metric_steps.clamp_min(1.0))
         return torch.where(self._metric_steps > 0, current, self._last_tracking_error)
 
     @property
     def CoT(self) -> torch.Tensor:  # noqa: N802 - name used by the trainers
-        """Per-env mean cost of transport over the current (else last) episode, shape (N,).
-
-        Per step ``|F . v| / (mass * g * |v| + cot_eps)`` with ``F = max_force * a``; it is at most ``|F| / (m g)``.
-        """
+        """Per-env mean of ``|F . v| / (mass * g * |v| + cot_eps)`` over the current (else last) episode, (N,)."""
         current = self._cot_sum / self._metric_steps.clamp_min(1.0)
         return torch.where(self._metric_steps > 0, current, self._last_cot)
 
     def expert_action(self, obs: torch.Tensor) -> torch.Tensor:
-        """Controller using actor observations only: ``(f_nom * cmd + kp * (cmd - v)) / max_force``.
-
-        ``f_nom`` is the mid-range drag coefficient, so a residual error remains for off-nominal bodies.
-        """
+        """``(f_nom * cmd + kp * (cmd - v)) / max_force`` from actor observations (``f_nom``: mid-range drag)."""
         vel, cmd = obs[..., 0:2], obs[..., 2:4]
         f_nom = 0.5 * sum(self.cfg["friction_range"])
         a = (f_nom * cmd + self.cfg["expert_kp"] * (cmd - vel)) / self.cfg["max_force"]
         return torch.clamp(a, -self.clip_actions, self.clip_actions)
 
-    # ------------------------------------------------------------------ hooks
     def _physics_step(self, actions: torch.Tensor) -> None:
         c = self.cfg
         force = c["max_force"] * actions
