@@ -61,19 +61,15 @@ class VelocityTracking(BuiltinTask):
         self.num_actions = 2
         self.resampling_steps = max(1, round(float(self.cfg["resampling_time_s"]) / self.dt))
         n, dev = self.num_envs, self.device
-        self.base_lin_vel = torch.zeros(n, 2, device=dev)
-        self.commands = torch.zeros(n, 2, device=dev)
-        self.mass = torch.ones(n, 1, device=dev)
-        self.friction = torch.ones(n, 1, device=dev)
-        self.last_actions = torch.zeros(n, 2, device=dev)
-        self.prev_actions = torch.zeros(n, 2, device=dev)
+        self.base_lin_vel, self.commands, self.last_actions, self.prev_actions = (
+            torch.zeros(n, 2, device=dev) for _ in range(4)
+        )
+        self.mass, self.friction = torch.ones(n, 1, device=dev), torch.ones(n, 1, device=dev)
         self.critic_obs_buf = torch.zeros(n, 8, device=dev)
         # running sums over the current episode and the values of the last finished one
-        self._err_sq_sum = torch.zeros(n, device=dev)
-        self._cot_sum = torch.zeros(n, device=dev)
-        self._metric_steps = torch.zeros(n, device=dev)
-        self._last_tracking_error = torch.zeros(n, device=dev)
-        self._last_cot = torch.zeros(n, device=dev)
+        self._err_sq_sum, self._cot_sum, self._metric_steps, self._last_tracking_error, self._last_cot = (
+            torch.zeros(n, device=dev) for _ in range(5)
+        )
         self._state_buffers += [
             "base_lin_vel",
             "commands",
@@ -81,6 +77,8 @@ class VelocityTracking(BuiltinTask):
             "friction",
             "last_actions",
             "prev_actions",
+        ]
+        self._state_buffers += [
             "_err_sq_sum",
             "_cot_sum",
             "_metric_steps",
