@@ -181,9 +181,23 @@ def _hold_command(env: Any, fixed: torch.Tensor | None, obs: Any) -> Any:
     if fixed is None or not bool((env.commands != fixed).any()):
         return obs
     env.commands = fixed.expand_as(env.commands).clone()
+    _recompute_observations(env)
+    return env.get_observations()[0]
+
+
+def _recompute_observations(env: Any) -> None:
     if isinstance(env, RecomputesObservations):
         env._compute_observations()
-    return env.get_observations()[0]
+
+
+def _reset(env: Any) -> None:
+    if isinstance(env, ResettableTask):
+        env.reset()
+
+
+def _reset_policy(policy: Any, dones: torch.Tensor) -> None:
+    if isinstance(policy, ResettablePolicy):
+        policy.reset(dones)  # recurrent policies forget finished episodes
 
 
 def evaluate_policy(
@@ -227,8 +241,8 @@ def evaluate_policy(
     fixed = _fixed_command(env, command)
 
     with torch.inference_mode():
-        if reset and isinstance(env, ResettableTask):
-            env.reset()
+        if reset:
+            _reset(env)
         obs = _hold_command(env, fixed, env.get_observations()[0])
         tracking = _Tracking(
             env, num_steps, record_env, int(env.commands.shape[1]) >= 3 and _yaw_rate_of(env) is not None
@@ -241,8 +255,7 @@ def evaluate_policy(
             cmd = env.commands.clone()
             obs, rewards, dones, extras = env.step(policy(_actor_obs(obs)))
             dones = dones.to(dev).bool()
-            if isinstance(policy, ResettablePolicy):
-                policy.reset(dones)  # recurrent policies forget finished episodes
+            _reset_policy(policy, dones)
             time_outs = extras.get("time_outs") if isinstance(extras, dict) else None
             failed = dones if time_outs is None else dones & ~time_outs.to(dev).bool()
             tracking.add(t, cmd, rewards, dones, failed, (age >= warmup_steps) & ~dones)

@@ -52,7 +52,7 @@ class CueMemory(BuiltinTask):
         n, dev = self.num_envs, self.device
         self.target = torch.zeros(n, d, device=dev)
         self.last_error = torch.zeros(n, device=dev)
-        self.critic_obs_buf = torch.zeros(n, self.num_privileged_obs, device=dev)
+        self.critic_obs_buf = torch.zeros(n, 2 * d + 2, device=dev)
         self._state_buffers += ["target", "last_error"]
         self.reset()
 
