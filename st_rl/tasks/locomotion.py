@@ -358,15 +358,17 @@ class LeggedLocomotion(BuiltinTask):
         self.feet_air_time = torch.where(contact | self.last_contacts, 0.0, self.feet_air_time + self.dt)
         self.last_contacts = contact
         failed = self._compute_failures().any(dim=1)
-        kernels = {
-            "tracking_lin_vel": lambda: rw.tracking_lin_vel(self.commands, lin, sigma),
-            "tracking_ang_vel": lambda: rw.tracking_ang_vel(self.commands, ang, sigma),
-            "lin_vel_z": lambda: rw.lin_vel_z(lin),
-            "ang_vel_xy": lambda: rw.ang_vel_xy(ang),
-            "orientation": lambda: rw.orientation(self.projected_gravity),
-            "torques": lambda: rw.torques(self._act_force),
-            "dof_acc": lambda: rw.dof_acc(self.dof_vel, self.last_dof_vel, self.dt),
-            "action_rate": lambda: rw.action_rate(actions, self.last_actions),
+        kernels = {  # unweighted, per env
+            "tracking_lin_vel": lambda: torch.exp(
+                -(self.commands[:, :2] - lin[:, :2]).square().sum(1) / sigma
+            ),
+            "tracking_ang_vel": lambda: torch.exp(-(self.commands[:, 2] - ang[:, 2]).square() / sigma),
+            "lin_vel_z": lambda: lin[:, 2].square(),
+            "ang_vel_xy": lambda: ang[:, :2].square().sum(1),
+            "orientation": lambda: self.projected_gravity[:, :2].square().sum(1),
+            "torques": lambda: self._act_force.float().square().sum(1),
+            "dof_acc": lambda: ((self.dof_vel - self.last_dof_vel) / self.dt).square().sum(1),
+            "action_rate": lambda: (actions - self.last_actions).square().sum(1),
             "feet_air_time": lambda: air,
             "trot": lambda: rw.trot(contact, *self._partners, moving),
             "termination": lambda: failed.float() / self.dt,  # one-off penalty: scale * 1

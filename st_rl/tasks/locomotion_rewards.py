@@ -1,7 +1,4 @@
-"""Reward kernels of :class:`~st_rl.tasks.locomotion.LeggedLocomotion` as pure functions of the task state.
-
-Each returns the unweighted per-env kernel (N,); the task multiplies it by its scale (and by ``dt``).
-"""
+"""Reward kernels (unweighted, per env) and failures of :class:`~st_rl.tasks.locomotion.LeggedLocomotion`."""
 
 from __future__ import annotations
 
@@ -11,40 +8,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
-
-def tracking_lin_vel(commands: torch.Tensor, lin_vel: torch.Tensor, sigma: float) -> torch.Tensor:
-    """``exp(-|cmd_xy - v_xy|^2 / sigma)``."""
-    return torch.exp(-(commands[:, :2] - lin_vel[:, :2]).square().sum(1) / sigma)
-
-
-def tracking_ang_vel(commands: torch.Tensor, ang_vel: torch.Tensor, sigma: float) -> torch.Tensor:
-    """``exp(-(cmd_yaw - w_z)^2 / sigma)``."""
-    return torch.exp(-(commands[:, 2] - ang_vel[:, 2]).square() / sigma)
-
-
-def lin_vel_z(lin_vel: torch.Tensor) -> torch.Tensor:
-    return lin_vel[:, 2].square()
-
-
-def ang_vel_xy(ang_vel: torch.Tensor) -> torch.Tensor:
-    return ang_vel[:, :2].square().sum(1)
-
-
-def orientation(projected_gravity: torch.Tensor) -> torch.Tensor:
-    return projected_gravity[:, :2].square().sum(1)
-
-
-def torques(actuator_force: torch.Tensor) -> torch.Tensor:
-    return actuator_force.float().square().sum(1)
-
-
-def dof_acc(dof_vel: torch.Tensor, last_dof_vel: torch.Tensor, dt: float) -> torch.Tensor:
-    return ((dof_vel - last_dof_vel) / dt).square().sum(1)
-
-
-def action_rate(actions: torch.Tensor, last_actions: torch.Tensor) -> torch.Tensor:
-    return (actions - last_actions).square().sum(1)
 
 
 def feet_air_time(
