@@ -214,13 +214,10 @@ class LeggedLocomotion(BuiltinTask):
     def _build_buffers(self) -> None:
         n, a, f = self.num_envs, self.num_actions, self.num_feet
         c = self.cfg
-        self.obs_segments, self.privileged_obs_segments, points = observation_layout(
-            a, f, c, self.use_height_scan
-        )
+        actor, critic, points = observation_layout(a, f, c, self.use_height_scan)
+        self._set_layout(actor, critic)
         if points is not None:
             self.scan_points = points
-        self.num_obs = layout_size(self.obs_segments)
-        self.num_privileged_obs = layout_size(self.privileged_obs_segments)
         self._noise_scale = noise_scale(c, a, 0 if points is None else len(points))
         self.commands, self.feet_air_time = torch.zeros(n, 3), torch.zeros(n, f)
         self.actions, self.last_actions, self.last_dof_vel = (torch.zeros(n, a) for _ in range(3))
@@ -231,10 +228,7 @@ class LeggedLocomotion(BuiltinTask):
             torch.zeros(n) for _ in range(4)
         )
         self._speed_sum, self._last_rmsd, self._last_cot = (torch.zeros(n) for _ in range(3))
-        self.critic_obs_buf, self.obs_buf = (
-            torch.zeros(n, self.num_privileged_obs),
-            torch.zeros(n, self.num_obs),
-        )
+        self.critic_obs_buf, self.obs_buf = torch.zeros(n, layout_size(critic)), torch.zeros(n, self.num_obs)
         self._state_buffers += [
             "commands", "actions", "last_actions", "last_dof_vel", "feet_air_time", "last_contacts",
             "foot_contact", "trunk_contact", "added_mass", "friction_coef", "_err_sq_sum", "_err_count",

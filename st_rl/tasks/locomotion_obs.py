@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -12,33 +11,30 @@ import torch
 
 from st_rl.tasks.locomotion_model import yaw_quat
 
-Segments = OrderedDict[str, tuple[int, ...]]
+Segments = list[tuple[str, tuple[int, ...]]]
 
 
 def observation_layout(
     num_actions: int, num_feet: int, cfg: dict[str, Any], height_scan: bool
 ) -> tuple[Segments, Segments, torch.Tensor | None]:
-    """Actor and critic ``obs_segments``, and the height-scan points (P, 2) in the yaw frame (or None)."""
+    """Actor and critic segments, and the height-scan points (P, 2) in the yaw frame (or None)."""
     a = num_actions
-    segments: Segments = OrderedDict(
-        [("base_ang_vel", (3,)), ("projected_gravity", (3,)), ("commands", (3,)), ("dof_pos", (a,)),
-         ("dof_vel", (a,)), ("last_actions", (a,))]
-    )  # fmt: skip
+    segments: Segments = [("base_ang_vel", (3,)), ("projected_gravity", (3,)), ("commands", (3,)),
+                          ("dof_pos", (a,)), ("dof_vel", (a,)), ("last_actions", (a,))]  # fmt: skip
     points = None
     if height_scan:
         (x0, x1, nx), (y0, y1, ny) = cfg["height_scan_x"], cfg["height_scan_y"]
-        segments["height_measurements"] = (1, int(nx), int(ny))
+        segments.append(("height_measurements", (1, int(nx), int(ny))))
         mx, my = torch.meshgrid(
             torch.linspace(x0, x1, int(nx)), torch.linspace(y0, y1, int(ny)), indexing="ij"
         )
         points = torch.stack([mx.flatten(), my.flatten()], dim=-1)
-    privileged: Segments = OrderedDict([("base_lin_vel", (3,)), *segments.items()])
-    privileged.update([("friction", (1,)), ("added_mass", (1,)), ("foot_contact", (num_feet,))])
-    return segments, privileged, points
+    privileged = [("base_lin_vel", (3,)), *segments, ("friction", (1,)), ("added_mass", (1,))]
+    return segments, [*privileged, ("foot_contact", (num_feet,))], points
 
 
 def layout_size(segments: Segments) -> int:
-    return sum(math.prod(s) for s in segments.values())
+    return sum(math.prod(s) for _, s in segments)
 
 
 def scaled_observations(
