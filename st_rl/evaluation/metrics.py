@@ -26,7 +26,7 @@ __all__ = ["SUMMARY_KEYS", "VelocityCommandTask", "evaluate_policy", "format_sum
 
 @runtime_checkable
 class VelocityCommandTask(Protocol):
-    """What :func:`evaluate_policy` needs: the native API, ``dt`` (s), ``commands`` (N, 2 or 3), ``base_lin_vel``."""
+    """What :func:`evaluate_policy` needs: ``dt`` (s), ``commands`` (N, 2 or 3), ``base_lin_vel``, the native API."""
 
     num_envs: int
     dt: float

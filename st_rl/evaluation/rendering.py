@@ -1,6 +1,6 @@
 """Offscreen MuJoCo rendering of a task's robot: frames and MP4 videos (``st-rl play --video``).
 
-Set ``MUJOCO_GL`` (``egl``, the default here, or ``osmesa``) before MuJoCo is imported; MP4 needs ``imageio-ffmpeg``.
+Set ``MUJOCO_GL`` (``egl``, the default here, or ``osmesa``) before importing MuJoCo; MP4 needs imageio-ffmpeg.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class VideoRecorder:
     """Films env ``env_id`` of a MuJoCo task into an MP4 in real time, as ``render=`` of :func:`evaluate_policy`.
 
     Args:
-        camera: the model's camera (``"track"`` follows the trunk); None or a missing name: a free tracking camera.
+        camera: the model's camera (``"track"`` follows the trunk); None or missing: a free tracking camera.
         quality: ``"fast"`` (no shadows, reflections or anti-aliasing), ``"medium"`` (1024 px shadows) or
             ``"high"`` (the model's own visual settings).
         geom_groups: geom groups drawn (the built-in quadruped's legs are in group 3).

@@ -55,7 +55,7 @@ class _ShimBase:
 class LeggedGymStyle(_ShimBase):
     """legged_gym / parkour API: ``step(a) -> (obs, privileged_obs | None, rewards, dones (bool), infos)``.
 
-    ``infos["episode"]`` is ``extras["log"]`` renamed: ``rew_<term>``, ``timeout_ratio``, ``termination_<failure>``.
+    ``infos["episode"]``: ``extras["log"]`` as ``rew_<term>``, ``timeout_ratio``, ``termination_<failure>``.
     """
 
     FORWARDED = _ShimBase.FORWARDED | {"num_obs", "obs_segments", "privileged_obs_segments"}

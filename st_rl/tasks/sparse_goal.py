@@ -129,7 +129,7 @@ def evaluate_success(
     device: str | torch.device = "cpu",
     **cfg: Any,
 ) -> float:
-    """Fraction of ``num_envs`` fresh seeded episodes in which ``policy`` (obs (N, 4) -> actions) reaches the goal."""
+    """Fraction of ``num_envs`` fresh seeded episodes in which ``policy`` (obs -> actions) reaches the goal."""
     env = SparseGoal(num_envs=num_envs, device=device, seed=seed, **cfg)
     obs, _ = env.get_observations()
     success = torch.zeros(num_envs, dtype=torch.bool, device=env.device)
