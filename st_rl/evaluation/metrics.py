@@ -26,7 +26,7 @@ __all__ = ["SUMMARY_KEYS", "VelocityCommandTask", "evaluate_policy", "format_sum
 
 @runtime_checkable
 class VelocityCommandTask(Protocol):
-    """What :func:`evaluate_policy` needs: ``dt`` (s), ``commands`` (N, 2 or 3), ``base_lin_vel``, the native API."""
+    """What :func:`evaluate_policy` needs: ``dt`` (s), ``commands`` (N, 2 or 3), ``base_lin_vel``."""
 
     num_envs: int
     dt: float
@@ -96,15 +96,11 @@ def _yaw_rate_of(env: Any) -> torch.Tensor | None:
 def _check_locomotion_env(env: Any) -> None:
     if isinstance(env, VelocityCommandTask) and env.commands is not None and env.base_lin_vel is not None:
         return
-    missing = [name for name in ("commands", "base_lin_vel") if getattr(env, name, None) is None]
-    if missing:
-        raise ValueError(
-            f"evaluate_policy needs a velocity-command task (quadruped_*, velocity_tracking); "
-            f"{type(env).__name__} has no {' or '.join(repr(m) for m in missing)}"
-        )
+    missing = [repr(name) for name in ("commands", "base_lin_vel") if getattr(env, name, None) is None]
+    lacks = " and ".join(missing) or "dt, num_envs, get_observations() or step() (see VelocityCommandTask)"
+    name = type(env).__name__
     raise ValueError(
-        f"{type(env).__name__} is not a velocity-command task: it needs 'dt' (seconds per policy step), "
-        "'num_envs', get_observations() and step(actions) (see VelocityCommandTask)."
+        f"evaluate_policy needs a velocity-command task (quadruped_*, velocity_tracking); {name} lacks {lacks}"
     )
 
 
@@ -118,10 +114,8 @@ class _Tracking:
         self.sums = torch.zeros(5, dtype=torch.float64, device=dev)  # err_xy, err_yaw, cmd_sq, count, reward
         self.fell = torch.zeros(n, dtype=torch.bool, device=dev)
         self.falls = torch.zeros((), dtype=torch.long, device=dev)
-        self.cmd, self.vel = (
-            torch.full((num_steps, 3), float("nan")),
-            torch.full((num_steps, 3), float("nan")),
-        )
+        self.cmd = torch.full((num_steps, 3), float("nan"))
+        self.vel = self.cmd.clone()
         self.flags = torch.zeros(num_steps, 3, dtype=torch.bool)  # done, fall, counted
 
     def add(self, t: int, cmd: torch.Tensor, rewards: torch.Tensor, dones: torch.Tensor, failed: torch.Tensor,
