@@ -12,40 +12,13 @@ from typing import Any
 import numpy as np
 import torch
 
+import st_rl.tasks.locomotion_model as mdl
+import st_rl.tasks.locomotion_obs as lobs
 import st_rl.tasks.locomotion_rewards as rw
+import st_rl.tasks.locomotion_style as style
 from st_rl.tasks.base import BuiltinTask
 from st_rl.tasks.locomotion_mirror import SignedPermutation, build_mirror_maps
-from st_rl.tasks.locomotion_model import (
-    DEFAULT_MODEL_PATH,
-    add_height_field,
-    base_frame_kinematics,
-    check_model,
-    complete_urdf,
-    find_feet,
-    find_touch_sensors,
-    ground_height,
-    import_mujoco,
-    index_of,
-    quat_rotate_inverse,
-)
-from st_rl.tasks.locomotion_obs import (
-    height_scan,
-    initial_state,
-    layout_size,
-    noise_scale,
-    observation_layout,
-    sample_commands,
-    scaled_observations,
-)
-from st_rl.tasks.locomotion_style import (
-    all_style_features,
-    available_style_fields,
-    check_motion_source,
-    default_style_fields,
-    foot_style_fields,
-    roll_window,
-    style_columns,
-)
+from st_rl.tasks.locomotion_model import DEFAULT_MODEL_PATH, quat_rotate_inverse
 
 __all__ = ["DEFAULT_MODEL_PATH", "LeggedLocomotion", "SignedPermutation", "quat_rotate_inverse"]
 
@@ -141,7 +114,7 @@ class LeggedLocomotion(BuiltinTask):
         if str(torch.device(device)) != "cpu":
             device = "cpu"  # MuJoCo state lives in host memory
         super().__init__(num_envs, device, seed, {**cfg, "reward_scales": scales})
-        self.mujoco = import_mujoco()
+        self.mujoco = mdl.import_mujoco()
         c = self.cfg
         self.terrain = str(c["terrain"])
         if self.terrain not in ("flat", "rough"):
@@ -150,7 +123,7 @@ class LeggedLocomotion(BuiltinTask):
         self._build_model(c["model_path"] or DEFAULT_MODEL_PATH)
         self._build_buffers()
         if "trot" in self.reward_terms:  # a robot without four corner feet is refused here
-            data, to_base = base_frame_kinematics(
+            data, to_base = mdl.base_frame_kinematics(
                 self.mujoco, self.model, self.base_body, self.default_qpos.numpy()
             )
             self._partners = rw.gait_partners(to_base(data.geom_xpos[self.foot_geoms]))
@@ -162,21 +135,21 @@ class LeggedLocomotion(BuiltinTask):
             raise FileNotFoundError(f"Robot model not found: {path}")
         spec = mj.MjSpec.from_file(path)
         if path.lower().endswith(".urdf"):
-            complete_urdf(mj, spec, self.cfg)
+            mdl.complete_urdf(mj, spec, self.cfg)
         if self.terrain == "rough":
             self._add_height_field(spec)
         self.model = model = spec.compile()
-        self.sim_dt, self.decimation, self.base_body = check_model(mj, model, self.dt, path)
+        self.sim_dt, self.decimation, self.base_body = mdl.check_model(mj, model, self.dt, path)
         self.num_actions = int(model.nu)
         trn = model.actuator_trnid[:, 0]
-        self.actuated_qpos = index_of([int(model.jnt_qposadr[j]) for j in trn])
-        self.actuated_dof = index_of([int(model.jnt_dofadr[j]) for j in trn])
+        self.actuated_qpos = mdl.index_of([int(model.jnt_qposadr[j]) for j in trn])
+        self.actuated_dof = mdl.index_of([int(model.jnt_dofadr[j]) for j in trn])
         self.joint_names = [mj.mj_id2name(model, mj.mjtObj.mjOBJ_JOINT, int(j)) for j in trn]
         self.kp = torch.as_tensor(model.actuator_gainprm[:, 0], dtype=torch.float32)
-        self.foot_geoms, self.foot_names = find_feet(mj, model, self.cfg["foot_geom_names"], path)
+        self.foot_geoms, self.foot_names = mdl.find_feet(mj, model, self.cfg["foot_geom_names"], path)
         self.num_feet = len(self.foot_names)
         self.foot_bodies = np.asarray([model.geom_bodyid[g] for g in self.foot_geoms])
-        self.foot_touch_adr, self.trunk_touch_adr = find_touch_sensors(
+        self.foot_touch_adr, self.trunk_touch_adr = mdl.find_touch_sensors(
             mj, model, self.foot_bodies, self.base_body, path
         )
         self.key_id = key = mj.mj_name2id(model, mj.mjtObj.mjOBJ_KEY, self.cfg["home_keyframe"])
@@ -191,7 +164,7 @@ class LeggedLocomotion(BuiltinTask):
 
     def _add_height_field(self, spec: Any) -> None:
         """Add a random rough height field (``height_map``) beside the flat floor."""
-        self.height_map = add_height_field(self.mujoco, spec, self.cfg, self._generator)
+        self.height_map = mdl.add_height_field(self.mujoco, spec, self.cfg, self._generator)
         self.terrain_res = float(self.cfg["terrain_resolution_m"])
         self.terrain_half = float(self.cfg["terrain_size_m"]) / 2.0
 
@@ -214,11 +187,13 @@ class LeggedLocomotion(BuiltinTask):
     def _build_buffers(self) -> None:
         n, a, f = self.num_envs, self.num_actions, self.num_feet
         c = self.cfg
-        actor, critic, points = observation_layout(a, f, c, self.use_height_scan)
+        actor, critic, points = lobs.observation_layout(a, f, c, self.use_height_scan)
         self._set_layout(actor, critic)
         if points is not None:
             self.scan_points = points
-        self._noise_scale = noise_scale(c, a, 0 if points is None else len(points))
+        self._obs_scale, self._noise_scale = lobs.observation_scales(
+            c, a, 0 if points is None else len(points)
+        )
         self.commands, self.feet_air_time = torch.zeros(n, 3), torch.zeros(n, f)
         self.actions, self.last_actions, self.last_dof_vel = (torch.zeros(n, a) for _ in range(3))
         self.last_contacts, self.foot_contact = (torch.zeros(n, f, dtype=torch.bool) for _ in range(2))
@@ -228,7 +203,10 @@ class LeggedLocomotion(BuiltinTask):
             torch.zeros(n) for _ in range(4)
         )
         self._speed_sum, self._last_rmsd, self._last_cot = (torch.zeros(n) for _ in range(3))
-        self.critic_obs_buf, self.obs_buf = torch.zeros(n, layout_size(critic)), torch.zeros(n, self.num_obs)
+        self.critic_obs_buf, self.obs_buf = (
+            torch.zeros(n, lobs.layout_size(critic)),
+            torch.zeros(n, self.num_obs),
+        )
         self._state_buffers += [
             "commands", "actions", "last_actions", "last_dof_vel", "feet_air_time", "last_contacts",
             "foot_contact", "trunk_contact", "added_mass", "friction_coef", "_err_sq_sum", "_err_count",
@@ -244,8 +222,8 @@ class LeggedLocomotion(BuiltinTask):
         self.ref_motion_source: Any = None
         self.amp_obs_frame_num = int(c["amp_obs_frame_num"])
         self.style_fields = list(c["style_fields"] or self.default_style_fields())
-        self._style_index = style_columns(self.available_style_fields(), self.style_fields)
-        self._style_needs_feet = any(f in foot_style_fields(self.foot_names) for f in self.style_fields)
+        self._style_index = style.style_columns(self.available_style_fields(), self.style_fields)
+        self._style_needs_feet = any(f in style.foot_style_fields(self.foot_names) for f in self.style_fields)
         if self.amp_obs_frame_num > 0:
             self.ref_obs_buf = torch.zeros(n, self.amp_obs_frame_num, len(self.style_fields))
             self._state_buffers.append("ref_obs_buf")
@@ -389,7 +367,7 @@ class LeggedLocomotion(BuiltinTask):
         for name in ("_err_sq_sum", "_err_count", "_power_sum", "_speed_sum"):
             setattr(self, name, torch.where(mask, 0.0, getattr(self, name)))
 
-        qpos, qvel = initial_state(
+        qpos, qvel = lobs.initial_state(
             self._rand, n, self.default_qpos, self.actuated_qpos, self._qvel.shape[1], c
         )
         self._qpos.copy_(torch.where(m, qpos, self._qpos))
@@ -424,7 +402,7 @@ class LeggedLocomotion(BuiltinTask):
 
     def _sample_commands_where(self, mask: torch.Tensor) -> None:
         self.commands = torch.where(
-            mask[:, None], sample_commands(self._rand, self.num_envs, self.cfg), self.commands
+            mask[:, None], lobs.sample_commands(self._rand, self.num_envs, self.cfg), self.commands
         )
 
     def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
@@ -435,28 +413,22 @@ class LeggedLocomotion(BuiltinTask):
 
     def _post_reset(self, dones: torch.Tensor) -> None:
         if self.amp_obs_frame_num > 0:  # the history of a new episode starts full of its first frame
-            self.ref_obs_buf = roll_window(self.ref_obs_buf, self.style_features(), dones)
+            self.ref_obs_buf = style.roll_window(self.ref_obs_buf, self.style_features(), dones)
 
     def _ground_height(self, xy: torch.Tensor) -> torch.Tensor:
         """Terrain height under world points ``xy`` (..., 2) (0 on flat ground)."""
         if self.terrain == "rough":
-            return ground_height(self.height_map, self.terrain_res, self.terrain_half, xy)
+            return mdl.ground_height(self.height_map, self.terrain_res, self.terrain_half, xy)
         return torch.zeros(xy.shape[:-1])
 
     def _compute_observations(self) -> None:
         c = self.cfg
-        scan = None
+        parts = [self.base_ang_vel, self.projected_gravity, self.commands, self.dof_pos - self.default_joint_pos,
+                 self.dof_vel, self.actions]  # fmt: skip
         if self.use_height_scan:
-            scan = height_scan(
-                self.base_quat, self._qpos[:, 0:3].float(), self.scan_points, self._ground_height
-            )
-        state = (
-            self.base_ang_vel,
-            self.projected_gravity,
-            self.commands,
-            self.dof_pos - self.default_joint_pos,
-        )
-        clean = scaled_observations(c, *state, self.dof_vel, self.actions, scan)
+            pos = self._qpos[:, 0:3].float()
+            parts.append(lobs.height_scan(self.base_quat, pos, self.scan_points, self._ground_height))
+        clean = torch.cat(parts, dim=1) * self._obs_scale  # in obs_segments order
         self.obs_buf = clean
         if float(c["noise_level"]) > 0:
             self.obs_buf = clean + self._noise_scale * self._rand(
@@ -468,11 +440,11 @@ class LeggedLocomotion(BuiltinTask):
 
     def available_style_fields(self) -> list[str]:
         """Style feature names in the motion-file convention (``ancestor_spec.md`` section 3.1)."""
-        return available_style_fields(self.joint_names, self.foot_names)
+        return style.available_style_fields(self.joint_names, self.foot_names)
 
     def default_style_fields(self) -> list[str]:
         """Root height, base velocities, joint positions and velocities, feet (all in the base frame)."""
-        return default_style_fields(self.joint_names, self.foot_names)
+        return style.default_style_fields(self.joint_names, self.foot_names)
 
     def all_style_features(self, feet: bool = True) -> torch.Tensor:
         """Every field of :meth:`available_style_fields`, (N, F_all); ``feet=False`` leaves out the feet."""
@@ -481,15 +453,15 @@ class LeggedLocomotion(BuiltinTask):
             [self.dof_pos, self.dof_vel],
             self.foot_pos_b.reshape(self.num_envs, -1) if feet else None,
         )
-        return all_style_features(pos, self.base_quat, lin_vel_w, self.base_ang_vel, joints, feet_b)
+        return style.all_style_features(pos, self.base_quat, lin_vel_w, self.base_ang_vel, joints, feet_b)
 
     def style_features(self, fields: list[str] | None = None) -> torch.Tensor:
         """Style features (N, F) of the named fields (default: ``style_fields``)."""
         if fields is None:
             index, feet = self._style_index, self._style_needs_feet
         else:
-            index = style_columns(self.available_style_fields(), fields)
-            feet = any(f in foot_style_fields(self.foot_names) for f in fields)
+            index = style.style_columns(self.available_style_fields(), fields)
+            feet = any(f in style.foot_style_fields(self.foot_names) for f in fields)
         return self.all_style_features(feet=feet)[:, index]
 
     def set_ref_motion_source(self, source: Any) -> None:
@@ -499,7 +471,7 @@ class LeggedLocomotion(BuiltinTask):
             ValueError: naming the motion file(s) and the fields missing from them or extra in them.
         """
         if source is not None:
-            check_motion_source(source, self.style_fields, self.amp_obs_frame_num, type(self).__name__)
+            style.check_motion_source(source, self.style_fields, self.amp_obs_frame_num, type(self).__name__)
         self.ref_motion_source = source
 
     def _obs_groups(self) -> dict[str, torch.Tensor]:

@@ -37,37 +37,17 @@ def layout_size(segments: Segments) -> int:
     return sum(math.prod(s) for _, s in segments)
 
 
-def scaled_observations(
-    cfg: dict[str, Any],
-    ang_vel: torch.Tensor,
-    gravity: torch.Tensor,
-    commands: torch.Tensor,
-    dof_pos_rel: torch.Tensor,
-    dof_vel: torch.Tensor,
-    actions: torch.Tensor,
-    scan: torch.Tensor | None,
-) -> torch.Tensor:
-    """The actor observation (N, num_obs) without noise, in ``obs_segments`` order."""
-    cmd_scale = torch.tensor([cfg["obs_scale_lin_vel"], cfg["obs_scale_lin_vel"], cfg["obs_scale_ang_vel"]])
-    parts = [ang_vel * cfg["obs_scale_ang_vel"], gravity, commands * cmd_scale, dof_pos_rel,
-             dof_vel * cfg["obs_scale_dof_vel"], actions]  # fmt: skip
-    return torch.cat(parts if scan is None else [*parts, scan], dim=1)
-
-
-def noise_scale(cfg: dict[str, Any], num_actions: int, num_scan_points: int) -> torch.Tensor:
-    """Half-width of the uniform observation noise of every actor observation column."""
-    a = num_actions
-    parts = [
-        torch.full((3,), cfg["noise_ang_vel"] * cfg["obs_scale_ang_vel"]),
-        torch.full((3,), cfg["noise_gravity"]),
-        torch.zeros(3),
-        torch.full((a,), cfg["noise_dof_pos"]),
-        torch.full((a,), cfg["noise_dof_vel"] * cfg["obs_scale_dof_vel"]),
-        torch.zeros(a),
-    ]
-    if num_scan_points:
-        parts.append(torch.full((num_scan_points,), cfg["noise_height"]))
-    return torch.cat(parts) * float(cfg["noise_level"])
+def observation_scales(
+    cfg: dict[str, Any], a: int, num_scan_points: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scale and uniform-noise half-width of every actor observation column (``a`` actions)."""
+    lin, ang, vel = cfg["obs_scale_lin_vel"], cfg["obs_scale_ang_vel"], cfg["obs_scale_dof_vel"]
+    scale = [ang] * 3 + [1.0] * 3 + [lin, lin, ang] + [1.0] * a + [vel] * a + [1.0] * (a + num_scan_points)
+    noise = (
+        [cfg["noise_ang_vel"] * ang] * 3 + [cfg["noise_gravity"]] * 3 + [0.0] * 3 + [cfg["noise_dof_pos"]] * a
+    )
+    noise += [cfg["noise_dof_vel"] * vel] * a + [0.0] * a + [cfg["noise_height"]] * num_scan_points
+    return torch.tensor(scale), torch.tensor(noise) * float(cfg["noise_level"])
 
 
 def height_scan(
