@@ -152,9 +152,8 @@ def load_run(
 
     Raises:
         ValueError: the checkpoint has no training config, or its task cannot be told.
-        st_rl.config.ConfigError, st_rl.utils.config.UntrustedConfigError: the stored config names code to
-            import and ``trust_config`` is False.
-        CheckpointError: the checkpoint does not fit the rebuilt policy or holds NaN/Inf weights or statistics.
+        UntrustedConfigError: the stored config names code to import and ``trust_config`` is False.
+        CheckpointError: the checkpoint does not fit the rebuilt policy or holds NaN/Inf values.
     """
     stored = _StoredRun(checkpoint)
     path, stored_task = stored.path, stored.task

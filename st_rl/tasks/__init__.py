@@ -70,8 +70,6 @@ def _quadruped(terrain: str) -> Any:
     return make
 
 
-register_task("quadruped_flat", _quadruped("flat"))  # type: ignore[arg-type]
-register_task("quadruped_rough", _quadruped("rough"))  # type: ignore[arg-type]
-# The flat task under the name of its gait-shaping training preset (configs.quadruped_gait), so that
-# `st-rl train --task quadruped_gait` and `st-rl record-motion --task quadruped_gait` find it.
-register_task("quadruped_gait", _quadruped("flat"))  # type: ignore[arg-type]
+# quadruped_gait: the flat task under the name of its gait-shaping training preset
+for _name, _terrain in (("quadruped_flat", "flat"), ("quadruped_rough", "rough"), ("quadruped_gait", "flat")):
+    register_task(_name, _quadruped(_terrain))

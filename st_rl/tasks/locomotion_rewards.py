@@ -45,11 +45,7 @@ def failures(
 
 
 def gait_partners(home_feet: np.ndarray) -> tuple[list[int], list[int]]:
-    """Diagonal and same-side partner of each of four feet, from their positions in the base frame.
-
-    Raises:
-        ValueError: not four feet at the corners of the base.
-    """
+    """Diagonal and same-side partner of each of four corner feet (positions in the base frame)."""
     if len(home_feet) != 4:
         raise ValueError(f"the 'trot' reward needs four feet; this robot has {len(home_feet)}")
 
@@ -59,18 +55,12 @@ def gait_partners(home_feet: np.ndarray) -> tuple[list[int], list[int]]:
     diagonal = [partner(f, [-1, -1, 1]) for f in range(4)]
     lateral = [partner(f, [1, -1, 1]) for f in range(4)]
     if sorted(diagonal) != [0, 1, 2, 3] or sorted(lateral) != [0, 1, 2, 3] or diagonal == lateral:
-        raise ValueError(
-            "the 'trot' reward needs feet at the four corners of the base (front/hind, left/right)"
-        )
+        raise ValueError("the 'trot' reward needs feet at the four corners of the base")
     return diagonal, lateral
 
 
 def reward_scales(defaults: Mapping[str, float], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``defaults`` updated with ``overrides``.
-
-    Raises:
-        TypeError: ``overrides`` names a term that is not in ``defaults``.
-    """
+    """``defaults`` updated with ``overrides``; ``TypeError`` for an unknown term."""
     scales = {**defaults, **(overrides or {})}
     unknown = sorted(set(scales) - set(defaults))
     if unknown:
