@@ -188,21 +188,15 @@ def _check_trajectory(path: str, key: Any, traj: Any) -> None:
     ]
     if missing:
         raise MotionFileError(f"{path}: trajectory {key!r} lacks {missing}")
-    fields = traj["Fields"]
+    fields, frames = traj["Fields"], traj["Frames"]
     if not isinstance(fields, (list, tuple)) or not all(isinstance(f, str) for f in fields):
         raise error("'Fields' must be a list of field names")
-    frames = traj["Frames"]
-    if not isinstance(frames, (list, tuple)):
-        raise error(f"'Frames' must be a list of frames, got {type(frames).__name__}")
+    if not isinstance(frames, (list, tuple)) or not frames:
+        raise error(f"'Frames' must be a non-empty list of frames, got {type(frames).__name__}")
     width = len(fields)
     for i, frame in enumerate(frames):
         if not isinstance(frame, (list, tuple)) or len(frame) != width:
-            raise MotionFileError(
-                f"{path}: trajectory {key!r} has frames whose length differs from len(Fields)={width} "
-                f"(frame {i})"
-            )
-    if len(frames) == 0:
-        raise error("'Frames' is empty")
+            raise error(f"frame {i} is not a list of len(Fields)={width} values")
     try:
         values = np.asarray(frames, dtype=np.float64).reshape(len(frames), width)
     except (TypeError, ValueError) as e:
