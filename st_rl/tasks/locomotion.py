@@ -25,11 +25,9 @@ __all__ = ["DEFAULT_MODEL_PATH", "LeggedLocomotion", "SignedPermutation", "quat_
 
 # Defaults of LeggedLocomotion (its DEFAULT_CFG); every key can be overridden as a keyword argument.
 LOCOMOTION_CFG: dict[str, Any] = {
-    # time
     "dt": 0.02,  # policy step (s); must be a multiple of the model timestep
     "episode_length_s": 20.0,
     "clip_actions": 10.0,
-    # robot
     "model_path": None,  # None: the built-in Go1-class quadruped
     "foot_geom_names": None,  # None: geoms whose name contains "foot"
     "urdf_kp": 35.0,  # URDF models: position-servo gain of the added actuators
@@ -38,13 +36,11 @@ LOCOMOTION_CFG: dict[str, Any] = {
     "home_keyframe": "home",
     "action_scale": 0.25,
     "nthread": 0,  # MuJoCo threads; 0: torch.get_num_threads()
-    # commands
     "lin_vel_x": (-1.0, 1.0),
     "lin_vel_y": (-0.6, 0.6),
     "ang_vel_yaw": (-1.0, 1.0),
     "resampling_time_s": 10.0,
     "zero_command_prob": 0.1,
-    # observations
     "obs_scale_lin_vel": 2.0,
     "obs_scale_ang_vel": 0.25,
     "obs_scale_dof_vel": 0.05,
@@ -54,14 +50,12 @@ LOCOMOTION_CFG: dict[str, Any] = {
     "noise_dof_pos": 0.01,
     "noise_dof_vel": 1.5,
     "noise_height": 0.05,
-    # randomisation
     "friction_range": (0.4, 1.25),
     "added_mass_range": (-1.0, 2.0),
     "push_interval_s": 8.0,
     "max_push_vel_xy": 0.5,
     "init_joint_scale_range": (0.8, 1.2),
     "init_base_vel": 0.3,
-    # rewards
     "tracking_sigma": 0.25,
     "feet_air_time_target": 0.3,
     "reward_scales": {
@@ -77,11 +71,9 @@ LOCOMOTION_CFG: dict[str, Any] = {
         "trot": 0.0,
         "termination": -10.0,
     },
-    # termination
     "terminate_on_trunk_contact": True,
     "max_tilt_rad": 1.0,
     "min_base_height": 0.12,
-    # terrain
     "terrain": "flat",  # "flat" or "rough"
     "terrain_size_m": 16.0,
     "terrain_resolution_m": 0.1,
@@ -89,7 +81,6 @@ LOCOMOTION_CFG: dict[str, Any] = {
     "height_scan": None,  # None: on for rough terrain
     "height_scan_x": (-0.6, 0.6, 7),
     "height_scan_y": (-0.4, 0.4, 5),
-    # metrics
     "metric_warmup_s": 1.0,
     # AMP reference motion: frames of style features in extras["observations"]["ref_obs"]
     "amp_obs_frame_num": 0,  # H; 0 disables ref_obs
