@@ -13,9 +13,8 @@ import numpy as np
 import torch
 
 import st_rl.tasks.locomotion_model as mdl
-import st_rl.tasks.locomotion_obs as lobs
-import st_rl.tasks.locomotion_rewards as rw
 import st_rl.tasks.locomotion_style as style
+import st_rl.tasks.locomotion_terms as terms
 from st_rl.tasks.base import BuiltinTask
 from st_rl.tasks.locomotion_mirror import SignedPermutation, build_mirror_maps
 from st_rl.tasks.locomotion_model import DEFAULT_MODEL_PATH, quat_rotate_inverse
@@ -99,7 +98,7 @@ class LeggedLocomotion(BuiltinTask):
     def __init__(
         self, num_envs: int = 1024, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
     ) -> None:
-        scales = rw.reward_scales(self.DEFAULT_CFG["reward_scales"], cfg.pop("reward_scales", None))
+        scales = terms.reward_scales(self.DEFAULT_CFG["reward_scales"], cfg.pop("reward_scales", None))
         self.reward_scales = {k: float(v) for k, v in scales.items() if v != 0}
         self.reward_terms = tuple(self.reward_scales)
         if str(torch.device(device)) != "cpu":
@@ -117,7 +116,7 @@ class LeggedLocomotion(BuiltinTask):
             data, to_base = mdl.base_frame_kinematics(
                 self.mujoco, self.model, self.base_body, self.default_qpos.numpy()
             )
-            self._partners = rw.gait_partners(to_base(data.geom_xpos[self.foot_geoms]))
+            self._partners = terms.gait_partners(to_base(data.geom_xpos[self.foot_geoms]))
         self.reset()
 
     def _build_model(self, path: str) -> None:
@@ -178,11 +177,11 @@ class LeggedLocomotion(BuiltinTask):
     def _build_buffers(self) -> None:
         n, a, f = self.num_envs, self.num_actions, self.num_feet
         c = self.cfg
-        actor, critic, points = lobs.observation_layout(a, f, c, self.use_height_scan)
+        actor, critic, points = terms.observation_layout(a, f, c, self.use_height_scan)
         self._set_layout(actor, critic)
         if points is not None:
             self.scan_points = points
-        self._obs_scale, self._noise_scale = lobs.observation_scales(
+        self._obs_scale, self._noise_scale = terms.observation_scales(
             c, a, 0 if points is None else len(points)
         )
         self.commands, self.feet_air_time = torch.zeros(n, 3), torch.zeros(n, f)
@@ -195,7 +194,7 @@ class LeggedLocomotion(BuiltinTask):
         )
         self._speed_sum, self._last_rmsd, self._last_cot = (torch.zeros(n) for _ in range(3))
         self.critic_obs_buf, self.obs_buf = (
-            torch.zeros(n, lobs.layout_size(critic)),
+            torch.zeros(n, terms.layout_size(critic)),
             torch.zeros(n, self.num_obs),
         )
         self._state_buffers += [
@@ -315,7 +314,7 @@ class LeggedLocomotion(BuiltinTask):
         lin, ang, sigma = self.base_lin_vel, self.base_ang_vel, c["tracking_sigma"]
         contact = self.foot_contact
         moving = self.commands[:, :2].norm(dim=1) > 0.1
-        air = rw.feet_air_time(
+        air = terms.feet_air_time(
             self.feet_air_time, contact, self.last_contacts, moving, c["feet_air_time_target"]
         )
         self.feet_air_time = torch.where(contact | self.last_contacts, 0.0, self.feet_air_time + self.dt)
@@ -333,14 +332,14 @@ class LeggedLocomotion(BuiltinTask):
             "dof_acc": lambda: ((self.dof_vel - self.last_dof_vel) / self.dt).square().sum(1),
             "action_rate": lambda: (actions - self.last_actions).square().sum(1),
             "feet_air_time": lambda: air,
-            "trot": lambda: rw.trot(contact, *self._partners, moving),
+            "trot": lambda: terms.trot(contact, *self._partners, moving),
             "termination": lambda: failed.float() / self.dt,  # one-off penalty: scale * 1
         }
         return torch.stack([self.reward_scales[t] * kernels[t]() for t in self.reward_terms], dim=1)
 
     def _compute_failures(self) -> torch.Tensor:
         args = (self.trunk_contact, self.projected_gravity, self._qpos, self._ground_height, self.cfg)
-        return self._cached("failures", lambda: rw.failures(*args))
+        return self._cached("failures", lambda: terms.failures(*args))
 
     def _episode_metrics(self) -> torch.Tensor:
         rmsd = torch.sqrt(self._err_sq_sum / self._err_count.clamp_min(1.0))
@@ -358,7 +357,7 @@ class LeggedLocomotion(BuiltinTask):
         for name in ("_err_sq_sum", "_err_count", "_power_sum", "_speed_sum"):
             setattr(self, name, torch.where(mask, 0.0, getattr(self, name)))
 
-        qpos, qvel = lobs.initial_state(
+        qpos, qvel = terms.initial_state(
             self._rand, n, self.default_qpos, self.actuated_qpos, self._qvel.shape[1], c
         )
         self._qpos.copy_(torch.where(m, qpos, self._qpos))
@@ -393,7 +392,7 @@ class LeggedLocomotion(BuiltinTask):
 
     def _sample_commands_where(self, mask: torch.Tensor) -> None:
         self.commands = torch.where(
-            mask[:, None], lobs.sample_commands(self._rand, self.num_envs, self.cfg), self.commands
+            mask[:, None], terms.sample_commands(self._rand, self.num_envs, self.cfg), self.commands
         )
 
     def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
@@ -418,7 +417,7 @@ class LeggedLocomotion(BuiltinTask):
                  self.dof_vel, self.actions]  # fmt: skip
         if self.use_height_scan:
             pos = self._qpos[:, 0:3].float()
-            parts.append(lobs.height_scan(self.base_quat, pos, self.scan_points, self._ground_height))
+            parts.append(terms.height_scan(self.base_quat, pos, self.scan_points, self._ground_height))
         clean = torch.cat(parts, dim=1) * self._obs_scale  # in obs_segments order
         self.obs_buf = clean
         if float(c["noise_level"]) > 0:
