@@ -205,17 +205,10 @@ def evaluate_policy(
     warmup_s: float = 1.0,
     reset: bool = True,
 ) -> dict[str, Any]:
-    """Run ``policy`` on a velocity-command task for ``duration_s`` seconds and measure the tracking.
+    """Run ``policy`` (``obs -> actions``) on a :class:`VelocityCommandTask` for ``duration_s`` and measure it.
 
-    Args:
-        env: a :class:`VelocityCommandTask`, optionally with ``base_ang_vel`` and ``CoT``.
-        policy: deterministic ``obs -> actions``; called under ``torch.inference_mode``.
-        duration_s: simulated seconds (at least one step).
-        record_env: the environment traced in ``trace``.
-        render: called with ``env`` after the reset and after every step (e.g. a :class:`VideoRecorder`).
-        command: hold ``env.commands`` of all environments at (vx, vy[, yaw rate]).
-        warmup_s: seconds under a new command (or after a reset) left out of the tracking metrics.
-        reset: reset all environments first.
+    ``render(env)`` is called after the reset and every step (e.g. a :class:`VideoRecorder`); ``command`` holds
+    ``env.commands`` at (vx, vy[, yaw rate]).
 
     Returns:
         The module docstring's metrics, ``falls``, ``mean_reward_per_step``, counts, ``dt`` and ``trace``: numpy

@@ -143,12 +143,8 @@ def load_run(
     The config is ``config.json`` beside the checkpoint, else the checkpoint's; the stored env config is reused
     unless ``task`` names another task.
 
-    Args:
-        checkpoint: a ``model_<it>.pt`` file, or a run directory (its highest-numbered checkpoint).
-        task: registered task name; overrides the stored one.
-        seed: environment seed (default: the run's seed).
-        env: use this environment instead of making one.
-        trust_config: the stored config may name code to import (docs/security.md).
+    ``checkpoint`` is a ``model_<it>.pt`` file or a run directory (its latest); ``seed`` defaults to the run's;
+    ``trust_config`` lets the stored config name code to import (docs/security.md).
 
     Raises:
         ValueError: the checkpoint has no training config, or its task cannot be told.
