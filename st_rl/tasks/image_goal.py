@@ -45,10 +45,8 @@ class ImageGoal(PointMass):
         self._set_layout(actor, [*actor, ("goal_delta", (2,))])
 
     def expert_action(self, obs: torch.Tensor | None = None) -> torch.Tensor:
-        """PD controller on the true goal delta (privileged): ``clip(kp * delta - kd * velocity)``."""
-        delta = self.goal - self.position
-        a = self.cfg["expert_kp"] * delta - self.cfg["expert_kd"] * self.velocity
-        return torch.clamp(a, -self.clip_actions, self.clip_actions)
+        """The PD controller of :class:`PointMass` on the true goal delta (privileged)."""
+        return super().expert_action(torch.cat([self.goal - self.position, self.velocity], dim=1))
 
     def render_goal_image(self, delta: torch.Tensor) -> torch.Tensor:
         """Image (N, 1, H, W) of goal deltas ``delta`` (N, 2), clamped to the view."""
