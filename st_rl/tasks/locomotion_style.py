@@ -64,14 +64,13 @@ def check_motion_source(source: Any, style_fields: list[str], frame_num: int, ta
     name = f"Motion file {', '.join(map(str, files))}" if files else f"Motion source {type(source).__name__}"
     if fields is not None and list(fields) != list(style_fields):
         fields = list(fields)
-        missing = [f for f in style_fields if f not in fields]
-        extra = [f for f in fields if f not in style_fields]
-        parts = []
-        if missing:
-            parts.append(f"missing from the motion: {missing}")
-        if extra:
-            parts.append(f"in the motion but not among the task's style fields (extra): {extra}")
-        detail = "; ".join(parts) or "the same fields in another order"
+        parts = {
+            "missing from the motion": [f for f in style_fields if f not in fields],
+            "in the motion but not among the task's style fields (extra)": [
+                f for f in fields if f not in style_fields
+            ],
+        }
+        detail = "; ".join(f"{k}: {v}" for k, v in parts.items() if v) or "the same fields in another order"
         raise ValueError(
             f"{name} does not match the task's style fields: {detail}. The motion has {len(fields)} fields "
             f"{fields}; the task ({task_name}) has {len(style_fields)} {style_fields}. "
