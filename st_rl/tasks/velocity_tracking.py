@@ -70,21 +70,9 @@ class VelocityTracking(BuiltinTask):
         self._err_sq_sum, self._cot_sum, self._metric_steps, self._last_tracking_error, self._last_cot = (
             torch.zeros(n, device=dev) for _ in range(5)
         )
-        self._state_buffers += [
-            "base_lin_vel",
-            "commands",
-            "mass",
-            "friction",
-            "last_actions",
-            "prev_actions",
-        ]
-        self._state_buffers += [
-            "_err_sq_sum",
-            "_cot_sum",
-            "_metric_steps",
-            "_last_tracking_error",
-            "_last_cot",
-        ]
+        self._state_buffers += ["base_lin_vel", "commands", "mass", "friction", "last_actions"]
+        self._state_buffers += ["prev_actions", "_err_sq_sum", "_cot_sum", "_metric_steps"]
+        self._state_buffers += ["_last_tracking_error", "_last_cot"]
         self.reset()
 
     def task_metrics(self) -> dict[str, torch.Tensor]:
@@ -158,11 +146,9 @@ class VelocityTracking(BuiltinTask):
         v0 = float(c["init_vel_range"])
         self.base_lin_vel = torch.where(m, self._rand(n, 2, low=-v0, high=v0), self.base_lin_vel)
         self.commands = torch.where(m, self._sample_commands(), self.commands)
-        self.mass = torch.where(
-            m, self._rand(n, 1, low=c["mass_range"][0], high=c["mass_range"][1]), self.mass
-        )
-        lo, hi = c["friction_range"]
-        self.friction = torch.where(m, self._rand(n, 1, low=lo, high=hi), self.friction)
+        (m0, m1), (f0, f1) = c["mass_range"], c["friction_range"]
+        self.mass = torch.where(m, self._rand(n, 1, low=m0, high=m1), self.mass)
+        self.friction = torch.where(m, self._rand(n, 1, low=f0, high=f1), self.friction)
         self.last_actions = torch.where(m, 0.0, self.last_actions)
         self.prev_actions = torch.where(m, 0.0, self.prev_actions)
 
