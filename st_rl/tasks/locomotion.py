@@ -113,9 +113,8 @@ class LeggedLocomotion(BuiltinTask):
         self._build_model(c["model_path"] or DEFAULT_MODEL_PATH)
         self._build_buffers()
         if "trot" in self.reward_terms:  # a robot without four corner feet is refused here
-            data, to_base = mdl.base_frame_kinematics(
-                self.mujoco, self.model, self.base_body, self.default_qpos.numpy()
-            )
+            home = self.default_qpos.numpy()
+            data, to_base = mdl.base_frame_kinematics(self.mujoco, self.model, self.base_body, home)
             self._partners = terms.gait_partners(to_base(data.geom_xpos[self.foot_geoms]))
         self.reset()
 
@@ -181,31 +180,25 @@ class LeggedLocomotion(BuiltinTask):
         self._set_layout(actor, critic)
         if points is not None:
             self.scan_points = points
-        self._obs_scale, self._noise_scale = terms.observation_scales(
-            c, a, 0 if points is None else len(points)
-        )
+        num_points = 0 if points is None else len(points)
+        self._obs_scale, self._noise_scale = terms.observation_scales(c, a, num_points)
         self.commands, self.feet_air_time = torch.zeros(n, 3), torch.zeros(n, f)
         self.actions, self.last_actions, self.last_dof_vel = (torch.zeros(n, a) for _ in range(3))
         self.last_contacts, self.foot_contact = (torch.zeros(n, f, dtype=torch.bool) for _ in range(2))
         self.trunk_contact = torch.zeros(n, dtype=torch.bool)
         self.friction_coef = torch.full((n,), self.nominal_foot_friction)
-        self.added_mass, self._err_sq_sum, self._err_count, self._power_sum = (
-            torch.zeros(n) for _ in range(4)
-        )
-        self._speed_sum, self._last_rmsd, self._last_cot = (torch.zeros(n) for _ in range(3))
-        self.critic_obs_buf, self.obs_buf = (
-            torch.zeros(n, terms.layout_size(critic)),
-            torch.zeros(n, self.num_obs),
-        )
+        self.added_mass, self._err_sq_sum, self._err_count = (torch.zeros(n) for _ in range(3))
+        self._power_sum, self._speed_sum, self._last_rmsd, self._last_cot = (torch.zeros(n) for _ in range(4))
+        self.obs_buf = torch.zeros(n, self.num_obs)
+        self.critic_obs_buf = torch.zeros(n, terms.layout_size(critic))
         self._state_buffers += [
             "commands", "actions", "last_actions", "last_dof_vel", "feet_air_time", "last_contacts",
             "foot_contact", "trunk_contact", "added_mass", "friction_coef", "_err_sq_sum", "_err_count",
             "_power_sum", "_speed_sum", "_last_rmsd", "_last_cot",
         ]  # fmt: skip
         self._resample_steps = max(1, int(round(c["resampling_time_s"] / self.dt)))
-        self._push_steps = (
-            max(1, int(round(c["push_interval_s"] / self.dt))) if c["max_push_vel_xy"] > 0 else 0
-        )
+        push_steps = max(1, int(round(c["push_interval_s"] / self.dt)))
+        self._push_steps = push_steps if c["max_push_vel_xy"] > 0 else 0
         self._warmup_steps = int(round(c["metric_warmup_s"] / self.dt))
         self._cache: dict[str, torch.Tensor] = {}
         self._mirror_maps: dict[str, SignedPermutation] | None = None
