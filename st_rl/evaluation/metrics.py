@@ -231,9 +231,8 @@ def evaluate_policy(
         if reset:
             _reset(env)
         obs = _hold_command(env, fixed, env.get_observations()[0])
-        tracking = _Tracking(
-            env, num_steps, record_env, int(env.commands.shape[1]) >= 3 and _yaw_rate_of(env) is not None
-        )
+        has_yaw = int(env.commands.shape[1]) >= 3 and _yaw_rate_of(env) is not None
+        tracking = _Tracking(env, num_steps, record_env, has_yaw)
         dev = env.commands.device
         age = torch.zeros(num_envs, dtype=torch.long, device=dev)  # steps under the current command
         if render is not None:

@@ -304,9 +304,9 @@ class LeggedLocomotion(BuiltinTask):
 
     def _compute_rewards(self, actions: torch.Tensor) -> torch.Tensor:
         c = self.cfg
-        lin, ang, sigma = self.base_lin_vel, self.base_ang_vel, c["tracking_sigma"]
+        cmd, lin, ang, sigma = self.commands, self.base_lin_vel, self.base_ang_vel, c["tracking_sigma"]
         contact = self.foot_contact
-        moving = self.commands[:, :2].norm(dim=1) > 0.1
+        moving = cmd[:, :2].norm(dim=1) > 0.1
         air = terms.feet_air_time(
             self.feet_air_time, contact, self.last_contacts, moving, c["feet_air_time_target"]
         )
@@ -314,10 +314,8 @@ class LeggedLocomotion(BuiltinTask):
         self.last_contacts = contact
         failed = self._compute_failures().any(dim=1)
         kernels = {  # unweighted, per env
-            "tracking_lin_vel": lambda: torch.exp(
-                -(self.commands[:, :2] - lin[:, :2]).square().sum(1) / sigma
-            ),
-            "tracking_ang_vel": lambda: torch.exp(-(self.commands[:, 2] - ang[:, 2]).square() / sigma),
+            "tracking_lin_vel": lambda: torch.exp(-(cmd[:, :2] - lin[:, :2]).square().sum(1) / sigma),
+            "tracking_ang_vel": lambda: torch.exp(-(cmd[:, 2] - ang[:, 2]).square() / sigma),
             "lin_vel_z": lambda: lin[:, 2].square(),
             "ang_vel_xy": lambda: ang[:, :2].square().sum(1),
             "orientation": lambda: self.projected_gravity[:, :2].square().sum(1),

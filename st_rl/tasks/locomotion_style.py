@@ -64,12 +64,9 @@ def check_motion_source(source: Any, style_fields: list[str], frame_num: int, ta
     name = f"Motion file {', '.join(map(str, files))}" if files else f"Motion source {type(source).__name__}"
     if fields is not None and list(fields) != list(style_fields):
         fields = list(fields)
-        parts = {
-            "missing from the motion": [f for f in style_fields if f not in fields],
-            "in the motion but not among the task's style fields (extra)": [
-                f for f in fields if f not in style_fields
-            ],
-        }
+        missing = [f for f in style_fields if f not in fields]
+        extra = [f for f in fields if f not in style_fields]
+        parts = {"missing from the motion": missing, "not among the task's style fields (extra)": extra}
         detail = "; ".join(f"{k}: {v}" for k, v in parts.items() if v) or "the same fields in another order"
         raise ValueError(
             f"{name} does not match the task's style fields: {detail}. The motion has {len(fields)} fields "

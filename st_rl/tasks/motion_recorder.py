@@ -125,9 +125,8 @@ def record_motion(
         if counts[j] == 0:
             continue
         frames = buffer[: counts[j], j].cpu().tolist()
-        traj: dict[str, Any] = dict(
-            Fields=fields, Frames=frames, FrameDuration=float(env.dt), MotionWeight=1.0
-        )
+        traj: dict[str, Any] = {"Fields": fields, "Frames": frames, "FrameDuration": float(env.dt)}
+        traj["MotionWeight"] = 1.0
         if fixed is not None:
             traj["Command"] = [float(v) for v in fixed[i]]
         motion[f"{name}_{i}"] = traj
@@ -183,9 +182,8 @@ def _check_trajectory(path: str, key: Any, traj: Any) -> None:
     def error(message: str) -> MotionFileError:
         return MotionFileError(f"{path}: trajectory {key!r}: {message}; fix or re-record the file")
 
-    missing = [
-        k for k in ("Fields", "Frames", "FrameDuration") if not isinstance(traj, dict) or k not in traj
-    ]
+    required = ("Fields", "Frames", "FrameDuration")
+    missing = [k for k in required if not isinstance(traj, dict) or k not in traj]
     if missing:
         raise MotionFileError(f"{path}: trajectory {key!r} lacks {missing}")
     fields, frames = traj["Fields"], traj["Frames"]

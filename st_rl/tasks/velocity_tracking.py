@@ -165,6 +165,5 @@ class VelocityTracking(BuiltinTask):
         if self.actor_dynamics_slots:
             parts.append(torch.zeros(self.num_envs, 2, device=self.device))  # unobservable mass, friction
         self.obs_buf = torch.cat(parts, dim=1)
-        self.critic_obs_buf = torch.cat(
-            [self.base_lin_vel, self.commands, self.last_actions, self.mass, self.friction], dim=1
-        )
+        critic = [self.base_lin_vel, self.commands, self.last_actions, self.mass, self.friction]
+        self.critic_obs_buf = torch.cat(critic, dim=1)
