@@ -138,13 +138,11 @@ class LeggedLocomotion(BuiltinTask):
         self.foot_geoms, self.foot_names = mdl.find_feet(mj, model, self.cfg["foot_geom_names"], path)
         self.num_feet = len(self.foot_names)
         self.foot_bodies = np.asarray([model.geom_bodyid[g] for g in self.foot_geoms])
-        self.foot_touch_adr, self.trunk_touch_adr = mdl.find_touch_sensors(
-            mj, model, self.foot_bodies, self.base_body, path
-        )
+        touch = mdl.find_touch_sensors(mj, model, self.foot_bodies, self.base_body, path)
+        self.foot_touch_adr, self.trunk_touch_adr = touch
         self.key_id = key = mj.mj_name2id(model, mj.mjtObj.mjOBJ_KEY, self.cfg["home_keyframe"])
-        self.default_qpos = torch.as_tensor(
-            model.key_qpos[key] if key >= 0 else model.qpos0, dtype=torch.float64
-        )
+        home = model.key_qpos[key] if key >= 0 else model.qpos0
+        self.default_qpos = torch.as_tensor(home, dtype=torch.float64)
         self.default_joint_pos = self.default_qpos[self.actuated_qpos].float()
         self.total_mass = float(model.body_subtreemass[self.base_body])
         self.nominal_trunk_mass = float(model.body_mass[self.base_body])
@@ -348,9 +346,8 @@ class LeggedLocomotion(BuiltinTask):
         for name in ("_err_sq_sum", "_err_count", "_power_sum", "_speed_sum"):
             setattr(self, name, torch.where(mask, 0.0, getattr(self, name)))
 
-        qpos, qvel = terms.initial_state(
-            self._rand, n, self.default_qpos, self.actuated_qpos, self._qvel.shape[1], c
-        )
+        nv = self._qvel.shape[1]
+        qpos, qvel = terms.initial_state(self._rand, n, self.default_qpos, self.actuated_qpos, nv, c)
         self._qpos.copy_(torch.where(m, qpos, self._qpos))
         self._qvel.copy_(torch.where(m, qvel, self._qvel))
         self._warm.copy_(torch.where(m, 0.0, self._warm))
@@ -382,9 +379,8 @@ class LeggedLocomotion(BuiltinTask):
         self.batch.set_const(ids.numpy().astype(np.int32))
 
     def _sample_commands_where(self, mask: torch.Tensor) -> None:
-        self.commands = torch.where(
-            mask[:, None], terms.sample_commands(self._rand, self.num_envs, self.cfg), self.commands
-        )
+        new = terms.sample_commands(self._rand, self.num_envs, self.cfg)
+        self.commands = torch.where(mask[:, None], new, self.commands)
 
     def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
         """Reset every environment; the reference-motion history starts full of the first frame."""
@@ -412,9 +408,8 @@ class LeggedLocomotion(BuiltinTask):
         clean = torch.cat(parts, dim=1) * self._obs_scale  # in obs_segments order
         self.obs_buf = clean
         if float(c["noise_level"]) > 0:
-            self.obs_buf = clean + self._noise_scale * self._rand(
-                self.num_envs, clean.shape[1], low=-1.0, high=1.0
-            )
+            noise = self._rand(self.num_envs, clean.shape[1], low=-1.0, high=1.0)
+            self.obs_buf = clean + self._noise_scale * noise
         privileged = [self.base_lin_vel * c["obs_scale_lin_vel"], clean, self.friction_coef[:, None],
                       self.added_mass[:, None], self.foot_contact.float()]  # fmt: skip
         self.critic_obs_buf = torch.cat(privileged, dim=1)
@@ -430,10 +425,8 @@ class LeggedLocomotion(BuiltinTask):
     def all_style_features(self, feet: bool = True) -> torch.Tensor:
         """Every field of :meth:`available_style_fields`, (N, F_all); ``feet=False`` leaves out the feet."""
         pos, lin_vel_w = self._qpos[:, 0:3].float(), self._qvel[:, 0:3].float()
-        joints, feet_b = (
-            [self.dof_pos, self.dof_vel],
-            self.foot_pos_b.reshape(self.num_envs, -1) if feet else None,
-        )
+        feet_b = self.foot_pos_b.reshape(self.num_envs, -1) if feet else None
+        joints = [self.dof_pos, self.dof_vel]
         return style.all_style_features(pos, self.base_quat, lin_vel_w, self.base_ang_vel, joints, feet_b)
 
     def style_features(self, fields: list[str] | None = None) -> torch.Tensor:
@@ -481,10 +474,8 @@ class LeggedLocomotion(BuiltinTask):
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Task buffers plus the MuJoCo state and randomised model fields."""
-        return {
-            **super().state_dict(),
-            **{"mj" + name: getattr(self, name).clone() for name in self._MJ_STATE},
-        }
+        mj_state = {"mj" + name: getattr(self, name).clone() for name in self._MJ_STATE}
+        return {**super().state_dict(), **mj_state}
 
     def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
         self._cache.clear()
