@@ -26,9 +26,8 @@ def observation_layout(
     if height_scan:
         (x0, x1, nx), (y0, y1, ny) = cfg["height_scan_x"], cfg["height_scan_y"]
         segments.append(("height_measurements", (1, int(nx), int(ny))))
-        mx, my = torch.meshgrid(
-            torch.linspace(x0, x1, int(nx)), torch.linspace(y0, y1, int(ny)), indexing="ij"
-        )
+        xs, ys = torch.linspace(x0, x1, int(nx)), torch.linspace(y0, y1, int(ny))
+        mx, my = torch.meshgrid(xs, ys, indexing="ij")
         points = torch.stack([mx.flatten(), my.flatten()], dim=-1)
     privileged = [("base_lin_vel", (3,)), *segments, ("friction", (1,)), ("added_mass", (1,))]
     return segments, [*privileged, ("foot_contact", (num_feet,))], points
@@ -38,16 +37,17 @@ def layout_size(segments: Segments) -> int:
     return sum(math.prod(s) for _, s in segments)
 
 
-def observation_scales(
-    cfg: dict[str, Any], a: int, num_scan_points: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scale and uniform-noise half-width of every actor observation column (``a`` actions)."""
+def observation_scales(cfg: dict[str, Any], a: int, scan: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scale and uniform-noise half-width of every actor observation column (``a`` actions, ``scan`` points)."""
     lin, ang, vel = cfg["obs_scale_lin_vel"], cfg["obs_scale_ang_vel"], cfg["obs_scale_dof_vel"]
-    scale = [ang] * 3 + [1.0] * 3 + [lin, lin, ang] + [1.0] * a + [vel] * a + [1.0] * (a + num_scan_points)
-    noise = (
-        [cfg["noise_ang_vel"] * ang] * 3 + [cfg["noise_gravity"]] * 3 + [0.0] * 3 + [cfg["noise_dof_pos"]] * a
+    scale = [ang] * 3 + [1.0] * 3 + [lin, lin, ang] + [1.0] * a + [vel] * a + [1.0] * (a + scan)
+    noise = [cfg["noise_ang_vel"] * ang] * 3 + [cfg["noise_gravity"]] * 3 + [0.0] * 3
+    noise += (
+        [cfg["noise_dof_pos"]] * a
+        + [cfg["noise_dof_vel"] * vel] * a
+        + [0.0] * a
+        + [cfg["noise_height"]] * scan
     )
-    noise += [cfg["noise_dof_vel"] * vel] * a + [0.0] * a + [cfg["noise_height"]] * num_scan_points
     return torch.tensor(scale), torch.tensor(noise) * float(cfg["noise_level"])
 
 
@@ -58,10 +58,8 @@ def height_scan(
     ground: Callable[[torch.Tensor], torch.Tensor],
 ) -> torch.Tensor:
     """Base height above the ground (minus 0.3 m, clipped to +-1) at ``points`` around the base (yaw frame)."""
-    q = quat
-    yaw = torch.atan2(
-        2 * (q[:, 0] * q[:, 3] + q[:, 1] * q[:, 2]), 1 - 2 * (q[:, 2].square() + q[:, 3].square())
-    )
+    w, x, y, z = quat.unbind(dim=1)
+    yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y.square() + z.square()))
     cos, sin = torch.cos(yaw)[:, None], torch.sin(yaw)[:, None]
     px, py = points[:, 0][None], points[:, 1][None]
     wx = base_pos[:, :1] + cos * px - sin * py
@@ -71,9 +69,8 @@ def height_scan(
 
 def sample_commands(rand: Callable[..., torch.Tensor], n: int, cfg: dict[str, Any]) -> torch.Tensor:
     """``(vx, vy, yaw rate)`` commands (N, 3), uniform in their ranges, zero with ``zero_command_prob``."""
-    cmd = torch.stack(
-        [rand(n, low=cfg[k][0], high=cfg[k][1]) for k in ("lin_vel_x", "lin_vel_y", "ang_vel_yaw")], 1
-    )
+    keys = ("lin_vel_x", "lin_vel_y", "ang_vel_yaw")
+    cmd = torch.stack([rand(n, low=cfg[k][0], high=cfg[k][1]) for k in keys], 1)
     return torch.where((rand(n) < cfg["zero_command_prob"])[:, None], 0.0, cmd)
 
 
