@@ -159,17 +159,16 @@ class LeggedLocomotion(BuiltinTask):
         """The batched simulation and torch views of its state (no copies)."""
         nthread = int(self.cfg["nthread"]) or torch.get_num_threads()
         self.batch = batch = self.mujoco.batch.Batch(model, nsim=self.num_envs, nthread=nthread)
-        self._qpos, self._qvel, self._ctrl, self._warm = (
-            torch.from_numpy(batch.bind(f)) for f in ("qpos", "qvel", "ctrl", "qacc_warmstart")
-        )
+        state = ("qpos", "qvel", "ctrl", "qacc_warmstart")
+        self._qpos, self._qvel, self._ctrl, self._warm = (torch.from_numpy(batch.bind(f)) for f in state)
         with warnings.catch_warnings():  # derived fields are read-only views; we only read them
             warnings.simplefilter("ignore", UserWarning)
+            derived = ("actuator_force", "sensordata", "geom_xpos", "xpos")
             self._act_force, self._sensordata, self._geom_xpos, self._xpos = (
-                torch.from_numpy(batch.bind(f)) for f in ("actuator_force", "sensordata", "geom_xpos", "xpos")
+                torch.from_numpy(batch.bind(f)) for f in derived
             )
-        self._friction, self._body_mass = (
-            torch.from_numpy(batch.expand(f)) for f in ("geom_friction", "body_mass")
-        )
+        model_fields = ("geom_friction", "body_mass")
+        self._friction, self._body_mass = (torch.from_numpy(batch.expand(f)) for f in model_fields)
 
     def _build_buffers(self) -> None:
         n, a, f = self.num_envs, self.num_actions, self.num_feet

@@ -175,6 +175,5 @@ def style_mirror(
     fields = task.style_fields
     if any(rule[f][0] not in fields for f in fields):
         return None
-    return SignedPermutation(
-        [fields.index(rule[f][0]) for f in fields], [rule[f][1] for f in fields], task.device
-    )
+    index = [fields.index(rule[f][0]) for f in fields]
+    return SignedPermutation(index, [rule[f][1] for f in fields], task.device)

@@ -239,13 +239,9 @@ def record_scripted_trot(
         num_robots = grid.shape[0]
     env = make_env(task, num_envs=num_robots, seed=seed, max_push_vel_xy=0.0, noise_level=0.0)
     fields = list(fields or joint_style_fields(env))
+    policy = scripted_trot_policy(env, stride=stride, hip_amp=hip)
     motion = record_motion(
-        env,
-        scripted_trot_policy(env, stride=stride, hip_amp=hip),
-        duration_s,
-        fields=fields,
-        env_ids=range(num_robots),
-        command=[0.0, 0.0, 0.0],
+        env, policy, duration_s, fields=fields, env_ids=range(num_robots), command=[0.0] * 3
     )
     if not motion:
         raise RuntimeError("every scripted-trot robot fell before recording started")
