@@ -68,12 +68,9 @@ class BuiltinTask(ABC):
         n, dev = self.num_envs, self.device
         self._episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self._episode_sums = torch.zeros(n, len(self.reward_terms), device=dev)
-        self._log_names = (
-            [f"Episode_Reward/{t}" for t in self.reward_terms]
-            + ["Episode_Termination/time_out"]
-            + [f"Episode_Termination/{t}" for t in self.failure_terms]
-            + [f"Metrics/{t}" for t in self.metric_terms]
-        )
+        self._log_names = [f"Episode_Reward/{t}" for t in self.reward_terms]
+        self._log_names += [f"Episode_Termination/{t}" for t in ["time_out", *self.failure_terms]]
+        self._log_names += [f"Metrics/{t}" for t in self.metric_terms]
         self._log_values = torch.zeros(len(self._log_names), device=dev)
         self.obs_buf = torch.zeros(n, 0, device=dev)
         self.critic_obs_buf: torch.Tensor | None = None
