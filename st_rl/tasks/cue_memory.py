@@ -39,13 +39,10 @@ class CueMemory(BuiltinTask):
         self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
     ) -> None:
         super().__init__(num_envs, device, seed, cfg)
-        d = int(self.cfg["target_dim"])
-        if d < 1:
-            raise ValueError(f"target_dim must be >= 1, got {d}")
-        if int(self.cfg["cue_steps"]) < 1:
-            raise ValueError(f"cue_steps must be >= 1, got {self.cfg['cue_steps']}")
-        self.target_dim = d
+        self.target_dim = d = int(self.cfg["target_dim"])
         self.cue_steps = int(self.cfg["cue_steps"])
+        if d < 1 or self.cue_steps < 1:
+            raise ValueError(f"target_dim and cue_steps must be >= 1, got {d} and {self.cue_steps}")
         actor = [("cue", (d,)), ("cue_visible", (1,))]
         self._set_layout(actor, [*actor, ("target", (d,)), ("phase", (1,))])
         self.num_actions = d
