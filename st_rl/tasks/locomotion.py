@@ -22,7 +22,6 @@ from st_rl.tasks.locomotion_model import DEFAULT_MODEL_PATH, quat_rotate_inverse
 __all__ = ["DEFAULT_MODEL_PATH", "LeggedLocomotion", "SignedPermutation", "quat_rotate_inverse"]
 
 
-# Defaults of LeggedLocomotion (its DEFAULT_CFG); every key can be overridden as a keyword argument.
 LOCOMOTION_CFG: dict[str, Any] = {
     "dt": 0.02,  # policy step (s); must be a multiple of the model timestep
     "episode_length_s": 20.0,
@@ -338,7 +337,6 @@ class LeggedLocomotion(BuiltinTask):
     def _reset_state(self, mask: torch.Tensor) -> None:
         n, c = self.num_envs, self.cfg
         m = mask[:, None]
-        # Episode metrics of the finished episodes are kept for the metric properties.
         done_metrics = self._episode_metrics()
         self._last_rmsd = torch.where(mask, done_metrics[:, 0], self._last_rmsd)
         self._last_cot = torch.where(mask, done_metrics[:, 1], self._last_cot)

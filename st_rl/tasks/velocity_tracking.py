@@ -105,12 +105,9 @@ class VelocityTracking(BuiltinTask):
         self.base_lin_vel = vel
         self.prev_actions = self.last_actions
         self.last_actions = actions
-        # metrics
-        err_sq = (self.commands - vel).square().sum(dim=1)
-        speed = vel.norm(dim=1)
         power = (force * vel).sum(dim=1).abs()
-        cot = power / (self.mass[:, 0] * GRAVITY * speed + c["cot_eps"])
-        self._err_sq_sum = self._err_sq_sum + err_sq
+        cot = power / (self.mass[:, 0] * GRAVITY * vel.norm(dim=1) + c["cot_eps"])
+        self._err_sq_sum = self._err_sq_sum + (self.commands - vel).square().sum(dim=1)
         self._cot_sum = self._cot_sum + cot
         self._metric_steps = self._metric_steps + 1.0
 
