@@ -45,9 +45,7 @@ class PointMass(BuiltinTask):
         self._set_layout([("goal_delta", (2,)), ("velocity", (2,))])
         self.num_actions = 2
         n, dev = self.num_envs, self.device
-        self.position = torch.zeros(n, 2, device=dev)
-        self.velocity = torch.zeros(n, 2, device=dev)
-        self.goal = torch.zeros(n, 2, device=dev)
+        self.position, self.velocity, self.goal = (torch.zeros(n, 2, device=dev) for _ in range(3))
         self._state_buffers += ["position", "velocity", "goal"]
         self.reset()
 

@@ -56,8 +56,7 @@ class SparseGoal(BuiltinTask):
         self._set_layout([("position", (2,)), ("velocity", (2,))])
         self.num_actions = 2
         n, dev = self.num_envs, self.device
-        self.position = torch.zeros(n, 2, device=dev)
-        self.velocity = torch.zeros(n, 2, device=dev)
+        self.position, self.velocity = torch.zeros(n, 2, device=dev), torch.zeros(n, 2, device=dev)
         self.inside = torch.zeros(n, dtype=torch.bool, device=dev)  # inside the goal disk after this step
         self.reached = torch.zeros(n, dtype=torch.bool, device=dev)  # has been inside during this episode
         self.last_success = torch.zeros(n, device=dev)  # outcome of each env's most recent finished episode
