@@ -1,20 +1,11 @@
-"""Velocity-tracking evaluation of a policy on a velocity-command task: the metrics of ``st-rl play``.
+"""Velocity-tracking evaluation of a policy (the metrics of ``st-rl play``).
 
-Metric rules (this module's :func:`evaluate_policy`):
-
-* **Samples.** After every policy step, each environment contributes one sample: the command in force during the
-  step against the base velocity reached at its end (base frame, as the task defines ``base_lin_vel``).
-* **Warm-up exclusion.** A sample counts only once the environment has run ``warmup_s`` (default 1 s) under its
-  current command: the first ``round(warmup_s / dt)`` steps after every reset and after every change of
-  ``env.commands`` are left out, and so is the step that ends an episode (its end state is already the next
-  episode's first state).
-* **velrmsd** = ``sqrt(mean(|cmd_xy - v_xy|^2))`` over the counted samples of all environments (m/s);
-  **yaw_rmsd** the same for ``cmd_yaw - base_ang_vel_z`` (rad/s; NaN for tasks without a yaw command);
-  **cmd_rms_xy** = ``sqrt(mean(|cmd_xy|^2))`` over the same samples, the velrmsd of a robot standing still.
-* **CoT**: the mean over environments of the task's ``env.CoT`` at the end (each environment's current episode,
-  or its last finished one while the current one is shorter than the task's metric warm-up); NaN if absent.
-* **survival**: fraction of environments that never ended an episode by failure; a failure is
-  ``done & ~extras["time_outs"]`` (time-outs are not failures). **falls_per_env_min** = failures / (envs * minutes).
+Each step gives one sample per env: the command in force against the base velocity reached. A sample counts once
+the env has run ``warmup_s`` under its command (after a reset or command change), and not on the step that ends
+an episode. **velrmsd** = ``sqrt(mean(|cmd_xy - v_xy|^2))`` over counted samples (m/s), **yaw_rmsd** the same
+for the yaw rate (NaN without one), **cmd_rms_xy** = ``sqrt(mean(|cmd_xy|^2))`` (a robot standing still),
+**CoT** the mean of the task's ``env.CoT`` at the end, **survival** the fraction of envs that never failed
+(``done & ~time_outs``), **falls_per_env_min** = failures / (envs * minutes).
 """
 
 from __future__ import annotations
@@ -35,8 +26,7 @@ __all__ = ["SUMMARY_KEYS", "VelocityCommandTask", "evaluate_policy", "format_sum
 
 @runtime_checkable
 class VelocityCommandTask(Protocol):
-    """What :func:`evaluate_policy` needs of a task (``velocity_tracking``, ``quadruped_*``): the native API,
-    ``dt`` (seconds per policy step), ``commands`` (N, 2 or 3: vx, vy[, yaw rate]) and ``base_lin_vel`` (N, >= 2)."""
+    """What :func:`evaluate_policy` needs: ``dt`` (s), ``commands`` (N, 2 or 3), ``base_lin_vel``."""
 
     num_envs: int
     dt: float
@@ -50,28 +40,28 @@ class VelocityCommandTask(Protocol):
 
 @runtime_checkable
 class ResettableTask(Protocol):
-    """A task that ``reset()`` restarts (every environment); :func:`evaluate_policy` starts from it."""
+    """A task that ``reset()`` restarts."""
 
     def reset(self) -> Any: ...
 
 
 @runtime_checkable
 class MeasuresYawRate(Protocol):
-    """A task whose base angular velocity ``base_ang_vel`` (N, 3) gives the yaw rate (``yaw_rmsd``)."""
+    """A task with ``base_ang_vel`` (N, 3) (for ``yaw_rmsd``)."""
 
     base_ang_vel: torch.Tensor
 
 
 @runtime_checkable
 class MeasuresCostOfTransport(Protocol):
-    """A task that reports its cost of transport per environment, ``CoT`` (N,)."""
+    """A task with a per-env cost of transport ``CoT`` (N,)."""
 
     CoT: torch.Tensor  # noqa: N815 - the task attribute's name
 
 
 @runtime_checkable
 class RecomputesObservations(Protocol):
-    """A task that rebuilds its observations from its state, so that a command written is seen at once."""
+    """A task that rebuilds its observations, so that a command written is seen at once."""
 
     def _compute_observations(self) -> None: ...
 
@@ -98,52 +88,34 @@ def _actor_obs(obs: Any) -> torch.Tensor:
 
 
 def _yaw_rate_of(env: Any) -> torch.Tensor | None:
-    """The yaw rate (N,) of a :class:`MeasuresYawRate` task, else None."""
     if isinstance(env, MeasuresYawRate) and env.base_ang_vel is not None:
         return env.base_ang_vel[:, 2]
     return None
 
 
-def _cost_of_transport(env: Any) -> torch.Tensor | None:
-    """The ``CoT`` (N,) of a :class:`MeasuresCostOfTransport` task, else None."""
-    return env.CoT if isinstance(env, MeasuresCostOfTransport) else None
-
-
 def _check_locomotion_env(env: Any) -> None:
-    """Raise ``ValueError`` naming what ``env`` lacks of a :class:`VelocityCommandTask`."""
     if isinstance(env, VelocityCommandTask) and env.commands is not None and env.base_lin_vel is not None:
         return
-    missing = [name for name in ("commands", "base_lin_vel") if getattr(env, name, None) is None]
-    if missing:
-        raise ValueError(
-            f"evaluate_policy needs a velocity-command task with 'commands' and 'base_lin_vel'; "
-            f"{type(env).__name__} has no {' or '.join(repr(m) for m in missing)} "
-            "(tasks that have them: quadruped_flat, quadruped_rough, velocity_tracking)."
-        )
+    missing = [repr(name) for name in ("commands", "base_lin_vel") if getattr(env, name, None) is None]
+    lacks = " and ".join(missing) or "dt, num_envs, get_observations() or step() (see VelocityCommandTask)"
+    name = type(env).__name__
     raise ValueError(
-        f"{type(env).__name__} is not a velocity-command task: it needs 'dt' (seconds per policy step), "
-        "'num_envs', get_observations() and step(actions) (see VelocityCommandTask)."
+        f"evaluate_policy needs a velocity-command task (quadruped_*, velocity_tracking); {name} lacks {lacks}"
     )
 
 
 class _Tracking:
-    """The sums and the ``record_env`` trace of :func:`evaluate_policy`, one :meth:`add` per step."""
+    """The sums and the ``record_env`` trace of :func:`evaluate_policy`."""
 
     def __init__(self, env: Any, num_steps: int, record_env: int, has_yaw: bool) -> None:
         dev, n = env.commands.device, int(env.num_envs)
-        self.env, self.record_env, self.has_yaw, self.num_cmd = (
-            env,
-            record_env,
-            has_yaw,
-            int(env.commands.shape[1]),
-        )
+        self.env, self.record_env, self.has_yaw = env, record_env, has_yaw
+        self.num_cmd = int(env.commands.shape[1])
         self.sums = torch.zeros(5, dtype=torch.float64, device=dev)  # err_xy, err_yaw, cmd_sq, count, reward
         self.fell = torch.zeros(n, dtype=torch.bool, device=dev)
         self.falls = torch.zeros((), dtype=torch.long, device=dev)
-        self.cmd, self.vel = (
-            torch.full((num_steps, 3), float("nan")),
-            torch.full((num_steps, 3), float("nan")),
-        )
+        self.cmd = torch.full((num_steps, 3), float("nan"))
+        self.vel = self.cmd.clone()
         self.flags = torch.zeros(num_steps, 3, dtype=torch.bool)  # done, fall, counted
 
     def add(self, t: int, cmd: torch.Tensor, rewards: torch.Tensor, dones: torch.Tensor, failed: torch.Tensor,
@@ -166,7 +138,7 @@ class _Tracking:
     def metrics(self, num_steps: int, dt: float, warmup_steps: int) -> dict[str, Any]:
         err_xy, err_yaw, cmd_sq, n, reward = self.sums.tolist()
         nan, num_envs = float("nan"), int(self.fell.shape[0])
-        cot = _cost_of_transport(self.env)
+        cot = self.env.CoT if isinstance(self.env, MeasuresCostOfTransport) else None
         done, fall, counted = self.flags.numpy().T
         return {
             "velrmsd": math.sqrt(err_xy / n) if n else nan,
@@ -233,25 +205,14 @@ def evaluate_policy(
     warmup_s: float = 1.0,
     reset: bool = True,
 ) -> dict[str, Any]:
-    """Run ``policy`` on a velocity-command task for ``duration_s`` seconds and measure the tracking.
+    """Run ``policy`` (``obs -> actions``) on a :class:`VelocityCommandTask` for ``duration_s`` and measure it.
 
-    Args:
-        env: a task of the native st_rl API with ``commands`` (N, 2 or 3), ``base_lin_vel`` (N, >= 2),
-            optionally ``base_ang_vel`` and ``CoT``, and ``dt``.
-        policy: deterministic ``obs -> actions``; called under ``torch.inference_mode``.
-        duration_s: simulated seconds; ``round(duration_s / env.dt)`` policy steps (at least 1).
-        record_env: the environment whose commanded and achieved velocities are returned in ``trace``.
-        render: called with ``env`` after the (re)set and after every step (e.g. a :class:`VideoRecorder`).
-        command: fix ``env.commands`` of all environments to (vx, vy[, yaw rate]), rewritten (and the
-            observations recomputed) whenever a reset or resampling changed them.
-        warmup_s: seconds under a new command (or after a reset) left out of the tracking metrics.
-        reset: reset all environments first, so every episode starts inside the evaluation.
+    ``render(env)`` is called after the reset and every step (e.g. a :class:`VideoRecorder`); ``command`` holds
+    ``env.commands`` at (vx, vy[, yaw rate]).
 
     Returns:
-        The metrics of the module docstring, ``falls``, ``mean_reward_per_step``, ``num_envs``, ``num_steps``,
-        ``num_samples``, ``duration_s``, ``dt``, ``warmup_s`` and ``trace``: numpy arrays ``time`` (T,), ``cmd``
-        and ``vel`` (T, 3: vx, vy, yaw rate; NaN where the task has no yaw), ``done``, ``fall`` and ``counted``
-        (T,) of env ``record_env``.
+        The module docstring's metrics, ``falls``, ``mean_reward_per_step``, counts, ``dt`` and ``trace``: numpy
+        ``time``, ``cmd`` and ``vel`` (T, 3; NaN without yaw), ``done``, ``fall``, ``counted`` of ``record_env``.
 
     Raises:
         ValueError: the task has no velocity commands, or ``record_env`` / ``duration_s`` is out of range.
@@ -270,9 +231,8 @@ def evaluate_policy(
         if reset:
             _reset(env)
         obs = _hold_command(env, fixed, env.get_observations()[0])
-        tracking = _Tracking(
-            env, num_steps, record_env, int(env.commands.shape[1]) >= 3 and _yaw_rate_of(env) is not None
-        )
+        has_yaw = int(env.commands.shape[1]) >= 3 and _yaw_rate_of(env) is not None
+        tracking = _Tracking(env, num_steps, record_env, has_yaw)
         dev = env.commands.device
         age = torch.zeros(num_envs, dtype=torch.long, device=dev)  # steps under the current command
         if render is not None:

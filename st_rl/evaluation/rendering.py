@@ -1,8 +1,6 @@
 """Offscreen MuJoCo rendering of a task's robot: frames and MP4 videos (``st-rl play --video``).
 
-Rendering needs an OpenGL backend chosen *before* MuJoCo is imported: ``MUJOCO_GL=egl`` (headless GPU or Mesa
-EGL, the default :func:`set_default_gl_backend` sets when the variable is unset) or ``MUJOCO_GL=osmesa`` (pure
-software; ``apt-get install libosmesa6``). Writing MP4 needs ``imageio`` and ``imageio-ffmpeg``.
+Set ``MUJOCO_GL`` (``egl``, the default here, or ``osmesa``) before importing MuJoCo; MP4 needs imageio-ffmpeg.
 """
 
 from __future__ import annotations
@@ -21,9 +19,8 @@ __all__ = ["DEFAULT_GEOM_GROUPS", "QUALITIES", "VideoRecorder", "render_frame", 
 
 
 def set_default_gl_backend(backend: str = "egl") -> str | None:
-    """Set ``MUJOCO_GL`` to ``backend`` (before MuJoCo is imported, which reads it) when it is unset, on Linux, and
-    the backend's library (``libEGL`` / ``libOSMesa``) is installed (else ``import mujoco`` would fail). Returns
-    the value in force."""
+    """Set ``MUJOCO_GL`` to ``backend`` if unset, MuJoCo not yet imported, on Linux with the backend's library
+    installed; return the value in force."""
     library = {"egl": "EGL", "osmesa": "OSMesa"}.get(backend)
     if (
         "MUJOCO_GL" not in os.environ
@@ -43,18 +40,14 @@ DEFAULT_GEOM_GROUPS = (0, 1, 2, 3)
 class MujocoBatch(Protocol):
     """Per-simulation access to a batch of MuJoCo simulations (``mujoco.batch.Batch``)."""
 
-    def get_model(self, env_id: int) -> Any:
-        """The ``MjModel`` of simulation ``env_id``."""
-        ...
+    def get_model(self, env_id: int) -> Any: ...
 
-    def get_data(self, env_id: int, data: Any = None) -> Any:
-        """The ``MjData`` of simulation ``env_id`` (copied into ``data`` when given)."""
-        ...
+    def get_data(self, env_id: int, data: Any = None) -> Any: ...
 
 
 @runtime_checkable
 class MujocoTask(Protocol):
-    """A task rendered from its MuJoCo simulations: ``batch`` (a :class:`MujocoBatch`) and ``dt``."""
+    """A task rendered from its MuJoCo simulations (``batch``: a :class:`MujocoBatch`)."""
 
     batch: Any
     dt: float
@@ -127,19 +120,13 @@ class _Scene:
 
 
 class VideoRecorder:
-    """Renders one environment of a MuJoCo task into an MP4 while :func:`evaluate_policy` runs (``render=``):
-    every ``stride``-th state, so that the video plays in real time (``stride = round(1 / (fps * dt))``). Use as a
-    context manager or call :meth:`close`.
+    """Films env ``env_id`` of a MuJoCo task into an MP4 in real time, as ``render=`` of :func:`evaluate_policy`.
 
     Args:
-        env: a MuJoCo task exposing ``batch`` (``mujoco.batch.Batch``) and ``dt``.
-        path: output ``.mp4`` path (its folder is created).
-        env_id, fps, width, height: the simulation filmed, the target frame rate, the frame size (pixels).
-        camera: the model's camera (``"track"`` follows the trunk); ``None`` or a missing name: a free camera
-            that tracks the base body.
-        quality: ``"fast"`` (no shadows, reflections or anti-aliasing), ``"medium"`` (1024 px shadows, no
-            anti-aliasing) or ``"high"`` (the model's own visual settings).
-        geom_groups: geom groups drawn (default 0-3: the built-in quadruped's leg capsules are in group 3).
+        camera: the model's camera (``"track"`` follows the trunk); None or missing: a free tracking camera.
+        quality: ``"fast"`` (no shadows, reflections or anti-aliasing), ``"medium"`` (1024 px shadows) or
+            ``"high"`` (the model's own visual settings).
+        geom_groups: geom groups drawn (the built-in quadruped's legs are in group 3).
     """
 
     def __init__(
@@ -170,16 +157,8 @@ class VideoRecorder:
         self.num_frames, self._calls = 0, 0
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         try:
-            self.writer = iio.get_writer(
-                path,
-                format="FFMPEG",  # type: ignore[arg-type]
-                mode="I",
-                fps=self.fps,
-                codec="libx264",
-                pixelformat="yuv420p",
-                quality=7,
-                macro_block_size=8,
-            )
+            options = dict(mode="I", codec="libx264", pixelformat="yuv420p", quality=7, macro_block_size=8)
+            self.writer = iio.get_writer(path, format="FFMPEG", fps=self.fps, **options)  # type: ignore[arg-type]
         except Exception as e:
             self.close()
             raise RuntimeError(

@@ -1,4 +1,4 @@
-"""Rebuild a trained run from its checkpoint: the stored config, the task and its env config, the runner."""
+"""Rebuild a trained run (task, env config, runner) from its checkpoint."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _read_json(path: str) -> dict[str, Any] | None:
 
 @runtime_checkable
 class _ConfigurableTask(Protocol):
-    """A task class that declares its constructor settings and their defaults (st_rl's built-in tasks)."""
+    """A task class with ``DEFAULT_CFG`` (the built-in tasks)."""
 
     DEFAULT_CFG: dict[str, Any]
 
@@ -43,18 +43,17 @@ def _default_cfg_keys(task_cls: type) -> set[str]:
 
 
 def _infer_task_from_env_cfg(env_cfg: dict[str, Any]) -> str | None:
-    """The registered task whose constructor config keys include all keys of ``env_cfg`` (unique match)."""
+    """The one registered task whose config keys include all of ``env_cfg`` (older configs may lack some)."""
     if "terrain" in env_cfg and "model_path" in env_cfg:
         name = f"quadruped_{env_cfg['terrain']}"
         return name if name in TASKS else None
     keys = set(env_cfg)
-    # A saved config may predate options added later, so its keys only need to be a subset.
     matches = [n for n, cls in TASKS.items() if keys and keys <= _default_cfg_keys(cls)]
     return matches[0] if len(matches) == 1 else None
 
 
 def _stored_task(run_cfg: dict[str, Any] | None, ckpt_cfg: dict[str, Any] | None) -> str | None:
-    """The task a run was trained on: ``runner.task`` of config.json or the checkpoint, else inferred."""
+    """``runner.task`` of config.json or the checkpoint, else inferred from the env config."""
     for cfg in (run_cfg, ckpt_cfg):
         if not cfg:
             continue
@@ -69,9 +68,8 @@ def _stored_task(run_cfg: dict[str, Any] | None, ckpt_cfg: dict[str, Any] | None
 
 
 def run_task(checkpoint: str, *, trust_config: bool = False) -> tuple[str, str | None]:
-    """The checkpoint file of ``checkpoint`` (a ``model_<it>.pt`` file or a run directory) and the task its run
-    was trained on (None when it cannot be told). The stored config is checked as :func:`load_run` reads it, so
-    that a config naming code to import is refused before anything is built.
+    """The checkpoint file of ``checkpoint`` (file or run directory) and its run's task (None: unknown), with the
+    stored config checked as :func:`load_run` checks it.
 
     Raises:
         FileNotFoundError, CheckpointError: no readable checkpoint there.
@@ -86,8 +84,7 @@ def run_task(checkpoint: str, *, trust_config: bool = False) -> tuple[str, str |
 
 
 class _StoredRun:
-    """A checkpoint file or run directory read: the file, its state, ``config.json``, the checkpoint's config,
-    the training config (``config.json`` without ``env``, else the checkpoint's), its source and the task."""
+    """A checkpoint read with its run's ``config.json``, training config (and its source) and task."""
 
     def __init__(self, checkpoint: str) -> None:
         self.path = path = get_checkpoint_path(checkpoint)
@@ -115,18 +112,9 @@ def _iteration_of(path: str, state_iter: Any) -> int | str:
 
 @dataclasses.dataclass
 class LoadedRun:
-    """A runner rebuilt from a checkpoint by :func:`load_run`.
+    """A runner rebuilt from a checkpoint by :func:`load_run` (weights loaded, no optimizer), with its env.
 
-    Attributes:
-        path: the checkpoint file.
-        state: the loaded checkpoint dictionary.
-        runner: the runner, weights loaded (no optimizer).
-        env: its environment.
-        task: the task name the environment was made from (None when ``env`` was passed in).
-        iteration: the checkpoint's iteration (or its file stem).
-        train_cfg: the stored training config (``config.json`` without ``env``, else the checkpoint's).
-        env_cfg: the stored env config used to build the environment (None: task defaults).
-        seed: the environment seed used.
+    ``iteration`` is the checkpoint's (or its file stem); ``env_cfg`` the stored env config used (None: defaults).
     """
 
     path: str
@@ -152,23 +140,16 @@ def load_run(
 ) -> LoadedRun:
     """Rebuild the runner of a checkpoint on its training task and load its weights (without the optimizer).
 
-    The training config is ``config.json`` next to the checkpoint, else the checkpoint's ``config``; the task is
-    the run's unless ``task`` is given, and then the stored env config (``config.json`` key ``env``) is reused.
+    The config is ``config.json`` beside the checkpoint, else the checkpoint's; the stored env config is reused
+    unless ``task`` names another task.
 
-    Args:
-        checkpoint: a ``model_<it>.pt`` file, or a run directory (its highest-numbered checkpoint).
-        task: registered task name; overrides the stored one.
-        num_envs: parallel environments.
-        device: policy device.
-        seed: environment seed (default: the run's seed).
-        env: use this environment instead of making one (``task`` is then only recorded).
-        trust_config: the stored config may name code to import (docs/security.md).
+    ``checkpoint`` is a ``model_<it>.pt`` file or a run directory (its latest); ``seed`` defaults to the run's;
+    ``trust_config`` lets the stored config name code to import (docs/security.md).
 
     Raises:
         ValueError: the checkpoint has no training config, or its task cannot be told.
-        st_rl.config.ConfigError, st_rl.utils.config.UntrustedConfigError: the stored config names code to
-            import and ``trust_config`` is False.
-        CheckpointError: the checkpoint does not fit the rebuilt policy or holds NaN/Inf weights or statistics.
+        UntrustedConfigError: the stored config names code to import and ``trust_config`` is False.
+        CheckpointError: the checkpoint does not fit the rebuilt policy or holds NaN/Inf values.
     """
     stored = _StoredRun(checkpoint)
     path, stored_task = stored.path, stored.task

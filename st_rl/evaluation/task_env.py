@@ -10,12 +10,7 @@ from st_rl.tasks import make_env
 
 
 def refuse_gymnasium_module(task: str, key: str) -> None:
-    """Refuse a Gymnasium id that names a module (``"gym:package.module:Env-v0"``: Gymnasium imports it) when
-    ``task`` comes from an untrusted config (see :func:`st_rl.utils.config.untrusted_config`).
-
-    Raises:
-        UntrustedConfigError: inside an untrusted config.
-    """
+    """Refuse a Gymnasium id naming a module to import (``"gym:pkg.mod:Env-v0"``) inside an untrusted config."""
     if task.startswith("gym:") and ":" in task.removeprefix("gym:"):
         refuse_untrusted_import(task, key)
 

@@ -1,10 +1,4 @@
-"""Built-in vectorised tasks (pure PyTorch, native st_rl API) and a small task registry.
-
-Example:
-    >>> from st_rl.tasks import make_env
-    >>> env = make_env("point_mass", num_envs=64, seed=0)
-    >>> obs, extras = env.get_observations()
-"""
+"""Built-in vectorised tasks (native st_rl API) and the task registry (:func:`make_env`)."""
 
 from __future__ import annotations
 
@@ -37,11 +31,7 @@ TASKS: dict[str, type] = {}
 
 
 def register_task(name: str, cls: type, *, overwrite: bool = False) -> type:
-    """Register ``cls`` under ``name`` for :func:`make_env`.
-
-    ``cls`` is called as ``cls(num_envs=..., device=..., seed=..., **cfg)``. Re-registering an existing name
-    with a different class raises ``ValueError`` unless ``overwrite`` is set. Returns ``cls``.
-    """
+    """Register ``cls(num_envs=, device=, seed=, **cfg)`` as ``name``; replacing a class needs ``overwrite``."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"task name must be a non-empty string, got {name!r}")
     if not overwrite and name in TASKS and TASKS[name] is not cls:
@@ -53,11 +43,7 @@ def register_task(name: str, cls: type, *, overwrite: bool = False) -> type:
 def make_env(
     name: str, num_envs: int, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
 ) -> Any:
-    """Instantiate the registered task ``name``; ``cfg`` goes to the task's constructor.
-
-    Raises:
-        ValueError: ``name`` is not registered (the message lists the available names).
-    """
+    """Instantiate the registered task ``name`` (or ``"gym:<id>"``); ``cfg`` goes to its constructor."""
     if name.startswith("gym:"):  # a Gymnasium task through st_rl.env.adapters (needs st-rl[gymnasium])
         return make_gymnasium_env(name.removeprefix("gym:"), num_envs, seed=seed, device=device, **cfg)
     if name not in TASKS:
@@ -84,8 +70,6 @@ def _quadruped(terrain: str) -> Any:
     return make
 
 
-register_task("quadruped_flat", _quadruped("flat"))  # type: ignore[arg-type]
-register_task("quadruped_rough", _quadruped("rough"))  # type: ignore[arg-type]
-# The flat task under the name of its gait-shaping training preset (configs.quadruped_gait), so that
-# `st-rl train --task quadruped_gait` and `st-rl record-motion --task quadruped_gait` find it.
-register_task("quadruped_gait", _quadruped("flat"))  # type: ignore[arg-type]
+# quadruped_gait: the flat task under the name of its gait-shaping training preset
+for _name, _terrain in (("quadruped_flat", "flat"), ("quadruped_rough", "rough"), ("quadruped_gait", "flat")):
+    register_task(_name, _quadruped(_terrain))

@@ -1,9 +1,4 @@
-"""Present a native st_rl env through the two other environment APIs st_rl accepts (for tests and docs).
-
-:class:`LeggedGymStyle` (5-tuple ``step``, bool dones, ``infos["episode"]``), :class:`IsaacLabStyle` (rsl_rl
-2.x / st_gym: long 0/1 dones, ``num_privileged_obs == 0`` without a critic, no ``obs_segments``) and
-:class:`TensorDictStyle` (rsl_rl >= 3). All forward the state, metrics and ``episode_length_buf``.
-"""
+"""A native st_rl env presented through the legged_gym, Isaac Lab and rsl_rl >= 3 APIs (for tests and docs)."""
 
 from __future__ import annotations
 
@@ -15,7 +10,6 @@ __all__ = ["IsaacLabStyle", "LeggedGymStyle", "TensorDictStyle"]
 
 
 def _episode_key(log_key: str) -> str:
-    """Map an Isaac Lab style log key to a legged_gym ``infos["episode"]`` key (no "/")."""
     prefix, _, name = log_key.partition("/")
     if not name:
         return prefix
@@ -27,7 +21,7 @@ def _episode_key(log_key: str) -> str:
 
 
 class _ShimBase:
-    """Forwarding common to all shims: the attributes of :attr:`FORWARDED` and ``episode_length_buf``."""
+    """Forwards the attributes named in ``FORWARDED`` and ``episode_length_buf``."""
 
     FORWARDED = frozenset(
         ("num_envs", "num_actions", "max_episode_length", "device", "dt", "cfg", "tracking_error", "CoT",
@@ -38,18 +32,16 @@ class _ShimBase:
         self.env = env
 
     def __getattr__(self, name: str) -> Any:
-        if name in _ShimBase.FORWARDED:  # AttributeError where the wrapped env has none (hasattr is False)
+        if name in type(self).FORWARDED:  # AttributeError where the wrapped env has none (hasattr is False)
             return getattr(self.__dict__["env"], name)
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     @property
     def unwrapped(self) -> Any:
-        """The wrapped native env."""
         return getattr(self.env, "unwrapped", self.env)
 
     @property
     def episode_length_buf(self) -> torch.Tensor:
-        """Per-env step counter of the wrapped env (writable)."""
         return self.env.episode_length_buf
 
     @episode_length_buf.setter
@@ -61,50 +53,31 @@ class _ShimBase:
 
 
 class LeggedGymStyle(_ShimBase):
-    """legged_gym / parkour API over a native env.
+    """legged_gym / parkour API: ``step(a) -> (obs, privileged_obs | None, rewards, dones (bool), infos)``.
 
-    ``step(a) -> (obs, privileged_obs | None, rewards, dones (bool), infos)`` with ``infos["time_outs"]`` and
-    ``infos["episode"]`` (the native ``extras["log"]`` with keys renamed: ``rew_<term>``, ``timeout_ratio``,
-    ``termination_<failure>``, ``<metric>``). ``reset() -> (obs, privileged_obs)``.
+    ``infos["episode"]``: ``extras["log"]`` as ``rew_<term>``, ``timeout_ratio``, ``termination_<failure>``.
     """
 
-    @property
-    def num_obs(self) -> int:
-        """Actor observation width."""
-        return self.env.num_obs
+    FORWARDED = _ShimBase.FORWARDED | {"num_obs", "obs_segments", "privileged_obs_segments"}
 
     @property
     def num_privileged_obs(self) -> int | None:
         """Critic observation width, None without a critic group."""
         return self.env.num_privileged_obs or None
 
-    @property
-    def obs_segments(self) -> Any:
-        """Ordered name -> shape map of the actor observation."""
-        return self.env.obs_segments
-
-    @property
-    def privileged_obs_segments(self) -> Any:
-        """Ordered name -> shape map of the critic observation, or None."""
-        return self.env.privileged_obs_segments
-
     def get_observations(self) -> torch.Tensor:
-        """Current actor observations."""
         return self.env.get_observations()[0]
 
     def get_privileged_observations(self) -> torch.Tensor | None:
-        """Current critic observations, or None without a critic group."""
         return self._critic(self.env.get_observations()[1])
 
     def reset(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Reset all envs; return ``(obs, privileged_obs | None)``."""
         obs, extras = self.env.reset()
         return obs, self._critic(extras)
 
     def step(
         self, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Step; return the legged_gym 5-tuple."""
         obs, rewards, dones, extras = self.env.step(actions)
         infos: dict[str, Any] = {"time_outs": extras["time_outs"]}
         if "log" in extras:
@@ -113,43 +86,24 @@ class LeggedGymStyle(_ShimBase):
 
 
 class IsaacLabStyle(_ShimBase):
-    """Isaac Lab ``RslRlVecEnvWrapper`` (rsl_rl 2.x) / st_gym API over a native env.
+    """Isaac Lab ``RslRlVecEnvWrapper`` (rsl_rl 2.x) / st_gym API: the native 4-tuple with long 0/1 dones,
+    ``num_privileged_obs`` 0 without a critic group and no ``obs_segments``."""
 
-    Same 4-tuple as the native API but ``dones`` is a LONG 0/1 tensor, ``num_privileged_obs`` is 0 without a
-    critic group and there is no ``obs_segments`` attribute.
-    """
-
-    @property
-    def num_obs(self) -> int:
-        """Width of the "policy" group."""
-        return self.env.num_obs
+    FORWARDED = _ShimBase.FORWARDED | {"num_obs", "get_observations", "reset"}
 
     @property
     def num_privileged_obs(self) -> int:
         """Width of the "critic" group, 0 when absent."""
         return self.env.num_privileged_obs or 0
 
-    def get_observations(self) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Return ``(obs, {"observations": groups})``."""
-        return self.env.get_observations()
-
-    def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Reset all envs; return ``(obs, extras)``."""
-        return self.env.reset()
-
     def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Step; return ``(obs, rewards, dones (long 0/1), extras)``."""
         obs, rewards, dones, extras = self.env.step(actions)
         return obs, rewards, dones.to(torch.long), extras
 
 
 class TensorDictStyle(_ShimBase):
-    """rsl_rl >= 3 API over a native env (needs the optional ``tensordict`` package).
-
-    ``get_observations() -> TensorDict({"policy", ["critic"]}, batch_size=[N])``;
-    ``step(a) -> (TensorDict, rewards, dones (long 0/1, as Isaac Lab returns), extras)`` where ``extras`` holds
-    ``"time_outs"`` and ``"log"`` (no ``"observations"``). No ``num_obs`` / ``num_privileged_obs`` attributes.
-    """
+    """rsl_rl >= 3 API (needs ``tensordict``): observation groups as a TensorDict, long 0/1 dones, ``extras``
+    without ``"observations"``, no ``num_obs`` / ``num_privileged_obs``."""
 
     def __init__(self, env: Any) -> None:
         try:
@@ -165,16 +119,13 @@ class TensorDictStyle(_ShimBase):
         return self._td_cls(dict(extras["observations"]), batch_size=[self.num_envs], device=self.device)
 
     def get_observations(self) -> Any:
-        """Current observation groups as a TensorDict."""
         return self._to_td(self.env.get_observations()[1])
 
     def reset(self) -> tuple[Any, dict[str, Any]]:
-        """Reset all envs; return ``(TensorDict, extras)``."""
         _, extras = self.env.reset()
         return self._to_td(extras), {}
 
     def step(self, actions: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Step; return ``(TensorDict, rewards, dones (long), extras)``."""
         _, rewards, dones, extras = self.env.step(actions)
         out = {k: v for k, v in extras.items() if k != "observations"}
         return self._to_td(extras), rewards, dones.to(torch.long), out

@@ -1,17 +1,8 @@
-"""Base class of the batched built-in tasks (pure PyTorch, native st_rl API: the rsl_rl 2.x 4-tuple).
+"""Base class of the batched built-in tasks (pure PyTorch, native st_rl API, no host sync in ``step``).
 
-Tasks are batched over environments and free of host synchronisation inside ``step``: finished environments
-are reset with ``torch.where`` over freshly sampled states. Rewards follow legged_gym / Isaac Lab: each named
-term is ``weight * kernel * dt``.
-
-``extras["log"]`` is present on every step, computed over the environments that finished on that step (the
-last such values are repeated on a step where none finished; zeros before the first episode ends):
-
-* ``Episode_Reward/<term>``: mean over finished envs of the term's episode sum divided by
-  ``max_episode_length_s`` (as Isaac Lab does).
-* ``Episode_Termination/time_out`` and ``Episode_Termination/<failure>``: fraction of the finished envs that
-  ended by that cause.
-* ``Metrics/<name>``: task-specific per-episode metrics, averaged over finished envs.
+Each reward term is ``weight * kernel * dt``. ``extras["log"]`` holds, over the envs that finished on the step
+(else the last such values; zeros before any): ``Episode_Reward/<term>`` (episode sum / ``max_episode_length_s``),
+``Episode_Termination/time_out`` and ``/<failure>`` (fractions) and ``Metrics/<name>`` (means).
 """
 
 from __future__ import annotations
@@ -27,14 +18,10 @@ __all__ = ["BuiltinTask"]
 
 
 class BuiltinTask(ABC):
-    """Base class of the built-in batched tasks (native st_rl API).
+    """Base class of the built-in batched tasks.
 
-    Subclasses set ``DEFAULT_CFG``, ``reward_terms``, ``failure_terms`` and ``metric_terms``, create their
-    buffers (listing them in ``_state_buffers`` so :meth:`state_dict` covers them) and implement the hooks
-    ``_physics_step``, ``_compute_rewards``, ``_compute_failures``, ``_reset_state``, ``_compute_observations``
-    and optionally ``_episode_metrics`` / ``_post_reset``.
-
-    Every subclass config has ``dt`` (seconds per step), ``episode_length_s`` and ``clip_actions``.
+    Subclasses set ``DEFAULT_CFG`` (with ``dt`` in s, ``episode_length_s``, ``clip_actions``) and the term names,
+    list their buffers in ``_state_buffers`` (for :meth:`state_dict`) and implement the ``_`` hooks below.
 
     Args:
         num_envs: parallel environments.
@@ -81,27 +68,21 @@ class BuiltinTask(ABC):
         n, dev = self.num_envs, self.device
         self._episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self._episode_sums = torch.zeros(n, len(self.reward_terms), device=dev)
-        self._log_names = (
-            [f"Episode_Reward/{t}" for t in self.reward_terms]
-            + ["Episode_Termination/time_out"]
-            + [f"Episode_Termination/{t}" for t in self.failure_terms]
-            + [f"Metrics/{t}" for t in self.metric_terms]
-        )
+        self._log_names = [f"Episode_Reward/{t}" for t in self.reward_terms]
+        self._log_names += [f"Episode_Termination/{t}" for t in ["time_out", *self.failure_terms]]
+        self._log_names += [f"Metrics/{t}" for t in self.metric_terms]
         self._log_values = torch.zeros(len(self._log_names), device=dev)
         self.obs_buf = torch.zeros(n, 0, device=dev)
         self.critic_obs_buf: torch.Tensor | None = None
         self._state_buffers: list[str] = ["_episode_length_buf", "_episode_sums", "_log_values", "obs_buf"]
 
     def task_metrics(self) -> dict[str, torch.Tensor]:
-        """The task's metrics by name (scalars or per-env values), read by the runner after every iteration
-        (``EnvAdapter.task_metrics``: logged as ``Eval/<name>``; ``velrmsd`` and ``CoT`` are what
-        ``learn()`` returns). None by default."""
+        """Metrics by name (scalars or per-env), logged as ``Eval/<name>``; none by default."""
         return {}
 
     @property
     def episode_length_buf(self) -> torch.Tensor:
-        """Steps taken in the current episode, long (N,). Writable; an env times out when it reaches
-        ``max_episode_length``."""
+        """Steps taken in the current episode, long (N,); writable."""
         return self._episode_length_buf
 
     @episode_length_buf.setter
@@ -125,15 +106,10 @@ class BuiltinTask(ABC):
         return self.get_observations()
 
     def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Advance all environments by one step.
-
-        Args:
-            actions: (N, num_actions); NaNs are zeroed and values clipped to ``[-clip_actions, clip_actions]``.
+        """Step with ``actions`` (N, num_actions; NaN zeroed, clipped); finished envs are reset.
 
         Returns:
-            ``(obs, rewards (N,) float, dones (N,) bool, extras)``; ``extras`` has ``"observations"``,
-            ``"time_outs"`` (bool (N,)) and ``"log"`` (see the module docstring). Finished envs are reset
-            and their returned obs is the first obs of the new episode.
+            ``(obs, rewards (N,), dones (N,) bool, extras)``; extras: ``observations``, ``time_outs``, ``log``.
         """
         actions = actions.to(device=self.device, dtype=torch.float32).reshape(self.num_envs, self.num_actions)
         actions = torch.nan_to_num(actions, nan=0.0, posinf=0.0, neginf=0.0)
@@ -196,6 +172,17 @@ class BuiltinTask(ABC):
         u = torch.rand(*shape, generator=self._generator, device=self.device)
         return low + (high - low) * u
 
+    def _set_layout(
+        self,
+        actor: list[tuple[str, tuple[int, ...]]],
+        critic: list[tuple[str, tuple[int, ...]]] | None = None,
+    ) -> None:
+        """Set the actor and critic segments and widths (``num_obs``, ``num_privileged_obs``)."""
+        self.obs_segments = OrderedDict(actor)
+        self.num_obs = sum(math.prod(s) for _, s in actor)
+        self.privileged_obs_segments = None if critic is None else OrderedDict(critic)
+        self.num_privileged_obs = None if critic is None else sum(math.prod(s) for _, s in critic)
+
     def _obs_groups(self) -> dict[str, torch.Tensor]:
         groups = {"policy": self.obs_buf}
         if self.critic_obs_buf is not None:
@@ -228,7 +215,7 @@ class BuiltinTask(ABC):
 
     @abstractmethod
     def _compute_rewards(self, actions: torch.Tensor) -> torch.Tensor:
-        """Unweighted-by-dt reward terms (N, R), already multiplied by their weights."""
+        """Reward terms (N, R) times their weights, not yet times ``dt``."""
 
     def _compute_failures(self) -> torch.Tensor:
         return torch.zeros(self.num_envs, len(self.failure_terms), dtype=torch.bool, device=self.device)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -15,28 +14,12 @@ __all__ = ["CueMemory"]
 class CueMemory(BuiltinTask):
     """Output a target that is observed only during the first ``cue_steps`` steps of each episode.
 
-    Each episode draws a target uniform in ``[-target_range, target_range]^target_dim``. The actor observes it in
-    ``cue`` while ``episode_length_buf < cue_steps`` (the observations that feed the first ``cue_steps`` actions
-    of the episode) and zeros afterwards; ``cue_visible`` is 1 while the cue is shown, else 0. The action is the
-    agent's guess of the target; there is no other state, so nothing in the later observations carries the
-    target: a feed-forward policy can at best output one constant (about the mean target) once the cue is gone,
-    while a recurrent policy can remember it.
-
-    Actor observations (``target_dim + 1``): ``cue`` (target_dim), ``cue_visible`` (1).
-    Critic observations (``2 * target_dim + 2``): the actor's plus ``target`` (the true target, always visible)
-    and ``phase`` (``episode_length_buf / max_episode_length``, in [0, 1)). The critic may see the target: it is
-    only used for the value estimate.
-
-    Reward (multiplied by ``dt``): ``match`` = ``w_match * exp(-|a - target|^2 / match_sigma)``. Episodes end by
-    time-out only. Metric ``final_error``: ``|a - target|`` of the last action of the episode.
-
-    Reference values (defaults, 1-D): outputting the target at every step returns ``w_match * episode_length_s``
-    = 2.0; copying the cue while it is visible and 0 afterwards returns about 1.0 (the best a feed-forward
-    policy can do); uniform random actions in [-1, 1] about 0.77.
-
-    Args:
-        num_envs, device, seed: as for :class:`~st_rl.tasks.base.BuiltinTask`.
-        **cfg: overrides of ``DEFAULT_CFG`` (SI units).
+    The action is a guess of the target (uniform in ``[-target_range, target_range]^target_dim``), shown in
+    ``cue`` (``cue_visible`` = 1) for the first ``cue_steps`` observations, zeros afterwards: only a recurrent
+    policy can remember it. The critic also sees ``target`` and ``phase`` (elapsed fraction of the episode).
+    Reward ``match`` = ``w_match * exp(-|a - target|^2 / match_sigma)``; time-outs only; metric ``final_error``.
+    Returns (defaults, 1-D): 2.0 for the target throughout, about 1.0 for the best feed-forward policy, 0.77
+    for uniform random actions.
     """
 
     DEFAULT_CFG: dict[str, Any] = {
@@ -56,24 +39,17 @@ class CueMemory(BuiltinTask):
         self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
     ) -> None:
         super().__init__(num_envs, device, seed, cfg)
-        d = int(self.cfg["target_dim"])
-        if d < 1:
-            raise ValueError(f"target_dim must be >= 1, got {d}")
-        if int(self.cfg["cue_steps"]) < 1:
-            raise ValueError(f"cue_steps must be >= 1, got {self.cfg['cue_steps']}")
-        self.target_dim = d
+        self.target_dim = d = int(self.cfg["target_dim"])
         self.cue_steps = int(self.cfg["cue_steps"])
-        self.obs_segments = OrderedDict([("cue", (d,)), ("cue_visible", (1,))])
-        self.privileged_obs_segments = OrderedDict(
-            [*self.obs_segments.items(), ("target", (d,)), ("phase", (1,))]
-        )
-        self.num_obs = d + 1
-        self.num_privileged_obs = 2 * d + 2
+        if d < 1 or self.cue_steps < 1:
+            raise ValueError(f"target_dim and cue_steps must be >= 1, got {d} and {self.cue_steps}")
+        actor = [("cue", (d,)), ("cue_visible", (1,))]
+        self._set_layout(actor, [*actor, ("target", (d,)), ("phase", (1,))])
         self.num_actions = d
         n, dev = self.num_envs, self.device
         self.target = torch.zeros(n, d, device=dev)
         self.last_error = torch.zeros(n, device=dev)
-        self.critic_obs_buf = torch.zeros(n, self.num_privileged_obs, device=dev)
+        self.critic_obs_buf = torch.zeros(n, 2 * d + 2, device=dev)
         self._state_buffers += ["target", "last_error"]
         self.reset()
 
@@ -86,7 +62,6 @@ class CueMemory(BuiltinTask):
         """The optimal action (the true target; needs privileged access to the task's state)."""
         return torch.clamp(self.target, -self.clip_actions, self.clip_actions)
 
-    # ------------------------------------------------------------------ hooks
     def _physics_step(self, actions: torch.Tensor) -> None:
         self.last_error = (actions - self.target).norm(dim=1)
 

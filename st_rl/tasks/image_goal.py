@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -15,20 +14,10 @@ __all__ = ["ImageGoal"]
 class ImageGoal(PointMass):
     """:class:`~st_rl.tasks.point_mass.PointMass` whose goal is observed only through an image.
 
-    Dynamics, reset distribution, reward terms (``distance``, ``action_l2``) and metric (``final_distance``) are
-    those of :class:`PointMass`. The actor does not observe ``goal_delta``; instead it gets ``forward_depth``, a
-    (1, H, W) image (``H = W = image_size``) centred on the agent and covering
-    ``[-view_range, view_range]^2`` metres of the plane: pixel ``(row i, column j)`` has centre
-    ``x_j = -view_range + (j + 0.5) * 2 view_range / W``, ``y_i = -view_range + (i + 0.5) * 2 view_range / H``
-    (columns go along +x, rows along +y) and value ``exp(-|c_ij - d|^2 / (2 blob_sigma^2))`` where ``d`` is
-    the goal delta (goal - position) clamped to the view. The image is rendered batched in torch.
-
-    Actor observations (``H * W + 2``): ``forward_depth`` (1, H, W), ``velocity`` (2).
-    Critic observations (``H * W + 4``): the actor's plus the true ``goal_delta`` (2).
-
-    Args:
-        num_envs, device, seed: as for :class:`~st_rl.tasks.base.BuiltinTask`.
-        **cfg: overrides of ``DEFAULT_CFG`` (SI units).
+    Instead of ``goal_delta`` the actor sees ``forward_depth`` (1, H, W), ``H = W = image_size``: the plane
+    ``[-view_range, view_range]^2`` around the agent (columns along +x, rows along +y), each pixel
+    ``exp(-|centre - d|^2 / (2 blob_sigma^2))`` with ``d`` the goal delta clamped to the view; then ``velocity``.
+    The critic also sees ``goal_delta``.
     """
 
     DEFAULT_CFG: dict[str, Any] = {
@@ -52,16 +41,12 @@ class ImageGoal(PointMass):
         self._pix_y = centres.view(size, 1).expand(size, size).to(device)
         self._pix_x = centres.view(1, size).expand(size, size).to(device)
         super().__init__(num_envs, device, seed, **cfg)  # resets: the image is rendered by our hook
-        self.obs_segments = OrderedDict([("forward_depth", (1, size, size)), ("velocity", (2,))])
-        self.privileged_obs_segments = OrderedDict([*self.obs_segments.items(), ("goal_delta", (2,))])
-        self.num_obs = size * size + 2
-        self.num_privileged_obs = size * size + 4
+        actor = [("forward_depth", (1, size, size)), ("velocity", (2,))]
+        self._set_layout(actor, [*actor, ("goal_delta", (2,))])
 
     def expert_action(self, obs: torch.Tensor | None = None) -> torch.Tensor:
-        """PD controller on the true goal delta (privileged): ``clip(kp * delta - kd * velocity)``."""
-        delta = self.goal - self.position
-        a = self.cfg["expert_kp"] * delta - self.cfg["expert_kd"] * self.velocity
-        return torch.clamp(a, -self.clip_actions, self.clip_actions)
+        """The PD controller of :class:`PointMass` on the true goal delta (privileged)."""
+        return super().expert_action(torch.cat([self.goal - self.position, self.velocity], dim=1))
 
     def render_goal_image(self, delta: torch.Tensor) -> torch.Tensor:
         """Image (N, 1, H, W) of goal deltas ``delta`` (N, 2), clamped to the view."""

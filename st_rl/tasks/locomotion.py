@@ -1,25 +1,6 @@
-"""Legged locomotion on MuJoCo: a quadruped learns to follow velocity commands.
+"""Legged locomotion on MuJoCo (``mujoco.batch``): a quadruped follows velocity commands, legged_gym style.
 
-MuJoCo's batched API (``mujoco.batch.Batch``) steps many copies of one model; its state arrays are shared
-with PyTorch without copies, so the task logic is vectorised torch code on the CPU. The task follows
-legged_gym: joint position targets ``q* = q_home + action_scale * a``, decimation, auto-reset, time-outs,
-command resampling, domain randomisation (friction, added mass, pushes, observation noise) and termination on
-trunk contact, large tilt or a low base. ``tracking_error`` (velocity RMSD, m/s) and ``CoT`` are per-env
-metrics. State views (``base_lin_vel``, ``dof_pos``, ...) are computed once per step from the MuJoCo state.
-
-Actor observations (``obs_segments``): ``base_ang_vel`` (3), ``projected_gravity`` (3), ``commands`` (3),
-``dof_pos`` (relative to the standing pose), ``dof_vel``, ``last_actions`` (one per joint) and, with
-``height_scan``, ``height_measurements`` (1, nx, ny). Critic observations add ``base_lin_vel`` (3) in
-front and ``friction`` (1), ``added_mass`` (1), ``foot_contact`` (feet) at the end, all without noise.
-
-Reward terms (``reward_scales``; each ``scale * kernel * dt``, :mod:`st_rl.tasks.locomotion_rewards`):
-``tracking_lin_vel``, ``tracking_ang_vel``, ``lin_vel_z``, ``ang_vel_xy``, ``orientation``, ``torques``,
-``dof_acc``, ``action_rate``, ``feet_air_time``, ``trot``, ``termination``. A term with scale 0 is skipped.
-``trot`` (off by default) is 1 while the robot is commanded to move and its diagonal feet share a contact
-state that the two feet of each side do not (a two-beat trot), else 0.
-
-Any MJCF (or URDF) robot with a free-joint base, position actuators on its leg joints, foot geoms whose names
-contain ``foot`` (or ``foot_geom_names``) and optionally a ``home`` keyframe can be loaded with ``model_path``.
+Observations, rewards, randomisation, terminations and metrics: docs/environments.md; options: ``LOCOMOTION_CFG``.
 """
 
 from __future__ import annotations
@@ -31,51 +12,20 @@ from typing import Any
 import numpy as np
 import torch
 
-import st_rl.tasks.locomotion_rewards as rw
+import st_rl.tasks.locomotion_model as mdl
+import st_rl.tasks.locomotion_style as style
+import st_rl.tasks.locomotion_terms as terms
 from st_rl.tasks.base import BuiltinTask
 from st_rl.tasks.locomotion_mirror import SignedPermutation, build_mirror_maps
-from st_rl.tasks.locomotion_model import (
-    DEFAULT_MODEL_PATH,
-    add_height_field,
-    base_frame_kinematics,
-    check_model,
-    complete_urdf,
-    find_feet,
-    find_touch_sensors,
-    ground_height,
-    import_mujoco,
-    index_of,
-    quat_rotate_inverse,
-)
-from st_rl.tasks.locomotion_obs import (
-    height_scan,
-    initial_state,
-    layout_size,
-    noise_scale,
-    observation_layout,
-    sample_commands,
-    scaled_observations,
-)
-from st_rl.tasks.locomotion_style import (
-    all_style_features,
-    available_style_fields,
-    check_motion_source,
-    default_style_fields,
-    foot_style_fields,
-    roll_window,
-    style_columns,
-)
+from st_rl.tasks.locomotion_model import DEFAULT_MODEL_PATH, quat_rotate_inverse
 
 __all__ = ["DEFAULT_MODEL_PATH", "LeggedLocomotion", "SignedPermutation", "quat_rotate_inverse"]
 
 
-# Defaults of LeggedLocomotion (its DEFAULT_CFG); every key can be overridden as a keyword argument.
 LOCOMOTION_CFG: dict[str, Any] = {
-    # time
     "dt": 0.02,  # policy step (s); must be a multiple of the model timestep
     "episode_length_s": 20.0,
     "clip_actions": 10.0,
-    # robot
     "model_path": None,  # None: the built-in Go1-class quadruped
     "foot_geom_names": None,  # None: geoms whose name contains "foot"
     "urdf_kp": 35.0,  # URDF models: position-servo gain of the added actuators
@@ -84,13 +34,11 @@ LOCOMOTION_CFG: dict[str, Any] = {
     "home_keyframe": "home",
     "action_scale": 0.25,
     "nthread": 0,  # MuJoCo threads; 0: torch.get_num_threads()
-    # commands
     "lin_vel_x": (-1.0, 1.0),
     "lin_vel_y": (-0.6, 0.6),
     "ang_vel_yaw": (-1.0, 1.0),
     "resampling_time_s": 10.0,
     "zero_command_prob": 0.1,
-    # observations
     "obs_scale_lin_vel": 2.0,
     "obs_scale_ang_vel": 0.25,
     "obs_scale_dof_vel": 0.05,
@@ -100,14 +48,12 @@ LOCOMOTION_CFG: dict[str, Any] = {
     "noise_dof_pos": 0.01,
     "noise_dof_vel": 1.5,
     "noise_height": 0.05,
-    # randomisation
     "friction_range": (0.4, 1.25),
     "added_mass_range": (-1.0, 2.0),
     "push_interval_s": 8.0,
     "max_push_vel_xy": 0.5,
     "init_joint_scale_range": (0.8, 1.2),
     "init_base_vel": 0.3,
-    # rewards
     "tracking_sigma": 0.25,
     "feet_air_time_target": 0.3,
     "reward_scales": {
@@ -123,11 +69,9 @@ LOCOMOTION_CFG: dict[str, Any] = {
         "trot": 0.0,
         "termination": -10.0,
     },
-    # termination
     "terminate_on_trunk_contact": True,
     "max_tilt_rad": 1.0,
     "min_base_height": 0.12,
-    # terrain
     "terrain": "flat",  # "flat" or "rough"
     "terrain_size_m": 16.0,
     "terrain_resolution_m": 0.1,
@@ -135,7 +79,6 @@ LOCOMOTION_CFG: dict[str, Any] = {
     "height_scan": None,  # None: on for rough terrain
     "height_scan_x": (-0.6, 0.6, 7),
     "height_scan_y": (-0.4, 0.4, 5),
-    # metrics
     "metric_warmup_s": 1.0,
     # AMP reference motion: frames of style features in extras["observations"]["ref_obs"]
     "amp_obs_frame_num": 0,  # H; 0 disables ref_obs
@@ -144,14 +87,7 @@ LOCOMOTION_CFG: dict[str, Any] = {
 
 
 class LeggedLocomotion(BuiltinTask):
-    """Velocity-command tracking for a legged robot on MuJoCo (see the module docstring).
-
-    Args:
-        num_envs: parallel simulations.
-        device: accepted for API symmetry; MuJoCo runs on the CPU, so buffers are CPU tensors.
-        seed: seed of the task's private generator.
-        **cfg: overrides of :attr:`DEFAULT_CFG` (documented there).
-    """
+    """Velocity-command tracking for a legged robot on MuJoCo; ``device`` is ignored (MuJoCo runs on the CPU)."""
 
     DEFAULT_CFG: dict[str, Any] = LOCOMOTION_CFG
     failure_terms = ("trunk_contact", "tilt", "base_height")
@@ -161,13 +97,13 @@ class LeggedLocomotion(BuiltinTask):
     def __init__(
         self, num_envs: int = 1024, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
     ) -> None:
-        scales = rw.reward_scales(self.DEFAULT_CFG["reward_scales"], cfg.pop("reward_scales", None))
+        scales = terms.reward_scales(self.DEFAULT_CFG["reward_scales"], cfg.pop("reward_scales", None))
         self.reward_scales = {k: float(v) for k, v in scales.items() if v != 0}
         self.reward_terms = tuple(self.reward_scales)
         if str(torch.device(device)) != "cpu":
             device = "cpu"  # MuJoCo state lives in host memory
         super().__init__(num_envs, device, seed, {**cfg, "reward_scales": scales})
-        self.mujoco = import_mujoco()
+        self.mujoco = mdl.import_mujoco()
         c = self.cfg
         self.terrain = str(c["terrain"])
         if self.terrain not in ("flat", "rough"):
@@ -176,10 +112,9 @@ class LeggedLocomotion(BuiltinTask):
         self._build_model(c["model_path"] or DEFAULT_MODEL_PATH)
         self._build_buffers()
         if "trot" in self.reward_terms:  # a robot without four corner feet is refused here
-            data, to_base = base_frame_kinematics(
-                self.mujoco, self.model, self.base_body, self.default_qpos.numpy()
-            )
-            self._partners = rw.gait_partners(to_base(data.geom_xpos[self.foot_geoms]))
+            home = self.default_qpos.numpy()
+            data, to_base = mdl.base_frame_kinematics(self.mujoco, self.model, self.base_body, home)
+            self._partners = terms.gait_partners(to_base(data.geom_xpos[self.foot_geoms]))
         self.reset()
 
     def _build_model(self, path: str) -> None:
@@ -188,27 +123,25 @@ class LeggedLocomotion(BuiltinTask):
             raise FileNotFoundError(f"Robot model not found: {path}")
         spec = mj.MjSpec.from_file(path)
         if path.lower().endswith(".urdf"):
-            complete_urdf(mj, spec, self.cfg)
+            mdl.complete_urdf(mj, spec, self.cfg)
         if self.terrain == "rough":
             self._add_height_field(spec)
         self.model = model = spec.compile()
-        self.sim_dt, self.decimation, self.base_body = check_model(mj, model, self.dt, path)
+        self.sim_dt, self.decimation, self.base_body = mdl.check_model(mj, model, self.dt, path)
         self.num_actions = int(model.nu)
         trn = model.actuator_trnid[:, 0]
-        self.actuated_qpos = index_of([int(model.jnt_qposadr[j]) for j in trn])
-        self.actuated_dof = index_of([int(model.jnt_dofadr[j]) for j in trn])
+        self.actuated_qpos = mdl.index_of([int(model.jnt_qposadr[j]) for j in trn])
+        self.actuated_dof = mdl.index_of([int(model.jnt_dofadr[j]) for j in trn])
         self.joint_names = [mj.mj_id2name(model, mj.mjtObj.mjOBJ_JOINT, int(j)) for j in trn]
         self.kp = torch.as_tensor(model.actuator_gainprm[:, 0], dtype=torch.float32)
-        self.foot_geoms, self.foot_names = find_feet(mj, model, self.cfg["foot_geom_names"], path)
+        self.foot_geoms, self.foot_names = mdl.find_feet(mj, model, self.cfg["foot_geom_names"], path)
         self.num_feet = len(self.foot_names)
         self.foot_bodies = np.asarray([model.geom_bodyid[g] for g in self.foot_geoms])
-        self.foot_touch_adr, self.trunk_touch_adr = find_touch_sensors(
-            mj, model, self.foot_bodies, self.base_body, path
-        )
+        touch = mdl.find_touch_sensors(mj, model, self.foot_bodies, self.base_body, path)
+        self.foot_touch_adr, self.trunk_touch_adr = touch
         self.key_id = key = mj.mj_name2id(model, mj.mjtObj.mjOBJ_KEY, self.cfg["home_keyframe"])
-        self.default_qpos = torch.as_tensor(
-            model.key_qpos[key] if key >= 0 else model.qpos0, dtype=torch.float64
-        )
+        home = model.key_qpos[key] if key >= 0 else model.qpos0
+        self.default_qpos = torch.as_tensor(home, dtype=torch.float64)
         self.default_joint_pos = self.default_qpos[self.actuated_qpos].float()
         self.total_mass = float(model.body_subtreemass[self.base_body])
         self.nominal_trunk_mass = float(model.body_mass[self.base_body])
@@ -217,7 +150,7 @@ class LeggedLocomotion(BuiltinTask):
 
     def _add_height_field(self, spec: Any) -> None:
         """Add a random rough height field (``height_map``) beside the flat floor."""
-        self.height_map = add_height_field(self.mujoco, spec, self.cfg, self._generator)
+        self.height_map = mdl.add_height_field(self.mujoco, spec, self.cfg, self._generator)
         self.terrain_res = float(self.cfg["terrain_resolution_m"])
         self.terrain_half = float(self.cfg["terrain_size_m"]) / 2.0
 
@@ -225,59 +158,51 @@ class LeggedLocomotion(BuiltinTask):
         """The batched simulation and torch views of its state (no copies)."""
         nthread = int(self.cfg["nthread"]) or torch.get_num_threads()
         self.batch = batch = self.mujoco.batch.Batch(model, nsim=self.num_envs, nthread=nthread)
-        self._qpos, self._qvel, self._ctrl, self._warm = (
-            torch.from_numpy(batch.bind(f)) for f in ("qpos", "qvel", "ctrl", "qacc_warmstart")
-        )
+        state = ("qpos", "qvel", "ctrl", "qacc_warmstart")
+        self._qpos, self._qvel, self._ctrl, self._warm = (torch.from_numpy(batch.bind(f)) for f in state)
         with warnings.catch_warnings():  # derived fields are read-only views; we only read them
             warnings.simplefilter("ignore", UserWarning)
+            derived = ("actuator_force", "sensordata", "geom_xpos", "xpos")
             self._act_force, self._sensordata, self._geom_xpos, self._xpos = (
-                torch.from_numpy(batch.bind(f)) for f in ("actuator_force", "sensordata", "geom_xpos", "xpos")
+                torch.from_numpy(batch.bind(f)) for f in derived
             )
-        self._friction, self._body_mass = (
-            torch.from_numpy(batch.expand(f)) for f in ("geom_friction", "body_mass")
-        )
+        model_fields = ("geom_friction", "body_mass")
+        self._friction, self._body_mass = (torch.from_numpy(batch.expand(f)) for f in model_fields)
 
     def _build_buffers(self) -> None:
         n, a, f = self.num_envs, self.num_actions, self.num_feet
         c = self.cfg
-        self.obs_segments, self.privileged_obs_segments, points = observation_layout(
-            a, f, c, self.use_height_scan
-        )
+        actor, critic, points = terms.observation_layout(a, f, c, self.use_height_scan)
+        self._set_layout(actor, critic)
         if points is not None:
             self.scan_points = points
-        self.num_obs = layout_size(self.obs_segments)
-        self.num_privileged_obs = layout_size(self.privileged_obs_segments)
-        self._noise_scale = noise_scale(c, a, 0 if points is None else len(points))
+        num_points = 0 if points is None else len(points)
+        self._obs_scale, self._noise_scale = terms.observation_scales(c, a, num_points)
         self.commands, self.feet_air_time = torch.zeros(n, 3), torch.zeros(n, f)
         self.actions, self.last_actions, self.last_dof_vel = (torch.zeros(n, a) for _ in range(3))
         self.last_contacts, self.foot_contact = (torch.zeros(n, f, dtype=torch.bool) for _ in range(2))
         self.trunk_contact = torch.zeros(n, dtype=torch.bool)
         self.friction_coef = torch.full((n,), self.nominal_foot_friction)
-        self.added_mass, self._err_sq_sum, self._err_count, self._power_sum = (
-            torch.zeros(n) for _ in range(4)
-        )
-        self._speed_sum, self._last_rmsd, self._last_cot = (torch.zeros(n) for _ in range(3))
-        self.critic_obs_buf, self.obs_buf = (
-            torch.zeros(n, self.num_privileged_obs),
-            torch.zeros(n, self.num_obs),
-        )
+        self.added_mass, self._err_sq_sum, self._err_count = (torch.zeros(n) for _ in range(3))
+        self._power_sum, self._speed_sum, self._last_rmsd, self._last_cot = (torch.zeros(n) for _ in range(4))
+        self.obs_buf = torch.zeros(n, self.num_obs)
+        self.critic_obs_buf = torch.zeros(n, terms.layout_size(critic))
         self._state_buffers += [
             "commands", "actions", "last_actions", "last_dof_vel", "feet_air_time", "last_contacts",
             "foot_contact", "trunk_contact", "added_mass", "friction_coef", "_err_sq_sum", "_err_count",
             "_power_sum", "_speed_sum", "_last_rmsd", "_last_cot",
         ]  # fmt: skip
         self._resample_steps = max(1, int(round(c["resampling_time_s"] / self.dt)))
-        self._push_steps = (
-            max(1, int(round(c["push_interval_s"] / self.dt))) if c["max_push_vel_xy"] > 0 else 0
-        )
+        push_steps = max(1, int(round(c["push_interval_s"] / self.dt)))
+        self._push_steps = push_steps if c["max_push_vel_xy"] > 0 else 0
         self._warmup_steps = int(round(c["metric_warmup_s"] / self.dt))
         self._cache: dict[str, torch.Tensor] = {}
         self._mirror_maps: dict[str, SignedPermutation] | None = None
         self.ref_motion_source: Any = None
         self.amp_obs_frame_num = int(c["amp_obs_frame_num"])
         self.style_fields = list(c["style_fields"] or self.default_style_fields())
-        self._style_index = style_columns(self.available_style_fields(), self.style_fields)
-        self._style_needs_feet = any(f in foot_style_fields(self.foot_names) for f in self.style_fields)
+        self._style_index = style.style_columns(self.available_style_fields(), self.style_fields)
+        self._style_needs_feet = any(f in style.foot_style_fields(self.foot_names) for f in self.style_fields)
         if self.amp_obs_frame_num > 0:
             self.ref_obs_buf = torch.zeros(n, self.amp_obs_frame_num, len(self.style_fields))
             self._state_buffers.append("ref_obs_buf")
@@ -311,8 +236,7 @@ class LeggedLocomotion(BuiltinTask):
 
     @property
     def foot_pos_b(self) -> torch.Tensor:
-        """Foot positions relative to the base, in the base frame, (N, feet, 3) (m). Runs MuJoCo's position
-        stage for the current state on first use after a state change (style features read it)."""
+        """Foot positions relative to the base, in the base frame, (N, feet, 3) (m)."""
         return self._cached("feet", self._compute_foot_pos_b)
 
     def _compute_foot_pos_b(self) -> torch.Tensor:
@@ -335,14 +259,12 @@ class LeggedLocomotion(BuiltinTask):
 
     @property
     def tracking_error(self) -> torch.Tensor:
-        """Per-env RMS error of the base xy velocity against the command over the current episode (m/s);
-        the last finished episode's value while the current one is shorter than ``metric_warmup_s``."""
+        """Per-env RMS xy velocity error (m/s) of the episode (the last one during ``metric_warmup_s``)."""
         return self._metric(0, self._last_rmsd)
 
     @property
     def CoT(self) -> torch.Tensor:  # noqa: N802 - name used by the trainers
-        """Per-env cost of transport ``mean(sum |tau * qdot|) / (m g mean(|v_xy|))`` over the episode (m includes
-        the added mass); the last episode's value during ``metric_warmup_s``."""
+        """Per-env ``mean(sum |tau * qdot|) / (m g mean(|v_xy|))`` of the episode (the last one during warm-up)."""
         return self._metric(1, self._last_cot)
 
     def _metric(self, column: int, last: torch.Tensor) -> torch.Tensor:
@@ -378,33 +300,33 @@ class LeggedLocomotion(BuiltinTask):
 
     def _compute_rewards(self, actions: torch.Tensor) -> torch.Tensor:
         c = self.cfg
-        lin, ang, sigma = self.base_lin_vel, self.base_ang_vel, c["tracking_sigma"]
+        cmd, lin, ang, sigma = self.commands, self.base_lin_vel, self.base_ang_vel, c["tracking_sigma"]
         contact = self.foot_contact
-        moving = self.commands[:, :2].norm(dim=1) > 0.1
-        air = rw.feet_air_time(
+        moving = cmd[:, :2].norm(dim=1) > 0.1
+        air = terms.feet_air_time(
             self.feet_air_time, contact, self.last_contacts, moving, c["feet_air_time_target"]
         )
         self.feet_air_time = torch.where(contact | self.last_contacts, 0.0, self.feet_air_time + self.dt)
         self.last_contacts = contact
         failed = self._compute_failures().any(dim=1)
-        kernels = {
-            "tracking_lin_vel": lambda: rw.tracking_lin_vel(self.commands, lin, sigma),
-            "tracking_ang_vel": lambda: rw.tracking_ang_vel(self.commands, ang, sigma),
-            "lin_vel_z": lambda: rw.lin_vel_z(lin),
-            "ang_vel_xy": lambda: rw.ang_vel_xy(ang),
-            "orientation": lambda: rw.orientation(self.projected_gravity),
-            "torques": lambda: rw.torques(self._act_force),
-            "dof_acc": lambda: rw.dof_acc(self.dof_vel, self.last_dof_vel, self.dt),
-            "action_rate": lambda: rw.action_rate(actions, self.last_actions),
+        kernels = {  # unweighted, per env
+            "tracking_lin_vel": lambda: torch.exp(-(cmd[:, :2] - lin[:, :2]).square().sum(1) / sigma),
+            "tracking_ang_vel": lambda: torch.exp(-(cmd[:, 2] - ang[:, 2]).square() / sigma),
+            "lin_vel_z": lambda: lin[:, 2].square(),
+            "ang_vel_xy": lambda: ang[:, :2].square().sum(1),
+            "orientation": lambda: self.projected_gravity[:, :2].square().sum(1),
+            "torques": lambda: self._act_force.float().square().sum(1),
+            "dof_acc": lambda: ((self.dof_vel - self.last_dof_vel) / self.dt).square().sum(1),
+            "action_rate": lambda: (actions - self.last_actions).square().sum(1),
             "feet_air_time": lambda: air,
-            "trot": lambda: rw.trot(contact, *self._partners, moving),
+            "trot": lambda: terms.trot(contact, *self._partners, moving),
             "termination": lambda: failed.float() / self.dt,  # one-off penalty: scale * 1
         }
         return torch.stack([self.reward_scales[t] * kernels[t]() for t in self.reward_terms], dim=1)
 
     def _compute_failures(self) -> torch.Tensor:
         args = (self.trunk_contact, self.projected_gravity, self._qpos, self._ground_height, self.cfg)
-        return self._cached("failures", lambda: rw.failures(*args))
+        return self._cached("failures", lambda: terms.failures(*args))
 
     def _episode_metrics(self) -> torch.Tensor:
         rmsd = torch.sqrt(self._err_sq_sum / self._err_count.clamp_min(1.0))
@@ -415,16 +337,14 @@ class LeggedLocomotion(BuiltinTask):
     def _reset_state(self, mask: torch.Tensor) -> None:
         n, c = self.num_envs, self.cfg
         m = mask[:, None]
-        # Episode metrics of the finished episodes are kept for the metric properties.
         done_metrics = self._episode_metrics()
         self._last_rmsd = torch.where(mask, done_metrics[:, 0], self._last_rmsd)
         self._last_cot = torch.where(mask, done_metrics[:, 1], self._last_cot)
         for name in ("_err_sq_sum", "_err_count", "_power_sum", "_speed_sum"):
             setattr(self, name, torch.where(mask, 0.0, getattr(self, name)))
 
-        qpos, qvel = initial_state(
-            self._rand, n, self.default_qpos, self.actuated_qpos, self._qvel.shape[1], c
-        )
+        nv = self._qvel.shape[1]
+        qpos, qvel = terms.initial_state(self._rand, n, self.default_qpos, self.actuated_qpos, nv, c)
         self._qpos.copy_(torch.where(m, qpos, self._qpos))
         self._qvel.copy_(torch.where(m, qvel, self._qvel))
         self._warm.copy_(torch.where(m, 0.0, self._warm))
@@ -456,9 +376,8 @@ class LeggedLocomotion(BuiltinTask):
         self.batch.set_const(ids.numpy().astype(np.int32))
 
     def _sample_commands_where(self, mask: torch.Tensor) -> None:
-        self.commands = torch.where(
-            mask[:, None], sample_commands(self._rand, self.num_envs, self.cfg), self.commands
-        )
+        new = terms.sample_commands(self._rand, self.num_envs, self.cfg)
+        self.commands = torch.where(mask[:, None], new, self.commands)
 
     def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
         """Reset every environment; the reference-motion history starts full of the first frame."""
@@ -468,76 +387,62 @@ class LeggedLocomotion(BuiltinTask):
 
     def _post_reset(self, dones: torch.Tensor) -> None:
         if self.amp_obs_frame_num > 0:  # the history of a new episode starts full of its first frame
-            self.ref_obs_buf = roll_window(self.ref_obs_buf, self.style_features(), dones)
+            self.ref_obs_buf = style.roll_window(self.ref_obs_buf, self.style_features(), dones)
 
     def _ground_height(self, xy: torch.Tensor) -> torch.Tensor:
         """Terrain height under world points ``xy`` (..., 2) (0 on flat ground)."""
         if self.terrain == "rough":
-            return ground_height(self.height_map, self.terrain_res, self.terrain_half, xy)
+            return mdl.ground_height(self.height_map, self.terrain_res, self.terrain_half, xy)
         return torch.zeros(xy.shape[:-1])
 
     def _compute_observations(self) -> None:
         c = self.cfg
-        scan = None
+        parts = [self.base_ang_vel, self.projected_gravity, self.commands, self.dof_pos - self.default_joint_pos,
+                 self.dof_vel, self.actions]  # fmt: skip
         if self.use_height_scan:
-            scan = height_scan(
-                self.base_quat, self._qpos[:, 0:3].float(), self.scan_points, self._ground_height
-            )
-        state = (
-            self.base_ang_vel,
-            self.projected_gravity,
-            self.commands,
-            self.dof_pos - self.default_joint_pos,
-        )
-        clean = scaled_observations(c, *state, self.dof_vel, self.actions, scan)
+            pos = self._qpos[:, 0:3].float()
+            parts.append(terms.height_scan(self.base_quat, pos, self.scan_points, self._ground_height))
+        clean = torch.cat(parts, dim=1) * self._obs_scale  # in obs_segments order
         self.obs_buf = clean
         if float(c["noise_level"]) > 0:
-            self.obs_buf = clean + self._noise_scale * self._rand(
-                self.num_envs, clean.shape[1], low=-1.0, high=1.0
-            )
+            noise = self._rand(self.num_envs, clean.shape[1], low=-1.0, high=1.0)
+            self.obs_buf = clean + self._noise_scale * noise
         privileged = [self.base_lin_vel * c["obs_scale_lin_vel"], clean, self.friction_coef[:, None],
                       self.added_mass[:, None], self.foot_contact.float()]  # fmt: skip
         self.critic_obs_buf = torch.cat(privileged, dim=1)
 
     def available_style_fields(self) -> list[str]:
         """Style feature names in the motion-file convention (``ancestor_spec.md`` section 3.1)."""
-        return available_style_fields(self.joint_names, self.foot_names)
+        return style.available_style_fields(self.joint_names, self.foot_names)
 
     def default_style_fields(self) -> list[str]:
-        """Root height, base linear and angular velocity (base frame), joint positions and velocities, and
-        foot positions relative to the base (base frame)."""
-        return default_style_fields(self.joint_names, self.foot_names)
+        """Root height, base velocities, joint positions and velocities, feet (all in the base frame)."""
+        return style.default_style_fields(self.joint_names, self.foot_names)
 
     def all_style_features(self, feet: bool = True) -> torch.Tensor:
-        """Every field of :meth:`available_style_fields` for every env, (N, F_all); ``feet=False`` leaves out
-        the foot positions (the last ``3 * feet`` columns), which need MuJoCo's position stage."""
+        """Every field of :meth:`available_style_fields`, (N, F_all); ``feet=False`` leaves out the feet."""
         pos, lin_vel_w = self._qpos[:, 0:3].float(), self._qvel[:, 0:3].float()
-        joints, feet_b = (
-            [self.dof_pos, self.dof_vel],
-            self.foot_pos_b.reshape(self.num_envs, -1) if feet else None,
-        )
-        return all_style_features(pos, self.base_quat, lin_vel_w, self.base_ang_vel, joints, feet_b)
+        feet_b = self.foot_pos_b.reshape(self.num_envs, -1) if feet else None
+        joints = [self.dof_pos, self.dof_vel]
+        return style.all_style_features(pos, self.base_quat, lin_vel_w, self.base_ang_vel, joints, feet_b)
 
     def style_features(self, fields: list[str] | None = None) -> torch.Tensor:
         """Style features (N, F) of the named fields (default: ``style_fields``)."""
         if fields is None:
             index, feet = self._style_index, self._style_needs_feet
         else:
-            index = style_columns(self.available_style_fields(), fields)
-            feet = any(f in foot_style_fields(self.foot_names) for f in fields)
+            index = style.style_columns(self.available_style_fields(), fields)
+            feet = any(f in style.foot_style_fields(self.foot_names) for f in fields)
         return self.all_style_features(feet=feet)[:, index]
 
     def set_ref_motion_source(self, source: Any) -> None:
-        """Provide expert windows: ``source(num_envs) -> (N, H * F)`` is added as ``extras["ref_motion"]``.
-
-        A source that names its ``style_fields`` (a :class:`~st_rl.datasets.MotionLoader`) must serve the task's
-        ``style_fields`` in the same order, in windows of ``amp_obs_frame_num`` frames.
+        """Add ``source(num_envs) -> (N, H * F)`` as ``extras["ref_motion"]``; its ``style_fields`` must be ours.
 
         Raises:
             ValueError: naming the motion file(s) and the fields missing from them or extra in them.
         """
         if source is not None:
-            check_motion_source(source, self.style_fields, self.amp_obs_frame_num, type(self).__name__)
+            style.check_motion_source(source, self.style_fields, self.amp_obs_frame_num, type(self).__name__)
         self.ref_motion_source = source
 
     def _obs_groups(self) -> dict[str, torch.Tensor]:
@@ -553,14 +458,7 @@ class LeggedLocomotion(BuiltinTask):
         return obs, rewards, dones, extras
 
     def mirror_functions(self) -> dict[str, SignedPermutation]:
-        """Left-right mirror maps of raw observations and actions (for ``Symmetry``, ``symmetry_cfg``).
-
-        Each map is a :class:`SignedPermutation` of the last dimension, derived from the model's geometry; the
-        convention is in :mod:`st_rl.tasks.locomotion_mirror`.
-
-        Returns:
-            ``{"obs": ..., "critic_obs": ..., "actions": ...}`` and, when the task emits ``ref_obs`` and its
-            style fields contain every field's mirror partner, ``"ref_obs"`` (style features, last dimension).
+        """Left-right mirror maps (``SignedPermutation``) of ``obs``, ``critic_obs``, ``actions`` [, ``ref_obs``].
 
         Raises:
             ValueError: the robot, its standing pose or the height-scan grid is not left-right symmetric.
@@ -572,11 +470,9 @@ class LeggedLocomotion(BuiltinTask):
     _MJ_STATE = ("_qpos", "_qvel", "_ctrl", "_warm", "_friction", "_body_mass")
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """Task buffers plus the MuJoCo state (qpos, qvel, ctrl, warm start) and randomised model fields."""
-        return {
-            **super().state_dict(),
-            **{"mj" + name: getattr(self, name).clone() for name in self._MJ_STATE},
-        }
+        """Task buffers plus the MuJoCo state and randomised model fields."""
+        mj_state = {"mj" + name: getattr(self, name).clone() for name in self._MJ_STATE}
+        return {**super().state_dict(), **mj_state}
 
     def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
         self._cache.clear()

@@ -1,16 +1,8 @@
-"""Left-right mirror maps of :class:`~st_rl.tasks.locomotion.LeggedLocomotion` (for ``Symmetry``).
+"""Left-right mirror maps (``y -> -y`` in the base frame) of :class:`~st_rl.tasks.locomotion.LeggedLocomotion`.
 
-The mirror is the reflection ``y -> -y`` about the robot's sagittal plane (the base frame's x-z plane); each map
-is a :class:`SignedPermutation` (an involution) of the last dimension. Polar vectors (``base_lin_vel``,
-``projected_gravity``, style ``root_pos`` / ``root_vel``) map ``(x, y, z) -> (x, -y, z)``; axial vectors
-(``base_ang_vel``, style ``root_ang_vel``) ``(x, y, z) -> (-x, y, -z)``; ``commands`` ``(vx, vy, yaw) -> (vx,
--vy, -yaw)``; style ``root_rot`` ``(w, x, y, z) -> (w, -x, y, -z)``. Joint components (``dof_pos``,
-``dof_vel``, ``last_actions``, actions, style joint fields) take the value of the joint's mirror partner
-(FR <-> FL, RR <-> RL), negated for hinges whose axis lies in the mirror plane (hip abduction) and kept for
-hinges about its normal (thigh, calf). ``height_measurements`` flips its scan columns (the y grid must be
-symmetric), ``foot_contact`` and style foot positions take the partner foot's; ``friction`` and
-``added_mass`` are unchanged. Partners and signs come from the model's geometry at ``qpos0``, so any
-mirror-symmetric MJCF or URDF robot works; the standing pose must be its own mirror image.
+Polar vectors map ``(x, y, z) -> (x, -y, z)``, axial ones ``(-x, y, -z)``; joints take their mirror partner's
+value, negated for hinges whose axis lies in the mirror plane (hip abduction); the height scan flips its columns.
+Partners and signs come from the model's geometry at ``qpos0``, so any mirror-symmetric robot works.
 """
 
 from __future__ import annotations
@@ -27,16 +19,12 @@ from st_rl.tasks.locomotion_model import base_frame_kinematics
 
 
 class SignedPermutation:
-    """A mirror map ``x -> sign * x[..., index]`` of the last dimension (any leading dimensions).
-
-    Output feature ``i`` is input feature ``index[i]`` times ``sign[i]`` (+1 or -1). The map must be an
-    involution (``index[index[i]] == i`` and ``sign[i] == sign[index[i]]``), which the constructor checks. The
-    constants live on ``device``; applied to a tensor on another device they are copied there once and cached.
+    """The mirror map ``x -> sign * x[..., index]`` of the last dimension; must be an involution.
 
     Args:
         index: source feature of each output feature, a permutation of ``range(len(index))``.
         sign: +1 or -1 per output feature.
-        device: where the constants are made.
+        device: where the constants are made (copied to another device once, on use).
     """
 
     def __init__(
@@ -71,8 +59,7 @@ class SignedPermutation:
 
 
 def mirror_structure(task: Any) -> tuple[list[int], list[float], list[int]]:
-    """Mirror partner and sign of every actuated joint, and mirror partner of every foot, from the model's
-    geometry (joint anchors and axes, foot positions in the base frame at ``qpos0``)."""
+    """Mirror partner and sign of every actuated joint, and mirror partner of every foot (model at ``qpos0``)."""
     mj, model = task.mujoco, task.model
     data, to_base = base_frame_kinematics(mj, model, task.base_body)
     rot = data.xmat[task.base_body].reshape(3, 3)
@@ -188,6 +175,5 @@ def style_mirror(
     fields = task.style_fields
     if any(rule[f][0] not in fields for f in fields):
         return None
-    return SignedPermutation(
-        [fields.index(rule[f][0]) for f in fields], [rule[f][1] for f in fields], task.device
-    )
+    index = [fields.index(rule[f][0]) for f in fields]
+    return SignedPermutation(index, [rule[f][1] for f in fields], task.device)

@@ -21,8 +21,6 @@ def import_mujoco() -> Any:
         raise ImportError(
             "The legged locomotion task needs MuJoCo >= 3.17 with its batched API: pip install 'mujoco>=3.17'"
         ) from e
-    if not hasattr(mujoco, "batch"):
-        raise ImportError(f"mujoco {mujoco.__version__} has no mujoco.batch; pip install -U 'mujoco>=3.17'")
     return mujoco
 
 
@@ -49,8 +47,7 @@ def index_of(ids: list[int]) -> slice | torch.Tensor:
 
 
 def complete_urdf(mj: Any, spec: Any, cfg: dict[str, Any]) -> None:
-    """Turn a parsed URDF into a simulation-ready model: a floating base, a floor, position servos on every
-    joint, touch sensors on the base and on the bodies named ``*foot*``, and a ``home`` keyframe."""
+    """Add a free joint, a floor, position servos, touch sensors (base, ``*foot*`` bodies) and a ``home`` key."""
     spec.compiler.fusestatic = False
     root = spec.worldbody.first_body()
     if root is None:
@@ -90,8 +87,7 @@ def complete_urdf(mj: Any, spec: Any, cfg: dict[str, Any]) -> None:
 
 
 def add_height_field(mj: Any, spec: Any, cfg: dict[str, Any], generator: torch.Generator) -> torch.Tensor:
-    """Add a random rough height field (smoothed noise, a flat spawn patch) to ``spec``; return its heights
-    (rows = y, cols = x). The flat floor stays: it carries the robot beyond the field's edges."""
+    """Add a random rough height field (flat at the spawn) to ``spec``; return its heights (rows = y, cols = x)."""
     size, res = float(cfg["terrain_size_m"]), float(cfg["terrain_resolution_m"])
     n = int(round(size / res)) + 1
     gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
@@ -124,11 +120,7 @@ def ground_height(height_map: torch.Tensor, res: float, half: float, xy: torch.T
 
 
 def check_model(mj: Any, model: Any, dt: float, path: str) -> tuple[float, int, int]:
-    """The model's timestep, the physics steps per policy step ``dt`` and the floating base body.
-
-    Raises:
-        ValueError: ``dt`` is not a multiple of the timestep, no single free joint, or no actuators.
-    """
+    """The model's timestep, the physics steps per policy step ``dt`` and the floating base body."""
     sim_dt = float(model.opt.timestep)
     decimation = dt / sim_dt
     if abs(decimation - round(decimation)) > 1e-6 or round(decimation) < 1:
@@ -170,8 +162,7 @@ def find_touch_sensors(
 def base_frame_kinematics(
     mj: Any, model: Any, base_body: int, qpos: np.ndarray | None = None
 ) -> tuple[Any, Callable[[np.ndarray], np.ndarray]]:
-    """MuJoCo kinematics at ``qpos`` (default: the model's ``qpos0``) and a map of world points into the
-    base frame (origin at the base body)."""
+    """MuJoCo kinematics at ``qpos`` (default ``qpos0``) and a map of world points into the base frame."""
     data = mj.MjData(model)
     if qpos is not None:
         data.qpos[:] = qpos

@@ -1,5 +1,4 @@
-"""Style features (AMP reference motion) of :class:`~st_rl.tasks.locomotion.LeggedLocomotion`: field names
-in the motion-file convention (``ancestor_spec.md`` section 3.1) and the check of a motion source."""
+"""Style features (AMP reference motion) of :class:`~st_rl.tasks.locomotion.LeggedLocomotion`."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from st_rl.tasks.locomotion_model import quat_rotate_inverse
 
 
 def foot_style_fields(foot_names: list[str]) -> list[str]:
-    """Foot positions relative to the base, in the base frame."""
     return [f"{foot}_pos_{a}_b" for foot in foot_names for a in "xyz"]
 
 
@@ -32,11 +30,7 @@ def default_style_fields(joint_names: list[str], foot_names: list[str]) -> list[
 
 
 def style_columns(available: list[str], fields: list[str]) -> torch.Tensor:
-    """Column of each of ``fields`` among ``available``.
-
-    Raises:
-        ValueError: a field is not available.
-    """
+    """Column of each of ``fields`` among ``available``; ``ValueError`` for one that is not there."""
     unknown = [f for f in fields if f not in available]
     if unknown:
         raise ValueError(f"Unknown style fields {unknown}; available: {available}")
@@ -51,26 +45,20 @@ def all_style_features(
     joints: list[torch.Tensor],
     feet: torch.Tensor | None,
 ) -> torch.Tensor:
-    """Every style field (:func:`available_style_fields` order) from the base state, joint positions and
-    velocities and (optionally) the flattened foot positions in the base frame."""
+    """Every style field (:func:`available_style_fields` order), the feet (base frame) optional."""
     ang_w = quat_rotate_inverse(quat * torch.tensor([1.0, -1.0, -1.0, -1.0]), ang_vel_b)
     parts = [pos, quat, quat_rotate_inverse(quat, lin_vel_w), ang_vel_b, lin_vel_w, ang_w, *joints]
     return torch.cat(parts if feet is None else [*parts, feet], dim=1)
 
 
 def roll_window(window: torch.Tensor, features: torch.Tensor, reset: torch.Tensor) -> torch.Tensor:
-    """``window`` (N, H, F) shifted by one frame with ``features`` (N, F) last; envs where ``reset`` (N,) is
-    set start over: their window is ``features`` in every frame."""
+    """``window`` (N, H, F) shifted by one frame of ``features`` (N, F); where ``reset``, filled with it."""
     rolled = torch.cat([window[:, 1:], features[:, None]], dim=1)
     return torch.where(reset.reshape(-1, 1, 1).bool(), features[:, None].expand_as(rolled), rolled)
 
 
 def check_motion_source(source: Any, style_fields: list[str], frame_num: int, task_name: str) -> None:
-    """Refuse a motion source whose ``style_fields`` or window length differ from the task's.
-
-    Raises:
-        ValueError: naming the motion file(s) and the fields missing from them or extra in them.
-    """
+    """Raise ``ValueError`` for a motion source whose ``style_fields`` or window length differ from the task's."""
     fields = getattr(source, "style_fields", None)
     files = getattr(source, "motion_files", None)
     name = f"Motion file {', '.join(map(str, files))}" if files else f"Motion source {type(source).__name__}"
@@ -78,12 +66,8 @@ def check_motion_source(source: Any, style_fields: list[str], frame_num: int, ta
         fields = list(fields)
         missing = [f for f in style_fields if f not in fields]
         extra = [f for f in fields if f not in style_fields]
-        parts = []
-        if missing:
-            parts.append(f"missing from the motion: {missing}")
-        if extra:
-            parts.append(f"in the motion but not among the task's style fields (extra): {extra}")
-        detail = "; ".join(parts) or "the same fields in another order"
+        parts = {"missing from the motion": missing, "not among the task's style fields (extra)": extra}
+        detail = "; ".join(f"{k}: {v}" for k, v in parts.items() if v) or "the same fields in another order"
         raise ValueError(
             f"{name} does not match the task's style fields: {detail}. The motion has {len(fields)} fields "
             f"{fields}; the task ({task_name}) has {len(style_fields)} {style_fields}. "

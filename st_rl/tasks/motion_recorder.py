@@ -1,12 +1,5 @@
-"""Record reference motion from the locomotion task into the st_gym motion-file format.
-
-A motion file is a pickle of plain Python data (``ancestor_spec.md`` section 3.1)::
-
-    {trajectory_name: {"Fields": [field names], "Frames": [[values per field] per frame],
-                       "FrameDuration": seconds, "MotionWeight": weight}}
-
-:func:`save_motion_file` writes only lists, floats and strings, and :func:`load_motion_file` reads such a
-file with an unpickler that refuses every class, so loading never executes code from the file.
+"""Record reference motion from the locomotion task into st_gym motion files: pickles of plain data only,
+``{name: {"Fields": [...], "Frames": [[value per field] per frame], "FrameDuration": s, "MotionWeight": w}}``.
 """
 
 from __future__ import annotations
@@ -23,6 +16,7 @@ import torch
 
 from st_rl.tasks import make_env
 from st_rl.utils.files import refuse_special_file
+from st_rl.utils.utils import atomic_write
 
 __all__ = [
     "collect_style_windows",
@@ -44,13 +38,10 @@ def scripted_trot_policy(
     stride: float | torch.Tensor = 0.0,
     hip_amp: float | torch.Tensor = 0.0,
 ):
-    """An open-loop trot for the built-in quadruped: diagonal leg pairs (FR+RL, FL+RR) swing in antiphase.
+    """An open-loop trot ``policy(obs) -> actions`` for the built-in quadruped (diagonal pairs in antiphase).
 
-    ``stride`` (rad) swings the thighs fore-aft with the gait cycle (forward in the air, backward on the
-    ground), so the robot walks: on flat ground about +-0.6 m/s at +-0.4. ``hip_amp`` (rad) swings the hip
-    (abduction) joints the same way, which turns the robot. Both may be per-robot tensors of shape (N,).
-
-    Returns a callable ``policy(obs) -> actions`` in the task's action units (offsets / ``action_scale``).
+    ``stride`` (rad) swings the thighs fore-aft (walking, about 0.6 m/s at 0.4), ``hip_amp`` (rad) the hips
+    (turning); both may be per-robot tensors (N,).
     """
     names = list(env.joint_names)
     phase_offset = torch.tensor([0.0 if n[:2] in ("FR", "RL") else math.pi for n in names])
@@ -99,12 +90,10 @@ def record_motion(
     command: Sequence[float] | torch.Tensor | None = None,
     name: str = "recorded",
 ) -> dict[str, dict[str, Any]]:
-    """Run ``policy`` on ``env`` and record the style fields of ``env_ids`` as one trajectory each.
+    """Run ``policy`` on ``env`` and record the style fields of ``env_ids``, one trajectory each.
 
-    Frames are recorded every policy step (``FrameDuration = env.dt``) after ``warmup_s``; a trajectory
-    that terminates is cut at the termination. ``command`` holds the velocity command fixed: one
-    ``(vx, vy, yaw rate)`` for every robot, or one row per robot, ``(num_envs, 3)`` (e.g. a
-    :func:`command_grid`); each trajectory then also stores its ``"Command"`` (extra key, ignored by loaders).
+    A frame per step after ``warmup_s``, cut at a failure. ``command`` (``(vx, vy, yaw rate)`` or one row per
+    robot, e.g. a :func:`command_grid`) is held fixed and stored as the trajectory's ``"Command"``.
     """
     fields = list(fields or env.default_style_fields())
     fixed = None
@@ -119,7 +108,7 @@ def record_motion(
     steps = int(round(duration_s / env.dt))
     warm = int(round(warmup_s / env.dt))
     ids = torch.as_tensor(list(env_ids), dtype=torch.long, device=obs.device)
-    buffer: torch.Tensor | None = None  # (steps, robots, fields), allocated with the first frame
+    buffer = torch.zeros(steps, len(ids), len(fields), device=obs.device)
     never = warm + steps
     end = torch.full((len(ids),), never, dtype=torch.long, device=obs.device)  # first step of a failure
     for k in range(warm + steps):
@@ -129,26 +118,15 @@ def record_motion(
         failed = (dones.bool() & ~extras["time_outs"].bool())[ids]
         end = torch.where(failed & (end == never), k, end)
         if k >= warm:
-            feats = env.style_features(fields)
-            if buffer is None:
-                buffer = torch.zeros(
-                    steps, len(ids), feats.shape[-1], dtype=torch.float32, device=feats.device
-                )
-            buffer[k - warm] = feats[ids]
+            buffer[k - warm] = env.style_features(fields)[ids]
     counts = (end - warm).clamp(min=0).tolist()
-    frames = (
-        {} if buffer is None else {i: buffer[: counts[j], j].cpu().tolist() for j, i in enumerate(env_ids)}
-    )
     motion = {}
-    for i in env_ids:
-        if not frames.get(i):
+    for j, i in enumerate(env_ids):
+        if counts[j] == 0:
             continue
-        traj: dict[str, Any] = {
-            "Fields": fields,
-            "Frames": frames[i],
-            "FrameDuration": float(env.dt),
-            "MotionWeight": 1.0,
-        }
+        frames = buffer[: counts[j], j].cpu().tolist()
+        traj: dict[str, Any] = {"Fields": fields, "Frames": frames, "FrameDuration": float(env.dt)}
+        traj["MotionWeight"] = 1.0
         if fixed is not None:
             traj["Command"] = [float(v) for v in fixed[i]]
         motion[f"{name}_{i}"] = traj
@@ -156,27 +134,14 @@ def record_motion(
 
 
 def save_motion_file(motion: dict[str, dict[str, Any]], path: str) -> None:
-    """Write a motion dict (plain data only) atomically.
-
-    Raises:
-        OSError: ``path`` is a folder, a device, FIFO or socket (it is never replaced).
-    """
+    """Write a motion dict (plain data only) atomically; ``OSError`` for a folder, device, FIFO or socket."""
     refuse_special_file(path, "motion file")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "wb") as f:
-            pickle.dump(motion, f, protocol=4)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):  # an earlier file at ``path`` stays as it was
-            os.remove(tmp)
-        raise
+    atomic_write(path, lambda f: pickle.dump(motion, f, protocol=4))
 
 
 class MotionFileError(ValueError, pickle.UnpicklingError):
-    """A motion file that cannot be read (the message names it); also an ``UnpicklingError``, as a refused
-    class reference used to be reported."""
+    """A motion file that cannot be read (the message names it); also an ``UnpicklingError``."""
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -188,16 +153,11 @@ class _PlainUnpickler(pickle.Unpickler):
 
 
 def load_motion_file(path: str) -> dict[str, dict[str, Any]]:
-    """Read a motion file without executing code from it (no classes are resolved).
-
-    Every trajectory is checked: ``Fields`` a list of names, ``Frames`` a non-empty list of rows of
-    ``len(Fields)`` finite numbers, ``FrameDuration`` a finite number > 0 and ``MotionWeight`` (optional) a finite
-    number >= 0.
+    """Read and check a motion file without executing code from it (no classes are resolved).
 
     Raises:
         FileNotFoundError: there is no such file.
-        MotionFileError: (a ``ValueError``) the file is not such a motion dict; the message names the file, the
-            trajectory and the entry (for NaN / Inf: the frame and field).
+        MotionFileError: (a ``ValueError``) naming the file, trajectory and entry (frame and field) at fault.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"motion file not found: {path}")
@@ -219,32 +179,22 @@ def load_motion_file(path: str) -> dict[str, dict[str, Any]]:
 
 
 def _check_trajectory(path: str, key: Any, traj: Any) -> None:
-    """Raise :class:`MotionFileError` naming ``path``, the trajectory ``key`` and the entry when ``traj`` is not
-    a trajectory that :class:`~st_rl.datasets.MotionLoader` can sample (see :func:`load_motion_file`)."""
-
     def error(message: str) -> MotionFileError:
         return MotionFileError(f"{path}: trajectory {key!r}: {message}; fix or re-record the file")
 
-    missing = [
-        k for k in ("Fields", "Frames", "FrameDuration") if not isinstance(traj, dict) or k not in traj
-    ]
+    required = ("Fields", "Frames", "FrameDuration")
+    missing = [k for k in required if not isinstance(traj, dict) or k not in traj]
     if missing:
         raise MotionFileError(f"{path}: trajectory {key!r} lacks {missing}")
-    fields = traj["Fields"]
+    fields, frames = traj["Fields"], traj["Frames"]
     if not isinstance(fields, (list, tuple)) or not all(isinstance(f, str) for f in fields):
         raise error("'Fields' must be a list of field names")
-    frames = traj["Frames"]
-    if not isinstance(frames, (list, tuple)):
-        raise error(f"'Frames' must be a list of frames, got {type(frames).__name__}")
+    if not isinstance(frames, (list, tuple)) or not frames:
+        raise error(f"'Frames' must be a non-empty list of frames, got {type(frames).__name__}")
     width = len(fields)
     for i, frame in enumerate(frames):
         if not isinstance(frame, (list, tuple)) or len(frame) != width:
-            raise MotionFileError(
-                f"{path}: trajectory {key!r} has frames whose length differs from len(Fields)={width} "
-                f"(frame {i})"
-            )
-    if len(frames) == 0:
-        raise error("'Frames' is empty")
+            raise error(f"frame {i} is not a list of len(Fields)={width} values")
     try:
         values = np.asarray(frames, dtype=np.float64).reshape(len(frames), width)
     except (TypeError, ValueError) as e:
@@ -256,20 +206,15 @@ def _check_trajectory(path: str, key: Any, traj: Any) -> None:
             f"frame {frame} holds {values[frame, column]} (field {fields[column]!r}; {len(bad)} non-finite "
             f"value(s) in all) -- NaN/Inf frames cannot serve as a reference"
         )
-    duration = traj["FrameDuration"]
-    if isinstance(duration, bool) or not isinstance(duration, (int, float, np.number)):
-        raise error(f"'FrameDuration' must be a number of seconds, got {duration!r}")
-    if not math.isfinite(duration) or duration <= 0:
-        raise error(f"'FrameDuration' must be a finite number of seconds > 0, got {duration!r}")
-    weight = traj.get("MotionWeight", 1.0)
-    if isinstance(weight, bool) or not isinstance(weight, (int, float, np.number)):
-        raise error(f"'MotionWeight' must be a number >= 0, got {weight!r}")
-    if not math.isfinite(weight) or weight < 0:
-        raise error(f"'MotionWeight' must be a finite number >= 0, got {weight!r}")
+    for name, bound in (("FrameDuration", "of seconds > 0"), ("MotionWeight", ">= 0")):
+        value = traj.get(name, 1.0)
+        number = not isinstance(value, bool) and isinstance(value, (int, float, np.number))
+        if not number or not math.isfinite(value) or value < 0 or (value == 0 and name == "FrameDuration"):
+            raise error(f"{name!r} must be a finite number {bound}, got {value!r}")
 
 
 def joint_style_fields(env: Any) -> list[str]:
-    """Style fields describing a gait independent of heading and speed: joint positions and velocities."""
+    """Joint positions and velocities: style fields independent of heading and speed."""
     return [f"{j}_dof_pos" for j in env.joint_names] + [f"{j}_dof_vel" for j in env.joint_names]
 
 
@@ -282,13 +227,9 @@ def record_scripted_trot(
     duration_s: float = 10.0,
     moving: bool = False,
 ) -> list[str]:
-    """Record the scripted trot of the built-in quadruped (no pushes, no noise, zero command) to ``path``.
+    """Record the scripted trot (no pushes, noise or command) to ``path``; return the fields recorded.
 
-    With ``moving=True`` the reference covers walking, not only trotting in place: ``num_robots`` is
-    ignored and 27 robots trot with every combination of 9 strides in [-0.4, 0.4] rad (about -0.6 to 0.6
-    m/s) and 3 hip swings (-0.15, 0, 0.15 rad, turning), one trajectory each.
-
-    Returns the recorded style fields (default: :func:`joint_style_fields`).
+    ``moving=True`` records 27 robots instead, with 9 strides in [-0.4, 0.4] rad times 3 hip swings (turning).
     """
     stride: float | torch.Tensor = 0.0
     hip: float | torch.Tensor = 0.0
@@ -298,13 +239,9 @@ def record_scripted_trot(
         num_robots = grid.shape[0]
     env = make_env(task, num_envs=num_robots, seed=seed, max_push_vel_xy=0.0, noise_level=0.0)
     fields = list(fields or joint_style_fields(env))
+    policy = scripted_trot_policy(env, stride=stride, hip_amp=hip)
     motion = record_motion(
-        env,
-        scripted_trot_policy(env, stride=stride, hip_amp=hip),
-        duration_s,
-        fields=fields,
-        env_ids=range(num_robots),
-        command=[0.0, 0.0, 0.0],
+        env, policy, duration_s, fields=fields, env_ids=range(num_robots), command=[0.0] * 3
     )
     if not motion:
         raise RuntimeError("every scripted-trot robot fell before recording started")
@@ -316,8 +253,7 @@ def record_scripted_trot(
 def collect_style_windows(
     env: Any, policy: Callable[[torch.Tensor], torch.Tensor], duration_s: float, warmup_s: float = 1.0
 ) -> torch.Tensor:
-    """Run ``policy`` from a reset and gather the flattened ``ref_obs`` windows of robots that did not just
-    finish, after ``warmup_s`` (the task needs ``amp_obs_frame_num > 0``). Returns ``(M, H * F)``."""
+    """The flattened ``ref_obs`` windows ``(M, H * F)`` of robots not just reset, after ``warmup_s``."""
     env.reset()
     obs, extras = env.get_observations()
     if "ref_obs" not in (extras.get("observations") or {}):

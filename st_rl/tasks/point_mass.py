@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -13,18 +12,11 @@ __all__ = ["BuiltinTask", "PointMass"]
 
 
 class PointMass(BuiltinTask):
-    """Drive a 2-D point mass to a goal sampled per episode (time-outs only, no critic group).
+    """Drive a 2-D point mass to a goal sampled per episode (SI units; time-outs only, no critic group).
 
-    Dynamics (semi-implicit Euler): ``v += dt * (max_force * a - damping * v) / mass``, ``|v| <= max_speed``,
-    ``p += dt * v``. Episodes start at rest, uniform in ``[-start_range, start_range]^2``, with a goal uniform in
-    ``[-goal_range, goal_range]^2``. Observations (4,): ``goal_delta`` (goal - position), ``velocity``.
-
-    Reward terms (each times ``dt``): ``distance`` = ``w_distance * exp(-|delta|^2 / distance_sigma)``,
-    ``action_l2`` = ``w_action_l2 * |a|^2``. Metric ``final_distance``. Known solution: :meth:`expert_action`.
-
-    Args:
-        num_envs, device, seed: as for :class:`~st_rl.tasks.base.BuiltinTask`.
-        **cfg: overrides of ``DEFAULT_CFG`` (SI units).
+    Semi-implicit Euler: ``v += dt * (max_force * a - damping * v) / mass``, ``|v| <= max_speed``. Observations:
+    ``goal_delta`` (goal - position), ``velocity``. Rewards: ``distance`` = ``w_distance * exp(-|delta|^2 /
+    distance_sigma)``, ``action_l2`` = ``w_action_l2 * |a|^2``. Metric ``final_distance``.
     """
 
     DEFAULT_CFG: dict[str, Any] = {
@@ -50,15 +42,10 @@ class PointMass(BuiltinTask):
         self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
     ) -> None:
         super().__init__(num_envs, device, seed, cfg)
-        self.obs_segments = OrderedDict([("goal_delta", (2,)), ("velocity", (2,))])
-        self.privileged_obs_segments = None
-        self.num_obs = 4
-        self.num_privileged_obs = None
+        self._set_layout([("goal_delta", (2,)), ("velocity", (2,))])
         self.num_actions = 2
         n, dev = self.num_envs, self.device
-        self.position = torch.zeros(n, 2, device=dev)
-        self.velocity = torch.zeros(n, 2, device=dev)
-        self.goal = torch.zeros(n, 2, device=dev)
+        self.position, self.velocity, self.goal = (torch.zeros(n, 2, device=dev) for _ in range(3))
         self._state_buffers += ["position", "velocity", "goal"]
         self.reset()
 

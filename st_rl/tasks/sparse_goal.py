@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -16,37 +15,12 @@ __all__ = ["SparseGoal", "evaluate_success"]
 class SparseGoal(BuiltinTask):
     """Reach a fixed, distant goal disk with a damped 2-D point mass; the only reward is for being there.
 
-    An exploration benchmark: the reward is zero everywhere except in the goal disk, which lies 4.3 m from the
-    start (default layout), and nothing observed points to it. Gaussian action noise alone moves the mass in
-    a slow random walk (unit noise: about 0.95 m standard deviation per axis after a whole episode; in 4096
-    such episodes none comes within 0.97 m of the goal's centre), while a policy that knows the way gets
-    there in 2.5 s. A learner must therefore explore deliberately (e.g. PPO with random network distillation,
-    the ``sparse_goal`` training preset) before it sees any reward.
-
-    Dynamics (semi-implicit Euler): ``v = (v + dt * max_force * a / mass) / (1 + dt * damping / mass)``,
-    ``p += dt * v``; the top speed is ``max_force / damping`` (2 m/s). The arena ``[-arena_size,
-    arena_size]^2`` is walled: a position beyond a wall is put back on it and the velocity component into the
-    wall set to 0. Each episode starts at rest, uniformly within ``start_range`` of ``start`` (per axis); the
-    goal is the disk of radius ``goal_radius`` around ``goal``, the same in every episode (so not observed).
-
-    Observations (4,): ``position`` (m), ``velocity`` (m/s).
-
-    Reward (multiplied by ``dt`` like every built-in reward term): ``success`` = ``w_success`` on every step
-    that ends inside the goal disk, else 0 (``w_success = 20`` with ``dt = 0.05`` pays +1 per step). By
-    default episodes end by time-out only, so a policy that reaches the goal and stops there collects the
-    most; with ``terminate_on_success`` the first step inside pays once and ends the episode (termination
-    ``goal_reached``, not a time-out). Curiosity rewards are better served by the default: ending the
-    episode at the goal would forfeit their future intrinsic reward and so teach the agent to avoid it.
-
-    Metrics (``Metrics/<name>`` in ``extras["log"]``, per finished episode): ``success`` (1 if the episode
-    entered the goal disk) and ``final_distance`` (distance from the goal's centre on the last step).
-    :meth:`task_metrics` returns ``{"success_rate": ...}``, the fraction of environments whose most recent
-    finished episode reached the goal (NaN before any episode finished); :func:`evaluate_success` measures a
-    policy on fresh environments.
-
-    Args:
-        num_envs, device, seed: as for :class:`~st_rl.tasks.base.BuiltinTask`.
-        **cfg: overrides of ``DEFAULT_CFG`` (SI units).
+    An exploration benchmark (docs/environments.md): the goal disk (``goal``, ``goal_radius``) is the same in
+    every episode and not observed, and random actions never reach it. ``v = (v + dt * max_force * a / mass) /
+    (1 + dt * damping / mass)``; walls at ``+-arena_size`` stop the mass. Observations: ``position`` (m),
+    ``velocity`` (m/s). Reward ``success`` = ``w_success`` per step ending inside the disk; with
+    ``terminate_on_success`` the first such step ends the episode (failure term ``goal_reached``). Metrics
+    ``success`` and ``final_distance``.
     """
 
     DEFAULT_CFG: dict[str, Any] = {
@@ -79,36 +53,24 @@ class SparseGoal(BuiltinTask):
         self.goal_point = torch.tensor([float(v) for v in c["goal"]], device=self.device)
         if self.start_point.shape != (2,) or self.goal_point.shape != (2,):
             raise ValueError(f"start and goal must be (x, y) pairs, got {c['start']!r} and {c['goal']!r}")
-        self.obs_segments = OrderedDict([("position", (2,)), ("velocity", (2,))])
-        self.privileged_obs_segments = None
-        self.num_obs = 4
-        self.num_privileged_obs = None
+        self._set_layout([("position", (2,)), ("velocity", (2,))])
         self.num_actions = 2
         n, dev = self.num_envs, self.device
-        self.position = torch.zeros(n, 2, device=dev)
-        self.velocity = torch.zeros(n, 2, device=dev)
+        self.position, self.velocity = torch.zeros(n, 2, device=dev), torch.zeros(n, 2, device=dev)
         self.inside = torch.zeros(n, dtype=torch.bool, device=dev)  # inside the goal disk after this step
         self.reached = torch.zeros(n, dtype=torch.bool, device=dev)  # has been inside during this episode
         self.last_success = torch.zeros(n, device=dev)  # outcome of each env's most recent finished episode
         self.finished_episodes = torch.zeros(n, dtype=torch.long, device=dev)
-        self._state_buffers += [
-            "position",
-            "velocity",
-            "inside",
-            "reached",
-            "last_success",
-            "finished_episodes",
-        ]
+        self._state_buffers += ["position", "velocity", "inside", "reached"]
+        self._state_buffers += ["last_success", "finished_episodes"]
         self.reset()
 
-    # ------------------------------------------------------------------ public API
     def goal_distance(self) -> torch.Tensor:
         """Distance (N,) from each mass to the centre of the goal disk."""
         return (self.position - self.goal_point).norm(dim=1)
 
     def task_metrics(self) -> dict[str, torch.Tensor]:
-        """``{"success_rate": fraction of envs whose last finished episode reached the goal}`` (NaN if none
-        finished yet)."""
+        """``success_rate``: fraction of envs whose last finished episode reached the goal (NaN before any)."""
         done = self.finished_episodes > 0
         rate = (self.last_success * done).sum() / done.sum()  # 0 / 0 = NaN before any episode ended
         return {"success_rate": rate}
@@ -117,7 +79,6 @@ class SparseGoal(BuiltinTask):
         """A saturated P controller to the goal: ``clip(4 * (goal - position))`` (needs no exploration)."""
         return torch.clamp(4.0 * (self.goal_point - obs[..., 0:2]), -self.clip_actions, self.clip_actions)
 
-    # ------------------------------------------------------------------ hooks
     def _physics_step(self, actions: torch.Tensor) -> None:
         c = self.cfg
         force = c["max_force"] * actions
@@ -167,11 +128,7 @@ def evaluate_success(
     device: str | torch.device = "cpu",
     **cfg: Any,
 ) -> float:
-    """Fraction of ``num_envs`` fresh episodes (one per env, seeded) in which ``policy`` reaches the goal.
-
-    ``policy`` maps raw observations (N, 4) to actions (N, 2), e.g. a runner's ``get_inference_policy()``;
-    ``cfg`` overrides the task's ``DEFAULT_CFG``.
-    """
+    """Fraction of ``num_envs`` fresh seeded episodes in which ``policy`` (obs -> actions) reaches the goal."""
     env = SparseGoal(num_envs=num_envs, device=device, seed=seed, **cfg)
     obs, _ = env.get_observations()
     success = torch.zeros(num_envs, dtype=torch.bool, device=env.device)

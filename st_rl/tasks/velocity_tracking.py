@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -17,23 +16,12 @@ GRAVITY = 9.81
 class VelocityTracking(BuiltinTask):
     """Track a commanded planar velocity with a body of unknown mass and drag (privileged critic).
 
-    Dynamics (semi-implicit Euler): ``v += dt * (max_force * a - friction * v) / mass``; ``mass`` and the drag
-    ``friction`` are drawn per episode and hidden from the actor. The command ``(vx, vy)``, uniform in
-    ``[-command_range, command_range]^2``, is drawn at reset and every ``resampling_time_s``.
-
-    Actor observations (6,): ``base_lin_vel`` (2, with uniform noise ``+-vel_noise`` when ``add_noise``),
-    ``commands`` (2), ``last_actions`` (2); the critic's (8,) are noise-free plus ``mass`` and ``friction``. With
-    ``actor_dynamics_slots`` the actor's end with ``mass`` and ``friction`` slots filled with zeros, for a state
-    estimator to fill (e.g. ``StateAcRecurrent`` with ``estimator_target_components=["mass", "friction"]``).
-
-    Reward terms (each times ``dt``): ``track_lin_vel`` = ``w_track * exp(-|cmd - v|^2 / tracking_sigma)``,
-    ``action_rate`` = ``w_action_rate * |a - a_prev|^2``, ``action_l2`` = ``w_action_l2 * |a|^2``, ``termination``
-    = ``w_termination`` on failure (``velocity_error``: ``|cmd - v| > max_velocity_error``). Metrics:
-    :attr:`tracking_error`, :attr:`CoT`. Known solution: :meth:`expert_action`.
-
-    Args:
-        num_envs, device, seed: as for :class:`~st_rl.tasks.base.BuiltinTask`.
-        **cfg: overrides of ``DEFAULT_CFG`` (SI units).
+    ``v += dt * (max_force * a - friction * v) / mass`` with ``mass`` and ``friction`` drawn per episode. The
+    command ``(vx, vy)`` is resampled every ``resampling_time_s``. Actor observations: ``base_lin_vel`` (noisy),
+    ``commands``, ``last_actions`` [, zero ``mass`` and ``friction`` slots for an estimator with
+    ``actor_dynamics_slots``]; the critic's are noise-free plus ``mass`` and ``friction``. Rewards:
+    ``track_lin_vel`` = ``w_track * exp(-|cmd - v|^2 / tracking_sigma)``, ``action_rate``, ``action_l2``,
+    ``termination`` (failure ``velocity_error``: ``|cmd - v| > max_velocity_error``).
     """
 
     DEFAULT_CFG: dict[str, Any] = {
@@ -66,78 +54,50 @@ class VelocityTracking(BuiltinTask):
         self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
     ) -> None:
         super().__init__(num_envs, device, seed, cfg)
-        self.obs_segments = OrderedDict([("base_lin_vel", (2,)), ("commands", (2,)), ("last_actions", (2,))])
-        self.privileged_obs_segments = OrderedDict(
-            [*self.obs_segments.items(), ("mass", (1,)), ("friction", (1,))]
-        )
         self.actor_dynamics_slots = bool(self.cfg["actor_dynamics_slots"])
-        if self.actor_dynamics_slots:
-            self.obs_segments = OrderedDict(self.privileged_obs_segments)
-        self.num_obs = 8 if self.actor_dynamics_slots else 6
-        self.num_privileged_obs = 8
+        actor = [("base_lin_vel", (2,)), ("commands", (2,)), ("last_actions", (2,))]
+        critic = [*actor, ("mass", (1,)), ("friction", (1,))]
+        self._set_layout(critic if self.actor_dynamics_slots else actor, critic)
         self.num_actions = 2
         self.resampling_steps = max(1, round(float(self.cfg["resampling_time_s"]) / self.dt))
         n, dev = self.num_envs, self.device
-        self.base_lin_vel = torch.zeros(n, 2, device=dev)
-        self.commands = torch.zeros(n, 2, device=dev)
-        self.mass = torch.ones(n, 1, device=dev)
-        self.friction = torch.ones(n, 1, device=dev)
-        self.last_actions = torch.zeros(n, 2, device=dev)
-        self.prev_actions = torch.zeros(n, 2, device=dev)
+        self.base_lin_vel, self.commands, self.last_actions, self.prev_actions = (
+            torch.zeros(n, 2, device=dev) for _ in range(4)
+        )
+        self.mass, self.friction = torch.ones(n, 1, device=dev), torch.ones(n, 1, device=dev)
         self.critic_obs_buf = torch.zeros(n, 8, device=dev)
         # running sums over the current episode and the values of the last finished one
-        self._err_sq_sum = torch.zeros(n, device=dev)
-        self._cot_sum = torch.zeros(n, device=dev)
-        self._metric_steps = torch.zeros(n, device=dev)
-        self._last_tracking_error = torch.zeros(n, device=dev)
-        self._last_cot = torch.zeros(n, device=dev)
-        self._state_buffers += [
-            "base_lin_vel",
-            "commands",
-            "mass",
-            "friction",
-            "last_actions",
-            "prev_actions",
-            "_err_sq_sum",
-            "_cot_sum",
-            "_metric_steps",
-            "_last_tracking_error",
-            "_last_cot",
-        ]
+        self._err_sq_sum, self._cot_sum, self._metric_steps, self._last_tracking_error, self._last_cot = (
+            torch.zeros(n, device=dev) for _ in range(5)
+        )
+        self._state_buffers += ["base_lin_vel", "commands", "mass", "friction", "last_actions"]
+        self._state_buffers += ["prev_actions", "_err_sq_sum", "_cot_sum", "_metric_steps"]
+        self._state_buffers += ["_last_tracking_error", "_last_cot"]
         self.reset()
 
-    # ------------------------------------------------------------------ metrics
     def task_metrics(self) -> dict[str, torch.Tensor]:
         """Velocity-tracking RMSD (``velrmsd``, :attr:`tracking_error`) and cost of transport (``CoT``)."""
         return {"velrmsd": self.tracking_error, "CoT": self.CoT}
 
     @property
     def tracking_error(self) -> torch.Tensor:
-        """Per-env RMS velocity-tracking error (m/s) over the current episode (the last finished one while the
-        current episode has no step yet), shape (N,)."""
+        """Per-env RMS velocity error (m/s) of the episode (of the last one before the first step), (N,)."""
         current = torch.sqrt(self._err_sq_sum / self._metric_steps.clamp_min(1.0))
         return torch.where(self._metric_steps > 0, current, self._last_tracking_error)
 
     @property
     def CoT(self) -> torch.Tensor:  # noqa: N802 - name used by the trainers
-        """Per-env mean cost of transport over the current (else last) episode, shape (N,).
-
-        Per step ``|F . v| / (mass * g * |v| + cot_eps)`` with ``F = max_force * a``; it is at most ``|F| / (m g)``.
-        """
+        """Per-env mean of ``|F . v| / (mass * g * |v| + cot_eps)`` over the current (else last) episode, (N,)."""
         current = self._cot_sum / self._metric_steps.clamp_min(1.0)
         return torch.where(self._metric_steps > 0, current, self._last_cot)
 
     def expert_action(self, obs: torch.Tensor) -> torch.Tensor:
-        """Controller using actor observations only: ``(f_nom * cmd + kp * (cmd - v)) / max_force``.
-
-        ``f_nom`` is the mid-range drag coefficient, so a residual error remains for off-nominal bodies.
-        """
+        """``(f_nom * cmd + kp * (cmd - v)) / max_force`` from actor observations (``f_nom``: mid-range drag)."""
         vel, cmd = obs[..., 0:2], obs[..., 2:4]
         f_nom = 0.5 * sum(self.cfg["friction_range"])
         a = (f_nom * cmd + self.cfg["expert_kp"] * (cmd - vel)) / self.cfg["max_force"]
         return torch.clamp(a, -self.clip_actions, self.clip_actions)
 
-    # ------------------------------------------------------------------ hooks
     def _physics_step(self, actions: torch.Tensor) -> None:
         c = self.cfg
         force = c["max_force"] * actions
@@ -145,12 +105,9 @@ class VelocityTracking(BuiltinTask):
         self.base_lin_vel = vel
         self.prev_actions = self.last_actions
         self.last_actions = actions
-        # metrics
-        err_sq = (self.commands - vel).square().sum(dim=1)
-        speed = vel.norm(dim=1)
         power = (force * vel).sum(dim=1).abs()
-        cot = power / (self.mass[:, 0] * GRAVITY * speed + c["cot_eps"])
-        self._err_sq_sum = self._err_sq_sum + err_sq
+        cot = power / (self.mass[:, 0] * GRAVITY * vel.norm(dim=1) + c["cot_eps"])
+        self._err_sq_sum = self._err_sq_sum + (self.commands - vel).square().sum(dim=1)
         self._cot_sum = self._cot_sum + cot
         self._metric_steps = self._metric_steps + 1.0
 
@@ -186,11 +143,9 @@ class VelocityTracking(BuiltinTask):
         v0 = float(c["init_vel_range"])
         self.base_lin_vel = torch.where(m, self._rand(n, 2, low=-v0, high=v0), self.base_lin_vel)
         self.commands = torch.where(m, self._sample_commands(), self.commands)
-        self.mass = torch.where(
-            m, self._rand(n, 1, low=c["mass_range"][0], high=c["mass_range"][1]), self.mass
-        )
-        lo, hi = c["friction_range"]
-        self.friction = torch.where(m, self._rand(n, 1, low=lo, high=hi), self.friction)
+        (m0, m1), (f0, f1) = c["mass_range"], c["friction_range"]
+        self.mass = torch.where(m, self._rand(n, 1, low=m0, high=m1), self.mass)
+        self.friction = torch.where(m, self._rand(n, 1, low=f0, high=f1), self.friction)
         self.last_actions = torch.where(m, 0.0, self.last_actions)
         self.prev_actions = torch.where(m, 0.0, self.prev_actions)
 
@@ -207,6 +162,5 @@ class VelocityTracking(BuiltinTask):
         if self.actor_dynamics_slots:
             parts.append(torch.zeros(self.num_envs, 2, device=self.device))  # unobservable mass, friction
         self.obs_buf = torch.cat(parts, dim=1)
-        self.critic_obs_buf = torch.cat(
-            [self.base_lin_vel, self.commands, self.last_actions, self.mass, self.friction], dim=1
-        )
+        critic = [self.base_lin_vel, self.commands, self.last_actions, self.mass, self.friction]
+        self.critic_obs_buf = torch.cat(critic, dim=1)
