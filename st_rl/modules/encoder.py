@@ -1,10 +1,7 @@
-"""Encoders on named observation components.
+"""Encoders on named observation components: each one's columns are replaced, in place, by a learned latent.
 
-An encoded component's columns are replaced, in place, by a learned latent of ``encoder_output_size``; the other
-columns keep their values and order. Encoders are ``MlpModel`` (any component, flattened: a legged_gym
-``height_measurements`` of shape (1, nx, ny) enters as nx * ny columns) or ``Conv2dHeadModel`` (a (C, H, W) image
-component, kept in its shape); both end in an activation, as the reference does. The default nonlinearity is the
-reference's ``MlpModel`` / ``Conv2dHeadModel`` default, ReLU, not the policy's activation.
+Encoders are ``MlpModel`` (any component, flattened) or ``Conv2dHeadModel`` (a (C, H, W) component); both end in
+an activation (default ReLU, not the policy's activation), as the reference does.
 """
 
 from __future__ import annotations
@@ -49,30 +46,17 @@ class EncoderLayout:
         self.input_width = sum(math.prod(s) for s in segs.values())
         encoded = sum(sl.stop - sl.start for sl, _ in self.slices)
         self.output_width = self.input_width - encoded + len(self.slices) * self.output_size
-        # Pieces in layout order: ("raw", slice) for pass-through columns, ("enc", i) for encoder i.
-        order = sorted(range(len(self.slices)), key=lambda i: self.slices[i][0].start)
-        self.pieces: list[tuple[str, Any]] = []
-        cursor = 0
-        for i in order:
-            sl = self.slices[i][0]
-            if sl.start > cursor:
-                self.pieces.append(("raw", slice(cursor, sl.start)))
-            self.pieces.append(("enc", i))
-            cursor = sl.stop
-        if cursor < self.input_width:
-            self.pieces.append(("raw", slice(cursor, self.input_width)))
+        names = (
+            self.component_names
+        )  # pieces in layout order: ("raw", column slice) or ("enc", encoder index)
+        self.pieces: list[tuple[str, Any]] = [
+            ("enc", names.index(n)) if n in names else ("raw", get_obs_slice(segs, n)[0]) for n in segs
+        ]
 
     def component_input(
         self, observations: torch.Tensor, index: int, encoder: nn.Module | None = None
     ) -> torch.Tensor:
-        """Columns of component ``index``: flat for an MLP encoder, in the component's shape otherwise.
-
-        Args:
-            observations: (..., input_width) observations.
-            index: position of the component in ``component_names``.
-            encoder: the module that will read the input; an ``MlpModel`` gets the flat columns, any other
-                module (``None`` included) the component's shape.
-        """
+        """Columns of component ``index``: flat for an ``MlpModel`` ``encoder``, else in the component's shape."""
         sl, shape = self.slices[index]
         columns = observations[..., sl]
         if isinstance(encoder, MlpModel):
@@ -88,15 +72,12 @@ class EncoderLayout:
         """Replace each encoded component by its latent (any leading dims)."""
         if observations.shape[-1] != self.input_width:
             raise ValueError(
-                f"Observation width {observations.shape[-1]} does not match the layout ({self.input_width} columns: "
-                f"{dict(self.segments)})"
+                f"Observation width {observations.shape[-1]} does not match the layout {dict(self.segments)}"
             )
-        parts = []
-        for kind, ref in self.pieces:
-            if kind == "raw":
-                parts.append(observations[..., ref])
-            else:
-                parts.append(self.encode(observations, ref, encoders))
+        parts = [
+            observations[..., r] if k == "raw" else self.encode(observations, r, encoders)
+            for k, r in self.pieces
+        ]
         return torch.cat(parts, dim=-1)
 
 
@@ -150,9 +131,8 @@ def attach_encoders(
     policy: Any, names: list[str], class_name: Any, kwargs: Any, output_size: int | None,
     critic_names: Sequence[str] | str | None, critic_class_name: Any, critic_kwargs: Any,
 ) -> None:  # fmt: skip
-    """Give ``policy`` its encoder part: ``actor_layout`` / ``encoders`` for ``names`` and, by
-    ``critic_names``, none (critic unencoded), ``"shared"`` (the actor's encoders on the critic layout) or
-    ``critic_layout`` / ``critic_encoders`` (with the actor's class and kwargs by default)."""
+    """Give ``policy`` ``actor_layout`` / ``encoders`` for ``names`` and, by ``critic_names``: nothing,
+    ``"shared"`` (the actor's encoders on the critic layout) or ``critic_layout`` / ``critic_encoders``."""
     out = int(output_size) if output_size is not None else DEFAULT_ENCODER_OUTPUT_SIZE
     policy.encoder_component_names = names
     policy.encoder_output_size = out
@@ -199,8 +179,7 @@ def encoder_latent(policy: Any, observations: torch.Tensor, component: str, crit
 def attach_visual_encoder(
     policy: Any, component: str, kwargs: Mapping[str, Any], latent: int, privileged_segments: Any
 ) -> None:
-    """Give ``policy`` its visual part: ``visual_layout`` and ``visual_encoder``, a ``Conv2dHeadModel``
-    encoding the image ``component`` (C, H, W) into ``latent`` columns."""
+    """Give ``policy`` ``visual_layout`` and ``visual_encoder`` (image ``component`` -> ``latent`` columns)."""
     layout = EncoderLayout(require_segments(policy.obs_segments, "obs"), [component], latent)
     _, shape = layout.slices[0]
     if len(shape) != 3:

@@ -18,19 +18,9 @@ AdaptorActorHiddenState = namedarraytuple("AdaptorActorHiddenState", ["adaptor",
 
 
 class Memory(nn.Module):
-    """An LSTM or GRU with two modes.
-
-    * **Rollout mode** (``hidden_states`` not given): ``x`` is (B, D); the stored hidden state is used and
-      updated; returns (B, H).
-    * **Batch mode** (``hidden_states`` given): ``x`` is (T, B, D) padded trajectories starting from
-      ``hidden_states``; returns (T, B, H), or, with ``masks``, the outputs unpadded back to (T, N, H).
-
-    Args:
-        input_size: input width.
-        type: ``"lstm"`` or ``"gru"``.
-        num_layers: stacked layers.
-        hidden_size: hidden width.
-    """
+    """An LSTM or GRU (``type``). Rollout mode (no ``hidden_states``): ``x`` (B, D) -> (B, H), using and updating
+    the stored hidden state. Batch mode: ``x`` (T, B, D) padded trajectories from ``hidden_states`` -> (T, B, H),
+    unpadded to (T, N, H) with ``masks``."""
 
     def __init__(
         self, input_size: int, type: str = "lstm", num_layers: int = 1, hidden_size: int = 256
@@ -76,8 +66,7 @@ class Memory(nn.Module):
 
     def _run(self, x: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
         if x.device.type == "cpu" and autocast_enabled("cpu") and not has_fast_bf16("cpu"):
-            # oneDNN has no bfloat16 LSTM on CPUs without AVX512-BF16/AMX ("could not create a primitive
-            # descriptor for the LSTM forward propagation primitive"): there the memory runs in float32.
+            # oneDNN has no bfloat16 LSTM on CPUs without AVX512-BF16/AMX
             with torch.autocast("cpu", enabled=False):
                 return self.rnn(x.float(), state)
         return self.rnn(x, state)
@@ -90,7 +79,7 @@ class Memory(nn.Module):
         return self._join(torch.zeros(shape, device=device, dtype=dtype) for _ in self._parts)
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
-        """Zero the hidden state of the finished sequences (all of them when ``dones``, bool or 0/1, is None)."""
+        """Zero the hidden state of the finished sequences (all when ``dones`` is None)."""
         if self.hidden_states is None:
             return
         first = self._split(self.hidden_states)[0]
@@ -101,20 +90,17 @@ class Memory(nn.Module):
         self.hidden_states = self._join(h * keep for h in self._split(self.hidden_states))
 
     def detach_hidden_states(self) -> None:
-        """Cut the gradient history of the stored hidden state."""
         if self.hidden_states is not None:
             self.hidden_states = self._join(h.detach() for h in self._split(self.hidden_states))
 
     def rollout_state(self) -> dict[str, torch.Tensor]:
-        """A copy of the rollout hidden state for a checkpoint: ``{"hidden": (L, B, H)}`` (GRU) or
-        ``{"hidden": ..., "cell": ...}`` (LSTM); ``{}`` before the first rollout step."""
+        """A copy of the rollout state: ``{"hidden": (L, B, H)[, "cell": ...]}``, ``{}`` before the first step."""
         if self.hidden_states is None:
             return {}
         return {k: h.detach().clone() for k, h in zip(self._parts, self._split(self.hidden_states))}
 
     def check_rollout_state(self, state: Any, batch_size: int | None = None) -> None:
-        """Raise ``ValueError`` if :meth:`load_rollout_state` would refuse ``state`` (``batch_size``: the number
-        of sequences expected; None accepts any)."""
+        """Raise ``ValueError`` if ``state`` does not fit (``batch_size`` sequences; None accepts any)."""
         if not isinstance(state, dict):
             raise ValueError(f"expected a dict of tensors, got a {type(state).__name__}")
         if not state:
@@ -134,11 +120,7 @@ class Memory(nn.Module):
                 raise ValueError(f"{part!r} holds {value.shape[1]} sequences, expected {batch_size}")
 
     def load_rollout_state(self, state: dict[str, torch.Tensor], batch_size: int | None = None) -> None:
-        """Restore a :meth:`rollout_state` (``{}``: no state yet, the next rollout step starts from zeros).
-
-        Raises:
-            ValueError: the state does not fit this memory (see :meth:`check_rollout_state`).
-        """
+        """Restore a :meth:`rollout_state` (``{}``: the next step starts from zeros); ValueError if it does not fit."""
         self.check_rollout_state(state, batch_size)
         param = next(self.rnn.parameters())
         loaded = (state[k].to(param.device, param.dtype).clone() for k in self._parts)
@@ -146,7 +128,7 @@ class Memory(nn.Module):
 
 
 class NoMemory(nn.Module):
-    """The memory part of a feed-forward policy: passes its input through; every memory method is a no-op."""
+    """The memory part of a feed-forward policy: a pass-through."""
 
     hidden_states: Any = None
 
@@ -156,24 +138,20 @@ class NoMemory(nn.Module):
         return x
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
-        """Nothing to forget."""
+        pass
 
     def detach_hidden_states(self) -> None:
-        """Nothing to detach."""
+        pass
 
 
-# ---------------------------------------------------------------------------- the memories of a policy
+# the memories of a policy: actor, critic, state estimator, privileged-state adaptor
 POLICY_MEMORIES = ("memory_a", "memory_c", "memory_s", "memory_p")
-"""Attributes of a policy's memories: actor, critic, state estimator, privileged-state adaptor."""
 
 
 def attach_memories(policy: Any, spec: Any) -> None:
-    """Give ``policy`` its memories for a ``MemorySpec`` (or none for None).
-
-    ``memory_a`` / ``memory_c`` exist only on recurrent policies: legged_gym's exporter takes any policy with a
-    ``memory_a`` for an LSTM one. The forward passes use ``_actor_memory`` / ``_critic_memory``, plain references
-    (not registered twice) to those memories or to a :class:`NoMemory` pass-through.
-    """
+    """Give ``policy`` its memories for a ``MemorySpec`` (None: feed-forward). ``memory_a`` / ``memory_c`` exist
+    only on recurrent policies (legged_gym's exporter takes a policy with ``memory_a`` for an LSTM one); the
+    forward passes use the unregistered references ``_actor_memory`` / ``_critic_memory``."""
     actor_memory: nn.Module = NoMemory()
     critic_memory: nn.Module = actor_memory
     if spec is not None:
@@ -185,7 +163,7 @@ def attach_memories(policy: Any, spec: Any) -> None:
 
 
 def named_memories(policy: nn.Module) -> dict[str, Memory]:
-    """The policy's :class:`Memory` attributes among :data:`POLICY_MEMORIES` (none in feed-forward policies)."""
+    """The policy's :class:`Memory` attributes among :data:`POLICY_MEMORIES`."""
     return {n: m for n in POLICY_MEMORIES if isinstance(m := getattr(policy, n, None), Memory)}
 
 
@@ -197,9 +175,8 @@ def split_estimator_hidden(hidden_states: Any) -> tuple[Any, Any]:
 
 
 def get_policy_hidden_states(policy: Any) -> Any:
-    """``ActorCriticHiddenState(actor, critic)`` of the policy's rollout memories, the actor field nesting
-    ``AdaptorActorHiddenState`` / ``EstimatorActorHiddenState`` when those parts have memories; ``None`` for
-    feed-forward policies."""
+    """``ActorCriticHiddenState(actor, critic)`` of the rollout memories (the actor field nests the adaptor's and
+    estimator's states); ``None`` for feed-forward policies."""
     if not policy.is_recurrent:
         return None
     actor = policy.memory_a.hidden_states
@@ -224,8 +201,7 @@ def set_policy_hidden_states(policy: Any, hidden_states: Any) -> None:
 
 
 def check_rollout_states(memories: dict[str, Memory], state: Any, batch_size: int | None = None) -> None:
-    """Raise ``ValueError`` naming the memory if ``state`` (memory name -> :meth:`Memory.rollout_state`) does
-    not fit ``memories``."""
+    """Raise ``ValueError`` naming the memory if ``state`` (name -> :meth:`Memory.rollout_state`) does not fit."""
     if not isinstance(state, dict):
         raise ValueError(f"expected a dict of memory states, got a {type(state).__name__}")
     if sorted(state) != sorted(memories):
