@@ -1,8 +1,5 @@
-"""Encoders on named observation components: each one's columns are replaced, in place, by a learned latent.
-
-Encoders are ``MlpModel`` (any component, flattened) or ``Conv2dHeadModel`` (a (C, H, W) component); both end in
-an activation (default ReLU, not the policy's activation), as the reference does.
-"""
+"""Encoders replacing named observation components, in place, by learned latents: ``MlpModel`` (flattened) or
+``Conv2dHeadModel`` (C, H, W); both end in an activation (default ReLU), as the reference's do."""
 
 from __future__ import annotations
 

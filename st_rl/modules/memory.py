@@ -18,9 +18,8 @@ AdaptorActorHiddenState = namedarraytuple("AdaptorActorHiddenState", ["adaptor",
 
 
 class Memory(nn.Module):
-    """An LSTM or GRU (``type``). Rollout mode (no ``hidden_states``): ``x`` (B, D) -> (B, H), using and updating
-    the stored hidden state. Batch mode: ``x`` (T, B, D) padded trajectories from ``hidden_states`` -> (T, B, H),
-    unpadded to (T, N, H) with ``masks``."""
+    """An LSTM or GRU. Rollout mode: ``x`` (B, D) -> (B, H) with the stored hidden state. Batch mode: padded
+    trajectories (T, B, D) from ``hidden_states`` -> (T, B, H), unpadded to (T, N, H) with ``masks``."""
 
     def __init__(
         self, input_size: int, type: str = "lstm", num_layers: int = 1, hidden_size: int = 256

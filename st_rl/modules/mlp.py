@@ -76,14 +76,8 @@ class PolicyHead(nn.Sequential):
 
 
 class MlpModel(nn.Module):
-    """MLP: each hidden layer is ``Linear`` + activation; ``output_size`` adds a final plain ``Linear``.
-
-    Args:
-        input_size: input width.
-        hidden_sizes: a list, a single int, or ``None`` for no hidden layer.
-        output_size: width of the final linear layer; ``None`` makes the last hidden layer the output.
-        nonlinearity: activation class or name (``"elu"``, ``"ReLU"``, ...).
-    """
+    """MLP: ``Linear`` + activation per hidden size (a list, an int or None), then a plain ``Linear`` of
+    ``output_size`` (None: the last hidden layer is the output)."""
 
     def __init__(
         self,
@@ -104,7 +98,6 @@ class MlpModel(nn.Module):
 
     @property
     def output_size(self) -> int:
-        """Width of the output."""
         return self._output_size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
