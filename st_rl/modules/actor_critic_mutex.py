@@ -187,23 +187,13 @@ def load_sub_policy(
 
 
 class ActorCriticMutex(nn.Module):
-    """Several trained skill policies, one selected per env by the ``skill_selection_component``.
+    """Several trained skill policies (``sub_policy_paths``: their training log directories), one selected per
+    env by ``skill_selection_component`` (the skill index in one column, or a one-hot over the K skills).
 
-    That component holds the skill index in one column (rounded, clamped) or a one-hot over the K skills (argmax).
-    The output is the selected skill's action times ``subpolicy_action_scale_<i> / env_action_scale``. Every skill
-    runs on the whole batch at each call, under ``no_grad``.
-
-    Args:
-        num_actor_obs, num_critic_obs, num_actions: the dims every sub-policy was trained with.
-        sub_policy_class_name: policy class of every sub-policy (default: each run's config).
-        sub_policy_paths: training log directories (``config.json`` + ``model_<it>.pt``), one per skill.
-        obs_segments: actor observation layout (name -> shape), to find the named components.
-        privileged_obs_segments: critic layout; ``critic_obs_segments`` is an alias.
-        env_action_scale: action scale of the env the Mutex runs in (number or per-action list); default: the
-            sub-policies' common scale. Also the scale of a sub-policy whose config.json has none.
-        last_action_component: the env's last-action component, rescaled per sub-policy into its own units
-            (:meth:`recover_last_action`); ``last_action_columns``: ``(start, stop)`` within it (default: all).
-        **kwargs: ignored with a warning (keys every st_rl config passes are accepted silently).
+    The output is the skill's action times ``subpolicy_action_scale_<i> / env_action_scale`` (``env_action_scale``,
+    a number or per-action list, defaults to the skills' common scale). ``last_action_component`` (and
+    ``last_action_columns``, ``(start, stop)`` within it) is rescaled into each skill's units.
+    ``critic_obs_segments`` is an alias of ``privileged_obs_segments``.
     """
 
     env_action_scale: torch.Tensor
@@ -447,26 +437,14 @@ class ActorCriticMutex(nn.Module):
 
 
 class ActorCriticFieldMutex(ActorCriticMutex):
-    """Mutex for obstacle fields: a one-hot of the obstacle type in front of the robot selects the skill.
+    """Mutex for obstacle fields: columns ``selection_column_offset ..`` of ``selection_component`` are a one-hot
+    of the obstacle type, i.e. the skill (none set: skill 0, walking).
 
-    Columns ``selection_column_offset ..`` of ``selection_component`` are a one-hot over the K skills (the first
-    column > 0.5 wins; none: skill 0, walking). Skill ``i`` in ``cmd_vel_mapping`` sees the forward-velocity
-    command ``cmd_vel_current[i] * cmd_scales[i]`` (fixed, or drawn per env from ``(low, high)`` and redrawn for
-    finished envs; ``cmd_scales``: the run's ``lin_vel`` observation scale). The output blends the skills by their
-    mean selection over the last ``action_smoothing_buffer_len`` steps.
-
-    Args:
-        cmd_vel_mapping: ``{sub-policy index: v | (low, high)}``; JSON forms (string keys, lists) are accepted.
-        reset_non_selected: memory resets of recurrent skills after each call: ``"all"`` / ``True`` resets skill
-            ``i`` where it has no weight in the buffer; ``"when_skill"`` resets skill ``i > 0`` where neither it
-            nor walking is in the buffer; ``False`` / ``None`` / ``"none"``: never.
-        action_smoothing_buffer_len: number of selections averaged (1: no smoothing).
-        selection_component, selection_column_offset: where the one-hot columns start.
-        command_component, command_column: where the forward-velocity command is (default: column 0 of
-            ``"commands"``, else column 9 of the reference's ``"proprioception"``).
-        last_action_component: default ``"last_actions"``, else the last ``num_actions`` columns of
-            ``"proprioception"``, else none.
-        (other arguments as :class:`ActorCriticMutex`)
+    Skill ``i`` in ``cmd_vel_mapping`` (``{i: v | (low, high)}``) sees the forward-velocity command
+    ``cmd_vel_current[i] * cmd_scales[i]`` at ``command_column`` of ``command_component``; ranges are drawn per
+    env. The skills are blended by their mean selection over ``action_smoothing_buffer_len`` steps.
+    ``reset_non_selected``: ``"all"`` resets a recurrent skill's memory where it has no weight in that buffer,
+    ``"when_skill"`` only where walking has none either, ``None`` never. See docs/policies.md for the defaults.
     """
 
     _appended_skills = 0  # skills after the one-hot ones (each with a selection column of its own)
@@ -631,15 +609,9 @@ class ActorCriticFieldMutex(ActorCriticMutex):
 
 
 class ActorCriticClimbMutex(ActorCriticFieldMutex):
-    """Field Mutex with a jump-down skill, appended last: it replaces the jump skill (``JUMP_OBSTACLE_ID``) where
-    the last column of the selection component (the obstacle height) is <= 0.
-
-    Args:
-        jump_down_policy_path: training log directory of the jump-down skill (``climb_down_policy_path`` is
-            accepted as a deprecated alias).
-        jump_down_vel: its forward-velocity command, ``v`` or ``(low, high)``; ``None``: the jump skill's.
-        (other arguments as :class:`ActorCriticFieldMutex`)
-    """
+    """Field Mutex with a jump-down skill (``jump_down_policy_path``; deprecated alias ``climb_down_policy_path``)
+    appended last: it replaces the jump skill (``JUMP_OBSTACLE_ID``) where the last column of the selection
+    component (the obstacle height) is <= 0. ``jump_down_vel``: its command (``None``: the jump skill's)."""
 
     JUMP_OBSTACLE_ID = 3
     _appended_skills = 1

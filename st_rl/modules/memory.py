@@ -52,18 +52,18 @@ class Memory(nn.Module):
         if hidden_states is not None:
             if self.memory_type == "lstm" and not isinstance(hidden_states, tuple):
                 raise ValueError("An LSTM memory needs (hidden, cell) hidden states in batch mode")
-            out, _ = self._run(x, tuple(hidden_states) if self.memory_type == "lstm" else hidden_states)
+            out, _ = self._run(x, hidden_states)
             return unpad_trajectories(out, masks) if masks is not None else out
         if self.hidden_states is None:
             dtype = torch.promote_types(x.dtype, torch.float32)
             self.hidden_states = self.initial_state(x.shape[0], x.device, dtype)
-        state = tuple(self.hidden_states) if self.memory_type == "lstm" else self.hidden_states
-        out, new_state = self._run(x.unsqueeze(0), state)
+        out, new_state = self._run(x.unsqueeze(0), self.hidden_states)
         # Under bfloat16 autocast an LSTM returns bfloat16 states; the rollout memory stays in full precision.
         self.hidden_states = self._join(full_precision(h) for h in self._split(new_state))
         return out.squeeze(0)
 
     def _run(self, x: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        state = tuple(state) if self.memory_type == "lstm" else state
         if x.device.type == "cpu" and autocast_enabled("cpu") and not has_fast_bf16("cpu"):
             # oneDNN has no bfloat16 LSTM on CPUs without AVX512-BF16/AMX
             with torch.autocast("cpu", enabled=False):

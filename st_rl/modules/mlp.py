@@ -38,16 +38,9 @@ def mlp_layers(
 
 
 class PolicyHead(nn.Sequential):
-    """An MLP (``nn.Sequential``, same parameter names) whose output layer runs in float32 under autocast.
-
-    With ``precision="bf16"`` the hidden layers run in bfloat16, but the last ``Linear`` (and any output
-    activation after it) takes float32 inputs and weights: action means and values keep float32 resolution, so
-    the rollout's and the update's values and log-probabilities agree and GAE is not fed rounding noise
-    (a value of 5 in bfloat16 is only resolved to 0.03, about a step's reward).
-
-    ``torch.jit.script`` compiles it as the plain MLP (all layers in the input's dtype, float32 for float32
-    inputs): equal to the eager module outside autocast, which is how inference policies run.
-    """
+    """An MLP (``nn.Sequential``) whose output layer runs in float32 under autocast, so that action means and
+    values keep float32 resolution with ``precision="bf16"`` (bfloat16 resolves a value of 5 only to 0.03).
+    ``torch.jit.script`` compiles it as the plain MLP."""
 
     def __init__(self, *layers: nn.Module) -> None:
         super().__init__(*layers)
