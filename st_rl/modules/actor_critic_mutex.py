@@ -23,15 +23,6 @@ from st_rl.registry import resolve_class, untrusted_config
 from st_rl.utils.checkpoint import load_checkpoint
 from st_rl.utils.utils import latest_checkpoint, read_run_config
 
-__all__ = [
-    "ActorCriticClimbMutex",
-    "ActorCriticFieldMutex",
-    "ActorCriticMutex",
-    "SubPolicySnapshot",
-    "load_sub_policy",
-    "normalize_cmd_vel_mapping",
-]
-
 CmdVel = float | tuple[float, float]
 
 ACTION_SCALE_KEYS = (
@@ -110,25 +101,6 @@ class SubPolicySnapshot(SimpleNamespace):
     ``checkpoint`` (path), ``action_scale`` and ``cmd_scale`` (``None`` when the config has none)."""
 
 
-def _check_checkpoint_fits(policy: nn.Module, model_sd: Mapping[str, Any], ckpt_path: str, what: str) -> None:
-    own = policy.state_dict()
-    mismatched = [
-        f"{k}: checkpoint {tuple(v.shape)} vs built {tuple(own[k].shape)}"
-        for k, v in model_sd.items()
-        if k in own and tuple(v.shape) != tuple(own[k].shape)
-    ]
-    # older checkpoints lack this marker (load_state_dict restores their activations)
-    missing = sorted(set(own) - set(model_sd) - {DEFAULT_NONLINEARITY_KEY})
-    unexpected = sorted(set(model_sd) - set(own))
-    if mismatched or missing or unexpected:
-        problems = mismatched[:4] + ([f"missing keys {missing[:4]}"] if missing else [])
-        problems += [f"unexpected keys {unexpected[:4]}"] if unexpected else []
-        raise ValueError(
-            f"The checkpoint {ckpt_path} does not fit a {what}: {'; '.join(problems)}. All sub-policies must be "
-            "trained on the Mutex's observation and action layout."
-        )
-
-
 def load_sub_policy(
     run_dir: str,
     num_actor_obs: int,
@@ -171,8 +143,17 @@ def load_sub_policy(
         actor=any(k.startswith("actor_obs_normalizer.") for k in model_sd),
         critic=any(k.startswith("critic_obs_normalizer.") for k in model_sd),
     )
-    what = f"{name} built with the Mutex dims ({', '.join(f'{k}={v}' for k, v in dims.items())})"
-    _check_checkpoint_fits(policy, model_sd, ckpt_path, what)
+    own = policy.state_dict()
+    shapes = {k: (tuple(v.shape), tuple(own[k].shape)) for k, v in model_sd.items() if k in own}
+    problems = [f"{k}: checkpoint {a} vs built {b}" for k, (a, b) in shapes.items() if a != b]
+    # DEFAULT_NONLINEARITY_KEY: older checkpoints lack it (load_state_dict restores their activations)
+    problems += [f"missing key {k}" for k in sorted(set(own) - set(model_sd) - {DEFAULT_NONLINEARITY_KEY})]
+    problems += [f"unexpected key {k}" for k in sorted(set(model_sd) - set(own))]
+    if problems:
+        dims_text = ", ".join(f"{k}={v}" for k, v in dims.items())
+        raise ValueError(
+            f"The checkpoint {ckpt_path} does not fit {name} with {dims_text}: {'; '.join(problems[:6])}"
+        )
     policy.load_state_dict(model_sd)
     policy.eval()
     action_scale, cmd_scale = _lookup(config, ACTION_SCALE_KEYS), _lookup(config, CMD_SCALE_KEYS)

@@ -6,27 +6,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from st_rl.modules.actor_critic import ActorCritic, MemorySpec, PolicyParts
-from st_rl.modules.memory import (  # reference names
-    ActorCriticHiddenState,
-    AdaptorActorHiddenState,
-    EstimatorActorHiddenState,
-    LstmHiddenState,
-    Memory,
-)
-
-__all__ = [
-    "ActorCriticHiddenState",
-    "ActorCriticRecurrent",
-    "AdaptorActorHiddenState",
-    "EncoderActorCriticRecurrent",
-    "EncoderStateAcRecurrent",
-    "EstimatorActorHiddenState",
-    "LstmHiddenState",
-    "Memory",
-    "PrivilegeStateAcRecurrent",
-    "StateAcRecurrent",
-    "VisualDeterministicRecurrent",
-]
+from st_rl.modules.memory import ActorCriticHiddenState as ActorCriticHiddenState  # reference names
+from st_rl.modules.memory import AdaptorActorHiddenState as AdaptorActorHiddenState
+from st_rl.modules.memory import EstimatorActorHiddenState as EstimatorActorHiddenState
+from st_rl.modules.memory import LstmHiddenState as LstmHiddenState
+from st_rl.modules.memory import Memory as Memory
 
 
 class ActorCriticRecurrent(ActorCritic):

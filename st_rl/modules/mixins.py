@@ -7,16 +7,6 @@ from typing import Any, ClassVar
 
 from st_rl.modules.actor_critic import ActorCritic
 
-__all__ = [
-    "AmpMixin",
-    "DeterministicPolicyMixin",
-    "EncoderActorCriticMixin",
-    "EstimatorMixin",
-    "PolicyMixin",
-    "PrivilegeEstimatorMixin",
-    "VisualActorCriticMixin",
-]
-
 
 class PolicyMixin:
     """Base of the mixins: ``policy_parts`` are added to an ``ActorCritic`` subclass's ``parts`` (unless it sets

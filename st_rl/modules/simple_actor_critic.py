@@ -7,8 +7,6 @@ import torch
 import torch.nn as nn
 from torch.distributions import Normal
 
-__all__ = ["Actor", "Critic", "SimpleActorCritic"]
-
 HIDDEN = 64  # width of the two hidden tanh layers
 
 
