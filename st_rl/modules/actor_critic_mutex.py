@@ -139,9 +139,9 @@ def load_sub_policy(
     kwargs.update(dims, obs_segments=obs_segments, privileged_obs_segments=privileged_obs_segments)
     policy = build_actor_critic(None, policy_cls, kwargs)
     model_sd = load_checkpoint(ckpt_path, map_location=map_location)["model_state_dict"]
+    norms = {k.split(".")[0] for k in model_sd}
     policy.enable_obs_normalization(
-        actor=any(k.startswith("actor_obs_normalizer.") for k in model_sd),
-        critic=any(k.startswith("critic_obs_normalizer.") for k in model_sd),
+        actor="actor_obs_normalizer" in norms, critic="critic_obs_normalizer" in norms
     )
     own = policy.state_dict()
     shapes = {k: (tuple(v.shape), tuple(own[k].shape)) for k, v in model_sd.items() if k in own}
@@ -226,9 +226,7 @@ class ActorCriticMutex(nn.Module):
         self.skill_selection_component = skill_selection_component
         self._skill_slice: slice | None = None
         if skill_selection_component is not None:
-            self._skill_slice = self._component_columns(
-                skill_selection_component, "skill_selection_component"
-            )
+            self._skill_slice = self._component_columns("skill_selection_component")
             width = self._skill_slice.stop - self._skill_slice.start
             if width not in (1, self.num_sub_policies):
                 raise ValueError(
@@ -238,9 +236,7 @@ class ActorCriticMutex(nn.Module):
         self.last_action_component = last_action_component
         self._last_action_slice: slice | None = None
         if last_action_component is not None:
-            self._last_action_slice = self._component_columns(
-                last_action_component, "last_action_component", last_action_columns
-            )
+            self._last_action_slice = self._component_columns("last_action_component", last_action_columns)
             width = self._last_action_slice.stop - self._last_action_slice.start
             scales = [self.env_action_scale] + [self.subpolicy_action_scale(i) for i in range(len(paths))]
             if any(s.numel() not in (1, width) for s in scales):
@@ -286,19 +282,15 @@ class ActorCriticMutex(nn.Module):
     def _scale_tensor(self, scale: Any, where: str) -> torch.Tensor:
         t = torch.as_tensor(scale, dtype=torch.float32).clone()
         if t.dim() > 1 or t.numel() not in (1, self.num_actions):
-            raise ValueError(
-                f"{where}: action scale must be a number or {self.num_actions} values: {scale!r}"
-            )
+            raise ValueError(f"{where}: action scale {scale!r} is not a number or {self.num_actions} values")
         return t.reshape(()) if t.numel() == 1 and t.dim() == 1 else t
 
-    def _component_columns(self, name: str, what: str, columns: Sequence[int | None] | None = None) -> slice:
-        if self.obs_segments is None:
-            raise ValueError(f"{what}='{name}' needs the observation layout: pass obs_segments")
-        if name not in self.obs_segments:
-            raise ValueError(
-                f"{what}: component '{name}' is not in the observation layout; available: {list(self.obs_segments)}"
-            )
-        sl, _ = get_obs_slice(self.obs_segments, name)
+    def _component_columns(self, what: str, columns: Sequence[int | None] | None = None) -> slice:
+        """Columns of the component named by attribute ``what`` (``columns``: ``(start, stop)`` within it)."""
+        name, layout = getattr(self, what), self.obs_segments or {}
+        if name not in layout:
+            raise ValueError(f"{what}: component '{name}' is not in the observation layout {list(layout)}")
+        sl, _ = get_obs_slice(layout, name)
         if columns is None:
             return sl
         start, stop = (None if c is None else int(c) for c in columns)
@@ -463,26 +455,20 @@ class ActorCriticFieldMutex(ActorCriticMutex):
             command_column = PROPRIOCEPTION_CMD_COLUMN if command_component == PROPRIOCEPTION else 0
         super().__init__(*args, last_action_component=last_action_component, **kwargs)
         self.cmd_vel_mapping = normalize_cmd_vel_mapping(cmd_vel_mapping, self.num_sub_policies)
-        if (
-            not isinstance(reset_non_selected, (str, bool, type(None)))
-            or reset_non_selected not in _RESET_MODES
-        ):
-            raise ValueError(
-                f"reset_non_selected must be 'all', 'when_skill' or None, got {reset_non_selected!r}"
-            )
-        self.reset_non_selected: str | None = _RESET_MODES[reset_non_selected]
+        mode = reset_non_selected
+        if not isinstance(mode, (str, bool, type(None))) or mode not in _RESET_MODES:
+            raise ValueError(f"reset_non_selected must be 'all', 'when_skill' or None, got {mode!r}")
+        self.reset_non_selected: str | None = _RESET_MODES[mode]
         self.action_smoothing_buffer_len = int(action_smoothing_buffer_len)
         if self.action_smoothing_buffer_len < 1:
             raise ValueError("action_smoothing_buffer_len must be >= 1")
         self.selection_component = selection_component
         self.selection_column_offset = int(selection_column_offset)
-        self._selection_slice = self._component_columns(selection_component, "selection_component")
+        self._selection_slice = self._component_columns("selection_component")
         needed = self.selection_column_offset + self.num_sub_policies  # an appended skill's column included
         width = self._selection_slice.stop - self._selection_slice.start
         if self.selection_column_offset < 0 or width < needed:
-            raise ValueError(
-                f"selection_component '{selection_component}' has {width} columns, needs {needed}"
-            )
+            raise ValueError(f"selection_component {selection_component} has {width} columns, needs {needed}")
         self._set_up_commands(command_component, int(command_column))
         # per-env state, created at the first call
         self.cmd_vel_current: torch.Tensor | None = None  # (K, N)
@@ -496,7 +482,7 @@ class ActorCriticFieldMutex(ActorCriticMutex):
         self._cmd_mapped = [i in self.cmd_vel_mapping for i in range(k)]
         self._cmd_index: int | None = None
         if any(self._cmd_mapped):
-            cmd = self._component_columns(command_component, "command_component")
+            cmd = self._component_columns("command_component")
             if not 0 <= command_column < cmd.stop - cmd.start:
                 raise ValueError(f"command_column {command_column} is outside '{command_component}'")
             self._cmd_index = cmd.start + command_column
@@ -612,15 +598,12 @@ class ActorCriticClimbMutex(ActorCriticFieldMutex):
         cmd_vel_mapping: Mapping[Any, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        if climb_down_policy_path is not None:
-            if os.path.abspath(jump_down_policy_path or climb_down_policy_path) != os.path.abspath(
-                climb_down_policy_path
-            ):
-                raise ValueError(
-                    "jump_down_policy_path and climb_down_policy_path (its old name) are different"
-                )
+        old = climb_down_policy_path
+        if old is not None:
+            if os.path.abspath(jump_down_policy_path or old) != os.path.abspath(old):
+                raise ValueError("jump_down_policy_path and climb_down_policy_path are different")
             warnings.warn("climb_down_policy_path is deprecated: use jump_down_policy_path", FutureWarning, 2)
-            jump_down_policy_path = climb_down_policy_path
+            jump_down_policy_path = old
         if jump_down_policy_path is None:
             raise ValueError(f"{type(self).__name__} needs jump_down_policy_path (the jump-down skill's run)")
         paths = [sub_policy_paths] if isinstance(sub_policy_paths, str) else list(sub_policy_paths)
@@ -628,9 +611,7 @@ class ActorCriticClimbMutex(ActorCriticFieldMutex):
         k = len(paths)
         jump = self.JUMP_OBSTACLE_ID
         if not 0 <= jump < k - 1:
-            raise ValueError(
-                f"JUMP_OBSTACLE_ID={jump} needs {jump + 1} sub-policies before the jump-down one"
-            )
+            raise ValueError(f"JUMP_OBSTACLE_ID={jump} needs {jump + 1} skills before the jump-down one")
         mapping = normalize_cmd_vel_mapping(cmd_vel_mapping, k)
         follows_jump = jump_down_vel is None and jump in mapping
         if jump_down_vel is not None:
