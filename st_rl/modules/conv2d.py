@@ -112,7 +112,7 @@ class Conv2dHeadModel(nn.Module):
         conv_size = self.conv.conv_out_size(h, w)
         if conv_size <= 0:
             raise ValueError(
-                f"The convolutions reduce a {h}x{w} image to nothing; use smaller kernels or strides"
+                f"Convolutions reduce a {h}x{w} image to nothing: use smaller kernels or strides"
             )
         hidden = [hidden_sizes] if isinstance(hidden_sizes, int) else list(hidden_sizes or [])
         if hidden or output_size is not None:

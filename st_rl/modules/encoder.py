@@ -43,9 +43,8 @@ class EncoderLayout:
         self.input_width = sum(math.prod(s) for s in segs.values())
         encoded = sum(sl.stop - sl.start for sl, _ in self.slices)
         self.output_width = self.input_width - encoded + len(self.slices) * self.output_size
-        names = (
-            self.component_names
-        )  # pieces in layout order: ("raw", column slice) or ("enc", encoder index)
+        # pieces in layout order: ("raw", column slice) or ("enc", encoder index)
+        names = self.component_names
         self.pieces: list[tuple[str, Any]] = [
             ("enc", names.index(n)) if n in names else ("raw", get_obs_slice(segs, n)[0]) for n in segs
         ]
@@ -67,10 +66,8 @@ class EncoderLayout:
 
     def embed(self, observations: torch.Tensor, encoders: nn.ModuleList) -> torch.Tensor:
         """Replace each encoded component by its latent (any leading dims)."""
-        if observations.shape[-1] != self.input_width:
-            raise ValueError(
-                f"Observation width {observations.shape[-1]} does not match the layout {dict(self.segments)}"
-            )
+        if (width := observations.shape[-1]) != self.input_width:
+            raise ValueError(f"Observation width {width} does not match the layout {dict(self.segments)}")
         parts = [
             observations[..., r] if k == "raw" else self.encode(observations, r, encoders)
             for k, r in self.pieces
@@ -98,9 +95,7 @@ def build_encoders(
     modules = []
     for i, (cls, kw) in enumerate(zip(classes, kwargs_list)):
         if cls not in DEFAULT_ENCODER_KWARGS:
-            raise ValueError(
-                f"encoder_class_name {cls!r} is not supported; use 'MlpModel' or 'Conv2dHeadModel'"
-            )
+            raise ValueError(f"encoder_class_name {cls!r} is not 'MlpModel' or 'Conv2dHeadModel'")
         merged = {**DEFAULT_ENCODER_KWARGS[cls], **dict(kw or {})}
         merged.pop("output_size", None)
         hidden = merged.pop("hidden_sizes", [])
@@ -143,9 +138,8 @@ def attach_encoders(
     if critic_names == "shared" and not names:
         raise ValueError("critic_encoder_component_names='shared' needs encoder_component_names")
     critic_segments = require_segments(policy.privileged_obs_segments, "privileged_obs")
-    policy.critic_layout = EncoderLayout(
-        critic_segments, names if critic_names == "shared" else list(critic_names), out
-    )
+    critic_list = names if critic_names == "shared" else list(critic_names)
+    policy.critic_layout = EncoderLayout(critic_segments, critic_list, out)
     if critic_names != "shared":
         critic_kwargs = critic_kwargs if critic_kwargs is not None else kwargs
         critic_class_name = critic_class_name if critic_class_name is not None else class_name
@@ -186,7 +180,4 @@ def attach_visual_encoder(
     policy.visual_layout = layout
     policy.visual_encoder = Conv2dHeadModel(shape, output_size=latent, **kwargs)
     if privileged_segments is not None:
-        warnings.warn(
-            "Visual policies encode the actor's image only; the critic reads its observations unchanged.",
-            stacklevel=4,
-        )
+        warnings.warn("The critic of a visual policy reads its observations unencoded.", stacklevel=4)

@@ -29,8 +29,8 @@ def resolve_policy_kwargs(env: Any, policy_cfg: dict[str, Any], check: bool = Tr
             cfg[key] = value
     if cfg.get("obs_segments") is None and spec.obs_segments is not None:
         cfg["obs_segments"] = spec.obs_segments
-    has_critic_layout = (
-        cfg.get("privileged_obs_segments") is not None or cfg.get("critic_obs_segments") is not None
+    has_critic_layout = any(
+        cfg.get(k) is not None for k in ("privileged_obs_segments", "critic_obs_segments")
     )
     if not has_critic_layout and spec.critic_obs_segments is not None:
         cfg["privileged_obs_segments"] = spec.critic_obs_segments

@@ -112,9 +112,7 @@ class Memory(nn.Module):
             if not isinstance(value, torch.Tensor) or not value.is_floating_point():
                 raise ValueError(f"{part!r} is not a floating-point tensor")
             if value.dim() != 3 or value.shape[0] != layers or value.shape[2] != hidden:
-                raise ValueError(
-                    f"{part!r} has shape {tuple(value.shape)}, expected ({layers}, batch, {hidden})"
-                )
+                raise ValueError(f"{part!r} has shape {tuple(value.shape)}, not ({layers}, batch, {hidden})")
             if batch_size is not None and value.shape[1] != batch_size:
                 raise ValueError(f"{part!r} holds {value.shape[1]} sequences, expected {batch_size}")
 

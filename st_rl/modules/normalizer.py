@@ -139,12 +139,9 @@ class EmpiricalNormalization(nn.Module):
 def attach_obs_normalizers(policy: Any, actor: bool = True, critic: bool = True) -> None:
     """Give ``policy`` fresh ``actor_obs_normalizer`` / ``critic_obs_normalizer`` where it has none yet."""
     device = policy.std.device
-    for side, on, width in (
-        ("actor", actor, policy.num_actor_obs),
-        ("critic", critic, policy.num_critic_obs),
-    ):
+    for side, on in (("actor", actor), ("critic", critic)):
         if on and not getattr(policy, f"{side}_obs_normalization"):
-            name = f"{side}_obs_normalizer"
+            name, width = f"{side}_obs_normalizer", getattr(policy, f"num_{side}_obs")
             setattr(policy, name, EmpiricalNormalization([width], until=int(1e8), name=name).to(device))
             setattr(policy, f"{side}_obs_normalization", True)
 
@@ -193,9 +190,8 @@ class Normalizer(RunningMeanStd):
 
     def normalize(self, x: Any) -> np.ndarray:
         """NumPy normalisation (no statistics update)."""
-        return np.clip(
-            (np.asarray(x) - self.mean) / np.sqrt(self.var + self.epsilon), -self.clip_obs, self.clip_obs
-        )
+        z = (np.asarray(x) - self.mean) / np.sqrt(self.var + self.epsilon)
+        return np.clip(z, -self.clip_obs, self.clip_obs)
 
     def normalize_torch(self, x: torch.Tensor, device: Any = None, update: bool = False) -> torch.Tensor:
         """Torch normalisation on ``device``; ``update=True`` first merges ``x`` into the statistics."""
