@@ -59,9 +59,7 @@ class EmpiricalNormalization(nn.Module):
         return self._std.squeeze(0).clone()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.jit.is_scripting():  # resolved when scripting: the compiled forward only normalises
-            return self.normalize(x)
-        if self.training:
+        if not torch.jit.is_scripting() and self.training:  # the scripted forward only normalises
             self.update(x)
         return self.normalize(x)
 
@@ -84,7 +82,7 @@ class EmpiricalNormalization(nn.Module):
         finite = torch.isfinite(mean_x).all() & torch.isfinite(var_x).all()
         if self._mean.device.type == "cpu" and not bool(finite):
             raise NonFiniteObservationError(
-                f"{self._label()} was given a batch of {n} observations holding NaN or Inf (statistics unchanged): "
+                f"{self._label()} was given a batch of {n} observations holding NaN or Inf (not updated): "
                 "find where the observations become non-finite, or clip them."
             )
         self._guarded_update(n, mean_x, var_x, finite)
