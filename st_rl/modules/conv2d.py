@@ -117,14 +117,10 @@ class Conv2dHeadModel(nn.Module):
         hidden = [hidden_sizes] if isinstance(hidden_sizes, int) else list(hidden_sizes or [])
         if hidden or output_size is not None:
             self.head: nn.Module = MlpModel(conv_size, hidden, output_size, nonlinearity)
-            self._output_size = int(output_size) if output_size is not None else int(hidden[-1])
+            self.output_size = int(output_size) if output_size is not None else int(hidden[-1])
         else:
             self.head = nn.Identity()
-            self._output_size = conv_size
-
-    @property
-    def output_size(self) -> int:
-        return self._output_size
+            self.output_size = conv_size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-3]

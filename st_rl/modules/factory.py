@@ -22,23 +22,20 @@ def resolve_policy_kwargs(env: Any, policy_cfg: dict[str, Any], check: bool = Tr
     cfg.pop("class_name", None)
     if check:
         check_policy_against_env(cfg, spec)
-    num_critic = spec.num_critic_obs or spec.num_obs
-    defaults = {"num_actor_obs": spec.num_obs, "num_critic_obs": num_critic, "num_actions": spec.num_actions}
+    defaults = {
+        "num_actor_obs": spec.num_obs,
+        "num_critic_obs": spec.num_critic_obs or spec.num_obs,
+        "num_actions": spec.num_actions,
+        "obs_segments": spec.obs_segments,
+    }
+    if cfg.get("critic_obs_segments") is None:  # an alias of privileged_obs_segments
+        defaults["privileged_obs_segments"] = spec.critic_obs_segments
     for key, value in defaults.items():
-        if cfg.get(key) is None:
+        if cfg.get(key) is None and value is not None:
             cfg[key] = value
-    if cfg.get("obs_segments") is None and spec.obs_segments is not None:
-        cfg["obs_segments"] = spec.obs_segments
-    has_critic_layout = any(
-        cfg.get(k) is not None for k in ("privileged_obs_segments", "critic_obs_segments")
-    )
-    if not has_critic_layout and spec.critic_obs_segments is not None:
-        cfg["privileged_obs_segments"] = spec.critic_obs_segments
     amp = cfg.get("amp_discriminator")
-    if isinstance(amp, dict) and amp.get("input_dim") is None:
-        amp_dim = spec.amp_obs_dim
-        if amp_dim:
-            cfg["amp_discriminator"] = {**amp, "input_dim": int(amp_dim)}
+    if isinstance(amp, dict) and amp.get("input_dim") is None and spec.amp_obs_dim:
+        cfg["amp_discriminator"] = {**amp, "input_dim": int(spec.amp_obs_dim)}
     return cfg
 
 

@@ -31,13 +31,10 @@ class Memory(nn.Module):
         rnn_cls = nn.LSTM if kind == "lstm" else nn.GRU
         self.rnn = rnn_cls(input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
         self.memory_type = kind
+        self._parts = ["hidden", "cell"] if kind == "lstm" else ["hidden"]
         self.hidden_size = hidden_size
         self.num_layers = num_layers
         self.hidden_states: Any = None
-
-    @property
-    def _parts(self) -> list[str]:
-        return ["hidden", "cell"] if self.memory_type == "lstm" else ["hidden"]
 
     def _split(self, state: Any) -> tuple[torch.Tensor, ...]:
         return tuple(state) if self.memory_type == "lstm" else (state,)

@@ -86,12 +86,8 @@ class MlpModel(nn.Module):
         if not hidden_sizes and output_size is None:
             raise ValueError("MlpModel needs hidden_sizes or output_size.")
         self.model = nn.Sequential(*mlp_layers(input_size, hidden_sizes, output_size, nonlinearity))
-        self._output_size = int(output_size) if output_size is not None else int(hidden_sizes[-1])
+        self.output_size = int(output_size) if output_size is not None else int(hidden_sizes[-1])
         self.input_size = int(input_size)
-
-    @property
-    def output_size(self) -> int:
-        return self._output_size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
