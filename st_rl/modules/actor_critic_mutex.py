@@ -1,7 +1,5 @@
-"""Multi-skill ("Mutex") policies: frozen skill policies loaded from training runs, one selected per env.
-
-A Mutex takes RAW observations: every skill normalises them with its own statistics. See docs/policies.md.
-"""
+"""Multi-skill ("Mutex") policies: frozen skill policies from training runs, one selected per env (see
+docs/policies.md). A Mutex takes RAW observations: every skill normalises them with its own statistics."""
 
 from __future__ import annotations
 
@@ -111,10 +109,8 @@ def load_sub_policy(
     class_name: Any = None,
     map_location: Any = "cpu",
 ) -> SubPolicySnapshot:
-    """Build the policy of a training log directory with the given dims and layouts and load its newest
-    checkpoint. The class is ``class_name``, else the config's ``policy.class_name`` /
-    ``runner.policy_class_name`` (st_rl's classes only: the config is untrusted).
-    """
+    """The policy of a training log directory, built with the given dims and layouts, with its newest checkpoint;
+    its class is ``class_name``, else the config's (st_rl's classes only: the config is untrusted)."""
     config = read_run_config(run_dir)
     ckpt_path = latest_checkpoint(run_dir)
     if ckpt_path is None:
@@ -209,9 +205,7 @@ class ActorCriticMutex(nn.Module):
         self.num_critic_obs = int(num_critic_obs)
         self.num_actions = int(num_actions)
         self.obs_segments = normalize_segments(obs_segments)
-        if privileged_obs_segments is None:
-            privileged_obs_segments = critic_obs_segments
-        critic_segments = normalize_segments(privileged_obs_segments)
+        critic_segments = normalize_segments(privileged_obs_segments or critic_obs_segments)
         self.privileged_obs_segments = critic_segments or self.obs_segments
         for segs, width, which in (
             (self.obs_segments, self.num_actor_obs, "obs_segments"),
@@ -275,14 +269,13 @@ class ActorCriticMutex(nn.Module):
                 )
             env_action_scale = scales[0].tolist()
         self.register_buffer("env_action_scale", self._scale_tensor(env_action_scale, "env_action_scale"))
-        for i in range(len(paths)):
-            if bool((self.subpolicy_action_scale(i) == 0).any()):
-                raise ValueError(f"Sub-policy {i} has an action scale of 0")
 
     def _scale_tensor(self, scale: Any, where: str) -> torch.Tensor:
         t = torch.as_tensor(scale, dtype=torch.float32).clone()
-        if t.dim() > 1 or t.numel() not in (1, self.num_actions):
-            raise ValueError(f"{where}: action scale {scale!r} is not a number or {self.num_actions} values")
+        if t.dim() > 1 or t.numel() not in (1, self.num_actions) or bool((t == 0).any()):
+            raise ValueError(
+                f"{where}: action scale {scale!r} is not a number or {self.num_actions} values, or 0"
+            )
         return t.reshape(()) if t.numel() == 1 and t.dim() == 1 else t
 
     def _component_columns(self, what: str, columns: Sequence[int | None] | None = None) -> slice:
@@ -469,23 +462,15 @@ class ActorCriticFieldMutex(ActorCriticMutex):
         width = self._selection_slice.stop - self._selection_slice.start
         if self.selection_column_offset < 0 or width < needed:
             raise ValueError(f"selection_component {selection_component} has {width} columns, needs {needed}")
-        self._set_up_commands(command_component, int(command_column))
-        # per-env state, created at the first call
-        self.cmd_vel_current: torch.Tensor | None = None  # (K, N)
-        self.action_smoothing_buffer: torch.Tensor | None = None  # (len, N, K)
-        self._restart: torch.Tensor | None = None  # (N,) bool: restart the smoothing buffer
-
-    def _set_up_commands(self, command_component: str, command_column: int) -> None:
         k = self.num_sub_policies
-        self.command_component = command_component
-        self.command_column = command_column
+        self.command_component, self.command_column = command_component, int(command_column)
         self._cmd_mapped = [i in self.cmd_vel_mapping for i in range(k)]
         self._cmd_index: int | None = None
         if any(self._cmd_mapped):
             cmd = self._component_columns("command_component")
-            if not 0 <= command_column < cmd.stop - cmd.start:
+            if not 0 <= self.command_column < cmd.stop - cmd.start:
                 raise ValueError(f"command_column {command_column} is outside '{command_component}'")
-            self._cmd_index = cmd.start + command_column
+            self._cmd_index = cmd.start + self.command_column
         lows, highs = [0.0] * k, [0.0] * k
         for i, value in self.cmd_vel_mapping.items():
             lows[i], highs[i] = value if isinstance(value, tuple) else (value, value)
@@ -493,6 +478,10 @@ class ActorCriticFieldMutex(ActorCriticMutex):
         self.register_buffer("cmd_vel_high", torch.tensor(highs), persistent=False)
         scales = [1.0 if s is None else s for s in self._cmd_scales_from_config]
         self.register_buffer("cmd_scales", torch.tensor(scales))
+        # per-env state, created at the first call
+        self.cmd_vel_current: torch.Tensor | None = None  # (K, N)
+        self.action_smoothing_buffer: torch.Tensor | None = None  # (len, N, K)
+        self._restart: torch.Tensor | None = None  # (N,) bool: restart the smoothing buffer
 
     def _prepare(self, observations: torch.Tensor) -> None:
         n = observations.shape[0]

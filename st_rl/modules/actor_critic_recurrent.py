@@ -14,11 +14,8 @@ from st_rl.modules.memory import Memory as Memory
 
 
 class ActorCriticRecurrent(ActorCritic):
-    """Gaussian actor-critic whose actor and critic each read their observations through a
-    :class:`~st_rl.modules.memory.Memory` (``rnn_type`` ``"lstm"`` or ``"gru"``). In updates ``act`` /
-    ``evaluate`` take padded trajectories, ``masks`` and the initial hidden states. Positional arguments in the
-    reference's order; the others as :class:`~st_rl.modules.actor_critic.ActorCritic`.
-    """
+    """Gaussian actor-critic whose actor and critic each read their observations through a ``Memory`` (``rnn_type``
+    ``"lstm"`` or ``"gru"``); positional arguments in the reference's order, the others as ``ActorCritic``."""
 
     parts = PolicyParts(memory=MemorySpec())
     is_recurrent = True

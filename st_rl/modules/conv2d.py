@@ -25,12 +25,9 @@ def _norm_layer(normlayer: str | type[nn.Module] | None, channels: int) -> nn.Mo
 
 
 class Conv2dModel(nn.Module):
-    """A stack of ``Conv2d [-> norm] -> activation`` blocks (one per entry of ``channels``).
-
-    With ``use_maxpool`` the convolutions run at stride 1 and a ``MaxPool2d`` of the stride downsamples instead.
-    ``normlayer``: ``None``, ``"batchnorm"``, ``"layernorm"``, ``"instancenorm"``, a ``torch.nn`` name or class.
-    ``head_sizes`` is unused (kept for signature compatibility).
-    """
+    """``Conv2d [-> normlayer] -> activation`` blocks; ``use_maxpool``: stride 1 and a ``MaxPool2d`` of the stride
+    instead. ``normlayer``: ``"batchnorm"``, ``"layernorm"``, ``"instancenorm"``, a ``torch.nn`` name or class;
+    ``head_sizes`` is unused (the reference's signature)."""
 
     def __init__(
         self,

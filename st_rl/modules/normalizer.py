@@ -17,13 +17,9 @@ class NonFiniteObservationError(ValueError):
 
 
 class EmpiricalNormalization(nn.Module):
-    """Normalise with running mean and variance: ``(x - mean) / (std + eps)``.
-
-    Training mode merges every batch (of all ranks) into the statistics until ``count`` reaches ``until``
-    (``None``: never stop); ``torch.jit.script`` compiles it as :meth:`normalize`. A batch holding NaN or Inf is
-    refused: on the CPU :meth:`update` raises :class:`NonFiniteObservationError`; on an accelerator (no host sync
-    per step) it is skipped and :meth:`raise_if_nonfinite` raises later. ``name`` names it in errors.
-    """
+    """``(x - mean) / (std + eps)`` with running statistics, updated in training mode (all ranks' batches) until
+    ``count`` reaches ``until``. A batch with NaN or Inf is refused: on the CPU :meth:`update` raises
+    :class:`NonFiniteObservationError`, on an accelerator :meth:`raise_if_nonfinite` does later."""
 
     if TYPE_CHECKING:  # TorchScript cannot read buffer annotations
         _mean: torch.Tensor
