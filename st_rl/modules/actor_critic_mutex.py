@@ -48,14 +48,12 @@ def _is_recurrent(policy: nn.Module) -> bool:
 
 
 def _lookup(config: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> Any:
-    """The value at the first nested key path present in ``config`` (None if none is)."""
+    """The first value found at one of the nested key ``paths`` of ``config`` (None if none is)."""
     for path in paths:
         node: Any = config
         for key in path:
-            if not isinstance(node, Mapping) or key not in node:
-                break
-            node = node[key]
-        else:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if node is not None:
             return node
     return None
 

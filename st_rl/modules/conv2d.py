@@ -111,13 +111,10 @@ class Conv2dHeadModel(nn.Module):
             raise ValueError(
                 f"Convolutions reduce a {h}x{w} image to nothing: use smaller kernels or strides"
             )
-        hidden = [hidden_sizes] if isinstance(hidden_sizes, int) else list(hidden_sizes or [])
-        if hidden or output_size is not None:
-            self.head: nn.Module = MlpModel(conv_size, hidden, output_size, nonlinearity)
-            self.output_size = int(output_size) if output_size is not None else int(hidden[-1])
-        else:
-            self.head = nn.Identity()
-            self.output_size = conv_size
+        has_head = bool(hidden_sizes) or output_size is not None
+        mlp = MlpModel(conv_size, hidden_sizes, output_size, nonlinearity) if has_head else None
+        self.head: nn.Module = mlp if mlp is not None else nn.Identity()
+        self.output_size = mlp.output_size if mlp is not None else conv_size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-3]

@@ -1,5 +1,4 @@
-"""Encoders replacing named observation components, in place, by learned latents: ``MlpModel`` (flattened) or
-``Conv2dHeadModel`` (C, H, W); both end in an activation (default ReLU), as the reference's do."""
+"""Encoders replacing named observation components, in place, by learned latents (``MlpModel`` or ``Conv2dHeadModel``)."""
 
 from __future__ import annotations
 
@@ -76,7 +75,7 @@ class EncoderLayout:
 
 
 def _as_list(value: Any, n: int, what: str) -> list[Any]:
-    if isinstance(value, (list, tuple)) and not (what == "kwargs" and isinstance(value, Mapping)):
+    if isinstance(value, (list, tuple)):
         if len(value) != n:
             raise ValueError(f"encoder {what} has {len(value)} entries for {n} encoded components")
         return list(value)

@@ -143,9 +143,8 @@ POLICY_MEMORIES = ("memory_a", "memory_c", "memory_s", "memory_p")
 
 
 def attach_memories(policy: Any, spec: Any) -> None:
-    """Give ``policy`` its memories for a ``MemorySpec`` (None: feed-forward). ``memory_a`` / ``memory_c`` exist
-    only on recurrent policies (legged_gym's exporter takes a policy with ``memory_a`` for an LSTM one); the
-    forward passes use the unregistered references ``_actor_memory`` / ``_critic_memory``."""
+    """Give ``policy`` ``memory_a`` / ``memory_c`` for a ``MemorySpec`` (None: none, as legged_gym's exporter expects)
+    and the unregistered references ``_actor_memory`` / ``_critic_memory`` the forward passes use."""
     actor_memory: nn.Module = NoMemory()
     critic_memory: nn.Module = actor_memory
     if spec is not None:

@@ -1,5 +1,4 @@
-"""The reference's policy mixins, as declarations of :class:`~st_rl.modules.actor_critic.PolicyParts` fields
-(``class P(EstimatorMixin, ActorCriticRecurrent)`` gets its base's ``parts`` plus the mixins')."""
+"""The reference's policy mixins, as declarations of ``PolicyParts`` fields added to an ``ActorCritic`` base's."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ from st_rl.modules.actor_critic import ActorCritic
 
 
 class PolicyMixin:
-    """Base of the mixins: ``policy_parts`` are added to an ``ActorCritic`` subclass's ``parts`` (unless it sets
-    ``parts`` itself)."""
+    """Base of the mixins: ``policy_parts`` are added to an ``ActorCritic`` subclass's ``parts``, unless it sets them."""
 
     policy_parts: ClassVar[dict[str, Any]] = {}
 

@@ -1,5 +1,4 @@
-"""The seed's minimal actor-critic for users' own training loops (its ``ActorCritic`` is ``SimpleActorCritic``
-here: st_rl's ``ActorCritic`` is the reference's richer policy)."""
+"""The seed's minimal actor-critic, for users' own training loops (its ``ActorCritic`` is ``SimpleActorCritic``)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ _ACTIVATIONS.update(crelu=nn.ReLU, lrelu=nn.LeakyReLU)
 
 
 def get_activation_Cls(name: str | type[nn.Module] | None) -> type[nn.Module] | None:  # noqa: N802
-    """The activation class for a short name (``elu``, ``crelu``, ``lrelu``, ...), any ``torch.nn`` class name
-    (case-insensitive) or a class; ``None`` with a warning for an unknown name, as the reference does."""
+    """The activation class for a ``torch.nn`` class name (any case), ``crelu``, ``lrelu`` or a class; ``None`` with
+    a warning for an unknown name, as the reference does."""
     if name is None:
         return None
     if isinstance(name, type) and issubclass(name, nn.Module):
