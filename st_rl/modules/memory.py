@@ -32,8 +32,7 @@ class Memory(nn.Module):
         self.rnn = rnn_cls(input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
         self.memory_type = kind
         self._parts = ["hidden", "cell"] if kind == "lstm" else ["hidden"]
-        self.hidden_size = hidden_size
-        self.num_layers = num_layers
+        self.hidden_size, self.num_layers = hidden_size, num_layers
         self.hidden_states: Any = None
 
     def _split(self, state: Any) -> tuple[torch.Tensor, ...]:

@@ -80,9 +80,7 @@ class MlpModel(nn.Module):
         nonlinearity: str | type[nn.Module] = nn.ReLU,
     ) -> None:
         super().__init__()
-        if isinstance(hidden_sizes, int):
-            hidden_sizes = [hidden_sizes]
-        hidden_sizes = list(hidden_sizes or [])
+        hidden_sizes = [hidden_sizes] if isinstance(hidden_sizes, int) else list(hidden_sizes or [])
         if not hidden_sizes and output_size is None:
             raise ValueError("MlpModel needs hidden_sizes or output_size.")
         self.model = nn.Sequential(*mlp_layers(input_size, hidden_sizes, output_size, nonlinearity))

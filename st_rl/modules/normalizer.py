@@ -35,10 +35,8 @@ class EmpiricalNormalization(nn.Module):
         name: str | None = None,
     ) -> None:
         super().__init__()
-        self.name = name
+        self.name, self.eps, self.until = name, eps, until
         shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
-        self.eps = eps
-        self.until = until
         self.register_buffer("_mean", torch.zeros(1, *shape))
         self.register_buffer("_var", torch.ones(1, *shape))
         self.register_buffer("_std", torch.ones(1, *shape))
@@ -179,8 +177,7 @@ class Normalizer(RunningMeanStd):
     def __init__(self, input_dim: int | Sequence[int], epsilon: float = 1e-4, clip_obs: float = 10.0) -> None:
         shape = (int(input_dim),) if isinstance(input_dim, int) else tuple(input_dim)
         super().__init__(epsilon=epsilon, shape=shape)
-        self.epsilon = epsilon
-        self.clip_obs = clip_obs
+        self.epsilon, self.clip_obs = epsilon, clip_obs
 
     def normalize(self, x: Any) -> np.ndarray:
         """NumPy normalisation (no statistics update)."""
