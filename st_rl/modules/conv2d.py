@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from st_rl.modules.mlp import MlpModel
-from st_rl.modules.utils import conv2d_output_shape, get_activation_Cls
+from st_rl.modules.utils import conv2d_output_shape, get_activation
 
 _NORMS = {"batchnorm": nn.BatchNorm2d, "bn": nn.BatchNorm2d, "instancenorm": nn.InstanceNorm2d}
 
@@ -45,9 +45,7 @@ class Conv2dModel(nn.Module):
         paddings = list(paddings) if paddings is not None else [0] * len(channels)
         if not len(channels) == len(kernel_sizes) == len(strides) == len(paddings):
             raise ValueError("channels, kernel_sizes, strides and paddings must have the same length")
-        act_cls = get_activation_Cls(nonlinearity)
-        if act_cls is None:
-            raise ValueError(f"Unknown nonlinearity {nonlinearity!r}")
+        act_cls = type(get_activation(nonlinearity))
         self.kernel_sizes, self.strides, self.paddings = list(kernel_sizes), list(strides), paddings
         self.use_maxpool = use_maxpool
         layers: list[nn.Module] = []

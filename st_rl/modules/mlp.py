@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn as nn
 
-from st_rl.modules.utils import get_activation_Cls
+from st_rl.modules.utils import get_activation, get_activation_Cls
 from st_rl.utils.precision import autocast_enabled
 
 
@@ -30,10 +30,7 @@ def mlp_layers(
     if output_size is not None:
         layers.append(nn.Linear(last, int(output_size)))
         if output_activation is not None:
-            out_cls = get_activation_Cls(output_activation)
-            if out_cls is None:
-                raise ValueError(f"Unknown output activation {output_activation!r}")
-            layers.append(out_cls())
+            layers.append(get_activation(output_activation))
     return layers
 
 
