@@ -71,9 +71,7 @@ def _normalize_cmd_value(value: Any, where: str) -> CmdVel:
     return float(value)
 
 
-def normalize_cmd_vel_mapping(
-    mapping: Mapping[Any, Any] | None, num_policies: int | None = None
-) -> dict[int, CmdVel]:
+def normalize_cmd_vel_mapping(mapping: Mapping | None, num_policies: int | None = None) -> dict[int, CmdVel]:
     """``{policy index: v | (low, high)}`` with int keys, float values and tuple ranges (JSON forms accepted;
     ``None`` values dropped)."""
     out: dict[int, CmdVel] = {}
@@ -271,9 +269,7 @@ class ActorCriticMutex(nn.Module):
     def _scale_tensor(self, scale: Any, where: str) -> torch.Tensor:
         t = torch.as_tensor(scale, dtype=torch.float32).clone()
         if t.dim() > 1 or t.numel() not in (1, self.num_actions) or bool((t == 0).any()):
-            raise ValueError(
-                f"{where}: action scale {scale!r} is not a number or {self.num_actions} values, or 0"
-            )
+            raise ValueError(f"{where}: {scale!r} is not a nonzero action scale (or {self.num_actions} ones)")
         return t.reshape(()) if t.numel() == 1 and t.dim() == 1 else t
 
     def _component_columns(self, what: str, columns: Sequence[int | None] | None = None) -> slice:
