@@ -156,9 +156,11 @@ class RunningMeanStd:
     def update(self, x: Any) -> None:
         """Merge a batch (first axis = samples)."""
         x = np.asarray(x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
-        n, delta = x.shape[0], x.mean(axis=0) - self.mean
-        total = self.count + n
-        m2 = self.var * self.count + x.var(axis=0) * n + np.square(delta) * self.count * n / total
+        self.update_from_moments(x.mean(axis=0), x.var(axis=0), x.shape[0])
+
+    def update_from_moments(self, batch_mean: Any, batch_var: Any, batch_count: int) -> None:
+        n, delta, total = batch_count, batch_mean - self.mean, self.count + batch_count
+        m2 = self.var * self.count + batch_var * n + np.square(delta) * self.count * n / total
         self.mean, self.var, self.count = self.mean + delta * n / total, m2 / total, total
 
     def state_dict(self) -> dict[str, Any]:
