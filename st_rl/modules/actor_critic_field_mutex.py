@@ -1,5 +1,4 @@
-"""Reference name (st_rl/compat.py): the field and climb Mutex policies under the reference's module name
-(they live in :mod:`st_rl.modules.actor_critic_mutex`)."""
+"""Reference name (st_rl/compat.py): the field and climb Mutex policies under the reference's module name."""
 
 from st_rl.modules.actor_critic_mutex import ActorCriticClimbMutex, ActorCriticFieldMutex
 

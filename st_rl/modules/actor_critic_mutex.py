@@ -1,21 +1,5 @@
-"""Multi-skill ("mutex") policies: several trained skill policies behind one deployable policy.
-
-A Mutex loads frozen sub-policies from training log directories (``config.json`` + ``model_<it>.pt``, what
-:class:`~st_rl.runners.OnPolicyRunner` writes; legged_gym's and Isaac Lab's config forms are read too) and, per
-environment, forwards the action of the skill selected by an observation component. It is an inference-time
-composite: no actor MLP, no ``std``, no critic, never trained. The action scale comes from the sub-run's config
-(:data:`ACTION_SCALE_KEYS`) or, failing that, the Mutex's ``env_action_scale`` (never guessed); the command scale
-from :data:`CMD_SCALE_KEYS` (1.0 when absent).
-
-**The Mutex takes RAW observations**: every skill normalises them with its own training statistics, carried
-inside the sub-policy (older checkpoints with a separate ``obs_norm_state_dict`` are migrated on load). Build the
-runner of a Mutex with ``empirical_normalization=False``.
-
-Action scales: sub-policy ``i`` trained with action scale ``s_i`` in an env of scale ``e`` outputs ``a_i * s_i /
-e``; :meth:`ActorCriticMutex.recover_last_action` rescales the env's last-action observation by ``e / s_i``
-before sub-policy ``i`` sees it. In a config name a class by its path, e.g.
-``"class_name": "st_rl.modules.actor_critic_mutex:ActorCriticFieldMutex"``.
-"""
+"""Multi-skill ("Mutex") policies: frozen skill policies from training runs, one selected per env (see
+docs/policies.md). A Mutex takes RAW observations: every skill normalises them with its own statistics."""
 
 from __future__ import annotations
 
@@ -28,7 +12,6 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from st_rl.env.adapter import EnvSpec
 from st_rl.env.layout import get_obs_slice, normalize_segments, segments_size
 from st_rl.modules.actor_critic import COMMON_POLICY_KEYS, DEFAULT_NONLINEARITY_KEY
 from st_rl.modules.factory import build_actor_critic
@@ -38,27 +21,8 @@ from st_rl.registry import resolve_class, untrusted_config
 from st_rl.utils.checkpoint import load_checkpoint
 from st_rl.utils.utils import latest_checkpoint, read_run_config
 
-__all__ = [
-    "ActorCriticClimbMutex",
-    "ActorCriticFieldMutex",
-    "ActorCriticMutex",
-    "SubPolicySnapshot",
-    "load_sub_policy",
-    "normalize_cmd_vel_mapping",
-]
-
 CmdVel = float | tuple[float, float]
 
-# Keys of a sub-policy's ``policy`` config that the Mutex supplies itself (its shared dims and layouts).
-_SUPPLIED_POLICY_KEYS = (
-    "class_name",
-    "num_actor_obs",
-    "num_critic_obs",
-    "num_actions",
-    "obs_segments",
-    "privileged_obs_segments",
-    "critic_obs_segments",
-)
 ACTION_SCALE_KEYS = (
     ("control", "action_scale"),
     ("env", "control", "action_scale"),
@@ -66,8 +30,7 @@ ACTION_SCALE_KEYS = (
     ("env", "actions", "joint_pos", "scale"),
     ("actions", "joint_pos", "scale"),
 )
-# FieldMutex's reference layout: legged_gym's ``proprioception`` (48,) = lin_vel, ang_vel, gravity, commands
-# (forward velocity at column 9), dof_pos, dof_vel, then the last action (the last ``num_actions`` columns).
+# legged_gym's ``proprioception``: the forward-velocity command at column 9, the last action at the end
 PROPRIOCEPTION = "proprioception"
 PROPRIOCEPTION_CMD_COLUMN = 9
 _AUTO = "auto"
@@ -81,24 +44,20 @@ CMD_SCALE_KEYS = (
 
 
 def _is_recurrent(policy: nn.Module) -> bool:
-    """Whether a sub-policy declares a memory (:class:`~st_rl.protocols.DeclaresRecurrence`)."""
     return isinstance(policy, DeclaresRecurrence) and bool(policy.is_recurrent)
 
 
 def _lookup(config: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> Any:
-    """The value at the first nested key path present in ``config`` (None if none is)."""
+    """The first value found at one of the nested key ``paths`` of ``config`` (None if none is)."""
     for path in paths:
         node: Any = config
         for key in path:
-            if not isinstance(node, Mapping) or key not in node:
-                break
-            node = node[key]
-        else:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if node is not None:
             return node
     return None
 
 
-# ---------------------------------------------------------------------------- command mappings
 def _normalize_cmd_value(value: Any, where: str) -> CmdVel:
     if isinstance(value, (list, tuple)):
         if len(value) != 2:
@@ -112,17 +71,9 @@ def _normalize_cmd_value(value: Any, where: str) -> CmdVel:
     return float(value)
 
 
-def normalize_cmd_vel_mapping(
-    mapping: Mapping[Any, Any] | None, num_policies: int | None = None
-) -> dict[int, CmdVel]:
-    """Normalise a ``cmd_vel_mapping`` ``{policy index: v | (low, high)}``.
-
-    A mapping read back from JSON has string keys and lists; keys become ints and two-element lists become
-    ``(low, high)`` tuples (a range sampled per env), numbers become floats. ``None`` values are dropped.
-
-    Raises:
-        ValueError: a key that is not an integer (or not in ``[0, num_policies)``), or a malformed value.
-    """
+def normalize_cmd_vel_mapping(mapping: Mapping | None, num_policies: int | None = None) -> dict[int, CmdVel]:
+    """``{policy index: v | (low, high)}`` with int keys, float values and tuple ranges (JSON forms accepted;
+    ``None`` values dropped)."""
     out: dict[int, CmdVel] = {}
     for key, value in dict(mapping or {}).items():
         try:
@@ -139,45 +90,9 @@ def normalize_cmd_vel_mapping(
     return dict(sorted(out.items()))
 
 
-# ---------------------------------------------------------------------------- loading sub-policies
 class SubPolicySnapshot(SimpleNamespace):
-    """What :func:`load_sub_policy` returns: ``policy`` (nn.Module, weights and observation statistics loaded),
-    ``normalizer`` (the policy's own actor normaliser: ``EmpiricalNormalization`` or ``nn.Identity``),
-    ``config`` (the run's config.json), ``checkpoint`` (path),
-    ``action_scale`` (float or list, ``None`` when the config has none) and ``cmd_scale`` (float or ``None``)."""
-
-
-def _policy_class_name(config: Mapping[str, Any], run_dir: str, class_name: Any) -> Any:
-    """``class_name``, else the run config's ``policy.class_name`` / ``runner.policy_class_name``."""
-    runner_cfg = config["runner"] if isinstance(config.get("runner"), Mapping) else {}
-    name = class_name or (config.get("policy") or {}).get("class_name") or runner_cfg.get("policy_class_name")
-    name = name if name is not None else config.get("policy_class_name")
-    if not name:
-        raise ValueError(
-            f"{run_dir}/config.json names no policy class (policy.class_name or runner.policy_class_name); pass "
-            "sub_policy_class_name."
-        )
-    return name
-
-
-def _check_checkpoint_fits(policy: nn.Module, model_sd: Mapping[str, Any], ckpt_path: str, what: str) -> None:
-    own = policy.state_dict()
-    mismatched = [
-        f"{k}: checkpoint {tuple(v.shape)} vs built {tuple(own[k].shape)}"
-        for k, v in model_sd.items()
-        if k in own and tuple(v.shape) != tuple(own[k].shape)
-    ]
-    # A checkpoint from before the reference's default nonlinearity lacks this marker; the policy's
-    # load_state_dict then restores its old activations (with a warning).
-    missing = sorted(set(own) - set(model_sd) - {DEFAULT_NONLINEARITY_KEY})
-    unexpected = sorted(set(model_sd) - set(own))
-    if mismatched or missing or unexpected:
-        problems = mismatched[:4] + ([f"missing keys {missing[:4]}"] if missing else [])
-        problems += [f"unexpected keys {unexpected[:4]}"] if unexpected else []
-        raise ValueError(
-            f"The checkpoint {ckpt_path} does not fit a {what}: {'; '.join(problems)}. All sub-policies must be "
-            "trained on the Mutex's observation and action layout."
-        )
+    """``policy`` (loaded, eval mode), ``normalizer`` (its actor normaliser), ``config`` (config.json),
+    ``checkpoint`` (path), ``action_scale`` and ``cmd_scale`` (``None`` when the config has none)."""
 
 
 def load_sub_policy(
@@ -190,27 +105,18 @@ def load_sub_policy(
     class_name: Any = None,
     map_location: Any = "cpu",
 ) -> SubPolicySnapshot:
-    """Build a trained policy from its log directory with the given dims and layouts and load its newest
-    checkpoint (model and, when present, observation normaliser).
-
-    The class is ``class_name`` when given, else the config's ``policy.class_name`` /
-    ``runner.policy_class_name``; keyword arguments are the config's ``policy`` dict, with the dims and layouts
-    replaced by the arguments (as :func:`~st_rl.modules.factory.build_actor_critic` fills them from an env).
-
-    Raises:
-        FileNotFoundError: ``run_dir`` has no ``config.json`` or no ``model_<it>.pt``.
-        ValueError: the config names no policy class, or the checkpoint does not fit the dims.
-        UntrustedConfigError: the config names an import path (pass ``class_name`` to use such a class).
-    """
+    """The policy of a training log directory, built with the given dims and layouts, with its newest checkpoint;
+    its class is ``class_name``, else the config's (st_rl's classes only: the config is untrusted)."""
     config = read_run_config(run_dir)
     ckpt_path = latest_checkpoint(run_dir)
     if ckpt_path is None:
-        raise FileNotFoundError(
-            f"No checkpoint model_<it>.pt in {run_dir}: a sub-policy directory must be a training log directory "
-            "with at least one saved model."
-        )
+        raise FileNotFoundError(f"No checkpoint model_<it>.pt in the sub-policy directory {run_dir}")
     policy_cfg = dict(config.get("policy") or {})
-    name = _policy_class_name(config, run_dir, class_name)
+    runner_cfg = config["runner"] if isinstance(config.get("runner"), Mapping) else {}
+    name = class_name or policy_cfg.get("class_name") or runner_cfg.get("policy_class_name")
+    name = name or config.get("policy_class_name")
+    if not name:
+        raise ValueError(f"{run_dir}/config.json names no policy class: pass sub_policy_class_name")
     dims = {"num_actor_obs": num_actor_obs, "num_critic_obs": num_critic_obs, "num_actions": num_actions}
     for key, value in dims.items():
         trained = policy_cfg.get(key)
@@ -218,22 +124,28 @@ def load_sub_policy(
             raise ValueError(
                 f"Sub-policy {run_dir} was trained with {key}={trained}, but the Mutex has {key}={value}."
             )
-    spec = EnvSpec(num_obs=int(num_actor_obs), num_critic_obs=int(num_critic_obs), num_actions=int(num_actions),
-                   obs_segments=obs_segments, critic_obs_segments=privileged_obs_segments)  # fmt: skip
-    # A class named by the sub-run's config.json (not by the caller) resolves among st_rl's classes only.
-    source = os.path.join(run_dir, "config.json")
     opt_in = "name the class in the Mutex config (sub_policy_class_name) if you trust that file"
-    with untrusted_config(source, opt_in, trusted=class_name is not None):
+    with untrusted_config(os.path.join(run_dir, "config.json"), opt_in, trusted=class_name is not None):
         policy_cls = resolve_class(name, "st_rl.modules", "policy", nn.Module)
-    kwargs = {k: v for k, v in policy_cfg.items() if k not in _SUPPLIED_POLICY_KEYS}
-    policy = build_actor_critic(spec, policy_cls, kwargs)
+    kwargs = {k: v for k, v in policy_cfg.items() if k not in ("class_name", "critic_obs_segments")}
+    kwargs.update(dims, obs_segments=obs_segments, privileged_obs_segments=privileged_obs_segments)
+    policy = build_actor_critic(None, policy_cls, kwargs)
     model_sd = load_checkpoint(ckpt_path, map_location=map_location)["model_state_dict"]
+    norms = {k.split(".")[0] for k in model_sd}
     policy.enable_obs_normalization(
-        actor=any(k.startswith("actor_obs_normalizer.") for k in model_sd),
-        critic=any(k.startswith("critic_obs_normalizer.") for k in model_sd),
+        actor="actor_obs_normalizer" in norms, critic="critic_obs_normalizer" in norms
     )
-    what = f"{name} built with the Mutex dims ({', '.join(f'{k}={v}' for k, v in dims.items())})"
-    _check_checkpoint_fits(policy, model_sd, ckpt_path, what)
+    own = policy.state_dict()
+    shapes = {k: (tuple(v.shape), tuple(own[k].shape)) for k, v in model_sd.items() if k in own}
+    problems = [f"{k}: checkpoint {a} vs built {b}" for k, (a, b) in shapes.items() if a != b]
+    # DEFAULT_NONLINEARITY_KEY: older checkpoints lack it (load_state_dict restores their activations)
+    problems += [f"missing key {k}" for k in sorted(set(own) - set(model_sd) - {DEFAULT_NONLINEARITY_KEY})]
+    problems += [f"unexpected key {k}" for k in sorted(set(model_sd) - set(own))]
+    if problems:
+        dims_text = ", ".join(f"{k}={v}" for k, v in dims.items())
+        raise ValueError(
+            f"The checkpoint {ckpt_path} does not fit {name} with {dims_text}: {'; '.join(problems[:6])}"
+        )
     policy.load_state_dict(model_sd)
     policy.eval()
     action_scale, cmd_scale = _lookup(config, ACTION_SCALE_KEYS), _lookup(config, CMD_SCALE_KEYS)
@@ -247,36 +159,14 @@ def load_sub_policy(
     )
 
 
-# ---------------------------------------------------------------------------- the Mutex
 class ActorCriticMutex(nn.Module):
-    """Several trained skill policies, one selected per environment by a skill observation component.
+    """Several trained skill policies (``sub_policy_paths``: their training log directories), one selected per
+    env by ``skill_selection_component`` (the skill index in one column, or a one-hot over the K skills).
 
-    :meth:`get_policy_selection`: the component ``skill_selection_component`` holds the skill index in one
-    column (rounded, clamped to ``[0, K-1]``) or a one-hot over the K sub-policies in K columns (argmax; an
-    all-zero row selects skill 0). The output is the selected sub-policy's action times
-    ``subpolicy_action_scale_<i> / env_action_scale``. All sub-policies run on the whole batch at every call
-    (recurrent ones keep their memories up to date), under ``no_grad``; ``act`` samples from each one's
-    Gaussian, ``act_inference`` takes its mean.
-
-    Args:
-        num_actor_obs, num_critic_obs, num_actions: the shared dims every sub-policy was trained with.
-        sub_policy_class_name: policy class of every sub-policy (default: each run's config).
-        sub_policy_paths: training log directories (``config.json`` + ``model_<it>.pt``), one per skill.
-        obs_segments: actor observation layout (name -> shape), needed to find the named components.
-        privileged_obs_segments: critic layout; ``critic_obs_segments`` is an alias.
-        env_action_scale: action scale of the env the Mutex runs in (number or per-action list); default: the
-            sub-policies' common scale. Also the scale of a sub-policy whose config.json has none.
-        skill_selection_component: the component that selects the skill (see above).
-        last_action_component: the env's last-action component, rescaled per sub-policy by
-            :meth:`recover_last_action` (``None``: observations are passed unchanged).
-        last_action_columns: ``(start, stop)`` of the last action within that component, slice semantics
-            (default: all), e.g. ``(-12, None)`` for legged_gym's ``proprioception``.
-        **kwargs: ignored with a warning (keys every st_rl config passes are accepted silently).
-
-    Raises:
-        ValueError: no sub-policy, a layout or checkpoint that does not fit the dims, a named component not in
-            the layout, or an action scale neither in a sub-policy's config.json nor in ``env_action_scale``.
-        FileNotFoundError: a sub-policy directory without ``config.json`` or checkpoint.
+    The output is the skill's action times ``subpolicy_action_scale_<i> / env_action_scale`` (``env_action_scale``,
+    a number or per-action list, defaults to the skills' common scale). ``last_action_component`` (and
+    ``last_action_columns``, ``(start, stop)`` within it) is rescaled into each skill's units.
+    ``critic_obs_segments`` is an alias of ``privileged_obs_segments``.
     """
 
     env_action_scale: torch.Tensor
@@ -311,9 +201,7 @@ class ActorCriticMutex(nn.Module):
         self.num_critic_obs = int(num_critic_obs)
         self.num_actions = int(num_actions)
         self.obs_segments = normalize_segments(obs_segments)
-        if privileged_obs_segments is None:
-            privileged_obs_segments = critic_obs_segments
-        critic_segments = normalize_segments(privileged_obs_segments)
+        critic_segments = normalize_segments(privileged_obs_segments or critic_obs_segments)
         self.privileged_obs_segments = critic_segments or self.obs_segments
         for segs, width, which in (
             (self.obs_segments, self.num_actor_obs, "obs_segments"),
@@ -328,44 +216,33 @@ class ActorCriticMutex(nn.Module):
         self.skill_selection_component = skill_selection_component
         self._skill_slice: slice | None = None
         if skill_selection_component is not None:
-            self._skill_slice = self._component_columns(
-                skill_selection_component, "skill_selection_component"
-            )
+            self._skill_slice = self._component_columns("skill_selection_component")
             width = self._skill_slice.stop - self._skill_slice.start
             if width not in (1, self.num_sub_policies):
                 raise ValueError(
                     f"skill_selection_component '{skill_selection_component}' has {width} columns; it must hold "
-                    f"the skill index (1 column) or one column per sub-policy ({self.num_sub_policies})."
+                    f"the skill index (1 column) or a one-hot over the {self.num_sub_policies} sub-policies."
                 )
         self.last_action_component = last_action_component
         self._last_action_slice: slice | None = None
         if last_action_component is not None:
-            self._last_action_slice = self._component_columns(
-                last_action_component, "last_action_component", last_action_columns
-            )
+            self._last_action_slice = self._component_columns("last_action_component", last_action_columns)
             width = self._last_action_slice.stop - self._last_action_slice.start
             scales = [self.env_action_scale] + [self.subpolicy_action_scale(i) for i in range(len(paths))]
             if any(s.numel() not in (1, width) for s in scales):
-                raise ValueError(
-                    f"The last-action columns ({width}) do not match the per-action scales "
-                    f"{[tuple(s.shape) for s in scales]}"
-                )
+                raise ValueError(f"The {width} last-action columns do not fit the action scales {scales}")
         self._mean: torch.Tensor | None = None
 
     def _load_sub_policies(
         self, paths: list[str], class_name: Any, critic_segments: Any, env_action_scale: Any
     ) -> None:
-        """Load every sub-policy and register its action scale (``subpolicy_action_scale_<i>``) and the
-        env's (``env_action_scale``)."""
         self.sub_policy_paths = paths
         self.sub_policy_configs: list[dict[str, Any]] = []
         self.submodules = nn.ModuleList()
         self._cmd_scales_from_config: list[float | None] = []
         for i, path in enumerate(paths):
             if not os.path.isdir(path):
-                raise FileNotFoundError(
-                    f"Sub-policy {i}: {path} is not a directory (expected a training log dir)"
-                )
+                raise FileNotFoundError(f"Sub-policy {i}: {path} is not a directory")
             snap = load_sub_policy(path, self.num_actor_obs, self.num_critic_obs, self.num_actions,
                                    self.obs_segments, critic_segments, class_name=class_name)  # fmt: skip
             self.submodules.append(snap.policy)
@@ -374,10 +251,8 @@ class ActorCriticMutex(nn.Module):
             scale = snap.action_scale
             if scale is None and env_action_scale is None:
                 raise ValueError(
-                    f"Sub-policy {i} ({path}): config.json has no action scale (looked for "
-                    f"{', '.join('.'.join(k) for k in ACTION_SCALE_KEYS)}). Set env_action_scale in the "
-                    "Mutex's policy config (the scale of the env it runs in, also used for sub-policies "
-                    "whose config has none), or add control.action_scale to that config.json."
+                    f"Sub-policy {i} ({path}): config.json has no action scale. Set env_action_scale in the "
+                    "Mutex's policy config, or add control.action_scale to that config.json."
                 )
             scale = env_action_scale if scale is None else scale
             self.register_buffer(f"subpolicy_action_scale_{i}", self._scale_tensor(scale, f"sub-policy {i}"))
@@ -385,69 +260,47 @@ class ActorCriticMutex(nn.Module):
             scales = [self.subpolicy_action_scale(i) for i in range(len(paths))]
             if any(s.shape != scales[0].shape or not torch.equal(s, scales[0]) for s in scales[1:]):
                 raise ValueError(
-                    f"The sub-policies were trained with different action scales "
-                    f"{[s.tolist() for s in scales]}: set env_action_scale (the action scale of the env the "
-                    f"{type(self).__name__} runs in) in its policy config."
+                    f"The sub-policies were trained with different action scales {[s.tolist() for s in scales]}: "
+                    f"set env_action_scale (the action scale of the env) in the {type(self).__name__}'s config."
                 )
             env_action_scale = scales[0].tolist()
         self.register_buffer("env_action_scale", self._scale_tensor(env_action_scale, "env_action_scale"))
-        for i in range(len(paths)):
-            if bool((self.subpolicy_action_scale(i) == 0).any()):
-                raise ValueError(f"Sub-policy {i} has an action scale of 0")
 
-    # ------------------------------------------------------------------ construction helpers
     def _scale_tensor(self, scale: Any, where: str) -> torch.Tensor:
         t = torch.as_tensor(scale, dtype=torch.float32).clone()
-        if t.dim() > 1 or t.numel() not in (1, self.num_actions):
-            raise ValueError(
-                f"{where}: action scale must be a number or {self.num_actions} values, got {scale!r}"
-            )
+        if t.dim() > 1 or t.numel() not in (1, self.num_actions) or bool((t == 0).any()):
+            raise ValueError(f"{where}: {scale!r} is not a nonzero action scale (or {self.num_actions} ones)")
         return t.reshape(()) if t.numel() == 1 and t.dim() == 1 else t
 
-    def _component_columns(self, name: str, what: str, columns: Sequence[int | None] | None = None) -> slice:
-        """Absolute column slice of a named component (optionally ``(start, stop)`` within it)."""
-        if self.obs_segments is None:
-            raise ValueError(
-                f"{what}='{name}' needs the observation layout: pass obs_segments (name -> shape)"
-            )
-        if name not in self.obs_segments:
-            raise ValueError(
-                f"{what}: component '{name}' is not in the observation layout; available: {list(self.obs_segments)}"
-            )
-        sl, _ = get_obs_slice(self.obs_segments, name)
+    def _component_columns(self, what: str, columns: Sequence[int | None] | None = None) -> slice:
+        """Columns of the component named by attribute ``what`` (``columns``: ``(start, stop)`` within it)."""
+        name, layout = getattr(self, what), self.obs_segments or {}
+        if name not in layout:
+            raise ValueError(f"{what}: component '{name}' is not in the observation layout {list(layout)}")
+        sl, _ = get_obs_slice(layout, name)
         if columns is None:
             return sl
         start, stop = (None if c is None else int(c) for c in columns)
         sub = range(sl.start, sl.stop)[start:stop]
         if len(sub) == 0:
-            raise ValueError(
-                f"{what}: columns {tuple(columns)} select nothing of '{name}' ({sl.stop - sl.start} wide)"
-            )
+            raise ValueError(f"{what}: columns {tuple(columns)} select nothing of '{name}'")
         return slice(sub.start, sub.stop)
 
-    # ------------------------------------------------------------------ scales
     @property
     def num_sub_policies(self) -> int:
         return len(self.submodules)
 
     def subpolicy_action_scale(self, index: int) -> torch.Tensor:
-        """Action scale sub-policy ``index`` was trained with (buffer ``subpolicy_action_scale_<index>``)."""
         return self.get_buffer(f"subpolicy_action_scale_{index}")
 
     def action_scale_ratios(self) -> torch.Tensor:
-        """``subpolicy_action_scale_i / env_action_scale`` for every sub-policy, shape (K, num_actions)."""
-        env = self.env_action_scale.expand(self.num_actions)
-        return torch.stack(
-            [
-                self.subpolicy_action_scale(i).expand(self.num_actions) / env
-                for i in range(self.num_sub_policies)
-            ]
-        )
+        """``subpolicy_action_scale_i / env_action_scale``, shape (K, num_actions)."""
+        n = self.num_actions
+        scales = [self.subpolicy_action_scale(i).expand(n) for i in range(self.num_sub_policies)]
+        return torch.stack(scales) / self.env_action_scale.expand(n)
 
-    # ------------------------------------------------------------------ observations per sub-policy
     def recover_last_action(self, observations: torch.Tensor, policy_selection: int) -> torch.Tensor:
-        """Observations with the env's last action rescaled into sub-policy ``policy_selection``'s action units
-        (times ``env_action_scale / subpolicy_action_scale_i``); unchanged without ``last_action_component``."""
+        """Observations with the last action in sub-policy ``policy_selection``'s units (times ``e / s_i``)."""
         sl = self._last_action_slice
         if sl is None:
             return observations
@@ -457,20 +310,16 @@ class ActorCriticMutex(nn.Module):
         return out
 
     def sub_policy_observations(self, observations: torch.Tensor, policy_index: int) -> torch.Tensor:
-        """The raw observations sub-policy ``policy_index`` receives (before its own normaliser)."""
+        """The raw observations sub-policy ``policy_index`` receives."""
         return self.recover_last_action(observations, policy_index)
 
-    # ------------------------------------------------------------------ selection
     def get_policy_selection(self, observations: torch.Tensor) -> torch.Tensor:
-        """One-hot bool (N, K) of the selected sub-policy per env (see the class docstring)."""
+        """One-hot bool (N, K) of the selected sub-policy per env."""
         k = self.num_sub_policies
         if self._skill_slice is None:
             if k == 1:
                 return torch.ones(*observations.shape[:-1], 1, dtype=torch.bool, device=observations.device)
-            raise ValueError(
-                f"{type(self).__name__} with {k} sub-policies needs skill_selection_component (the observation "
-                "component holding the skill index or one-hot)."
-            )
+            raise ValueError(f"{type(self).__name__} with {k} sub-policies needs skill_selection_component")
         x = observations[..., self._skill_slice]
         if x.shape[-1] == 1:
             idx = torch.round(x[..., 0]).long().clamp(0, k - 1)
@@ -479,22 +328,17 @@ class ActorCriticMutex(nn.Module):
         return nn.functional.one_hot(idx, k).bool()
 
     def _selection_weights(self, selection: torch.Tensor) -> torch.Tensor:
-        """Blend weight of each sub-policy per env, (N, K)."""
-        return selection.to(torch.float32)
+        return selection.to(torch.float32)  # (N, K)
 
     def _after_act(self, selection: torch.Tensor) -> None:
-        """Hook run after each act call (memory resets of unused skills)."""
+        pass
 
     def _prepare(self, observations: torch.Tensor) -> None:
-        """Hook run before each act call (per-env state)."""
+        pass
 
-    # ------------------------------------------------------------------ policy API
     def _run(self, observations: torch.Tensor, stochastic: bool, kwargs: Mapping[str, Any]) -> torch.Tensor:
         if kwargs.get("hidden_states") is not None or kwargs.get("masks") is not None:
-            raise NotImplementedError(
-                f"{type(self).__name__} runs in rollout mode only (sub-policies keep their own hidden states); "
-                "it cannot be trained on stored trajectories."
-            )
+            raise NotImplementedError(f"{type(self).__name__} runs in rollout mode only")
         self._prepare(observations)
         selection = self.get_policy_selection(observations)
         weights = self._selection_weights(selection)
@@ -521,13 +365,12 @@ class ActorCriticMutex(nn.Module):
 
     @torch.no_grad()
     def act(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """Sampled action of the selected skill(s), rescaled to the env's action scale; ``action_mean`` then
-        holds the deterministic counterpart."""
+        """Sampled action of the selected skill(s) in the env's scale (``action_mean``: their mean)."""
         return self._run(observations, True, kwargs)
 
     @torch.no_grad()
     def act_inference(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """Deterministic action of the selected skill(s), rescaled to the env's action scale."""
+        """Mean action of the selected skill(s) in the env's scale."""
         return self._run(observations, False, kwargs)
 
     @property
@@ -538,61 +381,33 @@ class ActorCriticMutex(nn.Module):
 
     @torch.no_grad()
     def reset(self, dones: torch.Tensor | None = None) -> None:
-        """Reset the memories of finished envs in every sub-policy (all envs when ``dones`` is None)."""
+        """Reset the sub-policies' memories of finished envs (all when ``dones`` is None)."""
         for module in self.submodules:
             module.reset(dones)
 
     def get_hidden_states(self) -> Any:
-        """Tuple of the sub-policies' rollout hidden states (``None`` entries for feed-forward ones)."""
+        """Tuple of the sub-policies' rollout hidden states."""
         return tuple(m.get_hidden_states() for m in self.submodules)
 
     def evaluate(self, critic_observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        raise NotImplementedError(
-            f"{type(self).__name__} is an inference-only composite of skills; it has no critic."
-        )
+        raise NotImplementedError(f"{type(self).__name__} is inference-only: it has no critic")
 
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         raise NotImplementedError("Use act() or act_inference() on a Mutex.")
 
 
 class ActorCriticFieldMutex(ActorCriticMutex):
-    """Mutex for obstacle fields: the obstacle type in front of the robot selects the skill.
+    """Mutex for obstacle fields: columns ``selection_column_offset ..`` of ``selection_component`` are a one-hot
+    of the obstacle type, i.e. the skill (none set: skill 0, walking).
 
-    Selection: columns ``selection_column_offset .. offset+K-1`` of ``selection_component`` (legged_gym's
-    ``engaging_block``: ``[engaged, one-hot obstacle type..., info...]``) are a one-hot over the K sub-policies
-    (set when > 0.5, the first set column wins; none set selects sub-policy 0, walking).
-
-    Before sub-policy ``i`` sees the observations, the last action is rescaled (:meth:`recover_last_action`) and,
-    when ``i`` is in ``cmd_vel_mapping``, the forward-velocity command at ``command_column`` of
-    ``command_component`` becomes ``cmd_vel_current[i] * cmd_scales[i]`` (:meth:`override_cmd_vel`):
-    ``cmd_vel_current`` holds, per sub-policy and env, the fixed ``v`` or a draw from ``(low, high)`` renewed for
-    every finished env (:meth:`reset`); ``cmd_scales[i]`` is the run's ``lin_vel`` observation scale (1.0 when
-    absent).
-
-    Smoothing: the output is ``sum_i a_i * s_i / e * mean(selection_i over the last action_smoothing_buffer_len
-    selections)``, so a switch blends over that many steps; a finished env restarts its buffer.
-
-    ``reset_non_selected`` (memories of recurrent sub-policies, after each call): ``"all"`` / ``True`` resets
-    sub-policy ``i`` where it has no weight in the buffer; ``"when_skill"`` resets sub-policy ``i > 0`` where
-    neither skill ``i`` nor walking (skill 0) is in the buffer (skills warm up while walking towards the
-    obstacle); ``False`` / ``None`` / ``"none"``: never.
-
-    Args:
-        cmd_vel_mapping: ``{sub-policy index: v | (low, high)}``; JSON forms (string keys, lists) are accepted.
-        reset_non_selected: see above.
-        action_smoothing_buffer_len: number of selections averaged (1: no smoothing).
-        selection_component: component that selects the skill (default ``"engaging_block"``).
-        selection_column_offset: first one-hot column within it (default 1).
-        command_component: component holding the velocity command (default: ``"commands"`` when the layout
-            has it, else the reference's ``"proprioception"``).
-        command_column: column of the forward velocity in it (default: 0 in ``commands``, 9 in
-            ``proprioception``).
-        last_action_component: the env's last-action component (``None``: no rescaling; default:
-            ``"last_actions"`` when the layout has it, else the last ``num_actions`` columns of
-            ``"proprioception"``, else none).
-        (other arguments as :class:`ActorCriticMutex`)
+    Skill ``i`` in ``cmd_vel_mapping`` (``{i: v | (low, high)}``) sees the forward-velocity command
+    ``cmd_vel_current[i] * cmd_scales[i]`` at ``command_column`` of ``command_component``; ranges are drawn per
+    env. The skills are blended by their mean selection over ``action_smoothing_buffer_len`` steps.
+    ``reset_non_selected``: ``"all"`` resets a recurrent skill's memory where it has no weight in that buffer,
+    ``"when_skill"`` only where walking has none either, ``None`` never. See docs/policies.md for the defaults.
     """
 
+    _appended_skills = 0  # skills after the one-hot ones (each with a selection column of its own)
     cmd_vel_low: torch.Tensor
     cmd_vel_high: torch.Tensor
     cmd_scales: torch.Tensor
@@ -627,65 +442,41 @@ class ActorCriticFieldMutex(ActorCriticMutex):
             command_column = PROPRIOCEPTION_CMD_COLUMN if command_component == PROPRIOCEPTION else 0
         super().__init__(*args, last_action_component=last_action_component, **kwargs)
         self.cmd_vel_mapping = normalize_cmd_vel_mapping(cmd_vel_mapping, self.num_sub_policies)
-        if (
-            not isinstance(reset_non_selected, (str, bool, type(None)))
-            or reset_non_selected not in _RESET_MODES
-        ):
-            raise ValueError(
-                f"reset_non_selected must be 'all' (or True), 'when_skill' or False/None, got {reset_non_selected!r}"
-            )
-        self.reset_non_selected: str | None = _RESET_MODES[reset_non_selected]
+        mode = reset_non_selected
+        if not isinstance(mode, (str, bool, type(None))) or mode not in _RESET_MODES:
+            raise ValueError(f"reset_non_selected must be 'all', 'when_skill' or None, got {mode!r}")
+        self.reset_non_selected: str | None = _RESET_MODES[mode]
         self.action_smoothing_buffer_len = int(action_smoothing_buffer_len)
         if self.action_smoothing_buffer_len < 1:
             raise ValueError("action_smoothing_buffer_len must be >= 1")
         self.selection_component = selection_component
         self.selection_column_offset = int(selection_column_offset)
-        self._selection_slice = self._component_columns(selection_component, "selection_component")
-        needed = self.selection_column_offset + self._num_selectable() + self._extra_selection_columns()
+        self._selection_slice = self._component_columns("selection_component")
+        needed = self.selection_column_offset + self.num_sub_policies  # an appended skill's column included
         width = self._selection_slice.stop - self._selection_slice.start
         if self.selection_column_offset < 0 or width < needed:
-            raise ValueError(
-                f"selection_component '{selection_component}' has {width} columns; selecting among "
-                f"{self._num_selectable()} sub-policies from column {self.selection_column_offset} needs {needed}."
-            )
-        self._set_up_commands(command_component, int(command_column))
-        # per-env state, created at the first call (its batch size is unknown until then)
-        self.cmd_vel_current: torch.Tensor | None = None  # (K, N)
-        self.action_smoothing_buffer: torch.Tensor | None = None  # (len, N, K)
-        self._restart: torch.Tensor | None = None  # (N,) bool: restart the smoothing buffer
-
-    def _set_up_commands(self, command_component: str, command_column: int) -> None:
+            raise ValueError(f"selection_component {selection_component} has {width} columns, needs {needed}")
         k = self.num_sub_policies
-        self.command_component = command_component
-        self.command_column = command_column
+        self.command_component, self.command_column = command_component, int(command_column)
         self._cmd_mapped = [i in self.cmd_vel_mapping for i in range(k)]
         self._cmd_index: int | None = None
         if any(self._cmd_mapped):
-            cmd = self._component_columns(command_component, "command_component")
-            if not 0 <= command_column < cmd.stop - cmd.start:
-                raise ValueError(
-                    f"command_column {command_column} is outside '{command_component}' "
-                    f"({cmd.stop - cmd.start} columns)"
-                )
-            self._cmd_index = cmd.start + command_column
-        lows = [0.0] * k
-        highs = [0.0] * k
+            cmd = self._component_columns("command_component")
+            if not 0 <= self.command_column < cmd.stop - cmd.start:
+                raise ValueError(f"command_column {command_column} is outside '{command_component}'")
+            self._cmd_index = cmd.start + self.command_column
+        lows, highs = [0.0] * k, [0.0] * k
         for i, value in self.cmd_vel_mapping.items():
             lows[i], highs[i] = value if isinstance(value, tuple) else (value, value)
         self.register_buffer("cmd_vel_low", torch.tensor(lows), persistent=False)
         self.register_buffer("cmd_vel_high", torch.tensor(highs), persistent=False)
         scales = [1.0 if s is None else s for s in self._cmd_scales_from_config]
         self.register_buffer("cmd_scales", torch.tensor(scales))
+        # per-env state, created at the first call
+        self.cmd_vel_current: torch.Tensor | None = None  # (K, N)
+        self.action_smoothing_buffer: torch.Tensor | None = None  # (len, N, K)
+        self._restart: torch.Tensor | None = None  # (N,) bool: restart the smoothing buffer
 
-    # ------------------------------------------------------------------ hooks for the climb variant
-    def _num_selectable(self) -> int:
-        """Sub-policies selected by the one-hot columns."""
-        return self.num_sub_policies
-
-    def _extra_selection_columns(self) -> int:
-        return 0
-
-    # ------------------------------------------------------------------ per-env state
     def _prepare(self, observations: torch.Tensor) -> None:
         n = observations.shape[0]
         cur = self.cmd_vel_current
@@ -695,27 +486,21 @@ class ActorCriticFieldMutex(ActorCriticMutex):
             self.action_smoothing_buffer = None
             self._restart = torch.zeros(n, dtype=torch.bool, device=observations.device)
 
-    def _sample_cmd_vel(self, n: int, device: torch.device) -> torch.Tensor:
-        low, high = self.cmd_vel_low.to(device), self.cmd_vel_high.to(device)
-        u = torch.rand(self.num_sub_policies, n, device=device)
-        return low[:, None] + (high - low)[:, None] * u
-
     @torch.no_grad()
     def resample_cmd_vel_current(self, dones: torch.Tensor | None = None) -> None:
-        """Draw new commands (fixed values stay fixed, ranges are sampled per env) for the finished envs, or
-        all envs when ``dones`` is None. A no-op before the first call (commands are drawn then)."""
+        """Draw new commands for the finished envs (all when ``dones`` is None; none before the first call)."""
         cur = self.cmd_vel_current
         if cur is None:
             return
-        new = self._sample_cmd_vel(cur.shape[1], cur.device)
+        low, high = self.cmd_vel_low.to(cur.device), self.cmd_vel_high.to(cur.device)
+        new = low[:, None] + (high - low)[:, None] * torch.rand_like(cur)
         if dones is None:
             self.cmd_vel_current = new
         else:
             self.cmd_vel_current = torch.where(dones.reshape(1, -1).to(cur.device).bool(), new, cur)
 
     def override_cmd_vel(self, observations: torch.Tensor, policy_selection: int) -> torch.Tensor:
-        """Observations with the forward-velocity command set to ``cmd_vel_current[i] * cmd_scales[i]`` for
-        sub-policy ``i`` in ``cmd_vel_mapping`` (unchanged otherwise)."""
+        """Observations with the command ``cmd_vel_current[i] * cmd_scales[i]`` for skill ``i`` in the mapping."""
         if not self._cmd_mapped[policy_selection]:
             return observations
         self._prepare(observations)
@@ -728,9 +513,8 @@ class ActorCriticFieldMutex(ActorCriticMutex):
     def sub_policy_observations(self, observations: torch.Tensor, policy_index: int) -> torch.Tensor:
         return self.override_cmd_vel(self.recover_last_action(observations, policy_index), policy_index)
 
-    # ------------------------------------------------------------------ selection
     def get_policy_selection(self, observations: torch.Tensor) -> torch.Tensor:
-        m = self._num_selectable()
+        m = self.num_sub_policies - self._appended_skills
         start = self._selection_slice.start + self.selection_column_offset
         cols = observations[..., start : start + m] > 0.5
         idx = torch.argmax(cols.to(torch.uint8), dim=-1)  # first set column; 0 when none is set
@@ -764,8 +548,7 @@ class ActorCriticFieldMutex(ActorCriticMutex):
 
     @torch.no_grad()
     def reset(self, dones: torch.Tensor | None = None) -> None:
-        """Resample the commands and restart the smoothing buffer of finished envs, then reset the
-        sub-policies' memories."""
+        """Resample the commands, restart the smoothing buffer and reset the memories of finished envs."""
         self.resample_cmd_vel_current(dones)
         if self._restart is not None:
             if dones is None:
@@ -776,22 +559,12 @@ class ActorCriticFieldMutex(ActorCriticMutex):
 
 
 class ActorCriticClimbMutex(ActorCriticFieldMutex):
-    """Field Mutex with a separate jump-down skill.
-
-    The jump-down policy (``jump_down_policy_path``) is appended as the last sub-policy. The one-hot columns
-    select among the other sub-policies; when the obstacle is a jump (sub-policy ``JUMP_OBSTACLE_ID``) and the
-    last column of the selection component (the obstacle height) is <= 0, the jump-down policy is selected
-    instead of the jump-up one.
-
-    Args:
-        jump_down_policy_path: training log directory of the jump-down skill (``climb_down_policy_path`` is
-            accepted as a deprecated alias).
-        jump_down_vel: its forward-velocity command, ``v`` or ``(low, high)``; ``None`` (default): the same
-            command as the jump-up skill (when that one is in ``cmd_vel_mapping``).
-        (other arguments as :class:`ActorCriticFieldMutex`)
-    """
+    """Field Mutex with a jump-down skill (``jump_down_policy_path``; deprecated alias ``climb_down_policy_path``)
+    appended last: it replaces the jump skill (``JUMP_OBSTACLE_ID``) where the last column of the selection
+    component (the obstacle height) is <= 0. ``jump_down_vel``: its command (``None``: the jump skill's)."""
 
     JUMP_OBSTACLE_ID = 3
+    _appended_skills = 1
     _jump_down_follows_jump = False  # set after the base class, whose construction resamples the commands
 
     def __init__(
@@ -808,33 +581,20 @@ class ActorCriticClimbMutex(ActorCriticFieldMutex):
         cmd_vel_mapping: Mapping[Any, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        if climb_down_policy_path is not None:
-            if jump_down_policy_path is not None and os.path.abspath(
-                climb_down_policy_path
-            ) != os.path.abspath(jump_down_policy_path):
-                raise ValueError(
-                    "Both jump_down_policy_path and its old name climb_down_policy_path are given, with different "
-                    "directories; keep jump_down_policy_path."
-                )
-            warnings.warn(
-                "climb_down_policy_path is a deprecated name; use jump_down_policy_path.",
-                FutureWarning,
-                stacklevel=2,
-            )
-            jump_down_policy_path = climb_down_policy_path
+        old = climb_down_policy_path
+        if old is not None:
+            if os.path.abspath(jump_down_policy_path or old) != os.path.abspath(old):
+                raise ValueError("jump_down_policy_path and climb_down_policy_path are different")
+            warnings.warn("climb_down_policy_path is deprecated: use jump_down_policy_path", FutureWarning, 2)
+            jump_down_policy_path = old
         if jump_down_policy_path is None:
-            raise ValueError(
-                f"{type(self).__name__} needs jump_down_policy_path (the jump-down skill's log dir)"
-            )
+            raise ValueError(f"{type(self).__name__} needs jump_down_policy_path (the jump-down skill's run)")
         paths = [sub_policy_paths] if isinstance(sub_policy_paths, str) else list(sub_policy_paths)
         paths.append(jump_down_policy_path)
         k = len(paths)
         jump = self.JUMP_OBSTACLE_ID
         if not 0 <= jump < k - 1:
-            raise ValueError(
-                f"{type(self).__name__} selects the jump-up skill at index JUMP_OBSTACLE_ID={jump}, but only "
-                f"{k - 1} sub-policies precede the jump-down one."
-            )
+            raise ValueError(f"JUMP_OBSTACLE_ID={jump} needs {jump + 1} skills before the jump-down one")
         mapping = normalize_cmd_vel_mapping(cmd_vel_mapping, k)
         follows_jump = jump_down_vel is None and jump in mapping
         if jump_down_vel is not None:
@@ -842,22 +602,9 @@ class ActorCriticClimbMutex(ActorCriticFieldMutex):
         elif follows_jump:
             mapping[k - 1] = mapping[jump]  # values are copied from the jump-up row at every resample
         self.jump_down_vel = None if jump_down_vel is None else mapping[k - 1]
-        super().__init__(
-            num_actor_obs,
-            num_critic_obs,
-            num_actions,
-            sub_policy_class_name,
-            paths,
-            cmd_vel_mapping=mapping,
-            **kwargs,
-        )
+        dims = (num_actor_obs, num_critic_obs, num_actions)
+        super().__init__(*dims, sub_policy_class_name, paths, cmd_vel_mapping=mapping, **kwargs)
         self._jump_down_follows_jump = follows_jump
-
-    def _num_selectable(self) -> int:
-        return self.num_sub_policies - 1
-
-    def _extra_selection_columns(self) -> int:
-        return 1  # the obstacle height (last column) must not be a one-hot column
 
     @torch.no_grad()
     def resample_cmd_vel_current(self, dones: torch.Tensor | None = None) -> None:
@@ -873,5 +620,6 @@ class ActorCriticClimbMutex(ActorCriticFieldMutex):
         height = observations[..., self._selection_slice.stop - 1]
         down = sel[..., jump] & (height <= 0)
         up = sel[..., jump] & ~down
-        sel = torch.cat([sel[..., :jump], up.unsqueeze(-1), sel[..., jump + 1 :], down.unsqueeze(-1)], dim=-1)
-        return sel
+        return torch.cat(
+            [sel[..., :jump], up.unsqueeze(-1), sel[..., jump + 1 :], down.unsqueeze(-1)], dim=-1
+        )

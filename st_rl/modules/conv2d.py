@@ -8,42 +8,26 @@ import torch
 import torch.nn as nn
 
 from st_rl.modules.mlp import MlpModel
-from st_rl.modules.utils import conv2d_output_shape, get_activation_Cls
+from st_rl.modules.utils import conv2d_output_shape, get_activation
+
+_NORMS = {"batchnorm": nn.BatchNorm2d, "bn": nn.BatchNorm2d, "instancenorm": nn.InstanceNorm2d}
 
 
 def _norm_layer(normlayer: str | type[nn.Module] | None, channels: int) -> nn.Module | None:
-    if normlayer is None:
-        return None
     if isinstance(normlayer, str):
-        key = normlayer.lower()
-        if key in ("batchnorm", "batchnorm2d", "bn"):
-            return nn.BatchNorm2d(channels)
-        if key in ("layernorm", "groupnorm", "ln"):
+        if normlayer.lower() in ("layernorm", "groupnorm", "ln"):
             return nn.GroupNorm(1, channels)  # LayerNorm over (C, H, W), independent of the resolution
-        if key in ("instancenorm", "instancenorm2d"):
-            return nn.InstanceNorm2d(channels)
-        cls = getattr(nn, normlayer, None)
+        cls = _NORMS.get(normlayer.lower().removesuffix("2d")) or getattr(nn, normlayer, None)
         if cls is None:
             raise ValueError(f"Unknown normlayer {normlayer!r}; use 'batchnorm', 'layernorm', 'instancenorm'")
         return cls(channels)
-    return normlayer(channels)
+    return None if normlayer is None else normlayer(channels)
 
 
 class Conv2dModel(nn.Module):
-    """A stack of ``Conv2d [-> norm] -> activation`` blocks.
-
-    Args:
-        in_channels: input channels.
-        channels: output channels per layer.
-        kernel_sizes: kernel size per layer.
-        strides: stride per layer; with ``use_maxpool`` the convolutions run at stride 1 and a ``MaxPool2d`` of
-            that size downsamples instead.
-        paddings: padding per layer (default 0).
-        nonlinearity: activation class or name.
-        use_maxpool: downsample with max-pooling instead of strides.
-        head_sizes: unused (kept for signature compatibility).
-        normlayer: ``None``, ``"batchnorm"``, ``"layernorm"``, ``"instancenorm"``, a ``torch.nn`` name or class.
-    """
+    """``Conv2d [-> normlayer] -> activation`` blocks; ``use_maxpool``: stride 1 and a ``MaxPool2d`` of the stride
+    instead. ``normlayer``: ``"batchnorm"``, ``"layernorm"``, ``"instancenorm"``, a ``torch.nn`` name or class;
+    ``head_sizes`` is unused (the reference's signature)."""
 
     def __init__(
         self,
@@ -61,11 +45,8 @@ class Conv2dModel(nn.Module):
         paddings = list(paddings) if paddings is not None else [0] * len(channels)
         if not len(channels) == len(kernel_sizes) == len(strides) == len(paddings):
             raise ValueError("channels, kernel_sizes, strides and paddings must have the same length")
-        act_cls = get_activation_Cls(nonlinearity)
-        if act_cls is None:
-            raise ValueError(f"Unknown nonlinearity {nonlinearity!r}")
-        self.kernel_sizes, self.paddings = list(kernel_sizes), paddings
-        self.strides = list(strides)
+        act_cls = type(get_activation(nonlinearity))
+        self.kernel_sizes, self.strides, self.paddings = list(kernel_sizes), list(strides), paddings
         self.use_maxpool = use_maxpool
         layers: list[nn.Module] = []
         last = in_channels
@@ -102,10 +83,7 @@ class Conv2dModel(nn.Module):
 
 
 class Conv2dHeadModel(nn.Module):
-    """``Conv2dModel`` followed by flattening and an ``MlpModel`` head (identity when no sizes are given).
-
-    Input ``(B, C, H, W)`` (any extra leading dims are folded into the batch).
-    """
+    """``Conv2dModel``, flattening and an ``MlpModel`` head (identity without sizes); input ``(..., C, H, W)``."""
 
     def __init__(
         self,
@@ -129,19 +107,12 @@ class Conv2dHeadModel(nn.Module):
         conv_size = self.conv.conv_out_size(h, w)
         if conv_size <= 0:
             raise ValueError(
-                f"The convolutions reduce a {h}x{w} image to nothing; use smaller kernels or strides"
+                f"Convolutions reduce a {h}x{w} image to nothing: use smaller kernels or strides"
             )
-        hidden = [hidden_sizes] if isinstance(hidden_sizes, int) else list(hidden_sizes or [])
-        if hidden or output_size is not None:
-            self.head: nn.Module = MlpModel(conv_size, hidden, output_size, nonlinearity)
-            self._output_size = int(output_size) if output_size is not None else int(hidden[-1])
-        else:
-            self.head = nn.Identity()
-            self._output_size = conv_size
-
-    @property
-    def output_size(self) -> int:
-        return self._output_size
+        has_head = bool(hidden_sizes) or output_size is not None
+        mlp = MlpModel(conv_size, hidden_sizes, output_size, nonlinearity) if has_head else None
+        self.head: nn.Module = mlp if mlp is not None else nn.Identity()
+        self.output_size = mlp.output_size if mlp is not None else conv_size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-3]

@@ -1,11 +1,4 @@
-"""Encoders on named observation components.
-
-An encoded component's columns are replaced, in place, by a learned latent of ``encoder_output_size``; the other
-columns keep their values and order. Encoders are ``MlpModel`` (any component, flattened: a legged_gym
-``height_measurements`` of shape (1, nx, ny) enters as nx * ny columns) or ``Conv2dHeadModel`` (a (C, H, W) image
-component, kept in its shape); both end in an activation, as the reference does. The default nonlinearity is the
-reference's ``MlpModel`` / ``Conv2dHeadModel`` default, ReLU, not the policy's activation.
-"""
+"""Encoders replacing named observation components, in place, by learned latents (``MlpModel`` or ``Conv2dHeadModel``)."""
 
 from __future__ import annotations
 
@@ -49,30 +42,16 @@ class EncoderLayout:
         self.input_width = sum(math.prod(s) for s in segs.values())
         encoded = sum(sl.stop - sl.start for sl, _ in self.slices)
         self.output_width = self.input_width - encoded + len(self.slices) * self.output_size
-        # Pieces in layout order: ("raw", slice) for pass-through columns, ("enc", i) for encoder i.
-        order = sorted(range(len(self.slices)), key=lambda i: self.slices[i][0].start)
-        self.pieces: list[tuple[str, Any]] = []
-        cursor = 0
-        for i in order:
-            sl = self.slices[i][0]
-            if sl.start > cursor:
-                self.pieces.append(("raw", slice(cursor, sl.start)))
-            self.pieces.append(("enc", i))
-            cursor = sl.stop
-        if cursor < self.input_width:
-            self.pieces.append(("raw", slice(cursor, self.input_width)))
+        # pieces in layout order: ("raw", column slice) or ("enc", encoder index)
+        names = self.component_names
+        self.pieces: list[tuple[str, Any]] = [
+            ("enc", names.index(n)) if n in names else ("raw", get_obs_slice(segs, n)[0]) for n in segs
+        ]
 
     def component_input(
         self, observations: torch.Tensor, index: int, encoder: nn.Module | None = None
     ) -> torch.Tensor:
-        """Columns of component ``index``: flat for an MLP encoder, in the component's shape otherwise.
-
-        Args:
-            observations: (..., input_width) observations.
-            index: position of the component in ``component_names``.
-            encoder: the module that will read the input; an ``MlpModel`` gets the flat columns, any other
-                module (``None`` included) the component's shape.
-        """
+        """Columns of component ``index``: flat for an ``MlpModel`` ``encoder``, else in the component's shape."""
         sl, shape = self.slices[index]
         columns = observations[..., sl]
         if isinstance(encoder, MlpModel):
@@ -86,22 +65,17 @@ class EncoderLayout:
 
     def embed(self, observations: torch.Tensor, encoders: nn.ModuleList) -> torch.Tensor:
         """Replace each encoded component by its latent (any leading dims)."""
-        if observations.shape[-1] != self.input_width:
-            raise ValueError(
-                f"Observation width {observations.shape[-1]} does not match the layout ({self.input_width} columns: "
-                f"{dict(self.segments)})"
-            )
-        parts = []
-        for kind, ref in self.pieces:
-            if kind == "raw":
-                parts.append(observations[..., ref])
-            else:
-                parts.append(self.encode(observations, ref, encoders))
+        if (width := observations.shape[-1]) != self.input_width:
+            raise ValueError(f"Observation width {width} does not match the layout {dict(self.segments)}")
+        parts = [
+            observations[..., r] if k == "raw" else self.encode(observations, r, encoders)
+            for k, r in self.pieces
+        ]
         return torch.cat(parts, dim=-1)
 
 
 def _as_list(value: Any, n: int, what: str) -> list[Any]:
-    if isinstance(value, (list, tuple)) and not (what == "kwargs" and isinstance(value, Mapping)):
+    if isinstance(value, (list, tuple)):
         if len(value) != n:
             raise ValueError(f"encoder {what} has {len(value)} entries for {n} encoded components")
         return list(value)
@@ -120,9 +94,7 @@ def build_encoders(
     modules = []
     for i, (cls, kw) in enumerate(zip(classes, kwargs_list)):
         if cls not in DEFAULT_ENCODER_KWARGS:
-            raise ValueError(
-                f"encoder_class_name {cls!r} is not supported; use 'MlpModel' or 'Conv2dHeadModel'"
-            )
+            raise ValueError(f"encoder_class_name {cls!r} is not 'MlpModel' or 'Conv2dHeadModel'")
         merged = {**DEFAULT_ENCODER_KWARGS[cls], **dict(kw or {})}
         merged.pop("output_size", None)
         hidden = merged.pop("hidden_sizes", [])
@@ -150,9 +122,8 @@ def attach_encoders(
     policy: Any, names: list[str], class_name: Any, kwargs: Any, output_size: int | None,
     critic_names: Sequence[str] | str | None, critic_class_name: Any, critic_kwargs: Any,
 ) -> None:  # fmt: skip
-    """Give ``policy`` its encoder part: ``actor_layout`` / ``encoders`` for ``names`` and, by
-    ``critic_names``, none (critic unencoded), ``"shared"`` (the actor's encoders on the critic layout) or
-    ``critic_layout`` / ``critic_encoders`` (with the actor's class and kwargs by default)."""
+    """Give ``policy`` ``actor_layout`` / ``encoders`` for ``names`` and, by ``critic_names``: nothing,
+    ``"shared"`` (the actor's encoders on the critic layout) or ``critic_layout`` / ``critic_encoders``."""
     out = int(output_size) if output_size is not None else DEFAULT_ENCODER_OUTPUT_SIZE
     policy.encoder_component_names = names
     policy.encoder_output_size = out
@@ -166,9 +137,8 @@ def attach_encoders(
     if critic_names == "shared" and not names:
         raise ValueError("critic_encoder_component_names='shared' needs encoder_component_names")
     critic_segments = require_segments(policy.privileged_obs_segments, "privileged_obs")
-    policy.critic_layout = EncoderLayout(
-        critic_segments, names if critic_names == "shared" else list(critic_names), out
-    )
+    critic_list = names if critic_names == "shared" else list(critic_names)
+    policy.critic_layout = EncoderLayout(critic_segments, critic_list, out)
     if critic_names != "shared":
         critic_kwargs = critic_kwargs if critic_kwargs is not None else kwargs
         critic_class_name = critic_class_name if critic_class_name is not None else class_name
@@ -199,8 +169,7 @@ def encoder_latent(policy: Any, observations: torch.Tensor, component: str, crit
 def attach_visual_encoder(
     policy: Any, component: str, kwargs: Mapping[str, Any], latent: int, privileged_segments: Any
 ) -> None:
-    """Give ``policy`` its visual part: ``visual_layout`` and ``visual_encoder``, a ``Conv2dHeadModel``
-    encoding the image ``component`` (C, H, W) into ``latent`` columns."""
+    """Give ``policy`` ``visual_layout`` and ``visual_encoder`` (image ``component`` -> ``latent`` columns)."""
     layout = EncoderLayout(require_segments(policy.obs_segments, "obs"), [component], latent)
     _, shape = layout.slices[0]
     if len(shape) != 3:
@@ -210,7 +179,4 @@ def attach_visual_encoder(
     policy.visual_layout = layout
     policy.visual_encoder = Conv2dHeadModel(shape, output_size=latent, **kwargs)
     if privileged_segments is not None:
-        warnings.warn(
-            "Visual policies encode the actor's image only; the critic reads its observations unchanged.",
-            stacklevel=4,
-        )
+        warnings.warn("The critic of a visual policy reads its observations unencoded.", stacklevel=4)

@@ -18,19 +18,8 @@ AdaptorActorHiddenState = namedarraytuple("AdaptorActorHiddenState", ["adaptor",
 
 
 class Memory(nn.Module):
-    """An LSTM or GRU with two modes.
-
-    * **Rollout mode** (``hidden_states`` not given): ``x`` is (B, D); the stored hidden state is used and
-      updated; returns (B, H).
-    * **Batch mode** (``hidden_states`` given): ``x`` is (T, B, D) padded trajectories starting from
-      ``hidden_states``; returns (T, B, H), or, with ``masks``, the outputs unpadded back to (T, N, H).
-
-    Args:
-        input_size: input width.
-        type: ``"lstm"`` or ``"gru"``.
-        num_layers: stacked layers.
-        hidden_size: hidden width.
-    """
+    """An LSTM or GRU. Rollout mode: ``x`` (B, D) -> (B, H) with the stored hidden state. Batch mode: padded
+    trajectories (T, B, D) from ``hidden_states`` -> (T, B, H), unpadded to (T, N, H) with ``masks``."""
 
     def __init__(
         self, input_size: int, type: str = "lstm", num_layers: int = 1, hidden_size: int = 256
@@ -42,13 +31,9 @@ class Memory(nn.Module):
         rnn_cls = nn.LSTM if kind == "lstm" else nn.GRU
         self.rnn = rnn_cls(input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
         self.memory_type = kind
-        self.hidden_size = hidden_size
-        self.num_layers = num_layers
+        self._parts = ["hidden", "cell"] if kind == "lstm" else ["hidden"]
+        self.hidden_size, self.num_layers = hidden_size, num_layers
         self.hidden_states: Any = None
-
-    @property
-    def _parts(self) -> list[str]:
-        return ["hidden", "cell"] if self.memory_type == "lstm" else ["hidden"]
 
     def _split(self, state: Any) -> tuple[torch.Tensor, ...]:
         return tuple(state) if self.memory_type == "lstm" else (state,)
@@ -63,21 +48,20 @@ class Memory(nn.Module):
         if hidden_states is not None:
             if self.memory_type == "lstm" and not isinstance(hidden_states, tuple):
                 raise ValueError("An LSTM memory needs (hidden, cell) hidden states in batch mode")
-            out, _ = self._run(x, tuple(hidden_states) if self.memory_type == "lstm" else hidden_states)
+            out, _ = self._run(x, hidden_states)
             return unpad_trajectories(out, masks) if masks is not None else out
         if self.hidden_states is None:
             dtype = torch.promote_types(x.dtype, torch.float32)
             self.hidden_states = self.initial_state(x.shape[0], x.device, dtype)
-        state = tuple(self.hidden_states) if self.memory_type == "lstm" else self.hidden_states
-        out, new_state = self._run(x.unsqueeze(0), state)
+        out, new_state = self._run(x.unsqueeze(0), self.hidden_states)
         # Under bfloat16 autocast an LSTM returns bfloat16 states; the rollout memory stays in full precision.
         self.hidden_states = self._join(full_precision(h) for h in self._split(new_state))
         return out.squeeze(0)
 
     def _run(self, x: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        state = tuple(state) if self.memory_type == "lstm" else state
         if x.device.type == "cpu" and autocast_enabled("cpu") and not has_fast_bf16("cpu"):
-            # oneDNN has no bfloat16 LSTM on CPUs without AVX512-BF16/AMX ("could not create a primitive
-            # descriptor for the LSTM forward propagation primitive"): there the memory runs in float32.
+            # oneDNN has no bfloat16 LSTM on CPUs without AVX512-BF16/AMX
             with torch.autocast("cpu", enabled=False):
                 return self.rnn(x.float(), state)
         return self.rnn(x, state)
@@ -90,7 +74,7 @@ class Memory(nn.Module):
         return self._join(torch.zeros(shape, device=device, dtype=dtype) for _ in self._parts)
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
-        """Zero the hidden state of the finished sequences (all of them when ``dones``, bool or 0/1, is None)."""
+        """Zero the hidden state of the finished sequences (all when ``dones`` is None)."""
         if self.hidden_states is None:
             return
         first = self._split(self.hidden_states)[0]
@@ -101,20 +85,17 @@ class Memory(nn.Module):
         self.hidden_states = self._join(h * keep for h in self._split(self.hidden_states))
 
     def detach_hidden_states(self) -> None:
-        """Cut the gradient history of the stored hidden state."""
         if self.hidden_states is not None:
             self.hidden_states = self._join(h.detach() for h in self._split(self.hidden_states))
 
     def rollout_state(self) -> dict[str, torch.Tensor]:
-        """A copy of the rollout hidden state for a checkpoint: ``{"hidden": (L, B, H)}`` (GRU) or
-        ``{"hidden": ..., "cell": ...}`` (LSTM); ``{}`` before the first rollout step."""
+        """A copy of the rollout state: ``{"hidden": (L, B, H)[, "cell": ...]}``, ``{}`` before the first step."""
         if self.hidden_states is None:
             return {}
         return {k: h.detach().clone() for k, h in zip(self._parts, self._split(self.hidden_states))}
 
     def check_rollout_state(self, state: Any, batch_size: int | None = None) -> None:
-        """Raise ``ValueError`` if :meth:`load_rollout_state` would refuse ``state`` (``batch_size``: the number
-        of sequences expected; None accepts any)."""
+        """Raise ``ValueError`` if ``state`` does not fit (``batch_size`` sequences; None accepts any)."""
         if not isinstance(state, dict):
             raise ValueError(f"expected a dict of tensors, got a {type(state).__name__}")
         if not state:
@@ -127,18 +108,12 @@ class Memory(nn.Module):
             if not isinstance(value, torch.Tensor) or not value.is_floating_point():
                 raise ValueError(f"{part!r} is not a floating-point tensor")
             if value.dim() != 3 or value.shape[0] != layers or value.shape[2] != hidden:
-                raise ValueError(
-                    f"{part!r} has shape {tuple(value.shape)}, expected ({layers}, batch, {hidden})"
-                )
+                raise ValueError(f"{part!r} has shape {tuple(value.shape)}, not ({layers}, batch, {hidden})")
             if batch_size is not None and value.shape[1] != batch_size:
                 raise ValueError(f"{part!r} holds {value.shape[1]} sequences, expected {batch_size}")
 
     def load_rollout_state(self, state: dict[str, torch.Tensor], batch_size: int | None = None) -> None:
-        """Restore a :meth:`rollout_state` (``{}``: no state yet, the next rollout step starts from zeros).
-
-        Raises:
-            ValueError: the state does not fit this memory (see :meth:`check_rollout_state`).
-        """
+        """Restore a :meth:`rollout_state` (``{}``: the next step starts from zeros); ValueError if it does not fit."""
         self.check_rollout_state(state, batch_size)
         param = next(self.rnn.parameters())
         loaded = (state[k].to(param.device, param.dtype).clone() for k in self._parts)
@@ -146,7 +121,7 @@ class Memory(nn.Module):
 
 
 class NoMemory(nn.Module):
-    """The memory part of a feed-forward policy: passes its input through; every memory method is a no-op."""
+    """The memory part of a feed-forward policy: a pass-through."""
 
     hidden_states: Any = None
 
@@ -156,24 +131,19 @@ class NoMemory(nn.Module):
         return x
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
-        """Nothing to forget."""
+        pass
 
     def detach_hidden_states(self) -> None:
-        """Nothing to detach."""
+        pass
 
 
-# ---------------------------------------------------------------------------- the memories of a policy
+# the memories of a policy: actor, critic, state estimator, privileged-state adaptor
 POLICY_MEMORIES = ("memory_a", "memory_c", "memory_s", "memory_p")
-"""Attributes of a policy's memories: actor, critic, state estimator, privileged-state adaptor."""
 
 
 def attach_memories(policy: Any, spec: Any) -> None:
-    """Give ``policy`` its memories for a ``MemorySpec`` (or none for None).
-
-    ``memory_a`` / ``memory_c`` exist only on recurrent policies: legged_gym's exporter takes any policy with a
-    ``memory_a`` for an LSTM one. The forward passes use ``_actor_memory`` / ``_critic_memory``, plain references
-    (not registered twice) to those memories or to a :class:`NoMemory` pass-through.
-    """
+    """Give ``policy`` ``memory_a`` / ``memory_c`` for a ``MemorySpec`` (None: none, as legged_gym's exporter expects)
+    and the unregistered references ``_actor_memory`` / ``_critic_memory`` the forward passes use."""
     actor_memory: nn.Module = NoMemory()
     critic_memory: nn.Module = actor_memory
     if spec is not None:
@@ -185,7 +155,7 @@ def attach_memories(policy: Any, spec: Any) -> None:
 
 
 def named_memories(policy: nn.Module) -> dict[str, Memory]:
-    """The policy's :class:`Memory` attributes among :data:`POLICY_MEMORIES` (none in feed-forward policies)."""
+    """The policy's :class:`Memory` attributes among :data:`POLICY_MEMORIES`."""
     return {n: m for n in POLICY_MEMORIES if isinstance(m := getattr(policy, n, None), Memory)}
 
 
@@ -197,9 +167,8 @@ def split_estimator_hidden(hidden_states: Any) -> tuple[Any, Any]:
 
 
 def get_policy_hidden_states(policy: Any) -> Any:
-    """``ActorCriticHiddenState(actor, critic)`` of the policy's rollout memories, the actor field nesting
-    ``AdaptorActorHiddenState`` / ``EstimatorActorHiddenState`` when those parts have memories; ``None`` for
-    feed-forward policies."""
+    """``ActorCriticHiddenState(actor, critic)`` of the rollout memories (the actor field nests the adaptor's and
+    estimator's states); ``None`` for feed-forward policies."""
     if not policy.is_recurrent:
         return None
     actor = policy.memory_a.hidden_states
@@ -224,8 +193,7 @@ def set_policy_hidden_states(policy: Any, hidden_states: Any) -> None:
 
 
 def check_rollout_states(memories: dict[str, Memory], state: Any, batch_size: int | None = None) -> None:
-    """Raise ``ValueError`` naming the memory if ``state`` (memory name -> :meth:`Memory.rollout_state`) does
-    not fit ``memories``."""
+    """Raise ``ValueError`` naming the memory if ``state`` (name -> :meth:`Memory.rollout_state`) does not fit."""
     if not isinstance(state, dict):
         raise ValueError(f"expected a dict of memory states, got a {type(state).__name__}")
     if sorted(state) != sorted(memories):

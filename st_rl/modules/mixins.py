@@ -1,13 +1,4 @@
-"""The reference's policy mixins, as declarations of parts.
-
-The reference builds policies by stacking mixins on a base class, e.g.
-``class EncoderStateAcRecurrent(EstimatorMixin, EncoderActorCriticMixin, ActorCriticRecurrent)``. Here a mixin
-only declares the :class:`~st_rl.modules.actor_critic.PolicyParts` field it switches on (``policy_parts``); a
-class listing mixins before an :class:`~st_rl.modules.actor_critic.ActorCritic` base gets its base's ``parts``
-plus its mixins'. The mixins add no constructor (:class:`ActorCritic` takes every part's keyword arguments, see
-the preset named in each docstring), and the parts always run in one order (adaptor, estimator, encoders /
-visual encoder, memories, heads), whatever the order of the mixins.
-"""
+"""The reference's policy mixins, as declarations of ``PolicyParts`` fields added to an ``ActorCritic`` base's."""
 
 from __future__ import annotations
 
@@ -15,20 +6,9 @@ from typing import Any, ClassVar
 
 from st_rl.modules.actor_critic import ActorCritic
 
-__all__ = [
-    "AmpMixin",
-    "DeterministicPolicyMixin",
-    "EncoderActorCriticMixin",
-    "EstimatorMixin",
-    "PolicyMixin",
-    "PrivilegeEstimatorMixin",
-    "VisualActorCriticMixin",
-]
-
 
 class PolicyMixin:
-    """Base of the policy mixins: a subclass declares ``policy_parts`` (``PolicyParts`` fields to switch on),
-    added to the ``parts`` of an :class:`ActorCritic` subclass unless that class sets ``parts`` itself."""
+    """Base of the mixins: ``policy_parts`` are added to an ``ActorCritic`` subclass's ``parts``, unless it sets them."""
 
     policy_parts: ClassVar[dict[str, Any]] = {}
 
@@ -55,8 +35,7 @@ class EstimatorMixin(PolicyMixin):
 
 
 class PrivilegeEstimatorMixin(PolicyMixin):
-    """A privileged-state adaptor, with its own memory on a recurrent base (arguments as
-    ``PrivilegeStateAc`` / ``PrivilegeStateAcRecurrent``)."""
+    """A privileged-state adaptor (arguments as ``PrivilegeStateAc``)."""
 
     policy_parts: ClassVar[dict[str, Any]] = {"adaptor": True}
 

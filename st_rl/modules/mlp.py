@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn as nn
 
-from st_rl.modules.utils import get_activation_Cls
+from st_rl.modules.utils import get_activation, get_activation_Cls
 from st_rl.utils.precision import autocast_enabled
 
 
@@ -30,24 +30,14 @@ def mlp_layers(
     if output_size is not None:
         layers.append(nn.Linear(last, int(output_size)))
         if output_activation is not None:
-            out_cls = get_activation_Cls(output_activation)
-            if out_cls is None:
-                raise ValueError(f"Unknown output activation {output_activation!r}")
-            layers.append(out_cls())
+            layers.append(get_activation(output_activation))
     return layers
 
 
 class PolicyHead(nn.Sequential):
-    """An MLP (``nn.Sequential``, same parameter names) whose output layer runs in float32 under autocast.
-
-    With ``precision="bf16"`` the hidden layers run in bfloat16, but the last ``Linear`` (and any output
-    activation after it) takes float32 inputs and weights: action means and values keep float32 resolution, so
-    the rollout's and the update's values and log-probabilities agree and GAE is not fed rounding noise
-    (a value of 5 in bfloat16 is only resolved to 0.03, about a step's reward).
-
-    ``torch.jit.script`` compiles it as the plain MLP (all layers in the input's dtype, float32 for float32
-    inputs): equal to the eager module outside autocast, which is how inference policies run.
-    """
+    """An MLP (``nn.Sequential``) whose output layer runs in float32 under autocast, so that action means and
+    values keep float32 resolution with ``precision="bf16"`` (bfloat16 resolves a value of 5 only to 0.03).
+    ``torch.jit.script`` compiles it as the plain MLP."""
 
     def __init__(self, *layers: nn.Module) -> None:
         super().__init__(*layers)
@@ -76,14 +66,8 @@ class PolicyHead(nn.Sequential):
 
 
 class MlpModel(nn.Module):
-    """MLP: each hidden layer is ``Linear`` + activation; ``output_size`` adds a final plain ``Linear``.
-
-    Args:
-        input_size: input width.
-        hidden_sizes: a list, a single int, or ``None`` for no hidden layer.
-        output_size: width of the final linear layer; ``None`` makes the last hidden layer the output.
-        nonlinearity: activation class or name (``"elu"``, ``"ReLU"``, ...).
-    """
+    """MLP: ``Linear`` + activation per hidden size (a list, an int or None), then a plain ``Linear`` of
+    ``output_size`` (None: the last hidden layer is the output)."""
 
     def __init__(
         self,
@@ -93,19 +77,12 @@ class MlpModel(nn.Module):
         nonlinearity: str | type[nn.Module] = nn.ReLU,
     ) -> None:
         super().__init__()
-        if isinstance(hidden_sizes, int):
-            hidden_sizes = [hidden_sizes]
-        hidden_sizes = list(hidden_sizes or [])
+        hidden_sizes = [hidden_sizes] if isinstance(hidden_sizes, int) else list(hidden_sizes or [])
         if not hidden_sizes and output_size is None:
             raise ValueError("MlpModel needs hidden_sizes or output_size.")
         self.model = nn.Sequential(*mlp_layers(input_size, hidden_sizes, output_size, nonlinearity))
-        self._output_size = int(output_size) if output_size is not None else int(hidden_sizes[-1])
+        self.output_size = int(output_size) if output_size is not None else int(hidden_sizes[-1])
         self.input_size = int(input_size)
-
-    @property
-    def output_size(self) -> int:
-        """Width of the output."""
-        return self._output_size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)

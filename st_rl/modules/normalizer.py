@@ -17,25 +17,11 @@ class NonFiniteObservationError(ValueError):
 
 
 class EmpiricalNormalization(nn.Module):
-    """Normalise with running mean and variance: ``(x - mean) / (std + eps)``.
+    """``(x - mean) / (std + eps)`` with running statistics, updated in training mode (all ranks' batches) until
+    ``count`` reaches ``until``. A batch with NaN or Inf is refused: on the CPU :meth:`update` raises
+    :class:`NonFiniteObservationError`, on an accelerator :meth:`raise_if_nonfinite` does later."""
 
-    Statistics are updated from every batch seen in training mode (frozen in ``eval()``) until ``count``
-    reaches ``until``, merging the batches of all ranks in a ``torch.distributed`` run; the merge of batch
-    moments is exact. ``count`` is a saved buffer; buffers are updated in place (safe in
-    ``torch.inference_mode``). ``torch.jit.script`` compiles it as :meth:`normalize`, which never updates.
-
-    A batch holding NaN or Inf never reaches the statistics: on the CPU :meth:`update` raises
-    :class:`NonFiniteObservationError`; on an accelerator (where checking would cost a host sync every step) the
-    batch is skipped and counted, and :meth:`raise_if_nonfinite` raises later.
-
-    Args:
-        shape: shape of one observation (int or sequence).
-        eps: added to the standard deviation.
-        until: stop updating once this many samples have been seen (``None``: never stop).
-        name: how errors name this normaliser (e.g. ``"actor_obs_normalizer"``).
-    """
-
-    if TYPE_CHECKING:  # buffer types for the type checker; TorchScript cannot read them as annotations
+    if TYPE_CHECKING:  # TorchScript cannot read buffer annotations
         _mean: torch.Tensor
         _var: torch.Tensor
         _std: torch.Tensor
@@ -49,10 +35,8 @@ class EmpiricalNormalization(nn.Module):
         name: str | None = None,
     ) -> None:
         super().__init__()
-        self.name = name
+        self.name, self.eps, self.until = name, eps, until
         shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
-        self.eps = eps
-        self.until = until
         self.register_buffer("_mean", torch.zeros(1, *shape))
         self.register_buffer("_var", torch.ones(1, *shape))
         self.register_buffer("_std", torch.ones(1, *shape))
@@ -69,9 +53,7 @@ class EmpiricalNormalization(nn.Module):
         return self._std.squeeze(0).clone()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.jit.is_scripting():  # resolved when scripting: the compiled forward only normalises
-            return self.normalize(x)
-        if self.training:
+        if not torch.jit.is_scripting() and self.training:  # the scripted forward only normalises
             self.update(x)
         return self.normalize(x)
 
@@ -82,12 +64,7 @@ class EmpiricalNormalization(nn.Module):
     @torch.jit.unused
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
-        """Merge the moments of batch ``x`` (leading dims flattened) into the running statistics.
-
-        Raises:
-            NonFiniteObservationError: ``x`` holds NaN or Inf (on the CPU; see the class docstring); the
-                statistics are unchanged.
-        """
+        """Merge the moments of batch ``x`` (leading dims flattened) into the running statistics."""
         if self.until is not None and self._count_host >= self.until:
             return
         x = x.reshape(-1, *self._mean.shape[1:]).to(self._mean.dtype)
@@ -95,23 +72,19 @@ class EmpiricalNormalization(nn.Module):
         if n == 0:
             return
         var_x, mean_x = torch.var_mean(x, dim=0, keepdim=True, correction=0)
-        # In a multi-rank run every rank merges the moments of all ranks' batches, so statistics stay equal.
-        n, mean_x, var_x = reduce_moments(n, mean_x, var_x)
-        # NaN or Inf anywhere in the batch makes its moments non-finite (so does a batch too large to square).
+        n, mean_x, var_x = reduce_moments(n, mean_x, var_x)  # all ranks' batches
         finite = torch.isfinite(mean_x).all() & torch.isfinite(var_x).all()
         if self._mean.device.type == "cpu" and not bool(finite):
             raise NonFiniteObservationError(
-                f"{self._label()} was given a batch of {n} observations holding NaN or Inf; its statistics "
-                "were not updated. Find where the observations become non-finite (the environment, or the "
-                "code feeding this normaliser) or clip them."
+                f"{self._label()} was given a batch of {n} observations holding NaN or Inf (not updated): "
+                "find where the observations become non-finite, or clip them."
             )
         self._guarded_update(n, mean_x, var_x, finite)
 
     def _guarded_update(
         self, n: int, mean_x: torch.Tensor, var_x: torch.Tensor, finite: torch.Tensor
     ) -> None:
-        """Merge batch moments without a host sync: a non-finite batch leaves the statistics as they were (it
-        still counts towards ``until``) and is counted for :meth:`raise_if_nonfinite`."""
+        # without a host sync: a non-finite batch leaves the statistics unchanged but counts towards ``until``
         count_new = self._count_host + n
         rate = n / count_new
         delta = mean_x - self._mean
@@ -130,15 +103,14 @@ class EmpiricalNormalization(nn.Module):
         return f"Normaliser '{self.name}'" if self.name else f"Normaliser EmpiricalNormalization{shape}"
 
     def raise_if_nonfinite(self) -> None:
-        """Raise :class:`NonFiniteObservationError` if batches with NaN/Inf were skipped on an accelerator since
-        the last call (one host sync)."""
+        """Raise :class:`NonFiniteObservationError` if batches with NaN/Inf were skipped since the last call."""
         if self._skipped is None:
             return
         skipped, self._skipped = int(self._skipped), None
         if skipped:
             raise NonFiniteObservationError(
-                f"{self._label()} skipped {skipped} batch(es) of observations holding NaN or Inf; its "
-                "statistics exclude them. Find where the observations become non-finite or clip them."
+                f"{self._label()} skipped {skipped} batch(es) of observations holding NaN or Inf: find where the "
+                "observations become non-finite, or clip them."
             )
 
     @torch.no_grad()
@@ -149,7 +121,7 @@ class EmpiricalNormalization(nn.Module):
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # type: ignore[override]
         key = prefix + "count"
         if key not in state_dict:
-            # Older checkpoints (rsl_rl 2.0) lack the count: treat the statistics as mature.
+            # rsl_rl 2.0 checkpoints lack the count: treat the statistics as mature
             state_dict = dict(state_dict)
             state_dict[key] = torch.tensor(int(self.until or 1e8), dtype=torch.long)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
@@ -157,15 +129,11 @@ class EmpiricalNormalization(nn.Module):
 
 
 def attach_obs_normalizers(policy: Any, actor: bool = True, critic: bool = True) -> None:
-    """Give ``policy`` fresh running-statistics normalisers ``actor_obs_normalizer`` / ``critic_obs_normalizer``
-    (flagged by ``actor_obs_normalization`` / ``critic_obs_normalization``) where it has none yet."""
+    """Give ``policy`` fresh ``actor_obs_normalizer`` / ``critic_obs_normalizer`` where it has none yet."""
     device = policy.std.device
-    for side, on, width in (
-        ("actor", actor, policy.num_actor_obs),
-        ("critic", critic, policy.num_critic_obs),
-    ):
+    for side, on in (("actor", actor), ("critic", critic)):
         if on and not getattr(policy, f"{side}_obs_normalization"):
-            name = f"{side}_obs_normalizer"
+            name, width = f"{side}_obs_normalizer", getattr(policy, f"num_{side}_obs")
             setattr(policy, name, EmpiricalNormalization([width], until=int(1e8), name=name).to(device))
             setattr(policy, f"{side}_obs_normalization", True)
 
@@ -191,15 +159,9 @@ class RunningMeanStd:
         self.update_from_moments(x.mean(axis=0), x.var(axis=0), x.shape[0])
 
     def update_from_moments(self, batch_mean: Any, batch_var: Any, batch_count: int) -> None:
-        delta = batch_mean - self.mean
-        total = self.count + batch_count
-        new_mean = self.mean + delta * batch_count / total
-        m2 = (
-            self.var * self.count
-            + batch_var * batch_count
-            + np.square(delta) * self.count * batch_count / total
-        )
-        self.mean, self.var, self.count = new_mean, m2 / total, total
+        n, delta, total = batch_count, batch_mean - self.mean, self.count + batch_count
+        m2 = self.var * self.count + batch_var * n + np.square(delta) * self.count * n / total
+        self.mean, self.var, self.count = self.mean + delta * n / total, m2 / total, total
 
     def state_dict(self) -> dict[str, Any]:
         return {"mean": torch.from_numpy(self.mean.copy()), "var": torch.from_numpy(self.var.copy()),
@@ -212,25 +174,17 @@ class RunningMeanStd:
 
 
 class Normalizer(RunningMeanStd):
-    """AMP-style normaliser: ``clip((x - mean) / sqrt(var + epsilon), -clip_obs, clip_obs)``.
-
-    Args:
-        input_dim: feature width.
-        epsilon: added to the variance (and the initial count).
-        clip_obs: symmetric clip of the normalised values.
-    """
+    """AMP-style normaliser: ``clip((x - mean) / sqrt(var + epsilon), -clip_obs, clip_obs)``."""
 
     def __init__(self, input_dim: int | Sequence[int], epsilon: float = 1e-4, clip_obs: float = 10.0) -> None:
         shape = (int(input_dim),) if isinstance(input_dim, int) else tuple(input_dim)
         super().__init__(epsilon=epsilon, shape=shape)
-        self.epsilon = epsilon
-        self.clip_obs = clip_obs
+        self.epsilon, self.clip_obs = epsilon, clip_obs
 
     def normalize(self, x: Any) -> np.ndarray:
         """NumPy normalisation (no statistics update)."""
-        return np.clip(
-            (np.asarray(x) - self.mean) / np.sqrt(self.var + self.epsilon), -self.clip_obs, self.clip_obs
-        )
+        z = (np.asarray(x) - self.mean) / np.sqrt(self.var + self.epsilon)
+        return np.clip(z, -self.clip_obs, self.clip_obs)
 
     def normalize_torch(self, x: torch.Tensor, device: Any = None, update: bool = False) -> torch.Tensor:
         """Torch normalisation on ``device``; ``update=True`` first merges ``x`` into the statistics."""

@@ -1,8 +1,4 @@
-"""Reference name (st_rl/compat.py): the estimator policies under the reference's module name.
-
-The reference defines them in ``state_estimator.py``; here they are presets of
-:class:`~st_rl.modules.actor_critic.ActorCritic` (``PolicyParts(estimator=True)``).
-"""
+"""Reference name (st_rl/compat.py): the estimator policies under the reference's module name."""
 
 from st_rl.modules.actor_critic import StateAc
 from st_rl.modules.actor_critic_recurrent import EstimatorActorHiddenState, StateAcRecurrent

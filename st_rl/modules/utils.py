@@ -6,57 +6,31 @@ import warnings
 
 import torch.nn as nn
 
-_ACTIVATIONS: dict[str, type[nn.Module]] = {
-    "elu": nn.ELU,
-    "selu": nn.SELU,
-    "relu": nn.ReLU,
-    "crelu": nn.ReLU,
-    "lrelu": nn.LeakyReLU,
-    "tanh": nn.Tanh,
-    "sigmoid": nn.Sigmoid,
-    "celu": nn.CELU,
-    "gelu": nn.GELU,
-    "silu": nn.SiLU,
-    "softsign": nn.Softsign,
-    "identity": nn.Identity,
-}
+# every torch.nn module class by its lower-case name, plus the reference's short names
+_ACTIVATIONS = {n.lower(): c for n, c in vars(nn).items() if isinstance(c, type) and issubclass(c, nn.Module)}
+_ACTIVATIONS.update(crelu=nn.ReLU, lrelu=nn.LeakyReLU)
 
 
 def get_activation_Cls(name: str | type[nn.Module] | None) -> type[nn.Module] | None:  # noqa: N802
-    """Return the activation class for ``name``.
-
-    Accepts the short names (``elu``, ``selu``, ``relu``, ``crelu``, ``lrelu``, ``tanh``, ``sigmoid``, ...),
-    any ``torch.nn`` class name (``"ELU"``, ``"Mish"``) or a class. Returns ``None`` (with a warning) for an
-    unknown name, as the reference does.
-    """
+    """The activation class for a ``torch.nn`` class name (any case), ``crelu``, ``lrelu`` or a class; ``None`` with
+    a warning for an unknown name, as the reference does."""
     if name is None:
         return None
     if isinstance(name, type) and issubclass(name, nn.Module):
         return name
-    key = str(name)
-    if key.lower() in _ACTIVATIONS:
-        return _ACTIVATIONS[key.lower()]
-    cls = getattr(nn, key, None)
-    if isinstance(cls, type) and issubclass(cls, nn.Module):
-        return cls
+    if str(name).lower() in _ACTIVATIONS:
+        return _ACTIVATIONS[str(name).lower()]
     warnings.warn(
-        f"Unknown activation '{name}'; use one of {sorted(_ACTIVATIONS)} or a torch.nn class name.",
-        stacklevel=2,
+        f"Unknown activation '{name}'; use a torch.nn class name such as 'ELU' or 'elu'.", stacklevel=2
     )
     return None
 
 
 def get_activation(name: str | type[nn.Module]) -> nn.Module:
-    """Return an activation instance for ``name``.
-
-    Raises:
-        ValueError: if the name is unknown.
-    """
+    """An activation instance for ``name``; ValueError if the name is unknown."""
     cls = get_activation_Cls(name)
     if cls is None:
-        raise ValueError(
-            f"Unknown activation '{name}'; available: {sorted(_ACTIVATIONS)} or any torch.nn name."
-        )
+        raise ValueError(f"Unknown activation '{name}'; use a torch.nn class name such as 'ELU' or 'elu'.")
     return cls()
 
 
@@ -69,11 +43,10 @@ def conv2d_output_shape(
     dilation: int | tuple[int, int] = 1,
 ) -> tuple[int, int]:
     """Output ``(h, w)`` of a ``Conv2d`` (the formula of the PyTorch docs)."""
-
-    def pair(v: int | tuple[int, int]) -> tuple[int, int]:
-        return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
-
-    k, s, p, d = pair(kernel_size), pair(stride), pair(padding), pair(dilation)
+    k, s, p, d = (
+        (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+        for v in (kernel_size, stride, padding, dilation)
+    )
     h = (h_in + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
     w = (w_in + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
     return h, w
