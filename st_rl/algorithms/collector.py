@@ -35,7 +35,7 @@ class RolloutCollector:
     transition: Transition
     compiled: bool
     _compile_clock: float | None
-    _ordered: list[Extension]
+    extensions: dict[str, Extension]
 
     def autocast(self) -> contextlib.AbstractContextManager[None]:
         """The mixed-precision context of the policy's forward passes (bfloat16 autocast when
@@ -80,7 +80,7 @@ class RolloutCollector:
             storage.num_envs, storage.num_transitions_per_env, storage.obs_shape, storage.privileged_obs_shape,
             storage.actions_shape, dict(kwargs),
         )  # fmt: skip
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             for name, field in ext.storage_fields(layout).items():
                 storage.register(name, field)
         self.transition = Transition()
@@ -118,7 +118,7 @@ class RolloutCollector:
             self._compile_clock = time.perf_counter()
         t = self.transition
         t.actions = actions = self._record_policy_step(obs, critic_obs)
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             replaced = ext.on_act(obs, critic_obs, t)
             if replaced is not None:
                 t.actions = actions = replaced
@@ -137,7 +137,7 @@ class RolloutCollector:
         """Store the step's outcome (extensions may change the rewards first) and update the policy's
         observation statistics with ``next_obs``."""
         assert self.storage is not None, "call init_storage() before collecting data"
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             rewards = ext.on_env_step(rewards, dones, infos, self.transition, next_obs, next_critic_obs)
         self._store_step(rewards, dones, infos)
         if next_obs is not None:
@@ -159,7 +159,7 @@ class RolloutCollector:
         t = self.transition
         t.actions = transition.action.to(self.device)
         t.actions_log_prob = self.actor_critic.get_actions_log_prob(t.actions).detach()
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             ext.on_dataset_step(t)
         dones = transition.done.to(self.device).reshape(-1).bool()
         self._store_step(transition.reward.to(self.device).reshape(-1), dones, infos)

@@ -20,6 +20,7 @@ from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
 from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.algorithms.guard import NonFiniteLossError, UpdateGuard
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS
+from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.registry import resolve_class
 from st_rl.storage.rollout_storage import MiniBatch, RolloutStorage, Transition, compute_returns
@@ -253,7 +254,6 @@ class PPO(RolloutCollector):
         if self.empirical_normalization and not self.actor_critic.actor_obs_normalization:
             self.actor_critic.enable_obs_normalization()
         self.extensions: dict[str, Extension] = {}
-        self._ordered: list[Extension] = []
         self.storage: RolloutStorage | None = None
         for ext in _make_extensions(extensions, rnd_cfg, symmetry_cfg):
             self.add_extension(ext)
@@ -305,8 +305,6 @@ class PPO(RolloutCollector):
             module.to(self.device)
         extension.iteration = self.current_learning_iteration
         self.extensions[extension.name] = extension
-        # Extensions that run extra policy forward passes go last (they overwrite the policy's cached outputs).
-        self._ordered = sorted(self.extensions.values(), key=lambda e: e.reruns_policy)
         return extension
 
     @property
@@ -334,7 +332,7 @@ class PPO(RolloutCollector):
         own = {"surrogate_loss": self.surrogate_loss_coef, "value_loss": self.value_loss_coef}
         if name in own or name == "entropy":
             return own.get(name, self.entropy_coef)
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             weights = ext.loss_weights()
             if name in weights:
                 return float(weights[name])
@@ -343,7 +341,7 @@ class PPO(RolloutCollector):
     # ------------------------------------------------------------------ set-up
     def attach_env(self, env: Any) -> None:
         """Hand the training environment to every extension (runners call this once)."""
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             ext.attach_env(env)
 
     def init_obs_norm(self, num_obs: int, num_critic_obs: int) -> None:
@@ -354,20 +352,20 @@ class PPO(RolloutCollector):
     # ------------------------------------------------------------------ modes
     def train_mode(self) -> None:
         self.actor_critic.train()
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             ext.train(True)
 
     def eval_mode(self) -> None:
         self.actor_critic.eval()
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             ext.train(False)
 
     def _optimizers(self) -> list[optim.Optimizer]:
-        return [self.optimizer] + [e.optimizer for e in self._ordered if e.optimizer is not None]
+        return [self.optimizer] + [e.optimizer for e in self.extensions.values() if e.optimizer is not None]
 
     def modules(self) -> list[nn.Module]:
         """The policy and every extension's modules (what a multi-rank run broadcasts from rank 0)."""
-        return [self.actor_critic] + [m for ext in self._ordered for m in ext.modules()]
+        return [self.actor_critic] + [m for ext in self.extensions.values() for m in ext.modules()]
 
     # ------------------------------------------------------------------ update
     def update(
@@ -395,7 +393,7 @@ class PPO(RolloutCollector):
         sums: dict[str, torch.Tensor] = {}
         num_updates = 0
         for minibatch in batches(self.num_mini_batches, self.num_learning_epochs):
-            for ext in self._ordered:
+            for ext in self.extensions.values():
                 minibatch = ext.transform_minibatch(minibatch)
             losses, _, stats = self.compute_losses(minibatch)
             loss = sum((self.loss_weight(name) * value for name, value in losses.items()), zeros)
@@ -414,7 +412,7 @@ class PPO(RolloutCollector):
         host = self.guard.finish({k: v / max(num_updates, 1) for k, v in sums.items()}, num_updates)
         self._after_update()
         stats_out = {k[2:]: v for k, v in host.items() if k.startswith("s/")}
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             stats_out.update({k: torch.tensor(float(v)) for k, v in ext.log_scalars().items()})
         return {k[2:]: v for k, v in host.items() if k.startswith("l/")}, stats_out
 
@@ -422,7 +420,7 @@ class PPO(RolloutCollector):
         assert self.storage is not None
         self.storage.clear()
         self.actor_critic.clip_std(min=self.clip_min_std)
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             ext.after_update(self.storage)
         if self._lr_scheduler is not None:
             self._lr_scheduler.step()
@@ -447,15 +445,17 @@ class PPO(RolloutCollector):
     def _grad_clip_groups(self) -> list[list[nn.Parameter]]:
         """Parameter sets whose gradient norms are clipped to ``max_grad_norm`` separately: the policy, each
         extension's policy-side group and each extension's own parameters."""
-        apart = [group for ext in self._ordered for group in ext.clip_groups()]
+        apart = [group for ext in self.extensions.values() for group in ext.clip_groups()]
         apart_ids = {id(p) for group in apart for p in group}
         policy = [p for p in self.actor_critic.parameters() if id(p) not in apart_ids]
-        own = [ext.parameters() for ext in self._ordered if ext.parameters()]
+        own = [ext.parameters() for ext in self.extensions.values() if ext.parameters()]
         return [policy, *apart, *own]
 
     @property
     def _trainable(self) -> list[nn.Parameter]:
-        params = list(self.actor_critic.parameters()) + [p for e in self._ordered for p in e.parameters()]
+        params = list(self.actor_critic.parameters()) + [
+            p for e in self.extensions.values() for p in e.parameters()
+        ]
         return [p for p in params if p.requires_grad]
 
     def compute_losses(
@@ -467,20 +467,18 @@ class PPO(RolloutCollector):
         Returns ``(losses, inter_vars, stats)``. With ``schedule="adaptive"`` the learning rate is adapted
         here from the KL between the rollout policy and the current one.
         """
-        policy, hidden = self.actor_critic, minibatch.hidden_states
-        memory: dict[str, Any] = {"actor": {}, "critic": {}}
-        if policy.is_recurrent:
-            for part in memory:
-                memory[part] = {"masks": minibatch.masks, "hidden_states": getattr(hidden, part, None)}
+        critic_obs = minibatch.critic_obs if self.use_ppo_loss else None
         with self.autocast():
-            policy.act(minibatch.obs, **memory["actor"])
+            output = self.actor_critic.policy_output(
+                minibatch.obs, critic_obs, minibatch.masks, minibatch.hidden_states
+            )
         losses: dict[str, torch.Tensor] = {}
         inter_vars: dict[str, torch.Tensor] = {}
         stats: dict[str, torch.Tensor] = {}
         if self.use_ppo_loss:
-            self._ppo_losses(minibatch, memory["critic"], losses, inter_vars, stats)
-        for ext in self._ordered:
-            for name, value in ext.losses(minibatch).items():
+            self._ppo_losses(minibatch, output, losses, inter_vars, stats)
+        for ext in self.extensions.values():
+            for name, value in ext.losses(minibatch, output).items():
                 if name in losses:
                     raise ValueError(
                         f"extension {ext.name!r} returns loss {name!r}, which another term returns"
@@ -491,16 +489,12 @@ class PPO(RolloutCollector):
     def _ppo_losses(
         self,
         minibatch: MiniBatch,
-        critic_kw: dict[str, Any],
+        output: PolicyOutput,
         losses: dict[str, torch.Tensor],
         inter_vars: dict[str, torch.Tensor],
         stats: dict[str, torch.Tensor],
     ) -> None:
-        policy = self.actor_critic
-        log_prob = policy.get_actions_log_prob(minibatch.actions)
-        mu, sigma, entropy = policy.action_mean, policy.action_std, policy.entropy
-        with self.autocast():
-            value = policy.evaluate(minibatch.critic_obs, **critic_kw)
+        mu, sigma = output.action_mean, output.action_std
         if self.desired_kl is not None and self.schedule == "adaptive":
             with torch.inference_mode():
                 kl = F.gaussian_kl(minibatch.old_mu, minibatch.old_sigma, mu, sigma)
@@ -509,15 +503,19 @@ class PPO(RolloutCollector):
             inter_vars["kl"] = kl
             stats["kl"] = kl.mean()
         surrogate_loss, surr_vars = F.clipped_surrogate_loss(
-            log_prob, minibatch.old_actions_log_prob, minibatch.advantages, self.clip_param
+            output.log_prob(minibatch.actions),
+            minibatch.old_actions_log_prob,
+            minibatch.advantages,
+            self.clip_param,
         )
         inter_vars.update(surr_vars)
+        assert output.values is not None
         value_loss, value_clipped = F.value_function_loss(
-            value, minibatch.values, minibatch.returns, self.clip_param, self.use_clipped_value_loss
+            output.values, minibatch.values, minibatch.returns, self.clip_param, self.use_clipped_value_loss
         )
         if value_clipped is not None:
             inter_vars["value_clipped"] = value_clipped
-        losses.update(surrogate_loss=surrogate_loss, value_loss=value_loss, entropy=-entropy.mean())
+        losses.update(surrogate_loss=surrogate_loss, value_loss=value_loss, entropy=-output.entropy.mean())
         with torch.no_grad():
             stats["clip_fraction"] = ((surr_vars["ratio"] - 1.0).abs() > self.clip_param).float().mean()
 
@@ -544,7 +542,7 @@ class PPO(RolloutCollector):
                 state[key] = normalizer.state_dict()  # shares storage with model_state_dict: saved once
         if self._lr_scheduler is not None:
             state["lr_scheduler_state_dict"] = self._lr_scheduler.state_dict()
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             for key, value in ext.state_dict().items():
                 if key in state:
                     raise ValueError(
@@ -575,5 +573,5 @@ class PPO(RolloutCollector):
                 "The checkpoint has an lr scheduler state but no scheduler is configured; ignored.",
                 stacklevel=2,
             )
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             ext.load_state_dict(state_dict, load_optimizer=load_optimizer)

@@ -65,6 +65,26 @@ COMMON_POLICY_KEYS = frozenset(
 
 
 @dataclasses.dataclass(frozen=True)
+class PolicyOutput:
+    """One forward pass of the policy: what PPO's and the extensions' losses read. ``values`` is None when the
+    critic did not run, ``estimated_state`` / ``adapted_state`` without that part (recurrent: padded)."""
+
+    action_mean: torch.Tensor
+    action_std: torch.Tensor
+    values: torch.Tensor | None = None
+    estimated_state: torch.Tensor | None = None
+    adapted_state: torch.Tensor | None = None
+
+    @property
+    def entropy(self) -> torch.Tensor:
+        return gaussian_entropy(self.action_std)
+
+    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
+        """Log-probability of ``actions``, summed over actions."""
+        return gaussian_log_prob(actions, self.action_mean, self.action_std)
+
+
+@dataclasses.dataclass(frozen=True)
 class MemorySpec:
     """A recurrent memory: ``rnn_type`` (``"lstm"``/``"gru"``), ``hidden_size``, ``num_layers``."""
 
@@ -471,30 +491,46 @@ class ActorCritic(nn.Module):
     def update_distribution(
         self, observations: torch.Tensor, masks: torch.Tensor | None = None, hidden_states: Any = None,
         inference: bool = False, **kwargs: Any,
-    ) -> None:  # fmt: skip
-        """Compute the action distribution for raw ``observations`` (normaliser, adaptor, estimator, encoders,
-        memory, then the actor MLP)."""
+    ) -> PolicyOutput:  # fmt: skip
+        """The action distribution of raw ``observations`` (normaliser, adaptor, estimator, encoders, memory,
+        actor MLP); ``action_mean`` etc. then refer to it."""
         observations = self.normalize_actor_obs(observations)
+        adapted = estimated = None
         if self.adaptor is not None:
             adaptor_hidden = None
             if isinstance(hidden_states, AdaptorActorHiddenState):
                 adaptor_hidden, hidden_states = hidden_states.adaptor, hidden_states.actor
-            observations, self.adapted_state_ = predict_and_substitute(
+            observations, adapted = predict_and_substitute(
                 self, "adaptor", observations, adaptor_hidden, inference
             )
         est_hidden, actor_hidden = split_estimator_hidden(hidden_states)
         if self.estimator is not None and not self.use_actor_rnn:
-            observations, self.estimated_state_ = predict_and_substitute(
+            observations, estimated = predict_and_substitute(
                 self, "estimator", observations, est_hidden, inference
             )
         features = self.actor_features(observations, masks=masks, hidden_states=actor_hidden, **kwargs)
         if self.estimator is not None and self.use_actor_rnn:
-            self.estimated_state_ = full_precision(self.estimator(features))
+            estimated = full_precision(self.estimator(features))
         self._mean = full_precision(self.actor(features))
+        self.estimated_state_, self.adapted_state_ = estimated, adapted
+        return PolicyOutput(self._mean, self.action_std, None, estimated, adapted)
+
+    def policy_output(
+        self, observations: torch.Tensor, critic_observations: torch.Tensor | None = None,
+        masks: torch.Tensor | None = None, hidden_states: Any = None,
+    ) -> PolicyOutput:  # fmt: skip
+        """The update-time forward pass of raw (minibatch) observations; ``values`` only with
+        ``critic_observations``. Recurrent policies take the padded trajectories' ``masks`` and their initial
+        ``ActorCriticHiddenState(actor, critic)``; without them the rollout memories are used and advanced."""
+        output = self.update_distribution(observations, masks, getattr(hidden_states, "actor", None))
+        if critic_observations is None:
+            return output
+        critic_hidden = getattr(hidden_states, "critic", None)
+        values = self.evaluate(critic_observations, masks=masks, hidden_states=critic_hidden)
+        return dataclasses.replace(output, values=values)
 
     def act(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """Sample actions (the mean for deterministic presets); afterwards ``action_mean``, ``action_std`` and
-        ``entropy`` refer to this batch."""
+        """Sample actions (the mean for deterministic presets); ``action_mean`` etc. then refer to this batch."""
         self.update_distribution(observations, **kwargs)
         if self.parts.deterministic:
             return self.action_mean
@@ -514,16 +550,11 @@ class ActorCritic(nn.Module):
         self, observations: torch.Tensor, actions: torch.Tensor, critic_observations: torch.Tensor | None = None,
         masks: torch.Tensor | None = None, hidden_states: Any = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
-        """The terms of the PPO loss, as the seed's ``evaluate_actions``: ``(log_prob, entropy, values)`` of
-        raw ``observations`` (as :meth:`act`, without sampling) and ``critic_observations`` (default:
-        ``observations``). Recurrent policies take the padded trajectories' ``masks`` and their initial
-        ``ActorCriticHiddenState(actor, critic)``; without them the rollout memories are used and advanced."""
-        actor_hidden = None if hidden_states is None else hidden_states.actor
-        critic_hidden = None if hidden_states is None else hidden_states.critic
-        self.update_distribution(observations, masks=masks, hidden_states=actor_hidden)
+        """``(log_prob, entropy, values)``, the seed's form of :meth:`policy_output` (critic observations
+        default to ``observations``)."""
         critic_obs = observations if critic_observations is None else critic_observations
-        values = self.evaluate(critic_obs, masks=masks, hidden_states=critic_hidden)
-        return self.get_actions_log_prob(actions), self.entropy, values
+        output = self.policy_output(observations, critic_obs, masks, hidden_states)
+        return output.log_prob(actions), output.entropy, output.values  # type: ignore[return-value]
 
     def get_actions_log_prob(self, actions: torch.Tensor) -> torch.Tensor:
         """Log-probability of ``actions`` under the last distribution, summed over actions."""

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import torch
 import torch.nn as nn
 
+from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.storage.rollout_storage import Field, MiniBatch, RolloutStorage, Transition
 
 __all__ = ["Extension", "StorageLayout"]
@@ -34,15 +35,12 @@ class Extension:
 
     Attributes:
         name: unique name in an algorithm (``alg.extensions[name]``).
-        reruns_policy: ``losses`` runs extra policy forward passes (overwriting the policy's cached outputs);
-            PPO calls such extensions after the others.
         optimizer: the extension's own optimizer, if any.
         iteration: the current learning iteration (set by PPO).
         storage_options: ``{key: type}`` of the config's ``storage`` keys read from ``StorageLayout.options``.
     """
 
     name: ClassVar[str] = "extension"
-    reruns_policy: ClassVar[bool] = False
     storage_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self) -> None:
@@ -105,8 +103,8 @@ class Extension:
         """The minibatch PPO and the extensions' losses see."""
         return minibatch
 
-    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
-        """Named losses of the minibatch (after PPO's forward pass of the policy on it)."""
+    def losses(self, minibatch: MiniBatch, output: PolicyOutput) -> dict[str, torch.Tensor]:
+        """Named losses of the minibatch; ``output`` is the policy's forward pass on it."""
         return {}
 
     def loss_weights(self) -> dict[str, float]:

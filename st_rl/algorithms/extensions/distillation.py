@@ -16,6 +16,7 @@ import st_rl.modules as policy_classes
 from st_rl.algorithms.extensions.base import Extension, StorageLayout
 from st_rl.algorithms.schedules import as_schedule
 from st_rl.config.errors import ConfigError, Problem
+from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.registry import resolve_class, untrusted_config
 from st_rl.storage.rollout_storage import Field, MiniBatch, Transition
 from st_rl.utils.checkpoint import load_checkpoint
@@ -325,28 +326,30 @@ class Distillation(Extension):
             weights[f"distill_latent_{component}"] = self.distill_latent_coef
         return weights
 
-    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
-        losses = {"distillation_loss": self._distillation_loss(minibatch)}
+    def losses(self, minibatch: MiniBatch, output: PolicyOutput) -> dict[str, torch.Tensor]:
+        losses = {"distillation_loss": self._distillation_loss(minibatch, output)}
         for student_c, teacher_c in self.latent_mapping.items():
             losses[f"distill_latent_{student_c}"] = self._latent_loss(minibatch, student_c, teacher_c)
         if self.dagger_loss_coef:
             losses["dagger_loss"] = torch.norm(
-                self._student_mean(minibatch) - minibatch.action_labels, dim=-1
+                self._student_mean(minibatch, output) - minibatch.action_labels, dim=-1
             ).mean()
         return losses
 
-    def _student_mean(self, minibatch: MiniBatch) -> torch.Tensor:
-        mean = self.student.action_mean
+    def _student_mean(self, minibatch: MiniBatch, output: PolicyOutput) -> torch.Tensor:
+        mean = output.action_mean
         if mean.shape != minibatch.action_labels.shape and minibatch.masks is not None:
             mean = unpad_trajectories(mean, minibatch.masks)
         return mean
 
-    def _distillation_loss(self, minibatch: MiniBatch) -> torch.Tensor:
-        mean, labels, target = self._student_mean(minibatch), minibatch.action_labels, self.distill_target
-        if (
-            target == "max_log_prob"
-        ):  # recurrent outputs are already unpadded to the labels' (T, n_envs) shape
-            loss = -self.student.get_actions_log_prob(labels).mean()
+    def _distillation_loss(self, minibatch: MiniBatch, output: PolicyOutput) -> torch.Tensor:
+        mean, labels, target = (
+            self._student_mean(minibatch, output),
+            minibatch.action_labels,
+            self.distill_target,
+        )
+        if target == "max_log_prob":
+            loss = -output.log_prob(labels).mean()
         else:
             loss = _distance(mean, labels, target).mean()
         with torch.no_grad():

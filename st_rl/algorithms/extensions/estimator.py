@@ -9,6 +9,7 @@ import torch.nn.functional as F  # noqa: N812
 
 from st_rl.algorithms.extensions.base import Extension
 from st_rl.env.layout import get_subobs_by_components
+from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.storage.rollout_storage import MiniBatch
 from st_rl.utils.utils import unpad_trajectories
 
@@ -85,15 +86,13 @@ class StateEstimation(Extension):
             self.record(estimator_abs_error=(estimate - target).abs().mean())
         return per_dim.sum(dim=-1).mean()
 
-    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
+    def losses(self, minibatch: MiniBatch, output: PolicyOutput) -> dict[str, torch.Tensor]:
         policy = self.policy
-        losses = {
-            "estimator_loss": self._loss(
-                policy.get_estimated_state(), policy.estimator_target_components, minibatch, record=True
-            )
-        }
-        if policy.adaptor is not None:
+        assert output.estimated_state is not None
+        targets = policy.estimator_target_components
+        losses = {"estimator_loss": self._loss(output.estimated_state, targets, minibatch, record=True)}
+        if output.adapted_state is not None:
             losses["adaptor_loss"] = self._loss(
-                policy.get_adapted_state(), policy.adaptor_target_components, minibatch
+                output.adapted_state, policy.adaptor_target_components, minibatch
             )
         return losses

@@ -11,6 +11,7 @@ import torch.nn as nn
 
 from st_rl.algorithms.extensions.base import Extension
 from st_rl.env.layout import get_subobs_by_components
+from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.modules.mlp import MlpModel
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.rollout_storage import MiniBatch, Transition
@@ -186,7 +187,7 @@ class RandomNetworkDistillation(Extension):
         return rewards + self.current_weight * intrinsic
 
     # ------------------------------------------------------------------ update
-    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
+    def losses(self, minibatch: MiniBatch, output: PolicyOutput) -> dict[str, torch.Tensor]:
         x = self._normalized(self.state(minibatch.obs, minibatch.critic_obs))
         error = (self.predictor(x) - self.target(x).detach()).pow(2).sum(dim=-1)
         if minibatch.masks is not None:  # padded trajectories: only real steps count

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from st_rl.algorithms.extensions.base import Extension
+from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.protocols import DeterministicActor
 from st_rl.registry import refuse_untrusted_import
 from st_rl.storage.rollout_storage import MiniBatch
@@ -68,7 +69,6 @@ class Symmetry(Extension):
     """
 
     name = "symmetry"
-    reruns_policy = True
 
     def __init__(
         self,
@@ -146,7 +146,7 @@ class Symmetry(Extension):
     def loss_weights(self) -> dict[str, float]:
         return {"symmetry_loss": self.mirror_loss_coef}
 
-    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
+    def losses(self, minibatch: MiniBatch, output: PolicyOutput) -> dict[str, torch.Tensor]:
         if not self.use_mirror_loss:
             return {}
         m_obs, m_act, _ = self._functions()
