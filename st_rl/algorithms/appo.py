@@ -1,7 +1,4 @@
-"""APPO (PPO with Adversarial Motion Priors) and ATPPO (its teacher-student variant): presets of
-:class:`~st_rl.algorithms.ppo.PPO` with the
-:class:`~st_rl.algorithms.extensions.amp.AdversarialMotionPrior` extension (and
-:class:`~st_rl.algorithms.extensions.distillation.Distillation` for ATPPO)."""
+"""APPO (PPO with Adversarial Motion Priors) and ATPPO (its teacher-student variant)."""
 
 from __future__ import annotations
 
@@ -19,10 +16,8 @@ __all__ = ["APPO", "ATPPO", "DISCRIMINATOR_LOSSES", "GET_PROB_FUNC", "APPOAlgoMi
 
 
 class APPOAlgoMixin:
-    """Adds Adversarial Motion Priors to the algorithm it is listed before, under the reference's name
-    (``class ATPPO(APPOAlgoMixin, TPPO)``): it builds the
-    :class:`~st_rl.algorithms.extensions.amp.AdversarialMotionPrior` extension from its keyword arguments as
-    ``self.amp`` and exposes the reference's attribute names."""
+    """Adds the ``AdversarialMotionPrior`` extension (``self.amp``, built from the keyword arguments) to the
+    algorithm listed after it, with the reference's attribute names."""
 
     config_sources = (AdversarialMotionPrior,)
     amp: AdversarialMotionPrior
@@ -33,7 +28,6 @@ class APPOAlgoMixin:
 
     @property
     def amp_normalizer(self) -> nn.Module:
-        """The normaliser shared by policy and reference windows."""
         return self.amp.normalizer
 
     ref_obs_normalizer = amp_normalizer  # reference name (st_rl/compat.py)
@@ -52,13 +46,11 @@ class APPOAlgoMixin:
 
 
 class APPO(APPOAlgoMixin, PPO):
-    """PPO plus :class:`~st_rl.algorithms.extensions.amp.AdversarialMotionPrior` (see there for its arguments;
-    the others as :class:`PPO`). The policy must carry a discriminator (``AmpActorCritic``, ...)."""
+    """PPO plus ``AdversarialMotionPrior`` (see there for its arguments)."""
 
 
 class ATPPO(APPOAlgoMixin, TPPO):
     """Teacher-student PPO (:class:`TPPO`) with Adversarial Motion Priors."""
 
 
-# Reference import path of the distillation extension class, for ATPPO users who subclass it.
-__all__ += ["Distillation"]
+__all__ += ["Distillation"]  # its reference import path

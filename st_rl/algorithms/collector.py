@@ -19,10 +19,22 @@ from st_rl.utils.precision import autocast
 __all__ = ["RolloutCollector"]
 
 
+def _normalizer_property(side: str) -> property:
+    """The policy's ``<side>_obs_normalizer`` (identity when off); setting it switches normalisation."""
+
+    def get(self: Any) -> nn.Module:
+        return getattr(self.actor_critic, f"{side}_obs_normalizer")
+
+    def set_(self: Any, module: nn.Module) -> None:
+        setattr(self.actor_critic, f"{side}_obs_normalizer", module)
+        setattr(self.actor_critic, f"{side}_obs_normalization", isinstance(module, EmpiricalNormalization))
+
+    return property(get, set_)
+
+
 class RolloutCollector:
-    """Collects a rollout into the storage for :class:`~st_rl.algorithms.ppo.PPO`, which it is a base of: the
-    policy acts on raw observations, extensions see every step (``on_act``, ``on_env_step``,
-    ``on_dataset_step``) and the returns are computed after the last step."""
+    """The rollout half of :class:`~st_rl.algorithms.ppo.PPO`: the policy acts on raw observations, extensions
+    see every step, the returns are computed after the last."""
 
     actor_critic: Any
     device: torch.device
@@ -38,29 +50,11 @@ class RolloutCollector:
     extensions: dict[str, Extension]
 
     def autocast(self) -> contextlib.AbstractContextManager[None]:
-        """The mixed-precision context of the policy's forward passes (bfloat16 autocast when
-        ``self.precision == "bf16"``, else nothing)."""
+        """The mixed-precision context of the policy's forward passes."""
         return autocast(self.device, self.precision)
 
-    @property
-    def obs_normalizer(self) -> nn.Module:
-        """The policy's actor observation normaliser (identity when normalisation is off)."""
-        return self.actor_critic.actor_obs_normalizer
-
-    @obs_normalizer.setter
-    def obs_normalizer(self, module: nn.Module) -> None:
-        self.actor_critic.actor_obs_normalizer = module
-        self.actor_critic.actor_obs_normalization = isinstance(module, EmpiricalNormalization)
-
-    @property
-    def critic_obs_normalizer(self) -> nn.Module:
-        """The policy's critic observation normaliser (identity when normalisation is off)."""
-        return self.actor_critic.critic_obs_normalizer
-
-    @critic_obs_normalizer.setter
-    def critic_obs_normalizer(self, module: nn.Module) -> None:
-        self.actor_critic.critic_obs_normalizer = module
-        self.actor_critic.critic_obs_normalization = isinstance(module, EmpiricalNormalization)
+    obs_normalizer = _normalizer_property("actor")
+    critic_obs_normalizer = _normalizer_property("critic")
 
     def init_storage(
         self,
@@ -86,9 +80,8 @@ class RolloutCollector:
         self.transition = Transition()
         self.storage = storage
 
-    # ------------------------------------------------------------------ rollout
     def _record_policy_step(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
-        """Act on raw observations and record the policy's values, distribution and inputs; the actions."""
+        """Act on raw observations and record the values, distribution and inputs; return the actions."""
         policy, t = self.actor_critic, self.transition
         if policy.is_recurrent:
             t.hidden_states = policy.get_hidden_states()
@@ -101,7 +94,7 @@ class RolloutCollector:
         return actions
 
     def _store_step(self, rewards: torch.Tensor, dones: torch.Tensor, infos: dict[str, Any]) -> None:
-        """Bootstrap time-outs (``r += gamma * V * time_out``), store the transition, reset ended episodes."""
+        """Bootstrap time-outs, store the transition, reset ended episodes."""
         assert self.storage is not None, "call init_storage() before collecting data"
         t = self.transition
         time_outs = infos.get("time_outs")
@@ -134,8 +127,7 @@ class RolloutCollector:
         next_obs: torch.Tensor | None = None,
         next_critic_obs: torch.Tensor | None = None,
     ) -> None:
-        """Store the step's outcome (extensions may change the rewards first) and update the policy's
-        observation statistics with ``next_obs``."""
+        """Store the step (extensions may change the rewards) and update the observation statistics."""
         assert self.storage is not None, "call init_storage() before collecting data"
         for ext in self.extensions.values():
             rewards = ext.on_env_step(rewards, dones, infos, self.transition, next_obs, next_critic_obs)
@@ -144,13 +136,8 @@ class RolloutCollector:
             self.actor_critic.update_normalization(next_obs, next_critic_obs)
 
     def collect_transition_from_dataset(self, transition: Any, infos: dict[str, Any]) -> None:
-        """Record a dataset transition as if the dataset's action had been executed.
-
-        The policy acts on the dataset's raw observations to record its values and distribution (its
-        observation statistics are updated with them); the dataset's action is the executed action (scored
-        under the policy's rollout distribution; extensions see it through ``on_dataset_step``); the
-        dataset's reward and done close the step.
-        """
+        """Record a dataset transition as if its action had been executed (scored under the policy's
+        distribution of its observations, which also update the statistics)."""
         obs = transition.observation.to(self.device)
         critic_obs = transition.privileged_observation
         critic_obs = obs if critic_obs is None else critic_obs.to(self.device)
@@ -165,8 +152,7 @@ class RolloutCollector:
         self._store_step(transition.reward.to(self.device).reshape(-1), dones, infos)
 
     def compute_returns(self, last_critic_obs: torch.Tensor) -> None:
-        """Bootstrap from the last critic observation and compute GAE returns/advantages (skipped when the PPO
-        losses are off)."""
+        """GAE returns and advantages, bootstrapped from ``last_critic_obs`` (skipped without PPO losses)."""
         assert self.storage is not None
         if not self.use_ppo_loss:
             return

@@ -16,12 +16,11 @@ _CAUSES = (
     "Typical causes: exploding observations (enable empirical_normalization or clip observations), a too high "
     "learning_rate, or rewards of very large magnitude."
 )
-_NEVER = float(2**24)  # "no non-finite minibatch" in the device-side flags
+_NEVER = float(2**24)  # the device-side flag for "no non-finite minibatch"
 
 
 class NonFiniteLossError(FloatingPointError):
-    """Raised when a loss becomes NaN or Inf (before the optimizer step, or, in a sync-free update, after
-    restoring the parameters and optimizer state of the update's start: they stay intact either way)."""
+    """A loss became NaN or Inf; the parameters and optimizer state stay as before the update."""
 
 
 def fused_takes_tensor_lr(optimizer_cls: type[optim.Optimizer], device: torch.device) -> bool:
@@ -36,7 +35,7 @@ def fused_takes_tensor_lr(optimizer_cls: type[optim.Optimizer], device: torch.de
 
 
 def scalars_to_cpu(values: dict[Any, torch.Tensor]) -> dict[Any, torch.Tensor]:
-    """The 0-dim device tensors ``values`` as 0-dim CPU float tensors, copied in one transfer."""
+    """0-dim device tensors as 0-dim CPU float tensors, copied in one transfer."""
     if not values:
         return {}
     host = torch.stack([v.float() for v in values.values()]).cpu()
@@ -44,13 +43,12 @@ def scalars_to_cpu(values: dict[Any, torch.Tensor]) -> dict[Any, torch.Tensor]:
 
 
 class UpdateGuard:
-    """The non-finite loss checks of a PPO update and its learning rate, with no wait for the device in the loop.
+    """The non-finite loss checks of a PPO update and its learning rate.
 
-    Multi-rank, a non-finite flag travels with the all-reduced gradients (every rank raises together).
-    Sync-free (:meth:`set_sync_free`, the CUDA default), the first minibatch where each loss was non-finite is
-    recorded on the device and read once after the loop; the update's start is then restored before
-    :class:`NonFiniteLossError`. Otherwise each loss is read before the backward pass (free on a CPU). Sync-free
-    with the adaptive schedule, the learning rate lives in a device tensor where the fused optimizer takes one.
+    Sync-free (the CUDA default), the first non-finite minibatch of each loss is recorded on the device and read
+    once after the loop, which then restores the update's start; the adaptive learning rate lives in a device
+    tensor where the fused optimizer takes one. Otherwise each loss is read before its backward pass. Multi-rank,
+    a non-finite flag travels with the all-reduced gradients, so every rank raises together.
     """
 
     def __init__(self, device: torch.device, learning_rate: float) -> None:
@@ -66,7 +64,6 @@ class UpdateGuard:
         self._optimizers: list[optim.Optimizer] = []
         self._params: list[torch.nn.Parameter] = []
 
-    # ------------------------------------------------------------------ learning rate
     @property
     def learning_rate(self) -> float:
         return self._lr
@@ -106,11 +103,10 @@ class UpdateGuard:
         for group in optimizer.param_groups:
             group["lr"] = self._lr
 
-    # ------------------------------------------------------------------ the update
     def begin(
         self, params: list[torch.nn.Parameter], optimizers: list[optim.Optimizer], iteration: int
     ) -> None:
-        """Start an update; sync-free, remember the parameters and optimizer states a failure restores."""
+        """Start an update; sync-free, remember what a failure restores."""
         self._params, self._optimizers, self._iteration, self._first_bad = params, optimizers, iteration, {}
         self._on_device = self.sync_free and not dist_utils.is_distributed()
         self._start = None
@@ -139,11 +135,7 @@ class UpdateGuard:
         loss.backward()
 
     def finish(self, scalars: dict[str, torch.Tensor], num_updates: int) -> dict[str, torch.Tensor]:
-        """``scalars`` on the host, read with the flags and learning rate in the update's one wait for the device.
-
-        Raises:
-            NonFiniteLossError: a sync-free minibatch's loss was non-finite (after restoring the update's start).
-        """
+        """``scalars`` on the host, read with the flags and learning rate in one wait for the device."""
         to_host: dict[Any, torch.Tensor] = {**scalars, **{("flag", k): v for k, v in self._first_bad.items()}}
         if self.lr_tensor is not None:
             to_host["lr", None] = self.lr_tensor
