@@ -17,17 +17,9 @@ __all__ = ["StateEstimation"]
 
 
 class StateEstimation(Extension):
-    """Trains the policy's state estimator (and privileged-state adaptor) against the critic observations.
-
-    ``estimator_loss = mean(sum_dim loss_func(estimate, target))``: the estimate of the target components (the
-    policy's last forward pass) against the same components of the normalised critic observations; a policy
-    with an adaptor adds ``adaptor_loss`` the same way.
-
-    Args:
-        estimator_loss_func: a ``torch.nn.functional`` loss name (``"mse_loss"``, ``"l1_loss"``, ...).
-        estimator_loss_kwargs: extra keyword arguments of that function.
-        estimator_loss_coef: weight of ``estimator_loss`` (and ``adaptor_loss``).
-    """
+    """Trains the policy's state estimator: ``estimator_loss = mean(sum_dim loss_func(estimate, target))``
+    against the target components of the normalised critic observations; with an adaptor also ``adaptor_loss``.
+    ``estimator_loss_func`` is a ``torch.nn.functional`` loss name, ``estimator_loss_coef`` weighs both."""
 
     name = "estimator"
 
@@ -43,7 +35,6 @@ class StateEstimation(Extension):
             raise ValueError(f"estimator_loss_func {estimator_loss_func!r} is not a torch.nn.functional loss")
         self.loss_fn: Any = func
         self.loss_kwargs = dict(estimator_loss_kwargs or {})
-        # the reference's names; the component lists are the policy's, set in setup()
         self.estimator_loss_func = estimator_loss_func
         self.estimator_loss_kwargs = self.loss_kwargs
         self.estimator_obs_components: list[str] = []
@@ -55,8 +46,7 @@ class StateEstimation(Extension):
         self.policy: Any = policy
         if policy.estimator is None:
             raise ValueError(
-                "The state-estimation loss needs a policy with a state estimator (StateAc, StateAcRecurrent, "
-                f"EncoderStateAc, EncoderStateAcRecurrent); got {type(policy).__name__}"
+                f"The state-estimation loss needs a StateAc-family policy, got {type(policy).__name__}"
             )
         self.estimator_obs_components = list(policy.estimator_obs_components)
         self.estimator_target_obs_components = list(policy.estimator_target_components)
