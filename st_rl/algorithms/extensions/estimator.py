@@ -46,7 +46,7 @@ class StateEstimation(Extension):
         self.policy: Any = policy
         if policy.estimator is None:
             raise ValueError(
-                f"The state-estimation loss needs a StateAc-family policy, got {type(policy).__name__}"
+                f"StateEstimation needs a policy with a state estimator (StateAc, ...), got {type(policy).__name__}"
             )
         self.estimator_obs_components = list(policy.estimator_obs_components)
         self.estimator_target_obs_components = list(policy.estimator_target_components)
