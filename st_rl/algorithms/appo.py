@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import torch.nn as nn
@@ -26,20 +27,10 @@ class APPOAlgoMixin:
         self.amp, kwargs = with_extension(AdversarialMotionPrior, kwargs.pop("ppo", None), kwargs)
         super().__init__(actor_critic, *args, **kwargs)  # type: ignore[call-arg]
 
-    @property
-    def amp_normalizer(self) -> nn.Module:
-        return self.amp.normalizer
-
-    ref_obs_normalizer = amp_normalizer  # reference name (st_rl/compat.py)
-    ref_motion_normalizer = amp_normalizer  # reference name (st_rl/compat.py)
-
-    @property
-    def amp_obs_dim(self) -> int:
-        return self.amp.amp_obs_dim
-
-    @property
-    def amp_replay(self) -> Any:
-        return self.amp.replay
+    amp_normalizer = property(attrgetter("amp.normalizer"))
+    ref_obs_normalizer = ref_motion_normalizer = amp_normalizer  # the reference's names
+    amp_obs_dim = property(attrgetter("amp.amp_obs_dim"))
+    amp_replay = property(attrgetter("amp.replay"))
 
     def style_reward_weight(self, iteration: int | None = None) -> float:
         return self.amp.style_reward_weight(iteration)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import torch.nn as nn
@@ -24,21 +25,10 @@ class EstimatorAlgoMixin:
         self.estimator, kwargs = with_extension(StateEstimation, kwargs.pop("ppo", None), kwargs)
         super().__init__(actor_critic, *args, **kwargs)  # type: ignore[call-arg]
 
-    @property
-    def estimator_obs_components(self) -> list[str]:
-        return self.estimator.estimator_obs_components
-
-    @property
-    def estimator_target_obs_components(self) -> list[str]:
-        return self.estimator.estimator_target_obs_components
-
-    @property
-    def estimator_loss_func(self) -> str:
-        return self.estimator.estimator_loss_func
-
-    @property
-    def estimator_loss_kwargs(self) -> dict[str, Any]:
-        return self.estimator.estimator_loss_kwargs
+    estimator_obs_components = property(attrgetter("estimator.estimator_obs_components"))
+    estimator_target_obs_components = property(attrgetter("estimator.estimator_target_obs_components"))
+    estimator_loss_func = property(attrgetter("estimator.estimator_loss_func"))
+    estimator_loss_kwargs = property(attrgetter("estimator.estimator_loss_kwargs"))
 
 
 class EstimatorPPO(EstimatorAlgoMixin, PPO):

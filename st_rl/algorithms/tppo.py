@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from operator import attrgetter
 from typing import Any
 
 import torch
@@ -53,33 +54,16 @@ class TPPO(PPO):
         self.distillation, kwargs = with_extension(Distillation, ppo, kwargs)
         super().__init__(actor_critic, *args, use_ppo_loss=using_ppo, **kwargs)
 
-    @property
-    def using_ppo(self) -> bool:
-        return self.use_ppo_loss
-
-    @property
-    def teacher_actor_critic(self) -> Any:
-        return self.distillation.teacher
-
-    @property
-    def teacher_obs_normalizer(self) -> nn.Module:
-        return self.distillation.teacher.actor_obs_normalizer
-
-    @property
-    def use_teacher_act_mask(self) -> torch.Tensor | None:
-        return self.distillation.use_teacher_act_mask
-
-    @use_teacher_act_mask.setter
-    def use_teacher_act_mask(self, value: torch.Tensor) -> None:
-        self.distillation.use_teacher_act_mask = value
-
-    @property
-    def teacher_act_prob(self) -> Any:
-        return self.distillation.teacher_act_prob
-
-    @property
-    def distillation_loss_coef(self) -> float:
-        return self.distillation.distillation_loss_coef
+    # the reference's attribute names
+    using_ppo = property(attrgetter("use_ppo_loss"))
+    teacher_actor_critic = property(attrgetter("distillation.teacher"))
+    teacher_obs_normalizer = property(attrgetter("distillation.teacher.actor_obs_normalizer"))
+    use_teacher_act_mask = property(
+        attrgetter("distillation.use_teacher_act_mask"),
+        lambda self, mask: setattr(self.distillation, "use_teacher_act_mask", mask),
+    )
+    teacher_act_prob = property(attrgetter("distillation.teacher_act_prob"))
+    distillation_loss_coef = property(attrgetter("distillation.distillation_loss_coef"))
 
     def teacher_actions(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
         return self.distillation.teacher_actions(obs, critic_obs)

@@ -112,8 +112,12 @@ class RandomNetworkDistillation(Extension):
             module.to(device)
         self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=self.learning_rate)
 
+    def _named_modules(self) -> dict[str, nn.Module]:
+        return {"predictor": self.predictor, "target": self.target, "state_normalizer": self.state_normalizer,
+                "reward_normalizer": self.reward_normalizer}  # fmt: skip
+
     def modules(self) -> list[nn.Module]:
-        return [self.predictor, self.target, self.state_normalizer, self.reward_normalizer]
+        return list(self._named_modules().values())
 
     def parameters(self) -> list[nn.Parameter]:
         return list(self.predictor.parameters())
@@ -183,14 +187,9 @@ class RandomNetworkDistillation(Extension):
         return {"rnd_weight": self.current_weight, **super().log_scalars()}
 
     def state_dict(self) -> dict[str, Any]:
+        state = {name: module.state_dict() for name, module in self._named_modules().items()}
         return {
-            "rnd_state_dict": {
-                "predictor": self.predictor.state_dict(),
-                "target": self.target.state_dict(),
-                "state_normalizer": self.state_normalizer.state_dict(),
-                "reward_normalizer": self.reward_normalizer.state_dict(),
-                "optimizer": self.optimizer.state_dict() if self.optimizer is not None else {},
-            }
+            "rnd_state_dict": {**state, "optimizer": self.optimizer.state_dict() if self.optimizer else {}}
         }
 
     def load_state_dict(self, checkpoint: dict[str, Any], load_optimizer: bool = True) -> None:
@@ -198,9 +197,7 @@ class RandomNetworkDistillation(Extension):
         if state is None:
             warnings.warn("The checkpoint has no RND state (rnd_state_dict); RND starts fresh.", stacklevel=3)
             return
-        self.predictor.load_state_dict(state["predictor"])
-        self.target.load_state_dict(state["target"])
-        self.state_normalizer.load_state_dict(state["state_normalizer"])
-        self.reward_normalizer.load_state_dict(state["reward_normalizer"])
+        for name, module in self._named_modules().items():
+            module.load_state_dict(state[name])
         if load_optimizer and self.optimizer is not None and state.get("optimizer"):
             self.optimizer.load_state_dict(state["optimizer"])
