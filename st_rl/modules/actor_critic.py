@@ -325,15 +325,16 @@ class ActorCritic(nn.Module):
         """Normalised actor observations with encoded components replaced by their latents."""
         if self.visual_layout is not None:
             observations = self.visual_layout.embed(observations, nn.ModuleList([self.visual_encoder]))
-        if self.actor_layout is None:
-            return observations
-        return self.actor_layout.embed(observations, self.encoders)
+        return (
+            observations
+            if self.actor_layout is None
+            else self.actor_layout.embed(observations, self.encoders)
+        )
 
-    def encode_critic(self, critic_observations: torch.Tensor) -> torch.Tensor:
+    def encode_critic(self, critic_obs: torch.Tensor) -> torch.Tensor:
         """Normalised critic observations with encoded components replaced by their latents."""
-        if self.critic_layout is None:
-            return critic_observations
-        return self.critic_layout.embed(critic_observations, critic_encoder_modules(self))
+        layout = self.critic_layout
+        return critic_obs if layout is None else layout.embed(critic_obs, critic_encoder_modules(self))
 
     def get_encoder_latent(
         self, observations: torch.Tensor, obs_component: str, critic: bool = False
@@ -414,12 +415,10 @@ class ActorCritic(nn.Module):
         set_policy_hidden_states(self, hidden_states)
 
     def detach_hidden_states(self) -> None:
-        """Cut the gradient history of the rollout hidden states."""
         for memory in named_memories(self).values():
             memory.detach_hidden_states()
 
     def clone_hidden_states(self) -> Any:
-        """A copy of the rollout hidden states."""
         return tree_map(lambda t: t.clone(), self.get_hidden_states())
 
     def rollout_state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
@@ -427,11 +426,11 @@ class ActorCritic(nn.Module):
         return {name: memory.rollout_state() for name, memory in named_memories(self).items()}
 
     def check_rollout_state_dict(self, state: Any, batch_size: int | None = None) -> None:
-        """Raise ``ValueError`` naming the memory if :meth:`load_rollout_state_dict` would refuse ``state``."""
+        """``ValueError`` naming the memory if :meth:`load_rollout_state_dict` would refuse ``state``."""
         check_rollout_states(named_memories(self), state, batch_size)
 
     def load_rollout_state_dict(self, state: dict[str, Any], batch_size: int | None = None) -> None:
-        """Restore :meth:`rollout_state_dict` (all memories or, on a ``ValueError``, none)."""
+        """Restore :meth:`rollout_state_dict` (all memories or none)."""
         self.check_rollout_state_dict(state, batch_size)
         for name, memory in named_memories(self).items():
             memory.load_rollout_state(state[name], batch_size)
