@@ -89,9 +89,7 @@ def _make_lr_scheduler(optimizer: optim.Optimizer, name: str | None, kwargs: Any
     if name is None:
         return None
     if schedule == "adaptive":
-        warnings.warn(
-            "lr scheduler and schedule='adaptive': the scheduler sets the learning rate", stacklevel=3
-        )
+        warnings.warn("lr scheduler and schedule='adaptive': the scheduler sets the lr", stacklevel=3)
     return getattr(torch.optim.lr_scheduler, name)(optimizer, **dict(kwargs or {}))
 
 
@@ -181,9 +179,7 @@ class PPO(RolloutCollector):
         **kwargs: Any,
     ) -> None:
         if args:
-            raise TypeError(
-                f"{type(self).__name__} takes keyword arguments only after actor_critic; got {args}"
-            )
+            raise TypeError(f"{type(self).__name__} takes keywords only after actor_critic; got {args}")
         _check_schedule(schedule, lr_anneal_iterations)
         self.device = torch.device(device)
         self.precision = resolve_precision(precision, self.device)
@@ -393,10 +389,8 @@ class PPO(RolloutCollector):
 
     @property
     def _trainable(self) -> list[nn.Parameter]:
-        params = list(self.actor_critic.parameters()) + [
-            p for e in self.extensions.values() for p in e.parameters()
-        ]
-        return [p for p in params if p.requires_grad]
+        own = [p for e in self.extensions.values() for p in e.parameters()]
+        return [p for p in [*self.actor_critic.parameters(), *own] if p.requires_grad]
 
     def compute_losses(
         self, minibatch: MiniBatch
@@ -416,9 +410,7 @@ class PPO(RolloutCollector):
         for ext in self.extensions.values():
             for name, value in ext.losses(minibatch, output).items():
                 if name in losses:
-                    raise ValueError(
-                        f"extension {ext.name!r} returns loss {name!r}, which another term returns"
-                    )
+                    raise ValueError(f"loss {name!r} of extension {ext.name!r} is taken")
                 losses[name] = value
         return losses, inter_vars, stats
 

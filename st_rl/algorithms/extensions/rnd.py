@@ -177,7 +177,7 @@ class RandomNetworkDistillation(Extension):
 
     def losses(self, minibatch: MiniBatch, output: PolicyOutput) -> dict[str, torch.Tensor]:
         x = self._normalized(self.state(minibatch.obs, minibatch.critic_obs))
-        error = (self.predictor(x) - self.target(x).detach()).pow(2).sum(dim=-1)
+        error = self.prediction_error(x)
         if minibatch.masks is not None:  # padded trajectories: only real steps count
             mask = minibatch.masks.to(error.dtype)
             return {"rnd_loss": (error * mask).sum() / mask.sum().clamp(min=1.0)}

@@ -111,22 +111,14 @@ class Symmetry(Extension):
         if not self.use_data_augmentation:
             return minibatch
         m_obs, m_act, m_critic = self._functions()
+        flips: dict[str, MirrorFn] = {"obs": m_obs, "next_obs": m_obs, "critic_obs": m_critic,
+                                      "next_critic_obs": m_critic, "actions": m_act, "old_mu": m_act,
+                                      "action_labels": m_act, "old_sigma": lambda v: m_act(v).abs()}  # fmt: skip
         mirrored: dict[str, Any] = {}
         for name in minibatch.keys():  # noqa: SIM118 - a MiniBatch is not iterable
             value = minibatch.get(name)
-            if value is None or name in ("hidden_states", "masks"):
-                continue
-            if name in ("obs", "next_obs"):
-                flipped = m_obs(value)
-            elif name in ("critic_obs", "next_critic_obs"):
-                flipped = m_critic(value)
-            elif name in ("actions", "old_mu", "action_labels"):
-                flipped = m_act(value)
-            elif name == "old_sigma":
-                flipped = m_act(value).abs()
-            else:
-                flipped = value
-            mirrored[name] = torch.cat([value, flipped])
+            if value is not None and name not in ("hidden_states", "masks"):
+                mirrored[name] = torch.cat([value, flips.get(name, lambda v: v)(value)])
         return minibatch._replace(**mirrored)
 
     def loss_weights(self) -> dict[str, float]:
