@@ -77,20 +77,13 @@ class UpdateGuard:
     def set_sync_free(self, enabled: bool, optimizer: optim.Optimizer, device_lr: bool) -> None:
         """Switch the sync-free checks; with ``device_lr`` link a device learning rate into ``optimizer``."""
         self.sync_free = bool(enabled)
-        for group in optimizer.param_groups:
-            if isinstance(group["lr"], torch.Tensor):
-                group["lr"] = self._lr
-        self.lr_tensor = None
-        if not (
-            self.sync_free
-            and device_lr
-            and optimizer.defaults.get("fused")
-            and fused_takes_tensor_lr(type(optimizer), self.device)
-        ):
-            return
-        self.lr_tensor = torch.tensor(self._lr, dtype=torch.float32, device=self.device)
-        for group in optimizer.param_groups:
-            group["lr"] = self.lr_tensor
+        wanted = self.sync_free and device_lr and optimizer.defaults.get("fused")
+        on_device = wanted and fused_takes_tensor_lr(type(optimizer), self.device)
+        self.lr_tensor = (
+            torch.tensor(self._lr, dtype=torch.float32, device=self.device) if on_device else None
+        )
+        for group in optimizer.param_groups:  # PPO's optimizer has one group
+            group["lr"] = self._lr if self.lr_tensor is None else self.lr_tensor
 
     def adapt_learning_rate(
         self, kl_mean: torch.Tensor, desired_kl: float, optimizer: optim.Optimizer

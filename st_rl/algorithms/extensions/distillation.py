@@ -89,16 +89,11 @@ def build_teacher(
     teacher: Any = cls(**kwargs)
     if loaded is None:
         warnings.warn(
-            "TPPO: no teacher checkpoint given (teacher_ac_path): the teacher is random. Point teacher_ac_path "
-            "at a trained teacher's model_<it>.pt.",
-            stacklevel=3,
+            "TPPO: no teacher checkpoint given (teacher_ac_path): the teacher is random", stacklevel=3
         )
     else:
         model = loaded["model"]
-        teacher.enable_obs_normalization(
-            actor=any(k.startswith(_NORMALIZER_PREFIXES[0]) for k in model),
-            critic=any(k.startswith(_NORMALIZER_PREFIXES[1]) for k in model),
-        )
+        teacher.enable_obs_normalization(*(any(k.startswith(p) for k in model) for p in _NORMALIZER_PREFIXES))
         try:
             teacher.load_state_dict(model)
         except RuntimeError as e:
@@ -107,10 +102,7 @@ def build_teacher(
                 f"...): {str(e).splitlines()[0]} ... Give the teacher's policy settings in teacher_policy "
                 "(class_name, hidden dims, num_actor_obs) as in the run that trained it."
             ) from e
-    teacher.to(device).eval()
-    for p in teacher.parameters():
-        p.requires_grad_(False)
-    return teacher
+    return teacher.to(device).eval().requires_grad_(False)
 
 
 def _check_teacher_keys(cls: type, cfg: dict[str, Any]) -> None:
