@@ -128,18 +128,12 @@ class PPO(RolloutCollector):
     (``-mean(H)``) and every extension's losses.
 
     Args:
-        clip_param: PPO ratio clip (also the value clip).
         clip_min_std: lower bound of the policy std after each update (scalar or per action).
         schedule: ``"fixed"``, ``"adaptive"`` (adaptive-KL) or ``"linear"`` (to 0 at ``lr_anneal_iterations``).
-        extensions: extension objects or config dicts ``{"class_name": ..., **kwargs}``, uniquely named.
-        rnd_cfg: keyword arguments of a ``RandomNetworkDistillation`` extension; None: off.
-        symmetry_cfg: keyword arguments of a ``Symmetry`` extension; None: off.
-        use_ppo_loss: False: only the extensions' losses train the policy.
+        extensions: extension objects or config dicts ``{"class_name": ..., **kwargs}``; ``rnd_cfg`` /
+            ``symmetry_cfg``: keyword arguments of a ``RandomNetworkDistillation`` / ``Symmetry`` one.
         buffer_dilation_ratio: keep this many rollouts' worth of steps in a ring storage (>= 1).
-        lr_scheduler_class_name: a ``torch.optim.lr_scheduler`` class stepped once per update (``lr_scheduler``:
-            its keyword arguments).
         precision: ``"fp32"``, ``"bf16"`` (bfloat16 autocast) or ``"auto"`` (bf16 where fast).
-        compile: ``torch.compile`` the actor and critic (True or a mode such as ``"reduce-overhead"``).
         **kwargs: ``<name>_coef`` weights of other losses; st_gym's per-algorithm keys are tolerated.
     """
 

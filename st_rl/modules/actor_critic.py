@@ -546,13 +546,11 @@ class ActorCritic(nn.Module):
 class EncoderActorCritic(ActorCritic):
     """:class:`ActorCritic` with encoders on named observation components.
 
-    Args:
-        encoder_class_name: ``"MlpModel"`` or ``"Conv2dHeadModel"``, once or per component.
-        encoder_kwargs: once or per component; defaults: MLP ``hidden_sizes=[128, 64]``, conv
-            ``channels=[16, 32]``, ``kernel_sizes=[5, 3]``, ``strides=[2, 2]``, ``hidden_sizes=[64]``; ReLU.
-        encoder_output_size: latent width per component (default 32).
-        critic_encoder_component_names: None (raw critic observations), ``"shared"`` (the actor's encoders) or
-            a list (own encoders, ``critic_encoder_class_name`` / ``critic_encoder_kwargs``, default the actor's).
+    ``encoder_class_name`` (``"MlpModel"`` / ``"Conv2dHeadModel"``) and ``encoder_kwargs`` are given once or per
+    component; ``critic_encoder_component_names``: None (raw critic observations), ``"shared"`` (the actor's
+    encoders) or a list (own encoders, ``critic_encoder_class_name`` / ``critic_encoder_kwargs``). Defaults:
+    ``encoder_output_size`` 32; MLP ``hidden_sizes=[128, 64]``; conv ``channels=[16, 32]``, ``kernel_sizes=[5, 3]``,
+    ``strides=[2, 2]``, ``hidden_sizes=[64]``; ReLU.
     """
 
     parts = PolicyParts(encoders=True)
@@ -561,13 +559,10 @@ class EncoderActorCritic(ActorCritic):
 class StateAc(ActorCritic):
     """:class:`ActorCritic` with a supervised state estimator on the (normalised) observations.
 
-    Args:
-        estimator_target_components: actor components it predicts (EstimatorPPO trains it against the critic's).
-        estimator_kwargs: ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (default ReLU); recurrent:
-            ``rnn_type``, ``rnn_hidden_size``, ``rnn_num_layers`` of its own memory.
-        use_actor_rnn: (recurrent) estimate from the actor memory's output instead of an own memory.
-        replace_state_prob: probability that the detached estimate replaces the observed targets in training
-            (always at inference when > 0).
+    It predicts ``estimator_target_components`` (EstimatorPPO trains it against the critic's);
+    ``use_actor_rnn``: (recurrent) from the actor memory's output; ``replace_state_prob``: probability that the
+    detached estimate replaces the observed targets in training (always at inference when > 0);
+    ``estimator_kwargs``: ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (ReLU), recurrent ``rnn_*``.
     """
 
     parts = PolicyParts(estimator=True)

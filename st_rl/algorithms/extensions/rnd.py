@@ -48,13 +48,8 @@ class RandomNetworkDistillation(Extension):
     """Curiosity (Burda et al., 2018): the intrinsic reward ``||predictor(s') - target(s')||^2`` of a fixed random
     target network and a predictor trained on the visited states (``rnd_loss``, own Adam) joins the task reward.
 
-    Args:
-        weight_schedule: see :func:`intrinsic_weight` (None: constant ``weight``).
-        use_critic_obs: read the critic observations instead of the actor's.
-        obs_components: only these components of them (default: all).
-        state_normalization: normalise the RND input with running statistics.
-        reward_normalization: divide the intrinsic reward by its running standard deviation.
-        num_outputs: feature width of both networks.
+    ``weight_schedule``: see :func:`intrinsic_weight`; ``obs_components``: only these components of the actor (or,
+    ``use_critic_obs``, critic) observations; ``reward_normalization`` divides by the reward's running std.
     """
 
     name = "rnd"
