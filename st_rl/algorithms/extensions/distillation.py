@@ -248,15 +248,7 @@ class Distillation(Extension):
             self.use_teacher_act_mask = torch.ones(obs.shape[0], dtype=torch.bool, device=obs.device)
         return torch.where(self.use_teacher_act_mask.unsqueeze(-1), labels, transition.actions)
 
-    def on_env_step(
-        self,
-        rewards: torch.Tensor,
-        dones: torch.Tensor,
-        infos: dict[str, Any],
-        transition: Transition,
-        next_obs: torch.Tensor | None,
-        next_critic_obs: torch.Tensor | None,
-    ) -> torch.Tensor:
+    def on_env_step(self, rewards: torch.Tensor, dones: torch.Tensor, *_: Any) -> torch.Tensor:
         self.teacher.reset(dones)
         assert self.use_teacher_act_mask is not None
         draw = torch.rand(dones.shape[0], device=self.device) < self.teacher_act_prob(self.iteration)
