@@ -1,10 +1,4 @@
-"""Learning algorithms. Every class usable as an ``algorithm.class_name`` is exported here.
-
-:class:`PPO` is the one algorithm; ``APPO``, ``ATPPO``, ``TPPO``, ``EstimatorPPO`` and ``EstimatorTPPO`` are
-presets that assemble it with extensions (:mod:`st_rl.algorithms.extensions`). The reference's algorithm
-mixins :class:`APPOAlgoMixin` and :class:`EstimatorAlgoMixin` add those extensions to any of them
-(``class MyAlgo(APPOAlgoMixin, TPPO)`` is :class:`ATPPO`).
-"""
+"""Learning algorithms: :class:`PPO` and its presets with extensions; every ``algorithm.class_name`` is here."""
 
 from st_rl.algorithms import extensions, functional
 from st_rl.algorithms.appo import APPO, ATPPO, APPOAlgoMixin

@@ -1,10 +1,8 @@
-"""APPO (PPO with Adversarial Motion Priors) and ATPPO (its teacher-student variant): presets of
-:class:`~st_rl.algorithms.ppo.PPO` with the
-:class:`~st_rl.algorithms.extensions.amp.AdversarialMotionPrior` extension (and
-:class:`~st_rl.algorithms.extensions.distillation.Distillation` for ATPPO)."""
+"""APPO (PPO with Adversarial Motion Priors) and ATPPO (its teacher-student variant)."""
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import torch.nn as nn
@@ -19,10 +17,8 @@ __all__ = ["APPO", "ATPPO", "DISCRIMINATOR_LOSSES", "GET_PROB_FUNC", "APPOAlgoMi
 
 
 class APPOAlgoMixin:
-    """Adds Adversarial Motion Priors to the algorithm it is listed before, under the reference's name
-    (``class ATPPO(APPOAlgoMixin, TPPO)``): it builds the
-    :class:`~st_rl.algorithms.extensions.amp.AdversarialMotionPrior` extension from its keyword arguments as
-    ``self.amp`` and exposes the reference's attribute names."""
+    """Adds the ``AdversarialMotionPrior`` extension (``self.amp``, built from the keyword arguments) to the
+    algorithm listed after it, with the reference's attribute names."""
 
     config_sources = (AdversarialMotionPrior,)
     amp: AdversarialMotionPrior
@@ -31,34 +27,21 @@ class APPOAlgoMixin:
         self.amp, kwargs = with_extension(AdversarialMotionPrior, kwargs.pop("ppo", None), kwargs)
         super().__init__(actor_critic, *args, **kwargs)  # type: ignore[call-arg]
 
-    @property
-    def amp_normalizer(self) -> nn.Module:
-        """The normaliser shared by policy and reference windows."""
-        return self.amp.normalizer
-
-    ref_obs_normalizer = amp_normalizer  # reference name (st_rl/compat.py)
-    ref_motion_normalizer = amp_normalizer  # reference name (st_rl/compat.py)
-
-    @property
-    def amp_obs_dim(self) -> int:
-        return self.amp.amp_obs_dim
-
-    @property
-    def amp_replay(self) -> Any:
-        return self.amp.replay
+    amp_normalizer = property(attrgetter("amp.normalizer"))
+    ref_obs_normalizer = ref_motion_normalizer = amp_normalizer  # the reference's names
+    amp_obs_dim = property(attrgetter("amp.amp_obs_dim"))
+    amp_replay = property(attrgetter("amp.replay"))
 
     def style_reward_weight(self, iteration: int | None = None) -> float:
         return self.amp.style_reward_weight(iteration)
 
 
 class APPO(APPOAlgoMixin, PPO):
-    """PPO plus :class:`~st_rl.algorithms.extensions.amp.AdversarialMotionPrior` (see there for its arguments;
-    the others as :class:`PPO`). The policy must carry a discriminator (``AmpActorCritic``, ...)."""
+    """PPO plus ``AdversarialMotionPrior`` (see there for its arguments)."""
 
 
 class ATPPO(APPOAlgoMixin, TPPO):
     """Teacher-student PPO (:class:`TPPO`) with Adversarial Motion Priors."""
 
 
-# Reference import path of the distillation extension class, for ATPPO users who subclass it.
-__all__ += ["Distillation"]
+__all__ += ["Distillation"]  # its reference import path

@@ -23,10 +23,22 @@ __all__ = ["RolloutCollector"]
 _MEASURED: dict[tuple[Any, ...], tuple[str, str]] = {}  # precision="auto" timings on GPUs, for this process
 
 
+def _normalizer_property(side: str) -> property:
+    """The policy's ``<side>_obs_normalizer`` (identity when off); setting it switches normalisation."""
+
+    def get(self: Any) -> nn.Module:
+        return getattr(self.actor_critic, f"{side}_obs_normalizer")
+
+    def set_(self: Any, module: nn.Module) -> None:
+        setattr(self.actor_critic, f"{side}_obs_normalizer", module)
+        setattr(self.actor_critic, f"{side}_obs_normalization", isinstance(module, EmpiricalNormalization))
+
+    return property(get, set_)
+
+
 class RolloutCollector:
-    """Collects a rollout into the storage for :class:`~st_rl.algorithms.ppo.PPO`, which it is a base of: the
-    policy acts on raw observations, extensions see every step (``on_act``, ``on_env_step``,
-    ``on_dataset_step``) and the returns are computed after the last step."""
+    """The rollout half of :class:`~st_rl.algorithms.ppo.PPO`: the policy acts on raw observations, extensions
+    see every step, the returns are computed after the last."""
 
     actor_critic: Any
     device: torch.device
@@ -41,32 +53,14 @@ class RolloutCollector:
     transition: Transition
     compiled: bool
     _compile_clock: float | None
-    _ordered: list[Extension]
+    extensions: dict[str, Extension]
 
     def autocast(self) -> contextlib.AbstractContextManager[None]:
-        """The mixed-precision context of the policy's forward passes (bfloat16 autocast when
-        ``self.precision == "bf16"``, else nothing)."""
+        """The mixed-precision context of the policy's forward passes."""
         return autocast(self.device, self.precision)
 
-    @property
-    def obs_normalizer(self) -> nn.Module:
-        """The policy's actor observation normaliser (identity when normalisation is off)."""
-        return self.actor_critic.actor_obs_normalizer
-
-    @obs_normalizer.setter
-    def obs_normalizer(self, module: nn.Module) -> None:
-        self.actor_critic.actor_obs_normalizer = module
-        self.actor_critic.actor_obs_normalization = isinstance(module, EmpiricalNormalization)
-
-    @property
-    def critic_obs_normalizer(self) -> nn.Module:
-        """The policy's critic observation normaliser (identity when normalisation is off)."""
-        return self.actor_critic.critic_obs_normalizer
-
-    @critic_obs_normalizer.setter
-    def critic_obs_normalizer(self, module: nn.Module) -> None:
-        self.actor_critic.critic_obs_normalizer = module
-        self.actor_critic.critic_obs_normalization = isinstance(module, EmpiricalNormalization)
+    obs_normalizer = _normalizer_property("actor")
+    critic_obs_normalizer = _normalizer_property("critic")
 
     def init_storage(
         self,
@@ -86,7 +80,7 @@ class RolloutCollector:
             storage.num_envs, storage.num_transitions_per_env, storage.obs_shape, storage.privileged_obs_shape,
             storage.actions_shape, dict(kwargs),
         )  # fmt: skip
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             for name, field in ext.storage_fields(layout).items():
                 storage.register(name, field)
         self.transition = Transition()
@@ -143,9 +137,8 @@ class RolloutCollector:
             return self.precision, f"not timed ({type(exc).__name__}: {exc})"
         return choice, f"a forward and backward pass: fp32 {fp32 * 1e3:.1f} ms, bf16 {bf16 * 1e3:.1f} ms"
 
-    # ------------------------------------------------------------------ rollout
     def _record_policy_step(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
-        """Act on raw observations and record the policy's values, distribution and inputs; the actions."""
+        """Act on raw observations and record the values, distribution and inputs; return the actions."""
         policy, t = self.actor_critic, self.transition
         if policy.is_recurrent:
             t.hidden_states = policy.get_hidden_states()
@@ -158,7 +151,7 @@ class RolloutCollector:
         return actions
 
     def _store_step(self, rewards: torch.Tensor, dones: torch.Tensor, infos: dict[str, Any]) -> None:
-        """Bootstrap time-outs (``r += gamma * V * time_out``), store the transition, reset ended episodes."""
+        """Bootstrap time-outs, store the transition, reset ended episodes."""
         assert self.storage is not None, "call init_storage() before collecting data"
         t = self.transition
         time_outs = infos.get("time_outs")
@@ -175,7 +168,7 @@ class RolloutCollector:
             self._compile_clock = time.perf_counter()
         t = self.transition
         t.actions = actions = self._record_policy_step(obs, critic_obs)
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             replaced = ext.on_act(obs, critic_obs, t)
             if replaced is not None:
                 t.actions = actions = replaced
@@ -191,23 +184,17 @@ class RolloutCollector:
         next_obs: torch.Tensor | None = None,
         next_critic_obs: torch.Tensor | None = None,
     ) -> None:
-        """Store the step's outcome (extensions may change the rewards first) and update the policy's
-        observation statistics with ``next_obs``."""
+        """Store the step (extensions may change the rewards) and update the observation statistics."""
         assert self.storage is not None, "call init_storage() before collecting data"
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             rewards = ext.on_env_step(rewards, dones, infos, self.transition, next_obs, next_critic_obs)
         self._store_step(rewards, dones, infos)
         if next_obs is not None:
             self.actor_critic.update_normalization(next_obs, next_critic_obs)
 
     def collect_transition_from_dataset(self, transition: Any, infos: dict[str, Any]) -> None:
-        """Record a dataset transition as if the dataset's action had been executed.
-
-        The policy acts on the dataset's raw observations to record its values and distribution (its
-        observation statistics are updated with them); the dataset's action is the executed action (scored
-        under the policy's rollout distribution; extensions see it through ``on_dataset_step``); the
-        dataset's reward and done close the step.
-        """
+        """Record a dataset transition as if its action had been executed (scored under the policy's
+        distribution of its observations, which also update the statistics)."""
         obs = transition.observation.to(self.device)
         critic_obs = transition.privileged_observation
         critic_obs = obs if critic_obs is None else critic_obs.to(self.device)
@@ -216,14 +203,13 @@ class RolloutCollector:
         t = self.transition
         t.actions = transition.action.to(self.device)
         t.actions_log_prob = self.actor_critic.get_actions_log_prob(t.actions).detach()
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             ext.on_dataset_step(t)
         dones = transition.done.to(self.device).reshape(-1).bool()
         self._store_step(transition.reward.to(self.device).reshape(-1), dones, infos)
 
     def compute_returns(self, last_critic_obs: torch.Tensor) -> None:
-        """Bootstrap from the last critic observation and compute GAE returns/advantages (skipped when the PPO
-        losses are off)."""
+        """GAE returns and advantages, bootstrapped from ``last_critic_obs`` (skipped without PPO losses)."""
         assert self.storage is not None
         if not self.use_ppo_loss:
             return

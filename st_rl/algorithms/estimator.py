@@ -1,9 +1,8 @@
-"""EstimatorPPO / EstimatorTPPO: presets of PPO / TPPO with the
-:class:`~st_rl.algorithms.extensions.estimator.StateEstimation` extension (a supervised state estimator trained
-inside the policy)."""
+"""EstimatorPPO / EstimatorTPPO: PPO / TPPO with the ``StateEstimation`` extension."""
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import torch.nn as nn
@@ -16,10 +15,8 @@ __all__ = ["EstimatorAlgoMixin", "EstimatorPPO", "EstimatorTPPO"]
 
 
 class EstimatorAlgoMixin:
-    """Adds the state-estimator loss to the algorithm it is listed before, under the reference's name
-    (``class EstimatorTPPO(EstimatorAlgoMixin, TPPO)``): it builds the
-    :class:`~st_rl.algorithms.extensions.estimator.StateEstimation` extension from its keyword arguments as
-    ``self.estimator`` and exposes the reference's attribute names."""
+    """Adds the ``StateEstimation`` extension (``self.estimator``, built from the keyword arguments) to the
+    algorithm listed after it, with the reference's attribute names."""
 
     config_sources = (StateEstimation,)
     estimator: StateEstimation
@@ -28,30 +25,14 @@ class EstimatorAlgoMixin:
         self.estimator, kwargs = with_extension(StateEstimation, kwargs.pop("ppo", None), kwargs)
         super().__init__(actor_critic, *args, **kwargs)  # type: ignore[call-arg]
 
-    @property
-    def estimator_obs_components(self) -> list[str]:
-        """The policy's estimator input components."""
-        return self.estimator.estimator_obs_components
-
-    @property
-    def estimator_target_obs_components(self) -> list[str]:
-        """The policy's estimator target components (read from the critic observations)."""
-        return self.estimator.estimator_target_obs_components
-
-    @property
-    def estimator_loss_func(self) -> str:
-        """The ``torch.nn.functional`` loss name."""
-        return self.estimator.estimator_loss_func
-
-    @property
-    def estimator_loss_kwargs(self) -> dict[str, Any]:
-        """Extra keyword arguments of the loss function."""
-        return self.estimator.estimator_loss_kwargs
+    estimator_obs_components = property(attrgetter("estimator.estimator_obs_components"))
+    estimator_target_obs_components = property(attrgetter("estimator.estimator_target_obs_components"))
+    estimator_loss_func = property(attrgetter("estimator.estimator_loss_func"))
+    estimator_loss_kwargs = property(attrgetter("estimator.estimator_loss_kwargs"))
 
 
 class EstimatorPPO(EstimatorAlgoMixin, PPO):
-    """PPO plus :class:`~st_rl.algorithms.extensions.estimator.StateEstimation` (arguments
-    ``estimator_loss_func``, ``estimator_loss_kwargs``, ``estimator_loss_coef``; the others as :class:`PPO`)."""
+    """PPO plus ``StateEstimation`` (``estimator_loss_func``, ``estimator_loss_kwargs``, ``estimator_loss_coef``)."""
 
 
 class EstimatorTPPO(EstimatorAlgoMixin, TPPO):

@@ -29,10 +29,7 @@ def bootstrap_time_outs(
 def clipped_surrogate_loss(
     log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, clip_param: float
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """PPO clipped surrogate loss ``mean(max(-A r, -A clip(r, 1-e, 1+e)))``.
-
-    Returns the loss and ``{"ratio", "surrogate", "surrogate_clipped"}``.
-    """
+    """``mean(max(-A r, -A clip(r, 1-e, 1+e)))`` and ``{"ratio", "surrogate", "surrogate_clipped"}``."""
     ratio = torch.exp(log_prob - old_log_prob.reshape(log_prob.shape))
     adv = advantages.reshape(log_prob.shape)
     surrogate = -adv * ratio
@@ -48,10 +45,7 @@ def value_function_loss(
     clip_param: float,
     use_clipped_value_loss: bool = PPO_SIGNATURE_DEFAULTS.use_clipped_value_loss,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Squared value error, optionally with the PPO value clipping.
-
-    Returns the loss and the clipped values (``None`` when clipping is off).
-    """
+    """Squared value error, optionally clipped, and the clipped values (None without clipping)."""
     if use_clipped_value_loss:
         value_clipped = old_values + (values - old_values).clamp(-clip_param, clip_param)
         loss = torch.max((values - returns).pow(2), (value_clipped - returns).pow(2)).mean()
@@ -74,7 +68,7 @@ def gaussian_kl(
 def adaptive_learning_rate(
     learning_rate: float, kl_mean: float, desired_kl: float, min_lr: float = 1e-5, max_lr: float = 1e-2
 ) -> float:
-    """Adaptive-KL schedule: divide by 1.5 when KL > 2 target, multiply by 1.5 when 0 < KL < target / 2."""
+    """Divide by 1.5 when KL > 2 target, multiply by 1.5 when 0 < KL < target / 2."""
     if kl_mean > desired_kl * 2.0:
         return max(min_lr, learning_rate / 1.5)
     if 0.0 < kl_mean < desired_kl / 2.0:

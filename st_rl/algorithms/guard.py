@@ -17,8 +17,7 @@ _CAUSES = (
 
 
 class NonFiniteLossError(FloatingPointError):
-    """Raised when a loss becomes NaN or Inf (before the optimizer step, or, in a sync-free update, after
-    restoring the parameters and optimizer state of the update's start: they stay intact either way)."""
+    """A loss became NaN or Inf; the parameters and optimizer state stay as before the update."""
 
 
 def fused_takes_tensor_lr(optimizer_cls: type[optim.Optimizer], device: torch.device) -> bool:
@@ -33,7 +32,7 @@ def fused_takes_tensor_lr(optimizer_cls: type[optim.Optimizer], device: torch.de
 
 
 class UpdateGuard:
-    """The non-finite loss checks of a PPO update and its learning rate, with no wait for the device in the loop.
+    """The non-finite loss checks of a PPO update and its learning rate.
 
     Multi-rank, a non-finite flag travels with the all-reduced gradients (every rank raises together).
     Sync-free (:meth:`set_sync_free`, the CUDA default), the losses :meth:`record` keeps are read once after the
@@ -57,7 +56,6 @@ class UpdateGuard:
         self._optimizers: list[optim.Optimizer] = []
         self._params: list[torch.nn.Parameter] = []
 
-    # ------------------------------------------------------------------ learning rate
     @property
     def learning_rate(self) -> float:
         return self._lr
@@ -71,20 +69,13 @@ class UpdateGuard:
     def set_sync_free(self, enabled: bool, optimizer: optim.Optimizer, device_lr: bool) -> None:
         """Switch the sync-free checks; with ``device_lr`` link a device learning rate into ``optimizer``."""
         self.sync_free = bool(enabled)
-        for group in optimizer.param_groups:
-            if isinstance(group["lr"], torch.Tensor):
-                group["lr"] = self._lr
-        self.lr_tensor = None
-        if not (
-            self.sync_free
-            and device_lr
-            and optimizer.defaults.get("fused")
-            and fused_takes_tensor_lr(type(optimizer), self.device)
-        ):
-            return
-        self.lr_tensor = torch.tensor(self._lr, dtype=torch.float32, device=self.device)
-        for group in optimizer.param_groups:
-            group["lr"] = self.lr_tensor
+        wanted = self.sync_free and device_lr and optimizer.defaults.get("fused")
+        on_device = wanted and fused_takes_tensor_lr(type(optimizer), self.device)
+        self.lr_tensor = (
+            torch.tensor(self._lr, dtype=torch.float32, device=self.device) if on_device else None
+        )
+        for group in optimizer.param_groups:  # PPO's optimizer has one group
+            group["lr"] = self._lr if self.lr_tensor is None else self.lr_tensor
 
     def adapt_learning_rate(
         self, kl_mean: torch.Tensor, desired_kl: float, optimizer: optim.Optimizer
@@ -97,7 +88,6 @@ class UpdateGuard:
         for group in optimizer.param_groups:
             group["lr"] = self._lr
 
-    # ------------------------------------------------------------------ the update
     def begin(
         self,
         params: list[torch.nn.Parameter],

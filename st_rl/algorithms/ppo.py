@@ -22,6 +22,7 @@ from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
 from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.algorithms.guard import NonFiniteLossError, UpdateGuard
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS
+from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.registry import resolve_class
 from st_rl.storage.rollout_storage import MiniBatch, RolloutStorage, Transition, compute_returns
@@ -31,7 +32,7 @@ from st_rl.utils.precision import resolve_precision
 
 __all__ = ["COMPILE_MODES", "PPO", "NonFiniteLossError", "compile_policy", "compute_returns"]
 
-# st_gym's keys for every algorithm (AMP / BC settings): plain PPO ignores them silently, other unknown ones not.
+# st_gym's keys for every algorithm: plain PPO ignores them silently.
 _TOLERATED_KEYS = frozenset({"class_name", "amp_obs_dim", "bc_loss_coef"})
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 """``torch.compile`` modes of ``compile``; the CUDA-graph modes ('reduce-overhead', 'max-autotune') crash in the
@@ -42,8 +43,7 @@ _NORMALIZER_ENTRIES = (("obs_norm_state_dict", "actor_obs_normalizer"),
 
 
 def make_optimizer(optimizer_cls: type[optim.Optimizer], params: Any, lr: float) -> optim.Optimizer:
-    """``optimizer_cls(params, lr=lr)``, with the fused kernel (one kernel for all parameters, the same update
-    rule) where the class and device support it."""
+    """``optimizer_cls(params, lr=lr)``, fused where the class and device support it."""
     params = list(params)
     if "fused" in inspect.signature(optimizer_cls.__init__).parameters and all(
         p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params
@@ -51,16 +51,12 @@ def make_optimizer(optimizer_cls: type[optim.Optimizer], params: Any, lr: float)
         try:
             return optimizer_cls(params, lr=lr, fused=True)  # type: ignore[call-arg]
         except (RuntimeError, TypeError, ValueError):
-            pass  # this torch build has no fused kernel for the device: use the default implementation
+            pass  # no fused kernel for this device in this torch build
     return optimizer_cls(params, lr=lr)  # type: ignore[call-arg]
 
 
 def optimizer_class(name: str) -> type[optim.Optimizer]:
-    """A ``torch.optim`` optimizer class by name.
-
-    Raises:
-        ValueError: unknown name (the message lists the available ones).
-    """
+    """A ``torch.optim`` optimizer class by name (``ValueError`` listing the names if unknown)."""
     names = sorted(
         n
         for n, c in optim.__dict__.items()
@@ -72,9 +68,8 @@ def optimizer_class(name: str) -> type[optim.Optimizer]:
 
 
 def compile_policy(policy: nn.Module, mode: str | bool | None = None) -> bool:
-    """Compile the policy's ``actor`` and ``critic`` networks in place (``nn.Module.compile``: parameter names
-    and checkpoints stay the same) in ``mode`` (a string; else torch's default); False, with a warning, where
-    this torch cannot compile."""
+    """Compile the policy's ``actor`` and ``critic`` in place (checkpoints unchanged) in ``mode`` (a string, else
+    torch's default); False, with a warning, where this torch cannot compile."""
     try:
         torch.compile(lambda x: x * 2.0)(torch.ones(2))  # a probe: fails fast when the backend is unusable
     except Exception as exc:  # noqa: BLE001 - any backend failure means: run eagerly
@@ -96,13 +91,11 @@ def _check_options(
     dilation: float,
     mode: Any,
 ) -> None:
+    """The options a direct Python caller may get wrong (a config is checked before, at the edge)."""
     if schedule not in ("fixed", "adaptive", "linear"):
         raise ValueError(f"schedule must be 'fixed', 'adaptive' or 'linear', got {schedule!r}")
     if schedule == "linear" and (lr_anneal_iterations is None or int(lr_anneal_iterations) < 1):
-        raise ValueError(
-            "schedule='linear' needs lr_anneal_iterations >= 1 (the number of learning iterations over "
-            f"which the learning rate decays to 0), got {lr_anneal_iterations!r}"
-        )
+        raise ValueError(f"schedule='linear' needs lr_anneal_iterations >= 1, got {lr_anneal_iterations!r}")
     if epochs < 1 or mini_batches < 1:
         raise ValueError("num_learning_epochs and num_mini_batches must be >= 1")
     if dilation < 1.0:
@@ -117,20 +110,16 @@ def _check_options(
 def _make_lr_scheduler(optimizer: optim.Optimizer, name: str | None, kwargs: Any, schedule: str) -> Any:
     if name is None:
         return None
-    sched_cls = getattr(torch.optim.lr_scheduler, name, None)
-    if sched_cls is None:
-        raise ValueError(f"Unknown lr_scheduler_class_name {name!r} (torch.optim.lr_scheduler)")
     if schedule == "adaptive":
-        warnings.warn(
-            "Both an lr scheduler and schedule='adaptive' are set; the scheduler decides the learning rate after "
-            "each update.",
-            stacklevel=3,
-        )
+        warnings.warn("lr scheduler and schedule='adaptive': the scheduler sets the lr", stacklevel=3)
+    sched_cls = getattr(torch.optim.lr_scheduler, name, None)
+    if not isinstance(sched_cls, type):
+        raise ValueError(f"Unknown lr_scheduler_class_name {name!r} (a torch.optim.lr_scheduler class)")
     return sched_cls(optimizer, **dict(kwargs or {}))
 
 
 def _extra_loss_coefs(kwargs: dict[str, Any], owner: str) -> dict[str, Any]:
-    """``{name: weight}`` of the ``<name>_coef`` keyword arguments; other unknown ones are warned about."""
+    """``{name: weight}`` of the ``<name>_coef`` keyword arguments; warns about other unknown ones."""
     unknown = sorted(k for k in kwargs if not k.endswith("_coef") and k not in _TOLERATED_KEYS)
     if unknown:
         warnings.warn(f"{owner} ignores unknown arguments: {unknown}", stacklevel=3)
@@ -142,7 +131,7 @@ def _make_extensions(
     rnd_cfg: dict[str, Any] | None,
     symmetry_cfg: dict[str, Any] | None,
 ) -> list[Extension]:
-    """Extension objects from themselves or config dicts with ``class_name``, then RND and symmetry."""
+    """Extensions from objects or config dicts with ``class_name``, then RND and symmetry."""
     out = []
     for spec in specs:
         if isinstance(spec, dict):
@@ -159,34 +148,15 @@ def _make_extensions(
 
 
 class PPO(RolloutCollector):
-    """PPO with clipped surrogate and value losses, entropy bonus, GAE and an adaptive-KL learning rate, plus
-    extensions (:mod:`st_rl.algorithms.extensions`). A minibatch's loss is ``sum(weight[name] * loss[name])``
-    over ``surrogate_loss``, ``value_loss``, ``entropy`` (``-mean(H)``, weighted by ``entropy_coef``) and every
-    extension's losses.
+    """PPO (clipped surrogate and value losses, entropy bonus, GAE, adaptive-KL learning rate) plus extensions.
+    A minibatch's loss is ``sum(weight[name] * loss[name])`` over ``surrogate_loss``, ``value_loss``, ``entropy``
+    (``-mean(H)``) and every extension's losses.
 
     Args:
-        actor_critic: the policy (e.g. :class:`st_rl.modules.ActorCritic`), fed raw observations.
-        num_learning_epochs: passes over the rollout per update.
-        num_mini_batches: minibatches per epoch.
-        clip_param: PPO ratio clip (also the value clip).
-        gamma: discount.
-        lam: GAE lambda.
-        value_loss_coef: weight of ``value_loss``.
-        entropy_coef: weight of ``entropy``.
-        learning_rate: initial learning rate.
-        max_grad_norm: gradient norm clip (None: no clipping).
-        use_clipped_value_loss: PPO value clipping.
         clip_min_std: lower bound of the policy std after each update (scalar or per action).
-        optimizer_class_name: any ``torch.optim`` class name.
         schedule: ``"fixed"``, ``"adaptive"`` (adaptive-KL) or ``"linear"`` (to 0 at ``lr_anneal_iterations``).
-        desired_kl: KL target of the adaptive schedule.
-        lr_anneal_iterations: length of the ``"linear"`` schedule (runners default it to ``max_iterations``).
-        device: training device.
-        empirical_normalization: enable the policy's running-statistics observation normalisers.
-        extensions: extension objects or config dicts ``{"class_name": ..., **kwargs}``, uniquely named.
-        rnd_cfg: keyword arguments of the ``RandomNetworkDistillation`` extension (curiosity); None: off.
-        symmetry_cfg: keyword arguments of the ``Symmetry`` extension; None: off.
-        use_ppo_loss: False: only the extensions' losses train the policy (pure distillation / DAgger).
+        extensions: extension objects or config dicts ``{"class_name": ..., **kwargs}``; ``rnd_cfg`` /
+            ``symmetry_cfg``: keyword arguments of a ``RandomNetworkDistillation`` / ``Symmetry`` one.
         buffer_dilation_ratio: keep this many rollouts' worth of steps in a ring storage (>= 1).
         lr_scheduler_class_name: a ``torch.optim.lr_scheduler`` class, stepped once per update.
         lr_scheduler: its keyword arguments.
@@ -196,7 +166,6 @@ class PPO(RolloutCollector):
         **kwargs: ``<name>_coef`` weights of other losses; st_gym's per-algorithm keys are tolerated.
     """
 
-    # The config schema (st_rl.config.schema): keys accepted and ignored, and `<name>_coef` loss weights.
     config_tolerated: frozenset[str] = _TOLERATED_KEYS | {"surrogate_loss_coef"}
     config_accepts_coefs = True
 
@@ -233,16 +202,20 @@ class PPO(RolloutCollector):
         **kwargs: Any,
     ) -> None:
         if args:
-            raise TypeError(
-                f"{type(self).__name__} takes keyword arguments only after actor_critic; got {args}"
-            )
-        epochs, mini_batches = int(num_learning_epochs), int(num_mini_batches)
-        _check_options(schedule, lr_anneal_iterations, epochs, mini_batches, buffer_dilation_ratio, compile)
+            raise TypeError(f"{type(self).__name__} takes keywords only after actor_critic; got {args}")
+        _check_options(
+            schedule,
+            lr_anneal_iterations,
+            num_learning_epochs,
+            num_mini_batches,
+            buffer_dilation_ratio,
+            compile,
+        )
         self.device = torch.device(device)
         self.precision_request = precision
         self.precision = resolve_precision(precision, self.device)
         self.actor_critic: Any = actor_critic.to(self.device)
-        self.num_learning_epochs, self.num_mini_batches = epochs, mini_batches
+        self.num_learning_epochs, self.num_mini_batches = int(num_learning_epochs), int(num_mini_batches)
         self.clip_param, self.gamma, self.lam = clip_param, gamma, lam
         self.value_loss_coef, self.entropy_coef = value_loss_coef, entropy_coef
         self.surrogate_loss_coef = float(kwargs.pop("surrogate_loss_coef", 1.0))
@@ -262,7 +235,6 @@ class PPO(RolloutCollector):
         if self.empirical_normalization and not self.actor_critic.actor_obs_normalization:
             self.actor_critic.enable_obs_normalization()
         self.extensions: dict[str, Extension] = {}
-        self._ordered: list[Extension] = []
         self.storage: RolloutStorage | None = None
         for ext in _make_extensions(extensions, rnd_cfg, symmetry_cfg):
             self.add_extension(ext)
@@ -272,9 +244,7 @@ class PPO(RolloutCollector):
         self._lr_scheduler = _make_lr_scheduler(
             self.optimizer, lr_scheduler_class_name, lr_scheduler, schedule
         )
-        if (
-            self._lr_scheduler is not None
-        ):  # the attribute exists only with a scheduler (the reference tests it)
+        if self._lr_scheduler is not None:  # the attribute exists only with a scheduler (as the reference's)
             self.lr_scheduler = self._lr_scheduler
         self.transition = Transition()
         self.compiled = bool(compile) and compile_policy(self.actor_critic, compile)
@@ -283,7 +253,7 @@ class PPO(RolloutCollector):
 
     @property
     def learning_rate(self) -> float:
-        """The policy optimizer's learning rate (a device tensor during a sync-free adaptive update)."""
+        """The policy optimizer's learning rate."""
         return self.guard.learning_rate
 
     @learning_rate.setter
@@ -295,12 +265,10 @@ class PPO(RolloutCollector):
         return self.guard.sync_free
 
     def set_sync_free(self, enabled: bool) -> None:
-        """Keep the update's per-minibatch checks on the device (on by default on CUDA; see
-        :class:`~st_rl.algorithms.guard.UpdateGuard`): no wait for the device inside an update."""
+        """Keep the update's per-minibatch checks on the device (the CUDA default; see ``UpdateGuard``)."""
         adaptive = self.schedule == "adaptive" and self.desired_kl is not None and self._lr_scheduler is None
         self.guard.set_sync_free(enabled, self.optimizer, device_lr=adaptive)
 
-    # ------------------------------------------------------------------ extensions
     def add_extension(self, extension: Extension) -> Extension:
         """Attach an extension (before ``init_storage``); returns it."""
         if not isinstance(extension, Extension):
@@ -314,13 +282,10 @@ class PPO(RolloutCollector):
             module.to(self.device)
         extension.iteration = self.current_learning_iteration
         self.extensions[extension.name] = extension
-        # Extensions that run extra policy forward passes go last (they overwrite the policy's cached outputs).
-        self._ordered = sorted(self.extensions.values(), key=lambda e: e.reruns_policy)
         return extension
 
     @property
     def policy(self) -> Any:
-        """The policy (``actor_critic``)."""
         return self.actor_critic
 
     @property
@@ -335,7 +300,7 @@ class PPO(RolloutCollector):
 
     @property
     def rnd(self) -> Extension | None:
-        """The random network distillation extension (None without one), as the reference names it."""
+        """The RND extension or None (the reference's name)."""
         return self.extensions.get("rnd")
 
     def loss_weight(self, name: str) -> float:
@@ -343,50 +308,43 @@ class PPO(RolloutCollector):
         own = {"surrogate_loss": self.surrogate_loss_coef, "value_loss": self.value_loss_coef}
         if name in own or name == "entropy":
             return own.get(name, self.entropy_coef)
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             weights = ext.loss_weights()
             if name in weights:
                 return float(weights[name])
         return float(self.extra_loss_coefs.get(name, 1.0))
 
-    # ------------------------------------------------------------------ set-up
     def attach_env(self, env: Any) -> None:
         """Hand the training environment to every extension (runners call this once)."""
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             ext.attach_env(env)
 
     def init_obs_norm(self, num_obs: int, num_critic_obs: int) -> None:
-        """Kept for existing scripts: enables the policy's normalisers when ``empirical_normalization`` is set."""
+        """The reference's call: enables the policy's normalisers with ``empirical_normalization``."""
         if self.empirical_normalization:
             self.actor_critic.enable_obs_normalization()
 
-    # ------------------------------------------------------------------ modes
     def train_mode(self) -> None:
         self.actor_critic.train()
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             ext.train(True)
 
     def eval_mode(self) -> None:
         self.actor_critic.eval()
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             ext.train(False)
 
     def _optimizers(self) -> list[optim.Optimizer]:
-        return [self.optimizer] + [e.optimizer for e in self._ordered if e.optimizer is not None]
+        return [self.optimizer] + [e.optimizer for e in self.extensions.values() if e.optimizer is not None]
 
     def modules(self) -> list[nn.Module]:
-        """The policy and every extension's modules (what a multi-rank run broadcasts from rank 0)."""
-        return [self.actor_critic] + [m for ext in self._ordered for m in ext.modules()]
+        """The policy and every extension's modules (broadcast from rank 0 in multi-rank runs)."""
+        return [self.actor_critic] + [m for ext in self.extensions.values() for m in ext.modules()]
 
-    # ------------------------------------------------------------------ update
     def update(
         self, current_learning_iteration: int | None = None
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """Run the epochs over the stored rollout; return the mean losses and stats.
-
-        The values are 0-dim CPU tensors (copied from the device in one transfer): ``value.item()``, as the
-        reference's tensors take it, and ``float(value)`` / ``f"{value:.4f}"`` both work.
-        """
+        """Run the epochs over the stored rollout; return the mean losses and stats (0-dim CPU tensors)."""
         assert self.storage is not None
         if current_learning_iteration is not None:
             self.current_learning_iteration = current_learning_iteration
@@ -408,7 +366,7 @@ class PPO(RolloutCollector):
         weights: dict[str, float] = {}
         num_updates = 0
         for minibatch in batches(self.num_mini_batches, self.num_learning_epochs):
-            for ext in self._ordered:
+            for ext in self.extensions.values():
                 minibatch = ext.transform_minibatch(minibatch)
             losses, _, stats = self.compute_losses(minibatch)
             weights = weights or {name: self.loss_weight(name) for name in losses}
@@ -433,7 +391,7 @@ class PPO(RolloutCollector):
         host = self.guard.finish(num_updates)
         self._after_update()
         stats_out = {k[2:]: v for k, v in host.items() if k.startswith("s/")}
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             stats_out.update({k: torch.tensor(float(v)) for k, v in ext.log_scalars().items()})
         return {k[2:]: v for k, v in host.items() if k.startswith("l/")}, stats_out
 
@@ -441,7 +399,7 @@ class PPO(RolloutCollector):
         assert self.storage is not None
         self.storage.clear()
         self.actor_critic.clip_std(min=self.clip_min_std)
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             ext.after_update(self.storage)
         if self._lr_scheduler is not None:
             self._lr_scheduler.step()
@@ -455,7 +413,6 @@ class PPO(RolloutCollector):
             self._compile_clock = 0.0
 
     def _anneal_learning_rate(self, iteration: int) -> None:
-        """``learning_rate = initial * (1 - iteration / lr_anneal_iterations)``, floored at 0."""
         assert self.lr_anneal_iterations is not None
         self.learning_rate = self.initial_learning_rate * max(
             0.0, 1.0 - iteration / self.lr_anneal_iterations
@@ -464,62 +421,49 @@ class PPO(RolloutCollector):
             group["lr"] = self.learning_rate
 
     def _grad_clip_groups(self) -> list[list[nn.Parameter]]:
-        """Parameter sets whose gradient norms are clipped to ``max_grad_norm`` separately: the policy, each
-        extension's policy-side group and each extension's own parameters."""
-        apart = [group for ext in self._ordered for group in ext.clip_groups()]
+        """Parameter sets clipped separately: the policy, extensions' policy-side groups, extensions' own."""
+        apart = [group for ext in self.extensions.values() for group in ext.clip_groups()]
         apart_ids = {id(p) for group in apart for p in group}
         policy = [p for p in self.actor_critic.parameters() if id(p) not in apart_ids]
-        own = [ext.parameters() for ext in self._ordered if ext.parameters()]
+        own = [ext.parameters() for ext in self.extensions.values() if ext.parameters()]
         return [policy, *apart, *own]
 
     @property
     def _trainable(self) -> list[nn.Parameter]:
-        params = list(self.actor_critic.parameters()) + [p for e in self._ordered for p in e.parameters()]
-        return [p for p in params if p.requires_grad]
+        own = [p for e in self.extensions.values() for p in e.parameters()]
+        return [p for p in [*self.actor_critic.parameters(), *own] if p.requires_grad]
 
     def compute_losses(
         self, minibatch: MiniBatch
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """Losses of one minibatch: PPO's ``surrogate_loss``, ``value_loss`` and ``entropy`` (unless
-        ``use_ppo_loss`` is off), then every extension's.
-
-        Returns ``(losses, inter_vars, stats)``. With ``schedule="adaptive"`` the learning rate is adapted
-        here from the KL between the rollout policy and the current one.
-        """
-        policy, hidden = self.actor_critic, minibatch.hidden_states
-        memory: dict[str, Any] = {"actor": {}, "critic": {}}
-        if policy.is_recurrent:
-            for part in memory:
-                memory[part] = {"masks": minibatch.masks, "hidden_states": getattr(hidden, part, None)}
+        """``(losses, inter_vars, stats)`` of one minibatch: PPO's losses (unless ``use_ppo_loss`` is off), then
+        every extension's; the adaptive schedule adapts the learning rate here."""
+        critic_obs = minibatch.critic_obs if self.use_ppo_loss else None
         with self.autocast():
-            policy.act(minibatch.obs, **memory["actor"])
+            output = self.actor_critic.policy_output(
+                minibatch.obs, critic_obs, minibatch.masks, minibatch.hidden_states
+            )
         losses: dict[str, torch.Tensor] = {}
         inter_vars: dict[str, torch.Tensor] = {}
         stats: dict[str, torch.Tensor] = {}
         if self.use_ppo_loss:
-            self._ppo_losses(minibatch, memory["critic"], losses, inter_vars, stats)
-        for ext in self._ordered:
-            for name, value in ext.losses(minibatch).items():
+            self._ppo_losses(minibatch, output, losses, inter_vars, stats)
+        for ext in self.extensions.values():
+            for name, value in ext.losses(minibatch, output).items():
                 if name in losses:
-                    raise ValueError(
-                        f"extension {ext.name!r} returns loss {name!r}, which another term returns"
-                    )
+                    raise ValueError(f"loss {name!r} of extension {ext.name!r} is taken")
                 losses[name] = value
         return losses, inter_vars, stats
 
     def _ppo_losses(
         self,
         minibatch: MiniBatch,
-        critic_kw: dict[str, Any],
+        output: PolicyOutput,
         losses: dict[str, torch.Tensor],
         inter_vars: dict[str, torch.Tensor],
         stats: dict[str, torch.Tensor],
     ) -> None:
-        policy = self.actor_critic
-        log_prob = policy.get_actions_log_prob(minibatch.actions)
-        mu, sigma, entropy = policy.action_mean, policy.action_std, policy.entropy
-        with self.autocast():
-            value = policy.evaluate(minibatch.critic_obs, **critic_kw)
+        mu, sigma = output.action_mean, output.action_std
         if self.desired_kl is not None and self.schedule == "adaptive":
             with torch.inference_mode():
                 kl = F.gaussian_kl(minibatch.old_mu, minibatch.old_sigma, mu, sigma)
@@ -528,26 +472,25 @@ class PPO(RolloutCollector):
             inter_vars["kl"] = kl
             stats["kl"] = kl.mean()
         surrogate_loss, surr_vars = F.clipped_surrogate_loss(
-            log_prob, minibatch.old_actions_log_prob, minibatch.advantages, self.clip_param
+            output.log_prob(minibatch.actions),
+            minibatch.old_actions_log_prob,
+            minibatch.advantages,
+            self.clip_param,
         )
         inter_vars.update(surr_vars)
+        assert output.values is not None
         value_loss, value_clipped = F.value_function_loss(
-            value, minibatch.values, minibatch.returns, self.clip_param, self.use_clipped_value_loss
+            output.values, minibatch.values, minibatch.returns, self.clip_param, self.use_clipped_value_loss
         )
         if value_clipped is not None:
             inter_vars["value_clipped"] = value_clipped
-        losses.update(surrogate_loss=surrogate_loss, value_loss=value_loss, entropy=-entropy.mean())
+        losses.update(surrogate_loss=surrogate_loss, value_loss=value_loss, entropy=-output.entropy.mean())
         with torch.no_grad():
             stats["clip_fraction"] = ((surr_vars["ratio"] - 1.0).abs() > self.clip_param).float().mean()
 
-    # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
-        """Model (with its normalisers), optimizer, scheduler and every extension's checkpoint entries.
-
-        Each observation normaliser that is on is also written as the reference's separate entry
-        (``obs_norm_state_dict``, ``critic_obs_norm_state_dict``) for tools that read it there;
-        :meth:`load_state_dict` reads the statistics from ``model_state_dict``.
-        """
+        """Model, optimizer, scheduler and every extension's entries; normalisers that are on also under the
+        reference's ``obs_norm_state_dict`` / ``critic_obs_norm_state_dict`` (never read back)."""
         optimizer_state = self.optimizer.state_dict()
         optimizer_state["param_groups"] = [  # a device learning rate is saved as the float it is
             {**g, "lr": float(g["lr"])} if torch.is_tensor(g["lr"]) else g
@@ -563,7 +506,7 @@ class PPO(RolloutCollector):
                 state[key] = normalizer.state_dict()  # shares storage with model_state_dict: saved once
         if self._lr_scheduler is not None:
             state["lr_scheduler_state_dict"] = self._lr_scheduler.state_dict()
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             for key, value in ext.state_dict().items():
                 if key in state:
                     raise ValueError(
@@ -573,8 +516,7 @@ class PPO(RolloutCollector):
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any], load_optimizer: bool = True) -> None:
-        """Restore what :meth:`state_dict` saved (checkpoints of earlier formats are migrated; the normalisers'
-        statistics come from ``model_state_dict``); the optimizer and scheduler only when ``load_optimizer``."""
+        """Restore :meth:`state_dict` (older formats migrated); the optimizer and scheduler with ``load_optimizer``."""
         state_dict = migrate_checkpoint(state_dict)
         self.actor_critic.load_state_dict(state_dict["model_state_dict"])
         if load_optimizer and "optimizer_state_dict" in state_dict:
@@ -591,8 +533,7 @@ class PPO(RolloutCollector):
                 )
         elif self._lr_scheduler is None and has_state:
             warnings.warn(
-                "The checkpoint has an lr scheduler state but no scheduler is configured; ignored.",
-                stacklevel=2,
+                "The checkpoint's lr scheduler state is ignored: no scheduler is configured.", stacklevel=2
             )
-        for ext in self._ordered:
+        for ext in self.extensions.values():
             ext.load_state_dict(state_dict, load_optimizer=load_optimizer)

@@ -1,4 +1,4 @@
-"""Probability schedules used by teacher-student training (``teacher_act_prob``, scheduled coefficients)."""
+"""Probability schedules of teacher-student training."""
 
 from __future__ import annotations
 
@@ -10,15 +10,7 @@ ProbFunc = Callable[[int], float]
 
 
 def GET_PROB_FUNC(option: str, iteration_scale: float) -> ProbFunc:  # noqa: N802 - reference name
-    """A schedule ``f(iteration) -> probability`` decaying from 1 to 0.
-
-    * ``"linear"``: ``max(0, 1 - x / scale)``
-    * ``"exp"``: ``max(0, (1 - 1 / scale) ** x)``
-    * ``"tanh"``: ``max(0, 0.5 * (1 - tanh((x - scale) / scale)))``
-
-    Raises:
-        ValueError: for an unknown option or a non-positive scale.
-    """
+    """A schedule ``f(iteration) -> probability`` decaying from 1 to 0 (``"linear"``, ``"exp"``, ``"tanh"``)."""
     scale = float(iteration_scale)
     if scale <= 0:
         raise ValueError(f"update_times_scale must be > 0, got {iteration_scale}")

@@ -1,15 +1,5 @@
-"""The actor-critic policy, built from parts, and the feed-forward presets.
-
-:class:`ActorCritic` is one model family whose optional parts (:class:`PolicyParts`) live in their own modules:
-observation normalisers (:mod:`~st_rl.modules.normalizer`), encoders and a visual encoder
-(:mod:`~st_rl.modules.encoder`), a state estimator and a privileged-state adaptor
-(:mod:`~st_rl.modules.state_predictor`), memories (:mod:`~st_rl.modules.memory`; ``memory_a`` / ``memory_c``
-exist on recurrent policies only, feed-forward ones run a :class:`NoMemory` pass-through), the MLP heads and a
-Gaussian with a state-independent ``std`` (:mod:`~st_rl.modules.mlp`, :mod:`~st_rl.modules.distribution`), an
-AMP discriminator (:mod:`~st_rl.modules.discriminator`) and checkpoint compatibility
-(:mod:`~st_rl.modules.checkpoint_compat`). Every reference class name is a thin preset over it. The policy takes
-raw observations everywhere.
-"""
+"""The actor-critic policy, built from optional parts (:class:`PolicyParts`), and its feed-forward presets.
+It takes raw observations everywhere."""
 
 from __future__ import annotations
 
@@ -65,6 +55,26 @@ COMMON_POLICY_KEYS = frozenset(
 
 
 @dataclasses.dataclass(frozen=True)
+class PolicyOutput:
+    """One forward pass of the policy: what PPO's and the extensions' losses read. ``values`` is None when the
+    critic did not run, ``estimated_state`` / ``adapted_state`` without that part (recurrent: padded)."""
+
+    action_mean: torch.Tensor
+    action_std: torch.Tensor
+    values: torch.Tensor | None = None
+    estimated_state: torch.Tensor | None = None
+    adapted_state: torch.Tensor | None = None
+
+    @property
+    def entropy(self) -> torch.Tensor:
+        return gaussian_entropy(self.action_std)
+
+    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
+        """Log-probability of ``actions``, summed over actions."""
+        return gaussian_log_prob(actions, self.action_mean, self.action_std)
+
+
+@dataclasses.dataclass(frozen=True)
 class MemorySpec:
     """A recurrent memory: ``rnn_type`` (``"lstm"``/``"gru"``), ``hidden_size``, ``num_layers``."""
 
@@ -101,11 +111,10 @@ class PolicyParts:
 
 
 _UNUSED_PART_HINTS = {
-    "encoders": ("encoders; encoder_component_names are", "EncoderActorCritic / EncoderActorCriticRecurrent"),
-    "estimator": ("state estimator; estimator_* arguments are",
-                  "StateAc, StateAcRecurrent, EncoderStateAc or EncoderStateAcRecurrent"),
-    "adaptor": ("privileged-state adaptor; adaptor_* arguments are", "PrivilegeStateAc or PrivilegeStateAcRecurrent"),
-}  # fmt: skip
+    "encoders": ("encoders; encoder_component_names are", "EncoderActorCritic(Recurrent)"),
+    "estimator": ("state estimator; estimator_* arguments are", "(Encoder)StateAc(Recurrent)"),
+    "adaptor": ("privileged-state adaptor; adaptor_* arguments are", "PrivilegeStateAc(Recurrent)"),
+}
 
 
 def _warn_unused_parts(policy: nn.Module, **given: Any) -> None:
@@ -119,20 +128,12 @@ class ActorCritic(nn.Module):
     """Gaussian actor-critic with MLP actor and critic; the base of every policy preset.
 
     Args:
-        num_actor_obs: actor observation width.
-        num_critic_obs: critic observation width.
-        num_actions: action width.
-        actor_hidden_dims: hidden sizes of the actor MLP.
-        critic_hidden_dims: hidden sizes of the critic MLP.
         activation: activation name (``"elu"``, ``"relu"``, ``"tanh"``, any ``torch.nn`` name).
-        init_noise_std: initial action standard deviation.
-        mu_activation: optional activation applied to the action mean (e.g. ``"tanh"``).
+        mu_activation: optional activation of the action mean (e.g. ``"tanh"``).
         obs_segments: actor observation layout (name -> shape).
-        privileged_obs_segments: critic observation layout; ``critic_obs_segments`` is an alias. Defaults to
-            ``obs_segments``.
-        actor_obs_normalization: normalise the actor observations with running statistics
-            (``actor_obs_normalizer``, an :class:`EmpiricalNormalization`; identity when off), updated only by
-            :meth:`update_normalization`.
+        privileged_obs_segments: critic observation layout (alias ``critic_obs_segments``; default: the actor's).
+        actor_obs_normalization: running-statistics normaliser (``actor_obs_normalizer``) of the actor
+            observations, updated only by :meth:`update_normalization`.
         critic_obs_normalization: the same for the critic observations (default: as the actor).
         parts: the optional parts (default: the class's ``parts``, which is how presets declare theirs). The
             arguments of the encoder, estimator, visual and discriminator parts are described by the presets
@@ -144,12 +145,12 @@ class ActorCritic(nn.Module):
     DEFAULT_VISUAL_KWARGS: dict[str, Any] = {"channels": [64, 64], "kernel_sizes": [3, 3], "strides": [1, 1],
                                              "hidden_sizes": [256]}  # fmt: skip
     parts = PolicyParts()
-    config_tolerated = COMMON_POLICY_KEYS  # passed to every policy by reference configs, ignored here
+    config_tolerated = COMMON_POLICY_KEYS
     is_recurrent = False
     rnn_type: str | None = None
-    _actor_memory: nn.Module  # the actor's memory, or a pass-through (see attach_memories)
+    _actor_memory: nn.Module  # the memory, or a pass-through
     _critic_memory: nn.Module
-    encoders: nn.ModuleList  # parts set by their modules' attach_* functions
+    encoders: nn.ModuleList
     critic_encoders: nn.ModuleList
     visual_encoder: nn.Module
     rnn_hidden_size: int = 64  # width of an estimator's own memory in feed-forward policies
@@ -224,8 +225,7 @@ class ActorCritic(nn.Module):
                            privilege_replace_state_prob)  # fmt: skip
         if parts.discriminator:
             self.discriminator = AMPDiscriminator.from_policy_config(type(self).__name__, amp_discriminator)
-        if self._legacy_activations:
-            # marks checkpoints written since the default became ReLU (see load_state_dict)
+        if self._legacy_activations:  # marks checkpoints written since the default became ReLU
             self.register_buffer(DEFAULT_NONLINEARITY_KEY, torch.ones(()))
 
     def _set_config(
@@ -248,7 +248,6 @@ class ActorCritic(nn.Module):
             self.rnn_type = str(self.parts.memory.rnn_type).lower()
             self.rnn_hidden_size = int(self.parts.memory.hidden_size)
             self.rnn_num_layers = int(self.parts.memory.num_layers)
-        # parts built with the default nonlinearity (ReLU, the reference's) -> the activation st_rl used before
         self._legacy_activations: LegacyActivations = {}
         self.actor_layout: EncoderLayout | None = None
         self.critic_layout: EncoderLayout | None = None
@@ -279,9 +278,8 @@ class ActorCritic(nn.Module):
         if actor_obs_normalization or critic_obs_normalization:
             self.enable_obs_normalization(bool(actor_obs_normalization), bool(critic_obs_normalization))
 
-    # ------------------------------------------------------------------ observation normalisation
     def enable_obs_normalization(self, actor: bool = True, critic: bool = True) -> None:
-        """Give the policy running-statistics normalisers (fresh statistics) for its actor / critic inputs."""
+        """Give the policy fresh running-statistics normalisers for its actor / critic inputs."""
         attach_obs_normalizers(self, actor, critic)
 
     @torch.no_grad()
@@ -293,22 +291,18 @@ class ActorCritic(nn.Module):
             self.critic_obs_normalizer.update(obs if critic_obs is None else critic_obs)  # type: ignore[operator]
 
     def normalize_actor_obs(self, obs: torch.Tensor) -> torch.Tensor:
-        """Raw actor observations as the actor's networks see them."""
         return self.actor_obs_normalizer.normalize(obs) if self.actor_obs_normalization else obs  # type: ignore[operator]
 
     def normalize_critic_obs(self, critic_obs: torch.Tensor) -> torch.Tensor:
-        """Raw critic observations as the critic's networks see them."""
         if not self.critic_obs_normalization:
             return critic_obs
         return self.critic_obs_normalizer.normalize(critic_obs)  # type: ignore[operator]
 
-    # ------------------------------------------------------------------ checkpoints
     def load_state_dict(
         self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
     ) -> Any:
-        """``nn.Module.load_state_dict``, tolerant of normaliser statistics: statistics for a normaliser the
-        policy does not have are ignored, and a normaliser missing from ``state_dict`` keeps its statistics,
-        each with a warning."""
+        """``nn.Module.load_state_dict``; statistics of a normaliser the policy lacks are ignored, and a normaliser
+        missing from ``state_dict`` keeps its own, each with a warning."""
         state, own = dict(state_dict), self.state_dict()
         if DEFAULT_NONLINEARITY_KEY in own and DEFAULT_NONLINEARITY_KEY not in state and state:
             restore_legacy_activations(self, self._legacy_activations)
@@ -324,47 +318,39 @@ class ActorCritic(nn.Module):
         obs_segments: Mapping[str, Any],
         critic_obs_segments: Mapping[str, Any] | None = None,
     ) -> dict[str, list[str]]:
-        """Load the parameters of a policy trained with another observation layout (see
-        :func:`~st_rl.modules.checkpoint_compat.load_misaligned_state_dict`)."""
+        """Load the parameters of a policy trained with another observation layout."""
         return load_misaligned_state_dict(self, module, obs_segments, critic_obs_segments)
 
-    # ------------------------------------------------------------------ encoders
     def encode_actor(self, observations: torch.Tensor) -> torch.Tensor:
         """Normalised actor observations with encoded components replaced by their latents."""
         if self.visual_layout is not None:
             observations = self.visual_layout.embed(observations, nn.ModuleList([self.visual_encoder]))
-        if self.actor_layout is None:
-            return observations
-        return self.actor_layout.embed(observations, self.encoders)
+        return (
+            observations
+            if self.actor_layout is None
+            else self.actor_layout.embed(observations, self.encoders)
+        )
 
-    def encode_critic(self, critic_observations: torch.Tensor) -> torch.Tensor:
+    def encode_critic(self, critic_obs: torch.Tensor) -> torch.Tensor:
         """Normalised critic observations with encoded components replaced by their latents."""
-        if self.critic_layout is None:
-            return critic_observations
-        return self.critic_layout.embed(critic_observations, critic_encoder_modules(self))
+        layout = self.critic_layout
+        return critic_obs if layout is None else layout.embed(critic_obs, critic_encoder_modules(self))
 
     def get_encoder_latent(
         self, observations: torch.Tensor, obs_component: str, critic: bool = False
     ) -> torch.Tensor:
-        """Latent of one encoded component of raw observations.
-
-        Raises:
-            ValueError: the component has no encoder on that side.
-        """
+        """Latent of one encoded component of raw observations (``ValueError`` if it has no encoder)."""
         return encoder_latent(self, observations, obs_component, critic)
 
-    # ------------------------------------------------------------------ visual encoder
     def embed_visual_latent(self, observations: torch.Tensor) -> torch.Tensor:
-        """Normalised observations with the image component replaced by its latent (the input of
-        :meth:`act_with_embedded_latent`)."""
+        """Normalised observations with the image component replaced by its latent."""
         if self.visual_layout is None:
             raise RuntimeError(f"{type(self).__name__} has no visual encoder")
         observations = self.normalize_actor_obs(observations)
         return self.visual_layout.embed(observations, nn.ModuleList([self.visual_encoder]))
 
     def act_with_embedded_latent(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """Act (deterministically) on observations whose image component was already replaced by its latent
-        (:meth:`embed_visual_latent`)."""
+        """The action mean of :meth:`embed_visual_latent`'s output."""
         if self.visual_layout is None:
             raise RuntimeError(f"{type(self).__name__} has no visual encoder")
         x = observations
@@ -374,7 +360,6 @@ class ActorCritic(nn.Module):
         self._mean = self.actor(x)
         return self.action_mean
 
-    # ------------------------------------------------------------------ state estimator and adaptor
     def get_estimated_state(self) -> torch.Tensor:
         """The estimator output of the last ``act`` / ``act_inference`` call."""
         if self.estimated_state_ is None:
@@ -387,7 +372,6 @@ class ActorCritic(nn.Module):
             raise RuntimeError("No adaptor estimate yet: call act() or act_inference() first")
         return self.adapted_state_
 
-    # ------------------------------------------------------------------ widths
     def encoded_actor_width(self) -> int:
         if self.actor_layout is not None:
             return self.actor_layout.output_width
@@ -399,11 +383,9 @@ class ActorCritic(nn.Module):
         return self.critic_layout.output_width if self.critic_layout is not None else self.num_critic_obs
 
     def actor_input_size(self) -> int:
-        """Width of the actor MLP input (encoders and memory change it)."""
         return self.rnn_hidden_size if self.is_recurrent else self.encoded_actor_width()
 
     def critic_input_size(self) -> int:
-        """Width of the critic MLP input."""
         return self.rnn_hidden_size if self.is_recurrent else self.encoded_critic_width()
 
     def actor_features(
@@ -419,14 +401,13 @@ class ActorCritic(nn.Module):
         """Normalised critic observations -> the critic MLP input."""
         return self._critic_memory(self.encode_critic(critic_observations), masks, hidden_states)
 
-    # ------------------------------------------------------------------ memories (no-ops when feed-forward)
     def reset(self, dones: torch.Tensor | None = None) -> None:
         """Zero the memories of finished envs (bool or 0/1 ``dones``; all envs when None)."""
         for memory in named_memories(self).values():
             memory.reset(dones)
 
     def get_hidden_states(self) -> Any:
-        """Rollout hidden states to store with a transition (:func:`~st_rl.modules.memory.get_policy_hidden_states`)."""
+        """Rollout hidden states to store with a transition."""
         return get_policy_hidden_states(self)
 
     def set_hidden_states(self, hidden_states: Any) -> None:
@@ -434,67 +415,79 @@ class ActorCritic(nn.Module):
         set_policy_hidden_states(self, hidden_states)
 
     def detach_hidden_states(self) -> None:
-        """Cut the gradient history of the rollout hidden states."""
         for memory in named_memories(self).values():
             memory.detach_hidden_states()
 
     def clone_hidden_states(self) -> Any:
-        """A copy of the rollout hidden states."""
         return tree_map(lambda t: t.clone(), self.get_hidden_states())
 
     def rollout_state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
-        """The memories' rollout hidden states for a checkpoint, by attribute name (:meth:`Memory.rollout_state`)."""
+        """The memories' rollout hidden states for a checkpoint, by attribute name."""
         return {name: memory.rollout_state() for name, memory in named_memories(self).items()}
 
     def check_rollout_state_dict(self, state: Any, batch_size: int | None = None) -> None:
-        """Raise ``ValueError`` naming the memory if :meth:`load_rollout_state_dict` would refuse ``state``."""
+        """``ValueError`` naming the memory if :meth:`load_rollout_state_dict` would refuse ``state``."""
         check_rollout_states(named_memories(self), state, batch_size)
 
     def load_rollout_state_dict(self, state: dict[str, Any], batch_size: int | None = None) -> None:
-        """Restore :meth:`rollout_state_dict` (all memories or, on a ``ValueError``, none)."""
+        """Restore :meth:`rollout_state_dict` (all memories or none)."""
         self.check_rollout_state_dict(state, batch_size)
         for name, memory in named_memories(self).items():
             memory.load_rollout_state(state[name], batch_size)
 
     def actor_memories(self) -> list[tuple[str, Any]]:
-        """``(role, Memory)`` of the memories on the actor's path in running order (roles ``"adaptor"``,
-        ``"estimator"``, ``"actor"``); what an exporter carries as explicit hidden states."""
+        """``(role, Memory)`` on the actor's path in running order (``"adaptor"``, ``"estimator"``, ``"actor"``)."""
         memories = named_memories(self)
         roles = (("adaptor", "memory_p"), ("estimator", "memory_s"), ("actor", "memory_a"))
         return [(role, memories[name]) for role, name in roles if name in memories]
 
-    # ------------------------------------------------------------------ policy API
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        """Not callable by design (the reference contract): an actor-critic has several entry points."""
+        """Not callable by design (the reference contract)."""
         raise NotImplementedError("Use act(), act_inference() or evaluate() on an actor-critic.")
 
     def update_distribution(
         self, observations: torch.Tensor, masks: torch.Tensor | None = None, hidden_states: Any = None,
         inference: bool = False, **kwargs: Any,
-    ) -> None:  # fmt: skip
-        """Compute the action distribution for raw ``observations`` (normaliser, adaptor, estimator, encoders,
-        memory, then the actor MLP)."""
+    ) -> PolicyOutput:  # fmt: skip
+        """The action distribution of raw ``observations`` (normaliser, adaptor, estimator, encoders, memory,
+        actor MLP); ``action_mean`` etc. then refer to it."""
         observations = self.normalize_actor_obs(observations)
+        adapted = estimated = None
         if self.adaptor is not None:
             adaptor_hidden = None
             if isinstance(hidden_states, AdaptorActorHiddenState):
                 adaptor_hidden, hidden_states = hidden_states.adaptor, hidden_states.actor
-            observations, self.adapted_state_ = predict_and_substitute(
+            observations, adapted = predict_and_substitute(
                 self, "adaptor", observations, adaptor_hidden, inference
             )
         est_hidden, actor_hidden = split_estimator_hidden(hidden_states)
         if self.estimator is not None and not self.use_actor_rnn:
-            observations, self.estimated_state_ = predict_and_substitute(
+            observations, estimated = predict_and_substitute(
                 self, "estimator", observations, est_hidden, inference
             )
         features = self.actor_features(observations, masks=masks, hidden_states=actor_hidden, **kwargs)
         if self.estimator is not None and self.use_actor_rnn:
-            self.estimated_state_ = full_precision(self.estimator(features))
+            estimated = full_precision(self.estimator(features))
         self._mean = full_precision(self.actor(features))
+        self.estimated_state_, self.adapted_state_ = estimated, adapted
+        return PolicyOutput(self._mean, self.action_std, None, estimated, adapted)
+
+    def policy_output(
+        self, observations: torch.Tensor, critic_observations: torch.Tensor | None = None,
+        masks: torch.Tensor | None = None, hidden_states: Any = None,
+    ) -> PolicyOutput:  # fmt: skip
+        """The update-time forward pass of raw (minibatch) observations; ``values`` only with
+        ``critic_observations``. Recurrent policies take the padded trajectories' ``masks`` and their initial
+        ``ActorCriticHiddenState(actor, critic)``; without them the rollout memories are used and advanced."""
+        output = self.update_distribution(observations, masks, getattr(hidden_states, "actor", None))
+        if critic_observations is None:
+            return output
+        critic_hidden = getattr(hidden_states, "critic", None)
+        values = self.evaluate(critic_observations, masks=masks, hidden_states=critic_hidden)
+        return dataclasses.replace(output, values=values)
 
     def act(self, observations: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """Sample actions (the mean for deterministic presets); afterwards ``action_mean``, ``action_std`` and
-        ``entropy`` refer to this batch."""
+        """Sample actions (the mean for deterministic presets); ``action_mean`` etc. then refer to this batch."""
         self.update_distribution(observations, **kwargs)
         if self.parts.deterministic:
             return self.action_mean
@@ -514,19 +507,14 @@ class ActorCritic(nn.Module):
         self, observations: torch.Tensor, actions: torch.Tensor, critic_observations: torch.Tensor | None = None,
         masks: torch.Tensor | None = None, hidden_states: Any = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
-        """The terms of the PPO loss, as the seed's ``evaluate_actions``: ``(log_prob, entropy, values)`` of
-        raw ``observations`` (as :meth:`act`, without sampling) and ``critic_observations`` (default:
-        ``observations``). Recurrent policies take the padded trajectories' ``masks`` and their initial
-        ``ActorCriticHiddenState(actor, critic)``; without them the rollout memories are used and advanced."""
-        actor_hidden = None if hidden_states is None else hidden_states.actor
-        critic_hidden = None if hidden_states is None else hidden_states.critic
-        self.update_distribution(observations, masks=masks, hidden_states=actor_hidden)
+        """``(log_prob, entropy, values)``, the seed's form of :meth:`policy_output` (critic observations
+        default to ``observations``)."""
         critic_obs = observations if critic_observations is None else critic_observations
-        values = self.evaluate(critic_obs, masks=masks, hidden_states=critic_hidden)
-        return self.get_actions_log_prob(actions), self.entropy, values
+        output = self.policy_output(observations, critic_obs, masks, hidden_states)
+        return output.log_prob(actions), output.entropy, output.values  # type: ignore[return-value]
 
     def get_actions_log_prob(self, actions: torch.Tensor) -> torch.Tensor:
-        """Log-probability of ``actions`` under the last distribution, summed over actions."""
+        """Log-probability of ``actions`` under the last distribution."""
         return gaussian_log_prob(actions, self.action_mean, self.action_std)
 
     @property
@@ -549,27 +537,20 @@ class ActorCritic(nn.Module):
         min: float | Sequence[float] | torch.Tensor | None = None,  # noqa: A002
         max: float | Sequence[float] | torch.Tensor | None = None,  # noqa: A002
     ) -> None:
-        """Clip ``std`` in place; bounds may be scalars or per-action values."""
+        """Clip ``std`` in place to scalar or per-action bounds."""
         lo = None if min is None else torch.as_tensor(min, dtype=self.std.dtype, device=self.std.device)
         hi = None if max is None else torch.as_tensor(max, dtype=self.std.dtype, device=self.std.device)
         self.std.copy_(torch.clamp(self.std, lo, hi))
 
 
-# ---------------------------------------------------------------------------- feed-forward presets
 class EncoderActorCritic(ActorCritic):
     """:class:`ActorCritic` with encoders on named observation components.
 
-    Args:
-        encoder_component_names: components of ``obs_segments`` to encode.
-        encoder_class_name: ``"MlpModel"`` or ``"Conv2dHeadModel"``, once or per component.
-        encoder_kwargs: encoder keyword arguments (``hidden_sizes``, conv settings), once or per component;
-            defaults: MLP ``hidden_sizes=[128, 64]``, conv ``channels=[16, 32]``, ``kernel_sizes=[5, 3]``,
-            ``strides=[2, 2]``, ``hidden_sizes=[64]``, ``nonlinearity`` ReLU (the reference's). An MLP encoder
-            reads its component flattened, a conv encoder in its (C, H, W) shape.
-        encoder_output_size: latent width per component (default 32).
-        critic_encoder_component_names: ``None`` (critic sees raw observations), ``"shared"`` (the actor's
-            encoders applied to the critic observations) or a list (separate critic encoders, configured by
-            ``critic_encoder_class_name`` / ``critic_encoder_kwargs``, defaulting to the actor's).
+    ``encoder_class_name`` (``"MlpModel"`` / ``"Conv2dHeadModel"``) and ``encoder_kwargs`` are given once or per
+    component; ``critic_encoder_component_names``: None (raw critic observations), ``"shared"`` (the actor's
+    encoders) or a list (own encoders, ``critic_encoder_class_name`` / ``critic_encoder_kwargs``). Defaults:
+    ``encoder_output_size`` 32; MLP ``hidden_sizes=[128, 64]``; conv ``channels=[16, 32]``, ``kernel_sizes=[5, 3]``,
+    ``strides=[2, 2]``, ``hidden_sizes=[64]``; ReLU.
     """
 
     parts = PolicyParts(encoders=True)
@@ -578,16 +559,10 @@ class EncoderActorCritic(ActorCritic):
 class StateAc(ActorCritic):
     """:class:`ActorCritic` with a supervised state estimator on the (normalised) observations.
 
-    Args:
-        estimator_obs_components: actor components the estimator reads.
-        estimator_target_components: actor components it predicts (trained by EstimatorPPO against the same
-            components of the critic observations).
-        estimator_kwargs: ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (default ReLU, the reference's
-            ``MlpModel`` default, not the policy's ``activation``); recurrent policies also take
-            ``rnn_type``, ``rnn_hidden_size``, ``rnn_num_layers`` for the estimator's own memory.
-        use_actor_rnn: (recurrent) estimate from the actor memory's output instead of an own memory.
-        replace_state_prob: probability of feeding the (detached) estimate to the policy in place of the
-            observed target components during training; at inference the estimate is used whenever this is > 0.
+    It predicts ``estimator_target_components`` (EstimatorPPO trains it against the critic's);
+    ``use_actor_rnn``: (recurrent) from the actor memory's output; ``replace_state_prob``: probability that the
+    detached estimate replaces the observed targets in training (always at inference when > 0);
+    ``estimator_kwargs``: ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (ReLU), recurrent ``rnn_*``.
     """
 
     parts = PolicyParts(estimator=True)
@@ -600,30 +575,18 @@ class EncoderStateAc(StateAc):
 
 
 class PrivilegeStateAc(StateAc):
-    """:class:`StateAc` plus a privileged-state adaptor (an MLP ``adaptor``; with a memory ``memory_p`` in
-    :class:`~st_rl.modules.actor_critic_recurrent.PrivilegeStateAcRecurrent`).
-
-    The adaptor predicts ``adaptor_target_components`` from ``adaptor_obs_components``; with probability
-    ``privilege_replace_state_prob`` (always at inference when > 0) its detached estimate replaces those
-    components before the estimator and the policy run. EstimatorPPO trains it (``adaptor_loss``) against the
-    critic observations; :meth:`get_adapted_state` returns its last output.
-
-    Args:
-        adaptor_obs_components: actor components the adaptor reads.
-        adaptor_target_components: actor components it predicts.
-        adaptor_kwargs: ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (default ReLU).
-        privilege_replace_state_prob: substitution probability during training.
+    """:class:`StateAc` plus a privileged-state ``adaptor`` (recurrent: with a memory ``memory_p``) that predicts
+    ``adaptor_target_components`` from ``adaptor_obs_components``; with probability
+    ``privilege_replace_state_prob`` (always at inference when > 0) its detached estimate replaces them before
+    the estimator runs. EstimatorPPO trains it (``adaptor_loss``); ``adaptor_kwargs`` as ``estimator_kwargs``.
     """
 
     parts = PolicyParts(estimator=True, adaptor=True)
 
 
 class VisualDeterministicAC(ActorCritic):
-    """Feed-forward visual policy whose ``act`` returns the mean.
-
-    The actor's image component (``visual_component_name``, (C, H, W)) is encoded into a latent of
-    ``visual_latent_size`` by a ``Conv2dHeadModel`` (defaults ``channels=[64, 64]``, ``kernel_sizes=[3, 3]``,
-    ``strides=[1, 1]``, ``hidden_sizes=[256]``, overridden by ``visual_kwargs``); the critic is unchanged.
-    """
+    """Feed-forward visual policy whose ``act`` returns the mean: a ``Conv2dHeadModel`` (``visual_kwargs`` over
+    :attr:`DEFAULT_VISUAL_KWARGS`) encodes the actor's image component ``visual_component_name`` (C, H, W) into
+    ``visual_latent_size``."""
 
     parts = PolicyParts(visual=True, deterministic=True)

@@ -1,9 +1,5 @@
-"""A policy part that predicts observation components from other components (state estimator, adaptor).
-
-Its modules (an optional memory and an ``MlpModel``) and settings are attributes of the policy: ``memory_s``,
-``estimator``, ``estimator_obs_components``, ``estimator_target_components``, ``replace_state_prob`` for the
-estimator; ``memory_p``, ``adaptor``, ``adaptor_*_components``, ``privilege_replace_state_prob`` for the adaptor.
-"""
+"""Policy parts that predict observation components from others: the state estimator (``estimator``,
+``memory_s``) and the privileged-state adaptor (``adaptor``, ``memory_p``), attributes of the policy."""
 
 from __future__ import annotations
 
@@ -29,8 +25,8 @@ def substitute_with_probability(
     prob: float,
     inference: bool,
 ) -> torch.Tensor:
-    """Observations whose ``components`` hold the detached ``estimate``: per sample with probability ``prob``
-    in training, always at inference when ``prob > 0``; unchanged when ``prob <= 0``."""
+    """Observations whose ``components`` hold the detached ``estimate``, per sample with probability ``prob``
+    (always at inference when ``prob > 0``)."""
     if prob <= 0:
         return observations
     observations = observations.clone()
@@ -43,7 +39,6 @@ def substitute_with_probability(
     return substitute_estimated_state(observations, components, replaced, segments)
 
 
-# part -> (its memory's attribute, its substitution probability's attribute)
 _PARTS = {
     "estimator": ("memory_s", "replace_state_prob"),
     "adaptor": ("memory_p", "privilege_replace_state_prob"),
@@ -53,8 +48,7 @@ _PARTS = {
 def predict_and_substitute(
     policy: Any, part: str, observations: torch.Tensor, hidden: Any, inference: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(observations with the targets substituted, prediction)`` of the policy's ``part`` (``"estimator"``
-    or ``"adaptor"``) on normalised actor observations."""
+    """``(observations with the targets substituted, prediction)`` of the policy's ``part``."""
     memory_name, prob_name = _PARTS[part]
     segments = policy.obs_segments
     x = get_subobs_by_components(observations, getattr(policy, f"{part}_obs_components"), segments)
@@ -71,10 +65,8 @@ def _attach(
     policy: Any, part: str, obs_components: Any, target_components: Any, kwargs: dict[str, Any],
     in_size: int | None = None,
 ) -> tuple[Memory | None, MlpModel]:  # fmt: skip
-    """``(memory or None, mlp)`` of a predictor on the policy's actor layout. ``kwargs`` hold
-    ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (default MlpModel's ReLU, the reference's, not the
-    policy's activation) and, in recurrent policies, ``rnn_type`` / ``rnn_hidden_size`` / ``rnn_num_layers``
-    (default: the policy's); ``in_size`` makes it a memoryless MLP on a feature of that width."""
+    """``(memory or None, mlp)`` of a predictor on the policy's actor layout; ``in_size``: a memoryless MLP on a
+    feature of that width."""
     segments = require_segments(policy.obs_segments, "obs")
     setattr(policy, f"{part}_obs_components", list(obs_components))
     setattr(policy, f"{part}_target_components", list(target_components))
@@ -92,19 +84,16 @@ def _attach(
 
 
 def attach_estimator(policy: Any, obs_components: Any, target_components: Any, kwargs: Any) -> None:
-    """Give ``policy`` a state estimator (``estimator``, and ``memory_s`` in recurrent policies unless it reads
-    the actor memory's output, ``use_actor_rnn``)."""
+    """Give ``policy`` a state estimator (and its own memory in recurrent policies without ``use_actor_rnn``)."""
     if not obs_components or not target_components:
         raise ValueError("A state estimator needs estimator_obs_components and estimator_target_components")
     in_size = None
     if policy.use_actor_rnn:
         if not policy.is_recurrent:
-            raise ValueError(
-                "use_actor_rnn needs a recurrent policy (StateAcRecurrent, EncoderStateAcRecurrent)"
-            )
+            raise ValueError("use_actor_rnn needs a recurrent policy (StateAcRecurrent, ...)")
         if policy.replace_state_prob != 0:
             raise ValueError(
-                "replace_state_prob must be 0 with use_actor_rnn (the estimate comes after the memory)"
+                "replace_state_prob must be 0 with use_actor_rnn (the estimate follows the memory)"
             )
         in_size = policy.actor_input_size()
     policy.memory_s, policy.estimator = _attach(
@@ -115,7 +104,7 @@ def attach_estimator(policy: Any, obs_components: Any, target_components: Any, k
 def attach_adaptor(
     policy: Any, obs_components: Any, target_components: Any, kwargs: Any, prob: float
 ) -> None:
-    """Give ``policy`` a privileged-state adaptor (``adaptor``, and ``memory_p`` in recurrent policies)."""
+    """Give ``policy`` a privileged-state adaptor (and its own memory in recurrent policies)."""
     if not obs_components or not target_components:
         raise ValueError(
             f"{type(policy).__name__} needs adaptor_obs_components and adaptor_target_components"

@@ -1,5 +1,4 @@
-"""PPO extensions: each optional feature of the algorithm is one object in one file (see ``base.py`` for the
-protocol and ``docs/architecture.md`` for a user-written example)."""
+"""PPO extensions: each optional feature of the algorithm is one object in one file."""
 
 from st_rl.algorithms.extensions.amp import AdversarialMotionPrior, MissingAmpDataError
 from st_rl.algorithms.extensions.base import Extension, StorageLayout

@@ -12,6 +12,7 @@ import torch.nn.functional as F  # noqa: N812
 
 from st_rl.algorithms.extensions.base import Extension, StorageLayout
 from st_rl.config.errors import ConfigError, Problem
+from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.replay_buffer import ReplayBuffer
 from st_rl.storage.rollout_storage import Field, MiniBatch, RolloutStorage, Transition
@@ -230,7 +231,7 @@ class AdversarialMotionPrior(Extension):
         weights[REFERENCE_GRAD_PEN_KEY] = 0.0  # a logged copy of discriminator_grad_pen_loss
         return weights
 
-    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
+    def losses(self, minibatch: MiniBatch, output: PolicyOutput) -> dict[str, torch.Tensor]:
         losses: dict[str, torch.Tensor] = {}
         policy_x = self.normalizer.normalize(minibatch.ref_obs.reshape(-1, self.amp_obs_dim))
         expert_x = self.normalizer.normalize(minibatch.ref_motion.reshape(-1, self.amp_obs_dim))
@@ -238,7 +239,7 @@ class AdversarialMotionPrior(Extension):
             losses["mimic_loss"] = torch.norm(policy_x - expert_x, dim=-1).mean()
         if self.bc_loss_coef:
             labels = minibatch.get("action_labels", minibatch.actions)
-            losses["bc_loss"] = torch.norm(self._policy.action_mean - labels, dim=-1).mean()
+            losses["bc_loss"] = torch.norm(output.action_mean - labels, dim=-1).mean()
         if self.discriminator_loss_coef:
             disc = self.discriminator
             if self.replay is not None and self.replay.num_samples > 0:

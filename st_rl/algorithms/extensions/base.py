@@ -1,7 +1,5 @@
-"""The extension protocol: one optional feature of PPO in one object. PPO calls every extension's hooks (each a
-no-op by default) at fixed points of the rollout and the update; docs/architecture.md lists them with an example.
-Extensions never read each other: what one needs from a step it records in the transition under its own names.
-"""
+"""The extension protocol: one optional feature of PPO in one object whose hooks (no-ops by default) PPO calls;
+docs/architecture.md lists them with an example."""
 
 from __future__ import annotations
 
@@ -11,6 +9,7 @@ from typing import Any, ClassVar
 import torch
 import torch.nn as nn
 
+from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.storage.rollout_storage import Field, MiniBatch, RolloutStorage, Transition
 
 __all__ = ["Extension", "StorageLayout"]
@@ -18,8 +17,7 @@ __all__ = ["Extension", "StorageLayout"]
 
 @dataclasses.dataclass(frozen=True)
 class StorageLayout:
-    """What an extension may need to size its storage fields (``options``: the config's ``storage`` keys;
-    ``critic_obs_shape`` None: the critic reads the actor observations)."""
+    """What sizes an extension's storage fields (``options``: the config's ``storage`` keys)."""
 
     num_envs: int
     num_transitions_per_env: int
@@ -30,19 +28,11 @@ class StorageLayout:
 
 
 class Extension:
-    """Base class of PPO extensions (see the module docstring for the protocol).
-
-    Attributes:
-        name: unique name in an algorithm (``alg.extensions[name]``).
-        reruns_policy: ``losses`` runs extra policy forward passes (overwriting the policy's cached outputs);
-            PPO calls such extensions after the others.
-        optimizer: the extension's own optimizer, if any.
-        iteration: the current learning iteration (set by PPO).
-        storage_options: ``{key: type}`` of the config's ``storage`` keys read from ``StorageLayout.options``.
-    """
+    """Base class of PPO extensions: ``name`` is unique in an algorithm, ``optimizer`` its own (or None),
+    ``iteration`` the learning iteration (set by PPO), ``storage_options`` ``{key: type}`` of the ``storage`` config
+    keys it reads."""
 
     name: ClassVar[str] = "extension"
-    reruns_policy: ClassVar[bool] = False
     storage_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self) -> None:
@@ -50,20 +40,19 @@ class Extension:
         self.iteration = 0
         self.device = torch.device("cpu")
 
-    # ------------------------------------------------------------------ set-up
     def setup(self, policy: Any, device: torch.device) -> None:
-        """Check ``policy`` and build what the extension needs on ``device`` (called once by PPO)."""
+        """Check ``policy`` and build what the extension needs on ``device``."""
         self.device = device
 
     def attach_env(self, env: Any) -> None:
-        """The training environment (the user's object, before adaptation), given once by the runner."""
+        """The user's training environment, given once by the runner."""
 
     def storage_fields(self, layout: StorageLayout) -> dict[str, Field]:
-        """Storage fields this extension records at every step, ``{name: Field}``."""
+        """``{name: Field}`` recorded at every step."""
         return {}
 
     def modules(self) -> list[nn.Module]:
-        """Modules the extension owns (device moves, train/eval mode, multi-rank broadcast)."""
+        """Modules the extension owns."""
         return []
 
     def parameters(self) -> list[nn.Parameter]:
@@ -78,7 +67,6 @@ class Extension:
         for module in self.modules():
             module.train(mode)
 
-    # ------------------------------------------------------------------ rollout
     def on_act(
         self, obs: torch.Tensor, critic_obs: torch.Tensor, transition: Transition
     ) -> torch.Tensor | None:
@@ -100,13 +88,12 @@ class Extension:
     def on_dataset_step(self, transition: Transition) -> None:
         """A recorded transition replaces the policy's step (``transition.actions`` are the dataset's)."""
 
-    # ------------------------------------------------------------------ update
     def transform_minibatch(self, minibatch: MiniBatch) -> MiniBatch:
         """The minibatch PPO and the extensions' losses see."""
         return minibatch
 
-    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
-        """Named losses of the minibatch (after PPO's forward pass of the policy on it)."""
+    def losses(self, minibatch: MiniBatch, output: PolicyOutput) -> dict[str, torch.Tensor]:
+        """Named losses of the minibatch; ``output`` is the policy's forward pass on it."""
         return {}
 
     def loss_weights(self) -> dict[str, float]:
@@ -117,20 +104,19 @@ class Extension:
         """After the update epochs (the storage still holds the rollout)."""
 
     def record(self, **values: torch.Tensor) -> None:
-        """Add device scalars to the means that :meth:`log_scalars` reports (read once, then)."""
+        """Add device scalars to the means :meth:`log_scalars` reports."""
         sums, counts = self.__dict__.setdefault("_sums", {}), self.__dict__.setdefault("_counts", {})
         for key, value in values.items():
             sums[key] = sums[key] + value.detach() if key in sums else value.detach()
             counts[key] = counts.get(key, 0) + 1
 
     def log_scalars(self) -> dict[str, float]:
-        """Scalars to log once per update (``Train/<name>``); by default the means :meth:`record` gathered."""
+        """Scalars logged once per update (``Train/<name>``); by default :meth:`record`'s means."""
         sums, counts = self.__dict__.pop("_sums", {}), self.__dict__.pop("_counts", {})
         return {k: float(v) / counts[k] for k, v in sums.items()}
 
-    # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
-        """Checkpoint entries owned by the extension (top-level checkpoint keys)."""
+        """Top-level checkpoint entries the extension owns."""
         return {}
 
     def load_state_dict(self, checkpoint: dict[str, Any], load_optimizer: bool = True) -> None:

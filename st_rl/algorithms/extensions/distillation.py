@@ -16,6 +16,7 @@ import st_rl.modules as policy_classes
 from st_rl.algorithms.extensions.base import Extension, StorageLayout
 from st_rl.algorithms.schedules import as_schedule
 from st_rl.config.errors import ConfigError, Problem
+from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.registry import resolve_class, untrusted_config
 from st_rl.storage.rollout_storage import Field, MiniBatch, Transition
 from st_rl.utils.checkpoint import load_checkpoint
@@ -31,7 +32,6 @@ _NORMALIZER_PREFIXES = ("actor_obs_normalizer.", "critic_obs_normalizer.")
 
 
 def _policy_size_keys(student: Any, with_critic_obs: bool) -> dict[str, Any]:
-    """Dimensions and layouts a teacher inherits from the student when its config leaves them out."""
     seen_obs = student.num_critic_obs if with_critic_obs else student.num_actor_obs
     seen_segments = student.privileged_obs_segments if with_critic_obs else student.obs_segments
     return {
@@ -44,8 +44,7 @@ def _policy_size_keys(student: Any, with_critic_obs: bool) -> dict[str, Any]:
 
 
 def load_teacher_state(path: str, device: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a teacher checkpoint (ours or rsl_rl's, migrated; a ``log_std`` parameter becomes ``std``) into
-    ``{"model", "config"}``."""
+    """``{"model", "config"}`` of a teacher checkpoint (ours or rsl_rl's: ``log_std`` becomes ``std``)."""
     state = load_checkpoint(path, map_location=device)
     model = dict(state["model_state_dict"])
     if "log_std" in model and "std" not in model:
@@ -62,9 +61,8 @@ def build_teacher(
     teacher_ac_path: str | None,
     device: torch.device,
 ) -> nn.Module:
-    """Build the teacher policy (with its own observation normalisers when its checkpoint has statistics),
-    frozen and in eval mode. Keyword arguments come from, in decreasing priority: ``teacher_policy``, the
-    policy config saved in the teacher's checkpoint, and the student's dimensions and layouts."""
+    """The frozen teacher in eval mode, with its own normalisers when its checkpoint has statistics. Its kwargs
+    come from ``teacher_policy``, then its checkpoint's saved config, then the student's sizes."""
     cfg = copy.deepcopy(dict(teacher_policy or {}))
     class_name = cfg.pop("class_name", None)
     from_checkpoint = False
@@ -82,7 +80,7 @@ def build_teacher(
     kwargs.update({k: v for k, v in cfg.items() if v is not None or k not in kwargs})
     kwargs.update({k: v for k, v in sizes.items() if kwargs.get(k) is None})
     kwargs.pop("teacher_ac_path", None)
-    # A class named by the teacher checkpoint's stored config (not by the caller) resolves among st_rl's only.
+    # a class named by the checkpoint's config (not by the caller) resolves among st_rl's only
     opt_in = "name the class in teacher_policy.class_name if you trust that checkpoint"
     with untrusted_config(f"{path} (its stored 'config')", opt_in, trusted=not from_checkpoint):
         key = "policy.class_name" if from_checkpoint else None
@@ -91,16 +89,11 @@ def build_teacher(
     teacher: Any = cls(**kwargs)
     if loaded is None:
         warnings.warn(
-            "TPPO: no teacher checkpoint given (teacher_policy['teacher_ac_path'] or teacher_ac_path); the teacher "
-            "is randomly initialised. Train a teacher first and point teacher_ac_path at its model_<it>.pt.",
-            stacklevel=3,
+            "TPPO: no teacher checkpoint given (teacher_ac_path): the teacher is random", stacklevel=3
         )
     else:
         model = loaded["model"]
-        teacher.enable_obs_normalization(
-            actor=any(k.startswith(_NORMALIZER_PREFIXES[0]) for k in model),
-            critic=any(k.startswith(_NORMALIZER_PREFIXES[1]) for k in model),
-        )
+        teacher.enable_obs_normalization(*(any(k.startswith(p) for k in model) for p in _NORMALIZER_PREFIXES))
         try:
             teacher.load_state_dict(model)
         except RuntimeError as e:
@@ -109,19 +102,12 @@ def build_teacher(
                 f"...): {str(e).splitlines()[0]} ... Give the teacher's policy settings in teacher_policy "
                 "(class_name, hidden dims, num_actor_obs) as in the run that trained it."
             ) from e
-    teacher.to(device).eval()
-    for p in teacher.parameters():
-        p.requires_grad_(False)
-    return teacher
+    return teacher.to(device).eval().requires_grad_(False)
 
 
 def _check_teacher_keys(cls: type, cfg: dict[str, Any]) -> None:
-    """Refuse ``teacher_policy`` keys that the teacher class does not take (misspelt keys), as the config check
-    refuses the student's; a class whose constructor takes undeclared ``**kwargs`` is not judged.
-
-    Raises:
-        st_rl.config.ConfigError: naming ``algorithm.teacher_policy.<key>``.
-    """
+    """``ConfigError`` for ``teacher_policy`` keys the teacher class does not take (unless it takes undeclared
+    ``**kwargs``)."""
     known: set[str] = set(getattr(cls, "config_tolerated", None) or ())
     for klass in cls.__mro__:
         if "__init__" not in vars(klass) or klass.__module__.startswith("torch."):
@@ -143,8 +129,8 @@ def _check_teacher_keys(cls: type, cfg: dict[str, Any]) -> None:
 
 
 def _distance(x: torch.Tensor, target: torch.Tensor, metric: str) -> torch.Tensor:
-    """Per-sample distance of ``x`` to ``target`` over the last dim: L2 (``"real"``), L1, summed squared error
-    (``"mse_sum"``) or twice the BCE of ``(x + 1) / 2`` (``"tanh"``; ``"scaled_tanh"`` squashes both first)."""
+    """Per-sample distance over the last dim: L2 (``"real"``), L1, summed squared error (``"mse_sum"``) or twice
+    the BCE of ``(x + 1) / 2`` (``"tanh"``; ``"scaled_tanh"`` squashes both first)."""
     if metric == "real":
         return torch.norm(x - target, dim=-1)
     if metric == "l1":
@@ -158,30 +144,21 @@ def _distance(x: torch.Tensor, target: torch.Tensor, metric: str) -> torch.Tenso
 
 
 class Distillation(Extension):
-    """The student imitates a teacher policy (teacher-student distillation / DAgger).
-
-    The teacher (raw observations, its own normalisers) labels every step (``action_labels``); in envs whose
-    per-episode mask ``use_teacher_act_mask`` is set (drawn at each episode end with probability
-    ``teacher_act_prob(iteration)``) its action is executed instead. Losses: ``distillation_loss``,
-    ``distill_latent_<component>`` per mapped encoder latent and ``dagger_loss = mean ||mu - labels||``.
+    """The student imitates a frozen teacher, which labels every step (``action_labels``) and acts in envs whose
+    per-episode ``use_teacher_act_mask`` is drawn with probability ``teacher_act_prob(iteration)``. Losses:
+    ``distillation_loss``, ``distill_latent_<component>`` per mapped encoder latent, ``dagger_loss``.
 
     Args:
-        teacher_policy_class_name: teacher class when ``teacher_policy`` has no ``class_name``.
-        teacher_policy: teacher policy kwargs plus optional ``class_name`` and ``teacher_ac_path`` (missing
-            ones come from the teacher checkpoint's saved config, then the student's sizes).
-        teacher_ac_path: legged_gym's top-level teacher checkpoint path.
-        label_action_with_critic_obs: the teacher acts on the critic (privileged) observations.
-        teacher_act_prob: ``"linear"`` / ``"exp"`` / ``"tanh"`` (:data:`GET_PROB_FUNC`), a callable or a number.
-        update_times_scale: iteration scale of the schedules.
-        distillation_loss_coef: weight of ``distillation_loss``; a schedule name makes it decay.
+        teacher_policy: teacher policy kwargs plus optional ``class_name`` and ``teacher_ac_path``.
+        label_action_with_critic_obs: the teacher acts on the critic observations.
+        teacher_act_prob: ``"linear"`` / ``"exp"`` / ``"tanh"`` (iteration scale ``update_times_scale``), a
+            callable or a number; ``distillation_loss_coef`` takes the same.
         distill_target: ``"real"``, ``"mse_sum"``, ``"l1"``, ``"tanh"``, ``"scaled_tanh"`` (see
             :func:`_distance`) or ``"max_log_prob"`` (``-log pi(label)``).
-        distill_latent_coef: weight of each latent loss.
-        distill_latent_target: ``"real"``, ``"l1"``, ``"tanh"`` or ``"scaled_tanh"``.
         distill_latent_obs_component_mapping: ``{student_component: teacher_component}`` of encoder latents.
         hidden_state_resample_prob: probability of a trajectory's initial hidden state becoming U(-1, 1) noise.
         action_labels_from_sample: labels are teacher samples instead of its mean.
-        dagger_loss_coef: weight of ``dagger_loss`` (0: not computed).
+        dagger_loss_coef: weight of ``dagger_loss = mean ||mu - labels||`` (0: not computed).
     """
 
     name = "distillation"
@@ -206,17 +183,10 @@ class Distillation(Extension):
         super().__init__()
         if distill_target == "kl":
             raise ValueError(
-                "distill_target='kl' is not supported: the storage keeps the teacher's actions, not its "
-                "distribution. Use 'max_log_prob' (maximum likelihood of the teacher's actions) or 'real'."
+                "distill_target='kl' is not supported (no teacher distribution is stored): use 'max_log_prob'"
             )
         if distill_target not in DISTILL_TARGETS:
             raise ValueError(f"Unknown distill_target {distill_target!r}; choose one of {DISTILL_TARGETS}")
-        if distill_latent_target not in LATENT_TARGETS:
-            raise ValueError(
-                f"Unknown distill_latent_target {distill_latent_target!r}; choose one of {LATENT_TARGETS}"
-            )
-        if not 0.0 <= hidden_state_resample_prob <= 1.0:
-            raise ValueError("hidden_state_resample_prob must be in [0, 1]")
         self.teacher_cfg = dict(teacher_policy or {})
         self.teacher_class_name = teacher_policy_class_name
         self.teacher_ac_path = teacher_ac_path
@@ -235,20 +205,15 @@ class Distillation(Extension):
 
     @property
     def distillation_loss_coef(self) -> float:
-        """Current weight of ``distillation_loss`` (evaluated at the current learning iteration)."""
+        """Weight of ``distillation_loss`` at the current iteration."""
         return float(self._distill_coef(self.iteration))
 
-    # ------------------------------------------------------------------ set-up
     def setup(self, policy: Any, device: torch.device) -> None:
         super().setup(policy, device)
         self.student: Any = policy
+        with_critic_obs = self.label_action_with_critic_obs
         self.teacher: Any = build_teacher(
-            self.teacher_cfg,
-            self.teacher_class_name,
-            policy,
-            self.label_action_with_critic_obs,
-            self.teacher_ac_path,
-            device,
+            self.teacher_cfg, self.teacher_class_name, policy, with_critic_obs, self.teacher_ac_path, device
         )
         for student_c, teacher_c in self.latent_mapping.items():
             for who, model, comp in (("student", policy, student_c), ("teacher", self.teacher, teacher_c)):
@@ -266,11 +231,9 @@ class Distillation(Extension):
         return [self.teacher]
 
     def train(self, mode: bool = True) -> None:
-        self.teacher.eval()  # the teacher is frozen: always in eval mode
+        self.teacher.eval()  # frozen
 
-    # ------------------------------------------------------------------ teacher
     def teacher_input(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
-        """The raw observations the teacher acts on."""
         return critic_obs if self.label_action_with_critic_obs else obs
 
     def teacher_actions(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> torch.Tensor:
@@ -278,24 +241,14 @@ class Distillation(Extension):
         out = self.teacher.act(x) if self.action_labels_from_sample else self.teacher.act_inference(x)
         return out.detach()
 
-    # ------------------------------------------------------------------ rollout
     def on_act(self, obs: torch.Tensor, critic_obs: torch.Tensor, transition: Transition) -> torch.Tensor:
-        """The teacher labels the step; its action replaces the student's where the mask is set."""
         labels = self.teacher_actions(obs, critic_obs)
         transition.action_labels = labels
         if self.use_teacher_act_mask is None or self.use_teacher_act_mask.shape[0] != obs.shape[0]:
             self.use_teacher_act_mask = torch.ones(obs.shape[0], dtype=torch.bool, device=obs.device)
         return torch.where(self.use_teacher_act_mask.unsqueeze(-1), labels, transition.actions)
 
-    def on_env_step(
-        self,
-        rewards: torch.Tensor,
-        dones: torch.Tensor,
-        infos: dict[str, Any],
-        transition: Transition,
-        next_obs: torch.Tensor | None,
-        next_critic_obs: torch.Tensor | None,
-    ) -> torch.Tensor:
+    def on_env_step(self, rewards: torch.Tensor, dones: torch.Tensor, *_: Any) -> torch.Tensor:
         self.teacher.reset(dones)
         assert self.use_teacher_act_mask is not None
         draw = torch.rand(dones.shape[0], device=self.device) < self.teacher_act_prob(self.iteration)
@@ -305,14 +258,12 @@ class Distillation(Extension):
     def on_dataset_step(self, transition: Transition) -> None:
         transition.action_labels = transition.actions
 
-    # ------------------------------------------------------------------ update
     def transform_minibatch(self, minibatch: MiniBatch) -> MiniBatch:
         p = self.hidden_state_resample_prob
         if p <= 0 or minibatch.hidden_states is None:
             return minibatch
 
-        def resample(h: torch.Tensor) -> torch.Tensor:
-            # (layers, n_traj, H): replace whole trajectories' initial states.
+        def resample(h: torch.Tensor) -> torch.Tensor:  # (layers, n_traj, H): whole trajectories
             pick = torch.rand(h.shape[1], device=h.device) < p
             noise = torch.rand_like(h) * 2 - 1
             return torch.where(pick.view(1, -1, *([1] * (h.dim() - 2))), noise, h)
@@ -325,28 +276,30 @@ class Distillation(Extension):
             weights[f"distill_latent_{component}"] = self.distill_latent_coef
         return weights
 
-    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
-        losses = {"distillation_loss": self._distillation_loss(minibatch)}
+    def losses(self, minibatch: MiniBatch, output: PolicyOutput) -> dict[str, torch.Tensor]:
+        losses = {"distillation_loss": self._distillation_loss(minibatch, output)}
         for student_c, teacher_c in self.latent_mapping.items():
             losses[f"distill_latent_{student_c}"] = self._latent_loss(minibatch, student_c, teacher_c)
         if self.dagger_loss_coef:
             losses["dagger_loss"] = torch.norm(
-                self._student_mean(minibatch) - minibatch.action_labels, dim=-1
+                self._student_mean(minibatch, output) - minibatch.action_labels, dim=-1
             ).mean()
         return losses
 
-    def _student_mean(self, minibatch: MiniBatch) -> torch.Tensor:
-        mean = self.student.action_mean
+    def _student_mean(self, minibatch: MiniBatch, output: PolicyOutput) -> torch.Tensor:
+        mean = output.action_mean
         if mean.shape != minibatch.action_labels.shape and minibatch.masks is not None:
             mean = unpad_trajectories(mean, minibatch.masks)
         return mean
 
-    def _distillation_loss(self, minibatch: MiniBatch) -> torch.Tensor:
-        mean, labels, target = self._student_mean(minibatch), minibatch.action_labels, self.distill_target
-        if (
-            target == "max_log_prob"
-        ):  # recurrent outputs are already unpadded to the labels' (T, n_envs) shape
-            loss = -self.student.get_actions_log_prob(labels).mean()
+    def _distillation_loss(self, minibatch: MiniBatch, output: PolicyOutput) -> torch.Tensor:
+        mean, labels, target = (
+            self._student_mean(minibatch, output),
+            minibatch.action_labels,
+            self.distill_target,
+        )
+        if target == "max_log_prob":
+            loss = -output.log_prob(labels).mean()
         else:
             loss = _distance(mean, labels, target).mean()
         with torch.no_grad():

@@ -9,6 +9,7 @@ import torch.nn.functional as F  # noqa: N812
 
 from st_rl.algorithms.extensions.base import Extension
 from st_rl.env.layout import get_subobs_by_components
+from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.storage.rollout_storage import MiniBatch
 from st_rl.utils.utils import unpad_trajectories
 
@@ -16,17 +17,9 @@ __all__ = ["StateEstimation"]
 
 
 class StateEstimation(Extension):
-    """Trains the policy's state estimator (and privileged-state adaptor) against the critic observations.
-
-    ``estimator_loss = mean(sum_dim loss_func(estimate, target))``: the estimate of the target components (the
-    policy's last forward pass) against the same components of the normalised critic observations; a policy
-    with an adaptor adds ``adaptor_loss`` the same way.
-
-    Args:
-        estimator_loss_func: a ``torch.nn.functional`` loss name (``"mse_loss"``, ``"l1_loss"``, ...).
-        estimator_loss_kwargs: extra keyword arguments of that function.
-        estimator_loss_coef: weight of ``estimator_loss`` (and ``adaptor_loss``).
-    """
+    """Trains the policy's state estimator: ``estimator_loss = mean(sum_dim loss_func(estimate, target))``
+    against the target components of the normalised critic observations; with an adaptor also ``adaptor_loss``.
+    ``estimator_loss_func`` is a ``torch.nn.functional`` loss name, ``estimator_loss_coef`` weighs both."""
 
     name = "estimator"
 
@@ -42,7 +35,6 @@ class StateEstimation(Extension):
             raise ValueError(f"estimator_loss_func {estimator_loss_func!r} is not a torch.nn.functional loss")
         self.loss_fn: Any = func
         self.loss_kwargs = dict(estimator_loss_kwargs or {})
-        # the reference's names; the component lists are the policy's, set in setup()
         self.estimator_loss_func = estimator_loss_func
         self.estimator_loss_kwargs = self.loss_kwargs
         self.estimator_obs_components: list[str] = []
@@ -54,8 +46,7 @@ class StateEstimation(Extension):
         self.policy: Any = policy
         if policy.estimator is None:
             raise ValueError(
-                "The state-estimation loss needs a policy with a state estimator (StateAc, StateAcRecurrent, "
-                f"EncoderStateAc, EncoderStateAcRecurrent); got {type(policy).__name__}"
+                f"StateEstimation needs a policy with a state estimator (StateAc, ...), got {type(policy).__name__}"
             )
         self.estimator_obs_components = list(policy.estimator_obs_components)
         self.estimator_target_obs_components = list(policy.estimator_target_components)
@@ -85,15 +76,13 @@ class StateEstimation(Extension):
             self.record(estimator_abs_error=(estimate - target).abs().mean())
         return per_dim.sum(dim=-1).mean()
 
-    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
+    def losses(self, minibatch: MiniBatch, output: PolicyOutput) -> dict[str, torch.Tensor]:
         policy = self.policy
-        losses = {
-            "estimator_loss": self._loss(
-                policy.get_estimated_state(), policy.estimator_target_components, minibatch, record=True
-            )
-        }
-        if policy.adaptor is not None:
+        assert output.estimated_state is not None
+        targets = policy.estimator_target_components
+        losses = {"estimator_loss": self._loss(output.estimated_state, targets, minibatch, record=True)}
+        if output.adapted_state is not None:
             losses["adaptor_loss"] = self._loss(
-                policy.get_adapted_state(), policy.adaptor_target_components, minibatch
+                output.adapted_state, policy.adaptor_target_components, minibatch
             )
         return losses

@@ -11,6 +11,7 @@ import torch.nn as nn
 
 from st_rl.algorithms.extensions.base import Extension
 from st_rl.env.layout import get_subobs_by_components
+from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.modules.mlp import MlpModel
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.rollout_storage import MiniBatch, Transition
@@ -19,10 +20,9 @@ __all__ = ["RandomNetworkDistillation", "intrinsic_weight"]
 
 
 def intrinsic_weight(schedule: dict[str, Any] | None, weight: float, iteration: int) -> float:
-    """The intrinsic-reward weight at ``iteration``: ``weight`` without a ``schedule``; with
-    ``{"mode": "step", "final_step": s, "final_value": v}`` it is ``v`` from ``s`` on; with ``{"mode": "linear",
-    "initial_step": a, "final_step": b, "final_value": v}`` it goes linearly from ``weight`` at ``a`` to ``v`` at
-    ``b``."""
+    """The intrinsic-reward weight at ``iteration``: ``weight``, or per ``schedule`` ``{"mode": "step",
+    "final_step": s, "final_value": v}`` (``v`` from ``s`` on) or ``{"mode": "linear", "initial_step": a, ...}``
+    (linear from ``weight`` at ``a`` to ``v`` at ``s``)."""
     if schedule is None:
         return weight
     mode = schedule.get("mode")
@@ -45,22 +45,11 @@ def _normalizer(enabled: bool, width: int) -> nn.Module:
 
 
 class RandomNetworkDistillation(Extension):
-    """Curiosity from random network distillation (Burda et al., 2018): the intrinsic reward
-    ``||predictor(s') - target(s')||^2`` of a fixed random target network and a predictor trained on the
-    visited states (``rnd_loss``, own optimizer) is added to the task reward.
+    """Curiosity (Burda et al., 2018): the intrinsic reward ``||predictor(s') - target(s')||^2`` of a fixed random
+    target network and a predictor trained on the visited states (``rnd_loss``, own Adam) joins the task reward.
 
-    Args:
-        weight: intrinsic-reward weight.
-        weight_schedule: see :func:`intrinsic_weight` (None: constant).
-        use_critic_obs: read the critic (privileged) observations instead of the actor's.
-        obs_components: only these named components of that observation (default: all of it).
-        state_normalization: normalise the RND input with running statistics.
-        reward_normalization: divide the intrinsic reward by its running standard deviation.
-        predictor_hidden_dims: predictor MLP hidden sizes.
-        target_hidden_dims: target MLP hidden sizes.
-        num_outputs: feature width of both networks.
-        activation: hidden activation.
-        learning_rate: predictor learning rate (Adam).
+    ``weight_schedule``: see :func:`intrinsic_weight`; ``obs_components``: only these components of the actor (or,
+    ``use_critic_obs``, critic) observations; ``reward_normalization`` divides by the reward's running std.
     """
 
     name = "rnd"
@@ -95,16 +84,13 @@ class RandomNetworkDistillation(Extension):
         self.activation = activation
         self.learning_rate = float(learning_rate)
 
-    # ------------------------------------------------------------------ set-up
     def setup(self, policy: Any, device: torch.device) -> None:
         super().setup(policy, device)
         p: Any = policy
         self.segments = p.privileged_obs_segments if self.use_critic_obs else p.obs_segments
         if self.obs_components is not None:
             if self.segments is None:
-                raise ValueError(
-                    "rnd obs_components need the observation layout (obs_segments) of the policy"
-                )
+                raise ValueError("rnd obs_components need the policy's observation layout (obs_segments)")
             missing = [c for c in self.obs_components if c not in self.segments]
             if missing:
                 raise ValueError(f"rnd obs_components {missing} are not in the layout {list(self.segments)}")
@@ -121,8 +107,12 @@ class RandomNetworkDistillation(Extension):
             module.to(device)
         self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=self.learning_rate)
 
+    def _named_modules(self) -> dict[str, nn.Module]:
+        return {"predictor": self.predictor, "target": self.target, "state_normalizer": self.state_normalizer,
+                "reward_normalizer": self.reward_normalizer}  # fmt: skip
+
     def modules(self) -> list[nn.Module]:
-        return [self.predictor, self.target, self.state_normalizer, self.reward_normalizer]
+        return list(self._named_modules().values())
 
     def parameters(self) -> list[nn.Parameter]:
         return list(self.predictor.parameters())
@@ -131,9 +121,8 @@ class RandomNetworkDistillation(Extension):
         self.predictor.train(mode)
         self.target.eval()
 
-    # ------------------------------------------------------------------ the state
     def state(self, obs: torch.Tensor, critic_obs: torch.Tensor | None) -> torch.Tensor:
-        """The RND input of raw observations (any leading dims), before normalisation."""
+        """The RND input of raw observations, before normalisation."""
         x = critic_obs if self.use_critic_obs and critic_obs is not None else obs
         if self.obs_components is not None:
             x = get_subobs_by_components(x, self.obs_components, self.segments)
@@ -143,14 +132,13 @@ class RandomNetworkDistillation(Extension):
         return self.state_normalizer.normalize(x) if self.state_normalization else x  # type: ignore[operator]
 
     def prediction_error(self, x: torch.Tensor) -> torch.Tensor:
-        """``||predictor(x) - target(x)||^2`` per sample for normalised RND inputs ``x``."""
+        """``||predictor(x) - target(x)||^2`` per sample of normalised inputs."""
         return (self.predictor(x) - self.target(x)).pow(2).sum(dim=-1)
 
     @property
     def current_weight(self) -> float:
         return intrinsic_weight(self.weight_schedule, self.weight, self.iteration)
 
-    # ------------------------------------------------------------------ rollout
     @torch.no_grad()
     def intrinsic_reward(
         self, obs: torch.Tensor, critic_obs: torch.Tensor | None, update: bool
@@ -177,18 +165,14 @@ class RandomNetworkDistillation(Extension):
         next_critic_obs: torch.Tensor | None,
     ) -> torch.Tensor:
         if next_obs is None:
-            raise ValueError(
-                "RND needs the observations after each step: call alg.process_env_step(rewards, dones, infos, "
-                "next_obs, next_critic_obs)"
-            )
+            raise ValueError("RND needs the next observations: pass next_obs to alg.process_env_step")
         intrinsic = self.intrinsic_reward(next_obs, next_critic_obs, update=self.predictor.training)
         self.record(rnd_intrinsic_reward=intrinsic.mean())
         return rewards + self.current_weight * intrinsic
 
-    # ------------------------------------------------------------------ update
-    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
+    def losses(self, minibatch: MiniBatch, output: PolicyOutput) -> dict[str, torch.Tensor]:
         x = self._normalized(self.state(minibatch.obs, minibatch.critic_obs))
-        error = (self.predictor(x) - self.target(x).detach()).pow(2).sum(dim=-1)
+        error = self.prediction_error(x)
         if minibatch.masks is not None:  # padded trajectories: only real steps count
             mask = minibatch.masks.to(error.dtype)
             return {"rnd_loss": (error * mask).sum() / mask.sum().clamp(min=1.0)}
@@ -197,16 +181,10 @@ class RandomNetworkDistillation(Extension):
     def log_scalars(self) -> dict[str, float]:
         return {"rnd_weight": self.current_weight, **super().log_scalars()}
 
-    # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
+        state = {name: module.state_dict() for name, module in self._named_modules().items()}
         return {
-            "rnd_state_dict": {
-                "predictor": self.predictor.state_dict(),
-                "target": self.target.state_dict(),
-                "state_normalizer": self.state_normalizer.state_dict(),
-                "reward_normalizer": self.reward_normalizer.state_dict(),
-                "optimizer": self.optimizer.state_dict() if self.optimizer is not None else {},
-            }
+            "rnd_state_dict": {**state, "optimizer": self.optimizer.state_dict() if self.optimizer else {}}
         }
 
     def load_state_dict(self, checkpoint: dict[str, Any], load_optimizer: bool = True) -> None:
@@ -214,9 +192,7 @@ class RandomNetworkDistillation(Extension):
         if state is None:
             warnings.warn("The checkpoint has no RND state (rnd_state_dict); RND starts fresh.", stacklevel=3)
             return
-        self.predictor.load_state_dict(state["predictor"])
-        self.target.load_state_dict(state["target"])
-        self.state_normalizer.load_state_dict(state["state_normalizer"])
-        self.reward_normalizer.load_state_dict(state["reward_normalizer"])
+        for name, module in self._named_modules().items():
+            module.load_state_dict(state[name])
         if load_optimizer and self.optimizer is not None and state.get("optimizer"):
             self.optimizer.load_state_dict(state["optimizer"])

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from st_rl.algorithms.extensions.base import Extension
+from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.protocols import DeterministicActor
 from st_rl.registry import refuse_untrusted_import
 from st_rl.storage.rollout_storage import MiniBatch
@@ -22,7 +23,7 @@ MirrorFn = Callable[[torch.Tensor], torch.Tensor]
 
 @runtime_checkable
 class MirrorSymmetricEnv(Protocol):
-    """An environment that provides its mirror maps (st_rl's legged locomotion tasks do)."""
+    """An environment that provides its mirror maps."""
 
     def mirror_functions(self) -> dict[str, MirrorFn]:
         """``{"obs": M_o, "actions": M_a}`` and optionally ``"critic_obs"``: functions on raw tensors."""
@@ -43,9 +44,7 @@ def _resolve(fn: MirrorFn | str | None, what: str) -> MirrorFn | None:
 
 @torch.no_grad()
 def mirror_error(policy: Any, obs: torch.Tensor, mirror_obs: MirrorFn, mirror_actions: MirrorFn) -> float:
-    """How far from mirrored a feed-forward policy acts: ``mean_envs ||pi(M_o o) - M_a pi(o)||`` on raw ``obs``
-    (0: perfectly symmetric); ``policy`` is an actor-critic or a callable such as
-    ``runner.get_inference_policy()``."""
+    """``mean ||pi(M_o o) - M_a pi(o)||`` of a feed-forward policy (an actor-critic or a callable) on raw ``obs``."""
     act = policy.act_inference if isinstance(policy, DeterministicActor) else policy
     actions = act(obs)
     mirrored = act(mirror_obs(obs))
@@ -53,22 +52,12 @@ def mirror_error(policy: Any, obs: torch.Tensor, mirror_obs: MirrorFn, mirror_ac
 
 
 class Symmetry(Extension):
-    """Left-right (or any involutive) symmetry from mirror functions of raw tensors: the mirror loss
-    ``symmetry_loss = mse(mu(M_o o), M_a mu(o))`` and/or data augmentation with mirrored samples. The functions
-    are callables or ``"package.module:function"`` strings, else the environment's ``mirror_functions()``.
-
-    Args:
-        mirror_obs: mirror of actor observations.
-        mirror_actions: mirror of actions.
-        mirror_critic_obs: mirror of critic observations (default: ``mirror_obs``; needed for augmentation
-            when the critic has its own observations).
-        use_mirror_loss: add ``symmetry_loss``.
-        mirror_loss_coef: its weight.
-        use_data_augmentation: add mirrored samples to every minibatch (feed-forward policies).
-    """
+    """Left-right (or any involutive) symmetry: the mirror loss ``symmetry_loss = mse(mu(M_o o), M_a mu(o))``
+    and/or mirrored samples added to every minibatch (``use_data_augmentation``, feed-forward policies). The
+    mirror functions of raw tensors are callables or ``"package.module:function"`` strings, else the
+    environment's ``mirror_functions()``; ``mirror_critic_obs`` defaults to ``mirror_obs``."""
 
     name = "symmetry"
-    reruns_policy = True
 
     def __init__(
         self,
@@ -94,8 +83,7 @@ class Symmetry(Extension):
         self.policy: Any = policy
         if self.use_data_augmentation and policy.is_recurrent:
             raise ValueError(
-                "Symmetry data augmentation needs a feed-forward policy (mirrored samples have no hidden state); "
-                "use the mirror loss (use_mirror_loss=True, use_data_augmentation=False) with recurrent policies."
+                "Symmetry data augmentation needs a feed-forward policy; use the mirror loss with recurrent ones"
             )
 
     def attach_env(self, env: Any) -> None:
@@ -119,34 +107,24 @@ class Symmetry(Extension):
             raise RuntimeError("Symmetry has no mirror functions: pass them or train through a runner")
         return self.mirror_obs, self.mirror_actions, self.mirror_critic_obs or self.mirror_obs
 
-    # ------------------------------------------------------------------ data augmentation
     def transform_minibatch(self, minibatch: MiniBatch) -> MiniBatch:
         if not self.use_data_augmentation:
             return minibatch
         m_obs, m_act, m_critic = self._functions()
+        flips: dict[str, MirrorFn] = {"obs": m_obs, "next_obs": m_obs, "critic_obs": m_critic,
+                                      "next_critic_obs": m_critic, "actions": m_act, "old_mu": m_act,
+                                      "action_labels": m_act, "old_sigma": lambda v: m_act(v).abs()}  # fmt: skip
         mirrored: dict[str, Any] = {}
         for name in minibatch.keys():  # noqa: SIM118 - a MiniBatch is not iterable
             value = minibatch.get(name)
-            if value is None or name in ("hidden_states", "masks"):
-                continue
-            if name in ("obs", "next_obs"):
-                flipped = m_obs(value)
-            elif name in ("critic_obs", "next_critic_obs"):
-                flipped = m_critic(value)
-            elif name in ("actions", "old_mu", "action_labels"):
-                flipped = m_act(value)
-            elif name == "old_sigma":
-                flipped = m_act(value).abs()
-            else:
-                flipped = value
-            mirrored[name] = torch.cat([value, flipped])
+            if value is not None and name not in ("hidden_states", "masks"):
+                mirrored[name] = torch.cat([value, flips.get(name, lambda v: v)(value)])
         return minibatch._replace(**mirrored)
 
-    # ------------------------------------------------------------------ mirror loss
     def loss_weights(self) -> dict[str, float]:
         return {"symmetry_loss": self.mirror_loss_coef}
 
-    def losses(self, minibatch: MiniBatch) -> dict[str, torch.Tensor]:
+    def losses(self, minibatch: MiniBatch, output: PolicyOutput) -> dict[str, torch.Tensor]:
         if not self.use_mirror_loss:
             return {}
         m_obs, m_act, _ = self._functions()
