@@ -308,16 +308,10 @@ def export_policy(
 ) -> ExportResult:  # fmt: skip
     """Export the deterministic actor (normaliser included) to ``out_dir/<name>.onnx`` / ``.pt`` / ``.json``.
 
-    Args:
-        checkpoint_or_runner: a checkpoint or run directory (rebuilt on one env of its task), or a runner.
-        env: env for the observation layout and robot metadata (default: the runner's, or the task's).
-        task: task of a checkpoint that stores none.
-        check: run each file on random inputs and compare with the eager policy (up to ``tolerance``).
-        device: device the runner is rebuilt on (export runs on the CPU).
-        trust_config: the stored config may name code to import (docs/security.md).
-
-    Raises:
-        ExportError: an unknown format or unsupported policy, NaN/Inf weights, or a failed self-check.
+    ``checkpoint_or_runner``: a checkpoint or run directory (rebuilt on one env of its task on ``device``), or a
+    runner; ``env``: for the observation layout and robot metadata (default: the runner's, or the task's);
+    ``task``: of a checkpoint that stores none; ``check``: compare each file with the eager policy on random
+    inputs (up to ``tolerance``); ``trust_config``: see docs/security.md. Raises :class:`ExportError`.
     """
     if not isinstance(name, str) or not name or name in (".", "..") or os.path.basename(name) != name:
         raise ExportError(f"name must be a file stem without folders (e.g. 'policy'), got {name!r}")

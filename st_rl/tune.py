@@ -360,9 +360,8 @@ def run_study(
     """Run (or continue) a study of ``n_trials`` more trials on a built-in task's preset; returns the study.
 
     Defaults: a fifth of the preset's iterations, its envs and seed, :data:`DEFAULT_SPACE` (:data:`AMP_SPACE`
-    with a ``motion`` file to train AMP towards), storage ``sqlite:///<log_root>/<study_name>.db``. Trial ``i``
-    logs to ``<log_root>/<study_name>/trial_<i>``; ``eval_steps`` are seconds for ``objective="velrmsd"``.
-    """
+    with a ``motion`` file), storage ``sqlite:///<log_root>/<study_name>.db``, trial logs in
+    ``<log_root>/<study_name>/trial_<i>``; ``eval_steps`` are seconds for ``objective="velrmsd"``."""
     _optuna()
     preset = get_preset(task)
     study_name = study_name or task
