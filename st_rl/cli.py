@@ -1,6 +1,5 @@
-"""The ``st-rl`` entry point: runs a command of :mod:`st_rl.commands`, reporting errors in one line.
-
-Imports only the standard library: st_rl.commands (torch) is imported in :func:`main`, where a Ctrl-C is caught."""
+"""The ``st-rl`` entry point, reporting errors in one line; imports only the standard library at module level
+(:mod:`st_rl.commands`, with torch, is imported in :func:`main`, where a Ctrl-C is caught)."""
 
 from __future__ import annotations
 
@@ -55,11 +54,8 @@ def _error_lines(error: BaseException) -> tuple[list[str], int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``st-rl`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code.
-
-    Errors print one line, ``st-rl: error: ...`` (``--debug``: the traceback): exit code 2 for a mistake the user
-    can fix (ValueError, OSError, ImportError), 1 for anything else, 128 + N for signal N (130: Ctrl-C).
-    """
+    """Run ``st-rl`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code: errors are one line (exit
+    code 2 for a user's mistake: ValueError, OSError, ImportError; 1 for others; 128 + N for signal N)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
     args: argparse.Namespace | None = None

@@ -364,8 +364,7 @@ def _import_env_module(module_name: str, spec: str) -> Any:
     if name in sys.modules and getattr(sys.modules[name], "__file__", None) != file:
         name = f"st_rl_user_env_{name}"
     loader_spec = importlib.util.spec_from_file_location(name, file)
-    if loader_spec is None or loader_spec.loader is None:
-        raise _cli_error("--env", spec, f"{file} cannot be imported", "give a Python source file")
+    assert loader_spec is not None and loader_spec.loader is not None  # a .py file: a SourceFileLoader
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[name] = module
     try:
@@ -606,10 +605,9 @@ def _learn(args: Any, runner: Any, info: Any, log_dir: str, iterations: int, res
     runner.overwrite = runner.overwrite or args.overwrite
     lock = None
     if resume_path is not None:
-        if info.is_main and add_amp:
-            print(f"[st-rl] adding AMP to the policy in {resume_path}: a fresh discriminator and optimizer")
-        elif info.is_main:
-            print(f"[st-rl] resuming from {resume_path}")
+        if info.is_main:
+            amp = f"adding AMP to the policy in {resume_path}: a fresh discriminator and optimizer"
+            print(f"[st-rl] {amp if add_amp else f'resuming from {resume_path}'}")
         runner.load(resume_path)
     if overwrite_other:
         # DIR's earlier run goes now that CKPT has loaded, under the lock, which learn() takes over.
@@ -743,10 +741,9 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
         policy = scripted_trot_policy(env, stride=stride)
     else:
         env, policy = _recorded_policy(args, n, fixed)
+    fields = [f.strip() for f in args.fields.split(",") if f.strip()]
     if args.fields in ("joints", "default"):
         fields = joint_style_fields(env) if args.fields == "joints" else None
-    else:
-        fields = [f.strip() for f in args.fields.split(",") if f.strip()]
     motion = record_motion(env, policy, args.duration, fields=fields, env_ids=range(n), command=command)
     if not motion:
         raise CommandError("every trajectory fell before recording: give a walking policy or --scripted-trot")

@@ -276,11 +276,9 @@ def play_exported(
     verbose: bool = True, trust_config: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     """Deployment check: :func:`st_rl.play.play` with an exported policy file alone, on its metadata's task and
-    seed unless given (``trust_config``: that task may be a Gymnasium id naming a module to import).
-
-    Returns the metrics of ``evaluate_policy`` plus ``task``, ``policy``, ``format``, ``iteration``, ``video`` and
-    ``plot``; raises :class:`NonFiniteActionsError` when the file gives NaN/Inf actions.
-    """
+    seed unless given (``trust_config``: that task may be a Gymnasium id naming a module to import). Returns the
+    metrics of ``evaluate_policy`` plus ``task``, ``policy``, ``format``, ``iteration``, ``video`` and ``plot``;
+    raises :class:`NonFiniteActionsError` when the file gives NaN/Inf actions."""
     if video is not None:
         set_default_gl_backend("egl")
     policy = load_exported_policy(policy_path)

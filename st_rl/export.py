@@ -232,11 +232,14 @@ def _source_objects(source: Any, env: Any, task: Any, device: str, trust_config:
         raise ExportError(f"export_policy takes a checkpoint, a run directory or a runner; got {kind}") from e
     adapter = _adapter_of(env if env is not None else source_env, source)
     env_cfg = adapter.cfg if adapter is not None else None
-    if not isinstance(source, OnPolicyRunner):  # a runner-like object: iteration, seed and config unknown
-        return actor_critic, adapter, _info(None, 0, task, env_cfg, None, {})
-    cfg, it = source.cfg, source.current_learning_iteration
-    info = _info(None, it, task or cfg.get("task"), env_cfg, cfg.get("seed"), source.train_cfg.to_dict())
-    return actor_critic, adapter, info
+    ours = isinstance(source, OnPolicyRunner)  # else a runner-like object: iteration, seed and config unknown
+    cfg, it = (source.cfg, source.current_learning_iteration) if ours else ({}, 0)
+    train_cfg = source.train_cfg.to_dict() if ours else {}
+    return (
+        actor_critic,
+        adapter,
+        _info(None, it, task or cfg.get("task"), env_cfg, cfg.get("seed"), train_cfg),
+    )
 
 
 def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]] | None:
@@ -252,8 +255,7 @@ def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]
         return None
     spec = EnvSpec(num_obs=dims[0], num_critic_obs=dims[1], num_actions=int(dims[2]))
     actor_critic = build_actor_critic(spec, train_cfg.policy_class_name, train_cfg.policy)
-    model = state["model_state_dict"]
-    _refuse_nonfinite(model, f"checkpoint {path}", None)
+    model = state["model_state_dict"]  # NaN/Inf: refused by export_policy
     actor, critic = (any(k.startswith(f"{p}_obs_normalizer.") for k in model) for p in ("actor", "critic"))
     actor_critic.enable_obs_normalization(actor=actor, critic=critic)
     actor_critic.load_state_dict(model)
@@ -261,13 +263,6 @@ def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]
     info = _info(os.path.abspath(path), state.get("iter"), runner.get("task"), None, runner.get("seed"),
                  train_cfg.to_dict())  # fmt: skip
     return actor_critic, None, info
-
-
-def _refuse_nonfinite(state: dict[str, Any], source: str, iteration: Any) -> None:
-    bad = nonfinite_tensors(state, "model_state_dict")
-    if bad:
-        at = f"{describe_names(bad)}{'' if iteration is None else f' (iteration {iteration})'}"
-        raise ExportError(f"Refusing to export a broken policy: {source} has NaN/Inf in {at}; {DIVERGED}")
 
 
 def _metadata(
@@ -313,16 +308,10 @@ def export_policy(
 ) -> ExportResult:  # fmt: skip
     """Export the deterministic actor (normaliser included) to ``out_dir/<name>.onnx`` / ``.pt`` / ``.json``.
 
-    Args:
-        checkpoint_or_runner: a checkpoint or run directory (rebuilt on one env of its task), or a runner.
-        env: env for the observation layout and robot metadata (default: the runner's, or the task's).
-        task: task of a checkpoint that stores none.
-        check: run each file on random inputs and compare with the eager policy (up to ``tolerance``).
-        device: device the runner is rebuilt on (export runs on the CPU).
-        trust_config: the stored config may name code to import (docs/security.md).
-
-    Raises:
-        ExportError: an unknown format or unsupported policy, NaN/Inf weights, or a failed self-check.
+    ``checkpoint_or_runner``: a checkpoint or run directory (rebuilt on one env of its task on ``device``), or a
+    runner; ``env``: for the observation layout and robot metadata (default: the runner's, or the task's);
+    ``task``: of a checkpoint that stores none; ``check``: compare each file with the eager policy on random
+    inputs (up to ``tolerance``); ``trust_config``: see docs/security.md. Raises :class:`ExportError`.
     """
     if not isinstance(name, str) or not name or name in (".", "..") or os.path.basename(name) != name:
         raise ExportError(f"name must be a file stem without folders (e.g. 'policy'), got {name!r}")
@@ -337,8 +326,11 @@ def export_policy(
         raise ExportError(f"{why}. Export each skill's run and switch between them in the deployment code")
     if not isinstance(actor_critic, ActorCritic):
         raise ExportError(f"{kind} is not an st_rl policy (ActorCritic family)")
-    source = info["source_checkpoint"] or "the runner's policy"
-    _refuse_nonfinite(actor_critic.state_dict(), source, info["iteration"])
+    bad = nonfinite_tensors(actor_critic.state_dict(), "model_state_dict")
+    if bad:
+        source, it = info["source_checkpoint"] or "the runner's policy", info["iteration"]
+        at = f"{describe_names(bad)}{'' if it is None else f' (iteration {it})'}"
+        raise ExportError(f"Refusing to export a broken policy: {source} has NaN/Inf in {at}; {DIVERGED}")
     actor_critic: Any = _detached_copy(actor_critic).to("cpu").eval()
     for p in actor_critic.parameters():
         p.requires_grad_(False)

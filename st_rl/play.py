@@ -26,11 +26,9 @@ def play(
     camera: str | None = "track", verbose: bool = True, trust_config: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     """Evaluate a checkpoint's (or run directory's latest) deterministic policy on fresh episodes of ``task``
-    (default: the run's), filming env ``record_env`` into ``video`` and plotting its tracking into ``plot``.
-
+    (default: the run's), filming env ``record_env`` into ``video`` and plotting its tracking into ``plot``;
     ``command``: a fixed ``(vx, vy, yaw_rate)`` for all envs; ``trust_config``: see docs/security.md. Returns the
-    metrics of :func:`evaluate_policy` plus ``task``, ``checkpoint``, ``iteration``, ``video`` and ``plot``.
-    """
+    metrics of :func:`evaluate_policy` plus ``task``, ``checkpoint``, ``iteration``, ``video`` and ``plot``."""
     if video is not None:
         set_default_gl_backend("egl")
     run = load_run(checkpoint, task, num_envs, device, seed, trust_config=trust_config)

@@ -45,20 +45,19 @@ def read_scalars(log_dir: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     if not dirs:
         fix = "give a run directory trained with logger='tensorboard'"
         raise FileNotFoundError(f"No TensorBoard event files (events.out.tfevents.*) under {log_dir}: {fix}")
-    merged: dict[str, dict[int, tuple[float, float]]] = {}
+    events: dict[str, list[Any]] = {}
     for d in dirs:
         acc = EventAccumulator(d, size_guidance={"scalars": 0})
         acc.Reload()
         for tag in acc.Tags().get("scalars", []):
-            by_step = merged.setdefault(tag, {})
-            for ev in acc.Scalars(tag):
-                old = by_step.get(ev.step)
-                if old is None or ev.wall_time >= old[0]:
-                    by_step[ev.step] = (ev.wall_time, ev.value)
+            events.setdefault(tag, []).extend(acc.Scalars(tag))
     out = {}
-    for tag, by_step in merged.items():
+    for tag, evs in events.items():
+        by_step = {
+            ev.step: ev.value for ev in sorted(evs, key=lambda ev: ev.wall_time)
+        }  # the later value wins
         steps = np.asarray(sorted(by_step), dtype=np.int64)
-        out[tag] = (steps, np.asarray([by_step[s][1] for s in steps], dtype=np.float64))
+        out[tag] = (steps, np.asarray([by_step[s] for s in steps], dtype=np.float64))
     return out
 
 
@@ -129,10 +128,8 @@ def plot_tracking(trace: dict, out_png: str, title: str = "", metrics: dict[str,
                             label="warm-up (not scored)")  # fmt: skip
         ax.plot(t, cmd[:, i], color="black", lw=1.5, ls="--", label="commanded")
         ax.plot(t, vel[:, i], color="tab:blue", lw=1.0, label="achieved")
-        for x in t[done & ~fall]:
-            ax.axvline(x, color="grey", ls=":", lw=1.0)
-        for x in t[fall]:
-            ax.axvline(x, color="tab:red", lw=1.0)
+        ax.vlines(t[done & ~fall], 0, 1, transform=ax.get_xaxis_transform(), color="grey", ls=":", lw=1.0)
+        ax.vlines(t[fall], 0, 1, transform=ax.get_xaxis_transform(), color="tab:red", lw=1.0)
         ax.set_ylabel(("vx (m/s)", "vy (m/s)", "yaw rate (rad/s)")[i], fontsize=9)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=8)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import copy
 import dataclasses
 import json
@@ -120,10 +121,9 @@ def suggest(trial: Any, space: Mapping[str, Any]) -> dict[str, Any]:
             values[key] = spec
         elif kind == "categorical":
             values[key] = trial.suggest_categorical(key, list(args))
-        elif kind in ("int", "int_log"):
-            values[key] = trial.suggest_int(key, int(args[0]), int(args[1]), log=kind == "int_log")
         else:
-            values[key] = trial.suggest_float(key, float(args[0]), float(args[1]), log=kind == "log")
+            draw, cast = (trial.suggest_int, int) if kind.startswith("int") else (trial.suggest_float, float)
+            values[key] = draw(key, cast(args[0]), cast(args[1]), log=kind.endswith("log"))
     return values
 
 
@@ -360,9 +360,8 @@ def run_study(
     """Run (or continue) a study of ``n_trials`` more trials on a built-in task's preset; returns the study.
 
     Defaults: a fifth of the preset's iterations, its envs and seed, :data:`DEFAULT_SPACE` (:data:`AMP_SPACE`
-    with a ``motion`` file to train AMP towards), storage ``sqlite:///<log_root>/<study_name>.db``. Trial ``i``
-    logs to ``<log_root>/<study_name>/trial_<i>``; ``eval_steps`` are seconds for ``objective="velrmsd"``.
-    """
+    with a ``motion`` file), storage ``sqlite:///<log_root>/<study_name>.db``, trial logs in
+    ``<log_root>/<study_name>/trial_<i>``; ``eval_steps`` are seconds for ``objective="velrmsd"``."""
     _optuna()
     preset = get_preset(task)
     study_name = study_name or task
@@ -394,21 +393,19 @@ def _format_value(value: Any) -> str:
 
 def format_summary(study: Any, top: int = 5, storage: str | None = None) -> str:
     """A table of the ``top`` best completed trials, with trial counts per state."""
-    optuna = _optuna()
-    states = optuna.trial.TrialState
     trials = study.get_trials(deepcopy=False)
-    counts = {s.name.lower(): sum(t.state == s for t in trials) for s in states}
+    counts = collections.Counter(t.state.name.lower() for t in trials)
     objective = study.user_attrs.get("objective", "?")
     description = OBJECTIVES.get(objective, ("", "", objective))[2]
     direction = study.direction.name.lower()
     where = f" ({storage})" if storage else ""
     lines = [
         f"Study {study.study_name!r}{where}, task {study.user_attrs.get('task', '?')!r}: {len(trials)} trials "
-        f"({counts.get('complete', 0)} complete, {counts.get('pruned', 0)} pruned, {counts.get('fail', 0)} "
-        f"failed, {counts.get('running', 0)} running)",
+        f"({counts['complete']} complete, {counts['pruned']} pruned, {counts['fail']} failed, {counts['running']} "
+        "running)",
         f"Objective: {description} ({direction})",
     ]
-    complete = [t for t in trials if t.state == states.COMPLETE and t.value is not None]
+    complete = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
     if not complete:
         lines.append("No completed trial yet.")
         return "\n".join(lines)
