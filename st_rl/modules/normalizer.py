@@ -73,7 +73,9 @@ class EmpiricalNormalization(nn.Module):
             return
         var_x, mean_x = torch.var_mean(x, dim=0, keepdim=True, correction=0)
         n, mean_x, var_x = reduce_moments(n, mean_x, var_x)  # all ranks' batches
-        finite = torch.isfinite(mean_x).all() & torch.isfinite(var_x).all()
+        finite = torch.isfinite(
+            var_x
+        ).all()  # NaN or Inf in the batch (or an overflowing mean) makes var_x so
         if self._mean.device.type == "cpu" and not bool(finite):
             raise NonFiniteObservationError(
                 f"{self._label()} was given a batch of {n} observations holding NaN or Inf (not updated): "
@@ -87,13 +89,14 @@ class EmpiricalNormalization(nn.Module):
         # without a host sync: a non-finite batch leaves the statistics unchanged but counts towards ``until``
         count_new = self._count_host + n
         rate = n / count_new
+        mean_x = torch.where(finite, mean_x, self._mean)  # a refused batch moves nothing
+        var_x = torch.where(finite, var_x, self._var)
         delta = mean_x - self._mean
         mean = self._mean + rate * delta
-        var = self._var + rate * (var_x - self._var + delta * (mean_x - mean))
-        self._mean.copy_(torch.where(finite, mean, self._mean))
-        self._var.copy_(torch.where(finite, var, self._var))
-        self._std.copy_(torch.where(finite, torch.sqrt(self._var), self._std))
-        self.count.copy_(torch.where(finite, torch.full_like(self.count, count_new), self.count))
+        self._var.copy_(self._var + rate * (var_x - self._var + delta * (mean_x - mean)))
+        self._mean.copy_(mean)
+        torch.sqrt(self._var, out=self._std)
+        self.count.copy_(torch.where(finite, count_new, self.count))
         self._count_host = count_new
         skipped = (~finite).to(torch.long)
         self._skipped = skipped if self._skipped is None else self._skipped + skipped
