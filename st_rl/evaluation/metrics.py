@@ -151,6 +151,11 @@ def _hold_command(env: Any, fixed: torch.Tensor | None, obs: Any) -> Any:
     return env.get_observations()[0]
 
 
+def _reset_policy(policy: Any, dones: torch.Tensor) -> None:
+    if isinstance(policy, ResettablePolicy):
+        policy.reset(dones)  # recurrent policies forget finished episodes
+
+
 def evaluate_policy(
     env: Any,
     policy: Callable[[torch.Tensor], torch.Tensor],
@@ -198,8 +203,7 @@ def evaluate_policy(
             cmd = env.commands.clone()
             obs, rewards, dones, extras = env.step(policy(_actor_obs(obs)))
             dones = dones.to(dev).bool()
-            if isinstance(policy, ResettablePolicy):
-                policy.reset(dones)  # recurrent policies forget finished episodes
+            _reset_policy(policy, dones)
             time_outs = extras.get("time_outs") if isinstance(extras, dict) else None
             failed = dones if time_outs is None else dones & ~time_outs.to(dev).bool()
             tracking.add(t, cmd, rewards, dones, failed, (age >= warmup_steps) & ~dones)
