@@ -227,7 +227,6 @@ class RolloutDataset(RolloutFileBase):
             return
         deadline = time.monotonic() + wait
         need = max(1, self.keep_latest_n_trajs)
-        announced = False
         # Sleeps in short slices and reads flags without locks: a signal handler that raises (training stopped
         # while it waits) must not interrupt a threading primitive holding its lock (a deadlock in `finally`).
         for missing in self._missing_dirs:  # created for the collector before it hears that we wait
@@ -235,16 +234,14 @@ class RolloutDataset(RolloutFileBase):
         self._missing_dirs = []
         self.waiting_for_data.set()
         try:
+            left = "with no time limit" if math.isinf(wait) else f"up to {wait:g} s"
+            have = f"{len(self.trajectories)} trajectories in {self.data_dirs}"
+            print(f"RolloutDataset: {have}, waiting {left} for {need}...", flush=True)
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     self._waited_s = wait
                     return
-                if not announced:
-                    left = "with no time limit" if math.isinf(wait) else f"up to {wait:g} s"
-                    have = f"{len(self.trajectories)} trajectories in {self.data_dirs}"
-                    print(f"RolloutDataset: {have}, waiting {left} for {need}...", flush=True)
-                    announced = True
                 until = time.monotonic() + min(self.poll_interval_s, remaining)
                 while not self._wake_event.is_set() and time.monotonic() < until:
                     time.sleep(min(0.05, max(0.0, until - time.monotonic())))
