@@ -32,9 +32,7 @@ def _trajectory_frames(
             f"Trajectory '{name}' in {path} lacks style fields {missing}; it has {fields}. Record the "
             "motion with these fields or choose style_fields among them."
         )
-    data = np.asarray(traj["Frames"], dtype=np.float32)[begin:end]
-    if data.ndim != 2 or data.shape[1] != len(fields):
-        raise ValueError(f"Trajectory '{name}' in {path}: Frames must be (T, {len(fields)})")
+    data = np.asarray(traj["Frames"], dtype=np.float32)[begin:end]  # (T, len(fields)): checked on load
     duration = (data.shape[0] - 1) * float(traj["FrameDuration"])
     return data[:, [fields.index(f) for f in style_fields]], duration
 

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from st_rl.config.defaults import RUNNER_DEFAULTS
+from st_rl.env.adapters._common import forwarded
 from st_rl.env.adapters.apis import API_NAMES as API_NAMES  # re-exported: st_rl.env.adapter's public names
 from st_rl.env.adapters.apis import ObservationGroups as ObservationGroups
 from st_rl.env.adapters.apis import detect_api, group_mapping, resolve_obs_groups
@@ -263,13 +264,7 @@ class EnvAdapter:
     def max_episode_length(self) -> int | torch.Tensor:
         return self.env.max_episode_length
 
-    @property
-    def episode_length_buf(self) -> torch.Tensor:
-        return self.env.episode_length_buf
-
-    @episode_length_buf.setter
-    def episode_length_buf(self, value: torch.Tensor) -> None:
-        self.env.episode_length_buf = value
+    episode_length_buf = forwarded("episode_length_buf")
 
     # Optional environment attributes: None (False for load_state_dict) where the environment declares none.
     @property

@@ -38,34 +38,6 @@ class VelocityCommandTask(Protocol):
     def step(self, actions: torch.Tensor) -> Any: ...
 
 
-@runtime_checkable
-class ResettableTask(Protocol):
-    """A task that ``reset()`` restarts."""
-
-    def reset(self) -> Any: ...
-
-
-@runtime_checkable
-class MeasuresYawRate(Protocol):
-    """A task with ``base_ang_vel`` (N, 3) (for ``yaw_rmsd``)."""
-
-    base_ang_vel: torch.Tensor
-
-
-@runtime_checkable
-class MeasuresCostOfTransport(Protocol):
-    """A task with a per-env cost of transport ``CoT`` (N,)."""
-
-    CoT: torch.Tensor  # noqa: N815 - the task attribute's name
-
-
-@runtime_checkable
-class RecomputesObservations(Protocol):
-    """A task that rebuilds its observations, so that a command written is seen at once."""
-
-    def _compute_observations(self) -> None: ...
-
-
 SUMMARY_KEYS = (
     ("velrmsd", "velocity tracking RMSD xy (m/s)"),
     ("yaw_rmsd", "yaw-rate RMSD (rad/s)"),
@@ -88,9 +60,8 @@ def _actor_obs(obs: Any) -> torch.Tensor:
 
 
 def _yaw_rate_of(env: Any) -> torch.Tensor | None:
-    if isinstance(env, MeasuresYawRate) and env.base_ang_vel is not None:
-        return env.base_ang_vel[:, 2]
-    return None
+    ang_vel = getattr(env, "base_ang_vel", None)  # (N, 3)
+    return None if ang_vel is None else ang_vel[:, 2]
 
 
 def _check_locomotion_env(env: Any) -> None:
@@ -138,7 +109,7 @@ class _Tracking:
     def metrics(self, num_steps: int, dt: float, warmup_steps: int) -> dict[str, Any]:
         err_xy, err_yaw, cmd_sq, n, reward = self.sums.tolist()
         nan, num_envs = float("nan"), int(self.fell.shape[0])
-        cot = self.env.CoT if isinstance(self.env, MeasuresCostOfTransport) else None
+        cot = getattr(self.env, "CoT", None)  # per-env cost of transport (N,)
         done, fall, counted = self.flags.numpy().T
         return {
             "velrmsd": math.sqrt(err_xy / n) if n else nan,
@@ -175,18 +146,9 @@ def _hold_command(env: Any, fixed: torch.Tensor | None, obs: Any) -> Any:
     if fixed is None or not bool((env.commands != fixed).any()):
         return obs
     env.commands = fixed.expand_as(env.commands).clone()
-    _recompute_observations(env)
-    return env.get_observations()[0]
-
-
-def _recompute_observations(env: Any) -> None:
-    if isinstance(env, RecomputesObservations):
+    if hasattr(env, "_compute_observations"):  # so that the command written is seen at once
         env._compute_observations()
-
-
-def _reset(env: Any) -> None:
-    if isinstance(env, ResettableTask):
-        env.reset()
+    return env.get_observations()[0]
 
 
 def _reset_policy(policy: Any, dones: torch.Tensor) -> None:
@@ -228,8 +190,8 @@ def evaluate_policy(
     fixed = _fixed_command(env, command)
 
     with torch.inference_mode():
-        if reset:
-            _reset(env)
+        if reset and hasattr(env, "reset"):
+            env.reset()
         obs = _hold_command(env, fixed, env.get_observations()[0])
         has_yaw = int(env.commands.shape[1]) >= 3 and _yaw_rate_of(env) is not None
         tracking = _Tracking(env, num_steps, record_env, has_yaw)

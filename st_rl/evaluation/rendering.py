@@ -11,7 +11,7 @@ import platform
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
@@ -36,36 +36,9 @@ QUALITIES = ("fast", "medium", "high")
 DEFAULT_GEOM_GROUPS = (0, 1, 2, 3)
 
 
-@runtime_checkable
-class MujocoBatch(Protocol):
-    """Per-simulation access to a batch of MuJoCo simulations (``mujoco.batch.Batch``)."""
-
-    def get_model(self, env_id: int) -> Any: ...
-
-    def get_data(self, env_id: int, data: Any = None) -> Any: ...
-
-
-@runtime_checkable
-class MujocoTask(Protocol):
-    """A task rendered from its MuJoCo simulations (``batch``: a :class:`MujocoBatch`)."""
-
-    batch: Any
-    dt: float
-
-
-@runtime_checkable
-class TracksBaseBody(Protocol):
-    """A task that names the body a free camera follows (``base_body``; body 1 otherwise)."""
-
-    base_body: int
-
-
-def _tracked_body(env: Any) -> int:
-    return int(env.base_body) if isinstance(env, TracksBaseBody) else 1
-
-
 def _check_renderable(env: Any) -> None:
-    if not isinstance(env, MujocoTask) or not isinstance(env.batch, MujocoBatch):
+    batch = getattr(env, "batch", None)  # a mujoco.batch.Batch
+    if not (hasattr(env, "dt") and hasattr(batch, "get_model") and hasattr(batch, "get_data")):
         raise ValueError(
             f"{type(env).__name__} has no MuJoCo simulation to render (video needs a MuJoCo task such as "
             "quadruped_flat / quadruped_rough); run without a video (--no-video, video=None)."
@@ -104,7 +77,7 @@ class _Scene:
         self.option = mujoco.MjvOption()
         for g in range(len(self.option.geomgroup)):
             self.option.geomgroup[g] = 1 if g in geom_groups else 0
-        self.camera = _camera_for(mujoco, self.model, camera, _tracked_body(env))
+        self.camera = _camera_for(mujoco, self.model, camera, int(getattr(env, "base_body", 1)))
 
     def frame(self, env: Any) -> np.ndarray:
         """Render the current state of the filmed environment (H, W, 3) uint8."""

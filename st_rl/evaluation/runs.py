@@ -7,7 +7,7 @@ import json
 import os
 import re
 import warnings
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from st_rl.config.resolve import resolve_train_cfg
 from st_rl.evaluation.task_env import make_env_from_cfg, refuse_gymnasium_module
@@ -31,15 +31,8 @@ def _read_json(path: str) -> dict[str, Any] | None:
     return data
 
 
-@runtime_checkable
-class _ConfigurableTask(Protocol):
-    """A task class with ``DEFAULT_CFG`` (the built-in tasks)."""
-
-    DEFAULT_CFG: dict[str, Any]
-
-
 def _default_cfg_keys(task_cls: type) -> set[str]:
-    return set(task_cls.DEFAULT_CFG or {}) if isinstance(task_cls, _ConfigurableTask) else set()
+    return set(getattr(task_cls, "DEFAULT_CFG", None) or {})
 
 
 def _infer_task_from_env_cfg(env_cfg: dict[str, Any]) -> str | None:

@@ -6,6 +6,8 @@ from typing import Any
 
 import torch
 
+from st_rl.env.adapters._common import forwarded
+
 __all__ = ["IsaacLabStyle", "LeggedGymStyle", "TensorDictStyle"]
 
 
@@ -40,13 +42,7 @@ class _ShimBase:
     def unwrapped(self) -> Any:
         return getattr(self.env, "unwrapped", self.env)
 
-    @property
-    def episode_length_buf(self) -> torch.Tensor:
-        return self.env.episode_length_buf
-
-    @episode_length_buf.setter
-    def episode_length_buf(self, value: torch.Tensor) -> None:
-        self.env.episode_length_buf = value
+    episode_length_buf = forwarded("episode_length_buf")
 
     def _critic(self, extras: dict[str, Any]) -> torch.Tensor | None:
         return extras["observations"].get("critic")

@@ -11,17 +11,11 @@ if TYPE_CHECKING:
     from st_rl.env.adapters.isaaclab import isaaclab_generation, wrap_isaaclab
     from st_rl.env.adapters.mjlab import make_mjlab_env, mjlab_obs_groups, mjlab_train_config, wrap_mjlab
 
-_EXPORTS = {
-    "GymnasiumVecEnv": "gymnasium",
-    "make_gymnasium_env": "gymnasium",
-    "make_mjlab_env": "mjlab",
-    "mjlab_obs_groups": "mjlab",
-    "mjlab_train_config": "mjlab",
-    "wrap_mjlab": "mjlab",
-    "GenesisVecEnv": "genesis",
-    "wrap_genesis": "genesis",
-    "isaaclab_generation": "isaaclab",
-    "wrap_isaaclab": "isaaclab",
+_EXPORTS = {  # module -> its names
+    "gymnasium": ("GymnasiumVecEnv", "make_gymnasium_env"),
+    "mjlab": ("make_mjlab_env", "mjlab_obs_groups", "mjlab_train_config", "wrap_mjlab"),
+    "genesis": ("GenesisVecEnv", "wrap_genesis"),
+    "isaaclab": ("isaaclab_generation", "wrap_isaaclab"),
 }
 
 __all__ = [
@@ -39,7 +33,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
+    module = next((m for m, names in _EXPORTS.items() if name in names), None)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)

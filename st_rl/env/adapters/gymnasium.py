@@ -56,6 +56,7 @@ class GymnasiumVecEnv:
     ) -> None:
         gym = _import_gymnasium()
         from gymnasium.vector import AutoresetMode, VectorEnv
+        from gymnasium.wrappers.utils import RunningMeanStd
 
         if not isinstance(env, VectorEnv):
             kind = "a single gymnasium.Env" if isinstance(env, gym.Env) else type(env).__name__
@@ -97,9 +98,7 @@ class GymnasiumVecEnv:
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_length = np.zeros(self.num_envs, dtype=np.int64)
         self._discounted = np.zeros(self.num_envs, dtype=np.float64)
-        self._return_rms = np.array(
-            [0.0, 1.0, 1e-4]
-        )  # running mean, variance, count of the discounted return
+        self._return_rms = RunningMeanStd()  # of the discounted return
         self.episode_returns: deque[float] = deque(maxlen=stats_window)
         self.episode_lengths: deque[int] = deque(maxlen=stats_window)
         self.num_episodes = 0
@@ -154,11 +153,8 @@ class GymnasiumVecEnv:
                 obs, _ = self.env.reset(options={"reset_mask": dones.copy()})
         if self.normalize_reward:
             self._discounted = self._discounted * self.reward_gamma + rew
-            mean, var, count = self._return_rms  # parallel Welford update
-            n, delta = self.num_envs, float(np.mean(self._discounted)) - mean
-            m2 = var * count + float(np.var(self._discounted)) * n + delta**2 * count * n / (count + n)
-            self._return_rms = np.array([mean + delta * n / (count + n), m2 / (count + n), count + n])
-            rew = rew / np.sqrt(self._return_rms[1] + 1e-8)
+            self._return_rms.update(self._discounted)
+            rew = rew / np.sqrt(self._return_rms.var + 1e-8)
             if self.clip_reward is not None:
                 rew = np.clip(rew, -self.clip_reward, self.clip_reward)
             self._discounted[dones] = 0.0
@@ -193,13 +189,15 @@ class GymnasiumVecEnv:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Reward-normalisation statistics."""
+        rms = self._return_rms
         return {
-            "return_rms": torch.from_numpy(self._return_rms.copy()),
+            "return_rms": torch.tensor([rms.mean, rms.var, rms.count], dtype=torch.float64),
             "discounted_return": torch.as_tensor(self._discounted.copy()),
         }
 
     def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
-        self._return_rms = state_dict["return_rms"].cpu().numpy().astype(np.float64)
+        rms = self._return_rms
+        rms.mean, rms.var, rms.count = state_dict["return_rms"].cpu().numpy().astype(np.float64)
         discounted = state_dict["discounted_return"].cpu().numpy().astype(np.float64)
         if discounted.shape != self._discounted.shape:
             raise ValueError(f"discounted_return has shape {discounted.shape}, expected ({self.num_envs},)")

@@ -79,10 +79,9 @@ def _frame_range(value: Any) -> list[int]:
     return [int(bounds[0]), int(bounds[1])]
 
 
-def no_data_message(
+def _no_data_message(
     data_dirs: list[str], missing_dirs: list[str], waited_s: float | None, nothing_will_come: bool = False
 ) -> str:
-    """Why the first batch has no trajectory, and what to do."""
     expected = "expected trajectory_<k>/traj_<a>_<b>.npz files from DemonstrationSaver / DaggerSaver"
     where = (
         f"data directory {missing_dirs[0]!r} does not exist"
@@ -222,13 +221,12 @@ class RolloutDataset(RolloutFileBase):
             if not collector_started(self.data_dirs):
                 if self.trajectories:
                     return  # fewer than keep_latest_n_trajs and nobody adds more: use them
-                raise FileNotFoundError(self._no_data_message(nothing_will_come=True))
+                raise FileNotFoundError(_no_data_message(self.data_dirs, self._missing_dirs, None, True))
             wait = DEFAULT_WAIT_FOR_DATA_S
         if wait == 0:
             return
         deadline = time.monotonic() + wait
         need = max(1, self.keep_latest_n_trajs)
-        announced = False
         # Sleeps in short slices and reads flags without locks: a signal handler that raises (training stopped
         # while it waits) must not interrupt a threading primitive holding its lock (a deadlock in `finally`).
         for missing in self._missing_dirs:  # created for the collector before it hears that we wait
@@ -236,16 +234,14 @@ class RolloutDataset(RolloutFileBase):
         self._missing_dirs = []
         self.waiting_for_data.set()
         try:
+            left = "with no time limit" if math.isinf(wait) else f"up to {wait:g} s"
+            have = f"{len(self.trajectories)} trajectories in {self.data_dirs}"
+            print(f"RolloutDataset: {have}, waiting {left} for {need}...", flush=True)
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     self._waited_s = wait
                     return
-                if not announced:
-                    left = "with no time limit" if math.isinf(wait) else f"up to {wait:g} s"
-                    have = f"{len(self.trajectories)} trajectories in {self.data_dirs}"
-                    print(f"RolloutDataset: {have}, waiting {left} for {need}...", flush=True)
-                    announced = True
                 until = time.monotonic() + min(self.poll_interval_s, remaining)
                 while not self._wake_event.is_set() and time.monotonic() < until:
                     time.sleep(min(0.05, max(0.0, until - time.monotonic())))
@@ -255,14 +251,11 @@ class RolloutDataset(RolloutFileBase):
         finally:
             self.waiting_for_data.clear()
 
-    def _no_data_message(self, nothing_will_come: bool = False) -> str:
-        return no_data_message(self.data_dirs, self._missing_dirs, self._waited_s, nothing_will_come)
-
     def reset_all(self) -> None:
         """Scan the data (waiting as ``wait_for_data_s`` says) and start the first pass."""
         self._wait_for_data()
         if not self.trajectories or (self._missing_dirs and self.wait_for_data_s == 0):
-            raise FileNotFoundError(self._no_data_message())
+            raise FileNotFoundError(_no_data_message(self.data_dirs, self._missing_dirs, self._waited_s))
         if len(self.trajectories) < self.keep_latest_n_trajs:
             msg = f"keep_latest_n_trajs={self.keep_latest_n_trajs} but only {len(self.trajectories)} trajectories"
             warnings.warn(f"RolloutDataset: {msg} exist in {self.data_dirs}; using them all.", stacklevel=2)
@@ -455,16 +448,12 @@ def rollout_dataset_from_config(
         cfg.pop("keep_latest_ratio")
         msg = "pretrain_dataset 'keep_latest_ratio' is not supported and is ignored; use keep_latest_n_trajs."
         warnings.warn(msg, stacklevel=2)
-    unknown = [k for k in cfg if k not in _CONFIG_KEYS]
-    if unknown:
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(key, _CONFIG_KEYS, n=1)
-            hint = " (num_envs and device come from the runner)" if key in ("num_envs", "device") else ""
-            hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else hint))
+    close = {k: difflib.get_close_matches(k, _CONFIG_KEYS, n=1) for k in cfg if k not in _CONFIG_KEYS}
+    if close:
+        hints = [f"'{k}'" + (f" (did you mean '{c[0]}'?)" if c else "") for k, c in close.items()]
         raise ValueError(
-            f"Unknown pretrain_dataset keys: {', '.join(hints)}. Valid keys: {list(_CONFIG_KEYS)} "
-            "(plus the legacy 'scan_dir' and 'keep_latest_ratio')."
+            f"Unknown pretrain_dataset keys: {', '.join(hints)}. Valid keys: {list(_CONFIG_KEYS)} (num_envs and "
+            "device come from the runner; legacy: 'scan_dir', 'keep_latest_ratio')."
         )
     if "data_dir" not in cfg:
         raise ValueError("pretrain_dataset needs 'data_dir' (or the legacy 'scan_dir'): the dataset dir")

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from st_rl.env.layout import normalize_segments
+from st_rl.env.layout import normalize_segments, segments_size
 from st_rl.utils.data_compresser import get_compresser
 from st_rl.utils.utils import atomic_write
 
@@ -194,7 +194,7 @@ def assemble_observations(
         obs = np.asarray(arrays["observations"])
         obs = obs.reshape(obs.shape[0], -1).astype(np.float32, copy=False)
         if segments is not None:
-            width = sum(math.prod(s) for s in segments.values())
+            width = segments_size(segments)
             if obs.shape[1] != width:
                 raise TrajectoryFileError(
                     f"{path}: observations have {obs.shape[1]} columns but metadata.json obs_segments add up "
