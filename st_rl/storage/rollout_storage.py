@@ -233,13 +233,15 @@ class RolloutStorage:
             )
             self.step = 0  # ring wrap: overwrite the oldest row
         t = self.step
+        rows, values = [], []
         for name, field in self.fields.items():
             source = name if field.transition is None else field.transition
             if not source:
                 continue
             value = _required(transition, source, f"the storage field {name!r} needs it at every step")
-            buf = self.buffers[name]
-            buf[t].copy_(value.reshape(buf.shape[1:]))
+            rows.append(self.buffers[name][t])
+            values.append(value.reshape(rows[-1].shape))
+        torch._foreach_copy_(rows, values)  # one multi-tensor kernel per dtype on a GPU
         if self.has_next_observations and t == self.num_transitions_per_env - 1:
             self._add_next_observations(transition)
         self._save_hidden_states(transition.hidden_states)

@@ -24,10 +24,10 @@ RSL_RL_MINIBATCH_OPS = 340.9
 
 # (policy, precision): (ops per rollout step, ops per minibatch)
 BUDGETS = {
-    ("ActorCritic", "fp32"): (125, 299),
-    ("ActorCritic", "bf16"): (141, 329),
-    ("ActorCriticRecurrent", "fp32"): (155, 410),
-    ("ActorCriticRecurrent", "bf16"): (171, 468),
+    ("ActorCritic", "fp32"): (117, 299),
+    ("ActorCritic", "bf16"): (133, 329),
+    ("ActorCriticRecurrent", "fp32"): (147, 410),
+    ("ActorCriticRecurrent", "bf16"): (163, 468),
 }
 
 
