@@ -265,17 +265,12 @@ def previous_run_files(run_dir: str) -> list[str]:
     return sorted(names)
 
 
-def _describe(names: list[str]) -> str:
-    models = [n for n in names if n.startswith("model_")]
-    parts = [f"{len(models)} checkpoint{'s' if len(models) != 1 else ''} (model_*.pt)"] if models else []
-    if "config.json" in names:
-        parts.append("config.json")
-    return " and ".join(parts)
-
-
 def occupied_message(run_dir: str, names: list[str]) -> str:
+    models = sum(n.startswith("model_") for n in names)
+    held = [f"{models} checkpoint{'s' if models != 1 else ''} (model_*.pt)"] if models else []
+    held += ["config.json"] if "config.json" in names else []
     return (
-        f"run directory {run_dir} already holds an earlier run ({_describe(names)}); to continue it, resume: "
+        f"run directory {run_dir} already holds an earlier run ({' and '.join(held)}); to continue it, resume: "
         f"st-rl train --resume {run_dir} --log-dir {run_dir} (Python: runner.load(checkpoint) before learn()); "
         "to replace it: st-rl train --overwrite (Python: overwrite=True in the runner config); or train into "
         "another directory"
