@@ -118,11 +118,7 @@ def save_checkpoint(path: str, state: dict[str, Any]) -> None:
 def load_checkpoint(
     path: str, map_location: Any = None, required: tuple[str, ...] = ("model_state_dict",)
 ) -> dict:
-    """Load a weights-only checkpoint, check its ``required`` keys and migrate it to the current format.
-
-    Raises:
-        CheckpointError: unreadable, not weights-only, or lacking required keys.
-    """
+    """Load a weights-only checkpoint, check its ``required`` keys (else CheckpointError) and migrate it."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Checkpoint not found: {path or repr(path) + ' (an empty path)'}")
     try:
