@@ -96,10 +96,6 @@ class EpisodeTracker:
         elif "log" in infos:
             self.infos.append(infos["log"])
 
-    def buffers(self) -> tuple[list[dict[str, Any]], deque[float], deque[float], deque[float]]:
-        """``IterationSummary``'s ``ep_infos``, ``rewbuffer``, ``lenbuffer`` and ``rframebuffer``."""
-        return self.infos, self.returns, self.lengths, self.step_rewards
-
     def gather(self) -> None:
         """Move finished episodes and the rewards of steps that ended none to the host."""
         self.returns.extend(self._returns[self._done].tolist())
@@ -362,8 +358,8 @@ class OnPolicyRunner:
             self.tot_timesteps += self.num_steps_per_env * self.env_adapter.num_envs * self.dist.world_size
             self.tot_time += collection_time + learn_time
             if self.is_main_process and (it % self.log_interval == 0 or it == tot_iter - 1):
-                times = (collection_time, learn_time)
-                self.log(IterationSummary(it, tot_iter, *times, losses, stats, *episodes.buffers()))
+                buffers = (episodes.infos, episodes.returns, episodes.lengths, episodes.step_rewards)
+                self.log(IterationSummary(it, tot_iter, collection_time, learn_time, losses, stats, *buffers))
             episodes.infos.clear()
             if self.log_dir is not None and (it + 1) % self.save_interval == 0:
                 self.save(self._model_path(it + 1))

@@ -69,13 +69,8 @@ def aggregate_episode_infos(ep_infos: list[dict[str, Any]]) -> dict[str, float]:
         data = data[~torch.isnan(data)]
         if data.numel() == 0:
             continue
-        if "_max" in key:
-            v = float(data.max())
-        elif "_min" in key:
-            v = float(data.min())
-        else:
-            v = float(data.mean())
-        out[key if "/" in key else f"Episode/{key}"] = v
+        reduce = torch.amax if "_max" in key else torch.amin if "_min" in key else torch.mean
+        out[key if "/" in key else f"Episode/{key}"] = float(reduce(data))
     return out
 
 
