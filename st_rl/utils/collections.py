@@ -157,11 +157,8 @@ class NamedTupleSchema:
         fields = namedtuple(typename, fields)._fields  # parsed and checked as namedtuple does
         if {"index", "count"}.intersection(fields):
             raise ValueError(f"can't name a field 'index' or 'count': {fields}")
-        self.__dict__["_typename"] = typename
-        self.__dict__["_fields"] = fields
-        self.__dict__["_signature"] = Signature(
-            [Parameter(f, Parameter.POSITIONAL_OR_KEYWORD) for f in fields]
-        )
+        signature = Signature([Parameter(f, Parameter.POSITIONAL_OR_KEYWORD) for f in fields])
+        self.__dict__.update(_typename=typename, _fields=fields, _signature=signature)
 
     def __call__(self, *args: Any, **kwargs: Any) -> NamedTuple:
         return self._make(self._signature.bind(*args, **kwargs).args)
@@ -189,8 +186,7 @@ class NamedTuple(tuple):
         result = tuple.__new__(cls, values)
         if len(fields) != len(result):
             raise ValueError(f"Expected {len(fields)} arguments, got {len(result)}")
-        result.__dict__["_typename"] = typename
-        result.__dict__["_fields"] = tuple(fields)
+        result.__dict__.update(_typename=typename, _fields=tuple(fields))
         return result
 
     def __getattr__(self, name: str) -> Any:
