@@ -186,8 +186,7 @@ class Checkpointer:
             else:
                 check_optimizer_state(path, self._alg.optimizer, optimizer_state)
             self._check_rank_states(path, state, plan, notes)
-        bad = [name for key in sorted(alg_keys) for name in ckpt.nonfinite_tensors(state.get(key), key)]
-        bad += ckpt.nonfinite_tensors(plan["rollout_state"], "policy_rollout_state")
+        bad = _nonfinite_entries({key: state.get(key) for key in sorted(alg_keys)}, plan["rollout_state"])
         if bad:
             raise ckpt.NonFiniteCheckpointError(
                 f"Checkpoint {path}: NaN/Inf in {ckpt.describe_names(bad)}: the run had diverged when it was "

@@ -233,17 +233,14 @@ class DemonstrationSaver:
         self._closed = False
 
     def _allocate_traj_idx(self) -> int:
-        while self._free_traj_idxs:
-            idx = self._free_traj_idxs.pop(0)
+        while True:  # the first free (then the next new) index whose directory holds no trajectory
+            if self._free_traj_idxs:
+                idx = self._free_traj_idxs.pop(0)
+            else:
+                idx, self._next_traj_idx = self._next_traj_idx, self._next_traj_idx + 1
             if not _traj_files(self._traj_dir(idx)):
                 os.makedirs(self._traj_dir(idx), exist_ok=True)
                 return idx
-        while _traj_files(self._traj_dir(self._next_traj_idx)):
-            self._next_traj_idx += 1
-        idx = self._next_traj_idx
-        self._next_traj_idx += 1
-        os.makedirs(self._traj_dir(idx), exist_ok=True)
-        return idx
 
     def init_storage_buffer(self) -> None:
         """Preallocate the ``(T, N, ...)`` rollout buffers of one collection round."""

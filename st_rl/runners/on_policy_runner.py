@@ -239,7 +239,6 @@ class OnPolicyRunner:
         self._resumed = True  # restored progress: an earlier run in log_dir is continued
 
     def _claim_run_dir(self) -> None:
-        """Lock ``log_dir``; an earlier run there is continued, replaced (``overwrite``) or refused."""
         if self._run_dir is None or self._run_dir.claimed:
             return
         self._run_dir.claim(resumed=self._resumed, overwrite=self.overwrite)

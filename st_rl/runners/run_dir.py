@@ -280,7 +280,6 @@ def check_run_dir(run_dir: str, *, resume: bool = False, overwrite: bool = False
 
 
 def _check_lock(run_dir: str) -> None:
-    """Raise :class:`RunDirectoryLocked` when another live process holds ``run_dir``'s lock."""
     try:
         fd = os.open(os.path.join(run_dir, LOCK_NAME), os.O_RDONLY)
     except FileNotFoundError:

@@ -22,8 +22,6 @@ def _index(value: Any, loc: Any) -> Any:
 
 
 class _ArrayTupleMethods:
-    """Indexing and assignment across every field (base of every namedarraytuple class)."""
-
     __slots__ = ()
     _fields: tuple[str, ...]
     _typename: str
