@@ -6,4 +6,6 @@ from st_rl.config import resolve as _resolve
 from st_rl.config.resolve import *  # noqa: F403
 from st_rl.registry import *  # noqa: F403
 
-__all__ = [*_resolve.__all__, *_registry.__all__]
+__all__ = []
+__all__ += _resolve.__all__
+__all__ += _registry.__all__
