@@ -83,16 +83,15 @@ class Checkpointer:
 
     def _refuse_nonfinite_save(self, path: str, bad: list[str]) -> None:
         kept = (
-            f"The last good checkpoint is {self.last_good} (kept on disk)."
-            if self.last_good is not None
+            f"The last good checkpoint is {self.last_good}."
+            if self.last_good
             else "This runner has not written or loaded a good checkpoint yet."
         )
         existing = " The file already there is left unchanged." if os.path.exists(path) else ""
         raise ckpt.NonFiniteCheckpointError(
             f"Refusing to save {path} at iteration {self.runner.current_learning_iteration}: NaN/Inf in "
             f"{ckpt.describe_names(bad)}. Nothing was written.{existing} {kept} Training diverged: lower the "
-            "learning rate, enable empirical_normalization or clip observations and rewards, then resume from "
-            "the last good checkpoint."
+            "learning rate, normalise or clip observations and rewards, and resume from the last good checkpoint."
         )
 
     def env_state(self) -> Any:
@@ -166,9 +165,7 @@ class Checkpointer:
         """Check everything :meth:`load` will restore, before anything changes; returns the load plan."""
         it = state.get("iter", 0)
         if isinstance(it, bool) or not isinstance(it, int) or it < 0:
-            raise ckpt.CheckpointError(
-                f"Checkpoint {path}: 'iter' is {it!r}; expected an integer >= 0 (the learning iterations done)."
-            )
+            raise ckpt.CheckpointError(f"Checkpoint {path}: 'iter' is {it!r}; expected an integer >= 0.")
         alg_keys = set(self._alg.state_dict())
         if not load_optimizer:
             alg_keys -= set(_OPTIMIZER_KEYS)
@@ -189,8 +186,7 @@ class Checkpointer:
             else:
                 check_optimizer_state(path, self._alg.optimizer, optimizer_state)
             self._check_rank_states(path, state, plan, notes)
-        bad = [name for key in sorted(alg_keys) for name in ckpt.nonfinite_tensors(state.get(key), key)]
-        bad += ckpt.nonfinite_tensors(plan["rollout_state"], "policy_rollout_state")
+        bad = _nonfinite_entries({key: state.get(key) for key in sorted(alg_keys)}, plan["rollout_state"])
         if bad:
             raise ckpt.NonFiniteCheckpointError(
                 f"Checkpoint {path}: NaN/Inf in {ckpt.describe_names(bad)}: the run had diverged when it was "
@@ -229,19 +225,11 @@ class Checkpointer:
                     f"Checkpoint {path}: {e}; its RNG state cannot be restored."
                 ) from e
         plan.update(rng_state=rng_state, env_state=env_state, rollout_state=rollout_state)
-        absent = []  # warned once, with the states that do not fit
-        if not plan.get("reseed"):
-            if rng_state is None:
-                absent.append(
-                    "the random number generators (the file has no rng_state): the random draws differ "
-                    "from those of an uninterrupted run"
-                )
-            if env_state is None:
-                absent.append(
-                    "the environment's episodes (the file has no env_state): the environment continues "
-                    "from its current state"
-                )
-        plan["absent"] = absent
+        absent = [  # warned once, with the states that do not fit
+            (rng_state, "the random number generators (the file has no rng_state): the random draws differ"),
+            (env_state, "the environment's episodes (the file has no env_state): they continue as they are"),
+        ]
+        plan["absent"] = [] if plan.get("reseed") else [what for value, what in absent if value is None]
 
     def _other_optimizer(self, path: str, saved: Any, notes: list[str]) -> bool:
         """Whether ``saved`` comes from another optimizer class (its groups lack this one's hyperparameters)."""
@@ -267,11 +255,9 @@ class Checkpointer:
 
     def _snapshot(self, load_optimizer: bool) -> dict[str, Any]:
         """What :meth:`load` may change, to put back when it fails."""
-        env = None
+        env = None  # an env that cannot report its state cannot be put back either
         if load_optimizer:
-            with contextlib.suppress(
-                Exception
-            ):  # an env that cannot report its state cannot be put back either
+            with contextlib.suppress(Exception):
                 env = self.runner.env_adapter.state_dict()
         return {
             "alg": copy.deepcopy(self._alg.state_dict()),

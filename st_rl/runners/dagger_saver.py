@@ -46,8 +46,8 @@ class DaggerSaver(DemonstrationSaver):
         action_sample_std: if ``> 0``, the student's std is set to it and its actions are sampled.
         log_to_tensorboard: write statistics to ``<logdir>/collector_<save_dir name's first 2 tokens>``.
         checkpoint_retries: attempts to read a checkpoint that fails to load, 0.5 s apart.
-        wait_for_run_s: how long to wait for the run's ``config.json``; ``None``: :data:`DEFAULT_WAIT_FOR_RUN_S`
-            if ``training_policy_logdir`` exists, else fail at once.
+        wait_for_run_s: wait for the run's ``config.json``; ``None``: :data:`DEFAULT_WAIT_FOR_RUN_S` if
+            ``training_policy_logdir`` exists, else fail at once.
         trust_config: the run's ``config.json`` may name code to import (docs/security.md).
     """
 

@@ -1,8 +1,5 @@
-"""Record demonstrations: run a policy on a vectorised environment and write trajectories to disk.
-
-Layout (docs/datasets.md): ``<save_dir>/metadata.json`` and ``<save_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz``
-(frames ``[a, b)`` of trajectory ``k``), raw (un-normalised) observations; a new trajectory after every done.
-"""
+"""Record demonstrations (docs/datasets.md): ``<save_dir>/metadata.json`` and raw observations in
+``<save_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz`` (frames ``[a, b)`` of trajectory ``k``, which ends at a done)."""
 
 from __future__ import annotations
 
@@ -85,21 +82,17 @@ def _apply_normalizer(normalizer: Any, x: torch.Tensor) -> torch.Tensor:
 
 
 class DemonstrationSaver:
-    """Collect trajectories of ``policy`` acting in ``env`` and save them as a demonstration dataset.
-
-    Rounds of ``rollout_storage_length`` steps run until ``min_timesteps`` frames and ``min_episodes`` finished
-    trajectories are on disk; an existing ``save_dir`` is continued.
+    """Save trajectories of ``policy`` acting in ``env`` (any supported API) as a demonstration dataset, in rounds
+    of ``rollout_storage_length`` steps until ``min_timesteps`` frames and ``min_episodes`` trajectories are on
+    disk; an existing ``save_dir`` is continued.
 
     Args:
-        env: a vectorised environment of any supported API, or an :class:`EnvAdapter`.
         policy: ``act_inference(obs)`` (``act(obs)`` when ``demo_by_sample``), optionally ``reset(dones)``, or
-            a callable ``obs -> actions``.
+            a callable ``obs -> actions``; ``use_critic_obs`` feeds it the critic observations.
         success_traj_only: delete trajectories ended by a termination (not ``infos["time_outs"]``).
-        use_critic_obs: feed the policy the critic observations.
         obs_disassemble_mapping: ``{component: compression type}``: store observations per component of
             ``env.obs_segments`` as ``obs_<component>``, the mapped ones compressed.
-        obs_normalizer: applied (eval mode) before a policy that does not hold it itself.
-        critic_obs_normalizer: the same for critic observations.
+        obs_normalizer, critic_obs_normalizer: applied (eval mode) before a policy that does not hold them.
         file_format: ``"npz"`` (default) or ``"pickle"`` (the reference's files).
     """
 
@@ -202,9 +195,8 @@ class DemonstrationSaver:
         for key in ("num_obs", "num_critic_obs", "num_actions", "obs_segments", "obs_disassemble_mapping"):
             if key in previous and previous[key] != self.metadata[key]:
                 raise ValueError(
-                    f"{self.save_dir} already holds a dataset recorded with {key}={previous[key]!r}, but this "
-                    f"recording has {key}={self.metadata[key]!r}. Use another save_dir, or the same environment "
-                    "and settings as the existing recording."
+                    f"{self.save_dir} holds a dataset recorded with {key}={previous[key]!r}, this recording has "
+                    f"{self.metadata[key]!r}: use another save_dir, or the environment and settings of that one."
                 )
 
     def init_traj_handlers(self) -> None:
@@ -241,17 +233,14 @@ class DemonstrationSaver:
         self._closed = False
 
     def _allocate_traj_idx(self) -> int:
-        while self._free_traj_idxs:
-            idx = self._free_traj_idxs.pop(0)
+        while True:  # the first free (then the next new) index whose directory holds no trajectory
+            if self._free_traj_idxs:
+                idx = self._free_traj_idxs.pop(0)
+            else:
+                idx, self._next_traj_idx = self._next_traj_idx, self._next_traj_idx + 1
             if not _traj_files(self._traj_dir(idx)):
                 os.makedirs(self._traj_dir(idx), exist_ok=True)
                 return idx
-        while _traj_files(self._traj_dir(self._next_traj_idx)):
-            self._next_traj_idx += 1
-        idx = self._next_traj_idx
-        self._next_traj_idx += 1
-        os.makedirs(self._traj_dir(idx), exist_ok=True)
-        return idx
 
     def init_storage_buffer(self) -> None:
         """Preallocate the ``(T, N, ...)`` rollout buffers of one collection round."""

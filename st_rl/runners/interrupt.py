@@ -19,12 +19,8 @@ STOP_SIGNALS: tuple[int, ...] = tuple(
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Training stopped on signal ``signum``.
-
-    Attributes:
-        checkpoint: the checkpoint saved at the stop, or ``None``.
-        aborted: stopped at once without saving (a second signal, or one in the phase ``during``).
-    """
+    """Training stopped on signal ``signum``; ``checkpoint``: the one saved at the stop, or ``None``;
+    ``aborted``: stopped at once without saving (a second signal, or one in the phase ``during``)."""
 
     def __init__(
         self, checkpoint: str | None, signum: int, aborted: bool = False, during: str | None = None
@@ -88,11 +84,8 @@ _ACTIVE: list[InterruptGuard] = []  # guards whose handlers are installed (main 
 
 
 class InterruptGuard:
-    """Turns stop signals into a stop request while active (a context manager; main thread only).
-
-    The first signal sets :attr:`signum`; a second one (or any inside :meth:`immediate`) raises
-    :class:`TrainingInterrupted` at once. ``announce``: print a note to stderr at the first signal.
-    """
+    """While active (a context manager; main thread only), the first stop signal sets :attr:`signum` (noted on
+    stderr with ``announce``); a second one, or any inside :meth:`immediate`, raises :class:`TrainingInterrupted`."""
 
     def __init__(self, signals: tuple[int, ...] = STOP_SIGNALS, announce: bool = True) -> None:
         self.signals = signals

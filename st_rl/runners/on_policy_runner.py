@@ -96,10 +96,6 @@ class EpisodeTracker:
         elif "log" in infos:
             self.infos.append(infos["log"])
 
-    def buffers(self) -> tuple[list[dict[str, Any]], deque[float], deque[float], deque[float]]:
-        """``IterationSummary``'s ``ep_infos``, ``rewbuffer``, ``lenbuffer`` and ``rframebuffer``."""
-        return self.infos, self.returns, self.lengths, self.step_rewards
-
     def gather(self) -> None:
         """Move finished episodes and the rewards of steps that ended none to the host."""
         self.returns.extend(self._returns[self._done].tolist())
@@ -176,14 +172,11 @@ def trial_value(
 
 
 class OnPolicyRunner:
-    """Trains an on-policy algorithm (PPO and its presets) on a vectorised environment.
+    """Trains an on-policy algorithm (PPO and its presets) on a vectorised environment of any supported API.
 
-    Args:
-        env: an environment of any supported API.
-        train_cfg: flat (st_gym) or nested (legged_gym) training config; copied, never mutated.
-        log_dir: logs, ``config.json`` and ``model_<it>.pt``; ``None`` disables writing. Locked while in use;
-            an earlier run there is continued after :meth:`load` or replaced with ``overwrite`` (docs/configuration.md).
-        device: training device.
+    ``train_cfg``: flat (st_gym) or nested (legged_gym), never mutated. ``log_dir``: logs, ``config.json`` and
+    ``model_<it>.pt`` (``None``: nothing written), locked while in use; an earlier run there is continued after
+    :meth:`load` or replaced with ``overwrite`` (docs/configuration.md).
     """
 
     def __init__(
@@ -246,7 +239,6 @@ class OnPolicyRunner:
         self._resumed = True  # restored progress: an earlier run in log_dir is continued
 
     def _claim_run_dir(self) -> None:
-        """Lock ``log_dir``; an earlier run there is continued, replaced (``overwrite``) or refused."""
         if self._run_dir is None or self._run_dir.claimed:
             return
         self._run_dir.claim(resumed=self._resumed, overwrite=self.overwrite)
@@ -298,23 +290,15 @@ class OnPolicyRunner:
         trial: Any = None,
         trial_metric: str | Callable[[dict[str, float]], float] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Train for ``num_learning_iterations`` more iterations.
+        """Train ``num_learning_iterations`` more iterations; returns the env's velocity-tracking RMSD and cost of
+        transport (0 if not reported).
 
-        Args:
-            num_learning_iterations: iterations to run.
-            init_at_random_ep_len: randomise the episode lengths first (not after :meth:`load` restored them).
-            trial: a :class:`PruningTrial`: ``trial.report(value, it)`` after each iteration; training stops
-                once ``trial.should_prune()``.
-            trial_metric: the reported value: a task metric's name (default: the first one),
-                ``"mean_reward"``, ``"mean_episode_length"``, or a callable taking that dict. NaN is not reported.
-
-        Returns:
-            The env's velocity-tracking RMSD and cost of transport after the last iteration (0 if not reported).
-
-        Raises:
-            TrainingInterrupted: a stop signal arrived: the iteration finished and a checkpoint was saved
-                (:mod:`st_rl.runners.interrupt`).
-            RunDirectoryError: ``log_dir`` holds an earlier run neither resumed nor replaced.
+        ``init_at_random_ep_len`` randomises the episode lengths first (not after :meth:`load` restored them).
+        ``trial`` (a :class:`PruningTrial`) gets ``report(value, it)`` after each iteration and stops training once
+        it ``should_prune()``; ``trial_metric`` picks the value: a task metric's name (default: the first one),
+        ``"mean_reward"``, ``"mean_episode_length"``, or a callable taking that dict (NaN is not reported).
+        Raises :class:`TrainingInterrupted` after a stop signal (the iteration finished, a checkpoint saved) and
+        ``RunDirectoryError`` when ``log_dir`` holds an earlier run neither resumed nor replaced.
         """
         check_minibatches(self.alg_cfg, self.env_adapter.num_envs, self.num_steps_per_env,
                           self.alg.actor_critic.is_recurrent)  # fmt: skip
@@ -373,8 +357,8 @@ class OnPolicyRunner:
             self.tot_timesteps += self.num_steps_per_env * self.env_adapter.num_envs * self.dist.world_size
             self.tot_time += collection_time + learn_time
             if self.is_main_process and (it % self.log_interval == 0 or it == tot_iter - 1):
-                times = (collection_time, learn_time)
-                self.log(IterationSummary(it, tot_iter, *times, losses, stats, *episodes.buffers()))
+                buffers = (episodes.infos, episodes.returns, episodes.lengths, episodes.step_rewards)
+                self.log(IterationSummary(it, tot_iter, collection_time, learn_time, losses, stats, *buffers))
             episodes.infos.clear()
             if self.log_dir is not None and (it + 1) % self.save_interval == 0:
                 self.save(self._model_path(it + 1))
@@ -483,21 +467,13 @@ class OnPolicyRunner:
             print(block, flush=True)
 
     def save(self, path: str, infos: dict[str, Any] | None = None) -> None:
-        """Write a checkpoint atomically (algorithm, iteration, infos, RNG, env and rollout state, config).
-
-        Raises:
-            NonFiniteCheckpointError: a state holds NaN/Inf; nothing is written.
-        """
+        """Write a checkpoint atomically (algorithm, iteration, infos, RNG, env and rollout state, config);
+        NonFiniteCheckpointError (nothing written) if a state holds NaN/Inf."""
         self.checkpointer.save(path, infos)
 
     def load(self, path: str, load_optimizer: bool = True, map_location: Any = None) -> Any:
-        """Restore a checkpoint, all or nothing; returns its ``infos``.
-
-        ``load_optimizer`` (resume) also restores the optimizer, RNG, env and rollout states exactly.
-
-        Raises:
-            CheckpointError: unreadable, or does not fit this runner (naming the file and the entry).
-        """
+        """Restore a checkpoint, all or nothing (else CheckpointError); returns its ``infos``. ``load_optimizer``
+        (resume) also restores the optimizer, RNG, env and rollout states exactly."""
         infos, it = self.checkpointer.load(path, load_optimizer, map_location)
         self.alg.current_learning_iteration = it
         self.current_learning_iteration = it

@@ -19,19 +19,9 @@ try:
 except ImportError:  # pragma: no cover - Windows: pid checks only
     fcntl = None  # type: ignore[assignment]
 
-__all__ = [
-    "LOCK_NAME",
-    "LockOwner",
-    "RunDirLock",
-    "RunDirectory",
-    "RunDirectoryError",
-    "RunDirectoryLocked",
-    "check_run_dir",
-    "clear_previous_run",
-    "previous_run_files",
-    "read_lock",
-    "remove_stale_temporaries",
-]
+__all__ = ["LOCK_NAME", "LockOwner", "RunDirLock", "RunDirectory", "RunDirectoryError", "RunDirectoryLocked"]
+__all__ += ["check_run_dir", "clear_previous_run", "previous_run_files", "read_lock"]
+__all__ += ["remove_stale_temporaries"]
 
 LOCK_NAME = ".st_rl.lock"
 # Temporary files of atomic writes: save_checkpoint's of model_*.pt, atomic_write's of config.json.
@@ -265,17 +255,12 @@ def previous_run_files(run_dir: str) -> list[str]:
     return sorted(names)
 
 
-def _describe(names: list[str]) -> str:
-    models = [n for n in names if n.startswith("model_")]
-    parts = [f"{len(models)} checkpoint{'s' if len(models) != 1 else ''} (model_*.pt)"] if models else []
-    if "config.json" in names:
-        parts.append("config.json")
-    return " and ".join(parts)
-
-
 def occupied_message(run_dir: str, names: list[str]) -> str:
+    models = sum(n.startswith("model_") for n in names)
+    held = [f"{models} checkpoint{'s' if models != 1 else ''} (model_*.pt)"] if models else []
+    held += ["config.json"] if "config.json" in names else []
     return (
-        f"run directory {run_dir} already holds an earlier run ({_describe(names)}); to continue it, resume: "
+        f"run directory {run_dir} already holds an earlier run ({' and '.join(held)}); to continue it, resume: "
         f"st-rl train --resume {run_dir} --log-dir {run_dir} (Python: runner.load(checkpoint) before learn()); "
         "to replace it: st-rl train --overwrite (Python: overwrite=True in the runner config); or train into "
         "another directory"
@@ -295,7 +280,6 @@ def check_run_dir(run_dir: str, *, resume: bool = False, overwrite: bool = False
 
 
 def _check_lock(run_dir: str) -> None:
-    """Raise :class:`RunDirectoryLocked` when another live process holds ``run_dir``'s lock."""
     try:
         fd = os.open(os.path.join(run_dir, LOCK_NAME), os.O_RDONLY)
     except FileNotFoundError:

@@ -118,11 +118,7 @@ def save_checkpoint(path: str, state: dict[str, Any]) -> None:
 def load_checkpoint(
     path: str, map_location: Any = None, required: tuple[str, ...] = ("model_state_dict",)
 ) -> dict:
-    """Load a weights-only checkpoint, check its ``required`` keys and migrate it to the current format.
-
-    Raises:
-        CheckpointError: unreadable, not weights-only, or lacking required keys.
-    """
+    """Load a weights-only checkpoint, check its ``required`` keys (else CheckpointError) and migrate it."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Checkpoint not found: {path or repr(path) + ' (an empty path)'}")
     try:
@@ -166,7 +162,8 @@ def migrate_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
     model = dict(state.get("model_state_dict") or {})
     actor = state.pop("obs_norm_state_dict", None)
     critic = state.pop("critic_obs_norm_state_dict", None)
-    if _unused(critic) and not _unused(actor) and _same_shape(actor, critic):
+    shape = _mean_shape(actor)
+    if _unused(critic) and not _unused(actor) and shape is not None and shape == _mean_shape(critic):
         critic = actor
     for stats, (_, prefix) in zip((actor, critic), _NORMALIZER_ENTRIES):
         if isinstance(stats, dict) and not any(k.startswith(prefix) for k in model):
@@ -180,13 +177,9 @@ def _unused(stats: Any) -> bool:
     return isinstance(count, torch.Tensor) and int(count) == 0
 
 
-def _same_shape(a: Any, b: Any) -> bool:
-    means = [x.get("_mean") if isinstance(x, dict) else None for x in (a, b)]
-    return (
-        isinstance(means[0], torch.Tensor)
-        and isinstance(means[1], torch.Tensor)
-        and means[0].shape == means[1].shape
-    )
+def _mean_shape(stats: Any) -> torch.Size | None:
+    mean = stats.get("_mean") if isinstance(stats, dict) else None
+    return mean.shape if isinstance(mean, torch.Tensor) else None
 
 
 def capture_rng_state() -> dict[str, Any]:

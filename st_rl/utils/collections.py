@@ -22,8 +22,6 @@ def _index(value: Any, loc: Any) -> Any:
 
 
 class _ArrayTupleMethods:
-    """Indexing and assignment across every field (base of every namedarraytuple class)."""
-
     __slots__ = ()
     _fields: tuple[str, ...]
     _typename: str
@@ -87,29 +85,17 @@ def namedarraytuple_like(example: Any) -> type:
 
 def get_leading_dims(value: Any, n_dim: int | None = None) -> tuple[int, ...]:
     """Leading dims common to every array of a (nested) tuple."""
-    shapes = []
-
-    def collect(v: Any) -> None:
-        if v is None:
-            raise ValueError("get_leading_dims: a field is None")
-        if isinstance(v, tuple):
-            for item in v:
-                collect(item)
-        else:
-            shapes.append(tuple(v.shape))
-
-    collect(value)
-    if not shapes:
+    leaves = tree_flatten(value)
+    if any(v is None for v in leaves):
+        raise ValueError("get_leading_dims: a field is None")
+    if not leaves:
         raise ValueError("get_leading_dims: no arrays")
     common: list[int] = []
-    for dims in zip(*shapes):
-        if all(d == dims[0] for d in dims):
-            common.append(dims[0])
-        else:
+    for dims in zip(*(tuple(v.shape) for v in leaves)):
+        if len(set(dims)) > 1:
             break
-    if n_dim is not None:
-        common = common[:n_dim]
-    return tuple(common)
+        common.append(dims[0])
+    return tuple(common[:n_dim])
 
 
 class AttrDict(dict):
@@ -130,19 +116,18 @@ def tree_map(fn: Any, value: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, tuple):
-        mapped = [tree_map(fn, v) for v in value]
-        named: Any = value
-        return named._make(mapped) if is_namedtuple(value) else type(value)(mapped)
+        return _rebuild(value, [tree_map(fn, v) for v in value])
     return fn(value)
+
+
+def _rebuild(like: Any, items: list[Any]) -> Any:
+    return like._make(items) if is_namedtuple(like) else type(like)(items)
 
 
 def tree_flatten(value: Any) -> list[Any]:
     """Leaves of a nested tuple structure, depth first."""
     if isinstance(value, tuple):
-        out: list[Any] = []
-        for v in value:
-            out += tree_flatten(v)
-        return out
+        return [leaf for v in value for leaf in tree_flatten(v)]
     return [value]
 
 
@@ -151,11 +136,7 @@ def tree_unflatten(structure: Any, leaves: list[Any]) -> Any:
     iterator = iter(leaves)
 
     def build(s: Any) -> Any:
-        if isinstance(s, tuple):
-            items = [build(v) for v in s]
-            named: Any = s
-            return named._make(items) if is_namedtuple(s) else type(s)(items)
-        return next(iterator)
+        return _rebuild(s, [build(v) for v in s]) if isinstance(s, tuple) else next(iterator)
 
     return build(structure)
 
@@ -174,11 +155,8 @@ class NamedTupleSchema:
         fields = namedtuple(typename, fields)._fields  # parsed and checked as namedtuple does
         if {"index", "count"}.intersection(fields):
             raise ValueError(f"can't name a field 'index' or 'count': {fields}")
-        self.__dict__["_typename"] = typename
-        self.__dict__["_fields"] = fields
-        self.__dict__["_signature"] = Signature(
-            [Parameter(f, Parameter.POSITIONAL_OR_KEYWORD) for f in fields]
-        )
+        signature = Signature([Parameter(f, Parameter.POSITIONAL_OR_KEYWORD) for f in fields])
+        self.__dict__.update(_typename=typename, _fields=fields, _signature=signature)
 
     def __call__(self, *args: Any, **kwargs: Any) -> NamedTuple:
         return self._make(self._signature.bind(*args, **kwargs).args)
@@ -206,8 +184,7 @@ class NamedTuple(tuple):
         result = tuple.__new__(cls, values)
         if len(fields) != len(result):
             raise ValueError(f"Expected {len(fields)} arguments, got {len(result)}")
-        result.__dict__["_typename"] = typename
-        result.__dict__["_fields"] = tuple(fields)
+        result.__dict__.update(_typename=typename, _fields=tuple(fields))
         return result
 
     def __getattr__(self, name: str) -> Any:

@@ -15,17 +15,8 @@ from st_rl.utils.tensorboard_writer import TensorBoardWriter
 from st_rl.utils.writer_base import NullWriter, ScalarWriter, Writer
 from st_rl.utils.writers import NeptuneWriter, WandbWriter, build_custom_writer
 
-__all__ = [
-    "LOGGERS",
-    "NullWriter",
-    "ScalarWriter",
-    "Stopwatch",
-    "Writer",
-    "aggregate_episode_infos",
-    "format_console_block",
-    "format_duration",
-    "make_writer",
-]
+__all__ = ["LOGGERS", "NullWriter", "ScalarWriter", "Stopwatch", "Writer", "aggregate_episode_infos"]
+__all__ += ["format_console_block", "format_duration", "make_writer"]
 
 
 LOGGERS = ("tensorboard", "wandb", "neptune", "none")
@@ -69,13 +60,8 @@ def aggregate_episode_infos(ep_infos: list[dict[str, Any]]) -> dict[str, float]:
         data = data[~torch.isnan(data)]
         if data.numel() == 0:
             continue
-        if "_max" in key:
-            v = float(data.max())
-        elif "_min" in key:
-            v = float(data.min())
-        else:
-            v = float(data.mean())
-        out[key if "/" in key else f"Episode/{key}"] = v
+        reduce = torch.amax if "_max" in key else torch.amin if "_min" in key else torch.mean
+        out[key if "/" in key else f"Episode/{key}"] = float(reduce(data))
     return out
 
 

@@ -151,15 +151,13 @@ def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | i
         return log_root
     if not os.path.isdir(log_root):
         raise FileNotFoundError(f"No log directory at {log_root}")
-    if any(_MODEL_RE.search(f) for f in os.listdir(log_root)):
+    if latest_checkpoint(log_root, ".*") is not None:
         run_dir = log_root  # a run directory itself
     else:
         runs = sorted(
             d
             for d in os.listdir(log_root)
-            if os.path.isdir(os.path.join(log_root, d))
-            and re.fullmatch(load_run, d)
-            and any(_MODEL_RE.search(f) for f in os.listdir(os.path.join(log_root, d)))
+            if re.fullmatch(load_run, d) and latest_checkpoint(os.path.join(log_root, d), ".*") is not None
         )
         if not runs:
             raise FileNotFoundError(

@@ -44,8 +44,11 @@ class TrackingWriter(Writer, abc.ABC):
 
     backend = ""
 
-    def __init__(self, log_dir: str, tensorboard: bool = True) -> None:
+    def __init__(self, log_dir: str, tensorboard: bool = True, cfg: dict[str, Any] | None = None) -> None:
         self.log_dir = log_dir
+        cfg = cfg or {}
+        self.run_id = cfg.get(f"{self.backend}_run_id")
+        self.run_name = cfg.get("run_name") or os.path.basename(os.path.normpath(log_dir))
         self._tb: Any = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -146,12 +149,10 @@ class WandbWriter(TrackingWriter):
             )
         self.entity = cfg.get("wandb_entity")
         self.mode = cfg.get("wandb_mode")
-        self.run_id = cfg.get("wandb_run_id")
-        self.run_name = cfg.get("run_name") or os.path.basename(os.path.normpath(log_dir))
         self._pending_step: int | None = None
         self._pending: dict[str, float] = {}
         self._last_step = 0
-        super().__init__(log_dir, tensorboard)
+        super().__init__(log_dir, tensorboard, cfg)
 
     def _init_run(self) -> Any:
         kwargs = {"project": self.project, "name": self.run_name, "entity": self.entity, "mode": self.mode}
@@ -228,9 +229,7 @@ class NeptuneWriter(TrackingWriter):
                 "logger='neptune' needs a project: set neptune_project in the training config (or "
                 "NEPTUNE_PROJECT), or neptune_mode='offline' / 'debug' to log without a server."
             )
-        self.run_id = cfg.get("neptune_run_id")
-        self.run_name = cfg.get("run_name") or os.path.basename(os.path.normpath(log_dir))
-        super().__init__(log_dir, tensorboard)
+        super().__init__(log_dir, tensorboard, cfg)
 
     def _init_run(self) -> Any:
         kwargs = {"project": self.project, "name": self.run_name, "mode": self.mode, "with_id": self.run_id}
