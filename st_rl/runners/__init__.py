@@ -14,9 +14,18 @@ from st_rl.runners.on_policy_runner import InferencePolicy, OnPolicyRunner
 from st_rl.runners.run_dir import RunDirectoryError, RunDirectoryLocked
 from st_rl.runners.two_stage_runner import TwoStageRunner
 
-__all__ = ["AmpPolicyRunner", "DaggerSaver", "DemonstrationSaver", "InferencePolicy", "OnPolicyRunner"]
-__all__ += ["RunDirectoryError", "RunDirectoryLocked", "TrainingInterrupted", "TwoStageRunner"]
-__all__ += ["build_runner"]
+__all__ = [
+    "AmpPolicyRunner",
+    "DaggerSaver",
+    "DemonstrationSaver",
+    "InferencePolicy",
+    "OnPolicyRunner",
+    "RunDirectoryError",
+    "RunDirectoryLocked",
+    "TrainingInterrupted",
+    "TwoStageRunner",
+    "build_runner",
+]
 
 
 def build_runner(runner_class_name: Any, *args: Any, **kwargs: Any) -> OnPolicyRunner:

@@ -19,9 +19,19 @@ try:
 except ImportError:  # pragma: no cover - Windows: pid checks only
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_NAME", "LockOwner", "RunDirLock", "RunDirectory", "RunDirectoryError", "RunDirectoryLocked"]
-__all__ += ["check_run_dir", "clear_previous_run", "previous_run_files", "read_lock"]
-__all__ += ["remove_stale_temporaries"]
+__all__ = [
+    "LOCK_NAME",
+    "LockOwner",
+    "RunDirLock",
+    "RunDirectory",
+    "RunDirectoryError",
+    "RunDirectoryLocked",
+    "check_run_dir",
+    "clear_previous_run",
+    "previous_run_files",
+    "read_lock",
+    "remove_stale_temporaries",
+]
 
 LOCK_NAME = ".st_rl.lock"
 # Temporary files of atomic writes: save_checkpoint's of model_*.pt, atomic_write's of config.json.

@@ -9,8 +9,17 @@ import torch
 
 from st_rl.utils.collections import get_leading_dims, tree_map
 
-__all__ = ["buffer_expand", "buffer_from_example", "buffer_func", "buffer_method", "buffer_swap", "buffer_to"]
-__all__ += ["get_leading_dims", "numpify_buffer", "torchify_buffer"]
+__all__ = [
+    "buffer_expand",
+    "buffer_from_example",
+    "buffer_func",
+    "buffer_method",
+    "buffer_swap",
+    "buffer_to",
+    "get_leading_dims",
+    "numpify_buffer",
+    "torchify_buffer",
+]
 
 
 def buffer_func(buffer: Any, func: Any, *args: Any, **kwargs: Any) -> Any:

@@ -11,8 +11,13 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-__all__ = ["COMPRESSERS", "compress_normalized_image", "decompress_normalized_image", "get_compresser"]
-__all__ += ["register_compresser"]
+__all__ = [
+    "COMPRESSERS",
+    "compress_normalized_image",
+    "decompress_normalized_image",
+    "get_compresser",
+    "register_compresser",
+]
 
 ArrayLike = TypeVar("ArrayLike", np.ndarray, torch.Tensor)
 CompressFn = Callable[[Any], Any]

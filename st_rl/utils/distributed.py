@@ -10,9 +10,19 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-__all__ = ["DistributedInfo", "all_reduce_gradients", "all_reduce_mean", "broadcast_module", "gather_objects"]
-__all__ += ["global_mean_std", "init_distributed", "is_distributed", "max_over_ranks", "reduce_moments"]
-__all__ += ["world_size"]
+__all__ = [
+    "DistributedInfo",
+    "all_reduce_gradients",
+    "all_reduce_mean",
+    "broadcast_module",
+    "gather_objects",
+    "global_mean_std",
+    "init_distributed",
+    "is_distributed",
+    "max_over_ranks",
+    "reduce_moments",
+    "world_size",
+]
 
 
 @dataclass(frozen=True)

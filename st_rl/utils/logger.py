@@ -15,8 +15,17 @@ from st_rl.utils.tensorboard_writer import TensorBoardWriter
 from st_rl.utils.writer_base import NullWriter, ScalarWriter, Writer
 from st_rl.utils.writers import NeptuneWriter, WandbWriter, build_custom_writer
 
-__all__ = ["LOGGERS", "NullWriter", "ScalarWriter", "Stopwatch", "Writer", "aggregate_episode_infos"]
-__all__ += ["format_console_block", "format_duration", "make_writer"]
+__all__ = [
+    "LOGGERS",
+    "NullWriter",
+    "ScalarWriter",
+    "Stopwatch",
+    "Writer",
+    "aggregate_episode_infos",
+    "format_console_block",
+    "format_duration",
+    "make_writer",
+]
 
 
 LOGGERS = ("tensorboard", "wandb", "neptune", "none")
