@@ -83,14 +83,7 @@ def compile_policy(policy: nn.Module, mode: str | bool | None = None) -> bool:
     return bool(networks)
 
 
-def _check_options(
-    schedule: str,
-    lr_anneal_iterations: int | None,
-    epochs: int,
-    mini_batches: int,
-    dilation: float,
-    mode: Any,
-) -> None:
+def _check_options(schedule: str, lr_anneal_iterations: int | None, epochs: int, mini_batches: int) -> None:
     """The options a direct Python caller may get wrong (a config is checked before, at the edge)."""
     if schedule not in ("fixed", "adaptive", "linear"):
         raise ValueError(f"schedule must be 'fixed', 'adaptive' or 'linear', got {schedule!r}")
@@ -98,6 +91,9 @@ def _check_options(
         raise ValueError(f"schedule='linear' needs lr_anneal_iterations >= 1, got {lr_anneal_iterations!r}")
     if epochs < 1 or mini_batches < 1:
         raise ValueError("num_learning_epochs and num_mini_batches must be >= 1")
+
+
+def _check_storage_and_compile(dilation: float, mode: Any) -> None:
     if dilation < 1.0:
         raise ValueError(f"buffer_dilation_ratio must be >= 1, got {dilation}")
     if isinstance(mode, str) and mode not in COMPILE_MODES:
@@ -203,14 +199,8 @@ class PPO(RolloutCollector):
     ) -> None:
         if args:
             raise TypeError(f"{type(self).__name__} takes keywords only after actor_critic; got {args}")
-        _check_options(
-            schedule,
-            lr_anneal_iterations,
-            num_learning_epochs,
-            num_mini_batches,
-            buffer_dilation_ratio,
-            compile,
-        )
+        _check_options(schedule, lr_anneal_iterations, num_learning_epochs, num_mini_batches)
+        _check_storage_and_compile(buffer_dilation_ratio, compile)
         self.device = torch.device(device)
         self.precision_request = precision
         self.precision = resolve_precision(precision, self.device)
