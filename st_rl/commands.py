@@ -31,6 +31,7 @@ from st_rl.datasets import MotionLoader
 from st_rl.evaluation.rendering import set_default_gl_backend
 from st_rl.evaluation.runs import load_run, run_task
 from st_rl.export import ExportError, export_policy
+from st_rl.modules.checkpoint_compat import discriminator_state
 from st_rl.play import play, play_exported
 from st_rl.plotting import plot_training
 from st_rl.runners import build_runner
@@ -393,8 +394,7 @@ def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | 
 
 
 def _has_discriminator(path: str) -> bool:
-    state = load_checkpoint(path, map_location="cpu")["model_state_dict"]
-    return any(k.startswith("discriminator.") for k in state)
+    return discriminator_state(load_checkpoint(path, map_location="cpu")) is not None
 
 
 def _learning_iterations(args: argparse.Namespace, runner_cfg: dict[str, Any]) -> int:

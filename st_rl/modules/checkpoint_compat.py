@@ -22,6 +22,29 @@ LegacyActivations = dict[str, tuple[type[nn.Module], list[int] | None]]
 or None for the whole part)."""
 
 
+DISCRIMINATOR_ENTRY = "amp_discriminator_state_dict"
+"""Checkpoint entry of the AMP extension's discriminator; older checkpoints (ours and the reference's) hold it as
+the ``discriminator.*`` keys of ``model_state_dict``."""
+
+
+def split_discriminator_state(model_state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(policy entries, discriminator entries without their "discriminator." prefix)`` of a ``model_state_dict``."""
+    policy, disc = {}, {}
+    for key, value in model_state.items():
+        if key.startswith("discriminator."):
+            disc[key.removeprefix("discriminator.")] = value
+        else:
+            policy[key] = value
+    return policy, disc
+
+
+def discriminator_state(checkpoint: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The AMP discriminator's state in a checkpoint of either layout, or None."""
+    if DISCRIMINATOR_ENTRY in checkpoint:
+        return checkpoint[DISCRIMINATOR_ENTRY]
+    return split_discriminator_state(checkpoint.get("model_state_dict") or {})[1] or None
+
+
 def record_default_activation(
     record: LegacyActivations, name: str, kwargs: Any, count: int | None, former: type[nn.Module] | None
 ) -> None:

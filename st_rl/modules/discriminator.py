@@ -81,16 +81,16 @@ class AMPDiscriminator(nn.Module):
         self.trunk = nn.Sequential(*mlp_layers(self.input_dim, hidden_dims, None, activation))
         self.amp_linear = nn.Linear(int(hidden_dims[-1]) if hidden_dims else self.input_dim, 1)
 
-    @classmethod
-    def from_policy_config(cls, owner: str, cfg: Mapping[str, Any] | None) -> AMPDiscriminator:
-        """The discriminator of policy class ``owner`` from its ``amp_discriminator`` config."""
+    @staticmethod
+    def policy_config(owner: str, cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The ``amp_discriminator`` config of policy class ``owner`` (an error if missing)."""
         if not cfg:
             raise ValueError(
                 f"{owner} needs an 'amp_discriminator' dict in the policy config, e.g. "
                 "{'input_dim': None, 'style_reward_coef': 1.0, 'hidden_dims': [512, 256], "
                 "'discriminator_grad_pen': 10.0, 'task_reward_lerp': 0.0}."
             )
-        return cls(**dict(cfg))
+        return dict(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Discriminator output ``(..., 1)`` for windows ``(..., input_dim)``."""
@@ -126,3 +126,17 @@ class AMPDiscriminator(nn.Module):
         style = self.style_reward(d)
         task = task_reward.reshape(-1)
         return style, task, self.combine(style, task)
+
+
+def policy_discriminator(policy: nn.Module) -> AMPDiscriminator | None:
+    """The AMP discriminator of ``policy``: one attached as its ``discriminator`` module (detached from it), else
+    one built from its ``amp_discriminator`` config; None without either. It is kept outside the policy's modules
+    (the AMP extension moves, trains and saves it) and cached as ``policy.discriminator`` for reference code."""
+    disc = policy._modules.pop("discriminator", None) or policy.__dict__.get("discriminator")
+    cfg = getattr(policy, "amp_discriminator", None)
+    if disc is None and cfg:
+        with torch.inference_mode(False):  # first read may come inside a rollout
+            disc = AMPDiscriminator(**cfg)
+    if disc is not None:
+        policy.__dict__["discriminator"] = disc
+    return disc  # type: ignore[return-value]

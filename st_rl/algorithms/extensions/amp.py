@@ -12,6 +12,8 @@ import torch.nn.functional as F  # noqa: N812
 
 from st_rl.algorithms.extensions.base import Extension, StorageLayout
 from st_rl.config.errors import ConfigError, Problem
+from st_rl.modules.checkpoint_compat import DISCRIMINATOR_ENTRY, discriminator_state
+from st_rl.modules.discriminator import policy_discriminator
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.replay_buffer import ReplayBuffer
 from st_rl.storage.rollout_storage import Field, MiniBatch, RolloutStorage, Transition
@@ -45,8 +47,8 @@ ST_GYM_AMP_OBS_DIM_PLACEHOLDER = 2
 
 
 class AdversarialMotionPrior(Extension):
-    """Adds Adversarial Motion Priors to PPO (docs/amp.md): the policy's discriminator scores the policy's
-    style-feature windows ``infos["observations"]["ref_obs"]`` against reference-motion windows
+    """Adds Adversarial Motion Priors to PPO (docs/amp.md): a discriminator (built from the policy's
+    ``amp_discriminator`` config, owned and saved by this extension) scores the policy's style-feature windows ``infos["observations"]["ref_obs"]`` against reference-motion windows
     ``infos["ref_motion"]`` (one shared normaliser) and its style reward is combined with the task reward.
     Losses: ``discriminator_{expert,policy,grad_pen}_loss``, ``mimic_loss`` and ``bc_loss``.
 
@@ -105,11 +107,11 @@ class AdversarialMotionPrior(Extension):
     def setup(self, policy: Any, device: torch.device) -> None:
         super().setup(policy, device)
         self._policy: Any = policy
-        discriminator = policy.discriminator
+        discriminator = policy_discriminator(policy)
         if discriminator is None:
             raise ValueError(
-                "AMP needs a policy with an AMP discriminator (AmpActorCritic, AmpActorCriticRecurrent, "
-                f"EncoderAmpActorCriticRecurrent, or any policy whose discriminator part is set); got "
+                "AMP needs an AMP discriminator: a policy with an 'amp_discriminator' config (AmpActorCritic, "
+                f"AmpActorCriticRecurrent, EncoderAmpActorCriticRecurrent) or a discriminator module; got "
                 f"{type(policy).__name__}"
             )
         self.discriminator: Any = discriminator
@@ -149,7 +151,11 @@ class AdversarialMotionPrior(Extension):
         return {"ref_obs": Field((self.amp_obs_dim,)), "ref_motion": Field((self.amp_obs_dim,))}
 
     def modules(self) -> list[nn.Module]:
-        return [self.normalizer]
+        return [self.discriminator, self.normalizer]
+
+    def shared_parameters(self) -> list[nn.Parameter]:
+        """The discriminator is trained by the policy's optimizer."""
+        return list(self.discriminator.parameters())
 
     def clip_groups(self) -> list[list[nn.Parameter]]:
         """With ``amp_separate_clipping`` the discriminator's gradients are clipped apart from the policy's."""
@@ -272,9 +278,19 @@ class AdversarialMotionPrior(Extension):
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
-        return {"amp_norm_state_dict": self.normalizer.state_dict()}
+        return {
+            DISCRIMINATOR_ENTRY: self.discriminator.state_dict(),
+            "amp_norm_state_dict": self.normalizer.state_dict(),
+        }
 
     def load_state_dict(self, checkpoint: dict[str, Any], load_optimizer: bool = True) -> None:
+        disc = discriminator_state(checkpoint)  # older checkpoints: discriminator.* keys of model_state_dict
+        if disc is None:
+            raise KeyError(
+                "The checkpoint has no AMP discriminator; to start AMP from it (e.g. a PPO run) load it with "
+                'ckpt_manipulator="add_amp_discriminator"'
+            )
+        self.discriminator.load_state_dict(disc)
         if "amp_norm_state_dict" in checkpoint:
             self.normalizer.load_state_dict(checkpoint["amp_norm_state_dict"])
         else:
