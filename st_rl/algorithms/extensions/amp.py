@@ -47,22 +47,18 @@ ST_GYM_AMP_OBS_DIM_PLACEHOLDER = 2
 
 
 class AdversarialMotionPrior(Extension):
-    """Adds Adversarial Motion Priors to PPO (docs/amp.md): a discriminator (built from the policy's
-    ``amp_discriminator`` config, owned and saved by this extension) scores the policy's style-feature windows ``infos["observations"]["ref_obs"]`` against reference-motion windows
-    ``infos["ref_motion"]`` (one shared normaliser) and its style reward is combined with the task reward.
-    Losses: ``discriminator_{expert,policy,grad_pen}_loss``, ``mimic_loss`` and ``bc_loss``.
+    """Adversarial Motion Priors (docs/amp.md): a discriminator, built from the policy's ``amp_discriminator``
+    config and owned (trained, saved) here, scores the policy's windows ``infos["observations"]["ref_obs"]``
+    against reference windows ``infos["ref_motion"]`` (one shared normaliser); its style reward joins the task
+    reward. Losses: ``discriminator_{expert,policy,grad_pen}_loss``, ``mimic_loss``, ``bc_loss``.
 
     Args:
         discriminator_loss_coef: weight of the three discriminator losses (0: the discriminator is not trained).
-        mimic_loss_coef: weight of ``mimic_loss`` (0: not computed).
         amp_obs_dim: window width; the discriminator's ``input_dim`` decides (a different value is an error).
-        bc_loss_coef: weight of ``bc_loss`` (0: not computed).
-        amp_preset: fills the arguments left at None: ``"reference"`` (the reference APPO: no replay, one
-            gradient clip) or ``"st_rl"`` (a 100k replay, the discriminator clipped apart).
-        amp_replay_buffer_size: capacity of the replay of past policy windows (0: none).
-        amp_separate_clipping: clip the discriminator's gradient norm apart from the policy's.
-        style_reward_ramp: ``(start, end)`` learning iterations: the style reward's weight is 0 before
-            ``start`` and rises linearly to 1 at ``end`` (logged as ``Train/style_reward_weight``).
+        amp_preset: fills the arguments left at None: ``"reference"`` (no replay, one gradient clip) or
+            ``"st_rl"`` (a 100k replay of past policy windows, the discriminator clipped apart).
+        style_reward_ramp: ``(start, end)`` iterations: the style reward's weight rises from 0 at ``start`` to 1
+            at ``end`` (logged as ``Train/style_reward_weight``).
     """
 
     name = "amp"
@@ -81,10 +77,7 @@ class AdversarialMotionPrior(Extension):
     ) -> None:
         super().__init__()
         if amp_preset not in AMP_PRESETS:
-            raise ValueError(
-                f"amp_preset must be one of {sorted(AMP_PRESETS)} ('reference': the reference APPO, 'st_rl': "
-                f"replay of past policy windows and separate discriminator clipping), got {amp_preset!r}"
-            )
+            raise ValueError(f"amp_preset must be one of {sorted(AMP_PRESETS)}, got {amp_preset!r}")
         preset = AMP_PRESETS[amp_preset]
         self.amp_preset = amp_preset
         self.discriminator_loss_coef = float(discriminator_loss_coef)
@@ -154,15 +147,13 @@ class AdversarialMotionPrior(Extension):
         return [self.discriminator, self.normalizer]
 
     def shared_parameters(self) -> list[nn.Parameter]:
-        """The discriminator is trained by the policy's optimizer."""
         return list(self.discriminator.parameters())
 
     def clip_groups(self) -> list[list[nn.Parameter]]:
-        """With ``amp_separate_clipping`` the discriminator's gradients are clipped apart from the policy's."""
         return [list(self.discriminator.parameters())] if self.separate_clipping else []
 
     def style_reward_weight(self, iteration: int | None = None) -> float:
-        """The ``style_reward_ramp`` weight at ``iteration`` (default: the current learning iteration)."""
+        """The ``style_reward_ramp`` weight at ``iteration`` (default: the current one)."""
         if self.style_reward_ramp is None:
             return 1.0
         it = self.iteration if iteration is None else iteration
@@ -173,11 +164,7 @@ class AdversarialMotionPrior(Extension):
 
     # ------------------------------------------------------------------ rollout
     def windows(self, infos: dict[str, Any], n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The step's ``(ref_obs, ref_motion)`` windows, ``(n, amp_obs_dim)`` each.
-
-        Raises:
-            MissingAmpDataError: the environment does not provide them.
-        """
+        """The step's ``(ref_obs, ref_motion)`` windows, ``(n, amp_obs_dim)`` each."""
         groups = infos.get("observations") or {}
         if "ref_obs" not in groups:
             raise MissingAmpDataError(
@@ -300,18 +287,17 @@ class AdversarialMotionPrior(Extension):
             )
 
 
+def valid_ramp(ramp: Any) -> bool:
+    """Two learning iterations ``[start, end]`` with ``0 <= start <= end``."""
+    ints = isinstance(ramp, (list, tuple)) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in ramp
+    )
+    return ints and len(ramp) == 2 and 0 <= ramp[0] <= ramp[1]
+
+
 def _check_ramp(ramp: Sequence[int] | None) -> tuple[int, int] | None:
-    if ramp is None:
-        return None
-    values = list(ramp) if isinstance(ramp, (list, tuple)) else None
-    if (
-        values is None
-        or len(values) != 2
-        or not all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-        or not 0 <= values[0] <= values[1]
-    ):
+    if ramp is not None and not valid_ramp(ramp):
         raise ValueError(
-            f"style_reward_ramp must be two learning iterations [start, end] with 0 <= start <= end "
-            f"(the style reward is off before start and full from end), got {ramp!r}"
+            f"style_reward_ramp must be two learning iterations [start, end], 0 <= start <= end; got {ramp!r}"
         )
-    return values[0], values[1]
+    return None if ramp is None else (ramp[0], ramp[1])
