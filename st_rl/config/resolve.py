@@ -214,9 +214,8 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
     if "empirical_normalization" not in algorithm and runner.get("empirical_normalization") is not None:
         algorithm["empirical_normalization"] = runner["empirical_normalization"]
     problems += _class_problems(runner, prefix, policy_cls, policy, algorithm_cls, algorithm, storage_sources)
-    if algorithm.get("schedule") == "linear" and algorithm.get("lr_anneal_iterations") is None is runner.get(
-        "max_iterations"
-    ):
+    no_length = algorithm.get("lr_anneal_iterations") is None and runner.get("max_iterations") is None
+    if algorithm.get("schedule") == "linear" and no_length:
         rule = "schedule='linear' needs the number of iterations over which the learning rate decays"
         fix = f"set it, or set {prefix}max_iterations (the runner then uses the run length)"
         problems.append(Problem("algorithm.lr_anneal_iterations", MISSING, rule, fix))
