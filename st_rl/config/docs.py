@@ -1,8 +1,4 @@
-"""The schema reference of docs/configuration.md, generated from the schema itself.
-
-``python -m st_rl.config.docs`` rewrites the block between the markers in docs/configuration.md; a test
-checks that the block is current, so the documented keys, types, defaults and rules are the validated ones.
-"""
+"""The schema reference of docs/configuration.md, generated from the schema (``python -m st_rl.config.docs``)."""
 
 from __future__ import annotations
 
@@ -127,7 +123,7 @@ def render() -> str:
 
 
 def update_file(path: str | Path) -> bool:
-    """Replace the block between the markers of ``path`` (appending it when absent); True if it changed."""
+    """Write the block between the markers of ``path`` (appended when absent); True if it changed."""
     path = Path(path)
     text = path.read_text()
     block = render()
