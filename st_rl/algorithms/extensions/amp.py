@@ -102,36 +102,23 @@ class AdversarialMotionPrior(Extension):
         self._policy: Any = policy
         discriminator = policy_discriminator(policy)
         if discriminator is None:
+            name = type(policy).__name__
             raise ValueError(
-                "AMP needs an AMP discriminator: a policy with an 'amp_discriminator' config (AmpActorCritic, "
-                f"AmpActorCriticRecurrent, EncoderAmpActorCriticRecurrent) or a discriminator module; got "
-                f"{type(policy).__name__}"
+                f"AMP needs an AMP discriminator: an AmpActorCritic-style policy config; got {name}"
             )
         self.discriminator: Any = discriminator
         self.amp_obs_dim = int(discriminator.input_dim)
         requested = self._requested_dim
+        fix = f"set algorithm.amp_obs_dim={self.amp_obs_dim}"
         if requested == ST_GYM_AMP_OBS_DIM_PLACEHOLDER and self.amp_obs_dim != requested:
-            warnings.warn(
-                f"algorithm.amp_obs_dim={requested} is st_gym's placeholder default; using the width of one AMP "
-                f"window, {self.amp_obs_dim} (set algorithm.amp_obs_dim={self.amp_obs_dim} to silence this).",
-                stacklevel=4,
-            )
+            msg = f"algorithm.amp_obs_dim={requested} is st_gym's placeholder default; using the width of one AMP "
+            warnings.warn(f"{msg}window, {self.amp_obs_dim} ({fix} to silence this).", stacklevel=4)
         elif isinstance(requested, int) and not isinstance(requested, bool) and requested != self.amp_obs_dim:
-            raise ConfigError(
-                Problem(
-                    "algorithm.amp_obs_dim",
-                    requested,
-                    f"differs from the width of one AMP window ({self.amp_obs_dim}: the discriminator's "
-                    "input_dim, which must match the environment's ref_obs)",
-                    f"set algorithm.amp_obs_dim={self.amp_obs_dim} or remove it",
-                )
-            )
+            rule = f"differs from the width of one AMP window ({self.amp_obs_dim}: the discriminator's input_dim)"
+            raise ConfigError(Problem("algorithm.amp_obs_dim", requested, rule, f"{fix} or remove it"))
         self.normalizer = EmpiricalNormalization(shape=[self.amp_obs_dim], until=int(1e8)).to(device)
-        self.replay = (
-            ReplayBuffer(self.amp_obs_dim, self.replay_buffer_size, device)
-            if self.replay_buffer_size > 0
-            else None
-        )
+        size = self.replay_buffer_size
+        self.replay = ReplayBuffer(self.amp_obs_dim, size, device) if size > 0 else None
 
     def storage_fields(self, layout: StorageLayout) -> dict[str, Field]:
         shape = layout.options.get("amp_obs_shape")
@@ -139,7 +126,7 @@ class AdversarialMotionPrior(Extension):
             width = int(torch.tensor([shape] if isinstance(shape, int) else list(shape)).prod())
             if width != self.amp_obs_dim:
                 raise ValueError(
-                    f"storage amp_obs_shape {shape} does not match the discriminator input_dim {self.amp_obs_dim}"
+                    f"storage amp_obs_shape {shape} is not the discriminator's input_dim {self.amp_obs_dim}"
                 )
         return {"ref_obs": Field((self.amp_obs_dim,)), "ref_motion": Field((self.amp_obs_dim,))}
 
@@ -168,23 +155,21 @@ class AdversarialMotionPrior(Extension):
         groups = infos.get("observations") or {}
         if "ref_obs" not in groups:
             raise MissingAmpDataError(
-                "APPO needs the policy's style-feature window in infos['observations']['ref_obs'] every step. "
-                "Built-in locomotion: set amp_obs_frame_num > 0 in the task config; other environments: wrap "
-                "them with st_rl.datasets.AmpObservationWrapper(env, MotionLoader(...), style_features)."
+                "APPO needs infos['observations']['ref_obs'] every step: set amp_obs_frame_num > 0 (built-in "
+                "locomotion) or wrap the env with st_rl.datasets.AmpObservationWrapper."
             )
         if "ref_motion" not in infos:
             raise MissingAmpDataError(
-                "APPO needs reference-motion windows in infos['ref_motion'] every step. Built-in locomotion: "
-                "env.set_ref_motion_source(st_rl.datasets.MotionLoader(motion_file, style_fields, H, env.dt)); "
-                "other environments: st_rl.datasets.AmpObservationWrapper."
+                "APPO needs infos['ref_motion'] every step: env.set_ref_motion_source(MotionLoader(...)) (built-in "
+                "locomotion) or st_rl.datasets.AmpObservationWrapper."
             )
         ref_obs = groups["ref_obs"].reshape(n, -1).to(self.device, torch.float32)
         ref_motion = infos["ref_motion"].reshape(n, -1).to(self.device, torch.float32)
         for name, x in (("ref_obs", ref_obs), ("ref_motion", ref_motion)):
             if x.shape[1] != self.amp_obs_dim:
+                expected = f"{self.amp_obs_dim} (amp_discriminator.input_dim)"
                 raise ValueError(
-                    f"infos {name} windows have {x.shape[1]} values but the discriminator expects "
-                    f"{self.amp_obs_dim} (amp_discriminator.input_dim = frames x style features)"
+                    f"infos {name} windows have {x.shape[1]} values, the discriminator expects {expected}"
                 )
         return ref_obs, ref_motion
 
