@@ -78,10 +78,9 @@ def restore_legacy_activations(policy: nn.Module, record: LegacyActivations) -> 
             _replace_relu(target, old_cls)
         changed.append(name)
     if changed:
+        msg = f"The checkpoint predates the ReLU default nonlinearity of estimators and encoders: {changed} keep "
         warnings.warn(
-            f"The checkpoint predates the ReLU default nonlinearity of estimators and encoders: {changed} keep "
-            "the activation they were trained with (set the nonlinearity in estimator_kwargs / "
-            "encoder_kwargs / adaptor_kwargs to silence this).",
+            msg + "the activation they were trained with (set their nonlinearity to silence this).",
             stacklevel=3,
         )
 
@@ -94,11 +93,8 @@ def reconcile_normalizer_state(
         prefix = name + "."
         keys = [k for k in state if k.startswith(prefix)]
         if keys and not on:
-            warnings.warn(
-                f"The checkpoint has observation statistics ({name}) but this policy does not normalise "
-                "its observations (empirical_normalization is off): the statistics are ignored.",
-                stacklevel=3,
-            )
+            msg = f"The checkpoint has observation statistics ({name}) but empirical_normalization is off: ignored."
+            warnings.warn(msg, stacklevel=3)
             for k in keys:
                 del state[k]
         elif on and not keys:
