@@ -213,11 +213,10 @@ def _type_problems(
         path = prefix + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"])
         path = path.lstrip(".")
         if err["type"] == "extra_forbidden":
-            if skip(key):
-                continue
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-            fix = f"did you mean '{close[0]}'?" if close else "remove it (see docs/configuration.md)"
-            problems.append(Problem(path, err["input"], "unknown key", fix))
+            if not skip(key):
+                problems.append(
+                    _unknown_key(path, err["input"], known, "remove it (see docs/configuration.md)")
+                )
             continue
         value = values.get(key, MISSING) if len(loc) == 1 else err.get("input", MISSING)
         tp = model.model_fields[key].annotation if key in model.model_fields else None
@@ -225,6 +224,11 @@ def _type_problems(
         fix = f"give {expected}" if expected else ""
         problems.append(Problem(path, value, err["msg"].replace("Input should be", "should be"), fix))
     return _first_per_key(problems)
+
+
+def _unknown_key(path: str, key: Any, value: Any, known: list[str], fallback: str) -> Problem:
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+    return Problem(path, value, "unknown key", f"did you mean '{close[0]}'?" if close else fallback)
 
 
 def _first_per_key(problems: list[Problem]) -> list[Problem]:
@@ -297,14 +301,9 @@ def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[
         problems.append(Problem(f"{prefix}.{key}", given.get(key, p.value), p.rule, p.fix))
     for key in dataset:
         if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
             hint = " (num_envs and device come from the runner)" if key in ("num_envs", "device") else ""
-            fix = (
-                f"did you mean '{close[0]}'?"
-                if close
-                else f"remove it{hint}; the keys are {', '.join(known)}"
-            )
-            problems.append(Problem(f"{prefix}.{key}", dataset[key], "unknown key", fix))
+            fix = f"remove it{hint}; the keys are {', '.join(known)}"
+            problems.append(_unknown_key(f"{prefix}.{key}", key, dataset[key], known, fix))
     return problems
 
 
