@@ -215,7 +215,7 @@ def _type_problems(
         if err["type"] == "extra_forbidden":
             if not skip(key):
                 problems.append(
-                    _unknown_key(path, err["input"], known, "remove it (see docs/configuration.md)")
+                    _unknown_key(path, key, err["input"], known, "remove it (see docs/configuration.md)")
                 )
             continue
         value = values.get(key, MISSING) if len(loc) == 1 else err.get("input", MISSING)
