@@ -126,13 +126,8 @@ def _preset_quadruped(terrain: str) -> TaskPreset:
             "feet_air_time": 0.0,
         }
     }
-    return TaskPreset(
-        f"quadruped_{terrain}",
-        512,
-        cfg,
-        env_kwargs=env_kwargs,
-        description=f"Go1-class quadruped following velocity commands on {terrain} ground (MuJoCo)",
-    )
+    description = f"Go1-class quadruped following velocity commands on {terrain} ground (MuJoCo)"
+    return TaskPreset(f"quadruped_{terrain}", 512, cfg, env_kwargs=env_kwargs, description=description)
 
 
 def gymnasium_mujoco_preset(
@@ -144,34 +139,15 @@ def gymnasium_mujoco_preset(
     n = 8 if num_envs is None else int(num_envs)
     if n < 1 or steps_per_iter % n:
         raise ValueError(f"num_envs must be a divisor of {steps_per_iter}, got {num_envs}")
-    algorithm = AlgorithmCfg(
-        learning_rate=3e-4,
-        schedule="linear",
-        num_learning_epochs=10,
-        num_mini_batches=32,
-        entropy_coef=0.0,
-        value_loss_coef=0.25,
-        max_grad_norm=0.5,
-    )
+    ppo = {"num_learning_epochs": 10, "num_mini_batches": 32, "entropy_coef": 0.0, "value_loss_coef": 0.25}
+    algorithm = AlgorithmCfg(learning_rate=3e-4, schedule="linear", max_grad_norm=0.5, **ppo)
     iterations = -(-int(total_steps) // steps_per_iter)
-    cfg = _train(
-        f"gym_{env_id}",
-        iterations,
-        100,
-        [64, 64],
-        seed=1,
-        num_steps_per_env=steps_per_iter // n,
-        empirical_normalization=True,
-        algorithm=algorithm,
-    )
+    run = {"seed": 1, "num_steps_per_env": steps_per_iter // n, "empirical_normalization": True}
+    cfg = _train(f"gym_{env_id}", iterations, 100, [64, 64], algorithm=algorithm, **run)
     cfg.policy.activation = "tanh"
-    return TaskPreset(
-        f"gym:{env_id}",
-        n,
-        cfg,
-        env_kwargs={"normalize_reward": True, "reward_gamma": 0.99, "clip_reward": 10.0},
-        description=f"Gymnasium {env_id} (needs st-rl[gymnasium]); CleanRL-style PPO, 1M steps",
-    )
+    env_kwargs = {"normalize_reward": True, "reward_gamma": 0.99, "clip_reward": 10.0}
+    description = f"Gymnasium {env_id} (needs st-rl[gymnasium]); CleanRL-style PPO, 1M steps"
+    return TaskPreset(f"gym:{env_id}", n, cfg, env_kwargs=env_kwargs, description=description)
 
 
 def _preset_quadruped_gait() -> TaskPreset:
