@@ -23,14 +23,8 @@ from st_rl.config.schema import (
 )
 from st_rl.registry import class_label, resolve_class
 
-__all__ = [
-    "ConvertibleConfig",
-    "TrainConfig",
-    "env_cfg_to_jsonable",
-    "resolve_train_cfg",
-    "to_jsonable",
-    "to_plain_dict",
-]
+__all__ = ["ConvertibleConfig", "TrainConfig", "env_cfg_to_jsonable", "resolve_train_cfg", "to_jsonable"]
+__all__ += ["to_plain_dict"]
 
 
 @dataclass
@@ -86,7 +80,7 @@ def to_plain_dict(cfg: Any) -> dict[str, Any]:
     if hasattr(cfg, "__dict__") or isinstance(cfg, type):
         return _class_to_dict(cfg)
     raise TypeError(
-        f"train_cfg must be a dict, a dataclass or a config object with to_dict(); got {type(cfg).__name__}"
+        f"train_cfg must be a dict, a dataclass or an object with to_dict(); got {type(cfg).__name__}"
     )
 
 
@@ -206,8 +200,9 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
         if isinstance(value, dict):
             storage.update(value)
         elif value is not None:
-            rule = "must be a mapping of rollout-storage arguments"
-            problems.append(Problem(where, value, rule, "e.g. {} or remove it"))
+            problems.append(
+                Problem(where, value, "must be a mapping of rollout-storage arguments", "e.g. {}")
+            )
     problems += validate_runner(runner, prefix.rstrip("."))
     policy_cls = _pick_class(policy, runner, "policy", prefix, "ActorCritic", problems)
     algorithm_cls = _pick_class(algorithm, runner, "algorithm", prefix, "PPO", problems)
