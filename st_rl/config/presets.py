@@ -139,8 +139,15 @@ def gymnasium_mujoco_preset(
     n = 8 if num_envs is None else int(num_envs)
     if n < 1 or steps_per_iter % n:
         raise ValueError(f"num_envs must be a divisor of {steps_per_iter}, got {num_envs}")
-    ppo = {"num_learning_epochs": 10, "num_mini_batches": 32, "entropy_coef": 0.0, "value_loss_coef": 0.25}
-    algorithm = AlgorithmCfg(learning_rate=3e-4, schedule="linear", max_grad_norm=0.5, **ppo)
+    algorithm = AlgorithmCfg(
+        learning_rate=3e-4,
+        schedule="linear",
+        num_learning_epochs=10,
+        num_mini_batches=32,
+        entropy_coef=0.0,
+        value_loss_coef=0.25,
+        max_grad_norm=0.5,
+    )
     iterations = -(-int(total_steps) // steps_per_iter)
     run = {"seed": 1, "num_steps_per_env": steps_per_iter // n, "empirical_normalization": True}
     cfg = _train(f"gym_{env_id}", iterations, 100, [64, 64], algorithm=algorithm, **run)
