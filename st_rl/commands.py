@@ -32,6 +32,7 @@ from st_rl.datasets import MotionLoader
 from st_rl.evaluation.rendering import set_default_gl_backend
 from st_rl.evaluation.runs import load_run, run_task
 from st_rl.export import ExportError, export_policy
+from st_rl.modules.checkpoint_compat import discriminator_state
 from st_rl.play import play, play_exported
 from st_rl.plotting import plot_training
 from st_rl.runners import build_runner
@@ -319,8 +320,8 @@ def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | 
             cfg["runner"].pop("task", None)
     resume_path = get_checkpoint_path(args.resume) if args.resume else None
     amp_on_ppo = bool(resume_path and args.motion)  # AMP added to a PPO checkpoint?
-    state = load_checkpoint(str(resume_path), map_location="cpu")["model_state_dict"] if amp_on_ppo else {}
-    add_amp = amp_on_ppo and not any(k.startswith("discriminator.") for k in state)
+    checkpoint = load_checkpoint(str(resume_path), map_location="cpu") if amp_on_ppo else {}
+    add_amp = amp_on_ppo and discriminator_state(checkpoint) is None
     if add_amp:  # AMP on top of a PPO policy (docs/amp.md): a fresh discriminator and optimizer
         cfg = apply_overrides(cfg, ['ckpt_manipulator="add_amp_discriminator"'])
     return cfg, preset, resume_path, add_amp

@@ -13,6 +13,30 @@ from typing import Any
 
 __all__ = ["KEYWORD_ALIASES", "REFERENCE_NAMES", "resolve_reference_name"]
 
+# Reference module paths (thin re-export modules) -> where the names they export live now. The seed's (003)
+# minimal networks keep their path: its ActorCritic(obs_dim, act_dim) is SimpleActorCritic.
+_MOVED = [
+    line.replace(" -> ", ":").split(":", 2)
+    for line in """
+st_rl.utils -> st_rl.utils.utils: unpad_trajectories split_and_pad_trajectories store_code_state
+st_rl.utils -> st_rl.env.layout: get_obs_slice get_subobs_size get_subobs_by_components substitute_estimated_state
+st_rl.modules.state_estimator -> st_rl.modules: StateAc StateAcRecurrent EstimatorActorHiddenState
+st_rl.modules.state_adaptor -> st_rl.modules: PrivilegeStateAc PrivilegeStateAcRecurrent AdaptorActorHiddenState
+st_rl.modules.encoder_actor_critic -> st_rl.modules: EncoderActorCritic EncoderActorCriticRecurrent
+st_rl.modules.encoder_actor_critic -> st_rl.modules: EncoderAmpActorCriticRecurrent
+st_rl.modules.visual_actor_critic -> st_rl.modules: VisualDeterministicAC VisualDeterministicRecurrent
+st_rl.modules.all_mixer -> st_rl.modules: EncoderStateAc EncoderStateAcRecurrent
+st_rl.modules.actor_critic_field_mutex -> st_rl.modules: ActorCriticFieldMutex ActorCriticClimbMutex
+st_rl.modules.actor_critic -> st_rl.modules: Actor Critic SimpleActorCritic
+st_rl.modules.actor_critic_recurrent -> st_rl.modules.memory: LstmHiddenState ActorCriticHiddenState Memory
+st_rl.modules.state_estimator -> st_rl.modules.mixins: EstimatorMixin
+st_rl.modules.state_adaptor -> st_rl.modules.mixins: PrivilegeEstimatorMixin
+st_rl.modules.encoder_actor_critic -> st_rl.modules.mixins: EncoderActorCriticMixin
+st_rl.modules.visual_actor_critic -> st_rl.modules.mixins: VisualActorCriticMixin
+st_rl.modules.deterministic_policy -> st_rl.modules.mixins: DeterministicPolicyMixin
+""".strip().splitlines()
+]
+
 # "module:qualified.name" of the reference -> "module:qualified.name" of what it is today.
 REFERENCE_NAMES: dict[str, str] = {
     # misspellings kept from the reference
@@ -28,54 +52,7 @@ REFERENCE_NAMES: dict[str, str] = {
     # the algorithm attributes reference scripts read (the features now live in extensions)
     "st_rl.algorithms:APPO.ref_obs_normalizer": "st_rl.algorithms:APPO.amp_normalizer",
     "st_rl.algorithms:APPO.ref_motion_normalizer": "st_rl.algorithms:APPO.amp_normalizer",
-    # reference module paths (thin re-export modules) and the names reference scripts import from them
-    "st_rl.utils:unpad_trajectories": "st_rl.utils.utils:unpad_trajectories",
-    "st_rl.utils:split_and_pad_trajectories": "st_rl.utils.utils:split_and_pad_trajectories",
-    "st_rl.utils:get_obs_slice": "st_rl.env.layout:get_obs_slice",
-    "st_rl.utils:get_subobs_size": "st_rl.env.layout:get_subobs_size",
-    "st_rl.utils:get_subobs_by_components": "st_rl.env.layout:get_subobs_by_components",
-    "st_rl.utils:substitute_estimated_state": "st_rl.env.layout:substitute_estimated_state",
-    "st_rl.utils:store_code_state": "st_rl.utils.utils:store_code_state",
-    "st_rl.modules.state_estimator:StateAc": "st_rl.modules:StateAc",
-    "st_rl.modules.state_estimator:StateAcRecurrent": "st_rl.modules:StateAcRecurrent",
-    "st_rl.modules.state_estimator:EstimatorActorHiddenState": "st_rl.modules:EstimatorActorHiddenState",
-    "st_rl.modules.state_adaptor:PrivilegeStateAcRecurrent": "st_rl.modules:PrivilegeStateAcRecurrent",
-    "st_rl.modules.state_adaptor:AdaptorActorHiddenState": "st_rl.modules:AdaptorActorHiddenState",
-    "st_rl.modules.encoder_actor_critic:EncoderActorCritic": "st_rl.modules:EncoderActorCritic",
-    "st_rl.modules.encoder_actor_critic:EncoderActorCriticRecurrent": (
-        "st_rl.modules:EncoderActorCriticRecurrent"
-    ),
-    "st_rl.modules.encoder_actor_critic:EncoderAmpActorCriticRecurrent": (
-        "st_rl.modules:EncoderAmpActorCriticRecurrent"
-    ),
-    "st_rl.modules.visual_actor_critic:VisualDeterministicAC": "st_rl.modules:VisualDeterministicAC",
-    "st_rl.modules.visual_actor_critic:VisualDeterministicRecurrent": (
-        "st_rl.modules:VisualDeterministicRecurrent"
-    ),
-    "st_rl.modules.all_mixer:EncoderStateAc": "st_rl.modules:EncoderStateAc",
-    "st_rl.modules.all_mixer:EncoderStateAcRecurrent": "st_rl.modules:EncoderStateAcRecurrent",
-    "st_rl.modules.actor_critic_field_mutex:ActorCriticFieldMutex": "st_rl.modules:ActorCriticFieldMutex",
-    "st_rl.modules.actor_critic_field_mutex:ActorCriticClimbMutex": "st_rl.modules:ActorCriticClimbMutex",
-    "st_rl.modules.actor_critic_recurrent:LstmHiddenState": "st_rl.modules.memory:LstmHiddenState",
-    "st_rl.modules.actor_critic_recurrent:ActorCriticHiddenState": (
-        "st_rl.modules.memory:ActorCriticHiddenState"
-    ),
-    "st_rl.modules.actor_critic_recurrent:Memory": "st_rl.modules.memory:Memory",
-    "st_rl.modules.state_estimator:EstimatorMixin": "st_rl.modules.mixins:EstimatorMixin",
-    "st_rl.modules.state_adaptor:PrivilegeEstimatorMixin": "st_rl.modules.mixins:PrivilegeEstimatorMixin",
-    "st_rl.modules.encoder_actor_critic:EncoderActorCriticMixin": (
-        "st_rl.modules.mixins:EncoderActorCriticMixin"
-    ),
-    "st_rl.modules.visual_actor_critic:VisualActorCriticMixin": "st_rl.modules.mixins:VisualActorCriticMixin",
-    "st_rl.modules.deterministic_policy:DeterministicPolicyMixin": (
-        "st_rl.modules.mixins:DeterministicPolicyMixin"
-    ),
-    "st_rl.modules.state_adaptor:PrivilegeStateAc": "st_rl.modules:PrivilegeStateAc",
-    # the seed's (003) minimal networks at its module path; its ActorCritic(obs_dim, act_dim) is
-    # SimpleActorCritic, as ActorCritic is the reference's (num_actor_obs, num_critic_obs, num_actions, ...)
-    "st_rl.modules.actor_critic:Actor": "st_rl.modules:Actor",
-    "st_rl.modules.actor_critic:Critic": "st_rl.modules:Critic",
-    "st_rl.modules.actor_critic:SimpleActorCritic": "st_rl.modules:SimpleActorCritic",
+    **{f"{old}:{name}": f"{new}:{name}" for old, new, names in _MOVED for name in names.split()},
     # the reference's algorithm mixins, at their module paths (each adds its extension to the base it precedes)
     "st_rl.algorithms.appo:APPOAlgoMixin": "st_rl.algorithms:APPOAlgoMixin",
     "st_rl.algorithms.estimator:EstimatorAlgoMixin": "st_rl.algorithms:EstimatorAlgoMixin",

@@ -1,8 +1,5 @@
-"""Policy contracts: what code outside the policy classes may rely on, as protocols.
-
-Every st_rl policy implements all of them (the Mutex policies have no ``std``); a user's policy may implement
-any subset: the library checks each with ``isinstance`` where it is optional.
-"""
+"""Policy contracts outside code may rely on; st_rl policies implement all (Mutex policies have no ``std``), a
+user's policy any subset (checked with ``isinstance`` where optional)."""
 
 from __future__ import annotations
 
@@ -41,8 +38,7 @@ class GaussianPolicy(Protocol):
 
 @runtime_checkable
 class DeclaresRecurrence(Protocol):
-    """A policy that declares whether it keeps a memory (``is_recurrent``) and of which kind (``rnn_type``:
-    ``"lstm"``, ``"gru"``; None for feed-forward policies)."""
+    """A policy that declares its memory: ``is_recurrent``, ``rnn_type`` (``"lstm"``, ``"gru"`` or None)."""
 
     is_recurrent: bool
     rnn_type: str | None

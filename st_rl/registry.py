@@ -1,8 +1,5 @@
-"""Class names in configs, resolved at call time, and the trust rules of configs read back from disk.
-
-A leaf (it imports nothing of st_rl): short names resolve among the classes a package exports
-(:data:`NAMESPACES`, imported when a name is resolved), so no layer imports a higher one to find a class.
-"""
+"""Class names in configs, resolved at call time among a package's exports (:data:`NAMESPACES`), and the trust
+rules of configs read back from disk. A leaf: it imports nothing of st_rl."""
 
 from __future__ import annotations
 
@@ -16,17 +13,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-__all__ = [
-    "NAMESPACES",
-    "TRUST_OPT_IN",
-    "UntrustedConfigError",
-    "available_classes",
-    "class_label",
-    "imports_allowed",
-    "refuse_untrusted_import",
-    "resolve_class",
-    "untrusted_config",
-]
+__all__ = ["NAMESPACES", "TRUST_OPT_IN", "UntrustedConfigError", "available_classes", "class_label"]
+__all__ += ["imports_allowed", "refuse_untrusted_import", "resolve_class", "untrusted_config"]
 
 NAMESPACES: dict[str, str] = {
     "policy": "st_rl.modules",
@@ -35,13 +23,11 @@ NAMESPACES: dict[str, str] = {
     "extension": "st_rl.algorithms.extensions",
     "runner": "st_rl.runners",
 }
-"""Kind of class -> the package whose exported classes its short names refer to."""
 
 TRUST_OPT_IN = (
     "pass --trust-config (st-rl play / export / record-motion) or trust_config=True (Python) if you trust "
     "that file"
 )
-"""The opt-in named by errors about configs read back from a run directory or checkpoint."""
 
 # Where each kind of class is named in a training config, for error messages.
 _CLASS_KEYS = {
@@ -81,8 +67,7 @@ def available_classes(namespace: ModuleType | str, base: type | None = None) -> 
 
 
 class UntrustedConfigError(ImportError):
-    """A config read back from a run directory or checkpoint names code to import (``"package.module:Name"``),
-    and nobody opted in: such a config may only name st_rl's registered classes and functions."""
+    """A config read back from disk names code to import (``"package.module:Name"``) without an opt-in."""
 
 
 @dataclass(frozen=True)
@@ -98,9 +83,8 @@ _UNTRUSTED: contextvars.ContextVar[_UntrustedSource | None] = contextvars.Contex
 
 @contextlib.contextmanager
 def untrusted_config(source: str, opt_in: str = TRUST_OPT_IN, trusted: bool = False) -> Iterator[None]:
-    """Treat every config resolved in the block as read back from ``source`` (a run's ``config.json``, a
-    checkpoint): names of code that are import paths then raise :class:`UntrustedConfigError` naming ``source``
-    and ``opt_in``. ``trusted``: the user opted in, the block runs unrestricted."""
+    """Inside the block (unless ``trusted``), import paths in configs raise :class:`UntrustedConfigError` naming
+    ``source`` (a run's ``config.json``, a checkpoint) and ``opt_in``."""
     if trusted:
         yield
         return
@@ -112,13 +96,13 @@ def untrusted_config(source: str, opt_in: str = TRUST_OPT_IN, trusted: bool = Fa
 
 
 def imports_allowed() -> bool:
-    """Whether names from the config being resolved may be imported (False inside :func:`untrusted_config`)."""
+    """False inside :func:`untrusted_config`."""
     return _UNTRUSTED.get() is None
 
 
 def refuse_untrusted_import(spec: str, key: str, registered: list[str] | None = None) -> None:
-    """Raise :class:`UntrustedConfigError` if ``spec``, an import path at config key ``key``, comes from an
-    untrusted config (:func:`untrusted_config`); ``registered``: the names that resolve without an import."""
+    """Raise :class:`UntrustedConfigError` inside :func:`untrusted_config` for the import path ``spec`` at ``key``
+    (``registered``: the names that resolve without an import)."""
     context = _UNTRUSTED.get()
     if context is None:
         return
@@ -153,23 +137,10 @@ def resolve_class(
     allow_import: bool | None = None,
     key: str | None = None,
 ) -> type:
-    """Resolve a ``class_name``: a class, a short name exported by ``namespace``, or ``"pkg.module:Class"``.
-
-    Args:
-        name: the class, or its name.
-        namespace: the module (or its name) whose exported classes short names refer to; None: that of
-            ``kind`` in :data:`NAMESPACES`.
-        kind: what the class is, for messages (``"policy"``, ``"algorithm"``, ...).
-        base: the class must be a subclass of this.
-        allow_import: whether an import path may be imported. ``None`` (default): yes, except inside
-            :func:`untrusted_config`, where only st_rl's classes exported by ``namespace`` resolve.
-        key: the config key that names the class, for messages (default: the usual key of ``kind``).
-
-    Raises:
-        UntrustedConfigError: an import path (or a name that is not one of st_rl's exported classes) while
-            imports are not allowed.
-        ValueError: for an unknown name, listing the available ones.
-    """
+    """Resolve a ``class_name``: a class, a short name exported by ``namespace`` (None: ``NAMESPACES[kind]``) or
+    ``"pkg.module:Class"``, a subclass of ``base``. ``allow_import`` None: except inside :func:`untrusted_config`
+    (then :class:`UntrustedConfigError`); ``key``: the config key, for messages. An unknown name is a ValueError
+    listing the available ones."""
     if allow_import is None:
         allow_import = imports_allowed()
     if inspect.isclass(name):

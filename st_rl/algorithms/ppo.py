@@ -229,7 +229,7 @@ class PPO(RolloutCollector):
         for ext in _make_extensions(extensions, rnd_cfg, symmetry_cfg):
             self.add_extension(ext)
         self.optimizer = make_optimizer(
-            optimizer_class(optimizer_class_name), actor_critic.parameters(), learning_rate
+            optimizer_class(optimizer_class_name), self._policy_parameters(), learning_rate
         )
         self._lr_scheduler = _make_lr_scheduler(
             self.optimizer, lr_scheduler_class_name, lr_scheduler, schedule
@@ -271,6 +271,8 @@ class PPO(RolloutCollector):
         for module in extension.modules():
             module.to(self.device)
         extension.iteration = self.current_learning_iteration
+        if extension.shared_parameters() and "optimizer" in self.__dict__:  # added after construction
+            self.optimizer.add_param_group({"params": extension.shared_parameters()})
         self.extensions[extension.name] = extension
         return extension
 
@@ -414,14 +416,21 @@ class PPO(RolloutCollector):
         """Parameter sets clipped separately: the policy, extensions' policy-side groups, extensions' own."""
         apart = [group for ext in self.extensions.values() for group in ext.clip_groups()]
         apart_ids = {id(p) for group in apart for p in group}
-        policy = [p for p in self.actor_critic.parameters() if id(p) not in apart_ids]
+        policy = [p for p in self._policy_parameters() if id(p) not in apart_ids]
         own = [ext.parameters() for ext in self.extensions.values() if ext.parameters()]
         return [policy, *apart, *own]
 
+    def _policy_parameters(self) -> list[nn.Parameter]:
+        """What the policy's optimizer trains: the policy's parameters, then the extensions' shared ones."""
+        return [
+            *self.actor_critic.parameters(),
+            *(p for e in self.extensions.values() for p in e.shared_parameters()),
+        ]
+
     @property
     def _trainable(self) -> list[nn.Parameter]:
-        own = [p for e in self.extensions.values() for p in e.parameters()]
-        return [p for p in [*self.actor_critic.parameters(), *own] if p.requires_grad]
+        params = self._policy_parameters() + [p for e in self.extensions.values() for p in e.parameters()]
+        return [p for p in params if p.requires_grad]
 
     def compute_losses(
         self, minibatch: MiniBatch

@@ -1,10 +1,4 @@
-"""Every default that more than one place needs, written once (a leaf: imports nothing of st_rl).
-
-Two sets of PPO defaults exist, both from the reference: the signature of its ``PPO.__init__``
-(:data:`PPO_SIGNATURE_DEFAULTS`: what a run gets for a key its algorithm config leaves out) and legged_gym's
-``LeggedRobotCfgPPO.algorithm`` (:data:`CONFIG_CLASS_DEFAULTS`: the field defaults of
-:class:`st_rl.config.presets.AlgorithmCfg`, which the ``st-rl train`` presets start from).
-"""
+"""Every default that more than one place needs, written once (a leaf: imports nothing of st_rl)."""
 
 from __future__ import annotations
 
@@ -60,4 +54,3 @@ class RunnerDefaults:
 
 
 RUNNER_DEFAULTS = RunnerDefaults()
-"""The runner's defaults (``st_rl.config.schema.RUNNER_FIELDS`` and ``TrainCfg`` take them from here)."""

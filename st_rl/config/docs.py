@@ -1,8 +1,4 @@
-"""The schema reference of docs/configuration.md, generated from the schema itself.
-
-``python -m st_rl.config.docs`` rewrites the block between the markers in docs/configuration.md; a test
-checks that the block is current, so the documented keys, types, defaults and rules are the validated ones.
-"""
+"""The schema reference of docs/configuration.md, generated from the schema (``python -m st_rl.config.docs``)."""
 
 from __future__ import annotations
 
@@ -55,11 +51,6 @@ def _table(title: str, fields: dict[str, tuple[Any, Any]], rules: Any, note: str
     return lines
 
 
-def _pretrain_dataset_fields() -> dict[str, tuple[Any, Any]]:
-    fields = signature_fields(RolloutDataset.__init__)
-    return {name: fields[name] for name in _CONFIG_KEYS}
-
-
 def render() -> str:
     """The generated markdown block (markers included)."""
     lines = [BEGIN, "", "### Runner", "", "Top-level keys (flat form) or keys of `runner` (nested form).", ""]
@@ -75,27 +66,24 @@ def render() -> str:
         "`storage`",
         storage_fields(),
         lambda key: None,
-        "Keyword arguments of the rollout storage (top level, or `runner.storage` in the nested form), and the "
-        "keys extensions read from it (`storage_options`, e.g. AMP's `amp_obs_shape`, which st_gym sends with "
-        "every config). Any other key is an error; `buffer_dilation_ratio` is an algorithm key.",
+        "Keyword arguments of the rollout storage (top level, or `runner.storage`) and the extensions' "
+        "`storage_options` (e.g. AMP's `amp_obs_shape`). Any other key is an error.",
     )
     lines += _table(
         "`pretrain_dataset` (TwoStageRunner)",
-        _pretrain_dataset_fields(),
+        {name: signature_fields(RolloutDataset.__init__)[name] for name in _CONFIG_KEYS},
         lambda key: None,
-        "Arguments of `RolloutDataset` (legged_gym's `scan_dir` is accepted for `data_dir`, "
-        "`keep_latest_ratio` is ignored with a warning). `wait_for_data_s`: None waits up to 600 s for a "
-        "collector that has started writing `data_dir` and fails at once when none has; a number waits that "
-        "long in any case (for a collector started after the trainer); 0 never waits.",
+        "Arguments of `RolloutDataset` (legged_gym's `scan_dir` is accepted for `data_dir`, `keep_latest_ratio` "
+        "is ignored with a warning). `wait_for_data_s`: None waits up to 600 s for a collector that has started "
+        "writing `data_dir`; a number waits that long in any case; 0 never waits.",
     )
     ppo = class_fields(algorithms.PPO)[0]
     lines += _table(
         "Algorithm: `PPO`",
         ppo,
         rule_for,
-        "Also `<name>_coef` (>= 0) weighs the loss term `<name>` of an extension given in `extensions`. A weight "
-        "of 0 for a loss the algorithm does not build is accepted (st_gym's PPO config carries "
-        "`mimic_loss_coef=0.0` and `discriminator_loss_coef=0.0`); a non-zero one is an error. `amp_obs_dim` "
+        "Also `<name>_coef` (>= 0) weighs the loss `<name>` of an extension in `extensions`; 0 is accepted for "
+        "a loss the algorithm does not build (st_gym's PPO config carries `mimic_loss_coef=0.0`). `amp_obs_dim` "
         "is accepted by every algorithm and checked against the AMP window where AMP is on.",
     )
     for name in ("APPO", "TPPO", "ATPPO", "EstimatorPPO", "EstimatorTPPO"):
@@ -109,10 +97,9 @@ def render() -> str:
         "Policy: `ActorCritic` and its presets",
         base,
         rule_for,
-        "`num_actor_obs`, `num_critic_obs`, `num_actions` and the segment layouts are taken from the "
-        "environment when absent (and checked against it when given). `rnn_type`, `rnn_hidden_size`, "
-        "`rnn_num_layers`, `teacher_ac_path` and `amp_discriminator` are accepted by every policy, as "
-        "reference configs pass them to every class.",
+        "Sizes and segment layouts come from the environment when absent (checked against it when given). "
+        "`rnn_type`, `rnn_hidden_size`, `rnn_num_layers`, `teacher_ac_path` and `amp_discriminator` are "
+        "accepted by every policy, as reference configs pass them to every class.",
     )
     recurrent = class_fields(modules.ActorCriticRecurrent)[0]
     lines += _table(
@@ -127,7 +114,7 @@ def render() -> str:
 
 
 def update_file(path: str | Path) -> bool:
-    """Replace the block between the markers of ``path`` (appending it when absent); True if it changed."""
+    """Write the block between the markers of ``path`` (appended when absent); True if it changed."""
     path = Path(path)
     text = path.read_text()
     block = render()

@@ -9,8 +9,7 @@ __all__ = ["MISSING", "ConfigError", "Problem"]
 
 @dataclass(frozen=True)
 class Problem:
-    """One mistake in a config: its dotted key ``path`` in the nested form (``algorithm.max_grad_norm``) or the
-    CLI argument, the ``value`` as given, the ``rule`` it breaks and the ``fix``."""
+    """One mistake: the key ``path`` (nested form, e.g. ``algorithm.max_grad_norm``), ``value``, ``rule``, ``fix``."""
 
     path: str
     value: object
@@ -33,8 +32,7 @@ MISSING = _Missing()
 
 
 class ConfigError(ValueError):
-    """A training config (or CLI argument) that cannot be used as given: ``problems`` lists every mistake, one
-    line each in the message."""
+    """A training config (or CLI argument) that cannot be used; one message line per item of ``problems``."""
 
     def __init__(self, problems: list[Problem] | Problem, source: str = "training config") -> None:
         self.problems: list[Problem] = [problems] if isinstance(problems, Problem) else list(problems)
@@ -46,5 +44,4 @@ class ConfigError(ValueError):
 
     @property
     def paths(self) -> list[str]:
-        """The key paths of all problems."""
         return [p.path for p in self.problems]

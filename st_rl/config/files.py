@@ -1,8 +1,5 @@
-"""Reading training configs from YAML or JSON files (``st-rl train --config FILE``), flat or nested form.
-
-Two YAML traps are closed: ``3e-4`` is a number (PyYAML alone reads text) and a key given twice in one mapping
-is an error (PyYAML alone keeps the last one).
-"""
+"""Reading training configs from YAML or JSON files (``st-rl train --config FILE``); in YAML, ``3e-4`` is a number
+and a key given twice is an error (PyYAML alone reads text and keeps the last)."""
 
 from __future__ import annotations
 
@@ -18,7 +15,6 @@ from st_rl.config.errors import MISSING, ConfigError, Problem
 __all__ = ["CONFIG_FILE_SUFFIXES", "load_config_file"]
 
 CONFIG_FILE_SUFFIXES = (".yaml", ".yml", ".json")
-"""File name endings :func:`load_config_file` reads."""
 
 # YAML 1.2 floats: PyYAML (YAML 1.1) wants a dot in the mantissa, so ``3e-4`` or ``1e5`` would be strings.
 _YAML_FLOAT = re.compile(
@@ -46,12 +42,8 @@ class _Loader(yaml.SafeLoader):
             except TypeError:  # an unhashable key: SafeLoader reports it
                 continue
             if first is not None:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"duplicate key {key!r} (first given on line {first + 1})",
-                    key_node.start_mark,
-                )
+                msg = f"duplicate key {key!r} (first given on line {first + 1})"
+                raise yaml.constructor.ConstructorError(None, None, msg, key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
 
 
@@ -89,13 +81,9 @@ def _parse_yaml(path: str, text: str) -> Any:
         line = None if mark is None else mark.line + 1
         where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
         problem = (None if marked is None else marked.problem) or str(e).splitlines()[0]
-        raise _error(
-            path,
-            f"not valid YAML{where}: {problem}",
-            f"correct the YAML{where} (indent with spaces, 'key: value' with a space after the colon)",
-            value=MISSING if line is None else _line(text, line),
-            line=line,
-        ) from e
+        fix = f"correct the YAML{where} (indent with spaces, 'key: value' with a space after the colon)"
+        value = MISSING if line is None else _line(text, line)
+        raise _error(path, f"not valid YAML{where}: {problem}", fix, value=value, line=line) from e
 
 
 def _parse_json(path: str, text: str) -> Any:
@@ -111,25 +99,17 @@ def _parse_json(path: str, text: str) -> Any:
         return json.loads(text, object_pairs_hook=no_duplicates)
     except json.JSONDecodeError as e:
         where = f"line {e.lineno}, column {e.colno}"
+        fix = f"correct the JSON at {where} (double-quoted keys and strings, no trailing commas)"
         raise _error(
-            path,
-            f"not valid JSON at {where}: {e.msg}",
-            f"correct the JSON at {where} (double-quoted keys and strings, no trailing commas)",
-            value=_line(text, e.lineno),
-            line=e.lineno,
+            path, f"not valid JSON at {where}: {e.msg}", fix, value=_line(text, e.lineno), line=e.lineno
         ) from e
     except ValueError as e:
         raise _error(path, f"not valid JSON: {e}", "give each key once per object") from e
 
 
 def load_config_file(path: str) -> dict[str, Any]:
-    """Read a training config from a YAML (``.yaml``/``.yml``) or JSON (``.json``) file, as written (validation is
-    left to :func:`st_rl.config.resolve.resolve_train_cfg`).
-
-    Raises:
-        ConfigError: the file is missing or unreadable, has an unknown extension, does not parse (the message
-            gives the line), or its top level is not a mapping.
-    """
+    """A training config read from a YAML or JSON file, unvalidated; a :class:`ConfigError` (with the line) when
+    the file is missing, unreadable or of another type, does not parse, or is not a mapping."""
     path = os.fspath(path)
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in CONFIG_FILE_SUFFIXES:
@@ -151,10 +131,7 @@ def load_config_file(path: str) -> dict[str, Any]:
     data = _parse_json(path, text) if suffix == ".json" else _parse_yaml(path, text)
     if not isinstance(data, dict):
         what = "the file is empty" if data is None else f"its top level is a {type(data).__name__}"
-        raise _error(
-            path,
-            f"a training config must be a mapping of keys to values; {what}",
-            "write 'policy:', 'algorithm:' and runner keys (or a 'runner:' section) at the top level",
-            value=_line(text, 1) if text.strip() else MISSING,
-        )
+        fix = "write 'policy:', 'algorithm:' and runner keys (or a 'runner:' section) at the top level"
+        value = _line(text, 1) if text.strip() else MISSING
+        raise _error(path, f"a training config must be a mapping of keys to values; {what}", fix, value=value)
     return data

@@ -1,9 +1,5 @@
-"""Command-line overrides of a training config: ``section.key=value`` (Hydra / Isaac Lab style).
-
-Paths are dotted and in the nested form (``algorithm.rnd_cfg.weight=0.5``, ``runner.num_steps_per_env=48``);
-how they map onto a flat or nested config, ``~path`` (delete) and ``+`` (add) are in docs/configuration.md,
-"Command line".
-"""
+"""Command-line overrides of a training config: ``section.key=value``, ``~key`` (delete), ``+key=value``
+(Hydra style; paths in the nested form, see docs/configuration.md, "Command line")."""
 
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ from st_rl.config.errors import MISSING, ConfigError, Problem
 
 __all__ = ["SECTIONS", "apply_overrides", "parse_value"]
 
-SECTIONS = ("runner", "policy", "algorithm", "storage")
-"""Top-level sections of the nested form; other first parts are runner keys."""
+SECTIONS = ("runner", "policy", "algorithm", "storage")  # other first parts are runner keys
 
 # Keys that legitimately hold a number or a name (legged_gym: load_run=-1 or a run directory name).
 _NUMBER_OR_TEXT_KEYS = frozenset({"load_run", "checkpoint", "load_checkpoint", "resume_path"})
@@ -39,12 +34,8 @@ def _error(item: str, rule: str, fix: str) -> ConfigError:
 
 
 def parse_value(text: str) -> Any:
-    """Parse the value of an override (the part after ``=``).
-
-    Tried in order: JSON (``3e-4``, ``[128, 128]``), a Python literal (``True``, ``(1, 2)``, ``1_000``), the YAML
-    words ``true``/``false``/``null``/``~`` (any case; ``none`` stays text), a float (``inf``, ``nan``); else
-    the text itself (``elu``, ``pkg.mod:Class``).
-    """
+    """The value of an override: JSON, a Python literal, ``true``/``false``/``null``/``~`` (any case), a float
+    (``inf``, ``nan``), else the text itself (``elu``, ``pkg.mod:Class``)."""
     stripped = text.strip()
     if not stripped:
         return ""
@@ -104,19 +95,8 @@ def _map_path(cfg: dict[str, Any], parts: list[str]) -> list[str]:
 
 
 def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``key=value`` overrides to a training config, in order.
-
-    Args:
-        cfg: the config in the flat (st_gym) or nested (legged_gym) form; it is not modified.
-        overrides: items such as ``"algorithm.learning_rate=3e-4"``, ``"seed=3"`` or ``"~algorithm.rnd_cfg"``.
-
-    Returns:
-        A new config with the overrides applied.
-
-    Raises:
-        ConfigError: a malformed item, a path through a value that is not a dict, the deletion of a missing
-            key, or text given for a number or a boolean; each names the override and the fix.
-    """
+    """A copy of ``cfg`` (flat or nested form) with ``overrides`` (``"algorithm.learning_rate=3e-4"``,
+    ``"seed=3"``, ``"~algorithm.rnd_cfg"``) applied in order; a :class:`ConfigError` names a bad override."""
     out = copy.deepcopy(cfg)
     for item in overrides:
         delete, parts, raw = _split(item)
@@ -129,12 +109,9 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             if not isinstance(child, dict):
                 where = ".".join(path[: depth + 1])
                 if child is None:
-                    rule = f"'{where}' does not exist"
-                    fix = "check the key's spelling"
-                else:
-                    rule = f"'{where}' is {child!r}, not a section, so it has no key '{path[depth + 1]}'"
-                    fix = f"set the whole value instead: '{where}=...'"
-                raise _error(item, rule, fix)
+                    raise _error(item, f"'{where}' does not exist", "check the key's spelling")
+                rule = f"'{where}' is {child!r}, not a section, so it has no key '{path[depth + 1]}'"
+                raise _error(item, rule, f"set the whole value instead: '{where}=...'")
             node = child
         last = path[-1]
         if delete:

@@ -20,29 +20,20 @@ __all__ = [
 class PolicyCfg:
     """Policy network settings."""
 
-    class_name: str = "ActorCritic"
-    """Any class exported by ``st_rl.modules`` or ``"package.module:Class"``."""
+    class_name: str = "ActorCritic"  # a class of st_rl.modules or "package.module:Class"
     init_noise_std: float = 1.0
-    """Initial action standard deviation."""
     actor_hidden_dims: list[int] = field(default_factory=lambda: [256, 256, 256])
-    """Hidden sizes of the actor MLP."""
     critic_hidden_dims: list[int] = field(default_factory=lambda: [256, 256, 256])
-    """Hidden sizes of the critic MLP."""
     activation: str = "elu"
-    """Activation name."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Further keyword arguments of the policy class (e.g. an encoder's), merged into the policy config."""
+    extra: dict[str, Any] = field(default_factory=dict)  # further policy keyword arguments
 
 
 @dataclass
 class AlgorithmCfg(PPODefaults):
-    """PPO settings; the defaults are legged_gym's (:data:`~st_rl.config.defaults.CONFIG_CLASS_DEFAULTS`), not
-    those of ``PPO.__init__`` (:data:`~st_rl.config.defaults.PPO_SIGNATURE_DEFAULTS`)."""
+    """PPO settings with legged_gym's defaults (not those of ``PPO.__init__``)."""
 
     class_name: str = "PPO"
-    rnd_cfg: dict[str, Any] | None = None
-    """Random network distillation (a curiosity reward): keyword arguments of
-    :class:`st_rl.algorithms.extensions.RandomNetworkDistillation`; None: off."""
+    rnd_cfg: dict[str, Any] | None = None  # RandomNetworkDistillation's keyword arguments; None: off
 
 
 @dataclass
@@ -79,7 +70,6 @@ class TaskPreset:
 
 
 def _train(name: str, iterations: int, save_interval: int, hidden: list[int], **kwargs: Any) -> TrainCfg:
-    """A config whose actor and critic have the hidden sizes ``hidden``."""
     policy = PolicyCfg(actor_hidden_dims=list(hidden), critic_hidden_dims=list(hidden))
     return TrainCfg(
         experiment_name=name, max_iterations=iterations, save_interval=save_interval, policy=policy, **kwargs
@@ -103,9 +93,8 @@ def _preset_velocity_tracking() -> TaskPreset:
 
 
 def _preset_sparse_goal() -> TaskPreset:
-    # The reward is zero until the goal is first reached: RND's curiosity reward (on the position) is on for 120
-    # iterations, then fades out by 180. A fixed learning rate: the adaptive schedule raises it while every
-    # reward is zero, a random walk that stumbles on the goal more often (benchmarks/RESULTS.md, bench_rnd.py).
+    # RND's curiosity reward (on the position) fades out from iteration 120 to 180; a fixed learning rate, as the
+    # adaptive schedule raises it while every reward is zero (benchmarks/RESULTS.md, bench_rnd.py).
     fade = {"mode": "linear", "initial_step": 120, "final_step": 180, "final_value": 0.0}
     rnd = {"weight": 0.5, "obs_components": ["position"], "weight_schedule": fade}
     algorithm = AlgorithmCfg(schedule="fixed", rnd_cfg=rnd)
@@ -116,11 +105,11 @@ def _preset_sparse_goal() -> TaskPreset:
 
 
 def _preset_quadruped(terrain: str) -> TaskPreset:
-    # Tuned for a 2-core CPU (512 robots); the observations are already scaled, so no running normalisation; no
-    # feet air-time bonus or termination penalty: on a small sample budget they keep the robot standing still.
+    # Tuned for a 2-core CPU (512 robots); no feet air-time bonus or termination penalty: on a small budget they
+    # keep the robot standing still.
     cfg = _train(f"quadruped_{terrain}", 1000, 100, [256, 128, 64])
     if terrain == "rough":
-        # What a legged_gym user picks for rough ground: an MLP encoder of the (1, 7, 5) height scan.
+        # an MLP encoder of the (1, 7, 5) height scan
         cfg.policy.class_name = "EncoderActorCritic"
         cfg.policy.extra = {
             "encoder_component_names": ["height_measurements"],
@@ -137,27 +126,15 @@ def _preset_quadruped(terrain: str) -> TaskPreset:
             "feet_air_time": 0.0,
         }
     }
-    return TaskPreset(
-        f"quadruped_{terrain}",
-        512,
-        cfg,
-        env_kwargs=env_kwargs,
-        description=f"Go1-class quadruped following velocity commands on {terrain} ground (MuJoCo)",
-    )
+    description = f"Go1-class quadruped following velocity commands on {terrain} ground (MuJoCo)"
+    return TaskPreset(f"quadruped_{terrain}", 512, cfg, env_kwargs=env_kwargs, description=description)
 
 
 def gymnasium_mujoco_preset(
     env_id: str = "HalfCheetah-v5", total_steps: int = 1_000_000, num_envs: int | None = None
 ) -> TaskPreset:
-    """PPO settings for Gymnasium MuJoCo tasks: CleanRL's ``ppo_continuous_action`` (the same 2048-sample batch
-    and updates, from ``num_envs`` environments; st_rl's value loss is ``mse``, CleanRL's ``0.25 * mse``, hence
-    ``value_loss_coef=0.25``; reward normalisation by the Gymnasium adapter, ``env_kwargs``).
-
-    Args:
-        env_id: Gymnasium id of a task with Box observation and action spaces (``HalfCheetah-v5``, ``Ant-v5``...).
-        total_steps: environment steps of a full run (sets ``max_iterations``).
-        num_envs: environments stepped together (default 8), a divisor of 2048.
-    """
+    """CleanRL's ``ppo_continuous_action`` settings (2048-sample batches from ``num_envs`` environments, default 8)
+    for a Gymnasium MuJoCo task (Box spaces) run for ``total_steps`` environment steps."""
     steps_per_iter = 2048
     n = 8 if num_envs is None else int(num_envs)
     if n < 1 or steps_per_iter % n:
@@ -172,29 +149,16 @@ def gymnasium_mujoco_preset(
         max_grad_norm=0.5,
     )
     iterations = -(-int(total_steps) // steps_per_iter)
-    cfg = _train(
-        f"gym_{env_id}",
-        iterations,
-        100,
-        [64, 64],
-        seed=1,
-        num_steps_per_env=steps_per_iter // n,
-        empirical_normalization=True,
-        algorithm=algorithm,
-    )
+    run = {"seed": 1, "num_steps_per_env": steps_per_iter // n, "empirical_normalization": True}
+    cfg = _train(f"gym_{env_id}", iterations, 100, [64, 64], algorithm=algorithm, **run)
     cfg.policy.activation = "tanh"
-    return TaskPreset(
-        f"gym:{env_id}",
-        n,
-        cfg,
-        env_kwargs={"normalize_reward": True, "reward_gamma": 0.99, "clip_reward": 10.0},
-        description=f"Gymnasium {env_id} (needs st-rl[gymnasium]); CleanRL-style PPO, 1M steps",
-    )
+    env_kwargs = {"normalize_reward": True, "reward_gamma": 0.99, "clip_reward": 10.0}
+    description = f"Gymnasium {env_id} (needs st-rl[gymnasium]); CleanRL-style PPO, 1M steps"
+    return TaskPreset(f"gym:{env_id}", n, cfg, env_kwargs=env_kwargs, description=description)
 
 
 def _preset_quadruped_gait() -> TaskPreset:
-    # The flat preset plus gait shaping (a trot bonus, swings longer than 0.2 s paid): its recorded motion is an
-    # AMP reference (st-rl record-motion).
+    # The flat preset with gait shaping (trot bonus, swings over 0.2 s paid): its recorded motion is an AMP reference.
     preset = _preset_quadruped("flat")
     preset.train.experiment_name = "quadruped_gait"
     scales = dict(preset.env_kwargs["reward_scales"], trot=0.5, feet_air_time=0.5)
@@ -219,11 +183,7 @@ DEFAULT_TASK = "quadruped_flat"
 
 
 def get_preset(task: str) -> TaskPreset:
-    """The preset of a built-in task, or of a Gymnasium MuJoCo task ``"gym:<id>"`` (:func:`gymnasium_mujoco_preset`).
-
-    Raises:
-        ValueError: listing the tasks with presets.
-    """
+    """The preset of a built-in task or of ``"gym:<Gymnasium id>"``; a ValueError lists them."""
     if task.startswith("gym:"):
         return gymnasium_mujoco_preset(task.removeprefix("gym:"))
     if task not in PRESETS:
@@ -253,15 +213,9 @@ def amp_train_config(
     learning_rate: float | None = AMP_LEARNING_RATE,
     amp_replay_buffer_size: int | None = None,
 ) -> dict[str, Any]:
-    """Turn a flat PPO training config into its AMP form (``AmpPolicyRunner``, ``APPO`` with
-    ``amp_preset="st_rl"``, an AMP policy).
-
-    The defaults are the best of an ``st-rl tune --motion`` study on ``quadruped_flat`` (docs/amp.md, "How the
-    defaults were found"). ``style_reward_coef`` is in task-reward units per step; ``learning_rate`` replaces
-    the PPO config's (None keeps it); ``amp_replay_buffer_size`` None keeps the preset's 100,000 windows;
-    ``style_reward_ramp=(start, end)`` ramps the style reward from 0 at ``start`` to full weight at ``end``.
-    The discriminator's ``input_dim`` is left ``None`` (filled from the environment's ``ref_obs`` windows).
-    """
+    """A flat PPO training config in its AMP form (``AmpPolicyRunner``, ``APPO`` with ``amp_preset="st_rl"``, an
+    AMP policy), with the defaults an ``st-rl tune --motion`` study found (docs/amp.md). ``style_reward_coef`` is
+    in task-reward units per step; None keeps the config's ``learning_rate`` / the preset's replay size."""
     cfg = copy.deepcopy(train_cfg)
     cfg["runner_class_name"] = "AmpPolicyRunner"
     cfg["policy"] = {
@@ -275,7 +229,6 @@ def amp_train_config(
             "task_reward_lerp": task_reward_lerp,
         },
     }
-    # our AMP settings (replay of past policy windows, discriminator clipped apart), not the reference's defaults
     cfg["algorithm"] = {
         **cfg["algorithm"],
         "class_name": "APPO",

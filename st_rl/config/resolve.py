@@ -1,10 +1,5 @@
-"""Turn the training configs users write into one validated :class:`TrainConfig`.
-
-Two shapes are accepted: **flat** (st_gym ``to_dict()``: runner keys at the top level, ``policy`` and
-``algorithm`` with their own ``class_name``) and **nested** (legged_gym ``class_to_dict``: a ``runner`` dict with
-``policy_class_name`` and ``algorithm_class_name``). The user's object is never mutated. A :class:`TrainConfig`
-marks a resolved config: resolving it again returns a copy, unchecked.
-"""
+"""Turn a training config, **flat** (st_gym ``to_dict()``: runner keys at the top level) or **nested** (legged_gym
+``class_to_dict``: a ``runner`` dict), into one validated :class:`TrainConfig` (the user's object is not mutated)."""
 
 from __future__ import annotations
 
@@ -28,14 +23,8 @@ from st_rl.config.schema import (
 )
 from st_rl.registry import class_label, resolve_class
 
-__all__ = [
-    "ConvertibleConfig",
-    "TrainConfig",
-    "env_cfg_to_jsonable",
-    "resolve_train_cfg",
-    "to_jsonable",
-    "to_plain_dict",
-]
+__all__ = ["ConvertibleConfig", "TrainConfig", "env_cfg_to_jsonable", "resolve_train_cfg", "to_jsonable"]
+__all__ += ["to_plain_dict"]
 
 
 @dataclass
@@ -51,12 +40,7 @@ class TrainConfig:
     source_format: str = "flat"
 
     def to_dict(self, full: bool = False) -> dict[str, Any]:
-        """Nested, JSON-friendly form (what is written to ``config.json`` and checkpoints).
-
-        Args:
-            full: also list every key left at its default, with that default (``st-rl train
-                --print-config``); the saved form holds the given keys only.
-        """
+        """Nested, JSON-friendly form (``config.json``, checkpoints); ``full``: with every default too."""
         runner = dict(self.runner)
         runner["policy_class_name"] = class_label(self.policy_class_name)
         runner["algorithm_class_name"] = class_label(self.algorithm_class_name)
@@ -80,14 +64,13 @@ class TrainConfig:
 
 @runtime_checkable
 class ConvertibleConfig(Protocol):
-    """A config object that converts itself to a dict (``to_dict()``), as st_gym / Isaac Lab configs do."""
+    """A config object with ``to_dict()`` (st_gym / Isaac Lab configs)."""
 
     def to_dict(self) -> Any: ...
 
 
 def to_plain_dict(cfg: Any) -> dict[str, Any]:
-    """Deep copy of a config given as a mapping, a dataclass, an object with ``to_dict()`` or a legged_gym
-    config class/instance (``class_to_dict``)."""
+    """Deep copy of a config: a mapping, a dataclass, a ``to_dict()`` object or a legged_gym config class."""
     if isinstance(cfg, dict):
         return copy.deepcopy(cfg)
     if isinstance(cfg, ConvertibleConfig):
@@ -97,7 +80,7 @@ def to_plain_dict(cfg: Any) -> dict[str, Any]:
     if hasattr(cfg, "__dict__") or isinstance(cfg, type):
         return _class_to_dict(cfg)
     raise TypeError(
-        f"train_cfg must be a dict, a dataclass or a config object with to_dict(); got {type(cfg).__name__}"
+        f"train_cfg must be a dict, a dataclass or an object with to_dict(); got {type(cfg).__name__}"
     )
 
 
@@ -137,15 +120,12 @@ _ENV_CFG_MAX_DEPTH = 32
 
 
 def env_cfg_to_jsonable(cfg: Any) -> Any:
-    """An environment config as plain JSON data (``config.json``'s ``env`` entry): mappings, legged_gym config
-    classes or instances (every public non-method attribute, nested classes included), dataclasses and objects
-    with ``to_dict()`` (Isaac Lab configclasses), nested freely; leaves go through :func:`to_jsonable`.
-    """
+    """An environment config (mappings, legged_gym config classes, dataclasses, ``to_dict()`` objects, nested
+    freely) as plain JSON data (``config.json``'s ``env`` entry)."""
     return _env_cfg_value(cfg, 0, is_root=True)
 
 
 def _is_nested_cfg_class(value: Any, name: str) -> bool:
-    """A legged_gym nested config class: defined inside another class under the attribute's name."""
     qual = getattr(value, "__qualname__", "")
     return isinstance(value, type) and "." in qual and qual.rsplit(".", 1)[-1] == name
 
@@ -197,15 +177,8 @@ def _env_cfg_value(obj: Any, depth: int, is_root: bool = False) -> Any:
 
 
 def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
-    """Validate and normalise a user's training config (flat or nested) without mutating it.
-
-    Every key is checked against the schema of the classes it configures (:mod:`st_rl.config.schema`):
-    types, ranges, unknown keys (with the closest known one) and conflicts between the two forms. A
-    :class:`TrainConfig` (already resolved) is returned as a copy without being checked again.
-
-    Raises:
-        st_rl.config.ConfigError: listing every problem with its key path, value, rule and fix.
-    """
+    """Validate a training config against the schema of the classes it configures (a :class:`TrainConfig` is
+    copied unchecked); raises a :class:`ConfigError` listing every problem with its path, rule and fix."""
     if isinstance(train_cfg, TrainConfig):
         return copy.deepcopy(train_cfg)
     cfg = to_plain_dict(train_cfg)
@@ -214,15 +187,9 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
     policy, algorithm = cfg.pop("policy", MISSING), cfg.pop("algorithm", MISSING)
     for name, section in (("policy", policy), ("algorithm", algorithm)):
         if not isinstance(section, dict):
-            problems.append(
-                Problem(
-                    name,
-                    section,
-                    "the training config needs a 'policy' and an 'algorithm' mapping",
-                    "put them at the top level (st_gym flat form) or next to a 'runner' mapping "
-                    "(legged_gym nested form)",
-                )
-            )
+            rule = "the training config needs a 'policy' and an 'algorithm' mapping"
+            fix = "put them at the top level (flat form) or next to a 'runner' mapping (nested form)"
+            problems.append(Problem(name, section, rule, fix))
     if not (isinstance(policy, dict) and isinstance(algorithm, dict)):
         raise ConfigError(problems)
     top_storage = cfg.pop("storage", None)
@@ -233,27 +200,20 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
         if isinstance(value, dict):
             storage.update(value)
         elif value is not None:
-            rule = "must be a mapping of rollout-storage arguments"
-            problems.append(Problem(where, value, rule, "e.g. {} or remove it"))
+            problems.append(
+                Problem(where, value, "must be a mapping of rollout-storage arguments", "e.g. {}")
+            )
     problems += validate_runner(runner, prefix.rstrip("."))
     policy_cls = _pick_class(policy, runner, "policy", prefix, "ActorCritic", problems)
     algorithm_cls = _pick_class(algorithm, runner, "algorithm", prefix, "PPO", problems)
     if "empirical_normalization" not in algorithm and runner.get("empirical_normalization") is not None:
         algorithm["empirical_normalization"] = runner["empirical_normalization"]
     problems += _class_problems(runner, prefix, policy_cls, policy, algorithm_cls, algorithm, storage_sources)
-    if (
-        algorithm.get("schedule") == "linear"
-        and algorithm.get("lr_anneal_iterations") is None
-        and runner.get("max_iterations") is None
-    ):
-        problems.append(
-            Problem(
-                "algorithm.lr_anneal_iterations",
-                MISSING,
-                "schedule='linear' needs the number of iterations over which the learning rate decays",
-                f"set it, or set {prefix}max_iterations (the runner then uses the run length)",
-            )
-        )
+    no_length = algorithm.get("lr_anneal_iterations") is None and runner.get("max_iterations") is None
+    if algorithm.get("schedule") == "linear" and no_length:
+        rule = "schedule='linear' needs the number of iterations over which the learning rate decays"
+        fix = f"set it, or set {prefix}max_iterations (the runner then uses the run length)"
+        problems.append(Problem("algorithm.lr_anneal_iterations", MISSING, rule, fix))
     if problems:
         raise ConfigError(problems)
     return TrainConfig(runner, policy_cls, policy, algorithm_cls, algorithm, storage, fmt)
@@ -267,13 +227,9 @@ def _runner_section(cfg: dict[str, Any], problems: list[Problem]) -> tuple[dict[
     for key in [k for k in cfg if k not in ("policy", "algorithm", "storage")]:
         value = cfg.pop(key)
         if key in runner and runner[key] != value:
+            rule = f"conflicts with runner.{key} = {runner[key]!r} (the nested form reads runner.{key})"
             problems.append(
-                Problem(
-                    key,
-                    value,
-                    f"conflicts with runner.{key} = {runner[key]!r} (the nested form reads runner.{key})",
-                    f"remove the top-level '{key}' or give it only in 'runner'",
-                )
+                Problem(key, value, rule, f"remove the top-level '{key}' or give it only in 'runner'")
             )
         else:
             runner[key] = value
@@ -283,7 +239,6 @@ def _runner_section(cfg: dict[str, Any], problems: list[Problem]) -> tuple[dict[
 def _class_problems(runner: dict[str, Any], prefix: str, policy_cls: Any, policy: dict[str, Any],
                     algorithm_cls: Any, algorithm: dict[str, Any],
                     storage_sources: list[tuple[str, Any]]) -> list[Problem]:  # fmt: skip
-    """Problems of the policy and algorithm sections against their classes, and of the storage sections."""
     problems: list[Problem] = []
     for section, name, cfg, base in (
         ("policy", policy_cls, policy, nn.Module),
@@ -312,8 +267,7 @@ def _class_problems(runner: dict[str, Any], prefix: str, policy_cls: Any, policy
 
 def _pick_class(section: dict[str, Any], runner: dict[str, Any], name: str, prefix: str, default: str,
                 problems: list[Problem]) -> Any:  # fmt: skip
-    """``section['class_name']`` or ``runner['<name>_class_name']`` (they must agree), else ``default``. An empty
-    name is a mistake, not a request for the default (the runner's key is checked by its rule)."""
+    """``section['class_name']`` or ``runner['<name>_class_name']`` (they must agree), else ``default``."""
     own = section.pop("class_name", None)
     other = runner.get(f"{name}_class_name")
     rule = RUNNER_RULES["class_name"]
@@ -323,12 +277,8 @@ def _pick_class(section: dict[str, Any], runner: dict[str, Any], name: str, pref
     if rule.violated(other):
         other = None  # reported by validate_runner
     if own is not None and other is not None and class_label(own) != class_label(other):
+        rule = f"conflicts with {prefix}{name}_class_name = {class_label(other)!r}"
         problems.append(
-            Problem(
-                f"{name}.class_name",
-                class_label(own),
-                f"conflicts with {prefix}{name}_class_name = {class_label(other)!r}",
-                "give the class in one place only",
-            )
+            Problem(f"{name}.class_name", class_label(own), rule, "give the class in one place only")
         )
     return own or other or default

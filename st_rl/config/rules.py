@@ -1,7 +1,5 @@
-"""Value rules of the config keys (ranges, choices, the fix to suggest), by key name, for every class that takes
-the key; types come from the constructors (:mod:`st_rl.config.schema`). Rules by suffix (``*_coef``,
-``*_prob``, ``*_hidden_dims``) cover the keys of user extensions too.
-"""
+"""Value rules of the config keys (range or choice, and the fix), by key name or suffix (``*_coef``, ``*_prob``,
+``*_hidden_dims``); types come from the constructors (:mod:`st_rl.config.schema`)."""
 
 from __future__ import annotations
 
@@ -15,16 +13,16 @@ import torch.nn.functional as F
 import torch.optim as optim
 import torch.optim.lr_scheduler as schedulers
 
+from st_rl.algorithms.extensions.amp import valid_ramp
 from st_rl.algorithms.ppo import COMPILE_MODES
 from st_rl.modules.utils import _ACTIVATIONS
 
-__all__ = ["LIMITS", "Rule", "RUNNER_RULES", "RULES", "rule_for"]
+__all__ = ["LIMITS", "Rule", "RUNNER_RULES", "RULES", "STORAGE_RULES", "rule_for"]
 
 
 @dataclass(frozen=True)
 class Rule:
-    """A check on one key's value: ``text`` (what it must be), ``check`` (True when acceptable), ``fix`` (what to
-    write instead), ``allow_none`` (whether ``None`` is legal)."""
+    """``check(value)`` is True when acceptable; ``text`` says what it must be, ``fix`` what to write."""
 
     text: str
     check: Callable[[Any], bool]
@@ -32,7 +30,6 @@ class Rule:
     allow_none: bool = True
 
     def violated(self, value: Any) -> bool:
-        """True when ``value`` breaks the rule."""
         if value is None:
             return not self.allow_none
         try:
@@ -46,7 +43,7 @@ def _num(x: Any) -> bool:
 
 
 def _in(lo: float, hi: float = math.inf) -> Callable[[Any], bool]:
-    """Numbers in [lo, hi]; other values pass (their type is checked by the schema)."""
+    """Numbers in [lo, hi]; other values pass (the schema checks types)."""
     return lambda x: not _num(x) or lo <= x <= hi
 
 
@@ -64,7 +61,7 @@ def _one_of(*choices: str) -> Callable[[Any], bool]:
 
 
 def _choice(*choices: str, fix: str = "pick one of them", listed: bool = False) -> Rule:
-    """A string among ``choices`` (``None`` is not one); the text lists them (``listed``: "must be one of ...")."""
+    """A string among ``choices`` (not None)."""
     names = [repr(c) for c in choices]
     text = (
         f"must be one of {', '.join(names)}" if listed else f"must be {', '.join(names[:-1])} or {names[-1]}"
@@ -104,7 +101,7 @@ def _logger(x: Any) -> bool:
 
 
 def _schedule_or(hi: float) -> Callable[[Any], bool]:
-    """A schedule name, or a finite number in [0, hi] (NaN and infinities fail: the key's type allows them)."""
+    """A schedule name, or a finite number in [0, hi]."""
 
     def check(x: Any) -> bool:
         if isinstance(x, str):
@@ -121,15 +118,6 @@ def _weight_schedule(x: Any) -> bool:
     return x.get("mode") in ("step", "linear") and all(_num(x.get(k)) for k in numbers)
 
 
-def _ramp(x: Any) -> bool:
-    return (
-        isinstance(x, (list, tuple))
-        and len(x) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in x)
-        and 0 <= x[0] <= x[1]
-    )
-
-
 def _seed(x: Any) -> bool:
     return not isinstance(x, int) or isinstance(x, bool) or -(2**63) <= x < 2**64
 
@@ -137,18 +125,14 @@ def _seed(x: Any) -> bool:
 UNIT = Rule("must lie in [0, 1]", _in(0.0, 1.0), "use a value between 0 and 1")
 PROB = Rule("is a probability and must lie in [0, 1]", _in(0.0, 1.0), "use a value between 0 and 1")
 POSITIVE = Rule("must be > 0", _gt(0.0), "use a positive value", allow_none=False)
-NONNEG = Rule(
-    "must be >= 0", _in(0.0), "use 0 to switch the term off, or a positive weight", allow_none=False
-)
+NONNEG = Rule("must be >= 0", _in(0.0), "use 0 to switch the term off, or a positive weight", False)
 SIZE = Rule("must be an integer >= 1", _in(1), "use a positive integer", allow_none=False)
 SIZE_OR_NONE = Rule("must be an integer >= 1 or None", _in(1), "use a positive integer, or None")
-# Upper bounds where a larger value can only be a mistake (a typo, an extra zero, 1e6 for 1): no real run comes
-# near them, and each would make training run for days, exhaust memory or never log/save. Key -> (limit, typical).
+# Key -> (upper bound, typical values): a larger value can only be a mistake (a typo, an extra zero).
 LIMITS: dict[str, tuple[int, str]] = {
     "num_learning_epochs": (1000, "1-10 passes over each rollout"),
     "num_mini_batches": (65536, "1-8 minibatches per epoch"),
     "num_steps_per_env": (100_000, "24-100 steps per environment and iteration"),
-    # 10**9 is the common "never" (benchmarks, tests): accepted
     "save_interval": (10**9, "50-500 iterations (the last one is always saved; 10**9: no periodic saves)"),
     "log_interval": (10**9, "1-50 iterations (10**9: log only the last one)"),
     "hidden_dims": (65536, "layer widths such as [256, 128]"),
@@ -162,13 +146,11 @@ LIMITS: dict[str, tuple[int, str]] = {
 
 
 def _bounded_size(key: str, none: bool = False) -> Rule:
-    """An integer >= 1 and at most ``LIMITS[key]`` (or None when ``none``)."""
+    """An integer in [1, ``LIMITS[key]``] (or None when ``none``)."""
     hi, typical = LIMITS[key]
-    text = f"must be an integer in [1, {hi}]" + (" or None" if none else "")
-    fix = f"typical: {typical}; more than {hi} can only be a mistake" + (
-        ", None for the default" if none else ""
-    )
-    return Rule(text, _in(1, hi), fix, allow_none=none)
+    or_none = (" or None", ", None for the default") if none else ("", "")
+    fix = f"typical: {typical}; more than {hi} can only be a mistake{or_none[1]}"
+    return Rule(f"must be an integer in [1, {hi}]{or_none[0]}", _in(1, hi), fix, allow_none=none)
 
 
 SIZES = Rule(
@@ -191,13 +173,9 @@ RULES: dict[str, Rule] = {
     "clip_param": Rule("is the PPO ratio clip and must be > 0", _gt(0.0), "typical: 0.2", False),
     "learning_rate": Rule("must be > 0", _gt(0.0), "typical: 1e-3 (PPO), 3e-4", False),
     "max_grad_norm": Rule(
-        "must be > 0, or None for no clipping (a negative norm reverses the gradient, 0 freezes training)",
-        _gt(0.0),
-        "typical: 1.0; None disables clipping",
+        "must be > 0, or None for no clipping", _gt(0.0), "typical: 1.0; None disables clipping"
     ),
-    "desired_kl": Rule(
-        "is the adaptive schedule's KL target and must be > 0", _gt(0.0), "typical: 0.01", allow_none=True
-    ),
+    "desired_kl": Rule("is the adaptive schedule's KL target and must be > 0", _gt(0.0), "typical: 0.01"),
     "num_learning_epochs": _bounded_size("num_learning_epochs"),
     "num_mini_batches": _bounded_size("num_mini_batches"),
     "schedule": _choice("fixed", "adaptive", "linear"),
@@ -210,13 +188,10 @@ RULES: dict[str, Rule] = {
         False,
     ),
     "precision": _choice(
-        "fp32", "bf16", "auto", fix="'auto' is bf16 where the hardware has fast bfloat16 units, else fp32"
+        "fp32", "bf16", "auto", fix="'auto': bf16 where the hardware has fast bfloat16, else fp32"
     ),
     "buffer_dilation_ratio": Rule(
-        f"must lie in [1, {LIMITS['buffer_dilation_ratio'][0]}]",
-        _in(1.0, LIMITS["buffer_dilation_ratio"][0]),
-        "1 keeps one rollout; each unit more keeps one more rollout in memory",
-        False,
+        "must lie in [1, 1000]", _in(1.0, 1000), "1 keeps one rollout; each unit one more", False
     ),
     "clip_min_std": Rule("must be >= 0", _all_in(0.0), "typical: 1e-15 or a per-action list", False),
     "hidden_state_resample_prob": PROB,
@@ -238,10 +213,7 @@ RULES: dict[str, Rule] = {
     ),
     "distill_latent_target": _choice("real", "l1", "tanh", "scaled_tanh", fix="", listed=True),
     "estimator_loss_func": Rule(
-        "must name a torch.nn.functional loss",
-        _functional_loss,
-        "e.g. 'mse_loss', 'l1_loss', 'smooth_l1_loss'",
-        False,
+        "must name a torch.nn.functional loss", _functional_loss, "e.g. 'mse_loss', 'l1_loss'", False
     ),
     "weight_schedule": Rule(
         "needs mode 'step' or 'linear' with numbers final_step and final_value",
@@ -250,13 +222,11 @@ RULES: dict[str, Rule] = {
         "'final_step': b, 'final_value': v}",
     ),
     "lr_scheduler_class_name": Rule(
-        "must name a torch.optim.lr_scheduler class",
-        _lr_scheduler,
-        "e.g. 'StepLR', 'ExponentialLR', 'CosineAnnealingLR', or None",
+        "must name a torch.optim.lr_scheduler class", _lr_scheduler, "e.g. 'StepLR', or None"
     ),
     "style_reward_ramp": Rule(
         "must be two learning iterations [start, end] with 0 <= start <= end",
-        _ramp,
+        valid_ramp,
         "e.g. [100, 300]: no style reward before iteration 100, full weight from 300; None: always full",
     ),
     # the AMP discriminator (policy.amp_discriminator)
@@ -267,14 +237,12 @@ RULES: dict[str, Rule] = {
     "style_reward_coef": NONNEG,
     "update_times_scale": POSITIVE,
     "amp_replay_buffer_size": Rule(
-        "must be an integer >= 0 or None", _in(0), "0: no replay; None: the amp_preset's (0 or 100000)"
+        "must be an integer >= 0 or None", _in(0), "0: no replay; None: the amp_preset's"
     ),
-    "amp_preset": Rule(
-        "must be 'reference' or 'st_rl'",
-        lambda x: isinstance(x, str) and x in ("reference", "st_rl"),
-        "'reference' (the reference APPO, default) or 'st_rl' (replay of past policy windows, separate "
-        "discriminator clipping)",
-        False,
+    "amp_preset": _choice(
+        "reference",
+        "st_rl",
+        fix="'reference' (the reference APPO, default) or 'st_rl' (replay, separate clipping)",
     ),
     "bc_loss_coef": NONNEG,
     "amp_obs_dim": SIZE_OR_NONE,
@@ -284,7 +252,7 @@ RULES: dict[str, Rule] = {
     # policies
     "init_noise_std": Rule("must be > 0", _gt(0.0), "typical: 1.0", False),
     "activation": Rule(
-        "must name an activation", _activation, "e.g. 'elu', 'relu', 'tanh', or a torch.nn class name", False
+        "must name an activation", _activation, "e.g. 'elu', 'relu', 'tanh', or a torch.nn class", False
     ),
     "mu_activation": Rule("must name an activation or be None", _activation, "e.g. 'tanh', or None"),
     "rnn_type": Rule(
@@ -304,7 +272,7 @@ RULES: dict[str, Rule] = {
 
 RUNNER_RULES: dict[str, Rule] = {
     "seed": Rule(
-        "must be an integer in [-2**63, 2**64 - 1] (what torch.manual_seed takes) or None", _seed, "e.g. 42"
+        "must be an integer in [-2**63, 2**64 - 1] (torch.manual_seed's range) or None", _seed, "e.g. 42"
     ),
     "num_steps_per_env": _bounded_size("num_steps_per_env"),
     "max_iterations": SIZE_OR_NONE,
@@ -322,6 +290,9 @@ RUNNER_RULES: dict[str, Rule] = {
     "policy_class_name": CLASS_NAME,
     "algorithm_class_name": CLASS_NAME,
 }
+
+
+STORAGE_RULES = {"amp_obs_shape": Rule("every entry must be an integer >= 1", _all_in(1))}
 
 
 def rule_for(key: str) -> Rule | None:

@@ -1,11 +1,5 @@
-"""One typed schema for runner, policy, algorithm and every extension, and the validation built on it.
-
-The keys a policy or algorithm takes are its constructor's keyword arguments (the reference's contract:
-``Cls(**cfg)``), so the schema of a class is built from its ``__init__`` signature and those of its bases
-(following ``**kwargs`` up the class chain, and into the extensions a preset assembles, ``config_sources``) and
-cannot drift from the code; pydantic makes those annotations strict checks. Ranges and choices come from
-:mod:`st_rl.config.rules`; the runner's keys are declared here (:data:`RUNNER_FIELDS`).
-"""
+"""The config schema, built from the constructors' signatures (``Cls(**cfg)``) and checked by pydantic; value rules
+come from :mod:`st_rl.config.rules`, the runner's keys are declared here (:data:`RUNNER_FIELDS`)."""
 
 from __future__ import annotations
 
@@ -27,7 +21,7 @@ from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.algorithms.ppo import PPO
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS, RUNNER_DEFAULTS
 from st_rl.config.errors import MISSING, ConfigError, Problem
-from st_rl.config.rules import RUNNER_RULES, Rule, rule_for
+from st_rl.config.rules import RUNNER_RULES, STORAGE_RULES, Rule, rule_for
 from st_rl.modules.amp_discriminator import AMPDiscriminator
 from st_rl.registry import resolve_class
 from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS as _DATASET_KEYS
@@ -60,7 +54,7 @@ RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
     "empirical_normalization": (
         bool | None,
         None,
-        "normalise observations with running statistics (an algorithm-level key wins)",
+        "running-statistics obs normalisation (algorithm key wins)",
     ),
     "save_interval": (int, _R.save_interval, "save model_<it>.pt every this many iterations"),
     "log_interval": (int, _R.log_interval, "log every this many iterations"),
@@ -75,12 +69,7 @@ RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
     "wandb_mode": (str | None, None, "W&B mode: 'online' (default), 'offline', 'disabled'"),
     "wandb_run_id": (str | None, None, "continue this W&B run"),
     "resume": (bool, False, "resume from a checkpoint (training scripts)"),
-    "overwrite": (
-        bool,
-        False,
-        "replace an earlier run in the log directory (its model_*.pt and TensorBoard files are deleted when "
-        "learn() starts); without it such a directory is only written to when a checkpoint was loaded first",
-    ),
+    "overwrite": (bool, False, "replace an earlier run in the log directory (deleted when learn() starts)"),
     "load_run": (str | int | None, None, "regex of the run directory to resume"),
     "load_checkpoint": (str | int | None, None, "regex of the checkpoint file to resume (st_gym)"),
     "checkpoint": (int | str | None, None, "checkpoint index or -1 (legged_gym)"),
@@ -95,23 +84,11 @@ RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
     "clip_actions": (Any, None, "informational; environments clip actions"),
     "class_name": (Any, None, "runner class (alternative spelling)"),
     "task": (str | None, None, "built-in task name (written by st-rl train; read by st-rl play)"),
-    "distributed_timeout_s": (
-        float,
-        _R.distributed_timeout_s,
-        "multi-rank runs: seconds before a blocked collective fails",
-    ),
+    "distributed_timeout_s": (float, _R.distributed_timeout_s, "seconds before a blocked collective fails"),
     "ckpt_manipulator": (Any, None, "function applied to a checkpoint before loading it"),
-    "pretrain_iterations": (
-        int,
-        0,
-        "TwoStageRunner: iterations fed from pretrain_dataset before RL (negative: forever)",
-    ),
+    "pretrain_iterations": (int, 0, "TwoStageRunner: iterations on pretrain_dataset first (<0: forever)"),
     "pretrain_dataset": (_MAP, None, "TwoStageRunner: RolloutDataset arguments"),
-    "init_member_classes": (
-        Any,
-        None,
-        "ignored: legged_gym's BaseConfig method, which its class_to_dict exports as {}",
-    ),
+    "init_member_classes": (Any, None, "ignored (legged_gym's class_to_dict exports this method as {})"),
 }
 
 
@@ -135,8 +112,7 @@ def _annotation(func: Callable[..., Any], param: inspect.Parameter) -> Any:
 
 
 def signature_fields(init: Callable[..., Any], kinds: tuple[Any, ...] = ()) -> dict[str, tuple[Any, Any]]:
-    """``{name: (type, default)}`` of ``init``'s named parameters (of ``kinds`` only, when given); a parameter
-    without a default has the default None."""
+    """``{name: (type, default or None)}`` of ``init``'s named parameters (of ``kinds`` only, when given)."""
     fields = {}
     for p in inspect.signature(init).parameters.values():
         if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and (not kinds or p.kind in kinds):
@@ -172,11 +148,9 @@ def _ends_walk(klass: type) -> bool:
 def class_fields(cls: type) -> tuple[dict[str, tuple[Any, Any]], frozenset[str], bool]:
     """The config keys ``cls`` takes: ``({name: (type, default)}, tolerated names, open)``.
 
-    The walk goes up ``cls.__mro__`` while the constructors forward ``**kwargs``; classes listed in a
-    ``config_sources`` attribute (the extensions a preset assembles) add their keys. ``tolerated`` are keys
-    accepted and ignored (``config_tolerated``, e.g. ``rnn_type`` on a feed-forward policy, as the reference
-    passes them to every class); ``open`` is True when the last constructor takes arbitrary ``**kwargs``
-    without declaring which (a user's class), so unknown keys cannot be judged.
+    Walks ``cls.__mro__`` while constructors forward ``**kwargs``, adding the keys of ``config_sources`` classes.
+    ``tolerated``: ``config_tolerated`` keys, accepted and ignored; ``open``: the last constructor takes
+    undeclared ``**kwargs`` (a user's class), so unknown keys cannot be judged.
     """
     fields: dict[str, tuple[Any, Any]] = {}
     open_kwargs = False
@@ -207,8 +181,7 @@ def class_fields(cls: type) -> tuple[dict[str, tuple[Any, Any]], frozenset[str],
 
 @functools.cache
 def schema_for(cls: type) -> type[BaseModel]:
-    """The pydantic model of ``cls``'s config keys (strict types, unknown keys forbidden unless ``cls`` is
-    open, see :func:`class_fields`)."""
+    """The strict pydantic model of ``cls``'s config keys (unknown keys forbidden unless ``cls`` is open)."""
     fields, tolerated, open_kwargs = class_fields(cls)
     spec: dict[str, Any] = {name: (tp, default) for name, (tp, default) in fields.items()}
     for name in tolerated - set(spec):
@@ -240,11 +213,10 @@ def _type_problems(
         path = prefix + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"])
         path = path.lstrip(".")
         if err["type"] == "extra_forbidden":
-            if skip(key):
-                continue
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-            fix = f"did you mean '{close[0]}'?" if close else "remove it (see docs/configuration.md)"
-            problems.append(Problem(path, err["input"], "unknown key", fix))
+            if not skip(key):
+                problems.append(
+                    _unknown_key(path, key, err["input"], known, "remove it (see docs/configuration.md)")
+                )
             continue
         value = values.get(key, MISSING) if len(loc) == 1 else err.get("input", MISSING)
         tp = model.model_fields[key].annotation if key in model.model_fields else None
@@ -252,6 +224,11 @@ def _type_problems(
         fix = f"give {expected}" if expected else ""
         problems.append(Problem(path, value, err["msg"].replace("Input should be", "should be"), fix))
     return _first_per_key(problems)
+
+
+def _unknown_key(path: str, key: Any, value: Any, known: list[str], fallback: str) -> Problem:
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+    return Problem(path, value, "unknown key", f"did you mean '{close[0]}'?" if close else fallback)
 
 
 def _first_per_key(problems: list[Problem]) -> list[Problem]:
@@ -305,8 +282,7 @@ def _merge(*groups: list[Problem]) -> list[Problem]:
 
 
 def validate_runner(runner: Mapping[str, Any], prefix: str = "runner") -> list[Problem]:
-    """Problems of the runner keys (types, ranges, unknown keys with a close match), and of the keys of
-    ``pretrain_dataset`` (TwoStageRunner)."""
+    """Problems of the runner keys and of ``pretrain_dataset`` (TwoStageRunner)."""
     types = _type_problems(_runner_schema(), runner, prefix, lambda k: False)
     rules = _rule_problems(runner, prefix, RUNNER_RULES.get)
     dataset = runner.get("pretrain_dataset")
@@ -325,20 +301,14 @@ def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[
         problems.append(Problem(f"{prefix}.{key}", given.get(key, p.value), p.rule, p.fix))
     for key in dataset:
         if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
             hint = " (num_envs and device come from the runner)" if key in ("num_envs", "device") else ""
-            fix = (
-                f"did you mean '{close[0]}'?"
-                if close
-                else f"remove it{hint}; the keys are {', '.join(known)}"
-            )
-            problems.append(Problem(f"{prefix}.{key}", dataset[key], "unknown key", fix))
+            fix = f"remove it{hint}; the keys are {', '.join(known)}"
+            problems.append(_unknown_key(f"{prefix}.{key}", key, dataset[key], known, fix))
     return problems
 
 
 @functools.cache
 def _pretrain_dataset_schema() -> type[BaseModel]:
-    """The types of the ``pretrain_dataset`` keys: :class:`RolloutDataset`'s arguments."""
     fields = class_fields(RolloutDataset)[0]
     spec = {k: fields[k] for k in _DATASET_KEYS if k in fields}
     return _create_model("PretrainDatasetConfig", __config__=_model_config("ignore"), **spec)
@@ -353,8 +323,7 @@ _STORAGE_SET_BY_ALGORITHM = {
 
 @functools.cache
 def _rollout_storage_fields() -> dict[str, tuple[Any, Any]]:
-    """The keyword-only arguments of :class:`~st_rl.storage.rollout_storage.RolloutStorage` and of its
-    subclasses (the reference passes storage-class-specific keys to every storage)."""
+    """The keyword-only arguments of ``RolloutStorage`` and its subclasses (the reference passes them to all)."""
     fields: dict[str, tuple[Any, Any]] = {}
     pending: list[type] = [RolloutStorage]
     while pending:
@@ -382,9 +351,8 @@ def _extension_classes(algorithm_cfg: Mapping[str, Any]) -> list[type]:
 
 
 def storage_fields(algorithm_cfg: Mapping[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
-    """The keys the config's ``storage`` section may hold, ``{key: (type, default)}``: the rollout storage's
-    keyword arguments and the ``storage_options`` of the extensions (st_rl's, and those the algorithm config's
-    ``extensions`` list names), e.g. ``amp_obs_shape``."""
+    """``{key: (type, default)}`` of the ``storage`` section: the rollout storage's keyword arguments and the
+    extensions' ``storage_options`` (st_rl's and those ``extensions`` names), e.g. ``amp_obs_shape``."""
     fields = {k: v for k, v in _rollout_storage_fields().items() if k not in _STORAGE_SET_BY_ALGORITHM}
     for ext in _extension_classes(algorithm_cfg or {}):
         for key, tp in getattr(ext, "storage_options", {}).items():
@@ -395,9 +363,8 @@ def storage_fields(algorithm_cfg: Mapping[str, Any] | None = None) -> dict[str, 
 def validate_storage(
     algorithm_cls: type | None, algorithm_cfg: Mapping[str, Any], storage: Mapping[str, Any], prefix: str
 ) -> list[Problem]:
-    """Problems of a ``storage`` section (unknown keys, with a close match; types): its keys are the
-    rollout storage's keyword arguments and the extensions' ``storage_options`` (:func:`storage_fields`). An
-    algorithm class that builds its own storage (overrides ``init_storage``) may take any key."""
+    """Problems of a ``storage`` section (:func:`storage_fields`); any key goes for an algorithm class that
+    builds its own storage (overrides ``init_storage``)."""
     if algorithm_cls is not None and getattr(algorithm_cls, "init_storage", None) is not PPO.init_storage:
         return []
     problems = [
@@ -412,15 +379,7 @@ def validate_storage(
         if p.rule == "unknown key" and not p.fix.startswith("did you mean"):
             p = Problem(p.path, p.value, p.rule, f"remove it; the storage section takes {', '.join(fields)}")
         problems.append(p)
-    return _merge(problems, _rule_problems(rest, prefix, _STORAGE_RULES.get))
-
-
-_STORAGE_RULES = {
-    "amp_obs_shape": Rule(
-        "every entry must be an integer >= 1",
-        lambda x: all(v >= 1 for v in (x if isinstance(x, Sequence) else [x])),
-    )
-}
+    return _merge(problems, _rule_problems(rest, prefix, STORAGE_RULES.get))
 
 
 def _numeric(x: Any) -> bool:
@@ -433,9 +392,8 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
     coef_keys_ok = bool(_declared(cls, "config_accepts_coefs"))
 
     def skip(key: str) -> bool:
-        # A `<name>_coef` weights the loss term `<name>` of a user extension (PPO reads it); without such an
-        # extension no loss term uses it. A weight of 0 switches a loss off, so it is harmless where the loss
-        # is not built (st_gym's PPO config carries `mimic_loss_coef=0.0` and `discriminator_loss_coef=0.0`).
+        # `<name>_coef` weighs a user extension's loss `<name>`; 0 (loss off) is harmless without one (st_gym's
+        # PPO config carries `mimic_loss_coef=0.0` and `discriminator_loss_coef=0.0`).
         if not (coef_keys_ok and key.endswith("_coef")):
             return False
         return has_user_extensions or (_numeric(cfg.get(key)) and cfg.get(key) == 0)
@@ -474,33 +432,18 @@ def _extension_list_problems(extensions: Any, prefix: str) -> list[Problem]:
         if isinstance(item, Mapping):
             problems += _validate_extension_item(item, f"{prefix}[{i}]")
         elif not isinstance(item, Extension):
-            problems.append(
-                Problem(
-                    f"{prefix}[{i}]",
-                    item,
-                    "must be an extension object or a dict with its class_name",
-                    f"e.g. {example}",
-                )
-            )
+            rule = "must be an extension object or a dict with its class_name"
+            problems.append(Problem(f"{prefix}[{i}]", item, rule, f"e.g. {example}"))
     return problems
 
 
 def _teacher_policy_problems(teacher: Any, prefix: str) -> list[Problem]:
-    """The keys of ``teacher_policy`` that st_rl reads itself (the policy keys are checked when the teacher's
-    class is known, as it is built)."""
-    if not isinstance(teacher, Mapping):
+    """``teacher_policy.teacher_ac_path`` (its policy keys are checked when the teacher is built)."""
+    path = teacher.get("teacher_ac_path") if isinstance(teacher, Mapping) else None
+    if path is None or isinstance(path, str):
         return []
-    path = teacher.get("teacher_ac_path")
-    if path is not None and not isinstance(path, str):
-        return [
-            Problem(
-                f"{prefix}.teacher_ac_path",
-                path,
-                "must be the path of the teacher's checkpoint (a string)",
-                "e.g. 'logs/teacher/model_1000.pt'",
-            )
-        ]
-    return []
+    rule = "must be the path of the teacher's checkpoint (a string)"
+    return [Problem(f"{prefix}.teacher_ac_path", path, rule, "e.g. 'logs/teacher/model_1000.pt'")]
 
 
 def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem]:
@@ -520,15 +463,8 @@ def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem
 
 
 def _nested_algorithm_sections(cls: type) -> dict[str, type]:
-    fields = class_fields(cls)[0]
-    out: dict[str, type] = {}
-    if "rnd_cfg" in fields:
-        out["rnd_cfg"] = RandomNetworkDistillation
-    if "symmetry_cfg" in fields:
-        out["symmetry_cfg"] = Symmetry
-    if "ppo" in fields:
-        out["ppo"] = PPO
-    return out
+    nested = {"rnd_cfg": RandomNetworkDistillation, "symmetry_cfg": Symmetry, "ppo": PPO}
+    return {key: sub for key, sub in nested.items() if key in class_fields(cls)[0]}
 
 
 def _validate_extension_item(item: Mapping[str, Any], prefix: str) -> list[Problem]:
@@ -559,20 +495,12 @@ def validate_policy(cls: type, cfg: Mapping[str, Any], prefix: str = "policy") -
 
 
 def _recurrence_problems(cls: type, cfg: Mapping[str, Any], prefix: str) -> list[Problem]:
-    """``rnn_type=None`` means feed-forward (st_gym writes it so): fine for a feed-forward class, a mistake for a
-    recurrent one."""
-    if "rnn_type" not in cfg or cfg["rnn_type"] is not None:
+    """``rnn_type=None`` (st_gym's feed-forward) on a recurrent class (the only ones taking ``rnn_type``)."""
+    if "rnn_type" not in cfg or cfg["rnn_type"] is not None or "rnn_type" not in class_fields(cls)[0]:
         return []
-    if "rnn_type" not in class_fields(cls)[0]:  # a constructor argument only of recurrent policies
-        return []
-    return [
-        Problem(
-            f"{prefix}.rnn_type",
-            None,
-            f"{cls.__name__} is a recurrent policy and needs a memory type ('lstm' or 'gru')",
-            "set rnn_type='lstm' or 'gru', or pick the feed-forward class (e.g. ActorCritic) for rnn_type=None",
-        )
-    ]
+    rule = f"{cls.__name__} is a recurrent policy and needs a memory type ('lstm' or 'gru')"
+    fix = "set rnn_type='lstm' or 'gru', or pick the feed-forward class (e.g. ActorCritic) for rnn_type=None"
+    return [Problem(f"{prefix}.rnn_type", None, rule, fix)]
 
 
 def _segment_problems(segments: Mapping[str, Any], prefix: str) -> list[Problem]:
@@ -580,33 +508,20 @@ def _segment_problems(segments: Mapping[str, Any], prefix: str) -> list[Problem]
     for name, shape in segments.items():
         dims = shape if isinstance(shape, Sequence) and not isinstance(shape, str) else [shape]
         if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims):
-            problems.append(
-                Problem(
-                    f"{prefix}.{name}",
-                    shape,
-                    "a component's shape must be a list of integers >= 1",
-                    "e.g. [3] for a 3-vector, [1, 7, 5] for a height map",
-                )
+            rule, fix = (
+                "a component's shape must be a list of integers >= 1",
+                "e.g. [3], or [1, 7, 5] for a map",
             )
+            problems.append(Problem(f"{prefix}.{name}", shape, rule, fix))
     return problems
 
 
 def check_minibatches(algorithm: Mapping[str, Any], num_envs: int, num_steps: int, recurrent: bool) -> None:
-    """A rollout of ``num_envs x num_steps`` samples must split into ``num_mini_batches`` non-empty
-    minibatches (whole env sequences for a recurrent policy).
-
-    Raises:
-        st_rl.config.ConfigError: naming ``algorithm.num_mini_batches``.
-    """
+    """Raise a :class:`ConfigError` unless the rollout splits into ``num_mini_batches`` non-empty minibatches
+    (of whole environments for a recurrent policy)."""
     n = algorithm.get("num_mini_batches", PPO_SIGNATURE_DEFAULTS.num_mini_batches)
     limit, unit = (num_envs, "environments") if recurrent else (num_envs * num_steps, "samples per rollout")
     if isinstance(n, int) and n > limit:
-        raise ConfigError(
-            Problem(
-                "algorithm.num_mini_batches",
-                n,
-                f"more minibatches than the {limit} {unit}"
-                + (" (a recurrent policy's minibatches hold whole environments)" if recurrent else ""),
-                f"use at most {limit}",
-            )
-        )
+        why = " (a recurrent policy's minibatches hold whole environments)" if recurrent else ""
+        rule = f"more minibatches than the {limit} {unit}{why}"
+        raise ConfigError(Problem("algorithm.num_mini_batches", n, rule, f"use at most {limit}"))

@@ -18,8 +18,9 @@ from st_rl.modules.checkpoint_compat import (
     load_misaligned_state_dict,
     reconcile_normalizer_state,
     restore_legacy_activations,
+    split_discriminator_state,
 )
-from st_rl.modules.discriminator import AMPDiscriminator
+from st_rl.modules.discriminator import AMPDiscriminator, policy_discriminator
 from st_rl.modules.distribution import gaussian_entropy, gaussian_log_prob, gaussian_sample
 from st_rl.modules.encoder import (
     EncoderLayout,
@@ -223,8 +224,11 @@ class ActorCritic(nn.Module):
         if parts.adaptor:
             attach_adaptor(self, adaptor_obs_components, adaptor_target_components, adaptor_kwargs,
                            privilege_replace_state_prob)  # fmt: skip
-        if parts.discriminator:
-            self.discriminator = AMPDiscriminator.from_policy_config(type(self).__name__, amp_discriminator)
+        self.amp_discriminator = (
+            AMPDiscriminator.policy_config(type(self).__name__, amp_discriminator)
+            if parts.discriminator
+            else None
+        )
         if self._legacy_activations:  # marks checkpoints written since the default became ReLU
             self.register_buffer(DEFAULT_NONLINEARITY_KEY, torch.ones(()))
 
@@ -259,7 +263,6 @@ class ActorCritic(nn.Module):
         self.adaptor: Any = None
         self.memory_p: Any = None
         self.adapted_state_: torch.Tensor | None = None
-        self.discriminator: Any = None
 
     def _build_heads(self, actor_obs_normalization: bool, critic_obs_normalization: bool | None) -> None:
         self.actor = PolicyHead(*mlp_layers(self.actor_input_size(), self.actor_hidden_dims, self.num_actions,
@@ -304,6 +307,10 @@ class ActorCritic(nn.Module):
         """``nn.Module.load_state_dict``; statistics of a normaliser the policy lacks are ignored, and a normaliser
         missing from ``state_dict`` keeps its own, each with a warning."""
         state, own = dict(state_dict), self.state_dict()
+        if (
+            "discriminator" not in self._modules
+        ):  # an AMP checkpoint of the old layout: the AMP extension's part
+            state = split_discriminator_state(state)[0]
         if DEFAULT_NONLINEARITY_KEY in own and DEFAULT_NONLINEARITY_KEY not in state and state:
             restore_legacy_activations(self, self._legacy_activations)
             state[DEFAULT_NONLINEARITY_KEY] = own[DEFAULT_NONLINEARITY_KEY]
@@ -311,6 +318,11 @@ class ActorCritic(nn.Module):
                    "critic_obs_normalizer": self.critic_obs_normalization}  # fmt: skip
         reconcile_normalizer_state(state, own, enabled)
         return super().load_state_dict(state, strict=strict, assign=assign)
+
+    @property
+    def discriminator(self) -> AMPDiscriminator | None:
+        """The AMP discriminator (None without one): not a policy part, the AMP extension owns it."""
+        return policy_discriminator(self)
 
     def load_misaligned_state_dict(
         self,

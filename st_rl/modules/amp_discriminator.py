@@ -1,5 +1,4 @@
-"""Adversarial Motion Priors: the actor-critics that carry a discriminator (:class:`AMPDiscriminator`, defined in
-:mod:`st_rl.modules.discriminator`)."""
+"""The actor-critics with an AMP discriminator config (:class:`AMPDiscriminator`, owned by the AMP extension)."""
 
 from __future__ import annotations
 
@@ -16,10 +15,8 @@ __all__ = [
 
 
 class AmpActorCritic(ActorCritic):
-    """:class:`~st_rl.modules.actor_critic.ActorCritic` with an AMP discriminator part (``discriminator``, built
-    from the ``amp_discriminator`` dict). The discriminator is part of the model: it is saved in
-    ``model_state_dict`` and its parameters are optimised by the algorithm's optimizer (only the AMP
-    extension's discriminator losses reach it)."""
+    """:class:`~st_rl.modules.actor_critic.ActorCritic` with an ``amp_discriminator`` config; the AMP extension
+    builds, trains and saves the discriminator (``policy.discriminator``), not a policy module."""
 
     parts = PolicyParts(discriminator=True)
 

@@ -14,19 +14,39 @@ import torch.nn as nn
 from st_rl.env.layout import get_obs_slice, normalize_segments
 
 DEFAULT_NONLINEARITY_KEY = "reference_default_nonlinearity"
-"""Buffer of policies whose estimator / adaptor / encoders use the default nonlinearity (ReLU, the
-reference's); a checkpoint without it predates that default (see :func:`restore_legacy_activations`)."""
+"""Buffer marking policies built since the ReLU default of estimators / adaptors / encoders."""
 
 LegacyActivations = dict[str, tuple[type[nn.Module], list[int] | None]]
-"""Part name -> (the activation st_rl used by default before, indices of the modules built with the default,
-or None for the whole part)."""
+"""Part name -> (st_rl's former default activation, indices of the modules built with the default or None: all)."""
+
+
+DISCRIMINATOR_ENTRY = "amp_discriminator_state_dict"
+"""Checkpoint entry of the AMP extension's discriminator; older checkpoints (ours and the reference's) hold it as
+the ``discriminator.*`` keys of ``model_state_dict``."""
+
+
+def split_discriminator_state(model_state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(policy entries, discriminator entries without their "discriminator." prefix)`` of a ``model_state_dict``."""
+    policy, disc = {}, {}
+    for key, value in model_state.items():
+        if key.startswith("discriminator."):
+            disc[key.removeprefix("discriminator.")] = value
+        else:
+            policy[key] = value
+    return policy, disc
+
+
+def discriminator_state(checkpoint: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The AMP discriminator's state in a checkpoint of either layout, or None."""
+    if DISCRIMINATOR_ENTRY in checkpoint:
+        return checkpoint[DISCRIMINATOR_ENTRY]
+    return split_discriminator_state(checkpoint.get("model_state_dict") or {})[1] or None
 
 
 def record_default_activation(
     record: LegacyActivations, name: str, kwargs: Any, count: int | None, former: type[nn.Module] | None
 ) -> None:
-    """Note that part ``name`` (``count`` modules, or one when None) got the default nonlinearity where its
-    kwargs name none; ``former`` is the activation st_rl used by default before."""
+    """Record the modules of part ``name`` (``count`` of them, or one) whose kwargs name no nonlinearity."""
     if former is None:
         return
     if count is None:
@@ -40,7 +60,6 @@ def record_default_activation(
 
 
 def _replace_relu(module: nn.Module, cls: type[nn.Module]) -> None:
-    """Replace every ``nn.ReLU`` inside ``module`` by ``cls()``, in place."""
     for name, child in module.named_children():
         if type(child) is nn.ReLU:
             setattr(module, name, cls())
@@ -49,8 +68,7 @@ def _replace_relu(module: nn.Module, cls: type[nn.Module]) -> None:
 
 
 def restore_legacy_activations(policy: nn.Module, record: LegacyActivations) -> None:
-    """A checkpoint from before the reference's ReLU default: its estimator / adaptor used the policy's
-    activation and its encoders ELU; put those back in the parts built with the default."""
+    """Put the former default activations back in the parts built with the ReLU default (an older checkpoint)."""
     changed = []
     for name, (old_cls, indices) in record.items():
         module = getattr(policy, name, None)
@@ -60,10 +78,9 @@ def restore_legacy_activations(policy: nn.Module, record: LegacyActivations) -> 
             _replace_relu(target, old_cls)
         changed.append(name)
     if changed:
+        msg = f"The checkpoint predates the ReLU default nonlinearity of estimators and encoders: {changed} keep "
         warnings.warn(
-            f"The checkpoint predates the ReLU default nonlinearity of estimators and encoders: {changed} keep "
-            "the activation they were trained with (set the nonlinearity in estimator_kwargs / "
-            "encoder_kwargs / adaptor_kwargs to silence this).",
+            msg + "the activation they were trained with (set their nonlinearity to silence this).",
             stacklevel=3,
         )
 
@@ -71,17 +88,13 @@ def restore_legacy_activations(policy: nn.Module, record: LegacyActivations) -> 
 def reconcile_normalizer_state(
     state: dict[str, Any], own: Mapping[str, Any], enabled: Mapping[str, bool]
 ) -> None:
-    """Drop statistics (in ``state``, in place) of normalisers the policy lacks and fill those the checkpoint
-    lacks from ``own``, each with a warning; ``enabled`` maps a normaliser's name to whether it is on."""
+    """In ``state``, drop the statistics of normalisers that are off and fill missing ones from ``own`` (warned)."""
     for name, on in enabled.items():
         prefix = name + "."
         keys = [k for k in state if k.startswith(prefix)]
         if keys and not on:
-            warnings.warn(
-                f"The checkpoint has observation statistics ({name}) but this policy does not normalise "
-                "its observations (empirical_normalization is off): the statistics are ignored.",
-                stacklevel=3,
-            )
+            msg = f"The checkpoint has observation statistics ({name}) but empirical_normalization is off: ignored."
+            warnings.warn(msg, stacklevel=3)
             for k in keys:
                 del state[k]
         elif on and not keys:
@@ -143,20 +156,12 @@ def load_misaligned_state_dict(
     obs_segments: Mapping[str, Any],
     critic_obs_segments: Mapping[str, Any] | None = None,
 ) -> dict[str, list[str]]:
-    """Load the parameters of a policy trained with another observation layout.
+    """Load the parameters of a policy (or state dict) trained with another observation layout.
 
-    Parameters of equal shape are copied. Input layers that read the (encoded) observations are copied
-    column block by column block for every component present in both layouts with the same size; columns
-    of new components keep their initialisation. Everything else is skipped.
-
-    Args:
-        policy: the policy to load into.
-        module: the source policy or its state dict.
-        obs_segments: the source's actor layout.
-        critic_obs_segments: the source's critic layout (default: ``obs_segments``).
-
-    Returns:
-        ``{"loaded": [...], "remapped": [...], "skipped": [...], "new_components": [...]}`` (also printed).
+    Equal shapes are copied; input layers column block by block for each component of the same size in both
+    layouts (new components keep their initialisation); the rest is skipped. ``obs_segments`` /
+    ``critic_obs_segments``: the source's layouts. Returns (and prints) the ``loaded``, ``remapped``,
+    ``skipped`` and ``new_components`` keys.
     """
     src = module.state_dict() if isinstance(module, nn.Module) else dict(module)
     old = {False: feature_segments(policy, obs_segments, False),

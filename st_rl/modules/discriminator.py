@@ -14,30 +14,20 @@ from st_rl.modules.mlp import mlp_layers
 
 
 class AMPDiscriminator(nn.Module):
-    """Least-squares AMP discriminator ``d = D(x)`` on windows of style features.
+    """Least-squares AMP discriminator ``d = D(x)`` on windows of style features (Peng et al. 2021).
 
-    Trained (by APPO) towards ``d = +1`` on reference-motion windows and ``d = -1`` on policy windows, with
-    the gradient penalty ``discriminator_grad_pen * mean_batch(||dD/dx||^2)`` on reference windows.
-
-    Style reward (the AMP paper, Peng et al. 2021): ``style = style_reward_coef * max(0, 1 - 0.25 (d - 1)^2)``.
-    Combination with the task reward ``task``:
-
-    * ``task_reward_lerp == 0`` (default): ``combined = task + style`` -- the style reward is added to the
-      environment's (already weighted) task reward;
-    * ``0 < task_reward_lerp <= 1``: ``combined = (1 - task_reward_lerp) * style + task_reward_lerp * task``.
+    Trained towards ``d = +1`` on reference windows and ``-1`` on policy windows, with the gradient penalty
+    ``discriminator_grad_pen * mean_batch(||dD/dx||^2)`` on reference windows. Style reward:
+    ``style_reward_coef * max(0, 1 - 0.25 (d - 1)^2)``, added to the task reward when ``task_reward_lerp`` is 0,
+    else ``(1 - task_reward_lerp) * style + task_reward_lerp * task``.
 
     Args:
-        input_dim: width of one window (``H`` frames x ``F`` style features), or ``None`` to be filled from
-            the environment by the policy factory.
-        style_reward_coef: scale of the style reward.
+        input_dim: width of one window (``H`` frames x ``F`` style features); None: filled from the environment.
         hidden_dims: hidden layer sizes of the MLP trunk.
-        task_reward_lerp: see above.
-        discriminator_grad_pen: weight of the gradient penalty.
         activation: hidden activation (``"relu"`` as in the AMP paper).
     """
 
-    # Config schema: other unknown keys are errors. st_gym's AMP config also carries the window width
-    # `amp_obs_dim` (an empty mapping when left unset: Isaac Lab writes its MISSING marker so).
+    # st_gym's AMP config also carries the window width `amp_obs_dim` ({} when unset: Isaac Lab's MISSING).
     config_tolerated = frozenset({"class_name", "amp_obs_dim"})
 
     def __init__(
@@ -53,8 +43,7 @@ class AMPDiscriminator(nn.Module):
         super().__init__()
         if input_dim is None or int(input_dim) < 1:
             raise ValueError(
-                "AMPDiscriminator needs input_dim (frames x style features); leave it None in the policy's "
-                "amp_discriminator config only when the environment provides extras['observations']['ref_obs']."
+                "AMPDiscriminator needs input_dim (frames x style features), or an env with ref_obs"
             )
         if not 0.0 <= task_reward_lerp <= 1.0:
             raise ValueError(f"task_reward_lerp must be in [0, 1], got {task_reward_lerp}")
@@ -64,14 +53,11 @@ class AMPDiscriminator(nn.Module):
             and not isinstance(amp_obs_dim, bool)
             and amp_obs_dim != int(input_dim)
         ):
-            raise ConfigError(
-                Problem(
-                    "policy.amp_discriminator.amp_obs_dim",
-                    amp_obs_dim,
-                    f"differs from the discriminator's input_dim ({int(input_dim)})",
-                    "give both the width of one AMP window (frames x style features), or remove amp_obs_dim",
-                )
+            rule, fix = (
+                f"differs from the discriminator's input_dim ({int(input_dim)})",
+                "give both the same, or remove it",
             )
+            raise ConfigError(Problem("policy.amp_discriminator.amp_obs_dim", amp_obs_dim, rule, fix))
         if kwargs:
             warnings.warn(f"AMPDiscriminator ignores unknown arguments: {sorted(kwargs)}", stacklevel=2)
         self.input_dim = int(input_dim)
@@ -81,16 +67,16 @@ class AMPDiscriminator(nn.Module):
         self.trunk = nn.Sequential(*mlp_layers(self.input_dim, hidden_dims, None, activation))
         self.amp_linear = nn.Linear(int(hidden_dims[-1]) if hidden_dims else self.input_dim, 1)
 
-    @classmethod
-    def from_policy_config(cls, owner: str, cfg: Mapping[str, Any] | None) -> AMPDiscriminator:
-        """The discriminator of policy class ``owner`` from its ``amp_discriminator`` config."""
+    @staticmethod
+    def policy_config(owner: str, cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The ``amp_discriminator`` config of policy class ``owner`` (an error if missing)."""
         if not cfg:
             raise ValueError(
                 f"{owner} needs an 'amp_discriminator' dict in the policy config, e.g. "
                 "{'input_dim': None, 'style_reward_coef': 1.0, 'hidden_dims': [512, 256], "
                 "'discriminator_grad_pen': 10.0, 'task_reward_lerp': 0.0}."
             )
-        return cls(**dict(cfg))
+        return dict(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Discriminator output ``(..., 1)`` for windows ``(..., input_dim)``."""
@@ -108,7 +94,7 @@ class AMPDiscriminator(nn.Module):
         return self.style_reward_coef * torch.clamp(1 - 0.25 * (d - 1) ** 2, min=0.0)
 
     def combine(self, style: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
-        """The reward the policy is trained on (see the class docstring)."""
+        """The reward the policy is trained on."""
         lerp = self.task_reward_lerp
         if lerp == 0.0:
             return task + style
@@ -126,3 +112,16 @@ class AMPDiscriminator(nn.Module):
         style = self.style_reward(d)
         task = task_reward.reshape(-1)
         return style, task, self.combine(style, task)
+
+
+def policy_discriminator(policy: nn.Module) -> AMPDiscriminator | None:
+    """The AMP discriminator of ``policy``: its ``discriminator`` module (detached from it), else one built from its
+    ``amp_discriminator`` config, or None. Kept outside the policy's modules, cached as ``policy.discriminator``."""
+    disc = policy._modules.pop("discriminator", None) or policy.__dict__.get("discriminator")
+    cfg = getattr(policy, "amp_discriminator", None)
+    if disc is None and cfg:
+        with torch.inference_mode(False):  # first read may come inside a rollout
+            disc = AMPDiscriminator(**cfg)
+    if disc is not None:
+        policy.__dict__["discriminator"] = disc
+    return disc  # type: ignore[return-value]

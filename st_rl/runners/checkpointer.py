@@ -329,6 +329,7 @@ def check_model_state(path: str, policy: torch.nn.Module, model: dict[str, torch
     ignored: set[str] = set()
     if isinstance(policy, ActorCritic):  # its load_state_dict tolerates missing / unused statistics
         tolerated.add(DEFAULT_NONLINEARITY_KEY)  # absent before the ReLU default: restored by load_state_dict
+        ignored |= {k for k in model if k.startswith("discriminator.")}  # old layout: the AMP extension's
         for prefix in ("actor_obs_normalizer.", "critic_obs_normalizer."):
             own_keys = {k for k in own if k.startswith(prefix)}
             saved_keys = {k for k in model if k.startswith(prefix)}

@@ -39,17 +39,18 @@ def replace_encoder0(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> di
 def add_amp_discriminator(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> dict[str, Any]:
     """Start AMP from a checkpoint without a discriminator (e.g. PPO); the discriminator, AMP normaliser and
     optimizer start fresh (docs/amp.md)."""
+    entry = "amp_discriminator_state_dict"  # st_rl.modules.checkpoint_compat.DISCRIMINATOR_ENTRY
     current: dict[str, torch.Tensor] = algo_state_dict["model_state_dict"]
     source: dict[str, torch.Tensor] = src["model_state_dict"]
-    if not any(k.startswith("discriminator.") for k in current):
+    if entry not in algo_state_dict:
         raise ValueError(
             "add_amp_discriminator: the current policy has no AMP discriminator (use APPO/ATPPO)"
         )
-    if any(k.startswith("discriminator.") for k in source):
+    if entry in src or any(k.startswith("discriminator.") for k in source):
         raise ValueError(
             "add_amp_discriminator: the checkpoint already has a discriminator; resume it as it is"
         )
-    model = {k: (v if k.startswith("discriminator.") else source.get(k)) for k, v in current.items()}
+    model = {k: source.get(k) for k in current}
     missing = [k for k, v in model.items() if v is None]
     unexpected = [k for k in source if k not in current]
     if missing or unexpected:
@@ -59,8 +60,9 @@ def add_amp_discriminator(src: dict[str, Any], algo_state_dict: dict[str, Any]) 
             "saved it"
         )
     out: dict[str, Any] = {"model_state_dict": model, "iter": src.get("iter", 0), "infos": src.get("infos")}
-    if "amp_norm_state_dict" in algo_state_dict:
-        out["amp_norm_state_dict"] = algo_state_dict["amp_norm_state_dict"]
+    for key in (entry, "amp_norm_state_dict"):
+        if key in algo_state_dict:
+            out[key] = algo_state_dict[key]
     return out
 
 

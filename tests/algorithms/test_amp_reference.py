@@ -62,7 +62,8 @@ def test_defaults_are_the_references():
     assert alg.amp.replay_buffer_size == 0 and alg.amp_replay is None  # the reference has no replay
     assert alg.amp.clip_groups() == []  # one clip over the policy and its discriminator, as the reference
     groups = alg._grad_clip_groups()
-    assert len(groups) == 1 and len(groups[0]) == len(list(alg.actor_critic.parameters()))
+    policy_and_disc = [*alg.actor_critic.parameters(), *alg.amp.discriminator.parameters()]
+    assert len(groups) == 1 and len(groups[0]) == len(policy_and_disc)
     assert alg.amp.bc_loss_coef == 0.0
 
 

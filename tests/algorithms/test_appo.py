@@ -82,10 +82,12 @@ def test_discriminator_rejects_missing_input_dim_and_bad_lerp():
 
 # ------------------------------------------------------------------ policies
 @pytest.mark.parametrize("cls", [AmpActorCritic, AmpActorCriticRecurrent])
-def test_amp_policies_carry_and_save_the_discriminator(cls):
+def test_amp_policies_build_but_do_not_carry_the_discriminator(cls):
     ac = cls(NUM_OBS, NUM_OBS, NUM_ACT, amp_discriminator={"input_dim": AMP_DIM, "hidden_dims": [8]})
-    assert isinstance(ac.discriminator, AMPDiscriminator)
-    assert any(k.startswith("discriminator.") for k in ac.state_dict())
+    assert isinstance(ac.discriminator, AMPDiscriminator) and ac.discriminator is ac.discriminator
+    # the AMP extension owns it: not in the policy's state, parameters or exported modules
+    assert not any(k.startswith("discriminator.") for k in ac.state_dict())
+    assert not {id(p) for p in ac.discriminator.parameters()} & {id(p) for p in ac.parameters()}
     with pytest.raises(ValueError, match="amp_discriminator"):
         cls(NUM_OBS, NUM_OBS, NUM_ACT)
 
@@ -136,7 +138,7 @@ def test_policy_and_discriminator_gradients_are_clipped_separately():
     disc = {id(p) for p in alg.actor_critic.discriminator.parameters()}
     assert [id(p) for p in groups[1]] == [id(p) for p in alg.actor_critic.discriminator.parameters()]
     assert not {id(p) for p in groups[0]} & disc
-    assert len(groups[0]) + len(groups[1]) == len(list(alg.actor_critic.parameters()))
+    assert len(groups[0]) + len(groups[1]) == len(list(alg.actor_critic.parameters())) + len(disc)
     # A huge discriminator gradient leaves a small policy gradient untouched by clipping.
     for p in groups[0]:
         p.grad = torch.full_like(p, 1e-4)
@@ -147,6 +149,57 @@ def test_policy_and_discriminator_gradients_are_clipped_separately():
         torch.nn.utils.clip_grad_norm_(group, alg.max_grad_norm)
     assert all(torch.equal(b, p.grad) for b, p in zip(before, groups[0]))
     assert float(torch.nn.utils.get_total_norm([p.grad for p in groups[1]])) == pytest.approx(1.0, rel=1e-5)
+
+
+def _trained_appo():
+    alg = make_appo(amp_preset="st_rl")
+    with torch.no_grad():
+        for p in list(alg.actor_critic.parameters()) + list(alg.amp.discriminator.parameters()):
+            p.add_(torch.randn_like(p))
+    alg.amp_normalizer.update(torch.randn(8, AMP_DIM))
+    return alg
+
+
+def _assert_same_weights(a, b):
+    for mine, theirs in ((a.actor_critic, b.actor_critic), (a.amp.discriminator, b.amp.discriminator)):
+        for (key, x), y in zip(mine.state_dict().items(), theirs.state_dict().values()):
+            assert torch.equal(x, y), key
+
+
+def test_discriminator_saved_and_restored_by_the_amp_extension():
+    alg = _trained_appo()
+    state = alg.state_dict()
+    assert set(state["amp_discriminator_state_dict"]) == set(alg.amp.discriminator.state_dict())
+    assert not any(k.startswith("discriminator.") for k in state["model_state_dict"])
+    # the policy optimizer trains the discriminator, after the policy's parameters (the old order)
+    params = state["optimizer_state_dict"]["param_groups"][0]["params"]
+    assert len(params) == len(list(alg.actor_critic.parameters())) + len(
+        list(alg.amp.discriminator.parameters())
+    )
+    fresh = make_appo(amp_preset="st_rl")
+    fresh.load_state_dict(state)
+    _assert_same_weights(alg, fresh)
+    assert fresh.optimizer.state_dict()["param_groups"][0]["params"] == params
+
+
+def test_old_layout_checkpoint_discriminator_in_the_policy_state_loads():
+    alg = _trained_appo()
+    state = alg.state_dict()
+    disc = state.pop("amp_discriminator_state_dict")  # ours and the reference's layout before: a policy part
+    state["model_state_dict"] = {
+        **state["model_state_dict"],
+        **{f"discriminator.{k}": v for k, v in disc.items()},
+    }
+    fresh = make_appo(amp_preset="st_rl")
+    fresh.load_state_dict(state)
+    _assert_same_weights(alg, fresh)
+    # a policy alone loads it too (play, export, a teacher): the discriminator's keys are left to AMP
+    policy = AmpActorCritic(NUM_OBS, NUM_OBS, NUM_ACT, actor_hidden_dims=[8], critic_hidden_dims=[8],
+                            amp_discriminator={"input_dim": AMP_DIM, "hidden_dims": []})  # fmt: skip
+    policy.load_state_dict(state["model_state_dict"])
+    ActorCritic(NUM_OBS, NUM_OBS, NUM_ACT, [8], [8]).load_state_dict(state["model_state_dict"])
+    with pytest.raises(KeyError, match="add_amp_discriminator"):  # a PPO checkpoint: no discriminator
+        fresh.load_state_dict({**state, "model_state_dict": alg.actor_critic.state_dict()})
 
 
 def amp_infos(ref_obs, ref_motion, **extra):
@@ -498,9 +551,8 @@ def test_st_gym_amp_config_builds_and_trains(tmp_path):
     assert runner.alg.actor_critic.discriminator.input_dim == 4  # filled from ref_obs (2 frames x 2 features)
     runner.learn(3)
     ckpt = torch.load(str(tmp_path / "run" / "model_3.pt"), weights_only=True)
-    assert "amp_norm_state_dict" in ckpt and any(
-        k.startswith("discriminator.") for k in ckpt["model_state_dict"]
-    )
+    assert {"amp_norm_state_dict", "amp_discriminator_state_dict"} <= set(ckpt)
+    assert not any(k.startswith("discriminator.") for k in ckpt["model_state_dict"])
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(str(tmp_path / "run"))

@@ -13,6 +13,8 @@ import torch.nn.functional as F  # noqa: N812
 from st_rl.algorithms.extensions.base import Extension, StorageLayout
 from st_rl.config.errors import ConfigError, Problem
 from st_rl.modules.actor_critic import PolicyOutput
+from st_rl.modules.checkpoint_compat import DISCRIMINATOR_ENTRY, discriminator_state
+from st_rl.modules.discriminator import policy_discriminator
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.replay_buffer import ReplayBuffer
 from st_rl.storage.rollout_storage import Field, MiniBatch, RolloutStorage, Transition
@@ -46,22 +48,18 @@ ST_GYM_AMP_OBS_DIM_PLACEHOLDER = 2
 
 
 class AdversarialMotionPrior(Extension):
-    """Adds Adversarial Motion Priors to PPO (docs/amp.md): the policy's discriminator scores the policy's
-    style-feature windows ``infos["observations"]["ref_obs"]`` against reference-motion windows
-    ``infos["ref_motion"]`` (one shared normaliser) and its style reward is combined with the task reward.
-    Losses: ``discriminator_{expert,policy,grad_pen}_loss``, ``mimic_loss`` and ``bc_loss``.
+    """Adversarial Motion Priors (docs/amp.md): a discriminator, built from the policy's ``amp_discriminator``
+    config and owned (trained, saved) here, scores the policy's windows ``infos["observations"]["ref_obs"]``
+    against reference windows ``infos["ref_motion"]`` (one shared normaliser); its style reward joins the task
+    reward. Losses: ``discriminator_{expert,policy,grad_pen}_loss``, ``mimic_loss``, ``bc_loss``.
 
     Args:
         discriminator_loss_coef: weight of the three discriminator losses (0: the discriminator is not trained).
-        mimic_loss_coef: weight of ``mimic_loss`` (0: not computed).
         amp_obs_dim: window width; the discriminator's ``input_dim`` decides (a different value is an error).
-        bc_loss_coef: weight of ``bc_loss`` (0: not computed).
-        amp_preset: fills the arguments left at None: ``"reference"`` (the reference APPO: no replay, one
-            gradient clip) or ``"st_rl"`` (a 100k replay, the discriminator clipped apart).
-        amp_replay_buffer_size: capacity of the replay of past policy windows (0: none).
-        amp_separate_clipping: clip the discriminator's gradient norm apart from the policy's.
-        style_reward_ramp: ``(start, end)`` learning iterations: the style reward's weight is 0 before
-            ``start`` and rises linearly to 1 at ``end`` (logged as ``Train/style_reward_weight``).
+        amp_preset: fills the arguments left at None: ``"reference"`` (no replay, one gradient clip) or
+            ``"st_rl"`` (a 100k replay of past policy windows, the discriminator clipped apart).
+        style_reward_ramp: ``(start, end)`` iterations: the style reward's weight rises from 0 at ``start`` to 1
+            at ``end`` (logged as ``Train/style_reward_weight``).
     """
 
     name = "amp"
@@ -80,10 +78,7 @@ class AdversarialMotionPrior(Extension):
     ) -> None:
         super().__init__()
         if amp_preset not in AMP_PRESETS:
-            raise ValueError(
-                f"amp_preset must be one of {sorted(AMP_PRESETS)} ('reference': the reference APPO, 'st_rl': "
-                f"replay of past policy windows and separate discriminator clipping), got {amp_preset!r}"
-            )
+            raise ValueError(f"amp_preset must be one of {sorted(AMP_PRESETS)}, got {amp_preset!r}")
         preset = AMP_PRESETS[amp_preset]
         self.amp_preset = amp_preset
         self.discriminator_loss_coef = float(discriminator_loss_coef)
@@ -106,38 +101,25 @@ class AdversarialMotionPrior(Extension):
     def setup(self, policy: Any, device: torch.device) -> None:
         super().setup(policy, device)
         self._policy: Any = policy
-        discriminator = policy.discriminator
+        discriminator = policy_discriminator(policy)
         if discriminator is None:
+            name = type(policy).__name__
             raise ValueError(
-                "AMP needs a policy with an AMP discriminator (AmpActorCritic, AmpActorCriticRecurrent, "
-                f"EncoderAmpActorCriticRecurrent, or any policy whose discriminator part is set); got "
-                f"{type(policy).__name__}"
+                f"AMP needs an AMP discriminator: an AmpActorCritic-style policy config; got {name}"
             )
         self.discriminator: Any = discriminator
         self.amp_obs_dim = int(discriminator.input_dim)
         requested = self._requested_dim
+        fix = f"set algorithm.amp_obs_dim={self.amp_obs_dim}"
         if requested == ST_GYM_AMP_OBS_DIM_PLACEHOLDER and self.amp_obs_dim != requested:
-            warnings.warn(
-                f"algorithm.amp_obs_dim={requested} is st_gym's placeholder default; using the width of one AMP "
-                f"window, {self.amp_obs_dim} (set algorithm.amp_obs_dim={self.amp_obs_dim} to silence this).",
-                stacklevel=4,
-            )
+            msg = f"algorithm.amp_obs_dim={requested} is st_gym's placeholder default; using the width of one AMP "
+            warnings.warn(f"{msg}window, {self.amp_obs_dim} ({fix} to silence this).", stacklevel=4)
         elif isinstance(requested, int) and not isinstance(requested, bool) and requested != self.amp_obs_dim:
-            raise ConfigError(
-                Problem(
-                    "algorithm.amp_obs_dim",
-                    requested,
-                    f"differs from the width of one AMP window ({self.amp_obs_dim}: the discriminator's "
-                    "input_dim, which must match the environment's ref_obs)",
-                    f"set algorithm.amp_obs_dim={self.amp_obs_dim} or remove it",
-                )
-            )
+            rule = f"differs from the width of one AMP window ({self.amp_obs_dim}: the discriminator's input_dim)"
+            raise ConfigError(Problem("algorithm.amp_obs_dim", requested, rule, f"{fix} or remove it"))
         self.normalizer = EmpiricalNormalization(shape=[self.amp_obs_dim], until=int(1e8)).to(device)
-        self.replay = (
-            ReplayBuffer(self.amp_obs_dim, self.replay_buffer_size, device)
-            if self.replay_buffer_size > 0
-            else None
-        )
+        size = self.replay_buffer_size
+        self.replay = ReplayBuffer(self.amp_obs_dim, size, device) if size > 0 else None
 
     def storage_fields(self, layout: StorageLayout) -> dict[str, Field]:
         shape = layout.options.get("amp_obs_shape")
@@ -145,19 +127,21 @@ class AdversarialMotionPrior(Extension):
             width = int(torch.tensor([shape] if isinstance(shape, int) else list(shape)).prod())
             if width != self.amp_obs_dim:
                 raise ValueError(
-                    f"storage amp_obs_shape {shape} does not match the discriminator input_dim {self.amp_obs_dim}"
+                    f"storage amp_obs_shape {shape} is not the discriminator's input_dim {self.amp_obs_dim}"
                 )
         return {"ref_obs": Field((self.amp_obs_dim,)), "ref_motion": Field((self.amp_obs_dim,))}
 
     def modules(self) -> list[nn.Module]:
-        return [self.normalizer]
+        return [self.discriminator, self.normalizer]
+
+    def shared_parameters(self) -> list[nn.Parameter]:
+        return list(self.discriminator.parameters())
 
     def clip_groups(self) -> list[list[nn.Parameter]]:
-        """With ``amp_separate_clipping`` the discriminator's gradients are clipped apart from the policy's."""
         return [list(self.discriminator.parameters())] if self.separate_clipping else []
 
     def style_reward_weight(self, iteration: int | None = None) -> float:
-        """The ``style_reward_ramp`` weight at ``iteration`` (default: the current learning iteration)."""
+        """The ``style_reward_ramp`` weight at ``iteration`` (default: the current one)."""
         if self.style_reward_ramp is None:
             return 1.0
         it = self.iteration if iteration is None else iteration
@@ -168,31 +152,25 @@ class AdversarialMotionPrior(Extension):
 
     # ------------------------------------------------------------------ rollout
     def windows(self, infos: dict[str, Any], n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The step's ``(ref_obs, ref_motion)`` windows, ``(n, amp_obs_dim)`` each.
-
-        Raises:
-            MissingAmpDataError: the environment does not provide them.
-        """
+        """The step's ``(ref_obs, ref_motion)`` windows, ``(n, amp_obs_dim)`` each."""
         groups = infos.get("observations") or {}
         if "ref_obs" not in groups:
             raise MissingAmpDataError(
-                "APPO needs the policy's style-feature window in infos['observations']['ref_obs'] every step. "
-                "Built-in locomotion: set amp_obs_frame_num > 0 in the task config; other environments: wrap "
-                "them with st_rl.datasets.AmpObservationWrapper(env, MotionLoader(...), style_features)."
+                "APPO needs infos['observations']['ref_obs'] every step: set amp_obs_frame_num > 0 (built-in "
+                "locomotion) or wrap the env with st_rl.datasets.AmpObservationWrapper."
             )
         if "ref_motion" not in infos:
             raise MissingAmpDataError(
-                "APPO needs reference-motion windows in infos['ref_motion'] every step. Built-in locomotion: "
-                "env.set_ref_motion_source(st_rl.datasets.MotionLoader(motion_file, style_fields, H, env.dt)); "
-                "other environments: st_rl.datasets.AmpObservationWrapper."
+                "APPO needs infos['ref_motion'] every step: env.set_ref_motion_source(MotionLoader(...)) (built-in "
+                "locomotion) or st_rl.datasets.AmpObservationWrapper."
             )
         ref_obs = groups["ref_obs"].reshape(n, -1).to(self.device, torch.float32)
         ref_motion = infos["ref_motion"].reshape(n, -1).to(self.device, torch.float32)
         for name, x in (("ref_obs", ref_obs), ("ref_motion", ref_motion)):
             if x.shape[1] != self.amp_obs_dim:
+                expected = f"{self.amp_obs_dim} (amp_discriminator.input_dim)"
                 raise ValueError(
-                    f"infos {name} windows have {x.shape[1]} values but the discriminator expects "
-                    f"{self.amp_obs_dim} (amp_discriminator.input_dim = frames x style features)"
+                    f"infos {name} windows have {x.shape[1]} values, the discriminator expects {expected}"
                 )
         return ref_obs, ref_motion
 
@@ -273,9 +251,19 @@ class AdversarialMotionPrior(Extension):
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
-        return {"amp_norm_state_dict": self.normalizer.state_dict()}
+        return {
+            DISCRIMINATOR_ENTRY: self.discriminator.state_dict(),
+            "amp_norm_state_dict": self.normalizer.state_dict(),
+        }
 
     def load_state_dict(self, checkpoint: dict[str, Any], load_optimizer: bool = True) -> None:
+        disc = discriminator_state(checkpoint)  # older checkpoints: discriminator.* keys of model_state_dict
+        if disc is None:
+            raise KeyError(
+                "The checkpoint has no AMP discriminator; to start AMP from it (e.g. a PPO run) load it with "
+                'ckpt_manipulator="add_amp_discriminator"'
+            )
+        self.discriminator.load_state_dict(disc)
         if "amp_norm_state_dict" in checkpoint:
             self.normalizer.load_state_dict(checkpoint["amp_norm_state_dict"])
         else:
@@ -285,18 +273,17 @@ class AdversarialMotionPrior(Extension):
             )
 
 
+def valid_ramp(ramp: Any) -> bool:
+    """Two learning iterations ``[start, end]`` with ``0 <= start <= end``."""
+    ints = isinstance(ramp, (list, tuple)) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in ramp
+    )
+    return ints and len(ramp) == 2 and 0 <= ramp[0] <= ramp[1]
+
+
 def _check_ramp(ramp: Sequence[int] | None) -> tuple[int, int] | None:
-    if ramp is None:
-        return None
-    values = list(ramp) if isinstance(ramp, (list, tuple)) else None
-    if (
-        values is None
-        or len(values) != 2
-        or not all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-        or not 0 <= values[0] <= values[1]
-    ):
+    if ramp is not None and not valid_ramp(ramp):
         raise ValueError(
-            f"style_reward_ramp must be two learning iterations [start, end] with 0 <= start <= end "
-            f"(the style reward is off before start and full from end), got {ramp!r}"
+            f"style_reward_ramp must be two learning iterations [start, end], 0 <= start <= end; got {ramp!r}"
         )
-    return values[0], values[1]
+    return None if ramp is None else (ramp[0], ramp[1])

@@ -59,6 +59,10 @@ class Extension:
         """Parameters trained by the extension's own ``optimizer``."""
         return []
 
+    def shared_parameters(self) -> list[nn.Parameter]:
+        """Parameters the extension owns but trains with the policy's optimizer (after the policy's)."""
+        return []
+
     def clip_groups(self) -> list[list[nn.Parameter]]:
         """Policy parameters whose gradient norm is clipped apart from the rest of the policy."""
         return []
