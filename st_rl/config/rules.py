@@ -188,7 +188,7 @@ RULES: dict[str, Rule] = {
         False,
     ),
     "precision": _choice(
-        "fp32", "bf16", "auto", fix="'auto': bf16 where the hardware has fast bfloat16, else fp32"
+        "fp32", "bf16", "auto", fix="'auto': bf16 where it is faster for the policy at hand, else fp32"
     ),
     "buffer_dilation_ratio": Rule(
         "must lie in [1, 1000]", _in(1.0, 1000), "1 keeps one rollout; each unit one more", False
