@@ -14,7 +14,7 @@ PRECISIONS = ("fp32", "bf16", "auto")
 BF16_MIN_SPEEDUP = 1.25
 """On a GPU ``precision="auto"`` picks bf16 only where a measured pass is at least this much faster than in
 float32: close calls keep float32, the exact and reproducible choice."""
-CPU_BF16_MIN_MACS = 10_000_000
+CPU_BF16_MIN_MACS = 100_000_000
 """On a CPU with bfloat16 units ``precision="auto"`` picks bf16 from this many multiply-adds per pass of the
 policy's linear layers over a minibatch (benchmarks/bench_precision.py measured where bf16 starts to pay)."""
 

@@ -74,7 +74,7 @@ def test_linear_macs_counts_every_linear_layer():
     assert linear_macs(ac) == actor + critic == 784
 
 
-@pytest.mark.parametrize(("envs", "expected"), [(8, "fp32"), (8_000, "bf16")])
+@pytest.mark.parametrize(("envs", "expected"), [(8, "fp32"), (80_000, "bf16")])
 def test_auto_on_a_bf16_cpu_picks_bf16_from_the_measured_size(monkeypatch, capsys, envs, expected):
     monkeypatch.setattr(precision_module, "_cpu_has_fast_bf16", lambda: True)
     torch.manual_seed(0)
@@ -82,7 +82,7 @@ def test_auto_on_a_bf16_cpu_picks_bf16_from_the_measured_size(monkeypatch, capsy
     ppo = PPO(ac, num_learning_epochs=1, num_mini_batches=2)
     assert ppo.precision == "bf16"  # the hardware's candidate, before the minibatch size is known
     ppo.init_storage(envs, 6, [NUM_OBS], [NUM_CRITIC], [NUM_ACT])
-    # 784 multiply-adds per sample; minibatches of 24 and 24,000 samples around CPU_BF16_MIN_MACS
+    # 784 multiply-adds per sample; minibatches of 24 and 240,000 samples around CPU_BF16_MIN_MACS
     assert (envs * 6 // 2 * 784 >= CPU_BF16_MIN_MACS) == (expected == "bf16")
     assert ppo.precision == expected
     assert f"[st_rl] precision auto: {expected} (" in capsys.readouterr().out
