@@ -530,18 +530,13 @@ def _new_run_dir(root: str, made: list[str] | None = None) -> str:
     while not os.path.isdir(parent):
         missing.append(parent)
         parent = os.path.dirname(parent)
-    os.makedirs(root, exist_ok=True)
-    made.extend(reversed(missing))
     for n in range(1, 10_000):
         path = os.path.join(root, stamp if n == 1 else f"{stamp}_{n}")
         try:
-            os.mkdir(path)  # atomic: exactly one process gets each name
+            os.makedirs(path)  # the last mkdir is atomic: exactly one process gets each name
         except FileExistsError:
             continue
-        except FileNotFoundError:  # a failed run removed its empty root meanwhile
-            os.makedirs(root, exist_ok=True)
-            os.mkdir(path)
-        made.append(path)
+        made.extend([*reversed(missing), path])
         return path
     raise CommandError(f"{root} holds 10000 runs started at {stamp}; give --log-dir DIR")
 

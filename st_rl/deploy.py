@@ -39,7 +39,10 @@ def sidecar_path(policy_path: str) -> str:
 def _jit_load(path: str, **kwargs: Any) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        return torch.jit.load(path, map_location="cpu", **kwargs)
+        try:
+            return torch.jit.load(path, map_location="cpu", **kwargs)
+        except Exception as e:  # noqa: BLE001 - torch.jit.load's RuntimeError and friends
+            raise _broken_file(path, "TorchScript", e) from e
 
 
 class ExportedPolicyError(ValueError):
@@ -70,10 +73,7 @@ def _embedded_metadata(path: str) -> dict[str, Any] | None:
         text = next((prop.value for prop in props if prop.key == METADATA_KEY), "")
     else:
         extra = {METADATA_KEY: ""}
-        try:
-            _jit_load(path, _extra_files=extra)
-        except Exception as e:  # noqa: BLE001 - torch.jit.load's RuntimeError and friends
-            raise _broken_file(path, "TorchScript", e) from e
+        _jit_load(path, _extra_files=extra)
         text = extra[METADATA_KEY]
     try:
         return json.loads(text) if text else None
@@ -185,11 +185,7 @@ class TorchScriptPolicy(ExportedPolicy):
 
     def __init__(self, path: str, metadata: dict[str, Any] | None = None) -> None:
         super().__init__(metadata or read_policy_metadata(path), path)
-        try:
-            self.module = _jit_load(path)
-        except Exception as e:  # noqa: BLE001 - torch.jit.load's RuntimeError and friends
-            raise _broken_file(path, "TorchScript", e) from e
-        self.module.eval()
+        self.module = _jit_load(path).eval()
 
     def run(self, obs: np.ndarray, states: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         args = [torch.from_numpy(obs)] + [torch.from_numpy(states[s["input"]]) for s in self.state_specs]

@@ -12,7 +12,7 @@ import os
 import socket
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import torch
 import yaml
@@ -178,18 +178,11 @@ def evaluate_return(runner: Any, env: Any, num_steps: int | None = None) -> floa
     return float(returns.mean())
 
 
-@runtime_checkable
-class EpisodeTimedTask(Protocol):
-    """A task whose episodes last ``max_episode_length_s`` seconds (st_rl's built-in tasks)."""
-
-    max_episode_length_s: float
-
-
 def evaluate_velrmsd(runner: Any, env: Any, duration_s: float | None = None) -> float:
     """Velocity-tracking RMSD of the deterministic policy over ``duration_s`` (default: an episode, or 10 s)."""
     policy = runner.get_inference_policy()
     if duration_s is None:
-        duration_s = float(env.max_episode_length_s) if isinstance(env, EpisodeTimedTask) else 10.0
+        duration_s = float(getattr(env, "max_episode_length_s", 10.0))
     metrics = evaluate_policy(env, policy, duration_s)
     runner.train_mode()
     return float(metrics["velrmsd"])
