@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import copy
 import importlib.util
 import sys
@@ -43,6 +44,7 @@ from bench_vs_rsl_rl import PPO_CFG, RunSpec, _rsl_rl_env, rsl_rl_train_cfg, st_
 from st_rl.runners import OnPolicyRunner  # noqa: E402
 from st_rl.tasks import make_env  # noqa: E402
 
+GPU_KERNELS = "gpu: CUDA kernels (profiler)"
 DATA_DEPENDENT = {
     "aten::nonzero",
     "aten::masked_select",
@@ -114,32 +116,42 @@ def _pausing(counter: Any, fn: Any) -> Any:
 
 
 def _count(
-    fn: Any, env: Any, optimizer: torch.optim.Optimizer
+    fn: Any, env: Any, optimizer: torch.optim.Optimizer, device: str = "cpu"
 ) -> tuple[collections.Counter[str], collections.Counter[str]]:
     """The aten ops and the host syncs of ``fn()``: the environment's step is left out, and the host syncs of
-    the optimizer's step (torch's, the same for both libraries; its step counters are host tensors on CUDA)."""
+    the optimizer's step (torch's, the same for both libraries; its step counters are host tensors on CUDA).
+    On CUDA the kernels the profiler saw, the environment's included, are under ``GPU_KERNELS``."""
     ops, syncs = OpCounter(), HostSyncCounter()
     env_step, opt_step = env.step, optimizer.step
     env.step = _pausing(syncs, _pausing(ops, env_step))
     optimizer.step = _pausing(syncs, opt_step)  # type: ignore[method-assign]
+    activities = [torch.profiler.ProfilerActivity.CUDA] if device.startswith("cuda") else []
     try:
-        with syncs, ops:
-            fn()
+        with (
+            torch.profiler.profile(activities=activities) if activities else contextlib.nullcontext() as prof
+        ):
+            with syncs, ops:
+                fn()
+            if activities:
+                torch.cuda.synchronize()
     finally:
         env.step, optimizer.step = env_step, opt_step  # type: ignore[method-assign]
+    if prof is not None:
+        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        ops.ops[GPU_KERNELS] = len(kernels)
     return ops.ops, syncs.syncs
 
 
 Counts = dict[str, tuple[collections.Counter[str], collections.Counter[str]]]
 
 
-def count_st_rl(policy: str, precision: str, num_envs: int) -> Counts:
-    """Op counts of st_rl's learner with the CUDA path's options (sync-free update checks) on the CPU."""
+def count_st_rl(policy: str, precision: str, num_envs: int, device: str = "cpu") -> Counts:
+    """Op counts of st_rl's learner with the CUDA path's options (sync-free update checks) on ``device``."""
     spec = RunSpec("st_rl", precision, num_envs, 24, [512, 256, 128], 1, precision=precision)
     cfg = copy.deepcopy(st_rl_train_cfg(spec))
     cfg["policy"]["class_name"] = policy
-    task = make_env("velocity_tracking", num_envs=num_envs, device="cpu", seed=0)
-    runner = OnPolicyRunner(task, cfg, log_dir=None, device="cpu")
+    task = make_env("velocity_tracking", num_envs=num_envs, device=device, seed=0)
+    runner = OnPolicyRunner(task, cfg, log_dir=None, device=device)
     runner.alg.set_sync_free(True)
     runner.learn(1)  # warm-up: lazy state, first-iteration paths
     obs, critic_obs, _ = runner.env_adapter.get_observations()
@@ -150,23 +162,23 @@ def count_st_rl(policy: str, precision: str, num_envs: int) -> Counts:
             state["obs"], state["critic_obs"], *_ = runner.rollout_step(state["obs"], state["critic_obs"])
 
     adapter = runner.env_adapter
-    rollout = _count(step, adapter, runner.alg.optimizer)
+    rollout = _count(step, adapter, runner.alg.optimizer, device)
     with torch.inference_mode():
         for _ in range(runner.num_steps_per_env - 1):
             step()
         runner.alg.compute_returns(state["critic_obs"])
-    update = _count(lambda: runner.alg.update(1), adapter, runner.alg.optimizer)
+    update = _count(lambda: runner.alg.update(1), adapter, runner.alg.optimizer, device)
     return {"rollout step": rollout, "update": update}
 
 
-def count_rsl_rl(num_envs: int) -> Counts:
+def count_rsl_rl(num_envs: int, device: str = "cpu") -> Counts:
     """Op counts of rsl_rl's learner (same PPO settings, MLP actor and critic with normalisation)."""
     from rsl_rl.runners import OnPolicyRunner as RslRunner
 
     spec = RunSpec("rsl_rl", "rsl_rl", num_envs, 24, [512, 256, 128], 1)
-    task = make_env("velocity_tracking", num_envs=num_envs, device="cpu", seed=0)
+    task = make_env("velocity_tracking", num_envs=num_envs, device=device, seed=0)
     env = _rsl_rl_env(task)
-    runner = RslRunner(env, rsl_rl_train_cfg(spec), log_dir=None, device="cpu")
+    runner = RslRunner(env, rsl_rl_train_cfg(spec), log_dir=None, device=device)
     runner.learn(1)
     alg = runner.alg
     for group in alg.optimizer.param_groups:
@@ -180,12 +192,12 @@ def count_rsl_rl(num_envs: int) -> Counts:
             alg.process_env_step(obs, rewards, dones, extras)
             state["obs"] = obs
 
-    rollout = _count(step, env, alg.optimizer)
+    rollout = _count(step, env, alg.optimizer, device)
     with torch.inference_mode():
         for _ in range(runner.cfg["num_steps_per_env"] - 1):
             step()
         alg.compute_returns(state["obs"])
-    update = _count(alg.update, env, alg.optimizer)
+    update = _count(alg.update, env, alg.optimizer, device)
     return {"rollout step": rollout, "update": update}
 
 
@@ -196,15 +208,17 @@ def summarize(counts: Counts) -> dict[str, float]:
     update_syncs = update_syncs + collections.Counter({k: update[k] for k in DATA_DEPENDENT if update[k]})
 
     def kernels(ops: collections.Counter[str]) -> int:
-        return sum(v for k, v in ops.items() if not k.startswith("view:"))
+        return sum(v for k, v in ops.items() if not k.startswith(("view:", "gpu:")))
 
     return {
-        "step_ops": sum(step.values()),
+        "step_ops": sum(v for k, v in step.items() if not k.startswith("gpu:")),
         "step_kernels": kernels(step),
-        "minibatch_ops": sum(update.values()) / MINIBATCHES,
+        "minibatch_ops": sum(v for k, v in update.items() if not k.startswith("gpu:")) / MINIBATCHES,
         "minibatch_kernels": kernels(update) / MINIBATCHES,
         "step_syncs": sum(step_syncs.values()),
         "update_syncs": sum(update_syncs.values()),
+        "step_gpu_kernels": step[GPU_KERNELS],
+        "update_gpu_kernels": update[GPU_KERNELS],
     }
 
 
@@ -216,11 +230,15 @@ def main() -> None:
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--num-envs", type=int, default=256, help="op counts do not depend on it")
     parser.add_argument("--top", type=int, default=0, help="also list the most frequent ops of each update")
+    parser.add_argument("--device", default="cpu", help="cuda: also the CUDA kernels the profiler sees")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    rows = [(f"st_rl {args.policy} {p}", count_st_rl(args.policy, p, args.num_envs)) for p in args.precision]
+    rows = [
+        (f"st_rl {args.policy} {p}", count_st_rl(args.policy, p, args.num_envs, args.device))
+        for p in args.precision
+    ]
     if importlib.util.find_spec("rsl_rl") is not None:
-        rows.append(("rsl_rl ActorCritic", count_rsl_rl(args.num_envs)))
+        rows.append(("rsl_rl ActorCritic", count_rsl_rl(args.num_envs, args.device)))
     else:
         print("rsl_rl not installed (pip install -e '.[bench]'): its row is left out")
     print(
@@ -232,6 +250,11 @@ def main() -> None:
         print(
             f"| {label} | {s['step_ops']} ({s['step_kernels']}) | {s['minibatch_ops']:.1f} "
             f"({s['minibatch_kernels']:.1f}) | {s['step_syncs']} | {s['update_syncs']} |"
+        )
+    for label, counts in rows if args.device.startswith("cuda") else []:
+        s = summarize(counts)
+        print(
+            f"{label}: CUDA kernels per rollout step {s['step_gpu_kernels']}, per update {s['update_gpu_kernels']}"
         )
     for label, counts in rows if args.top else []:
         top = ", ".join(
