@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MISSING", "ConfigError", "Problem"]
+__all__ = ["MISSING", "ConfigError", "Problem", "TextProblem"]
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,14 @@ class Problem:
     def __str__(self) -> str:
         value = "<missing>" if self.value is MISSING else repr(self.value)
         text = f"{self.path} = {value}: {self.rule}"
+        return f"{text}. Fix: {self.fix}" if self.fix else text
+
+
+class TextProblem(Problem):
+    """A problem with a file or an override's text as a whole: ``path: rule[: value]``."""
+
+    def __str__(self) -> str:
+        text = f"{self.path}: {self.rule}" + ("" if self.value is MISSING else f": {self.value!r}")
         return f"{text}. Fix: {self.fix}" if self.fix else text
 
 

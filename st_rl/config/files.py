@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from st_rl.config.errors import MISSING, ConfigError, Problem
+from st_rl.config.errors import MISSING, ConfigError, TextProblem
 
 __all__ = ["CONFIG_FILE_SUFFIXES", "load_config_file"]
 
@@ -50,17 +50,9 @@ class _Loader(yaml.SafeLoader):
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
 
 
-class _FileProblem(Problem):
-    """A problem with the file as a whole: ``file[:line]: rule[: the line's text]``."""
-
-    def __str__(self) -> str:
-        text = f"{self.path}: {self.rule}" + ("" if self.value is MISSING else f": {self.value!r}")
-        return f"{text}. Fix: {self.fix}" if self.fix else text
-
-
 def _error(path: str, rule: str, fix: str, value: object = MISSING, line: int | None = None) -> ConfigError:
     where = path if line is None else f"{path}:{line}"
-    return ConfigError(_FileProblem(where, value, rule, fix), source=f"config file {path}")
+    return ConfigError(TextProblem(where, value, rule, fix), source=f"config file {path}")
 
 
 def _line(text: str, line: int) -> object:

@@ -8,7 +8,7 @@ import copy
 import json
 from typing import Any
 
-from st_rl.config.errors import MISSING, ConfigError, Problem
+from st_rl.config.errors import MISSING, ConfigError, Problem, TextProblem
 
 __all__ = ["SECTIONS", "apply_overrides", "parse_value"]
 
@@ -22,15 +22,8 @@ _WORDS: dict[str, Any] = {"true": True, "false": False, "null": None, "~": None}
 _SOURCE = "command-line override"
 
 
-class _ItemProblem(Problem):
-    """A problem with the override text itself."""
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.rule}. Fix: {self.fix}" if self.fix else f"{self.path}: {self.rule}"
-
-
 def _error(item: str, rule: str, fix: str) -> ConfigError:
-    return ConfigError(_ItemProblem(item, MISSING, rule, fix), source=_SOURCE)
+    return ConfigError(TextProblem(item, MISSING, rule, fix), source=_SOURCE)
 
 
 def parse_value(text: str) -> Any:

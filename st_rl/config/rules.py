@@ -42,6 +42,10 @@ def _num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def _finite(x: Any) -> bool:
+    return not isinstance(x, float) or math.isfinite(x)
+
+
 def _in(lo: float, hi: float = math.inf) -> Callable[[Any], bool]:
     """Numbers in [lo, hi]; other values pass (the schema checks types)."""
     return lambda x: not _num(x) or lo <= x <= hi
@@ -102,13 +106,8 @@ def _logger(x: Any) -> bool:
 
 def _schedule_or(hi: float) -> Callable[[Any], bool]:
     """A schedule name, or a finite number in [0, hi]."""
-
-    def check(x: Any) -> bool:
-        if isinstance(x, str):
-            return x in ("linear", "exp", "tanh")
-        return not isinstance(x, (int, float)) or isinstance(x, bool) or (math.isfinite(x) and 0 <= x <= hi)
-
-    return check
+    in_range = _in(0.0, hi)
+    return lambda x: x in ("linear", "exp", "tanh") if isinstance(x, str) else in_range(x) and _finite(x)
 
 
 def _weight_schedule(x: Any) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
-import math
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,7 +20,7 @@ from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.algorithms.ppo import PPO
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS, RUNNER_DEFAULTS
 from st_rl.config.errors import MISSING, ConfigError, Problem
-from st_rl.config.rules import RUNNER_RULES, STORAGE_RULES, Rule, rule_for
+from st_rl.config.rules import RUNNER_RULES, STORAGE_RULES, Rule, _gt, _num, rule_for
 from st_rl.modules.amp_discriminator import AMPDiscriminator
 from st_rl.registry import resolve_class
 from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS as _DATASET_KEYS
@@ -31,14 +30,13 @@ from st_rl.storage.rollout_storage import RolloutStorage
 __all__ = ["RUNNER_FIELDS", "check_minibatches", "class_fields", "schema_for", "signature_fields"]
 __all__ += ["storage_fields", "validate_algorithm", "validate_policy", "validate_runner", "validate_storage"]
 
-_create_model: Any = create_model  # field definitions are built at run time
+_STRICT = ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True)
 
 
-def _model_config(extra: str = "ignore") -> ConfigDict:
-    return ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True, extra=extra)  # type: ignore[typeddict-item]
-
-
-_STRICT = _model_config()
+def _model(name: str, spec: Mapping[str, Any], extra: str = "forbid") -> type[BaseModel]:
+    """A strict pydantic model of ``{key: (type, default)}``; ``extra``: what unknown keys do."""
+    create: Any = create_model  # field definitions are built at run time
+    return create(name, __config__=ConfigDict(**_STRICT, extra=extra), **spec)  # type: ignore[typeddict-item]
 
 
 # Arguments the runner passes itself, never read from a config.
@@ -186,14 +184,12 @@ def schema_for(cls: type) -> type[BaseModel]:
     spec: dict[str, Any] = {name: (tp, default) for name, (tp, default) in fields.items()}
     for name in tolerated - set(spec):
         spec[name] = (Any, None)
-    config = _model_config("allow" if open_kwargs else "forbid")
-    return _create_model(f"{cls.__name__}Config", __config__=config, **spec)
+    return _model(f"{cls.__name__}Config", spec, "allow" if open_kwargs else "forbid")
 
 
 @functools.cache
 def _runner_schema() -> type[BaseModel]:
-    spec = {name: (tp, default) for name, (tp, default, _) in RUNNER_FIELDS.items()}
-    return _create_model("RunnerConfig", __config__=_model_config("forbid"), **spec)
+    return _model("RunnerConfig", {name: (tp, default) for name, (tp, default, _) in RUNNER_FIELDS.items()})
 
 
 # ------------------------------------------------------------------------------------------ validation
@@ -234,10 +230,7 @@ def _unknown_key(path: str, key: Any, value: Any, known: list[str], fallback: st
 def _first_per_key(problems: list[Problem]) -> list[Problem]:
     seen: dict[str, Problem] = {}
     for p in problems:
-        top = p.path.split("[")[0]
-        parts = top.split(".")
-        key = ".".join(parts[:2]) if len(parts) > 1 else top
-        seen.setdefault(key, p)
+        seen.setdefault(".".join(p.path.split("[")[0].split(".")[:2]), p)
     return list(seen.values())
 
 
@@ -311,7 +304,7 @@ def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[
 def _pretrain_dataset_schema() -> type[BaseModel]:
     fields = class_fields(RolloutDataset)[0]
     spec = {k: fields[k] for k in _DATASET_KEYS if k in fields}
-    return _create_model("PretrainDatasetConfig", __config__=_model_config("ignore"), **spec)
+    return _model("PretrainDatasetConfig", spec, "ignore")
 
 
 # Rollout-storage arguments the algorithm passes itself: -> the algorithm key that sets them.
@@ -374,16 +367,11 @@ def validate_storage(
     ]
     rest = {k: v for k, v in storage.items() if k not in _STORAGE_SET_BY_ALGORITHM}
     fields = storage_fields(algorithm_cfg)
-    model = _create_model("StorageConfig", __config__=_model_config("forbid"), **fields)
-    for p in _type_problems(model, rest, prefix, lambda k: False):
+    for p in _type_problems(_model("StorageConfig", fields), rest, prefix, lambda k: False):
         if p.rule == "unknown key" and not p.fix.startswith("did you mean"):
             p = Problem(p.path, p.value, p.rule, f"remove it; the storage section takes {', '.join(fields)}")
         problems.append(p)
     return _merge(problems, _rule_problems(rest, prefix, STORAGE_RULES.get))
-
-
-def _numeric(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorithm") -> list[Problem]:
@@ -396,7 +384,7 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
         # PPO config carries `mimic_loss_coef=0.0` and `discriminator_loss_coef=0.0`).
         if not (coef_keys_ok and key.endswith("_coef")):
             return False
-        return has_user_extensions or (_numeric(cfg.get(key)) and cfg.get(key) == 0)
+        return has_user_extensions or (_num(cfg.get(key)) and cfg.get(key) == 0)
 
     problems = [
         Problem(
@@ -449,8 +437,7 @@ def _teacher_policy_problems(teacher: Any, prefix: str) -> list[Problem]:
 def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem]:
     problems = []
     kl = cfg.get("desired_kl")
-    bad_kl = kl is None or (_numeric(kl) and not (math.isfinite(kl) and kl > 0))
-    if cfg.get("schedule") == "adaptive" and "desired_kl" in cfg and bad_kl:
+    if cfg.get("schedule") == "adaptive" and "desired_kl" in cfg and (kl is None or not _gt(0.0)(kl)):
         rule = "schedule='adaptive' needs a KL target > 0"
         problems.append(Problem(f"{prefix}.desired_kl", kl, rule, "typical: 0.01, or set schedule='fixed'"))
     symmetry = cfg.get("symmetry_cfg")
