@@ -17,7 +17,7 @@ from st_rl.algorithms.extensions.amp import valid_ramp
 from st_rl.algorithms.ppo import COMPILE_MODES
 from st_rl.modules.utils import _ACTIVATIONS
 
-__all__ = ["LIMITS", "Rule", "RUNNER_RULES", "RULES", "STORAGE_RULES", "rule_for"]
+__all__ = ["LIMITS", "Rule", "RUNNER_RULES", "RULES", "SEGMENT_SHAPE", "STORAGE_RULES", "rule_for"]
 
 
 @dataclass(frozen=True)
@@ -223,6 +223,11 @@ RULES: dict[str, Rule] = {
     "lr_scheduler_class_name": Rule(
         "must name a torch.optim.lr_scheduler class", _lr_scheduler, "e.g. 'StepLR', or None"
     ),
+    "teacher_ac_path": Rule(
+        "must be the path of the teacher's checkpoint (a string)",
+        lambda x: isinstance(x, str),
+        "e.g. 'logs/teacher/model_1000.pt'",
+    ),
     "style_reward_ramp": Rule(
         "must be two learning iterations [start, end] with 0 <= start <= end",
         valid_ramp,
@@ -291,6 +296,14 @@ RUNNER_RULES: dict[str, Rule] = {
 }
 
 
+def _shape(x: Any) -> bool:
+    dims = x if isinstance(x, Sequence) and not isinstance(x, str) else [x]
+    return bool(dims) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims)
+
+
+SEGMENT_SHAPE = Rule(
+    "a component's shape must be a list of integers >= 1", _shape, "e.g. [3], or [1, 7, 5] for a map", False
+)
 STORAGE_RULES = {"amp_obs_shape": Rule("every entry must be an integer >= 1", _all_in(1))}
 
 

@@ -20,7 +20,7 @@ from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.algorithms.ppo import PPO
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS, RUNNER_DEFAULTS
 from st_rl.config.errors import MISSING, ConfigError, Problem
-from st_rl.config.rules import RUNNER_RULES, STORAGE_RULES, Rule, _gt, _num, rule_for
+from st_rl.config.rules import RUNNER_RULES, SEGMENT_SHAPE, STORAGE_RULES, Rule, _gt, _num, rule_for
 from st_rl.modules.amp_discriminator import AMPDiscriminator
 from st_rl.registry import resolve_class
 from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS as _DATASET_KEYS
@@ -404,7 +404,11 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
         if isinstance(sub, Mapping):
             problems += validate_algorithm(sub_cls, sub, f"{prefix}.{key}")
     problems += _extension_list_problems(cfg.get("extensions"), f"{prefix}.extensions")
-    problems += _teacher_policy_problems(cfg.get("teacher_policy"), f"{prefix}.teacher_policy")
+    teacher = cfg.get("teacher_policy")  # its other keys are checked when the teacher is built
+    if isinstance(teacher, Mapping) and "teacher_ac_path" in teacher:
+        problems += _rule_problems(
+            {"teacher_ac_path": teacher["teacher_ac_path"]}, f"{prefix}.teacher_policy", rule_for
+        )
     return _merge(problems)
 
 
@@ -423,15 +427,6 @@ def _extension_list_problems(extensions: Any, prefix: str) -> list[Problem]:
             rule = "must be an extension object or a dict with its class_name"
             problems.append(Problem(f"{prefix}[{i}]", item, rule, f"e.g. {example}"))
     return problems
-
-
-def _teacher_policy_problems(teacher: Any, prefix: str) -> list[Problem]:
-    """``teacher_policy.teacher_ac_path`` (its policy keys are checked when the teacher is built)."""
-    path = teacher.get("teacher_ac_path") if isinstance(teacher, Mapping) else None
-    if path is None or isinstance(path, str):
-        return []
-    rule = "must be the path of the teacher's checkpoint (a string)"
-    return [Problem(f"{prefix}.teacher_ac_path", path, rule, "e.g. 'logs/teacher/model_1000.pt'")]
 
 
 def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem]:
@@ -474,7 +469,7 @@ def validate_policy(cls: type, cfg: Mapping[str, Any], prefix: str = "policy") -
     for key in ("obs_segments", "privileged_obs_segments", "critic_obs_segments"):
         value = cfg.get(key)
         if isinstance(value, Mapping):
-            problems += _segment_problems(value, f"{prefix}.{key}")
+            problems += _rule_problems(value, f"{prefix}.{key}", lambda _: SEGMENT_SHAPE)
     amp = cfg.get("amp_discriminator")
     if isinstance(amp, Mapping):
         problems += validate_policy(AMPDiscriminator, amp, f"{prefix}.amp_discriminator")
@@ -488,19 +483,6 @@ def _recurrence_problems(cls: type, cfg: Mapping[str, Any], prefix: str) -> list
     rule = f"{cls.__name__} is a recurrent policy and needs a memory type ('lstm' or 'gru')"
     fix = "set rnn_type='lstm' or 'gru', or pick the feed-forward class (e.g. ActorCritic) for rnn_type=None"
     return [Problem(f"{prefix}.rnn_type", None, rule, fix)]
-
-
-def _segment_problems(segments: Mapping[str, Any], prefix: str) -> list[Problem]:
-    problems = []
-    for name, shape in segments.items():
-        dims = shape if isinstance(shape, Sequence) and not isinstance(shape, str) else [shape]
-        if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims):
-            rule, fix = (
-                "a component's shape must be a list of integers >= 1",
-                "e.g. [3], or [1, 7, 5] for a map",
-            )
-            problems.append(Problem(f"{prefix}.{name}", shape, rule, fix))
-    return problems
 
 
 def check_minibatches(algorithm: Mapping[str, Any], num_envs: int, num_steps: int, recurrent: bool) -> None:
