@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import inspect
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -84,14 +84,20 @@ def to_plain_dict(cfg: Any) -> dict[str, Any]:
     )
 
 
+def _attributes(obj: Any) -> Iterator[tuple[str, Any]]:
+    """The public data attributes of a config class or object (classes included, methods left out)."""
+    for key in dir(obj):
+        try:
+            val = getattr(obj, key)
+        except Exception:  # a property that fails is not config data
+            continue
+        if not key.startswith("_") and not (callable(val) and not isinstance(val, type)):
+            yield key, val
+
+
 def _class_to_dict(obj: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key in dir(obj):
-        if key.startswith("_"):
-            continue
-        val = getattr(obj, key)
-        if callable(val) and not isinstance(val, type):
-            continue
+    for key, val in _attributes(obj):
         if isinstance(val, type):
             out[key] = _class_to_dict(val)
         elif isinstance(val, list):
@@ -125,34 +131,20 @@ def env_cfg_to_jsonable(cfg: Any) -> Any:
     return _env_cfg_value(cfg, 0, is_root=True)
 
 
-def _is_nested_cfg_class(value: Any, name: str) -> bool:
-    qual = getattr(value, "__qualname__", "")
-    return isinstance(value, type) and "." in qual and qual.rsplit(".", 1)[-1] == name
+def _is_nested_cfg(value: Any, name: str) -> bool:
+    """A config class nested in another under its own name (legged_gym's ``class runner:``), or an instance of one."""
+    qual = (value if isinstance(value, type) else type(value)).__qualname__
+    return "." in qual and qual.rsplit(".", 1)[-1] == name
 
 
 def _cfg_namespace(obj: Any, depth: int) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in dir(obj):
-        if key.startswith("_"):
-            continue
-        try:
-            val = getattr(obj, key)
-        except Exception:  # a property that fails is not config data
-            continue
-        if _is_nested_cfg_class(val, key) or _is_nested_cfg_class(type(val), key):
-            out[key] = _env_cfg_value(val, depth + 1, is_root=True)
-        elif inspect.isroutine(val):
-            continue  # methods of the config class (e.g. legged_gym's init_member_classes)
-        else:
-            out[key] = _env_cfg_value(val, depth + 1)
-    return out
+    return {k: _env_cfg_value(v, depth + 1, is_root=_is_nested_cfg(v, k)) for k, v in _attributes(obj)}
 
 
 def _env_cfg_value(obj: Any, depth: int, is_root: bool = False) -> Any:
     if depth > _ENV_CFG_MAX_DEPTH:
         return repr(obj)
-    is_mapping = hasattr(obj, "items") and hasattr(obj, "keys") and not isinstance(obj, type)
-    if isinstance(obj, dict) or is_mapping:
+    if hasattr(obj, "items") and hasattr(obj, "keys") and not isinstance(obj, type):
         return {str(k): _env_cfg_value(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_env_cfg_value(v, depth + 1) for v in obj]
