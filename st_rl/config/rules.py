@@ -104,6 +104,9 @@ def _logger(x: Any) -> bool:
     return callable(x) or (isinstance(x, Mapping) and "class_name" in x)
 
 
+_SCHEDULE = "a schedule 'linear', 'exp' or 'tanh'"
+
+
 def _schedule_or(hi: float) -> Callable[[Any], bool]:
     """A schedule name, or a finite number in [0, hi]."""
     in_range = _in(0.0, hi)
@@ -171,9 +174,7 @@ RULES: dict[str, Rule] = {
     "lam": Rule("is the GAE lambda and must lie in [0, 1]", _in(0.0, 1.0), "typical: 0.95", False),
     "clip_param": Rule("is the PPO ratio clip and must be > 0", _gt(0.0), "typical: 0.2", False),
     "learning_rate": Rule("must be > 0", _gt(0.0), "typical: 1e-3 (PPO), 3e-4", False),
-    "max_grad_norm": Rule(
-        "must be > 0, or None for no clipping", _gt(0.0), "typical: 1.0; None disables clipping"
-    ),
+    "max_grad_norm": Rule("must be > 0, or None for no clipping", _gt(0.0), "typical: 1.0"),
     "desired_kl": Rule("is the adaptive schedule's KL target and must be > 0", _gt(0.0), "typical: 0.01"),
     "num_learning_epochs": _bounded_size("num_learning_epochs"),
     "num_mini_batches": _bounded_size("num_mini_batches"),
@@ -195,24 +196,17 @@ RULES: dict[str, Rule] = {
     "clip_min_std": Rule("must be >= 0", _all_in(0.0), "typical: 1e-15 or a per-action list", False),
     "hidden_state_resample_prob": PROB,
     "optimizer_class_name": Rule(
-        "must name a torch.optim optimizer", _optimizer, "e.g. 'Adam', 'AdamW', 'SGD'", False
+        "must name a torch.optim optimizer", _optimizer, "e.g. 'Adam', 'SGD'", False
     ),
     # distillation (TPPO, ATPPO, EstimatorTPPO)
-    "teacher_act_prob": Rule(
-        "must be a probability in [0, 1] or a schedule 'linear', 'exp' or 'tanh'",
-        _schedule_or(1.0),
-        "",
-        False,
-    ),
-    "distillation_loss_coef": Rule(
-        "must be >= 0 or a schedule 'linear', 'exp' or 'tanh'", _schedule_or(math.inf), "", False
-    ),
+    "teacher_act_prob": Rule(f"must be a probability in [0, 1] or {_SCHEDULE}", _schedule_or(1.0), "", False),
+    "distillation_loss_coef": Rule(f"must be >= 0 or {_SCHEDULE}", _schedule_or(math.inf), "", False),
     "distill_target": _choice(
         "real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob", fix="", listed=True
     ),
     "distill_latent_target": _choice("real", "l1", "tanh", "scaled_tanh", fix="", listed=True),
     "estimator_loss_func": Rule(
-        "must name a torch.nn.functional loss", _functional_loss, "e.g. 'mse_loss', 'l1_loss'", False
+        "must name a torch.nn.functional loss", _functional_loss, "e.g. 'mse_loss'", False
     ),
     "weight_schedule": Rule(
         "needs mode 'step' or 'linear' with numbers final_step and final_value",
@@ -221,7 +215,7 @@ RULES: dict[str, Rule] = {
         "'final_step': b, 'final_value': v}",
     ),
     "lr_scheduler_class_name": Rule(
-        "must name a torch.optim.lr_scheduler class", _lr_scheduler, "e.g. 'StepLR', or None"
+        "must name a torch.optim.lr_scheduler class", _lr_scheduler, "e.g. 'StepLR'"
     ),
     "teacher_ac_path": Rule(
         "must be the path of the teacher's checkpoint (a string)",
@@ -241,7 +235,7 @@ RULES: dict[str, Rule] = {
     "style_reward_coef": NONNEG,
     "update_times_scale": POSITIVE,
     "amp_replay_buffer_size": Rule(
-        "must be an integer >= 0 or None", _in(0), "0: no replay; None: the amp_preset's"
+        "must be an integer >= 0 or None", _in(0), "0: no replay; None: the preset's"
     ),
     "amp_preset": _choice(
         "reference",
@@ -256,7 +250,7 @@ RULES: dict[str, Rule] = {
     # policies
     "init_noise_std": Rule("must be > 0", _gt(0.0), "typical: 1.0", False),
     "activation": Rule(
-        "must name an activation", _activation, "e.g. 'elu', 'relu', 'tanh', or a torch.nn class", False
+        "must name an activation", _activation, "e.g. 'elu', 'tanh', or a torch.nn class", False
     ),
     "mu_activation": Rule("must name an activation or be None", _activation, "e.g. 'tanh', or None"),
     "rnn_type": Rule(
