@@ -193,30 +193,25 @@ def _runner_schema() -> type[BaseModel]:
 
 
 # ------------------------------------------------------------------------------------------ validation
-def _type_problems(
-    model: type[BaseModel], values: Mapping[str, Any], prefix: str, skip: Callable[[str], bool]
-) -> list[Problem]:
+def _type_problems(model: type[BaseModel], values: Mapping[str, Any], prefix: str,
+                   skip: Callable[[str], bool] = lambda key: False,
+                   unknown_fix: str = "remove it (see docs/configuration.md)") -> list[Problem]:  # fmt: skip
+    """Pydantic's errors as problems, the first per key; unknown keys (unless ``skip``) get ``unknown_fix``."""
     try:
         model.model_validate(dict(values))
         return []
     except ValidationError as e:
         errors = e.errors()
-    known = list(model.model_fields)
     problems = []
     for err in errors:
-        loc = [str(x) for x in err["loc"]]
-        key = loc[0] if loc else ""
-        path = prefix + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"])
-        path = path.lstrip(".")
+        key = str(err["loc"][0]) if err["loc"] else ""
+        path = (prefix + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"])).lstrip(".")
         if err["type"] == "extra_forbidden":
             if not skip(key):
-                problems.append(
-                    _unknown_key(path, key, err["input"], known, "remove it (see docs/configuration.md)")
-                )
+                problems.append(_unknown_key(path, key, err["input"], list(model.model_fields), unknown_fix))
             continue
-        value = values.get(key, MISSING) if len(loc) == 1 else err.get("input", MISSING)
-        tp = model.model_fields[key].annotation if key in model.model_fields else None
-        expected = type_name(tp)
+        value = values.get(key, MISSING) if len(err["loc"]) == 1 else err.get("input", MISSING)
+        expected = type_name(model.model_fields[key].annotation) if key in model.model_fields else ""
         fix = f"give {expected}" if expected else ""
         problems.append(Problem(path, value, err["msg"].replace("Input should be", "should be"), fix))
     return _first_per_key(problems)
@@ -276,7 +271,7 @@ def _merge(*groups: list[Problem]) -> list[Problem]:
 
 def validate_runner(runner: Mapping[str, Any], prefix: str = "runner") -> list[Problem]:
     """Problems of the runner keys and of ``pretrain_dataset`` (TwoStageRunner)."""
-    types = _type_problems(_runner_schema(), runner, prefix, lambda k: False)
+    types = _type_problems(_runner_schema(), runner, prefix)
     rules = _rule_problems(runner, prefix, RUNNER_RULES.get)
     dataset = runner.get("pretrain_dataset")
     extra: list[Problem] = []
@@ -289,7 +284,7 @@ def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[
     known = [*_DATASET_KEYS, "scan_dir", "keep_latest_ratio"]  # legged_gym's legacy keys
     given = {k: v for k, v in dataset.items() if k in _DATASET_KEYS}
     problems = []
-    for p in _type_problems(_pretrain_dataset_schema(), given, prefix, lambda k: True):
+    for p in _type_problems(_pretrain_dataset_schema(), given, prefix):
         key = p.path[len(prefix) + 1 :].split(".")[0].split("[")[0]  # not the union member pydantic names
         problems.append(Problem(f"{prefix}.{key}", given.get(key, p.value), p.rule, p.fix))
     for key in dataset:
@@ -367,10 +362,8 @@ def validate_storage(
     ]
     rest = {k: v for k, v in storage.items() if k not in _STORAGE_SET_BY_ALGORITHM}
     fields = storage_fields(algorithm_cfg)
-    for p in _type_problems(_model("StorageConfig", fields), rest, prefix, lambda k: False):
-        if p.rule == "unknown key" and not p.fix.startswith("did you mean"):
-            p = Problem(p.path, p.value, p.rule, f"remove it; the storage section takes {', '.join(fields)}")
-        problems.append(p)
+    unknown_fix = f"remove it; the storage section takes {', '.join(fields)}"
+    problems += _type_problems(_model("StorageConfig", fields), rest, prefix, unknown_fix=unknown_fix)
     return _merge(problems, _rule_problems(rest, prefix, STORAGE_RULES.get))
 
 
@@ -464,7 +457,7 @@ def _validate_extension_item(item: Mapping[str, Any], prefix: str) -> list[Probl
 def validate_policy(cls: type, cfg: Mapping[str, Any], prefix: str = "policy") -> list[Problem]:
     """Problems of a policy config for class ``cls`` (sizes may be absent: the environment fills them)."""
     problems = _recurrence_problems(cls, cfg, prefix)
-    problems += _type_problems(schema_for(cls), cfg, prefix, lambda k: False)
+    problems += _type_problems(schema_for(cls), cfg, prefix)
     problems = _merge(problems, _rule_problems(cfg, prefix, rule_for))
     for key in ("obs_segments", "privileged_obs_segments", "critic_obs_segments"):
         value = cfg.get(key)
