@@ -53,10 +53,7 @@ def _split(item: str) -> tuple[bool, list[str], str | None]:
     """``(delete, path parts, raw value or None)`` of one override item."""
     text = item.strip()
     delete = text.startswith("~")
-    if delete:
-        text = text[1:]
-    elif text.startswith("+"):
-        text = text[2:] if text.startswith("++") else text[1:]
+    text = text[1:] if delete else text.removeprefix("+").removeprefix("+")  # `+key` / `++key`: set
     if delete:
         if "=" in text:
             raise _error(item, "a deletion takes no value", f"write '~{text.split('=', 1)[0]}'")

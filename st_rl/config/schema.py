@@ -375,21 +375,15 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
     def skip(key: str) -> bool:
         # `<name>_coef` weighs a user extension's loss `<name>`; 0 (loss off) is harmless without one (st_gym's
         # PPO config carries `mimic_loss_coef=0.0` and `discriminator_loss_coef=0.0`).
-        if not (coef_keys_ok and key.endswith("_coef")):
-            return False
-        return has_user_extensions or (_num(cfg.get(key)) and cfg.get(key) == 0)
+        zero = _num(cfg.get(key)) and cfg.get(key) == 0
+        return coef_keys_ok and key.endswith("_coef") and (has_user_extensions or zero)
 
-    problems = [
-        Problem(
-            p.path,
-            p.value,
-            f"unknown key: {cls.__name__} builds no loss term that uses this weight",
-            f"{p.fix}; a weight of 0 is accepted (the loss is off)" if p.fix else "set it to 0 or remove it",
-        )
-        if p.rule == "unknown key" and p.path.endswith("_coef") and coef_keys_ok
-        else p
-        for p in _type_problems(schema_for(cls), cfg, prefix, skip)
-    ]
+    problems = _type_problems(schema_for(cls), cfg, prefix, skip)
+    if coef_keys_ok:
+        rule = f"unknown key: {cls.__name__} builds no loss term that uses this weight"
+        fix = "; a weight of 0 is accepted (the loss is off)"
+        unused = [p for p in problems if p.rule == "unknown key" and p.path.endswith("_coef")]
+        problems = [Problem(p.path, p.value, rule, p.fix + fix) if p in unused else p for p in problems]
     problems = _merge(problems, _rule_problems(cfg, prefix, rule_for))
     problems += _algorithm_cross_checks(cfg, prefix)
     for key, sub_cls in _nested_algorithm_sections(cls).items():
