@@ -108,27 +108,15 @@ def _class_to_dict(obj: Any) -> dict[str, Any]:
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Convert to JSON-friendly data (tuples -> lists, classes -> labels, tensors -> lists)."""
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    if isinstance(obj, type) or callable(obj):
-        return class_label(obj)
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    return repr(obj)
-
-
-_ENV_CFG_MAX_DEPTH = 32
+    """JSON-friendly data: tuples and tensors as lists, classes and functions as labels, mappings, dataclasses and
+    ``to_dict()`` objects as dicts, anything else as its repr."""
+    return _jsonable(obj, 0)
 
 
 def env_cfg_to_jsonable(cfg: Any) -> Any:
     """An environment config (mappings, legged_gym config classes, dataclasses, ``to_dict()`` objects, nested
     freely) as plain JSON data (``config.json``'s ``env`` entry)."""
-    return _env_cfg_value(cfg, 0, is_root=True)
+    return _jsonable(cfg, 0, namespace=True)
 
 
 def _is_nested_cfg(value: Any, name: str) -> bool:
@@ -137,17 +125,14 @@ def _is_nested_cfg(value: Any, name: str) -> bool:
     return "." in qual and qual.rsplit(".", 1)[-1] == name
 
 
-def _cfg_namespace(obj: Any, depth: int) -> dict[str, Any]:
-    return {k: _env_cfg_value(v, depth + 1, is_root=_is_nested_cfg(v, k)) for k, v in _attributes(obj)}
-
-
-def _env_cfg_value(obj: Any, depth: int, is_root: bool = False) -> Any:
-    if depth > _ENV_CFG_MAX_DEPTH:
+def _jsonable(obj: Any, depth: int, namespace: bool = False) -> Any:
+    """``namespace``: a class or object without another conversion becomes a dict of its attributes."""
+    if depth > 32:
         return repr(obj)
     if hasattr(obj, "items") and hasattr(obj, "keys") and not isinstance(obj, type):
-        return {str(k): _env_cfg_value(v, depth + 1) for k, v in obj.items()}
+        return {str(k): _jsonable(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_env_cfg_value(v, depth + 1) for v in obj]
+        return [_jsonable(v, depth + 1) for v in obj]
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
     if not isinstance(obj, type):
@@ -158,14 +143,14 @@ def _env_cfg_value(obj: Any, depth: int, is_root: bool = False) -> Any:
             except TypeError:
                 data = None
             if isinstance(data, dict):
-                return _env_cfg_value(data, depth + 1)
+                return _jsonable(data, depth + 1)
         if dataclasses.is_dataclass(obj):
-            return {f.name: _env_cfg_value(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)}
+            return {f.name: _jsonable(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)}
         if hasattr(obj, "tolist"):
             return obj.tolist()
-    if is_root and (isinstance(obj, type) or hasattr(obj, "__dict__")):
-        return _cfg_namespace(obj, depth)
-    return to_jsonable(obj)
+    if namespace and (isinstance(obj, type) or hasattr(obj, "__dict__")):
+        return {k: _jsonable(v, depth + 1, _is_nested_cfg(v, k)) for k, v in _attributes(obj)}
+    return class_label(obj) if isinstance(obj, type) or callable(obj) else repr(obj)
 
 
 def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
