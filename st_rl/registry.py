@@ -102,9 +102,8 @@ def refuse_untrusted_import(spec: str, key: str, registered: list[str] | None = 
         return
     source, opt_in = context
     registered = list(registered or [])
-    shown = registered[:8]
-    more = f", ... ({len(registered) - len(shown)} more)" if len(registered) > len(shown) else ""
-    names = f" ({', '.join(shown)}{more})" if shown else ""
+    more = f", ... ({len(registered) - 8} more)" if len(registered) > 8 else ""
+    names = f" ({', '.join(registered[:8])}{more})" if registered else ""
     raise UntrustedConfigError(
         f"{source} sets {key} = {spec!r}, an import path: loading it would import and run code named by "
         f"that file. A config read back from a run directory or checkpoint may only name st_rl's registered "

@@ -118,8 +118,7 @@ def update_file(path: str | Path) -> bool:
     block = render()
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        new = head + block + tail
+        new = head + block + rest.split(END, 1)[1]
     else:
         new = text.rstrip("\n") + "\n\n## Schema reference\n\n" + block + "\n"
     if new != text:

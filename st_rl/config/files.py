@@ -68,11 +68,10 @@ def _parse_yaml(path: str, text: str) -> Any:
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
-        marked: yaml.MarkedYAMLError | None = e if isinstance(e, yaml.MarkedYAMLError) else None
-        mark = None if marked is None else (marked.problem_mark or marked.context_mark)
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         line = None if mark is None else mark.line + 1
-        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
-        problem = (None if marked is None else marked.problem) or str(e).splitlines()[0]
+        where = "" if mark is None else f" at line {line}, column {mark.column + 1}"
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         fix = f"correct the YAML{where} (indent with spaces, 'key: value' with a space after the colon)"
         value = MISSING if line is None else _line(text, line)
         raise _error(path, f"not valid YAML{where}: {problem}", fix, value=value, line=line) from e
