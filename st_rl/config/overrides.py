@@ -112,11 +112,8 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         assert raw is not None
         value = parse_value(raw)
         old = node.get(last)
-        if (
-            isinstance(value, str)
-            and isinstance(old, (bool, int, float))
-            and last not in _NUMBER_OR_TEXT_KEYS
-        ):
+        text_for_number = isinstance(value, str) and isinstance(old, (bool, int, float))
+        if text_for_number and last not in _NUMBER_OR_TEXT_KEYS:
             kind, key = "true or false" if isinstance(old, bool) else "a number", ".".join(parts)
             rule, fix = f"expects {kind} (it is {old!r}), got text", f"write e.g. '{key}={json.dumps(old)}'"
             raise ConfigError(Problem(key, value, rule, fix), source=_SOURCE)

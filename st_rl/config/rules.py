@@ -60,17 +60,10 @@ def _all_in(lo: float, hi: float = math.inf) -> Callable[[Any], bool]:
     return lambda x: all(map(_in(lo, hi), x if isinstance(x, Sequence) and not isinstance(x, str) else [x]))
 
 
-def _one_of(*choices: str) -> Callable[[Any], bool]:
-    return lambda x: not isinstance(x, str) or x in choices
-
-
-def _choice(*choices: str, fix: str = "pick one of them", listed: bool = False) -> Rule:
+def _choice(*choices: str, fix: str = "pick one of them") -> Rule:
     """A string among ``choices`` (not None)."""
-    names = [repr(c) for c in choices]
-    text = (
-        f"must be one of {', '.join(names)}" if listed else f"must be {', '.join(names[:-1])} or {names[-1]}"
-    )
-    return Rule(text, _one_of(*choices), fix, allow_none=False)
+    text = f"must be one of {', '.join(map(repr, choices))}"
+    return Rule(text, lambda x: not isinstance(x, str) or x in choices, fix, allow_none=False)
 
 
 def _activation(x: Any) -> bool:
@@ -201,10 +194,8 @@ RULES: dict[str, Rule] = {
     # distillation (TPPO, ATPPO, EstimatorTPPO)
     "teacher_act_prob": Rule(f"must be a probability in [0, 1] or {_SCHEDULE}", _schedule_or(1.0), "", False),
     "distillation_loss_coef": Rule(f"must be >= 0 or {_SCHEDULE}", _schedule_or(math.inf), "", False),
-    "distill_target": _choice(
-        "real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob", fix="", listed=True
-    ),
-    "distill_latent_target": _choice("real", "l1", "tanh", "scaled_tanh", fix="", listed=True),
+    "distill_target": _choice("real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob", fix=""),
+    "distill_latent_target": _choice("real", "l1", "tanh", "scaled_tanh", fix=""),
     "estimator_loss_func": Rule(
         "must name a torch.nn.functional loss", _functional_loss, "e.g. 'mse_loss'", False
     ),
