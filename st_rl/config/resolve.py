@@ -177,9 +177,8 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
         if isinstance(value, dict):
             storage.update(value)
         elif value is not None:
-            problems.append(
-                Problem(where, value, "must be a mapping of rollout-storage arguments", "e.g. {}")
-            )
+            rule = "must be a mapping of rollout-storage arguments"
+            problems.append(Problem(where, value, rule, "e.g. {}"))
     problems += validate_runner(runner, prefix.rstrip("."))
     policy_cls = _pick_class(policy, runner, "policy", prefix, "ActorCritic", problems)
     algorithm_cls = _pick_class(algorithm, runner, "algorithm", prefix, "PPO", problems)
@@ -205,9 +204,8 @@ def _runner_section(cfg: dict[str, Any], problems: list[Problem]) -> tuple[dict[
         value = cfg.pop(key)
         if key in runner and runner[key] != value:
             rule = f"conflicts with runner.{key} = {runner[key]!r} (the nested form reads runner.{key})"
-            problems.append(
-                Problem(key, value, rule, f"remove the top-level '{key}' or give it only in 'runner'")
-            )
+            fix = f"remove the top-level '{key}' or give it only in 'runner'"
+            problems.append(Problem(key, value, rule, fix))
         else:
             runner[key] = value
     return runner, "nested", "runner."
@@ -224,12 +222,8 @@ def _class_problems(runner: dict[str, Any], prefix: str, policy_cls: Any, policy
         try:
             cls = resolve_class(name, None, section, base)
         except ValueError as e:
-            given = runner.get(f"{section}_class_name")
-            where = (
-                f"{prefix}{section}_class_name"
-                if given is not None and name is given
-                else f"{section}.class_name"
-            )
+            from_runner = name is not None and name is runner.get(f"{section}_class_name")
+            where = f"{prefix}{section}_class_name" if from_runner else f"{section}.class_name"
             problems.append(Problem(where, class_label(name), str(e)))
             continue
         if section == "policy":
