@@ -45,10 +45,8 @@ class ConfigError(ValueError):
     def __init__(self, problems: list[Problem] | Problem, source: str = "training config") -> None:
         self.problems: list[Problem] = [problems] if isinstance(problems, Problem) else list(problems)
         self.source = source
-        lines = [str(p) for p in self.problems]
-        head = f"Invalid {source}: {lines[0]}" if lines else f"Invalid {source}"
-        more = "".join(f"\n  {line}" for line in lines[1:])
-        super().__init__(head + more)
+        listed = ": " + "\n  ".join(map(str, self.problems)) if self.problems else ""
+        super().__init__(f"Invalid {source}{listed}")
 
     @property
     def paths(self) -> list[str]:

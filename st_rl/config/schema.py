@@ -271,13 +271,13 @@ def _merge(*groups: list[Problem]) -> list[Problem]:
 
 def validate_runner(runner: Mapping[str, Any], prefix: str = "runner") -> list[Problem]:
     """Problems of the runner keys and of ``pretrain_dataset`` (TwoStageRunner)."""
-    types = _type_problems(_runner_schema(), runner, prefix)
-    rules = _rule_problems(runner, prefix, RUNNER_RULES.get)
+    problems = _merge(
+        _type_problems(_runner_schema(), runner, prefix), _rule_problems(runner, prefix, RUNNER_RULES.get)
+    )
     dataset = runner.get("pretrain_dataset")
-    extra: list[Problem] = []
     if isinstance(dataset, Mapping):
-        extra = _pretrain_dataset_problems(dataset, f"{prefix}.pretrain_dataset".lstrip("."))
-    return _merge(types, rules, extra)
+        problems += _pretrain_dataset_problems(dataset, f"{prefix}.pretrain_dataset".lstrip("."))
+    return _merge(problems)
 
 
 def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[Problem]:
@@ -367,6 +367,9 @@ def validate_storage(
     return _merge(problems, _rule_problems(rest, prefix, STORAGE_RULES.get))
 
 
+_NESTED_ALGORITHM_SECTIONS = {"rnd_cfg": RandomNetworkDistillation, "symmetry_cfg": Symmetry, "ppo": PPO}
+
+
 def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorithm") -> list[Problem]:
     """Problems of an algorithm config for class ``cls`` (PPO or a preset), its extensions included."""
     has_user_extensions = bool(cfg.get("extensions"))
@@ -386,10 +389,9 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
         problems = [Problem(p.path, p.value, rule, p.fix + fix) if p in unused else p for p in problems]
     problems = _merge(problems, _rule_problems(cfg, prefix, rule_for))
     problems += _algorithm_cross_checks(cfg, prefix)
-    for key, sub_cls in _nested_algorithm_sections(cls).items():
-        sub = cfg.get(key)
-        if isinstance(sub, Mapping):
-            problems += validate_algorithm(sub_cls, sub, f"{prefix}.{key}")
+    for key, sub_cls in _NESTED_ALGORITHM_SECTIONS.items():
+        if isinstance(cfg.get(key), Mapping) and key in class_fields(cls)[0]:
+            problems += validate_algorithm(sub_cls, cfg[key], f"{prefix}.{key}")
     problems += _extension_list_problems(cfg.get("extensions"), f"{prefix}.extensions")
     teacher = cfg.get("teacher_policy")  # its other keys are checked when the teacher is built
     if isinstance(teacher, Mapping) and "teacher_ac_path" in teacher:
@@ -429,11 +431,6 @@ def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem
         fix = "set use_mirror_loss=True or use_data_augmentation=True, or remove symmetry_cfg"
         problems.append(Problem(f"{prefix}.symmetry_cfg.use_mirror_loss", False, rule, fix))
     return problems
-
-
-def _nested_algorithm_sections(cls: type) -> dict[str, type]:
-    nested = {"rnd_cfg": RandomNetworkDistillation, "symmetry_cfg": Symmetry, "ppo": PPO}
-    return {key: sub for key, sub in nested.items() if key in class_fields(cls)[0]}
 
 
 def _validate_extension_item(item: Mapping[str, Any], prefix: str) -> list[Problem]:
