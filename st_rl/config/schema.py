@@ -96,13 +96,9 @@ def _annotation(func: Callable[..., Any], param: inspect.Parameter) -> Any:
     ann = param.annotation
     if ann is inspect.Parameter.empty:
         return Any
-    if isinstance(ann, str):
-        namespace = {**vars(typing), **getattr(func, "__globals__", {})}
-        try:
-            ann = eval(ann, namespace)  # noqa: S307 - annotations of our own and the user's classes
-        except Exception:
-            return Any
     try:
+        if isinstance(ann, str):  # eval: annotations of our own and the user's classes
+            ann = eval(ann, {**vars(typing), **getattr(func, "__globals__", {})})  # noqa: S307
         TypeAdapter(ann, config=_STRICT)
     except Exception:
         return Any
@@ -111,14 +107,11 @@ def _annotation(func: Callable[..., Any], param: inspect.Parameter) -> Any:
 
 def signature_fields(init: Callable[..., Any], kinds: tuple[Any, ...] = ()) -> dict[str, tuple[Any, Any]]:
     """``{name: (type, default or None)}`` of ``init``'s named parameters (of ``kinds`` only, when given)."""
-    fields = {}
-    for p in inspect.signature(init).parameters.values():
-        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and (not kinds or p.kind in kinds):
-            fields[p.name] = (
-                _annotation(init, p),
-                None if p.default is inspect.Parameter.empty else p.default,
-            )
-    return fields
+    return {
+        p.name: (_annotation(init, p), None if p.default is p.empty else p.default)
+        for p in inspect.signature(init).parameters.values()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and (not kinds or p.kind in kinds)
+    }
 
 
 def _accepts_none(tp: Any) -> bool:
