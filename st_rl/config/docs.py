@@ -105,8 +105,7 @@ def render() -> str:
         {k: v for k, v in recurrent.items() if k not in base},
         rule_for,
     )
-    mutex = class_fields(modules.ActorCriticMutex)[0]
-    lines += _table("Policy: `ActorCriticMutex`", mutex, rule_for)
+    lines += _table("Policy: `ActorCriticMutex`", class_fields(modules.ActorCriticMutex)[0], rule_for)
     lines.append(END)
     return "\n".join(lines)
 
