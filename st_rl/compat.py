@@ -1,9 +1,5 @@
-"""Reference-compatibility names: each name the ancestor library's scripts and configs use (misspellings and
-old aliases included) is a thin alias of the current one. :data:`REFERENCE_NAMES` lists them
-(``tests/test_compat_names.py`` checks each); module aliases are re-export files at the reference path, method
-aliases one line in their class marked ``# reference name (st_rl/compat.py)``, keyword aliases
-(:data:`KEYWORD_ALIASES`) are accepted by the function that takes the current keyword.
-"""
+"""The reference library's names (misspellings and old aliases included), each a thin alias of the current one:
+re-export modules, methods marked ``# reference name (st_rl/compat.py)``, and :data:`KEYWORD_ALIASES`."""
 
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ import difflib
 import importlib
 import inspect
 from collections.abc import Iterator
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -70,14 +69,9 @@ class UntrustedConfigError(ImportError):
     """A config read back from disk names code to import (``"package.module:Name"``) without an opt-in."""
 
 
-@dataclass(frozen=True)
-class _UntrustedSource:
-    source: str
-    opt_in: str
-
-
-_UNTRUSTED: contextvars.ContextVar[_UntrustedSource | None] = contextvars.ContextVar(
-    "st_rl_untrusted_config", default=None
+# (source, opt-in text) inside untrusted_config()
+_UNTRUSTED: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "st_rl_untrusted", default=None
 )
 
 
@@ -88,7 +82,7 @@ def untrusted_config(source: str, opt_in: str = TRUST_OPT_IN, trusted: bool = Fa
     if trusted:
         yield
         return
-    token = _UNTRUSTED.set(_UntrustedSource(str(source), opt_in))
+    token = _UNTRUSTED.set((str(source), opt_in))
     try:
         yield
     finally:
@@ -106,14 +100,14 @@ def refuse_untrusted_import(spec: str, key: str, registered: list[str] | None = 
     context = _UNTRUSTED.get()
     if context is None:
         return
+    source, opt_in = context
     registered = list(registered or [])
-    shown = registered[:8]
-    more = f", ... ({len(registered) - len(shown)} more)" if len(registered) > len(shown) else ""
-    names = f" ({', '.join(shown)}{more})" if shown else ""
+    more = f", ... ({len(registered) - 8} more)" if len(registered) > 8 else ""
+    names = f" ({', '.join(registered[:8])}{more})" if registered else ""
     raise UntrustedConfigError(
-        f"{context.source} sets {key} = {spec!r}, an import path: loading it would import and run code named by "
+        f"{source} sets {key} = {spec!r}, an import path: loading it would import and run code named by "
         f"that file. A config read back from a run directory or checkpoint may only name st_rl's registered "
-        f"classes and functions{names}. Fix: {context.opt_in}, or use a registered name."
+        f"classes and functions{names}. Fix: {opt_in}, or use a registered name."
     )
 
 

@@ -32,48 +32,46 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _rows(fields: dict[str, tuple[Any, Any]], rules: Any) -> list[str]:
-    rows = []
+def _table(title: str, fields: dict[str, tuple[Any, Any]], rules: Any = None, note: str = "",
+           meanings: dict[str, str] | None = None) -> list[str]:  # fmt: skip
+    """A markdown table of ``fields``: type, default, rule (``rules(key)``) and, with ``meanings``, meaning."""
+    head, rule_line = "| key | type | default | rule |", "|---|---|---|---|"
+    if meanings is not None:
+        head, rule_line = head + " meaning |", rule_line + "---|"
+    lines = [f"### {title}", "", *([note, ""] if note else []), head, rule_line]
     for name, (tp, default) in sorted(fields.items()):
-        rule = rules(name)
-        kind = type_name(tp, verbose=False) or "any"
-        rows.append(
-            f"| `{name}` | {_cell(kind)} | {_cell(_default(default))} | {_cell(rule.text) if rule else ''} |"
-        )
-    return rows
-
-
-def _table(title: str, fields: dict[str, tuple[Any, Any]], rules: Any, note: str = "") -> list[str]:
-    lines = [f"### {title}", ""]
-    if note:
-        lines += [note, ""]
-    lines += ["| key | type | default | rule |", "|---|---|---|---|", *_rows(fields, rules), ""]
-    return lines
+        rule = rules(name) if rules else None
+        cells = [
+            f"`{name}`",
+            type_name(tp, verbose=False) or "any",
+            _default(default),
+            rule.text if rule else "",
+        ]
+        cells += [] if meanings is None else [meanings[name]]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return [*lines, ""]
 
 
 def render() -> str:
     """The generated markdown block (markers included)."""
-    lines = [BEGIN, "", "### Runner", "", "Top-level keys (flat form) or keys of `runner` (nested form).", ""]
-    lines += ["| key | type | default | rule | meaning |", "|---|---|---|---|---|"]
-    for name, (tp, default, meaning) in sorted(RUNNER_FIELDS.items()):
-        rule = RUNNER_RULES.get(name)
-        lines.append(
-            f"| `{name}` | {_cell(type_name(tp, verbose=False) or 'any')} | {_cell(_default(default))} | "
-            f"{_cell(rule.text) if rule else ''} | {_cell(meaning)} |"
-        )
-    lines.append("")
+    lines = [BEGIN, ""]
+    lines += _table(
+        "Runner",
+        {name: (tp, default) for name, (tp, default, _) in RUNNER_FIELDS.items()},
+        RUNNER_RULES.get,
+        "Top-level keys (flat form) or keys of `runner` (nested form).",
+        {name: meaning for name, (_, _, meaning) in RUNNER_FIELDS.items()},
+    )
     lines += _table(
         "`storage`",
         storage_fields(),
-        lambda key: None,
-        "Keyword arguments of the rollout storage (top level, or `runner.storage`) and the extensions' "
+        note="Keyword arguments of the rollout storage (top level, or `runner.storage`) and the extensions' "
         "`storage_options` (e.g. AMP's `amp_obs_shape`). Any other key is an error.",
     )
     lines += _table(
         "`pretrain_dataset` (TwoStageRunner)",
         {name: signature_fields(RolloutDataset.__init__)[name] for name in _CONFIG_KEYS},
-        lambda key: None,
-        "Arguments of `RolloutDataset` (legged_gym's `scan_dir` is accepted for `data_dir`, `keep_latest_ratio` "
+        note="Arguments of `RolloutDataset` (legged_gym's `scan_dir` is accepted for `data_dir`, `keep_latest_ratio` "
         "is ignored with a warning). `wait_for_data_s`: None waits up to 600 s for a collector that has started "
         "writing `data_dir`; a number waits that long in any case; 0 never waits.",
     )
@@ -107,8 +105,7 @@ def render() -> str:
         {k: v for k, v in recurrent.items() if k not in base},
         rule_for,
     )
-    mutex = class_fields(modules.ActorCriticMutex)[0]
-    lines += _table("Policy: `ActorCriticMutex`", mutex, rule_for)
+    lines += _table("Policy: `ActorCriticMutex`", class_fields(modules.ActorCriticMutex)[0], rule_for)
     lines.append(END)
     return "\n".join(lines)
 
@@ -120,8 +117,7 @@ def update_file(path: str | Path) -> bool:
     block = render()
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        new = head + block + tail
+        new = head + block + rest.split(END, 1)[1]
     else:
         new = text.rstrip("\n") + "\n\n## Schema reference\n\n" + block + "\n"
     if new != text:

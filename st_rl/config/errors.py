@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MISSING", "ConfigError", "Problem"]
+__all__ = ["MISSING", "ConfigError", "Problem", "TextProblem"]
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,14 @@ class Problem:
     def __str__(self) -> str:
         value = "<missing>" if self.value is MISSING else repr(self.value)
         text = f"{self.path} = {value}: {self.rule}"
+        return f"{text}. Fix: {self.fix}" if self.fix else text
+
+
+class TextProblem(Problem):
+    """A problem with a file or an override's text as a whole: ``path: rule[: value]``."""
+
+    def __str__(self) -> str:
+        text = f"{self.path}: {self.rule}" + ("" if self.value is MISSING else f": {self.value!r}")
         return f"{text}. Fix: {self.fix}" if self.fix else text
 
 
@@ -37,10 +45,8 @@ class ConfigError(ValueError):
     def __init__(self, problems: list[Problem] | Problem, source: str = "training config") -> None:
         self.problems: list[Problem] = [problems] if isinstance(problems, Problem) else list(problems)
         self.source = source
-        lines = [str(p) for p in self.problems]
-        head = f"Invalid {source}: {lines[0]}" if lines else f"Invalid {source}"
-        more = "".join(f"\n  {line}" for line in lines[1:])
-        super().__init__(head + more)
+        listed = ": " + "\n  ".join(map(str, self.problems)) if self.problems else ""
+        super().__init__(f"Invalid {source}{listed}")
 
     @property
     def paths(self) -> list[str]:

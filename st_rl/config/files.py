@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from st_rl.config.errors import MISSING, ConfigError, Problem
+from st_rl.config.errors import MISSING, ConfigError, TextProblem
 
 __all__ = ["CONFIG_FILE_SUFFIXES", "load_config_file"]
 
@@ -50,17 +50,9 @@ class _Loader(yaml.SafeLoader):
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
 
 
-class _FileProblem(Problem):
-    """A problem with the file as a whole: ``file[:line]: rule[: the line's text]``."""
-
-    def __str__(self) -> str:
-        text = f"{self.path}: {self.rule}" + ("" if self.value is MISSING else f": {self.value!r}")
-        return f"{text}. Fix: {self.fix}" if self.fix else text
-
-
 def _error(path: str, rule: str, fix: str, value: object = MISSING, line: int | None = None) -> ConfigError:
     where = path if line is None else f"{path}:{line}"
-    return ConfigError(_FileProblem(where, value, rule, fix), source=f"config file {path}")
+    return ConfigError(TextProblem(where, value, rule, fix), source=f"config file {path}")
 
 
 def _line(text: str, line: int) -> object:
@@ -76,11 +68,10 @@ def _parse_yaml(path: str, text: str) -> Any:
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
-        marked: yaml.MarkedYAMLError | None = e if isinstance(e, yaml.MarkedYAMLError) else None
-        mark = None if marked is None else (marked.problem_mark or marked.context_mark)
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         line = None if mark is None else mark.line + 1
-        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
-        problem = (None if marked is None else marked.problem) or str(e).splitlines()[0]
+        where = "" if mark is None else f" at line {line}, column {mark.column + 1}"
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         fix = f"correct the YAML{where} (indent with spaces, 'key: value' with a space after the colon)"
         value = MISSING if line is None else _line(text, line)
         raise _error(path, f"not valid YAML{where}: {problem}", fix, value=value, line=line) from e

@@ -8,7 +8,7 @@ import copy
 import json
 from typing import Any
 
-from st_rl.config.errors import MISSING, ConfigError, Problem
+from st_rl.config.errors import MISSING, ConfigError, Problem, TextProblem
 
 __all__ = ["SECTIONS", "apply_overrides", "parse_value"]
 
@@ -22,15 +22,8 @@ _WORDS: dict[str, Any] = {"true": True, "false": False, "null": None, "~": None}
 _SOURCE = "command-line override"
 
 
-class _ItemProblem(Problem):
-    """A problem with the override text itself."""
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.rule}. Fix: {self.fix}" if self.fix else f"{self.path}: {self.rule}"
-
-
 def _error(item: str, rule: str, fix: str) -> ConfigError:
-    return ConfigError(_ItemProblem(item, MISSING, rule, fix), source=_SOURCE)
+    return ConfigError(TextProblem(item, MISSING, rule, fix), source=_SOURCE)
 
 
 def parse_value(text: str) -> Any:
@@ -60,10 +53,7 @@ def _split(item: str) -> tuple[bool, list[str], str | None]:
     """``(delete, path parts, raw value or None)`` of one override item."""
     text = item.strip()
     delete = text.startswith("~")
-    if delete:
-        text = text[1:]
-    elif text.startswith("+"):
-        text = text[2:] if text.startswith("++") else text[1:]
+    text = text[1:] if delete else text.removeprefix("+").removeprefix("+")  # `+key` / `++key`: set
     if delete:
         if "=" in text:
             raise _error(item, "a deletion takes no value", f"write '~{text.split('=', 1)[0]}'")
@@ -122,11 +112,8 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         assert raw is not None
         value = parse_value(raw)
         old = node.get(last)
-        if (
-            isinstance(value, str)
-            and isinstance(old, (bool, int, float))
-            and last not in _NUMBER_OR_TEXT_KEYS
-        ):
+        text_for_number = isinstance(value, str) and isinstance(old, (bool, int, float))
+        if text_for_number and last not in _NUMBER_OR_TEXT_KEYS:
             kind, key = "true or false" if isinstance(old, bool) else "a number", ".".join(parts)
             rule, fix = f"expects {kind} (it is {old!r}), got text", f"write e.g. '{key}={json.dumps(old)}'"
             raise ConfigError(Problem(key, value, rule, fix), source=_SOURCE)

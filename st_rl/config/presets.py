@@ -162,13 +162,9 @@ def _preset_quadruped_gait() -> TaskPreset:
     preset = _preset_quadruped("flat")
     preset.train.experiment_name = "quadruped_gait"
     scales = dict(preset.env_kwargs["reward_scales"], trot=0.5, feet_air_time=0.5)
-    return TaskPreset(
-        "quadruped_gait",
-        preset.num_envs,
-        preset.train,
-        env_kwargs={"reward_scales": scales, "feet_air_time_target": 0.2},
-        description="quadruped_flat with gait-shaping rewards (trot phase, feet air time): AMP reference gaits",
-    )
+    env_kwargs = {"reward_scales": scales, "feet_air_time_target": 0.2}
+    description = "quadruped_flat with gait-shaping rewards (trot phase, feet air time): AMP reference gaits"
+    return dataclasses.replace(preset, task="quadruped_gait", env_kwargs=env_kwargs, description=description)
 
 
 PRESETS = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import inspect
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -84,14 +84,20 @@ def to_plain_dict(cfg: Any) -> dict[str, Any]:
     )
 
 
+def _attributes(obj: Any) -> Iterator[tuple[str, Any]]:
+    """The public data attributes of a config class or object (classes included, methods left out)."""
+    for key in dir(obj):
+        try:
+            val = getattr(obj, key)
+        except Exception:  # a property that fails is not config data
+            continue
+        if not key.startswith("_") and not (callable(val) and not isinstance(val, type)):
+            yield key, val
+
+
 def _class_to_dict(obj: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key in dir(obj):
-        if key.startswith("_"):
-            continue
-        val = getattr(obj, key)
-        if callable(val) and not isinstance(val, type):
-            continue
+    for key, val in _attributes(obj):
         if isinstance(val, type):
             out[key] = _class_to_dict(val)
         elif isinstance(val, list):
@@ -102,60 +108,31 @@ def _class_to_dict(obj: Any) -> dict[str, Any]:
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Convert to JSON-friendly data (tuples -> lists, classes -> labels, tensors -> lists)."""
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    if isinstance(obj, type) or callable(obj):
-        return class_label(obj)
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    return repr(obj)
-
-
-_ENV_CFG_MAX_DEPTH = 32
+    """JSON-friendly data: tuples and tensors as lists, classes and functions as labels, mappings, dataclasses and
+    ``to_dict()`` objects as dicts, anything else as its repr."""
+    return _jsonable(obj, 0)
 
 
 def env_cfg_to_jsonable(cfg: Any) -> Any:
     """An environment config (mappings, legged_gym config classes, dataclasses, ``to_dict()`` objects, nested
     freely) as plain JSON data (``config.json``'s ``env`` entry)."""
-    return _env_cfg_value(cfg, 0, is_root=True)
+    return _jsonable(cfg, 0, namespace=True)
 
 
-def _is_nested_cfg_class(value: Any, name: str) -> bool:
-    qual = getattr(value, "__qualname__", "")
-    return isinstance(value, type) and "." in qual and qual.rsplit(".", 1)[-1] == name
+def _is_nested_cfg(value: Any, name: str) -> bool:
+    """A config class nested in another under its own name (legged_gym's ``class runner:``), or an instance of one."""
+    qual = (value if isinstance(value, type) else type(value)).__qualname__
+    return "." in qual and qual.rsplit(".", 1)[-1] == name
 
 
-def _cfg_namespace(obj: Any, depth: int) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in dir(obj):
-        if key.startswith("_"):
-            continue
-        try:
-            val = getattr(obj, key)
-        except Exception:  # a property that fails is not config data
-            continue
-        if _is_nested_cfg_class(val, key) or _is_nested_cfg_class(type(val), key):
-            out[key] = _env_cfg_value(val, depth + 1, is_root=True)
-        elif inspect.isroutine(val):
-            continue  # methods of the config class (e.g. legged_gym's init_member_classes)
-        else:
-            out[key] = _env_cfg_value(val, depth + 1)
-    return out
-
-
-def _env_cfg_value(obj: Any, depth: int, is_root: bool = False) -> Any:
-    if depth > _ENV_CFG_MAX_DEPTH:
+def _jsonable(obj: Any, depth: int, namespace: bool = False) -> Any:
+    """``namespace``: a class or object without another conversion becomes a dict of its attributes."""
+    if depth > 32:
         return repr(obj)
-    is_mapping = hasattr(obj, "items") and hasattr(obj, "keys") and not isinstance(obj, type)
-    if isinstance(obj, dict) or is_mapping:
-        return {str(k): _env_cfg_value(v, depth + 1) for k, v in obj.items()}
+    if hasattr(obj, "items") and hasattr(obj, "keys") and not isinstance(obj, type):
+        return {str(k): _jsonable(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_env_cfg_value(v, depth + 1) for v in obj]
+        return [_jsonable(v, depth + 1) for v in obj]
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
     if not isinstance(obj, type):
@@ -166,14 +143,14 @@ def _env_cfg_value(obj: Any, depth: int, is_root: bool = False) -> Any:
             except TypeError:
                 data = None
             if isinstance(data, dict):
-                return _env_cfg_value(data, depth + 1)
+                return _jsonable(data, depth + 1)
         if dataclasses.is_dataclass(obj):
-            return {f.name: _env_cfg_value(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)}
+            return {f.name: _jsonable(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)}
         if hasattr(obj, "tolist"):
             return obj.tolist()
-    if is_root and (isinstance(obj, type) or hasattr(obj, "__dict__")):
-        return _cfg_namespace(obj, depth)
-    return to_jsonable(obj)
+    if namespace and (isinstance(obj, type) or hasattr(obj, "__dict__")):
+        return {k: _jsonable(v, depth + 1, _is_nested_cfg(v, k)) for k, v in _attributes(obj)}
+    return class_label(obj) if isinstance(obj, type) or callable(obj) else repr(obj)
 
 
 def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
@@ -200,9 +177,8 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
         if isinstance(value, dict):
             storage.update(value)
         elif value is not None:
-            problems.append(
-                Problem(where, value, "must be a mapping of rollout-storage arguments", "e.g. {}")
-            )
+            rule = "must be a mapping of rollout-storage arguments"
+            problems.append(Problem(where, value, rule, "e.g. {}"))
     problems += validate_runner(runner, prefix.rstrip("."))
     policy_cls = _pick_class(policy, runner, "policy", prefix, "ActorCritic", problems)
     algorithm_cls = _pick_class(algorithm, runner, "algorithm", prefix, "PPO", problems)
@@ -228,9 +204,8 @@ def _runner_section(cfg: dict[str, Any], problems: list[Problem]) -> tuple[dict[
         value = cfg.pop(key)
         if key in runner and runner[key] != value:
             rule = f"conflicts with runner.{key} = {runner[key]!r} (the nested form reads runner.{key})"
-            problems.append(
-                Problem(key, value, rule, f"remove the top-level '{key}' or give it only in 'runner'")
-            )
+            fix = f"remove the top-level '{key}' or give it only in 'runner'"
+            problems.append(Problem(key, value, rule, fix))
         else:
             runner[key] = value
     return runner, "nested", "runner."
@@ -247,12 +222,8 @@ def _class_problems(runner: dict[str, Any], prefix: str, policy_cls: Any, policy
         try:
             cls = resolve_class(name, None, section, base)
         except ValueError as e:
-            given = runner.get(f"{section}_class_name")
-            where = (
-                f"{prefix}{section}_class_name"
-                if given is not None and name is given
-                else f"{section}.class_name"
-            )
+            from_runner = name is not None and name is runner.get(f"{section}_class_name")
+            where = f"{prefix}{section}_class_name" if from_runner else f"{section}.class_name"
             problems.append(Problem(where, class_label(name), str(e)))
             continue
         if section == "policy":

@@ -17,7 +17,7 @@ from st_rl.algorithms.extensions.amp import valid_ramp
 from st_rl.algorithms.ppo import COMPILE_MODES
 from st_rl.modules.utils import _ACTIVATIONS
 
-__all__ = ["LIMITS", "Rule", "RUNNER_RULES", "RULES", "STORAGE_RULES", "rule_for"]
+__all__ = ["LIMITS", "Rule", "RUNNER_RULES", "RULES", "SEGMENT_SHAPE", "STORAGE_RULES", "rule_for"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,10 @@ def _num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def _finite(x: Any) -> bool:
+    return not isinstance(x, float) or math.isfinite(x)
+
+
 def _in(lo: float, hi: float = math.inf) -> Callable[[Any], bool]:
     """Numbers in [lo, hi]; other values pass (the schema checks types)."""
     return lambda x: not _num(x) or lo <= x <= hi
@@ -56,17 +60,10 @@ def _all_in(lo: float, hi: float = math.inf) -> Callable[[Any], bool]:
     return lambda x: all(map(_in(lo, hi), x if isinstance(x, Sequence) and not isinstance(x, str) else [x]))
 
 
-def _one_of(*choices: str) -> Callable[[Any], bool]:
-    return lambda x: not isinstance(x, str) or x in choices
-
-
-def _choice(*choices: str, fix: str = "pick one of them", listed: bool = False) -> Rule:
+def _choice(*choices: str, fix: str = "pick one of them") -> Rule:
     """A string among ``choices`` (not None)."""
-    names = [repr(c) for c in choices]
-    text = (
-        f"must be one of {', '.join(names)}" if listed else f"must be {', '.join(names[:-1])} or {names[-1]}"
-    )
-    return Rule(text, _one_of(*choices), fix, allow_none=False)
+    text = f"must be one of {', '.join(map(repr, choices))}"
+    return Rule(text, lambda x: not isinstance(x, str) or x in choices, fix, allow_none=False)
 
 
 def _activation(x: Any) -> bool:
@@ -100,15 +97,13 @@ def _logger(x: Any) -> bool:
     return callable(x) or (isinstance(x, Mapping) and "class_name" in x)
 
 
+_SCHEDULE = "a schedule 'linear', 'exp' or 'tanh'"
+
+
 def _schedule_or(hi: float) -> Callable[[Any], bool]:
     """A schedule name, or a finite number in [0, hi]."""
-
-    def check(x: Any) -> bool:
-        if isinstance(x, str):
-            return x in ("linear", "exp", "tanh")
-        return not isinstance(x, (int, float)) or isinstance(x, bool) or (math.isfinite(x) and 0 <= x <= hi)
-
-    return check
+    in_range = _in(0.0, hi)
+    return lambda x: x in ("linear", "exp", "tanh") if isinstance(x, str) else in_range(x) and _finite(x)
 
 
 def _weight_schedule(x: Any) -> bool:
@@ -172,9 +167,7 @@ RULES: dict[str, Rule] = {
     "lam": Rule("is the GAE lambda and must lie in [0, 1]", _in(0.0, 1.0), "typical: 0.95", False),
     "clip_param": Rule("is the PPO ratio clip and must be > 0", _gt(0.0), "typical: 0.2", False),
     "learning_rate": Rule("must be > 0", _gt(0.0), "typical: 1e-3 (PPO), 3e-4", False),
-    "max_grad_norm": Rule(
-        "must be > 0, or None for no clipping", _gt(0.0), "typical: 1.0; None disables clipping"
-    ),
+    "max_grad_norm": Rule("must be > 0, or None for no clipping", _gt(0.0), "typical: 1.0"),
     "desired_kl": Rule("is the adaptive schedule's KL target and must be > 0", _gt(0.0), "typical: 0.01"),
     "num_learning_epochs": _bounded_size("num_learning_epochs"),
     "num_mini_batches": _bounded_size("num_mini_batches"),
@@ -196,24 +189,15 @@ RULES: dict[str, Rule] = {
     "clip_min_std": Rule("must be >= 0", _all_in(0.0), "typical: 1e-15 or a per-action list", False),
     "hidden_state_resample_prob": PROB,
     "optimizer_class_name": Rule(
-        "must name a torch.optim optimizer", _optimizer, "e.g. 'Adam', 'AdamW', 'SGD'", False
+        "must name a torch.optim optimizer", _optimizer, "e.g. 'Adam', 'SGD'", False
     ),
     # distillation (TPPO, ATPPO, EstimatorTPPO)
-    "teacher_act_prob": Rule(
-        "must be a probability in [0, 1] or a schedule 'linear', 'exp' or 'tanh'",
-        _schedule_or(1.0),
-        "",
-        False,
-    ),
-    "distillation_loss_coef": Rule(
-        "must be >= 0 or a schedule 'linear', 'exp' or 'tanh'", _schedule_or(math.inf), "", False
-    ),
-    "distill_target": _choice(
-        "real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob", fix="", listed=True
-    ),
-    "distill_latent_target": _choice("real", "l1", "tanh", "scaled_tanh", fix="", listed=True),
+    "teacher_act_prob": Rule(f"must be a probability in [0, 1] or {_SCHEDULE}", _schedule_or(1.0), "", False),
+    "distillation_loss_coef": Rule(f"must be >= 0 or {_SCHEDULE}", _schedule_or(math.inf), "", False),
+    "distill_target": _choice("real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob", fix=""),
+    "distill_latent_target": _choice("real", "l1", "tanh", "scaled_tanh", fix=""),
     "estimator_loss_func": Rule(
-        "must name a torch.nn.functional loss", _functional_loss, "e.g. 'mse_loss', 'l1_loss'", False
+        "must name a torch.nn.functional loss", _functional_loss, "e.g. 'mse_loss'", False
     ),
     "weight_schedule": Rule(
         "needs mode 'step' or 'linear' with numbers final_step and final_value",
@@ -222,7 +206,12 @@ RULES: dict[str, Rule] = {
         "'final_step': b, 'final_value': v}",
     ),
     "lr_scheduler_class_name": Rule(
-        "must name a torch.optim.lr_scheduler class", _lr_scheduler, "e.g. 'StepLR', or None"
+        "must name a torch.optim.lr_scheduler class", _lr_scheduler, "e.g. 'StepLR'"
+    ),
+    "teacher_ac_path": Rule(
+        "must be the path of the teacher's checkpoint (a string)",
+        lambda x: isinstance(x, str),
+        "e.g. 'logs/teacher/model_1000.pt'",
     ),
     "style_reward_ramp": Rule(
         "must be two learning iterations [start, end] with 0 <= start <= end",
@@ -237,7 +226,7 @@ RULES: dict[str, Rule] = {
     "style_reward_coef": NONNEG,
     "update_times_scale": POSITIVE,
     "amp_replay_buffer_size": Rule(
-        "must be an integer >= 0 or None", _in(0), "0: no replay; None: the amp_preset's"
+        "must be an integer >= 0 or None", _in(0), "0: no replay; None: the preset's"
     ),
     "amp_preset": _choice(
         "reference",
@@ -252,7 +241,7 @@ RULES: dict[str, Rule] = {
     # policies
     "init_noise_std": Rule("must be > 0", _gt(0.0), "typical: 1.0", False),
     "activation": Rule(
-        "must name an activation", _activation, "e.g. 'elu', 'relu', 'tanh', or a torch.nn class", False
+        "must name an activation", _activation, "e.g. 'elu', 'tanh', or a torch.nn class", False
     ),
     "mu_activation": Rule("must name an activation or be None", _activation, "e.g. 'tanh', or None"),
     "rnn_type": Rule(
@@ -292,6 +281,14 @@ RUNNER_RULES: dict[str, Rule] = {
 }
 
 
+def _shape(x: Any) -> bool:
+    dims = x if isinstance(x, Sequence) and not isinstance(x, str) else [x]
+    return bool(dims) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims)
+
+
+SEGMENT_SHAPE = Rule(
+    "a component's shape must be a list of integers >= 1", _shape, "e.g. [3], or [1, 7, 5] for a map", False
+)
 STORAGE_RULES = {"amp_obs_shape": Rule("every entry must be an integer >= 1", _all_in(1))}
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
-import math
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,7 +20,7 @@ from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.algorithms.ppo import PPO
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS, RUNNER_DEFAULTS
 from st_rl.config.errors import MISSING, ConfigError, Problem
-from st_rl.config.rules import RUNNER_RULES, STORAGE_RULES, Rule, rule_for
+from st_rl.config.rules import RUNNER_RULES, SEGMENT_SHAPE, STORAGE_RULES, Rule, _gt, _num, rule_for
 from st_rl.modules.amp_discriminator import AMPDiscriminator
 from st_rl.registry import resolve_class
 from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS as _DATASET_KEYS
@@ -31,14 +30,13 @@ from st_rl.storage.rollout_storage import RolloutStorage
 __all__ = ["RUNNER_FIELDS", "check_minibatches", "class_fields", "schema_for", "signature_fields"]
 __all__ += ["storage_fields", "validate_algorithm", "validate_policy", "validate_runner", "validate_storage"]
 
-_create_model: Any = create_model  # field definitions are built at run time
+_STRICT = ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True)
 
 
-def _model_config(extra: str = "ignore") -> ConfigDict:
-    return ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True, extra=extra)  # type: ignore[typeddict-item]
-
-
-_STRICT = _model_config()
+def _model(name: str, spec: Mapping[str, Any], extra: str = "forbid") -> type[BaseModel]:
+    """A strict pydantic model of ``{key: (type, default)}``; ``extra``: what unknown keys do."""
+    create: Any = create_model  # field definitions are built at run time
+    return create(name, __config__=ConfigDict(**_STRICT, extra=extra), **spec)  # type: ignore[typeddict-item]
 
 
 # Arguments the runner passes itself, never read from a config.
@@ -98,13 +96,9 @@ def _annotation(func: Callable[..., Any], param: inspect.Parameter) -> Any:
     ann = param.annotation
     if ann is inspect.Parameter.empty:
         return Any
-    if isinstance(ann, str):
-        namespace = {**vars(typing), **getattr(func, "__globals__", {})}
-        try:
-            ann = eval(ann, namespace)  # noqa: S307 - annotations of our own and the user's classes
-        except Exception:
-            return Any
     try:
+        if isinstance(ann, str):  # eval: annotations of our own and the user's classes
+            ann = eval(ann, {**vars(typing), **getattr(func, "__globals__", {})})  # noqa: S307
         TypeAdapter(ann, config=_STRICT)
     except Exception:
         return Any
@@ -113,14 +107,11 @@ def _annotation(func: Callable[..., Any], param: inspect.Parameter) -> Any:
 
 def signature_fields(init: Callable[..., Any], kinds: tuple[Any, ...] = ()) -> dict[str, tuple[Any, Any]]:
     """``{name: (type, default or None)}`` of ``init``'s named parameters (of ``kinds`` only, when given)."""
-    fields = {}
-    for p in inspect.signature(init).parameters.values():
-        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and (not kinds or p.kind in kinds):
-            fields[p.name] = (
-                _annotation(init, p),
-                None if p.default is inspect.Parameter.empty else p.default,
-            )
-    return fields
+    return {
+        p.name: (_annotation(init, p), None if p.default is p.empty else p.default)
+        for p in inspect.signature(init).parameters.values()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and (not kinds or p.kind in kinds)
+    }
 
 
 def _accepts_none(tp: Any) -> bool:
@@ -186,41 +177,34 @@ def schema_for(cls: type) -> type[BaseModel]:
     spec: dict[str, Any] = {name: (tp, default) for name, (tp, default) in fields.items()}
     for name in tolerated - set(spec):
         spec[name] = (Any, None)
-    config = _model_config("allow" if open_kwargs else "forbid")
-    return _create_model(f"{cls.__name__}Config", __config__=config, **spec)
+    return _model(f"{cls.__name__}Config", spec, "allow" if open_kwargs else "forbid")
 
 
 @functools.cache
 def _runner_schema() -> type[BaseModel]:
-    spec = {name: (tp, default) for name, (tp, default, _) in RUNNER_FIELDS.items()}
-    return _create_model("RunnerConfig", __config__=_model_config("forbid"), **spec)
+    return _model("RunnerConfig", {name: (tp, default) for name, (tp, default, _) in RUNNER_FIELDS.items()})
 
 
 # ------------------------------------------------------------------------------------------ validation
-def _type_problems(
-    model: type[BaseModel], values: Mapping[str, Any], prefix: str, skip: Callable[[str], bool]
-) -> list[Problem]:
+def _type_problems(model: type[BaseModel], values: Mapping[str, Any], prefix: str,
+                   skip: Callable[[str], bool] = lambda key: False,
+                   unknown_fix: str = "remove it (see docs/configuration.md)") -> list[Problem]:  # fmt: skip
+    """Pydantic's errors as problems, the first per key; unknown keys (unless ``skip``) get ``unknown_fix``."""
     try:
         model.model_validate(dict(values))
         return []
     except ValidationError as e:
         errors = e.errors()
-    known = list(model.model_fields)
     problems = []
     for err in errors:
-        loc = [str(x) for x in err["loc"]]
-        key = loc[0] if loc else ""
-        path = prefix + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"])
-        path = path.lstrip(".")
+        key = str(err["loc"][0]) if err["loc"] else ""
+        path = (prefix + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"])).lstrip(".")
         if err["type"] == "extra_forbidden":
             if not skip(key):
-                problems.append(
-                    _unknown_key(path, key, err["input"], known, "remove it (see docs/configuration.md)")
-                )
+                problems.append(_unknown_key(path, key, err["input"], list(model.model_fields), unknown_fix))
             continue
-        value = values.get(key, MISSING) if len(loc) == 1 else err.get("input", MISSING)
-        tp = model.model_fields[key].annotation if key in model.model_fields else None
-        expected = type_name(tp)
+        value = values.get(key, MISSING) if len(err["loc"]) == 1 else err.get("input", MISSING)
+        expected = type_name(model.model_fields[key].annotation) if key in model.model_fields else ""
         fix = f"give {expected}" if expected else ""
         problems.append(Problem(path, value, err["msg"].replace("Input should be", "should be"), fix))
     return _first_per_key(problems)
@@ -234,10 +218,7 @@ def _unknown_key(path: str, key: Any, value: Any, known: list[str], fallback: st
 def _first_per_key(problems: list[Problem]) -> list[Problem]:
     seen: dict[str, Problem] = {}
     for p in problems:
-        top = p.path.split("[")[0]
-        parts = top.split(".")
-        key = ".".join(parts[:2]) if len(parts) > 1 else top
-        seen.setdefault(key, p)
+        seen.setdefault(".".join(p.path.split("[")[0].split(".")[:2]), p)
     return list(seen.values())
 
 
@@ -283,20 +264,20 @@ def _merge(*groups: list[Problem]) -> list[Problem]:
 
 def validate_runner(runner: Mapping[str, Any], prefix: str = "runner") -> list[Problem]:
     """Problems of the runner keys and of ``pretrain_dataset`` (TwoStageRunner)."""
-    types = _type_problems(_runner_schema(), runner, prefix, lambda k: False)
-    rules = _rule_problems(runner, prefix, RUNNER_RULES.get)
+    problems = _merge(
+        _type_problems(_runner_schema(), runner, prefix), _rule_problems(runner, prefix, RUNNER_RULES.get)
+    )
     dataset = runner.get("pretrain_dataset")
-    extra: list[Problem] = []
     if isinstance(dataset, Mapping):
-        extra = _pretrain_dataset_problems(dataset, f"{prefix}.pretrain_dataset".lstrip("."))
-    return _merge(types, rules, extra)
+        problems += _pretrain_dataset_problems(dataset, f"{prefix}.pretrain_dataset".lstrip("."))
+    return _merge(problems)
 
 
 def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[Problem]:
     known = [*_DATASET_KEYS, "scan_dir", "keep_latest_ratio"]  # legged_gym's legacy keys
     given = {k: v for k, v in dataset.items() if k in _DATASET_KEYS}
     problems = []
-    for p in _type_problems(_pretrain_dataset_schema(), given, prefix, lambda k: True):
+    for p in _type_problems(_pretrain_dataset_schema(), given, prefix):
         key = p.path[len(prefix) + 1 :].split(".")[0].split("[")[0]  # not the union member pydantic names
         problems.append(Problem(f"{prefix}.{key}", given.get(key, p.value), p.rule, p.fix))
     for key in dataset:
@@ -311,7 +292,7 @@ def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[
 def _pretrain_dataset_schema() -> type[BaseModel]:
     fields = class_fields(RolloutDataset)[0]
     spec = {k: fields[k] for k in _DATASET_KEYS if k in fields}
-    return _create_model("PretrainDatasetConfig", __config__=_model_config("ignore"), **spec)
+    return _model("PretrainDatasetConfig", spec, "ignore")
 
 
 # Rollout-storage arguments the algorithm passes itself: -> the algorithm key that sets them.
@@ -374,16 +355,12 @@ def validate_storage(
     ]
     rest = {k: v for k, v in storage.items() if k not in _STORAGE_SET_BY_ALGORITHM}
     fields = storage_fields(algorithm_cfg)
-    model = _create_model("StorageConfig", __config__=_model_config("forbid"), **fields)
-    for p in _type_problems(model, rest, prefix, lambda k: False):
-        if p.rule == "unknown key" and not p.fix.startswith("did you mean"):
-            p = Problem(p.path, p.value, p.rule, f"remove it; the storage section takes {', '.join(fields)}")
-        problems.append(p)
+    unknown_fix = f"remove it; the storage section takes {', '.join(fields)}"
+    problems += _type_problems(_model("StorageConfig", fields), rest, prefix, unknown_fix=unknown_fix)
     return _merge(problems, _rule_problems(rest, prefix, STORAGE_RULES.get))
 
 
-def _numeric(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+_NESTED_ALGORITHM_SECTIONS = {"rnd_cfg": RandomNetworkDistillation, "symmetry_cfg": Symmetry, "ppo": PPO}
 
 
 def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorithm") -> list[Problem]:
@@ -394,29 +371,26 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
     def skip(key: str) -> bool:
         # `<name>_coef` weighs a user extension's loss `<name>`; 0 (loss off) is harmless without one (st_gym's
         # PPO config carries `mimic_loss_coef=0.0` and `discriminator_loss_coef=0.0`).
-        if not (coef_keys_ok and key.endswith("_coef")):
-            return False
-        return has_user_extensions or (_numeric(cfg.get(key)) and cfg.get(key) == 0)
+        zero = _num(cfg.get(key)) and cfg.get(key) == 0
+        return coef_keys_ok and key.endswith("_coef") and (has_user_extensions or zero)
 
-    problems = [
-        Problem(
-            p.path,
-            p.value,
-            f"unknown key: {cls.__name__} builds no loss term that uses this weight",
-            f"{p.fix}; a weight of 0 is accepted (the loss is off)" if p.fix else "set it to 0 or remove it",
-        )
-        if p.rule == "unknown key" and p.path.endswith("_coef") and coef_keys_ok
-        else p
-        for p in _type_problems(schema_for(cls), cfg, prefix, skip)
-    ]
+    problems = _type_problems(schema_for(cls), cfg, prefix, skip)
+    if coef_keys_ok:
+        rule = f"unknown key: {cls.__name__} builds no loss term that uses this weight"
+        fix = "; a weight of 0 is accepted (the loss is off)"
+        unused = [p for p in problems if p.rule == "unknown key" and p.path.endswith("_coef")]
+        problems = [Problem(p.path, p.value, rule, p.fix + fix) if p in unused else p for p in problems]
     problems = _merge(problems, _rule_problems(cfg, prefix, rule_for))
     problems += _algorithm_cross_checks(cfg, prefix)
-    for key, sub_cls in _nested_algorithm_sections(cls).items():
-        sub = cfg.get(key)
-        if isinstance(sub, Mapping):
-            problems += validate_algorithm(sub_cls, sub, f"{prefix}.{key}")
+    for key, sub_cls in _NESTED_ALGORITHM_SECTIONS.items():
+        if isinstance(cfg.get(key), Mapping) and key in class_fields(cls)[0]:
+            problems += validate_algorithm(sub_cls, cfg[key], f"{prefix}.{key}")
     problems += _extension_list_problems(cfg.get("extensions"), f"{prefix}.extensions")
-    problems += _teacher_policy_problems(cfg.get("teacher_policy"), f"{prefix}.teacher_policy")
+    teacher = cfg.get("teacher_policy")  # its other keys are checked when the teacher is built
+    if isinstance(teacher, Mapping) and "teacher_ac_path" in teacher:
+        problems += _rule_problems(
+            {"teacher_ac_path": teacher["teacher_ac_path"]}, f"{prefix}.teacher_policy", rule_for
+        )
     return _merge(problems)
 
 
@@ -437,20 +411,10 @@ def _extension_list_problems(extensions: Any, prefix: str) -> list[Problem]:
     return problems
 
 
-def _teacher_policy_problems(teacher: Any, prefix: str) -> list[Problem]:
-    """``teacher_policy.teacher_ac_path`` (its policy keys are checked when the teacher is built)."""
-    path = teacher.get("teacher_ac_path") if isinstance(teacher, Mapping) else None
-    if path is None or isinstance(path, str):
-        return []
-    rule = "must be the path of the teacher's checkpoint (a string)"
-    return [Problem(f"{prefix}.teacher_ac_path", path, rule, "e.g. 'logs/teacher/model_1000.pt'")]
-
-
 def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem]:
     problems = []
     kl = cfg.get("desired_kl")
-    bad_kl = kl is None or (_numeric(kl) and not (math.isfinite(kl) and kl > 0))
-    if cfg.get("schedule") == "adaptive" and "desired_kl" in cfg and bad_kl:
+    if cfg.get("schedule") == "adaptive" and "desired_kl" in cfg and (kl is None or not _gt(0.0)(kl)):
         rule = "schedule='adaptive' needs a KL target > 0"
         problems.append(Problem(f"{prefix}.desired_kl", kl, rule, "typical: 0.01, or set schedule='fixed'"))
     symmetry = cfg.get("symmetry_cfg")
@@ -460,11 +424,6 @@ def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem
         fix = "set use_mirror_loss=True or use_data_augmentation=True, or remove symmetry_cfg"
         problems.append(Problem(f"{prefix}.symmetry_cfg.use_mirror_loss", False, rule, fix))
     return problems
-
-
-def _nested_algorithm_sections(cls: type) -> dict[str, type]:
-    nested = {"rnd_cfg": RandomNetworkDistillation, "symmetry_cfg": Symmetry, "ppo": PPO}
-    return {key: sub for key, sub in nested.items() if key in class_fields(cls)[0]}
 
 
 def _validate_extension_item(item: Mapping[str, Any], prefix: str) -> list[Problem]:
@@ -482,12 +441,12 @@ def _validate_extension_item(item: Mapping[str, Any], prefix: str) -> list[Probl
 def validate_policy(cls: type, cfg: Mapping[str, Any], prefix: str = "policy") -> list[Problem]:
     """Problems of a policy config for class ``cls`` (sizes may be absent: the environment fills them)."""
     problems = _recurrence_problems(cls, cfg, prefix)
-    problems += _type_problems(schema_for(cls), cfg, prefix, lambda k: False)
+    problems += _type_problems(schema_for(cls), cfg, prefix)
     problems = _merge(problems, _rule_problems(cfg, prefix, rule_for))
     for key in ("obs_segments", "privileged_obs_segments", "critic_obs_segments"):
         value = cfg.get(key)
         if isinstance(value, Mapping):
-            problems += _segment_problems(value, f"{prefix}.{key}")
+            problems += _rule_problems(value, f"{prefix}.{key}", lambda _: SEGMENT_SHAPE)
     amp = cfg.get("amp_discriminator")
     if isinstance(amp, Mapping):
         problems += validate_policy(AMPDiscriminator, amp, f"{prefix}.amp_discriminator")
@@ -501,19 +460,6 @@ def _recurrence_problems(cls: type, cfg: Mapping[str, Any], prefix: str) -> list
     rule = f"{cls.__name__} is a recurrent policy and needs a memory type ('lstm' or 'gru')"
     fix = "set rnn_type='lstm' or 'gru', or pick the feed-forward class (e.g. ActorCritic) for rnn_type=None"
     return [Problem(f"{prefix}.rnn_type", None, rule, fix)]
-
-
-def _segment_problems(segments: Mapping[str, Any], prefix: str) -> list[Problem]:
-    problems = []
-    for name, shape in segments.items():
-        dims = shape if isinstance(shape, Sequence) and not isinstance(shape, str) else [shape]
-        if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims):
-            rule, fix = (
-                "a component's shape must be a list of integers >= 1",
-                "e.g. [3], or [1, 7, 5] for a map",
-            )
-            problems.append(Problem(f"{prefix}.{name}", shape, rule, fix))
-    return problems
 
 
 def check_minibatches(algorithm: Mapping[str, Any], num_envs: int, num_steps: int, recurrent: bool) -> None:
