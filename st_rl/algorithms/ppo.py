@@ -132,9 +132,8 @@ def _make_extensions(
     for spec in specs:
         if isinstance(spec, dict):
             kwargs = dict(spec)
-            spec = resolve_class(kwargs.pop("class_name", None), extension_classes, "extension", Extension)(
-                **kwargs
-            )
+            cls = resolve_class(kwargs.pop("class_name", None), extension_classes, "extension", Extension)
+            spec = cls(**kwargs)
         out.append(spec)
     if rnd_cfg is not None:
         out.append(RandomNetworkDistillation(**dict(rnd_cfg)))
@@ -349,12 +348,8 @@ class PPO(RolloutCollector):
             else storage.mini_batch_generator
         )
         optimizers, clip_groups, params = self._optimizers(), self._grad_clip_groups(), self._trainable
-        self.guard.begin(
-            params,
-            optimizers,
-            self.current_learning_iteration,
-            self.num_learning_epochs * self.num_mini_batches,
-        )
+        num_minibatches = self.num_learning_epochs * self.num_mini_batches
+        self.guard.begin(params, optimizers, self.current_learning_iteration, num_minibatches)
         weights: dict[str, float] = {}
         num_updates = 0
         for minibatch in batches(self.num_mini_batches, self.num_learning_epochs):
@@ -406,9 +401,8 @@ class PPO(RolloutCollector):
 
     def _anneal_learning_rate(self, iteration: int) -> None:
         assert self.lr_anneal_iterations is not None
-        self.learning_rate = self.initial_learning_rate * max(
-            0.0, 1.0 - iteration / self.lr_anneal_iterations
-        )
+        remaining = max(0.0, 1.0 - iteration / self.lr_anneal_iterations)
+        self.learning_rate = self.initial_learning_rate * remaining
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate
 

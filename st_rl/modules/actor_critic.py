@@ -224,11 +224,9 @@ class ActorCritic(nn.Module):
         if parts.adaptor:
             attach_adaptor(self, adaptor_obs_components, adaptor_target_components, adaptor_kwargs,
                            privilege_replace_state_prob)  # fmt: skip
-        self.amp_discriminator = (
-            AMPDiscriminator.policy_config(type(self).__name__, amp_discriminator)
-            if parts.discriminator
-            else None
-        )
+        self.amp_discriminator = None
+        if parts.discriminator:
+            self.amp_discriminator = AMPDiscriminator.policy_config(type(self).__name__, amp_discriminator)
         if self._legacy_activations:  # marks checkpoints written since the default became ReLU
             self.register_buffer(DEFAULT_NONLINEARITY_KEY, torch.ones(()))
 
@@ -307,9 +305,7 @@ class ActorCritic(nn.Module):
         """``nn.Module.load_state_dict``; statistics of a normaliser the policy lacks are ignored, and a normaliser
         missing from ``state_dict`` keeps its own, each with a warning."""
         state, own = dict(state_dict), self.state_dict()
-        if (
-            "discriminator" not in self._modules
-        ):  # an AMP checkpoint of the old layout: the AMP extension's part
+        if "discriminator" not in self._modules:  # an old AMP checkpoint: drop the AMP extension's part
             state = split_discriminator_state(state)[0]
         if DEFAULT_NONLINEARITY_KEY in own and DEFAULT_NONLINEARITY_KEY not in state and state:
             restore_legacy_activations(self, self._legacy_activations)
@@ -337,11 +333,8 @@ class ActorCritic(nn.Module):
         """Normalised actor observations with encoded components replaced by their latents."""
         if self.visual_layout is not None:
             observations = self.visual_layout.embed(observations, nn.ModuleList([self.visual_encoder]))
-        return (
-            observations
-            if self.actor_layout is None
-            else self.actor_layout.embed(observations, self.encoders)
-        )
+        layout = self.actor_layout
+        return observations if layout is None else layout.embed(observations, self.encoders)
 
     def encode_critic(self, critic_obs: torch.Tensor) -> torch.Tensor:
         """Normalised critic observations with encoded components replaced by their latents."""

@@ -48,16 +48,10 @@ class AMPDiscriminator(nn.Module):
         if not 0.0 <= task_reward_lerp <= 1.0:
             raise ValueError(f"task_reward_lerp must be in [0, 1], got {task_reward_lerp}")
         amp_obs_dim = kwargs.pop("amp_obs_dim", None)
-        if (
-            isinstance(amp_obs_dim, int)
-            and not isinstance(amp_obs_dim, bool)
-            and amp_obs_dim != int(input_dim)
-        ):
-            rule, fix = (
-                f"differs from the discriminator's input_dim ({int(input_dim)})",
-                "give both the same, or remove it",
-            )
-            raise ConfigError(Problem("policy.amp_discriminator.amp_obs_dim", amp_obs_dim, rule, fix))
+        if type(amp_obs_dim) is int and amp_obs_dim != int(input_dim):
+            rule = f"differs from the discriminator's input_dim ({int(input_dim)})"
+            key = "policy.amp_discriminator.amp_obs_dim"
+            raise ConfigError(Problem(key, amp_obs_dim, rule, "give both the same, or remove it"))
         if kwargs:
             warnings.warn(f"AMPDiscriminator ignores unknown arguments: {sorted(kwargs)}", stacklevel=2)
         self.input_dim = int(input_dim)

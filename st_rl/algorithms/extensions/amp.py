@@ -95,9 +95,12 @@ class AdversarialMotionPrior(Extension):
             raise ValueError(
                 f"amp_replay_buffer_size must be >= 0 (0: no replay), got {amp_replay_buffer_size!r}"
             )
-        self.style_reward_ramp = _check_ramp(style_reward_ramp)
+        if style_reward_ramp is not None and not valid_ramp(style_reward_ramp):
+            raise ValueError(
+                f"style_reward_ramp must be [start, end] iterations, 0 <= start <= end; got {style_reward_ramp!r}"
+            )
+        self.style_reward_ramp = None if style_reward_ramp is None else tuple(style_reward_ramp)
 
-    # ------------------------------------------------------------------ set-up
     def setup(self, policy: Any, device: torch.device) -> None:
         super().setup(policy, device)
         self._policy: Any = policy
@@ -114,7 +117,7 @@ class AdversarialMotionPrior(Extension):
         if requested == ST_GYM_AMP_OBS_DIM_PLACEHOLDER and self.amp_obs_dim != requested:
             msg = f"algorithm.amp_obs_dim={requested} is st_gym's placeholder default; using the width of one AMP "
             warnings.warn(f"{msg}window, {self.amp_obs_dim} ({fix} to silence this).", stacklevel=4)
-        elif isinstance(requested, int) and not isinstance(requested, bool) and requested != self.amp_obs_dim:
+        elif type(requested) is int and requested != self.amp_obs_dim:
             rule = f"differs from the width of one AMP window ({self.amp_obs_dim}: the discriminator's input_dim)"
             raise ConfigError(Problem("algorithm.amp_obs_dim", requested, rule, f"{fix} or remove it"))
         self.normalizer = EmpiricalNormalization(shape=[self.amp_obs_dim], until=int(1e8)).to(device)
@@ -150,7 +153,6 @@ class AdversarialMotionPrior(Extension):
             return 0.0
         return 1.0 if it >= end else (it - start) / (end - start)
 
-    # ------------------------------------------------------------------ rollout
     def windows(self, infos: dict[str, Any], n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The step's ``(ref_obs, ref_motion)`` windows, ``(n, amp_obs_dim)`` each."""
         groups = infos.get("observations") or {}
@@ -183,7 +185,6 @@ class AdversarialMotionPrior(Extension):
         next_obs: torch.Tensor | None,
         next_critic_obs: torch.Tensor | None,
     ) -> torch.Tensor:
-        """Record the AMP windows and return the combined (task + style) reward."""
         ref_obs, ref_motion = self.windows(infos, rewards.shape[0])
         if self.normalizer.training:
             self.normalizer.update(torch.cat([ref_obs, ref_motion]))
@@ -201,7 +202,6 @@ class AdversarialMotionPrior(Extension):
         infos[key] = log
         return combined
 
-    # ------------------------------------------------------------------ update
     def loss_weights(self) -> dict[str, float]:
         weights: dict[str, float] = dict.fromkeys(DISCRIMINATOR_LOSSES, self.discriminator_loss_coef)
         weights["mimic_loss"] = self.mimic_loss_coef
@@ -249,7 +249,6 @@ class AdversarialMotionPrior(Extension):
             scalars["style_reward_weight"] = self.style_reward_weight()
         return scalars
 
-    # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
         return {
             DISCRIMINATOR_ENTRY: self.discriminator.state_dict(),
@@ -275,15 +274,5 @@ class AdversarialMotionPrior(Extension):
 
 def valid_ramp(ramp: Any) -> bool:
     """Two learning iterations ``[start, end]`` with ``0 <= start <= end``."""
-    ints = isinstance(ramp, (list, tuple)) and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in ramp
-    )
+    ints = isinstance(ramp, (list, tuple)) and all(type(v) is int for v in ramp)
     return ints and len(ramp) == 2 and 0 <= ramp[0] <= ramp[1]
-
-
-def _check_ramp(ramp: Sequence[int] | None) -> tuple[int, int] | None:
-    if ramp is not None and not valid_ramp(ramp):
-        raise ValueError(
-            f"style_reward_ramp must be two learning iterations [start, end], 0 <= start <= end; got {ramp!r}"
-        )
-    return None if ramp is None else (ramp[0], ramp[1])

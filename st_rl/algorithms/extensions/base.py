@@ -15,6 +15,14 @@ from st_rl.storage.rollout_storage import Field, MiniBatch, RolloutStorage, Tran
 __all__ = ["Extension", "StorageLayout"]
 
 
+def masked_mean(x: torch.Tensor, masks: torch.Tensor | None) -> torch.Tensor:
+    """Mean of ``x`` over the real steps of padded trajectories (``masks`` of ``x``'s shape), else of all."""
+    if masks is None or x.shape != masks.shape:
+        return x.mean()
+    mask = masks.to(x.dtype)
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
 @dataclasses.dataclass(frozen=True)
 class StorageLayout:
     """What sizes an extension's storage fields (``options``: the config's ``storage`` keys)."""

@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F  # noqa: N812
 
 import st_rl.modules as policy_classes
-from st_rl.algorithms.extensions.base import Extension, StorageLayout
+from st_rl.algorithms.extensions.base import Extension, StorageLayout, masked_mean
 from st_rl.algorithms.schedules import as_schedule
 from st_rl.config.errors import ConfigError, Problem
 from st_rl.modules.actor_critic import PolicyOutput
@@ -293,11 +293,8 @@ class Distillation(Extension):
         return mean
 
     def _distillation_loss(self, minibatch: MiniBatch, output: PolicyOutput) -> torch.Tensor:
-        mean, labels, target = (
-            self._student_mean(minibatch, output),
-            minibatch.action_labels,
-            self.distill_target,
-        )
+        mean, labels = self._student_mean(minibatch, output), minibatch.action_labels
+        target = self.distill_target
         if target == "max_log_prob":
             loss = -output.log_prob(labels).mean()
         else:
@@ -320,8 +317,4 @@ class Distillation(Extension):
             target = self.teacher.get_encoder_latent(
                 self.teacher_input(minibatch.obs, minibatch.critic_obs), teacher_c
             )
-        per = _distance(latent, target, self.distill_latent_target)
-        if minibatch.masks is not None and per.shape == minibatch.masks.shape:
-            mask = minibatch.masks.float()
-            return (per * mask).sum() / mask.sum().clamp(min=1.0)
-        return per.mean()
+        return masked_mean(_distance(latent, target, self.distill_latent_target), minibatch.masks)

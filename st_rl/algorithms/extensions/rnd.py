@@ -9,7 +9,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from st_rl.algorithms.extensions.base import Extension
+from st_rl.algorithms.extensions.base import Extension, masked_mean
 from st_rl.env.layout import get_subobs_by_components
 from st_rl.modules.actor_critic import PolicyOutput
 from st_rl.modules.mlp import MlpModel
@@ -103,8 +103,6 @@ class RandomNetworkDistillation(Extension):
         self.target.requires_grad_(False)
         self.state_normalizer = _normalizer(self.state_normalization, width)
         self.reward_normalizer = _normalizer(self.reward_normalization, 1)
-        for module in self.modules():
-            module.to(device)
         self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=self.learning_rate)
 
     def _named_modules(self) -> dict[str, nn.Module]:
@@ -172,11 +170,7 @@ class RandomNetworkDistillation(Extension):
 
     def losses(self, minibatch: MiniBatch, output: PolicyOutput) -> dict[str, torch.Tensor]:
         x = self._normalized(self.state(minibatch.obs, minibatch.critic_obs))
-        error = self.prediction_error(x)
-        if minibatch.masks is not None:  # padded trajectories: only real steps count
-            mask = minibatch.masks.to(error.dtype)
-            return {"rnd_loss": (error * mask).sum() / mask.sum().clamp(min=1.0)}
-        return {"rnd_loss": error.mean()}
+        return {"rnd_loss": masked_mean(self.prediction_error(x), minibatch.masks)}
 
     def log_scalars(self) -> dict[str, float]:
         return {"rnd_weight": self.current_weight, **super().log_scalars()}

@@ -95,12 +95,9 @@ class Symmetry(Extension):
                 f"{type(env).__name__} has none"
             )
         functions = cast("dict[str, Any]", env.mirror_functions())
-        if self.mirror_obs is None:
-            self.mirror_obs = functions["obs"]
-        if self.mirror_actions is None:
-            self.mirror_actions = functions["actions"]
-        if self.mirror_critic_obs is None:
-            self.mirror_critic_obs = functions.get("critic_obs")
+        self.mirror_obs = self.mirror_obs or functions["obs"]
+        self.mirror_actions = self.mirror_actions or functions["actions"]
+        self.mirror_critic_obs = self.mirror_critic_obs or functions.get("critic_obs")
 
     def _functions(self) -> tuple[MirrorFn, MirrorFn, MirrorFn]:
         if self.mirror_obs is None or self.mirror_actions is None:
