@@ -23,19 +23,6 @@ __all__ = ["RolloutCollector"]
 _MEASURED: dict[tuple[Any, ...], tuple[str, str]] = {}  # precision="auto" timings on GPUs, for this process
 
 
-def _normalizer_property(side: str) -> property:
-    """The policy's ``<side>_obs_normalizer`` (identity when off); setting it switches normalisation."""
-
-    def get(self: Any) -> nn.Module:
-        return getattr(self.actor_critic, f"{side}_obs_normalizer")
-
-    def set_(self: Any, module: nn.Module) -> None:
-        setattr(self.actor_critic, f"{side}_obs_normalizer", module)
-        setattr(self.actor_critic, f"{side}_obs_normalization", isinstance(module, EmpiricalNormalization))
-
-    return property(get, set_)
-
-
 class RolloutCollector:
     """The rollout half of :class:`~st_rl.algorithms.ppo.PPO`: the policy acts on raw observations, extensions
     see every step, the returns are computed after the last."""
@@ -59,8 +46,25 @@ class RolloutCollector:
         """The mixed-precision context of the policy's forward passes."""
         return autocast(self.device, self.precision)
 
-    obs_normalizer = _normalizer_property("actor")
-    critic_obs_normalizer = _normalizer_property("critic")
+    @property
+    def obs_normalizer(self) -> nn.Module:
+        """The policy's actor observation normaliser (identity when off); setting it switches normalisation."""
+        return self.actor_critic.actor_obs_normalizer
+
+    @obs_normalizer.setter
+    def obs_normalizer(self, module: nn.Module) -> None:
+        self.actor_critic.actor_obs_normalizer = module
+        self.actor_critic.actor_obs_normalization = isinstance(module, EmpiricalNormalization)
+
+    @property
+    def critic_obs_normalizer(self) -> nn.Module:
+        """The policy's critic observation normaliser (identity when off); setting it switches normalisation."""
+        return self.actor_critic.critic_obs_normalizer
+
+    @critic_obs_normalizer.setter
+    def critic_obs_normalizer(self, module: nn.Module) -> None:
+        self.actor_critic.critic_obs_normalizer = module
+        self.actor_critic.critic_obs_normalization = isinstance(module, EmpiricalNormalization)
 
     def init_storage(
         self,
