@@ -21,7 +21,12 @@ policy's linear layers over a minibatch (benchmarks/bench_precision.py measured 
 
 @cache
 def _cpu_has_fast_bf16() -> bool:
-    """AVX512-BF16 or AMX on this CPU (Linux ``/proc/cpuinfo``)."""
+    """AVX512-BF16 or AMX on this CPU (Linux ``/proc/cpuinfo``), with PyTorch's AVX512 kernels in use.
+
+    ``ATEN_CPU_CAPABILITY=avx2`` (or a build without them) makes bfloat16 an emulated, slow type even there.
+    """
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX512", "AMX"):
+        return False
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             flags = f.read()

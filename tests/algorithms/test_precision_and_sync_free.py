@@ -67,6 +67,17 @@ def test_resolve_precision():
         make_ppo(precision="half")
 
 
+def test_no_bf16_where_torch_runs_without_avx512_kernels(monkeypatch):
+    # ATEN_CPU_CAPABILITY=avx2 on an AVX512-BF16 CPU: the flags are there, the kernels are not
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    precision_module._cpu_has_fast_bf16.cache_clear()
+    try:
+        assert not has_fast_bf16("cpu")
+        assert resolve_precision("auto", "cpu") == "fp32"
+    finally:
+        precision_module._cpu_has_fast_bf16.cache_clear()
+
+
 def test_linear_macs_counts_every_linear_layer():
     ac = ActorCritic(NUM_OBS, NUM_CRITIC, NUM_ACT, actor_hidden_dims=[16, 16], critic_hidden_dims=[16, 16])
     actor = NUM_OBS * 16 + 16 * 16 + 16 * NUM_ACT
