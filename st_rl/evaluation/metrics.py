@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from st_rl.env.adapter import ObservationGroups
-from st_rl.protocols import ResettablePolicy
 
 __all__ = ["SUMMARY_KEYS", "VelocityCommandTask", "evaluate_policy", "format_summary"]
 
@@ -178,14 +177,15 @@ def evaluate_policy(
         tracking = _Tracking(env, num_steps, record_env, has_yaw)
         dev = env.commands.device
         age = torch.zeros(num_envs, dtype=torch.long, device=dev)  # steps under the current command
+        reset_policy = getattr(policy, "reset", None)  # a ResettablePolicy (recurrent)
         if render is not None:
             render(env)
         for t in range(num_steps):
             cmd = env.commands.clone()
             obs, rewards, dones, extras = env.step(policy(_actor_obs(obs)))
             dones = dones.to(dev).bool()
-            if isinstance(policy, ResettablePolicy):
-                policy.reset(dones)  # recurrent policies forget finished episodes
+            if reset_policy is not None:
+                reset_policy(dones)  # forget finished episodes
             time_outs = extras.get("time_outs") if isinstance(extras, dict) else None
             failed = dones if time_outs is None else dones & ~time_outs.to(dev).bool()
             tracking.add(t, cmd, rewards, dones, failed, (age >= warmup_steps) & ~dones)

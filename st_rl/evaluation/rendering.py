@@ -87,9 +87,7 @@ class _Scene:
         return self.renderer.render()
 
     def close(self) -> None:
-        if self.renderer is not None:
-            self.renderer.close()
-            self.renderer = None
+        self.renderer.close()  # idempotent
 
 
 class VideoRecorder(_Scene):
