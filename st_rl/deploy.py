@@ -251,17 +251,15 @@ class _FiniteActions:
         self.steps += 1
         if not bool(torch.isfinite(actions).all()):
             where = "on the first step" if self.steps == 1 else f"at step {self.steps}"
-            what = f"{self.path} gave NaN/Inf actions {where} (environments {_nonfinite_rows(actions)})"
+            bad = ~torch.isfinite(actions.reshape(actions.shape[0], -1))
+            rows = bad.any(dim=1).nonzero().flatten().tolist()
+            envs = ", ".join(map(str, rows[:5])) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
+            what = f"{self.path} gave NaN/Inf actions {where} (environments {envs})"
             raise NonFiniteActionsError(f"{what}; {DIVERGED}")
         return actions
 
     def reset(self, dones: torch.Tensor | None = None) -> None:
         self.policy.reset(dones)
-
-
-def _nonfinite_rows(actions: torch.Tensor) -> str:
-    rows = (~torch.isfinite(actions.reshape(actions.shape[0], -1))).any(dim=1).nonzero().flatten().tolist()
-    return ", ".join(map(str, rows[:5])) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
 
 
 def play_exported(

@@ -235,11 +235,8 @@ def _source_objects(source: Any, env: Any, task: Any, device: str, trust_config:
     ours = isinstance(source, OnPolicyRunner)  # else a runner-like object: iteration, seed and config unknown
     cfg, it = (source.cfg, source.current_learning_iteration) if ours else ({}, 0)
     train_cfg = source.train_cfg.to_dict() if ours else {}
-    return (
-        actor_critic,
-        adapter,
-        _info(None, it, task or cfg.get("task"), env_cfg, cfg.get("seed"), train_cfg),
-    )
+    info = _info(None, it, task or cfg.get("task"), env_cfg, cfg.get("seed"), train_cfg)
+    return actor_critic, adapter, info
 
 
 def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]] | None:
@@ -311,8 +308,7 @@ def export_policy(
     ``checkpoint_or_runner``: a checkpoint or run directory (rebuilt on one env of its task on ``device``), or a
     runner; ``env``: for the observation layout and robot metadata (default: the runner's, or the task's);
     ``task``: of a checkpoint that stores none; ``check``: compare each file with the eager policy on random
-    inputs (up to ``tolerance``); ``trust_config``: see docs/security.md. Raises :class:`ExportError`.
-    """
+    inputs (up to ``tolerance``); ``trust_config``: see docs/security.md. Raises :class:`ExportError`."""
     if not isinstance(name, str) or not name or name in (".", "..") or os.path.basename(name) != name:
         raise ExportError(f"name must be a file stem without folders (e.g. 'policy'), got {name!r}")
     formats = [str(f).lower() for f in ([formats] if isinstance(formats, str) else formats)]
@@ -331,9 +327,7 @@ def export_policy(
         source, it = info["source_checkpoint"] or "the runner's policy", info["iteration"]
         at = f"{describe_names(bad)}{'' if it is None else f' (iteration {it})'}"
         raise ExportError(f"Refusing to export a broken policy: {source} has NaN/Inf in {at}; {DIVERGED}")
-    actor_critic: Any = _detached_copy(actor_critic).to("cpu").eval()
-    for p in actor_critic.parameters():
-        p.requires_grad_(False)
+    actor_critic: Any = _detached_copy(actor_critic).to("cpu").eval().requires_grad_(False)
     memories = [(ROLE_PREFIXES[role], role, m) for role, m in actor_critic.actor_memories()]
     module = _ActorExport(actor_critic, [m for _, _, m in memories]).eval()
     os.makedirs(out_dir, exist_ok=True)

@@ -14,11 +14,11 @@ import torch
 import torch.distributed as dist
 
 from st_rl.config.defaults import RUNNER_DEFAULTS
-from st_rl.env.adapters._common import forwarded
 from st_rl.env.adapters.apis import API_NAMES as API_NAMES  # re-exported: st_rl.env.adapter's public names
 from st_rl.env.adapters.apis import ObservationGroups as ObservationGroups
 from st_rl.env.adapters.apis import detect_api, group_mapping, resolve_obs_groups
-from st_rl.env.adapters.contract import EnvOutputError, NonFiniteError, OutputChecker
+from st_rl.env.adapters.contract import EnvOutputError, OutputChecker, forwarded, require_attributes
+from st_rl.env.adapters.contract import NonFiniteError as NonFiniteError
 from st_rl.env.adapters.contract import describe_value as describe_value
 from st_rl.env.layout import Shape, normalize_segments
 from st_rl.utils.distributed import is_distributed
@@ -61,30 +61,22 @@ class EnvSpec:
 class EnvAdapter:
     """Presents any supported environment as ``(obs, critic_obs, rewards, dones, infos)`` on ``device``.
 
-    Args:
-        device: training device; None: the environment's device (CPU where it declares none).
-        obs_groups: ``{"policy": [groups...], "critic": [groups...]}``, concatenated in order.
-        check_finite: ``"rollout"`` raises NaN/Inf in :meth:`raise_if_nonfinite` (one host sync per rollout),
-            ``"step"`` at the offending step, ``"off"`` never.
+    ``device``: the training device (None: the env's, else CPU); ``obs_groups``: ``{"policy": [...], "critic":
+    [...]}`` groups, concatenated in order; ``check_finite``: ``"rollout"`` raises NaN/Inf in
+    :meth:`raise_if_nonfinite` (one host sync per rollout), ``"step"`` at the offending step, ``"off"`` never.
     """
 
     def __init__(
-        self,
-        env: Any,
-        device: str | torch.device | None = "cpu",
+        self, env: Any, device: str | torch.device | None = "cpu",
         obs_groups: Mapping[str, Sequence[str]] | None = None,
         check_finite: str = RUNNER_DEFAULTS.check_finite,
-    ) -> None:
+    ) -> None:  # fmt: skip
         if check_finite not in ("rollout", "step", "off"):
             raise ValueError(f"check_finite must be 'rollout', 'step' or 'off', got {check_finite!r}")
         if isinstance(env, type):
             raise TypeError(f"got the class {env.__name__}: pass an instance, {env.__name__}(...)")
-        for attr in ("num_envs", "step", "get_observations"):
-            if _declared(env, attr) is None:
-                raise TypeError(
-                    f"{type(env).__name__} has no '{attr}': st_rl needs a vectorised environment with "
-                    "num_envs, num_actions, get_observations() and step(actions) (see st_rl.env.VecEnv)."
-                )
+        fix = "st_rl needs num_envs, num_actions, get_observations() and step(actions) (see st_rl.env.VecEnv)"
+        require_attributes(env, "num_envs step get_observations", "a vectorised environment", fix)
         self.env = env
         env_device = _declared(env, "device")
         self.env_device: torch.device | None = None if env_device is None else torch.device(env_device)
@@ -95,7 +87,11 @@ class EnvAdapter:
         first = env.get_observations()
         self.api = detect_api(first)
         self._obs_groups = resolve_obs_groups(self.api, first, obs_groups)
-        self.has_critic_group = self._has_critic(first)
+        if self.api == "legged_gym":
+            n = _declared(env, "num_privileged_obs")
+            self.has_critic_group = bool(n) and env.get_privileged_observations() is not None
+        else:
+            self.has_critic_group = bool(self._obs_groups and self._obs_groups.get("critic"))
         self._widths: dict[str, int] = {}  # empty while the first observation fixes them
         obs, critic_obs, _ = self._read_observations(first)
         self.num_obs = int(obs.shape[-1])
@@ -109,12 +105,6 @@ class EnvAdapter:
         self.critic_obs_segments = critic_layout if self.has_critic_group else self.obs_segments
         self._group_names = ["policy", "critic", "rewards"]
         self._nonfinite = torch.zeros(len(self._group_names), dtype=torch.bool, device=self.device)
-
-    def _has_critic(self, first: Any) -> bool:
-        if self.api == "legged_gym":
-            n = _declared(self.env, "num_privileged_obs")
-            return bool(n) and self.env.get_privileged_observations() is not None
-        return bool(self._obs_groups and self._obs_groups.get("critic"))
 
     def _layout(self, attr: str, key: str, first: Any) -> OrderedDict[str, Shape] | None:
         layout = normalize_segments(_declared(self.env, attr))
@@ -181,26 +171,20 @@ class EnvAdapter:
         if self.env_device is not None and self.env_device != actions.device:
             actions = actions.to(self.env_device)
         out = self.env.step(actions)
-        expected = 5 if self.api == "legged_gym" else 4
-        if not isinstance(out, (tuple, list)) or len(out) != expected:
-            form = (
-                "(obs, privileged_obs, rewards, dones, infos)"
-                if self.api == "legged_gym"
-                else "(obs, rewards, dones, extras)"
-            )
+        legged = self.api == "legged_gym"
+        form = "(obs, privileged_obs, rewards, dones, infos)" if legged else "(obs, rewards, dones, extras)"
+        if not isinstance(out, (tuple, list)) or len(out) != form.count(",") + 1:
             got = f"{len(out)} values" if isinstance(out, (tuple, list)) else describe_value(out)
-            raise EnvOutputError(
-                f"{type(self.env).__name__}.step() returned {got}; the {self.api} API (from get_observations()) "
-                f"returns {form}. Fix: return {form}."
-            )
-        infos_name = "infos" if self.api == "legged_gym" else "extras"
+            api = f"the {self.api} API (from get_observations()) returns {form}. Fix: return {form}."
+            raise EnvOutputError(f"{type(self.env).__name__}.step() returned {got}; {api}")
+        infos_name = "infos" if legged else "extras"
         raw_infos = out[-1]
         if raw_infos is not None and not isinstance(raw_infos, Mapping):
             raise self._out.error(
                 "step", infos_name, raw_infos, "expected a dict", f"return a dict (or None) as {infos_name}"
             )
         infos = dict(raw_infos or {})
-        if self.api == "legged_gym":
+        if legged:
             raw_obs, priv, rewards, dones, _ = out
             obs, critic, _ = self._split_observations(
                 raw_obs, priv if self.has_critic_group else None, "step"
@@ -248,10 +232,8 @@ class EnvAdapter:
                 f"observation group '{self._source_name(n)}'" if n != "rewards" else "rewards" for n in names
             )
             self._nonfinite.zero_()
-            raise NonFiniteError(
-                f"The environment returned NaN or Inf in {where}. Fix the environment or clip the observations; "
-                "the runner option check_finite='step' stops at the exact step."
-            )
+            fix = "Fix the environment or clip the observations; check_finite='step' stops at the exact step."
+            raise NonFiniteError(f"The environment returned NaN or Inf in {where}. {fix}")
 
     def _source_name(self, key: str) -> str:
         if self._obs_groups and self._obs_groups.get(key):

@@ -64,12 +64,9 @@ def _segments_arg(obs_segments: Segments | None, segments: Segments | None, owne
 
 
 def get_subobs_by_components(
-    observations: torch.Tensor,
-    component_names: str | Iterable[str],
-    obs_segments: Segments | None = None,
-    *,
+    observations: torch.Tensor, component_names: str | Iterable[str], obs_segments: Segments | None = None, *,
     segments: Segments | None = None,
-) -> torch.Tensor:
+) -> torch.Tensor:  # fmt: skip
     """Concatenate the named components of ``(..., width)`` observations along the last dim, in layout order."""
     segments = _segments_arg(obs_segments, segments, "get_subobs_by_components")
     names = _names_list(segments, component_names)
@@ -78,22 +75,17 @@ def get_subobs_by_components(
 
 
 def substitute_estimated_state(
-    observations: torch.Tensor,
-    target_components: str | Iterable[str],
-    estimated_state: torch.Tensor,
-    obs_segments: Segments | None = None,
-    *,
-    segments: Segments | None = None,
-) -> torch.Tensor:
+    observations: torch.Tensor, target_components: str | Iterable[str], estimated_state: torch.Tensor,
+    obs_segments: Segments | None = None, *, segments: Segments | None = None,
+) -> torch.Tensor:  # fmt: skip
     """Write consecutive chunks of ``estimated_state`` into the target components in layout order, in place;
     returns ``observations``."""
     segments = _segments_arg(obs_segments, segments, "substitute_estimated_state")
     names = _names_list(segments, target_components)
     expected = get_subobs_size(segments, names)
     if estimated_state.shape[-1] != expected:
-        raise ValueError(
-            f"estimated_state has {estimated_state.shape[-1]} columns but components {names} take {expected}"
-        )
+        width = estimated_state.shape[-1]
+        raise ValueError(f"estimated_state has {width} columns but components {names} take {expected}")
     cursor = 0
     for sl in (get_obs_slice(segments, k)[0] for k in segments if k in names):
         observations[..., sl] = estimated_state[..., cursor : cursor + sl.stop - sl.start]

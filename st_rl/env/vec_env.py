@@ -17,8 +17,7 @@ class VecEnv(ABC):
     with the 4-tuple API of :class:`VecEnvLike`).
 
     ``num_privileged_obs`` is None when the critic reads the actor observations; ``episode_length_buf`` must be
-    writable (``init_at_random_ep_len``); ``extras`` holds the infos of the last step.
-    """
+    writable (``init_at_random_ep_len``); ``extras`` holds the infos of the last step."""
 
     num_envs: int
     num_obs: int

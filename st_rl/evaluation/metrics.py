@@ -5,8 +5,7 @@ the env has run ``warmup_s`` under its command (after a reset or command change)
 an episode. **velrmsd** = ``sqrt(mean(|cmd_xy - v_xy|^2))`` over counted samples (m/s), **yaw_rmsd** the same
 for the yaw rate (NaN without one), **cmd_rms_xy** = ``sqrt(mean(|cmd_xy|^2))`` (a robot standing still),
 **CoT** the mean of the task's ``env.CoT`` at the end, **survival** the fraction of envs that never failed
-(``done & ~time_outs``), **falls_per_env_min** = failures / (envs * minutes).
-"""
+(``done & ~time_outs``), **falls_per_env_min** = failures / (envs * minutes)."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ import numpy as np
 import torch
 
 from st_rl.env.adapter import ObservationGroups
-from st_rl.protocols import ResettablePolicy
 
 __all__ = ["SUMMARY_KEYS", "VelocityCommandTask", "evaluate_policy", "format_summary"]
 
@@ -70,9 +68,8 @@ def _check_locomotion_env(env: Any) -> None:
     missing = [repr(name) for name in ("commands", "base_lin_vel") if getattr(env, name, None) is None]
     lacks = " and ".join(missing) or "dt, num_envs, get_observations() or step() (see VelocityCommandTask)"
     name = type(env).__name__
-    raise ValueError(
-        f"evaluate_policy needs a velocity-command task (quadruped_*, velocity_tracking); {name} lacks {lacks}"
-    )
+    tasks = "quadruped_*, velocity_tracking"
+    raise ValueError(f"evaluate_policy needs a velocity-command task ({tasks}); {name} lacks {lacks}")
 
 
 class _Tracking:
@@ -151,34 +148,17 @@ def _hold_command(env: Any, fixed: torch.Tensor | None, obs: Any) -> Any:
     return env.get_observations()[0]
 
 
-def _reset_policy(policy: Any, dones: torch.Tensor) -> None:
-    if isinstance(policy, ResettablePolicy):
-        policy.reset(dones)  # recurrent policies forget finished episodes
-
-
 def evaluate_policy(
-    env: Any,
-    policy: Callable[[torch.Tensor], torch.Tensor],
-    duration_s: float,
-    record_env: int = 0,
-    render: Callable[[Any], None] | None = None,
-    *,
-    command: Sequence[float] | None = None,
-    warmup_s: float = 1.0,
-    reset: bool = True,
-) -> dict[str, Any]:
+    env: Any, policy: Callable[[torch.Tensor], torch.Tensor], duration_s: float, record_env: int = 0,
+    render: Callable[[Any], None] | None = None, *, command: Sequence[float] | None = None,
+    warmup_s: float = 1.0, reset: bool = True,
+) -> dict[str, Any]:  # fmt: skip
     """Run ``policy`` (``obs -> actions``) on a :class:`VelocityCommandTask` for ``duration_s`` and measure it.
 
     ``render(env)`` is called after the reset and every step (e.g. a :class:`VideoRecorder`); ``command`` holds
-    ``env.commands`` at (vx, vy[, yaw rate]).
-
-    Returns:
-        The module docstring's metrics, ``falls``, ``mean_reward_per_step``, counts, ``dt`` and ``trace``: numpy
-        ``time``, ``cmd`` and ``vel`` (T, 3; NaN without yaw), ``done``, ``fall``, ``counted`` of ``record_env``.
-
-    Raises:
-        ValueError: the task has no velocity commands, or ``record_env`` / ``duration_s`` is out of range.
-    """
+    ``env.commands`` at (vx, vy[, yaw rate]). Returns the module docstring's metrics, ``falls``,
+    ``mean_reward_per_step``, counts, ``dt`` and ``trace``: numpy ``time``, ``cmd`` and ``vel`` (T, 3; NaN
+    without yaw), ``done``, ``fall``, ``counted`` of ``record_env``; ``ValueError`` without commands."""
     _check_locomotion_env(env)
     num_envs = int(env.num_envs)
     if not 0 <= record_env < num_envs:
@@ -197,13 +177,15 @@ def evaluate_policy(
         tracking = _Tracking(env, num_steps, record_env, has_yaw)
         dev = env.commands.device
         age = torch.zeros(num_envs, dtype=torch.long, device=dev)  # steps under the current command
+        reset_policy = getattr(policy, "reset", None)  # a ResettablePolicy (recurrent)
         if render is not None:
             render(env)
         for t in range(num_steps):
             cmd = env.commands.clone()
             obs, rewards, dones, extras = env.step(policy(_actor_obs(obs)))
             dones = dones.to(dev).bool()
-            _reset_policy(policy, dones)
+            if reset_policy is not None:
+                reset_policy(dones)  # forget finished episodes
             time_outs = extras.get("time_outs") if isinstance(extras, dict) else None
             failed = dones if time_outs is None else dones & ~time_outs.to(dev).bool()
             tracking.add(t, cmd, rewards, dones, failed, (age >= warmup_steps) & ~dones)
@@ -214,10 +196,8 @@ def evaluate_policy(
                 render(env)
         metrics = tracking.metrics(num_steps, dt, warmup_steps)
     if metrics["num_samples"] == 0:
-        warnings.warn(
-            f"evaluate_policy: no samples after the {warmup_steps * dt:.2f} s warm-up; run longer than that",
-            stacklevel=2,
-        )
+        msg = f"evaluate_policy: no samples after the {warmup_steps * dt:.2f} s warm-up; run longer than that"
+        warnings.warn(msg, stacklevel=2)
     return metrics
 
 

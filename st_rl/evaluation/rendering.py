@@ -39,10 +39,8 @@ DEFAULT_GEOM_GROUPS = (0, 1, 2, 3)
 def _check_renderable(env: Any) -> None:
     batch = getattr(env, "batch", None)  # a mujoco.batch.Batch
     if not (hasattr(env, "dt") and hasattr(batch, "get_model") and hasattr(batch, "get_data")):
-        raise ValueError(
-            f"{type(env).__name__} has no MuJoCo simulation to render (video needs a MuJoCo task such as "
-            "quadruped_flat / quadruped_rough); run without a video (--no-video, video=None)."
-        )
+        why = "has no MuJoCo simulation to render (video needs quadruped_flat / quadruped_rough)"
+        raise ValueError(f"{type(env).__name__} {why}; run without a video (--no-video, video=None).")
 
 
 class _Scene:
@@ -89,44 +87,31 @@ class _Scene:
         return self.renderer.render()
 
     def close(self) -> None:
-        self.renderer.close()
+        self.renderer.close()  # idempotent
 
 
-class VideoRecorder:
+class VideoRecorder(_Scene):
     """Films env ``env_id`` of a MuJoCo task into an MP4 in real time, as ``render=`` of :func:`evaluate_policy`.
 
-    Args:
-        camera: the model's camera (``"track"`` follows the trunk); None or missing: a free tracking camera.
-        quality: ``"fast"`` (no shadows, reflections or anti-aliasing), ``"medium"`` (1024 px shadows) or
-            ``"high"`` (the model's own visual settings).
-        geom_groups: geom groups drawn (the built-in quadruped's legs are in group 3).
-    """
+    ``camera``: the model's camera (``"track"`` follows the trunk; None or missing: a free tracking camera);
+    ``quality``: ``"fast"`` (no shadows, reflections or anti-aliasing), ``"medium"`` (1024 px shadows) or
+    ``"high"`` (the model's own visual settings); ``geom_groups``: drawn (the quadruped's legs: group 3)."""
 
     def __init__(
-        self,
-        env: Any,
-        path: str,
-        env_id: int = 0,
-        fps: float = 25.0,
-        width: int = 640,
-        height: int = 360,
-        camera: str | None = "track",
-        quality: str = "medium",
+        self, env: Any, path: str, env_id: int = 0, fps: float = 25.0, width: int = 640, height: int = 360,
+        camera: str | None = "track", quality: str = "medium",
         geom_groups: Sequence[int] = DEFAULT_GEOM_GROUPS,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self.writer: Any = None
-        self.scene: _Scene | None = None
         _check_renderable(env)
         try:
             import imageio.v2 as iio
         except ImportError as e:
-            raise ImportError(
-                "Writing videos needs imageio and imageio-ffmpeg: pip install imageio imageio-ffmpeg"
-            ) from e
-        self.env_id, self.path = int(env_id), path
+            raise ImportError("Writing videos needs imageio: pip install imageio imageio-ffmpeg") from e
+        self.path = path
         self.stride = max(1, int(round(1.0 / (float(fps) * float(env.dt)))))
         self.fps = 1.0 / (self.stride * float(env.dt))
-        self.scene = _Scene(env, env_id, width, height, camera, quality, geom_groups)
+        super().__init__(env, env_id, width, height, camera, quality, geom_groups)
         self.num_frames, self._calls = 0, 0
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         try:
@@ -134,14 +119,8 @@ class VideoRecorder:
             self.writer = iio.get_writer(path, format="FFMPEG", fps=self.fps, **options)  # type: ignore[arg-type]
         except Exception as e:
             self.close()
-            raise RuntimeError(
-                f"Cannot open an MP4 writer for {path}: {e}. Install the ffmpeg plugin: pip install imageio-ffmpeg"
-            ) from e
-
-    def frame(self, env: Any) -> np.ndarray:
-        """Render the current state of the filmed environment (H, W, 3) uint8."""
-        assert self.scene is not None
-        return self.scene.frame(env)
+            fix = "Install the ffmpeg plugin: pip install imageio-ffmpeg"
+            raise RuntimeError(f"Cannot open an MP4 writer for {path}: {e}. {fix}") from e
 
     def __call__(self, env: Any) -> None:
         if self._calls % self.stride == 0:
@@ -153,9 +132,7 @@ class VideoRecorder:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
-        if self.scene is not None:
-            self.scene.close()
-            self.scene = None
+        super().close()
 
     def __enter__(self) -> VideoRecorder:
         return self
@@ -177,15 +154,9 @@ def _camera_for(mujoco: Any, model: Any, camera: str | None, base_body: int) -> 
 
 
 def render_frame(
-    env: Any,
-    path: str | None = None,
-    env_id: int = 0,
-    width: int = 640,
-    height: int = 360,
-    camera: str | None = "track",
-    quality: str = "high",
-    geom_groups: Sequence[int] = DEFAULT_GEOM_GROUPS,
-) -> np.ndarray:
+    env: Any, path: str | None = None, env_id: int = 0, width: int = 640, height: int = 360,
+    camera: str | None = "track", quality: str = "high", geom_groups: Sequence[int] = DEFAULT_GEOM_GROUPS,
+) -> np.ndarray:  # fmt: skip
     """Render one frame of a MuJoCo task (and write it to ``path`` as PNG when given)."""
     scene = _Scene(env, env_id, width, height, camera, quality, geom_groups)
     try:

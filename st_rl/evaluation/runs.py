@@ -31,17 +31,13 @@ def _read_json(path: str) -> dict[str, Any] | None:
     return data
 
 
-def _default_cfg_keys(task_cls: type) -> set[str]:
-    return set(getattr(task_cls, "DEFAULT_CFG", None) or {})
-
-
 def _infer_task_from_env_cfg(env_cfg: dict[str, Any]) -> str | None:
     """The one registered task whose config keys include all of ``env_cfg`` (older configs may lack some)."""
     if "terrain" in env_cfg and "model_path" in env_cfg:
         name = f"quadruped_{env_cfg['terrain']}"
         return name if name in TASKS else None
     keys = set(env_cfg)
-    matches = [n for n, cls in TASKS.items() if keys and keys <= _default_cfg_keys(cls)]
+    matches = [n for n, cls in TASKS.items() if keys and keys <= set(getattr(cls, "DEFAULT_CFG", None) or {})]
     return matches[0] if len(matches) == 1 else None
 
 
@@ -62,13 +58,7 @@ def _stored_task(run_cfg: dict[str, Any] | None, ckpt_cfg: dict[str, Any] | None
 
 def run_task(checkpoint: str, *, trust_config: bool = False) -> tuple[str, str | None]:
     """The checkpoint file of ``checkpoint`` (file or run directory) and its run's task (None: unknown), with the
-    stored config checked as :func:`load_run` checks it.
-
-    Raises:
-        FileNotFoundError, CheckpointError: no readable checkpoint there.
-        ValueError: the checkpoint has no training config.
-        st_rl.utils.config.UntrustedConfigError: the config names code to import and ``trust_config`` is False.
-    """
+    stored config checked as :func:`load_run` checks it (same errors)."""
     stored = _StoredRun(checkpoint)
     with untrusted_config(stored.source, trusted=trust_config), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # unknown keys: said when the runner is built
@@ -87,9 +77,9 @@ class _StoredRun:
         self.run_cfg = _read_json(run_cfg_path)
         train_cfg = {k: v for k, v in (self.run_cfg or {}).items() if k != "env"} or ckpt_cfg
         if not train_cfg:
+            fix = "save checkpoints with OnPolicyRunner.save, or put the run's config.json beside the file."
             raise ValueError(
-                f"{path} has no stored training config (key 'config') and there is no config.json next to it; "
-                "save checkpoints with OnPolicyRunner.save, or put the run's config.json beside the file."
+                f"{path} has no stored training config (key 'config') nor config.json beside it; {fix}"
             )
         self.train_cfg: dict[str, Any] = train_cfg
         self.source = run_cfg_path if self.run_cfg else f"{path} (its stored 'config')"
@@ -122,27 +112,16 @@ class LoadedRun:
 
 
 def load_run(
-    checkpoint: str,
-    task: str | None = None,
-    num_envs: int = 16,
-    device: str = "cpu",
-    seed: int | None = None,
-    env: Any = None,
-    *,
-    trust_config: bool = False,
-) -> LoadedRun:
-    """Rebuild the runner of a checkpoint on its training task and load its weights (without the optimizer).
+    checkpoint: str, task: str | None = None, num_envs: int = 16, device: str = "cpu",
+    seed: int | None = None, env: Any = None, *, trust_config: bool = False,
+) -> LoadedRun:  # fmt: skip
+    """Rebuild the runner of ``checkpoint`` (a ``model_<it>.pt`` file or a run directory: its latest) on its
+    training task and load its weights (not the optimizer).
 
     The config is ``config.json`` beside the checkpoint, else the checkpoint's; the stored env config is reused
-    unless ``task`` names another task.
-
-    ``checkpoint`` is a ``model_<it>.pt`` file or a run directory (its latest); ``seed`` defaults to the run's;
-    ``trust_config`` lets the stored config name code to import (docs/security.md).
-
-    Raises:
-        ValueError: the checkpoint has no training config, or its task cannot be told.
-        UntrustedConfigError: the stored config names code to import and ``trust_config`` is False.
-        CheckpointError: the checkpoint does not fit the rebuilt policy or holds NaN/Inf values.
+    unless ``task`` names another task; ``seed`` defaults to the run's; ``trust_config`` lets the stored
+    config name code to import (docs/security.md, else ``UntrustedConfigError``). Raises ``ValueError`` when
+    there is no training config or no task, ``CheckpointError`` when the weights do not fit or hold NaN/Inf.
     """
     stored = _StoredRun(checkpoint)
     path, stored_task = stored.path, stored.task
@@ -157,11 +136,8 @@ def load_run(
             seed = runner_cfg.get("seed") if isinstance(runner_cfg, dict) else None
         if env is None:
             if name is None:
-                raise ValueError(
-                    f"Cannot tell which task {path} was trained on: neither config.json next to it nor the "
-                    "checkpoint's config names one (key runner.task). Pass it: task='quadruped_flat' (CLI: --task "
-                    "quadruped_flat)."
-                )
+                why = f"Cannot tell which task {path} was trained on: its config names none (key runner.task)"
+                raise ValueError(f"{why}. Pass it: task='quadruped_flat' (CLI: --task quadruped_flat).")
             refuse_gymnasium_module(name, "runner.task")
             env = make_env_from_cfg(name, num_envs, device, seed, env_cfg or {})
 

@@ -47,9 +47,8 @@ def make_env(
     if name.startswith("gym:"):  # a Gymnasium task through st_rl.env.adapters (needs st-rl[gymnasium])
         return make_gymnasium_env(name.removeprefix("gym:"), num_envs, seed=seed, device=device, **cfg)
     if name not in TASKS:
-        raise ValueError(
-            f"unknown task {name!r}; available tasks: {', '.join(sorted(TASKS))}, or 'gym:<Gymnasium id>'"
-        )
+        available = f"{', '.join(sorted(TASKS))}, or 'gym:<Gymnasium id>'"
+        raise ValueError(f"unknown task {name!r}; available tasks: {available}")
     return TASKS[name](num_envs=num_envs, device=device, seed=seed, **cfg)
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from st_rl.env.adapters._common import forwarded
+from st_rl.env.adapters.contract import forwarded
 
 __all__ = ["IsaacLabStyle", "LeggedGymStyle", "TensorDictStyle"]
 

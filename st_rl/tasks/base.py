@@ -2,8 +2,7 @@
 
 Each reward term is ``weight * kernel * dt``. ``extras["log"]`` holds, over the envs that finished on the step
 (else the last such values; zeros before any): ``Episode_Reward/<term>`` (episode sum / ``max_episode_length_s``),
-``Episode_Termination/time_out`` and ``/<failure>`` (fractions) and ``Metrics/<name>`` (means).
-"""
+``Episode_Termination/time_out`` and ``/<failure>`` (fractions) and ``Metrics/<name>`` (means)."""
 
 from __future__ import annotations
 
@@ -16,19 +15,16 @@ import torch
 
 __all__ = ["BuiltinTask"]
 
+Segments = list[tuple[str, tuple[int, ...]]]  # (name, shape) of each observation component
+
 
 class BuiltinTask(ABC):
     """Base class of the built-in batched tasks.
 
     Subclasses set ``DEFAULT_CFG`` (with ``dt`` in s, ``episode_length_s``, ``clip_actions``) and the term names,
     list their buffers in ``_state_buffers`` (for :meth:`state_dict`) and implement the ``_`` hooks below.
-
-    Args:
-        num_envs: parallel environments.
-        device: torch device of all buffers.
-        seed: seed of the private generator; None draws it from torch's global RNG.
-        cfg: overrides of ``DEFAULT_CFG`` (unknown keys raise ``TypeError``).
-    """
+    ``seed`` None draws the private generator's seed from torch's global RNG; ``cfg`` overrides
+    ``DEFAULT_CFG`` (unknown keys raise ``TypeError``)."""
 
     DEFAULT_CFG: dict[str, Any] = {}
     reward_terms: tuple[str, ...] = ()
@@ -106,11 +102,8 @@ class BuiltinTask(ABC):
         return self.get_observations()
 
     def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """Step with ``actions`` (N, num_actions; NaN zeroed, clipped); finished envs are reset.
-
-        Returns:
-            ``(obs, rewards (N,), dones (N,) bool, extras)``; extras: ``observations``, ``time_outs``, ``log``.
-        """
+        """Step with ``actions`` (N, num_actions; NaN zeroed, clipped) and reset finished envs; returns
+        ``(obs, rewards (N,), dones (N,) bool, extras)``, extras: ``observations``, ``time_outs``, ``log``."""
         actions = actions.to(device=self.device, dtype=torch.float32).reshape(self.num_envs, self.num_actions)
         actions = torch.nan_to_num(actions, nan=0.0, posinf=0.0, neginf=0.0)
         actions = torch.clamp(actions, -self.clip_actions, self.clip_actions)
@@ -136,16 +129,12 @@ class BuiltinTask(ABC):
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Complete simulation state (all buffers and the RNG state)."""
         state = {name: getattr(self, name).clone() for name in self._state_buffers}
-        if self.critic_obs_buf is not None:
-            state["critic_obs_buf"] = self.critic_obs_buf.clone()
         state["rng_state"] = self._generator.get_state().clone()
         return state
 
     def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
         """Restore a state produced by :meth:`state_dict` (same task, ``num_envs`` and device type)."""
         expected = set(self._state_buffers) | {"rng_state"}
-        if self.critic_obs_buf is not None:
-            expected.add("critic_obs_buf")
         missing, unexpected = expected - set(state_dict), set(state_dict) - expected
         if missing or unexpected:
             raise KeyError(f"state_dict mismatch: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
@@ -153,9 +142,8 @@ class BuiltinTask(ABC):
             current = getattr(self, name)
             value = state_dict[name]
             if tuple(value.shape) != tuple(current.shape):
-                raise ValueError(
-                    f"state_dict[{name!r}] has shape {tuple(value.shape)}, expected {tuple(current.shape)}"
-                )
+                shapes = f"has shape {tuple(value.shape)}, expected {tuple(current.shape)}"
+                raise ValueError(f"state_dict[{name!r}] {shapes}")
             setattr(self, name, value.to(device=self.device, dtype=current.dtype).clone())
         self._generator.set_state(state_dict["rng_state"].cpu())
 
@@ -172,16 +160,20 @@ class BuiltinTask(ABC):
         u = torch.rand(*shape, generator=self._generator, device=self.device)
         return low + (high - low) * u
 
-    def _set_layout(
-        self,
-        actor: list[tuple[str, tuple[int, ...]]],
-        critic: list[tuple[str, tuple[int, ...]]] | None = None,
-    ) -> None:
+    def _where(self, mask: torch.Tensor, **values: Any) -> None:
+        """Set each named buffer to its value (scalar or tensor) where ``mask`` (N,) is True."""
+        for name, value in values.items():
+            old = getattr(self, name)
+            setattr(self, name, torch.where(mask.view(-1, *[1] * (old.ndim - 1)), value, old))
+
+    def _set_layout(self, actor: Segments, critic: Segments | None = None) -> None:
         """Set the actor and critic segments and widths (``num_obs``, ``num_privileged_obs``)."""
         self.obs_segments = OrderedDict(actor)
         self.num_obs = sum(math.prod(s) for _, s in actor)
         self.privileged_obs_segments = None if critic is None else OrderedDict(critic)
         self.num_privileged_obs = None if critic is None else sum(math.prod(s) for _, s in critic)
+        if critic is not None and "critic_obs_buf" not in self._state_buffers:
+            self._state_buffers.append("critic_obs_buf")
 
     def _obs_groups(self) -> dict[str, torch.Tensor]:
         groups = {"policy": self.obs_buf}
@@ -205,8 +197,7 @@ class BuiltinTask(ABC):
         return dict(zip(self._log_names, self._log_values.unbind(0)))
 
     def _reset_envs(self, mask: torch.Tensor) -> None:
-        self._episode_length_buf = torch.where(mask, 0, self._episode_length_buf)
-        self._episode_sums = torch.where(mask[:, None], 0.0, self._episode_sums)
+        self._where(mask, _episode_length_buf=0, _episode_sums=0.0)
         self._reset_state(mask)
 
     @abstractmethod

@@ -19,8 +19,7 @@ class CueMemory(BuiltinTask):
     policy can remember it. The critic also sees ``target`` and ``phase`` (elapsed fraction of the episode).
     Reward ``match`` = ``w_match * exp(-|a - target|^2 / match_sigma)``; time-outs only; metric ``final_error``.
     Returns (defaults, 1-D): 2.0 for the target throughout, about 1.0 for the best feed-forward policy, 0.77
-    for uniform random actions.
-    """
+    for uniform random actions."""
 
     DEFAULT_CFG: dict[str, Any] = {
         "dt": 0.05,
@@ -49,7 +48,6 @@ class CueMemory(BuiltinTask):
         n, dev = self.num_envs, self.device
         self.target = torch.zeros(n, d, device=dev)
         self.last_error = torch.zeros(n, device=dev)
-        self.critic_obs_buf = torch.zeros(n, 2 * d + 2, device=dev)
         self._state_buffers += ["target", "last_error"]
         self.reset()
 
@@ -75,8 +73,7 @@ class CueMemory(BuiltinTask):
 
     def _reset_state(self, mask: torch.Tensor) -> None:
         r = float(self.cfg["target_range"])
-        new_target = self._rand(self.num_envs, self.target_dim, low=-r, high=r)
-        self.target = torch.where(mask[:, None], new_target, self.target)
+        self._where(mask, target=self._rand(self.num_envs, self.target_dim, low=-r, high=r))
 
     def _compute_observations(self) -> None:
         visible = self.cue_visible[:, None].float()

@@ -17,8 +17,7 @@ class ImageGoal(PointMass):
     Instead of ``goal_delta`` the actor sees ``forward_depth`` (1, H, W), ``H = W = image_size``: the plane
     ``[-view_range, view_range]^2`` around the agent (columns along +x, rows along +y), each pixel
     ``exp(-|centre - d|^2 / (2 blob_sigma^2))`` with ``d`` the goal delta clamped to the view; then ``velocity``.
-    The critic also sees ``goal_delta``.
-    """
+    The critic also sees ``goal_delta``."""
 
     DEFAULT_CFG: dict[str, Any] = {
         **PointMass.DEFAULT_CFG,

@@ -1,7 +1,5 @@
 """Legged locomotion on MuJoCo (``mujoco.batch``): a quadruped follows velocity commands, legged_gym style.
-
-Observations, rewards, randomisation, terminations and metrics: docs/environments.md; options: ``LOCOMOTION_CFG``.
-"""
+Observations, rewards, randomisation, terminations, metrics: docs/environments.md; options: LOCOMOTION_CFG."""
 
 from __future__ import annotations
 
@@ -185,13 +183,9 @@ class LeggedLocomotion(BuiltinTask):
         self.friction_coef = torch.full((n,), self.nominal_foot_friction)
         self.added_mass, self._err_sq_sum, self._err_count = (torch.zeros(n) for _ in range(3))
         self._power_sum, self._speed_sum, self._last_rmsd, self._last_cot = (torch.zeros(n) for _ in range(4))
-        self.obs_buf = torch.zeros(n, self.num_obs)
-        self.critic_obs_buf = torch.zeros(n, terms.layout_size(critic))
-        self._state_buffers += [
-            "commands", "actions", "last_actions", "last_dof_vel", "feet_air_time", "last_contacts",
-            "foot_contact", "trunk_contact", "added_mass", "friction_coef", "_err_sq_sum", "_err_count",
-            "_power_sum", "_speed_sum", "_last_rmsd", "_last_cot",
-        ]  # fmt: skip
+        names = "commands actions last_actions last_dof_vel feet_air_time last_contacts foot_contact"
+        names += " trunk_contact added_mass friction_coef _err_sq_sum _err_count _power_sum _speed_sum"
+        self._state_buffers += [*names.split(), "_last_rmsd", "_last_cot"]
         self._resample_steps = max(1, int(round(c["resampling_time_s"] / self.dt)))
         push_steps = max(1, int(round(c["push_interval_s"] / self.dt)))
         self._push_steps = push_steps if c["max_push_vel_xy"] > 0 else 0
@@ -281,15 +275,12 @@ class LeggedLocomotion(BuiltinTask):
         self.foot_contact = self._sensordata[:, self.foot_touch_adr] > 1.0
         self.trunk_contact = self._sensordata[:, self.trunk_touch_adr] > 1.0
         if self._push_steps:
-            self._push()
+            push_now = (self.episode_length_buf + 1) % self._push_steps == 0
+            kick = self._rand(self.num_envs, 2, low=-1.0, high=1.0) * self.cfg["max_push_vel_xy"]
+            self._qvel[:, 0:2] += torch.where(push_now[:, None], kick, torch.zeros_like(kick)).double()
+            self._cache.clear()
         self._update_metrics()
         self._sample_commands_where((self.episode_length_buf + 1) % self._resample_steps == 0)
-
-    def _push(self) -> None:
-        push_now = (self.episode_length_buf + 1) % self._push_steps == 0
-        kick = self._rand(self.num_envs, 2, low=-1.0, high=1.0) * self.cfg["max_push_vel_xy"]
-        self._qvel[:, 0:2] += torch.where(push_now[:, None], kick, torch.zeros_like(kick)).double()
-        self._cache.clear()
 
     def _update_metrics(self) -> None:
         v = self.base_lin_vel[:, :2]
@@ -338,10 +329,8 @@ class LeggedLocomotion(BuiltinTask):
         n, c = self.num_envs, self.cfg
         m = mask[:, None]
         done_metrics = self._episode_metrics()
-        self._last_rmsd = torch.where(mask, done_metrics[:, 0], self._last_rmsd)
-        self._last_cot = torch.where(mask, done_metrics[:, 1], self._last_cot)
-        for name in ("_err_sq_sum", "_err_count", "_power_sum", "_speed_sum"):
-            setattr(self, name, torch.where(mask, 0.0, getattr(self, name)))
+        self._where(mask, _last_rmsd=done_metrics[:, 0], _last_cot=done_metrics[:, 1])
+        self._where(mask, _err_sq_sum=0.0, _err_count=0.0, _power_sum=0.0, _speed_sum=0.0)
 
         nv = self._qvel.shape[1]
         qpos, qvel = terms.initial_state(self._rand, n, self.default_qpos, self.actuated_qpos, nv, c)
@@ -352,19 +341,14 @@ class LeggedLocomotion(BuiltinTask):
         self._ctrl.copy_(torch.where(m, default_ctrl, self._ctrl))
         self._cache.clear()
 
-        for name in ("actions", "last_actions", "feet_air_time"):
-            setattr(self, name, torch.where(m, 0.0, getattr(self, name)))
+        self._where(mask, actions=0.0, last_actions=0.0, feet_air_time=0.0)
+        self._where(mask, last_contacts=False, foot_contact=False, trunk_contact=False)
         self.last_dof_vel = torch.where(m, qvel[:, self.actuated_dof].float(), self.last_dof_vel)
-        self.last_contacts = self.last_contacts & ~m
-        self.foot_contact = self.foot_contact & ~m
-        self.trunk_contact = self.trunk_contact & ~mask
         self._sample_commands_where(mask)
         self._randomize_dynamics(mask)
 
     def _randomize_dynamics(self, mask: torch.Tensor) -> None:
-        c = self.cfg
-        n = self.num_envs
-        (f0, f1), (m0, m1) = c["friction_range"], c["added_mass_range"]
+        n, (f0, f1), (m0, m1) = self.num_envs, self.cfg["friction_range"], self.cfg["added_mass_range"]
         self.friction_coef = torch.where(mask, self._rand(n, low=f0, high=f1), self.friction_coef)
         self.added_mass = torch.where(mask, self._rand(n, low=m0, high=m1), self.added_mass)
         ids = torch.nonzero(mask).flatten()  # CPU tensor: no device synchronisation involved
@@ -436,11 +420,8 @@ class LeggedLocomotion(BuiltinTask):
         return self.all_style_features(feet=feet)[:, index]
 
     def set_ref_motion_source(self, source: Any) -> None:
-        """Add ``source(num_envs) -> (N, H * F)`` as ``extras["ref_motion"]``; its ``style_fields`` must be ours.
-
-        Raises:
-            ValueError: naming the motion file(s) and the fields missing from them or extra in them.
-        """
+        """Add ``source(num_envs) -> (N, H * F)`` as ``extras["ref_motion"]``; its ``style_fields`` must be
+        ours (else a ``ValueError`` names the motion file(s) and the fields missing or extra)."""
         if source is not None:
             style.check_motion_source(source, self.style_fields, self.amp_obs_frame_num, type(self).__name__)
         self.ref_motion_source = source
@@ -458,11 +439,8 @@ class LeggedLocomotion(BuiltinTask):
         return obs, rewards, dones, extras
 
     def mirror_functions(self) -> dict[str, SignedPermutation]:
-        """Left-right mirror maps (``SignedPermutation``) of ``obs``, ``critic_obs``, ``actions`` [, ``ref_obs``].
-
-        Raises:
-            ValueError: the robot, its standing pose or the height-scan grid is not left-right symmetric.
-        """
+        """Left-right mirror maps (``SignedPermutation``) of obs, critic_obs, actions [, ref_obs]; ValueError
+        when the robot, its standing pose or the height-scan grid is not left-right symmetric."""
         if self._mirror_maps is None:
             self._mirror_maps = build_mirror_maps(self)
         return dict(self._mirror_maps)

@@ -21,11 +21,8 @@ from st_rl.tasks.locomotion_model import base_frame_kinematics
 class SignedPermutation:
     """The mirror map ``x -> sign * x[..., index]`` of the last dimension; must be an involution.
 
-    Args:
-        index: source feature of each output feature, a permutation of ``range(len(index))``.
-        sign: +1 or -1 per output feature.
-        device: where the constants are made (copied to another device once, on use).
-    """
+    ``index``: the source of each output feature (a permutation of ``range(len(index))``); ``sign``: +1 or -1
+    per output feature; ``device``: where the constants are made (copied to another device once, on use)."""
 
     def __init__(
         self, index: Sequence[int], sign: Sequence[float], device: str | torch.device = "cpu"
@@ -75,10 +72,9 @@ def mirror_structure(task: Any) -> tuple[list[int], list[float], list[int]]:
         found = np.flatnonzero((distance < tol) & (np.abs(alignment) > 1.0 - tol))
         jtype = int(model.jnt_type[j])
         if found.size == 0 or jtype not in (hinge, slide):
-            raise ValueError(
-                f"mirror_functions: joint {task.joint_names[i]!r} has no left-right mirror partner (a hinge "
-                "or slide joint at the mirrored anchor with the mirrored axis); the robot is not symmetric"
-            )
+            joint = task.joint_names[i]
+            why = "(a hinge or slide joint at the mirrored anchor and axis); the robot is not symmetric"
+            raise ValueError(f"mirror_functions: joint {joint!r} has no left-right mirror partner {why}")
         k = int(found[np.argmin(distance[found])])
         # A reflection turns a rotation by q about axis a into one by -q about M a; a translation into one by q.
         same = float(np.sign(alignment[k]))

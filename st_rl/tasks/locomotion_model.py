@@ -18,9 +18,7 @@ def import_mujoco() -> Any:
         import mujoco
         import mujoco.batch  # noqa: F401
     except ImportError as e:  # pragma: no cover - mujoco is a core dependency
-        raise ImportError(
-            "The legged locomotion task needs MuJoCo >= 3.17 with its batched API: pip install 'mujoco>=3.17'"
-        ) from e
+        raise ImportError("The locomotion task needs MuJoCo's batched API: pip install 'mujoco>=3.17'") from e
     return mujoco
 
 
@@ -152,10 +150,8 @@ def find_touch_sensors(
         if model.sensor_type[s] == mj.mjtSensor.mjSENS_TOUCH:
             by_body.setdefault(int(model.site_bodyid[model.sensor_objid[s]]), int(model.sensor_adr[s]))
     if any(int(b) not in by_body for b in foot_bodies) or base_body not in by_body:
-        raise ValueError(
-            f"{path}: the task reads contacts from touch sensors; add a <touch> sensor on a site of each foot "
-            "body and one on a site enclosing the base body (see the built-in quadruped.xml)."
-        )
+        fix = "add a <touch> sensor on a site of each foot body and one around the base (see quadruped.xml)"
+        raise ValueError(f"{path}: the task reads contacts from touch sensors; {fix}.")
     return torch.as_tensor([by_body[int(b)] for b in foot_bodies], dtype=torch.long), by_body[base_body]
 
 

@@ -38,13 +38,9 @@ def style_columns(available: list[str], fields: list[str]) -> torch.Tensor:
 
 
 def all_style_features(
-    pos: torch.Tensor,
-    quat: torch.Tensor,
-    lin_vel_w: torch.Tensor,
-    ang_vel_b: torch.Tensor,
-    joints: list[torch.Tensor],
-    feet: torch.Tensor | None,
-) -> torch.Tensor:
+    pos: torch.Tensor, quat: torch.Tensor, lin_vel_w: torch.Tensor, ang_vel_b: torch.Tensor,
+    joints: list[torch.Tensor], feet: torch.Tensor | None,
+) -> torch.Tensor:  # fmt: skip
     """Every style field (:func:`available_style_fields` order), the feet (base frame) optional."""
     ang_w = quat_rotate_inverse(quat * torch.tensor([1.0, -1.0, -1.0, -1.0]), ang_vel_b)
     parts = [pos, quat, quat_rotate_inverse(quat, lin_vel_w), ang_vel_b, lin_vel_w, ang_w, *joints]
@@ -76,7 +72,5 @@ def check_motion_source(source: Any, style_fields: list[str], frame_num: int, ta
         )
     frames = getattr(source, "amp_obs_frame_num", None)
     if frames is not None and frame_num > 0 and int(frames) != frame_num:
-        raise ValueError(
-            f"{name} serves windows of {frames} frames but the task's ref_obs holds amp_obs_frame_num="
-            f"{frame_num}: give both the same number of frames."
-        )
+        task = f"the task's ref_obs holds amp_obs_frame_num={frame_num}"
+        raise ValueError(f"{name} serves windows of {frames} frames but {task}: make them equal.")

@@ -10,9 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from st_rl.tasks.base import Segments
 from st_rl.tasks.locomotion_model import yaw_quat
-
-Segments = list[tuple[str, tuple[int, ...]]]
 
 
 def observation_layout(
@@ -33,30 +32,20 @@ def observation_layout(
     return segments, [*privileged, ("foot_contact", (num_feet,))], points
 
 
-def layout_size(segments: Segments) -> int:
-    return sum(math.prod(s) for _, s in segments)
-
-
 def observation_scales(cfg: dict[str, Any], a: int, scan: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Scale and uniform-noise half-width of every actor observation column (``a`` actions, ``scan`` points)."""
     lin, ang, vel = cfg["obs_scale_lin_vel"], cfg["obs_scale_ang_vel"], cfg["obs_scale_dof_vel"]
     scale = [ang] * 3 + [1.0] * 3 + [lin, lin, ang] + [1.0] * a + [vel] * a + [1.0] * (a + scan)
     noise = [cfg["noise_ang_vel"] * ang] * 3 + [cfg["noise_gravity"]] * 3 + [0.0] * 3
-    noise += (
-        [cfg["noise_dof_pos"]] * a
-        + [cfg["noise_dof_vel"] * vel] * a
-        + [0.0] * a
-        + [cfg["noise_height"]] * scan
-    )
+    noise += [cfg["noise_dof_pos"]] * a + [cfg["noise_dof_vel"] * vel] * a
+    noise += [0.0] * a + [cfg["noise_height"]] * scan
     return torch.tensor(scale), torch.tensor(noise) * float(cfg["noise_level"])
 
 
 def height_scan(
-    quat: torch.Tensor,
-    base_pos: torch.Tensor,
-    points: torch.Tensor,
+    quat: torch.Tensor, base_pos: torch.Tensor, points: torch.Tensor,
     ground: Callable[[torch.Tensor], torch.Tensor],
-) -> torch.Tensor:
+) -> torch.Tensor:  # fmt: skip
     """Base height above the ground (minus 0.3 m, clipped to +-1) at ``points`` around the base (yaw frame)."""
     w, x, y, z = quat.unbind(dim=1)
     yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y.square() + z.square()))
@@ -75,13 +64,9 @@ def sample_commands(rand: Callable[..., torch.Tensor], n: int, cfg: dict[str, An
 
 
 def initial_state(
-    rand: Callable[..., torch.Tensor],
-    n: int,
-    default_qpos: torch.Tensor,
-    actuated: Any,
-    nv: int,
+    rand: Callable[..., torch.Tensor], n: int, default_qpos: torch.Tensor, actuated: Any, nv: int,
     cfg: dict[str, Any],
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Initial ``qpos``, ``qvel`` (N, nq), (N, nv) float64: the standing pose with scaled joints and a random
     yaw (and, on rough terrain, xy offset), and a random base velocity."""
     qpos = default_qpos.expand(n, -1).clone()
@@ -97,12 +82,9 @@ def initial_state(
 
 
 def feet_air_time(
-    air_time: torch.Tensor,
-    contact: torch.Tensor,
-    last_contacts: torch.Tensor,
-    moving: torch.Tensor,
+    air_time: torch.Tensor, contact: torch.Tensor, last_contacts: torch.Tensor, moving: torch.Tensor,
     target: float,
-) -> torch.Tensor:
+) -> torch.Tensor:  # fmt: skip
     """Sum over feet touching down of ``air time - target``, while the robot is commanded to move."""
     first_contact = (air_time > 0) & (contact | last_contacts)
     return ((air_time - target) * first_contact).sum(dim=1) * moving
@@ -117,12 +99,9 @@ def trot(
 
 
 def failures(
-    trunk_contact: torch.Tensor,
-    gravity: torch.Tensor,
-    qpos: torch.Tensor,
-    ground: Callable[[torch.Tensor], torch.Tensor],
-    cfg: Mapping[str, Any],
-) -> torch.Tensor:
+    trunk_contact: torch.Tensor, gravity: torch.Tensor, qpos: torch.Tensor,
+    ground: Callable[[torch.Tensor], torch.Tensor], cfg: Mapping[str, Any],
+) -> torch.Tensor:  # fmt: skip
     """Failure terms (N, 3) bool: ``trunk_contact``, ``tilt``, ``base_height`` (above the ``ground``)."""
     trunk = trunk_contact & bool(cfg["terminate_on_trunk_contact"])
     tilt = gravity[:, 2] > -math.cos(float(cfg["max_tilt_rad"]))

@@ -31,23 +31,17 @@ __all__ = [
 
 
 def scripted_trot_policy(
-    env: Any,
-    frequency_hz: float = 2.0,
-    thigh_amp: float = 0.3,
-    calf_amp: float = 0.5,
-    stride: float | torch.Tensor = 0.0,
-    hip_amp: float | torch.Tensor = 0.0,
-):
+    env: Any, frequency_hz: float = 2.0, thigh_amp: float = 0.3, calf_amp: float = 0.5,
+    stride: float | torch.Tensor = 0.0, hip_amp: float | torch.Tensor = 0.0,
+):  # fmt: skip
     """An open-loop trot ``policy(obs) -> actions`` for the built-in quadruped (diagonal pairs in antiphase).
 
     ``stride`` (rad) swings the thighs fore-aft (walking, about 0.6 m/s at 0.4), ``hip_amp`` (rad) the hips
-    (turning); both may be per-robot tensors (N,).
-    """
+    (turning); both may be per-robot tensors (N,)."""
     names = list(env.joint_names)
     phase_offset = torch.tensor([0.0 if n[:2] in ("FR", "RL") else math.pi for n in names])
-    is_hip = torch.tensor([1.0 if "hip" in n else 0.0 for n in names])
-    is_thigh = torch.tensor([1.0 if "thigh" in n else 0.0 for n in names])
-    is_calf = torch.tensor([1.0 if "calf" in n else 0.0 for n in names])
+    parts = ("hip", "thigh", "calf")
+    is_hip, is_thigh, is_calf = (torch.tensor([float(part in n) for n in names]) for part in parts)
     stride_t = torch.as_tensor(stride, dtype=torch.float32).reshape(-1, 1)
     hip_t = torch.as_tensor(hip_amp, dtype=torch.float32).reshape(-1, 1)
     scale = float(env.cfg["action_scale"])
@@ -81,28 +75,21 @@ def command_grid(
 
 @torch.inference_mode()
 def record_motion(
-    env: Any,
-    policy: Callable[[torch.Tensor], torch.Tensor],
-    duration_s: float = 10.0,
-    fields: Sequence[str] | None = None,
-    env_ids: Sequence[int] = (0,),
-    warmup_s: float = 1.0,
-    command: Sequence[float] | torch.Tensor | None = None,
-    name: str = "recorded",
-) -> dict[str, dict[str, Any]]:
+    env: Any, policy: Callable[[torch.Tensor], torch.Tensor], duration_s: float = 10.0,
+    fields: Sequence[str] | None = None, env_ids: Sequence[int] = (0,), warmup_s: float = 1.0,
+    command: Sequence[float] | torch.Tensor | None = None, name: str = "recorded",
+) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Run ``policy`` on ``env`` and record the style fields of ``env_ids``, one trajectory each.
 
     A frame per step after ``warmup_s``, cut at a failure. ``command`` (``(vx, vy, yaw rate)`` or one row per
-    robot, e.g. a :func:`command_grid`) is held fixed and stored as the trajectory's ``"Command"``.
-    """
+    robot, e.g. a :func:`command_grid`) is held fixed and stored as the trajectory's ``"Command"``."""
     fields = list(fields or env.default_style_fields())
     fixed = None
     if command is not None:
         fixed = torch.as_tensor(command, dtype=torch.float32)
         if fixed.shape not in ((3,), (env.num_envs, 3)):
-            raise ValueError(
-                f"command must be (vx, vy, yaw) or one row per robot ({env.num_envs}, 3), got {tuple(fixed.shape)}"
-            )
+            rows = f"one row per robot ({env.num_envs}, 3)"
+            raise ValueError(f"command must be (vx, vy, yaw) or {rows}, got {tuple(fixed.shape)}")
         fixed = fixed.expand(env.num_envs, 3)
     obs, _ = env.get_observations()
     steps = int(round(duration_s / env.dt))
@@ -146,33 +133,25 @@ class MotionFileError(ValueError, pickle.UnpicklingError):
 
 class _PlainUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(
-            f"Motion files may only hold plain data; this one references {module}.{name}. Convert it to "
-            "dicts, lists, floats and strings (see st_rl.tasks.motion_recorder)."
-        )
+        why = f"Motion files may only hold plain data; this one references {module}.{name}"
+        fix = "Convert it to dicts, lists, floats and strings (see st_rl.tasks.motion_recorder)."
+        raise pickle.UnpicklingError(f"{why}. {fix}")
 
 
 def load_motion_file(path: str) -> dict[str, dict[str, Any]]:
-    """Read and check a motion file without executing code from it (no classes are resolved).
-
-    Raises:
-        FileNotFoundError: there is no such file.
-        MotionFileError: (a ``ValueError``) naming the file, trajectory and entry (frame and field) at fault.
-    """
+    """Read and check a motion file without executing code from it (no classes are resolved); a
+    :class:`MotionFileError` names the file, trajectory and entry (frame and field) at fault."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"motion file not found: {path}")
     try:
         with open(path, "rb") as f:
             data = _PlainUnpickler(io.BytesIO(f.read())).load()
     except (pickle.UnpicklingError, EOFError, ValueError, IndexError, TypeError) as e:
-        raise MotionFileError(
-            f"{path}: not a readable motion file ({type(e).__name__}: {e}); record it again with "
-            "st-rl record-motion"
-        ) from e
+        why = f"not a readable motion file ({type(e).__name__}: {e})"
+        raise MotionFileError(f"{path}: {why}; record it again with st-rl record-motion") from e
     if not isinstance(data, dict):
-        raise MotionFileError(
-            f"{path}: a motion file holds a dict of trajectories, got {type(data).__name__}"
-        )
+        kind = type(data).__name__
+        raise MotionFileError(f"{path}: a motion file holds a dict of trajectories, not {kind}")
     for key, traj in data.items():
         _check_trajectory(path, key, traj)
     return data
@@ -185,7 +164,7 @@ def _check_trajectory(path: str, key: Any, traj: Any) -> None:
     required = ("Fields", "Frames", "FrameDuration")
     missing = [k for k in required if not isinstance(traj, dict) or k not in traj]
     if missing:
-        raise MotionFileError(f"{path}: trajectory {key!r} lacks {missing}")
+        raise error(f"it lacks {missing}")
     fields, frames = traj["Fields"], traj["Frames"]
     if not isinstance(fields, (list, tuple)) or not all(isinstance(f, str) for f in fields):
         raise error("'Fields' must be a list of field names")
@@ -202,10 +181,8 @@ def _check_trajectory(path: str, key: Any, traj: Any) -> None:
     bad = np.argwhere(~np.isfinite(values))
     if bad.size:
         frame, column = (int(v) for v in bad[0])
-        raise error(
-            f"frame {frame} holds {values[frame, column]} (field {fields[column]!r}; {len(bad)} non-finite "
-            f"value(s) in all) -- NaN/Inf frames cannot serve as a reference"
-        )
+        at = f"frame {frame} holds {values[frame, column]} (field {fields[column]!r}, one of {len(bad)} such)"
+        raise error(f"{at} -- NaN/Inf frames cannot serve as a reference")
     for name, bound in (("FrameDuration", "of seconds > 0"), ("MotionWeight", ">= 0")):
         value = traj.get(name, 1.0)
         number = not isinstance(value, bool) and isinstance(value, (int, float, np.number))
@@ -219,14 +196,9 @@ def joint_style_fields(env: Any) -> list[str]:
 
 
 def record_scripted_trot(
-    task: str,
-    path: str,
-    seed: int = 0,
-    fields: Sequence[str] | None = None,
-    num_robots: int = 8,
-    duration_s: float = 10.0,
-    moving: bool = False,
-) -> list[str]:
+    task: str, path: str, seed: int = 0, fields: Sequence[str] | None = None, num_robots: int = 8,
+    duration_s: float = 10.0, moving: bool = False,
+) -> list[str]:  # fmt: skip
     """Record the scripted trot (no pushes, noise or command) to ``path``; return the fields recorded.
 
     ``moving=True`` records 27 robots instead, with 9 strides in [-0.4, 0.4] rad times 3 hip swings (turning).
@@ -240,9 +212,7 @@ def record_scripted_trot(
     env = make_env(task, num_envs=num_robots, seed=seed, max_push_vel_xy=0.0, noise_level=0.0)
     fields = list(fields or joint_style_fields(env))
     policy = scripted_trot_policy(env, stride=stride, hip_amp=hip)
-    motion = record_motion(
-        env, policy, duration_s, fields=fields, env_ids=range(num_robots), command=[0.0] * 3
-    )
+    motion = record_motion(env, policy, duration_s, fields, range(num_robots), command=[0.0] * 3)
     if not motion:
         raise RuntimeError("every scripted-trot robot fell before recording started")
     save_motion_file(motion, path)

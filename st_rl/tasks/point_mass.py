@@ -16,8 +16,7 @@ class PointMass(BuiltinTask):
 
     Semi-implicit Euler: ``v += dt * (max_force * a - damping * v) / mass``, ``|v| <= max_speed``. Observations:
     ``goal_delta`` (goal - position), ``velocity``. Rewards: ``distance`` = ``w_distance * exp(-|delta|^2 /
-    distance_sigma)``, ``action_l2`` = ``w_action_l2 * |a|^2``. Metric ``final_distance``.
-    """
+    distance_sigma)``, ``action_l2`` = ``w_action_l2 * |a|^2``. Metric ``final_distance``."""
 
     DEFAULT_CFG: dict[str, Any] = {
         "dt": 0.05,
@@ -75,13 +74,9 @@ class PointMass(BuiltinTask):
         return (self.goal - self.position).norm(dim=1, keepdim=True)
 
     def _reset_state(self, mask: torch.Tensor) -> None:
-        n, c = self.num_envs, self.cfg
-        m = mask[:, None]
-        new_pos = self._rand(n, 2, low=-c["start_range"], high=c["start_range"])
-        new_goal = self._rand(n, 2, low=-c["goal_range"], high=c["goal_range"])
-        self.position = torch.where(m, new_pos, self.position)
-        self.goal = torch.where(m, new_goal, self.goal)
-        self.velocity = torch.where(m, 0.0, self.velocity)
+        n, start, goal = self.num_envs, self.cfg["start_range"], self.cfg["goal_range"]
+        new_pos = self._rand(n, 2, low=-start, high=start)
+        self._where(mask, position=new_pos, goal=self._rand(n, 2, low=-goal, high=goal), velocity=0.0)
 
     def _compute_observations(self) -> None:
         self.obs_buf = torch.cat([self.goal - self.position, self.velocity], dim=1)

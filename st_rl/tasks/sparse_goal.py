@@ -20,8 +20,7 @@ class SparseGoal(BuiltinTask):
     (1 + dt * damping / mass)``; walls at ``+-arena_size`` stop the mass. Observations: ``position`` (m),
     ``velocity`` (m/s). Reward ``success`` = ``w_success`` per step ending inside the disk; with
     ``terminate_on_success`` the first such step ends the episode (failure term ``goal_reached``). Metrics
-    ``success`` and ``final_distance``.
-    """
+    ``success`` and ``final_distance``."""
 
     DEFAULT_CFG: dict[str, Any] = {
         "dt": 0.05,
@@ -104,30 +103,23 @@ class SparseGoal(BuiltinTask):
         self, dones: torch.Tensor, time_outs: torch.Tensor, failures: torch.Tensor
     ) -> dict[str, torch.Tensor]:
         # Called once per step with the envs whose episode ends on it, before they are reset.
-        self.last_success = torch.where(dones, self.reached.float(), self.last_success)
+        self._where(dones, last_success=self.reached.float())
         self.finished_episodes = self.finished_episodes + dones.long()
         return super()._update_log(dones, time_outs, failures)
 
     def _reset_state(self, mask: torch.Tensor) -> None:
         r = float(self.cfg["start_range"])
         new_pos = self.start_point + self._rand(self.num_envs, 2, low=-r, high=r)
-        m = mask[:, None]
-        self.position = torch.where(m, new_pos, self.position)
-        self.velocity = torch.where(m, 0.0, self.velocity)
-        self.reached = torch.where(mask, False, self.reached)
-        self.inside = torch.where(mask, False, self.inside)
+        self._where(mask, position=new_pos, velocity=0.0, reached=False, inside=False)
 
     def _compute_observations(self) -> None:
         self.obs_buf = torch.cat([self.position, self.velocity], dim=1)
 
 
 def evaluate_success(
-    policy: Callable[[torch.Tensor], torch.Tensor],
-    num_envs: int = 256,
-    seed: int = 0,
-    device: str | torch.device = "cpu",
-    **cfg: Any,
-) -> float:
+    policy: Callable[[torch.Tensor], torch.Tensor], num_envs: int = 256, seed: int = 0,
+    device: str | torch.device = "cpu", **cfg: Any,
+) -> float:  # fmt: skip
     """Fraction of ``num_envs`` fresh seeded episodes in which ``policy`` (obs -> actions) reaches the goal."""
     env = SparseGoal(num_envs=num_envs, device=device, seed=seed, **cfg)
     obs, _ = env.get_observations()

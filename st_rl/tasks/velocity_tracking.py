@@ -21,8 +21,7 @@ class VelocityTracking(BuiltinTask):
     ``commands``, ``last_actions`` [, zero ``mass`` and ``friction`` slots for an estimator with
     ``actor_dynamics_slots``]; the critic's are noise-free plus ``mass`` and ``friction``. Rewards:
     ``track_lin_vel`` = ``w_track * exp(-|cmd - v|^2 / tracking_sigma)``, ``action_rate``, ``action_l2``,
-    ``termination`` (failure ``velocity_error``: ``|cmd - v| > max_velocity_error``).
-    """
+    ``termination`` (failure ``velocity_error``: ``|cmd - v| > max_velocity_error``)."""
 
     DEFAULT_CFG: dict[str, Any] = {
         "dt": 0.05,
@@ -65,14 +64,12 @@ class VelocityTracking(BuiltinTask):
             torch.zeros(n, 2, device=dev) for _ in range(4)
         )
         self.mass, self.friction = torch.ones(n, 1, device=dev), torch.ones(n, 1, device=dev)
-        self.critic_obs_buf = torch.zeros(n, 8, device=dev)
         # running sums over the current episode and the values of the last finished one
         self._err_sq_sum, self._cot_sum, self._metric_steps, self._last_tracking_error, self._last_cot = (
             torch.zeros(n, device=dev) for _ in range(5)
         )
-        self._state_buffers += ["base_lin_vel", "commands", "mass", "friction", "last_actions"]
-        self._state_buffers += ["prev_actions", "_err_sq_sum", "_cot_sum", "_metric_steps"]
-        self._state_buffers += ["_last_tracking_error", "_last_cot"]
+        names = "base_lin_vel commands mass friction last_actions prev_actions _err_sq_sum _cot_sum"
+        self._state_buffers += [*names.split(), "_metric_steps", "_last_tracking_error", "_last_cot"]
         self.reset()
 
     def task_metrics(self) -> dict[str, torch.Tensor]:
@@ -133,21 +130,13 @@ class VelocityTracking(BuiltinTask):
 
     def _reset_state(self, mask: torch.Tensor) -> None:
         n, c = self.num_envs, self.cfg
-        m = mask[:, None]
-        self._last_tracking_error = torch.where(mask, self.tracking_error, self._last_tracking_error)
-        self._last_cot = torch.where(mask, self.CoT, self._last_cot)
-        self._err_sq_sum = torch.where(mask, 0.0, self._err_sq_sum)
-        self._cot_sum = torch.where(mask, 0.0, self._cot_sum)
-        self._metric_steps = torch.where(mask, 0.0, self._metric_steps)
-
+        self._where(mask, _last_tracking_error=self.tracking_error, _last_cot=self.CoT)
+        self._where(mask, _err_sq_sum=0.0, _cot_sum=0.0, _metric_steps=0.0)
         v0 = float(c["init_vel_range"])
-        self.base_lin_vel = torch.where(m, self._rand(n, 2, low=-v0, high=v0), self.base_lin_vel)
-        self.commands = torch.where(m, self._sample_commands(), self.commands)
+        self._where(mask, base_lin_vel=self._rand(n, 2, low=-v0, high=v0), commands=self._sample_commands())
         (m0, m1), (f0, f1) = c["mass_range"], c["friction_range"]
-        self.mass = torch.where(m, self._rand(n, 1, low=m0, high=m1), self.mass)
-        self.friction = torch.where(m, self._rand(n, 1, low=f0, high=f1), self.friction)
-        self.last_actions = torch.where(m, 0.0, self.last_actions)
-        self.prev_actions = torch.where(m, 0.0, self.prev_actions)
+        self._where(mask, mass=self._rand(n, 1, low=m0, high=m1), friction=self._rand(n, 1, low=f0, high=f1))
+        self._where(mask, last_actions=0.0, prev_actions=0.0)
 
     def _post_reset(self, dones: torch.Tensor) -> None:
         resample = (self._episode_length_buf % self.resampling_steps == 0) & ~dones

@@ -31,10 +31,9 @@ def detect_api(first_observation: Any) -> str:
         return "rsl_rl2"
     if isinstance(first_observation, (Mapping, ObservationGroups)):
         return "tensordict"
-    raise TypeError(
-        f"env.get_observations() returned {describe_value(first_observation)}; expected a Tensor (legged_gym API), "
-        "an (obs, extras) tuple (rsl_rl 2.x API) or a TensorDict / mapping of observation groups (rsl_rl >= 3)."
-    )
+    got = describe_value(first_observation)
+    apis = "a Tensor (legged_gym), an (obs, extras) tuple (rsl_rl 2.x) or a mapping of groups (rsl_rl >= 3)"
+    raise TypeError(f"env.get_observations() returned {got}; expected {apis}.")
 
 
 def group_mapping(api: str, raw: Any) -> Mapping[str, torch.Tensor]:
@@ -75,10 +74,8 @@ def resolve_obs_groups(
         elif "policy" in available or "actor" in available:
             resolved["policy"] = ["policy" if "policy" in available else "actor"]
         else:
-            raise ValueError(
-                f"No actor observation group: the environment provides {available}; set "
-                "obs_groups={'policy': [...], 'critic': [...]} in the runner config."
-            )
+            fix = "set obs_groups={'policy': [...], 'critic': [...]} in the runner config"
+            raise ValueError(f"No actor observation group: the environment provides {available}; {fix}.")
     if "critic" not in resolved and "critic" in available:
         resolved["critic"] = ["critic"]
     return resolved

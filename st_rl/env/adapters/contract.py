@@ -1,5 +1,5 @@
-"""The environment output contract :class:`~st_rl.env.EnvAdapter` checks with metadata only (nothing is reshaped
-across environments)."""
+"""The environment contract that :class:`~st_rl.env.EnvAdapter` and the simulator adapters check, with
+metadata only (nothing is reshaped across environments)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,18 @@ def describe_value(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return f"a numpy {value.dtype} array of shape {value.shape}"
     return f"a {type(value).__name__}" if value is not None else "None"
+
+
+def forwarded(name: str) -> Any:
+    """A read-write property forwarding attribute ``name`` to ``self.env``."""
+    return property(lambda self: getattr(self.env, name), lambda self, value: setattr(self.env, name, value))
+
+
+def require_attributes(env: Any, names: str, what: str, fix: str) -> None:
+    """Raise ``TypeError`` naming those of the space-separated ``names`` that ``env`` (``what``) lacks."""
+    missing = [n for n in names.split() if not hasattr(env, n)]
+    if missing:
+        raise TypeError(f"{type(env).__name__} is not {what}: it has no {', '.join(missing)}. {fix}")
 
 
 class OutputChecker:

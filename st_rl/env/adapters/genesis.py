@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from st_rl.env.adapters._common import require_attributes
+from st_rl.env.adapters.contract import require_attributes
 
 __all__ = ["GenesisVecEnv", "wrap_genesis"]
 
@@ -17,8 +17,7 @@ class GenesisVecEnv:
     """Forwarding wrapper around a Genesis example env (rsl_rl 2.x or TensorDict API).
 
     The example keeps ``extras`` between steps; the wrapper passes ``extras["episode"]`` on only at steps where
-    an episode ended, so the last reset's episode is not logged again at every step.
-    """
+    an episode ended, so the last reset's episode is not logged again at every step."""
 
     def __init__(self, env: Any) -> None:
         fix = "Pass an instance of an env class written like Genesis's examples/locomotion/go2_env.py."

@@ -34,43 +34,30 @@ class GymnasiumVecEnv:
     ``dones`` are ``terminated | truncated``, ``extras["time_outs"]`` ``truncated & ~terminated``; a finished
     env's observation is its first after the reset.
 
-    Args:
-        seed: seed of the first reset (sub-env ``i`` gets ``seed + i``) and of the action space.
-        normalize_reward: divide rewards by the running std of the discounted return (``reward_gamma``), then
-            clip them to ``+-clip_reward`` (``None``: no clip), as CleanRL's PPO; statistics in ``state_dict``.
-        max_episode_length: default: the env spec's ``max_episode_steps`` (else 1000).
-        stats_window: how many finished episodes :attr:`episode_returns` / :attr:`episode_lengths` keep.
-    """
+    ``seed``: of the first reset (sub-env ``i`` gets ``seed + i``) and of the action space;
+    ``normalize_reward``: divide rewards by the running std of the discounted return (``reward_gamma``), then
+    clip them to ``+-clip_reward`` (``None``: no clip), as CleanRL's PPO (statistics in ``state_dict``);
+    ``max_episode_length`` default: the spec's ``max_episode_steps`` (else 1000); ``stats_window``: finished
+    episodes kept in :attr:`episode_returns` / :attr:`episode_lengths`."""
 
     def __init__(
-        self,
-        env: Any,
-        device: str | torch.device = "cpu",
-        seed: int | None = None,
-        clip_actions: bool = True,
-        normalize_reward: bool = False,
-        reward_gamma: float = 0.99,
-        clip_reward: float | None = 10.0,
-        max_episode_length: int | None = None,
-        stats_window: int = 100,
-    ) -> None:
+        self, env: Any, device: str | torch.device = "cpu", seed: int | None = None,
+        clip_actions: bool = True, normalize_reward: bool = False, reward_gamma: float = 0.99,
+        clip_reward: float | None = 10.0, max_episode_length: int | None = None, stats_window: int = 100,
+    ) -> None:  # fmt: skip
         gym = _import_gymnasium()
         from gymnasium.vector import AutoresetMode, VectorEnv
         from gymnasium.wrappers.utils import RunningMeanStd
 
         if not isinstance(env, VectorEnv):
             kind = "a single gymnasium.Env" if isinstance(env, gym.Env) else type(env).__name__
-            raise TypeError(
-                f"GymnasiumVecEnv needs a gymnasium vector env, got {kind}. Create one with "
-                "st_rl.env.adapters.make_gymnasium_env(env_id, num_envs) or gymnasium.make_vec(env_id, num_envs)."
-            )
+            fix = "Create one with make_gymnasium_env(env_id, n) or gymnasium.make_vec(env_id, n)."
+            raise TypeError(f"GymnasiumVecEnv needs a gymnasium vector env, got {kind}. {fix}")
         obs_space: Any = env.single_observation_space
         act_space: Any = env.single_action_space
         if not isinstance(act_space, gym.spaces.Box):
-            raise TypeError(
-                f"st_rl's policies output continuous actions, but this env's action space is {act_space}. "
-                "Use a task with a Box action space or wrap the env."
-            )
+            why = f"st_rl's policies output continuous actions, but this env's action space is {act_space}"
+            raise TypeError(f"{why}. Use a task with a Box action space or wrap the env.")
         if not isinstance(obs_space, gym.spaces.Box):
             raise TypeError(
                 f"The observation space {obs_space} is not a Box. Flatten it first, e.g. "
@@ -94,10 +81,6 @@ class GymnasiumVecEnv:
         self.clip_reward = clip_reward
         spec_limit = env.spec.max_episode_steps if env.spec is not None else None  # VectorEnv declares spec
         self.max_episode_length = int(max_episode_length or spec_limit or 1000)
-        self._episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
-        self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
-        self._ep_length = np.zeros(self.num_envs, dtype=np.int64)
-        self._discounted = np.zeros(self.num_envs, dtype=np.float64)
         self._return_rms = RunningMeanStd()  # of the discounted return
         self.episode_returns: deque[float] = deque(maxlen=stats_window)
         self.episode_lengths: deque[int] = deque(maxlen=stats_window)
@@ -117,10 +100,9 @@ class GymnasiumVecEnv:
         """Reset every sub-environment; return ``(obs, extras)``. Running episode statistics restart."""
         obs, _ = self.env.reset(seed=seed)
         self._obs = self._to_tensor(obs)
-        self._ep_return[:] = 0.0
-        self._ep_length[:] = 0
-        self._discounted[:] = 0.0
-        self._episode_length_buf.zero_()
+        n = self.num_envs
+        self._ep_return, self._discounted, self._ep_length = np.zeros(n), np.zeros(n), np.zeros(n, dtype=int)
+        self._episode_length_buf = torch.zeros(n, dtype=torch.long, device=self.device)
         return self.get_observations()
 
     def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
@@ -213,18 +195,11 @@ class GymnasiumVecEnv:
 
 
 def make_gymnasium_env(
-    env_id: str,
-    num_envs: int = 1,
-    seed: int | None = 0,
-    device: str | torch.device = "cpu",
-    vectorization_mode: str = "sync",
-    normalize_reward: bool = False,
-    reward_gamma: float = 0.99,
-    clip_reward: float | None = 10.0,
-    clip_actions: bool = True,
-    wrappers: Sequence[Callable[[Any], Any]] | None = None,
-    **env_kwargs: Any,
-) -> GymnasiumVecEnv:
+    env_id: str, num_envs: int = 1, seed: int | None = 0, device: str | torch.device = "cpu",
+    vectorization_mode: str = "sync", normalize_reward: bool = False, reward_gamma: float = 0.99,
+    clip_reward: float | None = 10.0, clip_actions: bool = True,
+    wrappers: Sequence[Callable[[Any], Any]] | None = None, **env_kwargs: Any,
+) -> GymnasiumVecEnv:  # fmt: skip
     """Create ``num_envs`` copies of a registered Gymnasium task (e.g. ``"HalfCheetah-v5"``) as one st_rl env
     with ``SAME_STEP`` autoreset, ``"sync"`` or ``"async"`` (one process per sub-env); ``wrappers`` wrap each
     sub-env, ``env_kwargs`` go to the task; the other arguments are :class:`GymnasiumVecEnv`'s."""
@@ -233,26 +208,10 @@ def make_gymnasium_env(
 
     if vectorization_mode not in ("sync", "async"):
         raise ValueError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
+    same_step, wrappers = {"autoreset_mode": AutoresetMode.SAME_STEP}, list(wrappers) if wrappers else None
     try:
-        vec = gym.make_vec(
-            env_id,
-            num_envs=int(num_envs),
-            vectorization_mode=vectorization_mode,
-            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-            wrappers=list(wrappers) if wrappers else None,
-            **env_kwargs,
-        )
+        vec = gym.make_vec(env_id, int(num_envs), vectorization_mode, same_step, wrappers, **env_kwargs)
     except gym.error.DependencyNotInstalled as exc:
-        msg = (
-            f"{env_id} needs a simulator that is not installed ({exc}). For the MuJoCo tasks: {_INSTALL_HINT}"
-        )
-        raise ImportError(msg) from exc
-    return GymnasiumVecEnv(
-        vec,
-        device=device,
-        seed=seed,
-        clip_actions=clip_actions,
-        normalize_reward=normalize_reward,
-        reward_gamma=reward_gamma,
-        clip_reward=clip_reward,
-    )
+        msg = f"{env_id} needs a simulator that is not installed ({exc}). For the MuJoCo tasks"
+        raise ImportError(f"{msg}: {_INSTALL_HINT}") from exc
+    return GymnasiumVecEnv(vec, device, seed, clip_actions, normalize_reward, reward_gamma, clip_reward)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from st_rl.env.adapters._common import require_attributes
 from st_rl.env.adapters.apis import detect_api
+from st_rl.env.adapters.contract import require_attributes
 
 __all__ = ["isaaclab_generation", "wrap_isaaclab"]
 
@@ -16,12 +16,6 @@ _FIX = (
 )
 
 
-def _is_raw_isaaclab(env: Any) -> bool:
-    """Whether ``env`` is a ``ManagerBasedRLEnv`` / ``DirectRLEnv`` (or a Gymnasium wrapper of one)."""
-    inner = getattr(env, "unwrapped", None)
-    return hasattr(inner, "observation_manager") or hasattr(inner, "_get_observations")
-
-
 def isaaclab_generation(env: Any) -> str:
     """``"rsl_rl2"`` (``(obs, extras)`` observations) or ``"tensordict"`` (TensorDict of groups)."""
     return detect_api(env.get_observations())
@@ -29,13 +23,12 @@ def isaaclab_generation(env: Any) -> str:
 
 def wrap_isaaclab(env: Any) -> Any:
     """Check that ``env`` is an Isaac Lab ``RslRlVecEnvWrapper`` (either generation) and return it."""
-    if not hasattr(env, "num_actions") and _is_raw_isaaclab(env):
+    inner = getattr(env, "unwrapped", None)  # a raw ManagerBasedRLEnv / DirectRLEnv (or a wrapper of one)?
+    raw = hasattr(inner, "observation_manager") or hasattr(inner, "_get_observations")
+    if not hasattr(env, "num_actions") and raw:
         raise TypeError(f"{type(env).__name__} is a raw Isaac Lab environment. {_FIX}")
     require_attributes(env, _REQUIRED, "an Isaac Lab RslRlVecEnvWrapper", _FIX)
     if isaaclab_generation(env) == "legged_gym":
-        raise TypeError(
-            f"{type(env).__name__}.get_observations() returns a bare tensor (the legged_gym API). Isaac Lab's "
-            "RslRlVecEnvWrapper returns (obs, extras) or a TensorDict; pass a legged_gym env to the runner "
-            "directly instead."
-        )
+        why = f"{type(env).__name__}.get_observations() returns a bare tensor (legged_gym API)"
+        raise TypeError(f"{why}, not (obs, extras) or a TensorDict; pass it to the runner directly.")
     return env

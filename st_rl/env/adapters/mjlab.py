@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from st_rl.env.adapters._common import require_attributes
+from st_rl.env.adapters.contract import require_attributes
 
 __all__ = ["make_mjlab_env", "mjlab_obs_groups", "mjlab_train_config", "wrap_mjlab"]
 
@@ -42,13 +42,9 @@ def wrap_mjlab(env: Any, clip_actions: float | None = None) -> Any:
 
 
 def make_mjlab_env(
-    task_id: str = DEFAULT_TASK,
-    num_envs: int | None = None,
-    device: str = "cpu",
-    seed: int | None = None,
-    clip_actions: float | None = None,
-    play: bool = False,
-) -> Any:
+    task_id: str = DEFAULT_TASK, num_envs: int | None = None, device: str = "cpu", seed: int | None = None,
+    clip_actions: float | None = None, play: bool = False,
+) -> Any:  # fmt: skip
     """Build a registered mjlab task and wrap it for st_rl (``None`` arguments: the task's values; ``play``:
     the task's "play" configuration)."""
     registry = _mjlab("tasks.registry")
