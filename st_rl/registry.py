@@ -79,14 +79,12 @@ _UNTRUSTED: contextvars.ContextVar[tuple[str, str] | None] = contextvars.Context
 def untrusted_config(source: str, opt_in: str = TRUST_OPT_IN, trusted: bool = False) -> Iterator[None]:
     """Inside the block (unless ``trusted``), import paths in configs raise :class:`UntrustedConfigError` naming
     ``source`` (a run's ``config.json``, a checkpoint) and ``opt_in``."""
-    if trusted:
-        yield
-        return
-    token = _UNTRUSTED.set((str(source), opt_in))
+    token = None if trusted else _UNTRUSTED.set((str(source), opt_in))
     try:
         yield
     finally:
-        _UNTRUSTED.reset(token)
+        if token is not None:
+            _UNTRUSTED.reset(token)
 
 
 def imports_allowed() -> bool:
