@@ -561,16 +561,17 @@ def _learn(args: Any, env: Any, cfg: dict, runner_cfg: dict, device: str, log_di
             args.training_started = True  # a Ctrl-C from here on is the runner's (TrainingInterrupted)
             return runner, runner.learn(iterations, init_at_random_ep_len=True)
     except Exception as e:
-        where = _user_env_frame(e, args.env, env) if args.env is not None else None
-        if where is not None:
-            raise _user_code_error(args.env, "the environment", e, where) from e
-        if args.env is None or runner is not None or isinstance(e, ValueError):  # a config error: its message
+        spec: str | None = args.env
+        where = _user_env_frame(e, spec, env) if spec is not None else None
+        if spec is not None and where is not None:
+            raise _user_code_error(spec, "the environment", e, where) from e
+        if spec is None or runner is not None or isinstance(e, ValueError):  # a config error: its message
             raise
         kind = type(env).__name__
         what = f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}" if env is not None else "None"
         what = f"the class {env.__name__}" if inspect.isclass(env) else what
         why = f"which st_rl cannot train: {type(e).__name__}: {first_line(e)} (see docs/environments.md)"
-        raise CommandError(f"--env {args.env}: the factory returned {what}, {why}") from e
+        raise CommandError(f"--env {spec}: the factory returned {what}, {why}") from e
     finally:
         if info.enabled:
             torch.distributed.destroy_process_group()
