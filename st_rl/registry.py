@@ -129,10 +129,9 @@ def resolve_class(
     allow_import: bool | None = None,
     key: str | None = None,
 ) -> type:
-    """Resolve a ``class_name``: a class, a short name exported by ``namespace`` (None: ``NAMESPACES[kind]``) or
-    ``"pkg.module:Class"``, a subclass of ``base``. ``allow_import`` None: except inside :func:`untrusted_config`
-    (then :class:`UntrustedConfigError`); ``key``: the config key, for messages. An unknown name is a ValueError
-    listing the available ones."""
+    """Resolve a ``class_name`` (a class, a name exported by ``namespace``, default ``NAMESPACES[kind]``, or
+    ``"pkg.module:Class"``) to a subclass of ``base``. Import paths: ``allow_import``, default True outside
+    :func:`untrusted_config`; ``key``: the config key, for messages. Unknown names: a ValueError listing all."""
     if allow_import is None:
         allow_import = imports_allowed()
     if inspect.isclass(name):
