@@ -12,10 +12,9 @@ import math
 import os
 import sys
 import traceback
-import typing
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn
+from typing import Any, NoReturn, get_args
 
 import torch
 import yaml
@@ -113,7 +112,7 @@ def _o(help: str | None = None, **kw: Any) -> dict[str, Any]:
 def _runner_key(key: str, help: str | None = None) -> dict[str, Any]:
     tp, _, meaning = RUNNER_FIELDS[key]
     rule = RUNNER_RULES.get(key)
-    integer = int in (tp, *typing.get_args(tp))
+    integer = int in (tp, *get_args(tp))
     parse = _COUNT if rule is not None and rule.violated(0) else int if integer else str
     return _o(help or f"{meaning} (config key {key})", type=parse)
 
