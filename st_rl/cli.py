@@ -131,12 +131,11 @@ def _report_interrupt(error: KeyboardInterrupt, args: argparse.Namespace | None,
     if debug:
         raise error
     command = getattr(args, "command", None)
+    what = f"; st-rl {command} stopped" if command else " while st-rl was starting"
     if command == "train" and not getattr(args, "training_started", False):
         what = " before training started; nothing was saved: start it again"
     elif command == "train":
         what = " during training; the checkpoints already saved are complete: continue with --resume"
-    else:
-        what = f"; st-rl {command} stopped" if command else " while st-rl was starting"
     signum = getattr(error, "signum", None)
     name = "Ctrl-C" if signum is None else f"signal {signum}"
     with contextlib.suppress(ValueError):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import importlib
 import importlib.util
 import inspect
 import json
@@ -13,10 +12,9 @@ import math
 import os
 import sys
 import traceback
-import typing
 import warnings
-from collections.abc import Callable
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn, get_args
 
 import torch
 import yaml
@@ -36,15 +34,9 @@ from st_rl.modules.checkpoint_compat import discriminator_state
 from st_rl.play import play, play_exported
 from st_rl.plotting import plot_training
 from st_rl.runners import build_runner
-from st_rl.runners.run_dir import RunDirLock, check_run_dir, clear_previous_run, previous_run_files
+from st_rl.runners.run_dir import check_run_dir, previous_run_files
 from st_rl.tasks import TASKS, make_env
-from st_rl.tasks.motion_recorder import (
-    command_grid,
-    joint_style_fields,
-    record_motion,
-    save_motion_file,
-    scripted_trot_policy,
-)
+from st_rl.tasks import motion_recorder as recorder
 from st_rl.utils.checkpoint import CheckpointError, first_line, load_checkpoint
 from st_rl.utils.distributed import init_distributed
 from st_rl.utils.utils import get_checkpoint_path
@@ -69,12 +61,10 @@ def _check_device(text: str) -> str:
         raise _cli_error("--device", text, "is not a device", "give cpu, cuda, cuda:N or mps") from None
     torchrun = device.type == "cuda" and int(os.environ.get("WORLD_SIZE", "1")) > 1  # a GPU per rank, later
     try:
-        if device.type == "meta":
-            raise RuntimeError("it holds no data")
         if torchrun and not torch.cuda.is_available():
             raise RuntimeError("no CUDA GPU found")
         if not torchrun:
-            torch.empty(1, device=device)
+            torch.empty(1, device=device).cpu()  # a meta tensor: "no data"
     except Exception as e:  # noqa: BLE001 - any backend failure means the device is unusable
         rule = f"cannot be used on this machine ({first_line(e).split('. ')[0] or type(e).__name__})"
         raise _cli_error("--device", text, rule, "use --device cpu") from None
@@ -91,17 +81,14 @@ class _Parser(argparse.ArgumentParser):
 
 def _at_least(kind: type, low: float, strict: bool = False) -> Callable[[str], Any]:
     """An argparse ``type``: finite values of ``kind`` (int or float) >= ``low`` (> ``low`` when ``strict``)."""
-    noun = "an integer" if kind is int else "a finite number"
-    relation = ">" if strict else ">="
+    rule = f"{'an integer' if kind is int else 'a finite number'} {'>' if strict else '>='} {low:g}"
 
     def parse(text: str) -> Any:
-        try:
+        with contextlib.suppress(ValueError):
             value = kind(text)
-        except ValueError:
-            value = None
-        if value is None or not math.isfinite(value) or value < low or (strict and value == low):
-            raise argparse.ArgumentTypeError(f"must be {noun} {relation} {low:g}, got {text!r}")
-        return value
+            if math.isfinite(value) and (value > low if strict else value >= low):
+                return value
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
 
     return parse
 
@@ -125,7 +112,7 @@ def _o(help: str | None = None, **kw: Any) -> dict[str, Any]:
 def _runner_key(key: str, help: str | None = None) -> dict[str, Any]:
     tp, _, meaning = RUNNER_FIELDS[key]
     rule = RUNNER_RULES.get(key)
-    integer = int in (tp, *typing.get_args(tp))
+    integer = int in (tp, *get_args(tp))
     parse = _COUNT if rule is not None and rule.violated(0) else int if integer else str
     return _o(help or f"{meaning} (config key {key})", type=parse)
 
@@ -254,17 +241,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _validate_train_args(args: argparse.Namespace) -> None:
-    amp_only, add_motion = "only applies to AMP training", "add --motion FILE or drop it"
     problems: list[Problem] = []
-    if args.style_ramp is not None:
-        start, end = args.style_ramp
-        if not args.motion:
-            problems.append(Problem("--style-ramp", [start, end], amp_only, add_motion))
-        elif start > end:
-            fix = f"e.g. --style-ramp {end} {start}"
-            problems.append(Problem("--style-ramp", [start, end], "needs 0 <= START <= END", fix))
-    if args.style_reward_coef is not None and not args.motion:
-        problems.append(Problem("--style-reward-coef", args.style_reward_coef, amp_only, add_motion))
+    ramp = args.style_ramp
+    for flag, value in (("--style-ramp", ramp), ("--style-reward-coef", args.style_reward_coef)):
+        if value is not None and not args.motion:
+            problems.append(
+                Problem(flag, value, "only applies to AMP training", "add --motion FILE or drop it")
+            )
+    if args.motion and ramp is not None and ramp[0] > ramp[1]:
+        fix = f"e.g. --style-ramp {ramp[1]} {ramp[0]}"
+        problems.append(Problem("--style-ramp", ramp, "needs 0 <= START <= END", fix))
     if args.env is not None and args.motion:
         rule, fix = "cannot be combined with --env", "give your env's AMP config with --config (docs/amp.md)"
         problems.append(Problem("--motion", args.motion, rule, fix))
@@ -286,12 +272,12 @@ CONFIG_FLAGS = {"seed": "seed", "log_interval": "log_interval", "policy": "polic
 
 def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | None, bool]:
     """``(config, preset or None, checkpoint to resume or None, whether AMP is added to that PPO checkpoint)``."""
-    preset = None
     try:
         preset = get_preset(args.task)
     except ValueError:
         if args.config is None:
             raise
+        preset = None
     if args.config is not None:
         cfg = load_config_file(args.config)
     else:
@@ -319,63 +305,55 @@ def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | 
         if isinstance(cfg.get("runner"), dict):
             cfg["runner"].pop("task", None)
     resume_path = get_checkpoint_path(args.resume) if args.resume else None
-    amp_on_ppo = bool(resume_path and args.motion)  # AMP added to a PPO checkpoint?
-    checkpoint = load_checkpoint(str(resume_path), map_location="cpu") if amp_on_ppo else {}
-    add_amp = amp_on_ppo and discriminator_state(checkpoint) is None
+    checkpoint = load_checkpoint(resume_path, map_location="cpu") if resume_path and args.motion else None
+    add_amp = checkpoint is not None and discriminator_state(checkpoint) is None
     if add_amp:  # AMP on top of a PPO policy (docs/amp.md): a fresh discriminator and optimizer
         cfg = apply_overrides(cfg, ['ckpt_manipulator="add_amp_discriminator"'])
     return cfg, preset, resume_path, add_amp
 
 
-def _config_text(resolved: dict[str, Any]) -> str:
+class _ConfigDumper(yaml.SafeDumper):
+    """Block-style mappings, lists of scalars on one line (``actor_hidden_dims: [128, 64]``)."""
 
-    class Dumper(yaml.SafeDumper):
-        """Block-style mappings, lists of scalars on one line (``actor_hidden_dims: [128, 64]``)."""
-
-    def represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> Any:
+    def represent_list(self, data: list[Any]) -> Any:
         flat = all(not isinstance(item, (dict, list)) for item in data)
-        return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat)
+        return self.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat)
 
-    Dumper.add_representer(list, represent_list)
-    return yaml.dump(resolved, Dumper=Dumper, sort_keys=False, default_flow_style=False)
+
+_ConfigDumper.add_representer(list, _ConfigDumper.represent_list)
 
 
 def _import_env_module(module_name: str, spec: str) -> Any:
-    """Import ``--env``'s module: a module name (the current directory first on ``sys.path``) or a .py file."""
-    if not module_name.endswith(".py"):
-        cwd = os.getcwd()
-        if cwd not in sys.path and "" not in sys.path:
-            sys.path.insert(0, cwd)
-        try:
-            return importlib.import_module(module_name)
-        except ModuleNotFoundError as e:
-            if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
-                rule = f"there is no module {module_name!r} in {cwd} or the installed packages"
-                fix = "run st-rl from its folder, install its package or give the file: --env FILE.py:FACTORY"
-                raise _cli_error("--env", spec, rule, fix) from e
-            raise ImportError(f"--env {spec}: importing {module_name!r} failed: {e}") from e
-        except (Exception, SystemExit) as e:  # a syntax error, an exception or sys.exit() in the module
-            raise _user_code_error(spec, f"importing {module_name!r}", e) from e
-    file = os.path.abspath(module_name)
-    if not os.path.isfile(file):
+    """Import ``--env``'s module: a module name (the current directory first on ``sys.path``) or a .py file (its
+    folder first on ``sys.path``, so that its sibling modules import)."""
+    file = os.path.abspath(module_name) if module_name.endswith(".py") else None
+    if file is not None and not os.path.isfile(file):
         raise _cli_error("--env", spec, f"there is no file {file}", "check the path")
-    folder, name = os.path.dirname(file), os.path.splitext(os.path.basename(file))[0]
-    if folder not in sys.path:  # its sibling modules import as they would from that folder
+    folder = os.getcwd() if file is None else os.path.dirname(file)
+    if folder not in sys.path and (file is not None or "" not in sys.path):
         sys.path.insert(0, folder)
-    if name in sys.modules and getattr(sys.modules[name], "__file__", None) != file:
+    name = module_name if file is None else os.path.splitext(os.path.basename(file))[0]
+    if file is not None and name in sys.modules and getattr(sys.modules[name], "__file__", None) != file:
         name = f"st_rl_user_env_{name}"
-    loader_spec = importlib.util.spec_from_file_location(name, file)
-    assert loader_spec is not None and loader_spec.loader is not None  # a .py file: a SourceFileLoader
-    module = importlib.util.module_from_spec(loader_spec)
-    sys.modules[name] = module
     try:
+        if file is None:
+            return importlib.import_module(name)
+        loader_spec = importlib.util.spec_from_file_location(name, file)
+        assert loader_spec is not None and loader_spec.loader is not None  # a .py file: a SourceFileLoader
+        module = sys.modules[name] = importlib.util.module_from_spec(loader_spec)
         loader_spec.loader.exec_module(module)
+        return module
     except BaseException as e:
-        sys.modules.pop(name, None)
-        if isinstance(e, (Exception, SystemExit)):
-            raise _user_code_error(spec, f"importing {file}", e) from e
-        raise
-    return module
+        if file is not None:
+            sys.modules.pop(name, None)
+        missing = isinstance(e, ModuleNotFoundError) and e.name and f"{name}.".startswith(f"{e.name}.")
+        if file is None and missing:
+            rule = f"there is no module {name!r} in {folder} or the installed packages"
+            fix = "run st-rl from its folder, install its package or give the file: --env FILE.py:FACTORY"
+            raise _cli_error("--env", spec, rule, fix) from e
+        if not isinstance(e, (Exception, SystemExit)):
+            raise
+        raise _user_code_error(spec, f"importing {file or repr(name)}", e) from e
 
 
 def _user_code_error(spec: str, what: str, error: BaseException, where: str | None = None) -> CommandError:
@@ -408,28 +386,6 @@ def _user_env_frame(error: BaseException, spec: str, env: Any) -> str | None:
     return None
 
 
-def _call_factory(spec: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    try:
-        env = factory(**kwargs)
-    except (Exception, SystemExit) as e:
-        raise _user_code_error(spec, "the factory", e) from e
-    api = "a vectorised environment with num_envs, num_actions, get_observations() and step(actions)"
-    if env is None:
-        rule, fix = "the factory returned None", f"make it return the environment ({api})"
-    elif inspect.isclass(env):
-        rule = f"the factory returned the class {env.__name__}, not an environment"
-        fix = f"return an instance, {env.__name__}(...)"
-    else:
-        missing = [attr for attr in ("num_envs", "step", "get_observations") if not hasattr(env, attr)]
-        if not missing:
-            return env
-        kind = type(env).__name__
-        article = "an" if kind[:1].lower() in "aeiou" else "a"
-        rule = f"the factory returned {article} {kind}, which has no {', '.join(missing)}"
-        fix = f"return {api} (docs/environments.md)"
-    raise _cli_error("--env", spec, rule, fix)
-
-
 def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | None) -> Any:
     """Call ``--env MODULE:FACTORY`` with those of ``num_envs``, ``device`` and ``seed`` (when not None) it takes."""
     module_name, sep, attr = spec.rpartition(":")
@@ -446,24 +402,31 @@ def _make_user_env(spec: str, num_envs: int | None, device: str, seed: int | Non
         rule = f"{attr!r} is a {type(factory).__name__}, not callable"
         raise _cli_error("--env", spec, rule, "name a function or class")
     given = {"num_envs": num_envs, "device": device, "seed": seed}
+    kwargs = {k: v for k, v in given.items() if v is not None}
     try:
-        params = inspect.signature(factory).parameters
+        signature = inspect.signature(factory)
     except (TypeError, ValueError):  # no signature (a C function): give what we have
-        return _call_factory(spec, factory, {k: v for k, v in given.items() if v is not None})
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
-    named = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    kwargs = {k: v for k, v in given.items() if v is not None and (takes_any or k in named)}
-    if num_envs is not None and "num_envs" not in kwargs:
-        fix = "drop --num-envs, or give the factory a num_envs parameter"
-        raise _cli_error("--num-envs", num_envs, f"{spec} takes no num_envs argument", fix)
-    required = [n for n, p in params.items() if n in named and p.default is p.empty and n not in kwargs]
-    required += [n for n, p in params.items() if p.kind is p.POSITIONAL_ONLY and p.default is p.empty]
-    if "num_envs" in required:
-        raise _cli_error("--num-envs", MISSING, f"{spec} needs num_envs", "give --num-envs N")
-    if required:
-        fix = "give them defaults; st-rl passes num_envs, device and seed (those the factory takes)"
-        raise _cli_error("--env", spec, f"the factory needs {required}, which st-rl does not give", fix)
-    return _call_factory(spec, factory, kwargs)
+        signature = None
+    if signature is not None:
+        params = signature.parameters
+        named = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            kwargs = {k: v for k, v in kwargs.items() if k in named}
+        if num_envs is not None and "num_envs" not in kwargs:
+            fix = "drop --num-envs, or give the factory a num_envs parameter"
+            raise _cli_error("--num-envs", num_envs, f"{spec} takes no num_envs argument", fix)
+        try:
+            signature.bind(**kwargs)
+        except TypeError as e:
+            culprit = ("--env", spec, f"the factory has a parameter st-rl does not give ({e})")
+            fix = "give it a default; st-rl passes num_envs, device and seed (those the factory takes)"
+            if "'num_envs'" in str(e):
+                culprit, fix = ("--num-envs", MISSING, f"{spec} needs num_envs"), "give --num-envs N"
+            raise _cli_error(*culprit, fix) from None
+    try:
+        return factory(**kwargs)  # what it returns is checked when the runner is built (EnvAdapter)
+    except (Exception, SystemExit) as e:
+        raise _user_code_error(spec, "the factory", e) from e
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -472,72 +435,60 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.device is not None and not args.print_config:
         _check_device(args.device)
     cfg, preset, resume_path, add_amp = _train_config(args)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():  # the config is validated before anything is built
         if not args.print_config:  # the runner reports unknown keys when it resolves the config again
             warnings.simplefilter("ignore")
-        train_cfg = resolve_train_cfg(cfg)  # validated before anything is built
-    resolved = train_cfg.to_dict(full=args.print_config)
+        resolved = resolve_train_cfg(cfg).to_dict(full=args.print_config)
     if args.print_config:
-        print(_config_text(resolved), end="")
+        print(yaml.dump(resolved, Dumper=_ConfigDumper, sort_keys=False, default_flow_style=False), end="")
         return 0
     runner_cfg = resolved["runner"]
     iterations = args.iterations or runner_cfg.get("max_iterations")
     if iterations is None:
         fix = "give --iterations N, or max_iterations in the config"
         raise ConfigError(Problem("runner.max_iterations", MISSING, "the iterations are not set", fix))
-    seed = runner_cfg.get("seed")
     if args.threads:
         torch.set_num_threads(args.threads)
     timeout = runner_cfg.get("distributed_timeout_s") or RUNNER_DEFAULTS.distributed_timeout_s
     device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
     info, device = init_distributed(device, timeout)
     experiment = runner_cfg.get("experiment_name") or (_env_name(args.env) if args.env else args.task)
-    made: list[str] = []  # folders made for a default run directory, removed again if still empty at the end
+    root = os.path.join("logs", experiment)
     if args.log_dir:
         log_dir = args.log_dir
     elif info.is_main:
-        log_dir = _new_run_dir(os.path.join("logs", experiment), made)
+        log_dir = _new_run_dir(root)
     else:  # rank 0 writes the run directory; the others never write into it
-        log_dir = os.path.join("logs", experiment, datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
+        log_dir = os.path.join(root, datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
     try:
         overwrite_other = False
         if info.is_main:  # before the environment is built: refuse early, and write nothing
             overwrite_other = _check_resume_target(log_dir, resume_path, args.overwrite)
             resume = resume_path is not None and not overwrite_other
             check_run_dir(log_dir, resume=resume, overwrite=args.overwrite)
+        seed = runner_cfg.get("seed")
         env = _train_env(args, preset, str(device), None if seed is None else seed + info.rank, info)
-        runner = _train_runner(args, env, cfg, runner_cfg.get("runner_class_name"), log_dir, str(device))
-        with runner:  # closes the writer and releases the run directory's lock, also on errors and interrupts
-            result = _learn(args, runner, info, log_dir, iterations, (resume_path, add_amp, overwrite_other))
+        runner, (velrmsd, cot) = _learn(args, env, cfg, runner_cfg, str(device), log_dir, info, iterations,
+                                        (resume_path, add_amp, overwrite_other))  # fmt: skip
     finally:
-        for folder in reversed(made):  # removed when empty: training failed before writing anything
+        if not args.log_dir and info.is_main:  # removed when empty: training failed before writing anything
             with contextlib.suppress(OSError):
-                os.rmdir(folder)
+                os.removedirs(log_dir)
     if info.is_main:
-        velrmsd, cot = result
         summary = {"task": args.env or args.task, "iterations": runner.current_learning_iteration}
         summary.update(velrmsd=float(velrmsd), CoT=float(cot), log_dir=os.path.abspath(log_dir))
         print("[st-rl] done: " + json.dumps(summary))
     return 0
 
 
-def _new_run_dir(root: str, made: list[str] | None = None) -> str:
-    """Make a new run directory ``root/<date_time>[_N]`` atomically; the folders made are appended to ``made``."""
+def _new_run_dir(root: str) -> str:
+    """Make a new run directory ``root/<date_time>[_N]`` atomically."""
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    made = [] if made is None else made
-    missing = []
-    parent = os.path.abspath(root)
-    while not os.path.isdir(parent):
-        missing.append(parent)
-        parent = os.path.dirname(parent)
     for n in range(1, 10_000):
         path = os.path.join(root, stamp if n == 1 else f"{stamp}_{n}")
-        try:
+        with contextlib.suppress(FileExistsError):
             os.makedirs(path)  # the last mkdir is atomic: exactly one process gets each name
-        except FileExistsError:
-            continue
-        made.extend([*reversed(missing), path])
-        return path
+            return path
     raise CommandError(f"{root} holds 10000 runs started at {stamp}; give --log-dir DIR")
 
 
@@ -578,56 +529,49 @@ def _train_env(args: argparse.Namespace, preset: Any, device: str, seed: int | N
         if "style fields" not in str(e):
             raise
         fix = f"record it on this task: st-rl record-motion --task {args.task}"
-        why = first_line(e)
-        raise CommandError(f"--motion {args.motion}: not task {args.task!r}'s fields: {why}; {fix}") from e
+        raise CommandError(
+            f"--motion {args.motion}: not task {args.task!r}'s fields: {first_line(e)}; {fix}"
+        ) from e
     env.set_ref_motion_source(loader)
     return env
 
 
-def _train_runner(args: argparse.Namespace, env: Any, cfg: dict, name: Any, log_dir: str, device: str) -> Any:
-    try:
-        return build_runner(name or "OnPolicyRunner", env, cfg, log_dir=log_dir, device=device)
-    except Exception as e:
-        if args.env is None or isinstance(e, ValueError):  # a config error, named by its message
-            raise
-        what = f"st_rl cannot train this environment: {type(e).__name__}: {first_line(e)}"
-        raise CommandError(f"--env {args.env}: {what} (see docs/environments.md)") from e
-
-
-def _learn(args: Any, runner: Any, info: Any, log_dir: str, iterations: int, resume: tuple) -> tuple:
-    """Resume a checkpoint, replace an earlier run and train (``resume``: the checkpoint, whether AMP is added to
-    it, whether the earlier run in ``log_dir`` is replaced)."""
+def _learn(args: Any, env: Any, cfg: dict, runner_cfg: dict, device: str, log_dir: str, info: Any, iterations: int,
+           resume: tuple) -> tuple[Any, tuple]:  # fmt: skip
+    """Build the runner, resume (``resume``: checkpoint, AMP added?, replacing log_dir's run?) and train."""
     resume_path, add_amp, overwrite_other = resume
-    runner.overwrite = runner.overwrite or args.overwrite
-    lock = None
-    if resume_path is not None:
-        if info.is_main:
-            amp = f"adding AMP to the policy in {resume_path}: a fresh discriminator and optimizer"
-            print(f"[st-rl] {amp if add_amp else f'resuming from {resume_path}'}")
-        runner.load(resume_path)
-    if overwrite_other:
-        # DIR's earlier run goes now that CKPT has loaded, under the lock, which learn() takes over.
-        lock = RunDirLock(log_dir)
-        lock.acquire()
-        removed = clear_previous_run(log_dir)
-        print(f"[st-rl] overwrite: deleted {len(removed)} earlier files in {log_dir}", file=sys.stderr)
-    if info.is_main:
-        ranks = f" x {info.world_size} ranks" if info.enabled else ""
-        what = f"{runner.env.num_envs} envs{ranks} on {runner.device} for {iterations} iterations"
-        where = os.path.abspath(log_dir)
-        print(f"[st-rl] training '{args.env or args.task}' with {what}; logs in {where}", flush=True)
+    name, runner = runner_cfg.get("runner_class_name") or "OnPolicyRunner", None
     try:
-        args.training_started = True  # a Ctrl-C from here on is the runner's (TrainingInterrupted)
-        try:
-            return runner.learn(iterations, init_at_random_ep_len=True)
-        except Exception as e:
-            where = _user_env_frame(e, args.env, runner.env) if args.env is not None else None
-            if where is None:
-                raise
-            raise _user_code_error(str(args.env), "the environment", e, where) from e
+        runner = build_runner(name, env, cfg, log_dir=log_dir, device=device)
+        with runner:  # closes the writer and releases the run directory's lock, also on errors and interrupts
+            runner.overwrite = runner.overwrite or args.overwrite
+            if resume_path is not None:
+                if info.is_main:
+                    amp = f"adding AMP to the policy in {resume_path}: a fresh discriminator and optimizer"
+                    print(f"[st-rl] {amp if add_amp else f'resuming from {resume_path}'}")
+                runner.load(resume_path)
+            if overwrite_other:  # not a resumed run of log_dir: learn() replaces the run there (--overwrite)
+                runner._resumed = False
+            if info.is_main:
+                ranks = f" x {info.world_size} ranks" if info.enabled else ""
+                what = f"{runner.env.num_envs} envs{ranks} on {runner.device} for {iterations} iterations"
+                where = os.path.abspath(log_dir)
+                print(f"[st-rl] training '{args.env or args.task}' with {what}; logs in {where}", flush=True)
+            args.training_started = True  # a Ctrl-C from here on is the runner's (TrainingInterrupted)
+            return runner, runner.learn(iterations, init_at_random_ep_len=True)
+    except Exception as e:
+        spec: str | None = args.env
+        where = _user_env_frame(e, spec, env) if spec is not None else None
+        if spec is not None and where is not None:
+            raise _user_code_error(spec, "the environment", e, where) from e
+        if spec is None or runner is not None or isinstance(e, ValueError):  # a config error: its message
+            raise
+        kind = type(env).__name__
+        what = f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}" if env is not None else "None"
+        what = f"the class {env.__name__}" if inspect.isclass(env) else what
+        why = f"which st_rl cannot train: {type(e).__name__}: {first_line(e)} (see docs/environments.md)"
+        raise CommandError(f"--env {spec}: the factory returned {what}, {why}") from e
     finally:
-        if lock is not None:
-            lock.release()  # a no-op once learn() took it over
         if info.enabled:
             torch.distributed.destroy_process_group()
 
@@ -638,11 +582,6 @@ def cmd_tasks() -> int:
         print(f"{name}{mark}: {p.description}; {p.num_envs} envs, {p.train.max_iterations} iterations")
     print("gym:<Gymnasium id> (e.g. gym:HalfCheetah-v5): a Gymnasium task with Box spaces (st-rl[gymnasium])")
     return 0
-
-
-def _print_done(metrics: dict[str, Any]) -> None:
-    scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) or v is None}
-    print("[st-rl] done: " + json.dumps(scalars))
 
 
 def cmd_play(args: argparse.Namespace) -> int:
@@ -666,46 +605,44 @@ def cmd_play(args: argparse.Namespace) -> int:
                   command=args.fixed_command, seed=args.seed, video_fps=args.fps, video_quality=args.video_quality,
                   trust_config=args.trust_config)  # fmt: skip
     if args.policy:
-        _print_done(play_exported(path, **kwargs))
-        return 0
-    try:
-        metrics = play(path, device=args.device, **kwargs)
-    except CheckpointError as e:
-        raise _task_mismatch(path, args.task, args.trust_config) or e from e
-    if args.upload is not False:
-        backend = attach_files_to_run(os.path.dirname(path), [video, plot], required=bool(args.upload))
-        if backend:
-            print(f"[st-rl] attached the video and plot to the run's {backend} run")
-    _print_done(metrics)
+        metrics = play_exported(path, **kwargs)
+    else:
+        with _fitting_task(path, args.task, args.trust_config):
+            metrics = play(path, device=args.device, **kwargs)
+        if args.upload is not False:
+            backend = attach_files_to_run(os.path.dirname(path), [video, plot], required=bool(args.upload))
+            if backend:
+                print(f"[st-rl] attached the video and plot to the run's {backend} run")
+    scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) or v is None}
+    print("[st-rl] done: " + json.dumps(scalars))
     return 0
 
 
-def _task_mismatch(path: str, task: str | None, trust_config: bool) -> CommandError | None:
-    if task is None:
-        return None
+@contextlib.contextmanager
+def _fitting_task(path: str, task: str | None, trust: bool, tasks: list[str] | None = None) -> Iterator[None]:
+    """Report a checkpoint that does not fit ``task`` (--task) as a run of another task, if it is one
+    (``tasks``: those the command can use, default any)."""
     try:
-        _, trained_on = run_task(path, trust_config=trust_config)
-    except Exception:  # noqa: BLE001 - the original error is reported instead
-        return None
-    return None if trained_on in (None, task) else _wrong_task(path, trained_on, task)
-
-
-def _wrong_task(path: str, trained_on: str, task: str, drop: bool = True) -> CommandError:
-    own = f"drop --task to use {trained_on!r}, or " if drop else ""
-    return CommandError(
-        f"--checkpoint {path} is a run of task {trained_on!r}, and its policy does not fit task {task!r} (--task): "
-        f"{own}give a checkpoint of a {task!r} run"
-    )
+        yield
+    except (ExportError, CheckpointError) as e:
+        trained_on = None
+        with contextlib.suppress(Exception):  # else the original error is reported
+            trained_on = run_task(path, trust_config=trust)[1] if task is not None else None
+        if trained_on in (None, task):
+            raise
+        own = f"drop --task to use {trained_on!r}, or " if tasks is None or trained_on in tasks else ""
+        raise CommandError(
+            f"--checkpoint {path} is a run of task {trained_on!r}, and its policy does not fit task {task!r} "
+            f"(--task): {own}give a checkpoint of a {task!r} run"
+        ) from e
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     path = get_checkpoint_path(args.checkpoint)
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(path)), "exported")
-    try:
+    with _fitting_task(path, args.task, args.trust_config):
         kwargs = {"task": args.task, "check": not args.no_check, "trust_config": args.trust_config}
         result = export_policy(path, out, args.formats, **kwargs)
-    except (ExportError, CheckpointError) as e:
-        raise _task_mismatch(path, args.task, args.trust_config) or e from e
     meta = result.metadata
     names = " -> ".join(" ".join(s["name"] for s in meta[key]) for key in ("inputs", "outputs"))
     for fmt, file in result.files.items():
@@ -728,22 +665,22 @@ def cmd_record_motion(args: argparse.Namespace) -> int:
     if any(g is not None for g in grid):
         if command is not None:
             raise ValueError("give either --command or --grid-vx/--grid-vy/--grid-yaw, not both")
-        command = command_grid(*(g or (0.0,) for g in grid))
+        command = recorder.command_grid(*(g or (0.0,) for g in grid))
         n = command.shape[0]
     fixed: dict[str, Any] = {"resampling_time_s": 1e9} if command is not None else {}
     if args.scripted_trot or args.scripted_walk:
         env = _recording_env(args.task or "quadruped_flat", n, args.seed, None, noise_level=0.0, **fixed)
         stride = torch.linspace(-0.4, 0.4, n) if args.scripted_walk and n > 1 else 0.0
-        policy = scripted_trot_policy(env, stride=stride)
+        policy = recorder.scripted_trot_policy(env, stride=stride)
     else:
         env, policy = _recorded_policy(args, n, fixed)
     fields = [f.strip() for f in args.fields.split(",") if f.strip()]
     if args.fields in ("joints", "default"):
-        fields = joint_style_fields(env) if args.fields == "joints" else None
-    motion = record_motion(env, policy, args.duration, fields=fields, env_ids=range(n), command=command)
+        fields = recorder.joint_style_fields(env) if args.fields == "joints" else None
+    motion = recorder.record_motion(env, policy, args.duration, fields, range(n), command=command)
     if not motion:
         raise CommandError("every trajectory fell before recording: give a walking policy or --scripted-trot")
-    save_motion_file(motion, args.out)
+    recorder.save_motion_file(motion, args.out)
     frames = sum(len(t["Frames"]) for t in motion.values())
     n_fields = len(next(iter(motion.values()))["Fields"])
     print(f"[st-rl] wrote {len(motion)} trajectories ({frames} frames of {n_fields} fields) to {args.out}")
@@ -773,17 +710,11 @@ def _recorded_policy(args: argparse.Namespace, n: int, fixed: dict[str, Any]) ->
     """The recording environment and ``--checkpoint``'s policy, on ``--task`` or else the run's task."""
     path, trained_on = run_task(args.checkpoint, trust_config=args.trust_config)
     task = args.task or trained_on or "quadruped_flat"
-    other = trained_on is not None and trained_on != task
     env = _recording_env(task, n, args.seed, (path, trained_on), **fixed)
-    try:
-        with warnings.catch_warnings():  # said below, once the policy is known to fit
-            warnings.filterwarnings("ignore", message="using task")
-            runner = load_run(path, task=task, env=env, trust_config=args.trust_config).runner
-    except CheckpointError as e:
-        if not other:
-            raise
-        raise _wrong_task(path, str(trained_on), task, drop=trained_on in _legged_tasks()) from e
-    if other:
+    with _fitting_task(path, task, args.trust_config, _legged_tasks()), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="using task")  # said below, once the policy is known to fit
+        runner = load_run(path, task=task, env=env, trust_config=args.trust_config).runner
+    if trained_on not in (None, task):
         print(f"[st-rl] recording on task {task!r}; the run was trained on {trained_on!r}", file=sys.stderr)
     return env, runner.get_inference_policy()
 

@@ -52,10 +52,8 @@ def read_scalars(log_dir: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         for tag in acc.Tags().get("scalars", []):
             events.setdefault(tag, []).extend(acc.Scalars(tag))
     out = {}
-    for tag, evs in events.items():
-        by_step = {
-            ev.step: ev.value for ev in sorted(evs, key=lambda ev: ev.wall_time)
-        }  # the later value wins
+    for tag, evs in events.items():  # the later value of a step wins
+        by_step = {ev.step: ev.value for ev in sorted(evs, key=lambda ev: ev.wall_time)}
         steps = np.asarray(sorted(by_step), dtype=np.int64)
         out[tag] = (steps, np.asarray([by_step[s] for s in steps], dtype=np.float64))
     return out

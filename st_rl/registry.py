@@ -79,14 +79,12 @@ _UNTRUSTED: contextvars.ContextVar[tuple[str, str] | None] = contextvars.Context
 def untrusted_config(source: str, opt_in: str = TRUST_OPT_IN, trusted: bool = False) -> Iterator[None]:
     """Inside the block (unless ``trusted``), import paths in configs raise :class:`UntrustedConfigError` naming
     ``source`` (a run's ``config.json``, a checkpoint) and ``opt_in``."""
-    if trusted:
-        yield
-        return
-    token = _UNTRUSTED.set((str(source), opt_in))
+    token = None if trusted else _UNTRUSTED.set((str(source), opt_in))
     try:
         yield
     finally:
-        _UNTRUSTED.reset(token)
+        if token is not None:
+            _UNTRUSTED.reset(token)
 
 
 def imports_allowed() -> bool:
@@ -131,10 +129,9 @@ def resolve_class(
     allow_import: bool | None = None,
     key: str | None = None,
 ) -> type:
-    """Resolve a ``class_name``: a class, a short name exported by ``namespace`` (None: ``NAMESPACES[kind]``) or
-    ``"pkg.module:Class"``, a subclass of ``base``. ``allow_import`` None: except inside :func:`untrusted_config`
-    (then :class:`UntrustedConfigError`); ``key``: the config key, for messages. An unknown name is a ValueError
-    listing the available ones."""
+    """Resolve a ``class_name`` (a class, a name exported by ``namespace``, default ``NAMESPACES[kind]``, or
+    ``"pkg.module:Class"``) to a subclass of ``base``. Import paths: ``allow_import``, default True outside
+    :func:`untrusted_config`; ``key``: the config key, for messages. Unknown names: a ValueError listing all."""
     if allow_import is None:
         allow_import = imports_allowed()
     if inspect.isclass(name):
