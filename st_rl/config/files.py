@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from st_rl.config.errors import MISSING, ConfigError, TextProblem
+from st_rl.config.errors import MISSING, ConfigError, Problem
 
 __all__ = ["CONFIG_FILE_SUFFIXES", "load_config_file"]
 
@@ -52,7 +52,7 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+01
 
 def _error(path: str, rule: str, fix: str, value: object = MISSING, line: int | None = None) -> ConfigError:
     where = path if line is None else f"{path}:{line}"
-    return ConfigError(TextProblem(where, value, rule, fix), source=f"config file {path}")
+    return ConfigError(Problem(where, value, rule, fix), source=f"config file {path}")
 
 
 def _line(text: str, line: int) -> object:
