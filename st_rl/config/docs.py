@@ -12,7 +12,7 @@ import st_rl.algorithms as algorithms
 import st_rl.modules as modules
 from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
 from st_rl.algorithms.extensions.symmetry import Symmetry
-from st_rl.config.rules import RUNNER_RULES, STORAGE_RULES, rule_for
+from st_rl.config.rules import STORAGE_RULES, rule_for
 from st_rl.config.schema import RUNNER_FIELDS, class_fields, storage_fields, type_name
 from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS, RolloutDataset
 
@@ -47,7 +47,6 @@ def render() -> str:
     lines += _table(
         "Runner",
         RUNNER_FIELDS,
-        RUNNER_RULES.get,
         note="Top-level keys (flat form) or keys of `runner` (nested form).",
     )
     lines += _table(

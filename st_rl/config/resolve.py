@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch.nn as nn
 
 from st_rl.config.errors import MISSING, ConfigError, Problem
-from st_rl.config.rules import RUNNER_RULES
+from st_rl.config.rules import RULES
 from st_rl.config.schema import (
     RUNNER_FIELDS,
     class_fields,
@@ -80,9 +80,7 @@ def to_plain_dict(cfg: Any) -> dict[str, Any]:
         return copy.deepcopy(dataclasses.asdict(cfg))
     if hasattr(cfg, "__dict__") or isinstance(cfg, type):
         return _class_to_dict(cfg)
-    raise TypeError(
-        f"train_cfg must be a dict, a dataclass or an object with to_dict(); got {type(cfg).__name__}"
-    )
+    raise TypeError(f"train_cfg must be a dict, a dataclass or a to_dict() object; got {type(cfg).__name__}")
 
 
 def _attributes(obj: Any) -> Iterator[tuple[str, Any]]:
@@ -219,7 +217,7 @@ def _section_class(section: dict[str, Any], runner: dict[str, Any], name: str, p
                    problems: list[Problem]) -> tuple[Any, type | None]:  # fmt: skip
     """``(name, class or None)``: ``section['class_name']`` or ``runner['<name>_class_name']``, else the default."""
     own, other = section.pop("class_name", None), runner.get(f"{name}_class_name")
-    empty = RUNNER_RULES["class_name"]
+    empty = RULES["class_name"]
     if empty.violated(own):
         problems.append(Problem(f"{name}.class_name", own, empty.text, empty.fix))
         own = None

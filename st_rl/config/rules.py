@@ -143,6 +143,25 @@ CLASS_NAME = Rule(
 )
 
 RULES: dict[str, Rule] = {
+    **{key: _bounded_size(key) for key in LIMITS},  # replaced below for keys that take more
+    **dict.fromkeys(("max_iterations", "lr_anneal_iterations", "input_dim", "amp_obs_dim"), SIZE_OR_NONE),
+    **dict.fromkeys(("num_actor_obs", "num_critic_obs", "num_actions"), SIZE_OR_NONE),  # the env's when None
+    # runner
+    "seed": Rule(
+        "must be an integer in [-2**63, 2**64 - 1] (torch.manual_seed's range) or None",
+        _in(-(2**63), 2**64 - 1),
+        "e.g. 42",
+    ),
+    "distributed_timeout_s": POSITIVE,
+    "logger": Rule(
+        "must be 'tensorboard', 'wandb', 'neptune', 'none' or a custom writer ('package.module:Class')",
+        _logger,
+        "see docs/logging.md",
+    ),
+    "check_finite": _choice("rollout", "step", "off"),
+    **dict.fromkeys(
+        ("runner_class_name", "class_name", "policy_class_name", "algorithm_class_name"), CLASS_NAME
+    ),
     # PPO
     "gamma": _range(0, 1, "typical: 0.99 (the discount factor)"),
     "lam": _range(0, 1, "typical: 0.95 (the GAE lambda)"),
@@ -150,10 +169,7 @@ RULES: dict[str, Rule] = {
     "learning_rate": _range(0, fix="typical: 1e-3 (PPO), 3e-4", above=True),
     "max_grad_norm": Rule("must be > 0, or None for no clipping", _in(0, above=True), "typical: 1.0"),
     "desired_kl": _range(0, fix="typical: 0.01 (the adaptive schedule's KL target)", above=True, none=True),
-    "num_learning_epochs": _bounded_size("num_learning_epochs"),
-    "num_mini_batches": _bounded_size("num_mini_batches"),
     "schedule": _choice("fixed", "adaptive", "linear"),
-    "lr_anneal_iterations": SIZE_OR_NONE,
     "compile": Rule(
         "must be true, false or a torch.compile mode without CUDA graphs",
         lambda x: isinstance(x, bool) or x in COMPILE_MODES,
@@ -164,9 +180,10 @@ RULES: dict[str, Rule] = {
     "precision": _choice(
         "fp32", "bf16", "auto", fix="'auto': bf16 where it is faster for the policy at hand, else fp32"
     ),
-    "buffer_dilation_ratio": _range(1, 1000, "1 keeps one rollout; each unit one more"),
+    "buffer_dilation_ratio": _range(
+        1, LIMITS["buffer_dilation_ratio"][0], "1 keeps one rollout; each unit one more"
+    ),
     "clip_min_std": Rule("must be >= 0", _all_in(0), "typical: 1e-15 or a per-action list", False),
-    "hidden_state_resample_prob": UNIT,
     "optimizer_class_name": Rule(
         "must name a torch.optim optimizer",
         _names(optim, optim.Optimizer, "Optimizer"),
@@ -207,7 +224,6 @@ RULES: dict[str, Rule] = {
     ),
     # the AMP discriminator (policy.amp_discriminator)
     "hidden_dims": SIZES,
-    "input_dim": SIZE_OR_NONE,
     "task_reward_lerp": UNIT,
     "discriminator_grad_pen": NONNEG,
     "update_times_scale": POSITIVE,
@@ -217,10 +233,8 @@ RULES: dict[str, Rule] = {
     "amp_preset": _choice(
         "reference", "st_rl", fix="'reference' (the reference APPO) or 'st_rl' (replay, separate clipping)"
     ),
-    "amp_obs_dim": SIZE_OR_NONE,
     # RND
     "weight": _range(0, fix="the intrinsic reward weight, e.g. 0.5"),
-    "num_outputs": _bounded_size("num_outputs"),
     # policies
     "init_noise_std": _range(0, fix="typical: 1.0", above=True),
     "activation": Rule(
@@ -232,37 +246,11 @@ RULES: dict[str, Rule] = {
         lambda x: not isinstance(x, str) or x.lower() in ("lstm", "gru"),
         "pick one of them",
     ),
-    "rnn_hidden_size": _bounded_size("rnn_hidden_size"),
-    "rnn_num_layers": _bounded_size("rnn_num_layers"),
-    "num_actor_obs": SIZE_OR_NONE,
-    "num_critic_obs": SIZE_OR_NONE,
-    "num_actions": SIZE_OR_NONE,
     "encoder_output_size": _bounded_size("encoder_output_size", none=True),
-    "visual_latent_size": _bounded_size("visual_latent_size"),
     "env_action_scale": _range(0, fix="the env's action scale, e.g. 0.5", above=True, none=True),
 }
 
-RUNNER_RULES: dict[str, Rule] = {
-    "seed": Rule(
-        "must be an integer in [-2**63, 2**64 - 1] (torch.manual_seed's range) or None",
-        _in(-(2**63), 2**64 - 1),
-        "e.g. 42",
-    ),
-    "num_steps_per_env": _bounded_size("num_steps_per_env"),
-    "max_iterations": SIZE_OR_NONE,
-    "save_interval": _bounded_size("save_interval"),
-    "log_interval": _bounded_size("log_interval"),
-    "distributed_timeout_s": POSITIVE,
-    "logger": Rule(
-        "must be 'tensorboard', 'wandb', 'neptune', 'none' or a custom writer ('package.module:Class')",
-        _logger,
-        "see docs/logging.md",
-    ),
-    "check_finite": _choice("rollout", "step", "off"),
-    **dict.fromkeys(
-        ("runner_class_name", "class_name", "policy_class_name", "algorithm_class_name"), CLASS_NAME
-    ),
-}
+RUNNER_RULES = RULES  # the runner's keys are in the same table
 
 
 def _shape(x: Any) -> bool:

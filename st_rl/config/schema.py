@@ -21,7 +21,7 @@ from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.algorithms.ppo import PPO
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS, RUNNER_DEFAULTS
 from st_rl.config.errors import MISSING, ConfigError, Problem
-from st_rl.config.rules import RUNNER_RULES, SEGMENT_SHAPE, STORAGE_RULES, Rule, _num, rule_for
+from st_rl.config.rules import SEGMENT_SHAPE, STORAGE_RULES, Rule, _num, rule_for
 from st_rl.modules.amp_discriminator import AMPDiscriminator
 from st_rl.registry import resolve_class
 from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS as _DATASET_KEYS
@@ -230,7 +230,7 @@ def _rule_problems(
 
 def validate_runner(runner: Mapping[str, Any], prefix: str = "runner") -> list[Problem]:
     """Problems of the runner keys and of ``pretrain_dataset`` (TwoStageRunner)."""
-    problems = _problems(_runner_schema(), runner, prefix, RUNNER_RULES.get)
+    problems = _problems(_runner_schema(), runner, prefix)
     dataset = runner.get("pretrain_dataset")
     if isinstance(dataset, Mapping):
         model = _pretrain_dataset_schema()
