@@ -21,7 +21,7 @@ from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.algorithms.ppo import PPO
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS, RUNNER_DEFAULTS
 from st_rl.config.errors import MISSING, ConfigError, Problem
-from st_rl.config.rules import SEGMENT_SHAPE, STORAGE_RULES, Rule, _num, rule_for
+from st_rl.config.rules import RULES, SEGMENT_SHAPE, STORAGE_RULES, Rule, _num, rule_for
 from st_rl.modules.amp_discriminator import AMPDiscriminator
 from st_rl.registry import resolve_class
 from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS as _DATASET_KEYS
@@ -160,6 +160,9 @@ def schema_for(cls: type) -> type[BaseModel]:
     return _model(f"{cls.__name__}Config", spec, "allow" if open_kwargs else "forbid")
 
 
+_OPEN = _model("OpenSection", {}, "allow")  # any keys: checked by rules only
+
+
 @functools.cache
 def _runner_schema() -> type[BaseModel]:
     return _model("RunnerConfig", {name: (tp, default) for name, (tp, default, _) in RUNNER_FIELDS.items()})
@@ -187,8 +190,10 @@ def _problems(model: type[BaseModel], values: Mapping[str, Any], prefix: str,
         expected = type_name(model.model_fields[key].annotation) if key in model.model_fields else ""
         rule = err["msg"].replace("Input should be", "should be")
         problems[path] = Problem(path, values.get(key, MISSING), rule, f"give {expected}" if expected else "")
-    for p in _rule_problems(values, prefix, rules):
-        problems.setdefault(p.path, p)
+    for key, value in values.items():
+        rule, path = rules(key), f"{prefix}.{key}".lstrip(".")
+        if rule is not None and path not in problems and rule.violated(value):
+            problems[path] = Problem(path, value, rule.text, rule.fix)
     return list(problems.values())
 
 
@@ -215,17 +220,6 @@ def type_name(tp: Any, verbose: bool = True) -> str:
     if isinstance(tp, type):
         return tp.__name__
     return origin.__name__ if isinstance(origin, type) else str(tp)
-
-
-def _rule_problems(
-    values: Mapping[str, Any], prefix: str, rules: Callable[[str], Rule | None]
-) -> list[Problem]:
-    problems = []
-    for key, value in values.items():
-        rule = rules(key)
-        if rule is not None and rule.violated(value):
-            problems.append(Problem(f"{prefix}.{key}".lstrip("."), value, rule.text, rule.fix))
-    return problems
 
 
 def validate_runner(runner: Mapping[str, Any], prefix: str = "runner") -> list[Problem]:
@@ -325,9 +319,9 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
             problems += validate_algorithm(sub_cls, cfg[key], f"{prefix}.{key}")
     problems += _extension_list_problems(cfg.get("extensions"), f"{prefix}.extensions")
     teacher = cfg.get("teacher_policy")  # its other keys are checked when the teacher is built
-    if isinstance(teacher, Mapping) and "teacher_ac_path" in teacher:
-        problems += _rule_problems(
-            {"teacher_ac_path": teacher["teacher_ac_path"]}, f"{prefix}.teacher_policy", rule_for
+    if isinstance(teacher, Mapping):
+        problems += _problems(
+            _OPEN, teacher, f"{prefix}.teacher_policy", {"teacher_ac_path": RULES["teacher_ac_path"]}.get
         )
     return problems
 
@@ -384,7 +378,7 @@ def validate_policy(cls: type, cfg: Mapping[str, Any], prefix: str = "policy") -
         problems.append(Problem(f"{prefix}.rnn_type", None, rule, fix))
     for key in ("obs_segments", "privileged_obs_segments", "critic_obs_segments"):
         if isinstance(cfg.get(key), Mapping):
-            problems += _rule_problems(cfg[key], f"{prefix}.{key}", lambda _: SEGMENT_SHAPE)
+            problems += _problems(_OPEN, cfg[key], f"{prefix}.{key}", lambda _: SEGMENT_SHAPE)
     return problems + validate_algorithm(cls, cfg, prefix)
 
 
