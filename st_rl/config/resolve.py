@@ -113,8 +113,7 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def env_cfg_to_jsonable(cfg: Any) -> Any:
-    """An environment config (mappings, legged_gym config classes, dataclasses, ``to_dict()`` objects, nested
-    freely) as plain JSON data (``config.json``'s ``env`` entry)."""
+    """An environment config (mappings, config classes, dataclasses, ``to_dict()`` objects) as ``config.json``'s ``env``."""
     return _jsonable(cfg, 0, namespace=True)
 
 

@@ -118,12 +118,9 @@ def _declared(cls: type, name: str) -> Any:
 
 @functools.cache
 def class_fields(cls: type) -> tuple[dict[str, tuple[Any, Any]], frozenset[str], bool]:
-    """The config keys ``cls`` takes: ``({name: (type, default)}, tolerated names, open)``.
-
-    Walks ``cls.__mro__`` while constructors forward ``**kwargs``, adding the keys of ``config_sources`` classes.
-    ``tolerated``: ``config_tolerated`` keys, accepted and ignored; ``open``: the last constructor takes
-    undeclared ``**kwargs`` (a user's class), so unknown keys cannot be judged.
-    """
+    """The config keys ``cls`` takes: ``({name: (type, default)}, tolerated, open)``, from the constructors of
+    ``cls.__mro__`` while they forward ``**kwargs`` and from its ``config_sources`` classes. ``tolerated``: its
+    ``config_tolerated`` keys (accepted, ignored); ``open``: a user's ``**kwargs`` class, unknown keys cannot be judged."""
     fields: dict[str, tuple[Any, Any]] = {}
     open_kwargs = False
     for klass in cls.__mro__:
