@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,8 @@ import st_rl.algorithms as algorithms
 import st_rl.modules as modules
 from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
 from st_rl.algorithms.extensions.symmetry import Symmetry
-from st_rl.config.rules import RUNNER_RULES, rule_for
-from st_rl.config.schema import RUNNER_FIELDS, class_fields, signature_fields, storage_fields, type_name
+from st_rl.config.rules import STORAGE_RULES, rule_for
+from st_rl.config.schema import RUNNER_FIELDS, class_fields, storage_fields, type_name
 from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS, RolloutDataset
 
 __all__ = ["BEGIN", "END", "render", "update_file"]
@@ -22,33 +23,21 @@ END = "<!-- end of schema reference -->"
 
 
 def _default(value: Any) -> str:
-    if isinstance(value, tuple):
-        value = list(value)
-    text = repr(value)
+    text = repr(list(value) if isinstance(value, tuple) else value)
     return f"`{text}`" if len(text) <= 40 else "(see the class)"
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def _table(title: str, fields: dict[str, tuple[Any, Any]], rules: Any = None, note: str = "",
-           meanings: dict[str, str] | None = None) -> list[str]:  # fmt: skip
-    """A markdown table of ``fields``: type, default, rule (``rules(key)``) and, with ``meanings``, meaning."""
-    head, rule_line = "| key | type | default | rule |", "|---|---|---|---|"
-    if meanings is not None:
-        head, rule_line = head + " meaning |", rule_line + "---|"
-    lines = [f"### {title}", "", *([note, ""] if note else []), head, rule_line]
-    for name, (tp, default) in sorted(fields.items()):
-        rule = rules(name) if rules else None
-        cells = [
-            f"`{name}`",
-            type_name(tp, verbose=False) or "any",
-            _default(default),
-            rule.text if rule else "",
-        ]
-        cells += [] if meanings is None else [meanings[name]]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+def _table(
+    title: str, fields: Mapping[str, tuple[Any, ...]], rules: Any = rule_for, note: str = ""
+) -> list[str]:
+    """A markdown table of ``{key: (type, default[, meaning])}``: type, default, rule (``rules(key)``), meaning."""
+    meanings = any(len(spec) == 3 for spec in fields.values())
+    head = "| key | type | default | rule |" + (" meaning |" if meanings else "")
+    lines = [f"### {title}", "", *([note, ""] if note else []), head, "|---" * (5 if meanings else 4) + "|"]
+    for name, (tp, default, *meaning) in sorted(fields.items()):
+        rule, kind = rules(name), type_name(tp, verbose=False) or "any"
+        cells = [f"`{name}`", kind, _default(default), rule.text if rule else "", *meaning]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return [*lines, ""]
 
 
@@ -57,20 +46,19 @@ def render() -> str:
     lines = [BEGIN, ""]
     lines += _table(
         "Runner",
-        {name: (tp, default) for name, (tp, default, _) in RUNNER_FIELDS.items()},
-        RUNNER_RULES.get,
-        "Top-level keys (flat form) or keys of `runner` (nested form).",
-        {name: meaning for name, (_, _, meaning) in RUNNER_FIELDS.items()},
+        RUNNER_FIELDS,
+        note="Top-level keys (flat form) or keys of `runner` (nested form).",
     )
     lines += _table(
         "`storage`",
         storage_fields(),
+        STORAGE_RULES.get,
         note="Keyword arguments of the rollout storage (top level, or `runner.storage`) and the extensions' "
         "`storage_options` (e.g. AMP's `amp_obs_shape`). Any other key is an error.",
     )
     lines += _table(
         "`pretrain_dataset` (TwoStageRunner)",
-        {name: signature_fields(RolloutDataset.__init__)[name] for name in _CONFIG_KEYS},
+        {name: class_fields(RolloutDataset)[0][name] for name in _CONFIG_KEYS},
         note="Arguments of `RolloutDataset` (legged_gym's `scan_dir` is accepted for `data_dir`, `keep_latest_ratio` "
         "is ignored with a warning). `wait_for_data_s`: None waits up to 600 s for a collector that has started "
         "writing `data_dir`; a number waits that long in any case; 0 never waits.",
@@ -79,23 +67,21 @@ def render() -> str:
     lines += _table(
         "Algorithm: `PPO`",
         ppo,
-        rule_for,
-        "Also `<name>_coef` (>= 0) weighs the loss `<name>` of an extension in `extensions`; 0 is accepted for "
+        note="Also `<name>_coef` (>= 0) weighs the loss `<name>` of an extension in `extensions`; 0 is accepted for "
         "a loss the algorithm does not build (st_gym's PPO config carries `mimic_loss_coef=0.0`). `amp_obs_dim` "
         "is accepted by every algorithm and checked against the AMP window where AMP is on.",
     )
     for name in ("APPO", "TPPO", "ATPPO", "EstimatorPPO", "EstimatorTPPO"):
         fields = class_fields(vars(algorithms)[name])[0]
         extra = {k: v for k, v in fields.items() if k not in ppo}
-        lines += _table(f"Algorithm: `{name}` (the `PPO` keys, plus)", extra, rule_for)
-    lines += _table("`algorithm.rnd_cfg`", class_fields(RandomNetworkDistillation)[0], rule_for)
-    lines += _table("`algorithm.symmetry_cfg`", class_fields(Symmetry)[0], rule_for)
+        lines += _table(f"Algorithm: `{name}` (the `PPO` keys, plus)", extra)
+    lines += _table("`algorithm.rnd_cfg`", class_fields(RandomNetworkDistillation)[0])
+    lines += _table("`algorithm.symmetry_cfg`", class_fields(Symmetry)[0])
     base = class_fields(modules.ActorCritic)[0]
     lines += _table(
         "Policy: `ActorCritic` and its presets",
         base,
-        rule_for,
-        "Sizes and segment layouts come from the environment when absent (checked against it when given). "
+        note="Sizes and segment layouts come from the environment when absent (checked against it when given). "
         "`rnn_type`, `rnn_hidden_size`, `rnn_num_layers`, `teacher_ac_path` and `amp_discriminator` are "
         "accepted by every policy, as reference configs pass them to every class.",
     )
@@ -103,23 +89,18 @@ def render() -> str:
     lines += _table(
         "Policy: recurrent presets (`*Recurrent`, the `ActorCritic` keys, plus)",
         {k: v for k, v in recurrent.items() if k not in base},
-        rule_for,
     )
-    lines += _table("Policy: `ActorCriticMutex`", class_fields(modules.ActorCriticMutex)[0], rule_for)
+    lines += _table("Policy: `ActorCriticMutex`", class_fields(modules.ActorCriticMutex)[0])
     lines.append(END)
     return "\n".join(lines)
 
 
 def update_file(path: str | Path) -> bool:
-    """Write the block between the markers of ``path`` (appended when absent); True if it changed."""
+    """Write the block between the markers of ``path``; True if it changed."""
     path = Path(path)
     text = path.read_text()
-    block = render()
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        new = head + block + rest.split(END, 1)[1]
-    else:
-        new = text.rstrip("\n") + "\n\n## Schema reference\n\n" + block + "\n"
+    head, rest = text.split(BEGIN, 1)
+    new = head + render() + rest.split(END, 1)[1]
     if new != text:
         path.write_text(new)
     return new != text

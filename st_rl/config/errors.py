@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MISSING", "ConfigError", "Problem", "TextProblem"]
+__all__ = ["MISSING", "ConfigError", "Problem"]
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One mistake: the key ``path`` (nested form, e.g. ``algorithm.max_grad_norm``), ``value``, ``rule``, ``fix``."""
+    """One mistake: ``path`` (e.g. ``algorithm.max_grad_norm``), ``value`` (MISSING: none to show), ``rule``, ``fix``."""
 
     path: str
     value: object
@@ -17,16 +17,8 @@ class Problem:
     fix: str = ""
 
     def __str__(self) -> str:
-        value = "<missing>" if self.value is MISSING else repr(self.value)
-        text = f"{self.path} = {value}: {self.rule}"
-        return f"{text}. Fix: {self.fix}" if self.fix else text
-
-
-class TextProblem(Problem):
-    """A problem with a file or an override's text as a whole: ``path: rule[: value]``."""
-
-    def __str__(self) -> str:
-        text = f"{self.path}: {self.rule}" + ("" if self.value is MISSING else f": {self.value!r}")
+        value = "" if self.value is MISSING else f" = {self.value!r}"
+        text = f"{self.path}{value}: {self.rule}"
         return f"{text}. Fix: {self.fix}" if self.fix else text
 
 
@@ -40,10 +32,13 @@ MISSING = _Missing()
 
 
 class ConfigError(ValueError):
-    """A training config (or CLI argument) that cannot be used; one message line per item of ``problems``."""
+    """A config (or CLI argument) that cannot be used; one message line per problem, the first of each path."""
 
     def __init__(self, problems: list[Problem] | Problem, source: str = "training config") -> None:
-        self.problems: list[Problem] = [problems] if isinstance(problems, Problem) else list(problems)
+        unique: dict[str, Problem] = {}
+        for p in [problems] if isinstance(problems, Problem) else problems:
+            unique.setdefault(p.path, p)
+        self.problems = list(unique.values())
         self.source = source
         listed = ": " + "\n  ".join(map(str, self.problems)) if self.problems else ""
         super().__init__(f"Invalid {source}{listed}")

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from st_rl.config.errors import MISSING, ConfigError, TextProblem
+from st_rl.config.errors import MISSING, ConfigError, Problem
 
 __all__ = ["CONFIG_FILE_SUFFIXES", "load_config_file"]
 
@@ -50,18 +51,14 @@ class _Loader(yaml.SafeLoader):
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
 
 
-def _error(path: str, rule: str, fix: str, value: object = MISSING, line: int | None = None) -> ConfigError:
-    where = path if line is None else f"{path}:{line}"
-    return ConfigError(TextProblem(where, value, rule, fix), source=f"config file {path}")
-
-
-def _line(text: str, line: int) -> object:
-    """The text of line ``line`` (1-based) of ``text``, shortened, or MISSING."""
+def _error(path: str, rule: str, fix: str, text: str = "", line: int | None = None) -> ConfigError:
+    """The error of file ``path``, at ``line`` (1-based) of ``text`` when given: it quotes that line, shortened."""
     lines = text.splitlines()
-    if not 1 <= line <= len(lines):
-        return MISSING
-    content = lines[line - 1].strip()
-    return content if len(content) <= 60 else content[:57] + "..."
+    value: object = lines[line - 1].strip() if line and 1 <= line <= len(lines) else MISSING
+    if isinstance(value, str) and len(value) > 60:
+        value = value[:57] + "..."
+    where = path if line is None else f"{path}:{line}"
+    return ConfigError(Problem(where, value, rule, fix), source=f"config file {path}")
 
 
 def _parse_yaml(path: str, text: str) -> Any:
@@ -73,8 +70,7 @@ def _parse_yaml(path: str, text: str) -> Any:
         where = "" if mark is None else f" at line {line}, column {mark.column + 1}"
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         fix = f"correct the YAML{where} (indent with spaces, 'key: value' with a space after the colon)"
-        value = MISSING if line is None else _line(text, line)
-        raise _error(path, f"not valid YAML{where}: {problem}", fix, value=value, line=line) from e
+        raise _error(path, f"not valid YAML{where}: {problem}", fix, text, line) from e
 
 
 def _parse_json(path: str, text: str) -> Any:
@@ -91,9 +87,7 @@ def _parse_json(path: str, text: str) -> Any:
     except json.JSONDecodeError as e:
         where = f"line {e.lineno}, column {e.colno}"
         fix = f"correct the JSON at {where} (double-quoted keys and strings, no trailing commas)"
-        raise _error(
-            path, f"not valid JSON at {where}: {e.msg}", fix, value=_line(text, e.lineno), line=e.lineno
-        ) from e
+        raise _error(path, f"not valid JSON at {where}: {e.msg}", fix, text, e.lineno) from e
     except ValueError as e:
         raise _error(path, f"not valid JSON: {e}", "give each key once per object") from e
 
@@ -104,17 +98,13 @@ def load_config_file(path: str) -> dict[str, Any]:
     path = os.fspath(path)
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in CONFIG_FILE_SUFFIXES:
-        raise _error(
-            path,
-            f"unknown config file type {suffix or '(no extension)'!r}",
-            "give a .yaml, .yml or .json file",
-        )
+        rule = f"unknown config file type {suffix or '(no extension)'!r}"
+        raise _error(path, rule, "give a .yaml, .yml or .json file")
     if not os.path.isfile(path):
         rule = "is a directory, not a file" if os.path.isdir(path) else "no such file"
         raise _error(path, rule, f"check the path (relative paths start at {os.getcwd()})")
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise _error(
             path, f"cannot be read: {e}", "check the file's permissions and that it is UTF-8 text"
@@ -123,6 +113,6 @@ def load_config_file(path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         what = "the file is empty" if data is None else f"its top level is a {type(data).__name__}"
         fix = "write 'policy:', 'algorithm:' and runner keys (or a 'runner:' section) at the top level"
-        value = _line(text, 1) if text.strip() else MISSING
-        raise _error(path, f"a training config must be a mapping of keys to values; {what}", fix, value=value)
+        rule = f"a training config must be a mapping of keys to values; {what}"
+        raise _error(path, rule, fix, text, 1 if text.strip() else None)
     return data

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import json
 from typing import Any
 
-from st_rl.config.errors import MISSING, ConfigError, Problem, TextProblem
+from st_rl.config.errors import MISSING, ConfigError, Problem
 
 __all__ = ["SECTIONS", "apply_overrides", "parse_value"]
 
@@ -23,7 +24,7 @@ _SOURCE = "command-line override"
 
 
 def _error(item: str, rule: str, fix: str) -> ConfigError:
-    return ConfigError(TextProblem(item, MISSING, rule, fix), source=_SOURCE)
+    return ConfigError(Problem(item, MISSING, rule, fix), source=_SOURCE)
 
 
 def parse_value(text: str) -> Any:
@@ -32,43 +33,32 @@ def parse_value(text: str) -> Any:
     stripped = text.strip()
     if not stripped:
         return ""
-    try:
-        return json.loads(stripped)
-    except ValueError:
-        pass
-    try:
-        return ast.literal_eval(stripped)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        pass
-    lowered = stripped.lower()
-    if lowered in _WORDS:
-        return _WORDS[lowered]
-    try:
-        return float(lowered)  # inf, -inf, nan, +1.5e3
-    except ValueError:
-        return text
+    for parse in (
+        json.loads,
+        ast.literal_eval,
+        lambda t: _WORDS[t.lower()],
+        float,
+    ):  # float: inf, nan, +1.5e3
+        with contextlib.suppress(ValueError, SyntaxError, TypeError, KeyError, MemoryError, RecursionError):
+            return parse(stripped)
+    return text
 
 
 def _split(item: str) -> tuple[bool, list[str], str | None]:
     """``(delete, path parts, raw value or None)`` of one override item."""
     text = item.strip()
-    delete = text.startswith("~")
-    text = text[1:] if delete else text.removeprefix("+").removeprefix("+")  # `+key` / `++key`: set
-    if delete:
-        if "=" in text:
-            raise _error(item, "a deletion takes no value", f"write '~{text.split('=', 1)[0]}'")
-        key, raw = text, None
-    else:
-        if "=" not in text:
-            example = f"write e.g. '{text or 'algorithm.learning_rate'}=VALUE' (no spaces around '=')"
-            raise _error(item, "an override is KEY=VALUE", f"{example}, or '~KEY' to delete a key")
-        key, raw = text.split("=", 1)
-    key = key.strip()
-    parts = key.split(".")
-    if not key or any(not p.strip() for p in parts):
-        rule = "the key is empty" if not key else "the key has an empty part"
+    delete = text.startswith("~")  # `+key` / `++key`: set
+    key, eq, raw = (text[1:] if delete else text.removeprefix("+").removeprefix("+")).partition("=")
+    if delete and eq:
+        raise _error(item, "a deletion takes no value", f"write '~{key}'")
+    if not delete and not eq:
+        example = f"write e.g. '{key or 'algorithm.learning_rate'}=VALUE' (no spaces around '=')"
+        raise _error(item, "an override is KEY=VALUE", f"{example}, or '~KEY' to delete a key")
+    parts = [p.strip() for p in key.strip().split(".")]
+    if not all(parts):
+        rule = "the key is empty" if parts == [""] else "the key has an empty part"
         raise _error(item, rule, "write a dotted key such as 'algorithm.learning_rate=3e-4'")
-    return delete, [p.strip() for p in parts], raw
+    return delete, parts, raw if eq else None
 
 
 def _map_path(cfg: dict[str, Any], parts: list[str]) -> list[str]:

@@ -84,12 +84,8 @@ def _preset_point_mass() -> TaskPreset:
 def _preset_velocity_tracking() -> TaskPreset:
     algorithm = AlgorithmCfg(entropy_coef=0.0)
     cfg = _train("velocity_tracking", 150, 50, [128, 64], empirical_normalization=True, algorithm=algorithm)
-    return TaskPreset(
-        "velocity_tracking",
-        512,
-        cfg,
-        description="planar body tracking velocity commands (privileged critic)",
-    )
+    description = "planar body tracking velocity commands (privileged critic)"
+    return TaskPreset("velocity_tracking", 512, cfg, description=description)
 
 
 def _preset_sparse_goal() -> TaskPreset:
@@ -99,9 +95,8 @@ def _preset_sparse_goal() -> TaskPreset:
     rnd = {"weight": 0.5, "obs_components": ["position"], "weight_schedule": fade}
     algorithm = AlgorithmCfg(schedule="fixed", rnd_cfg=rnd)
     cfg = _train("sparse_goal", 250, 50, [64, 64], empirical_normalization=True, algorithm=algorithm)
-    return TaskPreset(
-        "sparse_goal", 256, cfg, description="point mass rewarded only at a distant, unseen goal (PPO + RND)"
-    )
+    description = "point mass rewarded only at a distant, unseen goal (PPO + RND)"
+    return TaskPreset("sparse_goal", 256, cfg, description=description)
 
 
 def _preset_quadruped(terrain: str) -> TaskPreset:
@@ -116,16 +111,8 @@ def _preset_quadruped(terrain: str) -> TaskPreset:
             "encoder_kwargs": {"hidden_sizes": [64, 32]},
             "encoder_output_size": 16,
         }
-    env_kwargs = {
-        "reward_scales": {
-            "tracking_lin_vel": 2.0,
-            "dof_acc": -1e-7,
-            "action_rate": -0.005,
-            "orientation": -0.2,
-            "termination": 0.0,
-            "feet_air_time": 0.0,
-        }
-    }
+    scales = {"tracking_lin_vel": 2.0, "dof_acc": -1e-7, "action_rate": -0.005, "orientation": -0.2}
+    env_kwargs = {"reward_scales": {**scales, "termination": 0.0, "feet_air_time": 0.0}}
     description = f"Go1-class quadruped following velocity commands on {terrain} ground (MuJoCo)"
     return TaskPreset(f"quadruped_{terrain}", 512, cfg, env_kwargs=env_kwargs, description=description)
 

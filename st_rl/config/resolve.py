@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch.nn as nn
 
 from st_rl.config.errors import MISSING, ConfigError, Problem
-from st_rl.config.rules import RUNNER_RULES
+from st_rl.config.rules import RULES
 from st_rl.config.schema import (
     RUNNER_FIELDS,
     class_fields,
@@ -79,9 +80,7 @@ def to_plain_dict(cfg: Any) -> dict[str, Any]:
         return copy.deepcopy(dataclasses.asdict(cfg))
     if hasattr(cfg, "__dict__") or isinstance(cfg, type):
         return _class_to_dict(cfg)
-    raise TypeError(
-        f"train_cfg must be a dict, a dataclass or an object with to_dict(); got {type(cfg).__name__}"
-    )
+    raise TypeError(f"train_cfg must be a dict, a dataclass or a to_dict() object; got {type(cfg).__name__}")
 
 
 def _attributes(obj: Any) -> Iterator[tuple[str, Any]]:
@@ -114,8 +113,7 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def env_cfg_to_jsonable(cfg: Any) -> Any:
-    """An environment config (mappings, legged_gym config classes, dataclasses, ``to_dict()`` objects, nested
-    freely) as plain JSON data (``config.json``'s ``env`` entry)."""
+    """An environment config (mappings, config classes, dataclasses, ``to_dict()`` objects) as ``config.json``'s ``env``."""
     return _jsonable(cfg, 0, namespace=True)
 
 
@@ -136,14 +134,11 @@ def _jsonable(obj: Any, depth: int, namespace: bool = False) -> Any:
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
     if not isinstance(obj, type):
-        to_dict = getattr(obj, "to_dict", None)
-        if callable(to_dict):
-            try:
-                data = to_dict()
-            except TypeError:
-                data = None
-            if isinstance(data, dict):
-                return _jsonable(data, depth + 1)
+        data = None
+        with contextlib.suppress(TypeError):  # a to_dict() that needs arguments is not the config's
+            data = obj.to_dict() if callable(getattr(obj, "to_dict", None)) else None
+        if isinstance(data, dict):
+            return _jsonable(data, depth + 1)
         if dataclasses.is_dataclass(obj):
             return {f.name: _jsonable(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)}
         if hasattr(obj, "tolist"):
@@ -180,11 +175,17 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
             rule = "must be a mapping of rollout-storage arguments"
             problems.append(Problem(where, value, rule, "e.g. {}"))
     problems += validate_runner(runner, prefix.rstrip("."))
-    policy_cls = _pick_class(policy, runner, "policy", prefix, "ActorCritic", problems)
-    algorithm_cls = _pick_class(algorithm, runner, "algorithm", prefix, "PPO", problems)
+    policy_name, policy_cls = _section_class(policy, runner, "policy", prefix, problems)
+    algorithm_name, algorithm_cls = _section_class(algorithm, runner, "algorithm", prefix, problems)
     if "empirical_normalization" not in algorithm and runner.get("empirical_normalization") is not None:
         algorithm["empirical_normalization"] = runner["empirical_normalization"]
-    problems += _class_problems(runner, prefix, policy_cls, policy, algorithm_cls, algorithm, storage_sources)
+    if policy_cls is not None:
+        problems += validate_policy(policy_cls, policy)
+    if algorithm_cls is not None:
+        problems += validate_algorithm(algorithm_cls, algorithm)
+        for where, value in storage_sources:
+            if isinstance(value, dict):
+                problems += validate_storage(algorithm_cls, algorithm, value, where)
     no_length = algorithm.get("lr_anneal_iterations") is None and runner.get("max_iterations") is None
     if algorithm.get("schedule") == "linear" and no_length:
         rule = "schedule='linear' needs the number of iterations over which the learning rate decays"
@@ -192,7 +193,7 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
         problems.append(Problem("algorithm.lr_anneal_iterations", MISSING, rule, fix))
     if problems:
         raise ConfigError(problems)
-    return TrainConfig(runner, policy_cls, policy, algorithm_cls, algorithm, storage, fmt)
+    return TrainConfig(runner, policy_name, policy, algorithm_name, algorithm, storage, fmt)
 
 
 def _runner_section(cfg: dict[str, Any], problems: list[Problem]) -> tuple[dict[str, Any], str, str]:
@@ -211,45 +212,25 @@ def _runner_section(cfg: dict[str, Any], problems: list[Problem]) -> tuple[dict[
     return runner, "nested", "runner."
 
 
-def _class_problems(runner: dict[str, Any], prefix: str, policy_cls: Any, policy: dict[str, Any],
-                    algorithm_cls: Any, algorithm: dict[str, Any],
-                    storage_sources: list[tuple[str, Any]]) -> list[Problem]:  # fmt: skip
-    problems: list[Problem] = []
-    for section, name, cfg, base in (
-        ("policy", policy_cls, policy, nn.Module),
-        ("algorithm", algorithm_cls, algorithm, None),
-    ):
-        try:
-            cls = resolve_class(name, None, section, base)
-        except ValueError as e:
-            from_runner = name is not None and name is runner.get(f"{section}_class_name")
-            where = f"{prefix}{section}_class_name" if from_runner else f"{section}.class_name"
-            problems.append(Problem(where, class_label(name), str(e)))
-            continue
-        if section == "policy":
-            problems += validate_policy(cls, cfg, section)
-            continue
-        problems += validate_algorithm(cls, cfg, section)
-        for where, value in storage_sources:
-            if isinstance(value, dict):
-                problems += validate_storage(cls, algorithm, value, where)
-    return problems
-
-
-def _pick_class(section: dict[str, Any], runner: dict[str, Any], name: str, prefix: str, default: str,
-                problems: list[Problem]) -> Any:  # fmt: skip
-    """``section['class_name']`` or ``runner['<name>_class_name']`` (they must agree), else ``default``."""
-    own = section.pop("class_name", None)
-    other = runner.get(f"{name}_class_name")
-    rule = RUNNER_RULES["class_name"]
-    if rule.violated(own):
-        problems.append(Problem(f"{name}.class_name", own, rule.text, rule.fix))
+def _section_class(section: dict[str, Any], runner: dict[str, Any], name: str, prefix: str,
+                   problems: list[Problem]) -> tuple[Any, type | None]:  # fmt: skip
+    """``(name, class or None)``: ``section['class_name']`` or ``runner['<name>_class_name']``, else the default."""
+    own, other = section.pop("class_name", None), runner.get(f"{name}_class_name")
+    empty = RULES["class_name"]
+    if empty.violated(own):
+        problems.append(Problem(f"{name}.class_name", own, empty.text, empty.fix))
         own = None
-    if rule.violated(other):
+    if empty.violated(other):
         other = None  # reported by validate_runner
     if own is not None and other is not None and class_label(own) != class_label(other):
         rule = f"conflicts with {prefix}{name}_class_name = {class_label(other)!r}"
         problems.append(
             Problem(f"{name}.class_name", class_label(own), rule, "give the class in one place only")
         )
-    return own or other or default
+    chosen = own or other or ("ActorCritic" if name == "policy" else "PPO")
+    try:
+        return chosen, resolve_class(chosen, None, name, nn.Module if name == "policy" else None)
+    except ValueError as e:
+        where = f"{prefix}{name}_class_name" if chosen is other else f"{name}.class_name"
+        problems.append(Problem(where, class_label(chosen), str(e)))
+        return chosen, None

@@ -34,7 +34,7 @@ class Rule:
             return not self.allow_none
         try:
             return not self.check(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return True
 
 
@@ -42,17 +42,17 @@ def _num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _finite(x: Any) -> bool:
-    return not isinstance(x, float) or math.isfinite(x)
+def _in(lo: float, hi: float = math.inf, above: bool = False) -> Callable[[Any], bool]:
+    """Numbers in [lo, hi] (in (lo, hi] when ``above``); other values pass (the schema checks types)."""
+    return lambda x: not _num(x) or (lo < x if above else lo <= x) and x <= hi
 
 
-def _in(lo: float, hi: float = math.inf) -> Callable[[Any], bool]:
-    """Numbers in [lo, hi]; other values pass (the schema checks types)."""
-    return lambda x: not _num(x) or lo <= x <= hi
-
-
-def _gt(lo: float) -> Callable[[Any], bool]:
-    return lambda x: not _num(x) or x > lo
+def _range(lo: float, hi: float = math.inf, fix: str = "", above: bool = False, none: bool = False) -> Rule:
+    """A number in [lo, hi] (> lo when ``above``); None only when ``none``."""
+    text = (
+        f"must be > {lo}" if above else f"must be >= {lo}" if hi == math.inf else f"must lie in [{lo}, {hi}]"
+    )
+    return Rule(text, _in(lo, hi, above), fix, none)
 
 
 def _all_in(lo: float, hi: float = math.inf) -> Callable[[Any], bool]:
@@ -66,28 +66,15 @@ def _choice(*choices: str, fix: str = "pick one of them") -> Rule:
     return Rule(text, lambda x: not isinstance(x, str) or x in choices, fix, allow_none=False)
 
 
+def _names(module: Any, base: type, *abstract: str) -> Callable[[Any], bool]:
+    """A name of a ``base`` subclass in ``module`` (not one of the ``abstract`` ones)."""
+    return lambda x: (
+        isinstance(c := vars(module).get(str(x)), type) and issubclass(c, base) and x not in abstract
+    )
+
+
 def _activation(x: Any) -> bool:
-    if not isinstance(x, str):
-        return True
-    return x.lower() in _ACTIVATIONS or _names_subclass(nn, x, nn.Module)
-
-
-def _names_subclass(module: Any, name: Any, base: type) -> bool:
-    obj = vars(module).get(str(name))
-    return isinstance(obj, type) and issubclass(obj, base)
-
-
-def _optimizer(x: Any) -> bool:
-    return _names_subclass(optim, x, optim.Optimizer) and x != "Optimizer"  # not the abstract base
-
-
-def _lr_scheduler(x: Any) -> bool:
-    bases = ("LRScheduler", "_LRScheduler")
-    return _names_subclass(schedulers, x, schedulers.LRScheduler) and x not in bases
-
-
-def _functional_loss(x: Any) -> bool:
-    return callable(F.__dict__.get(str(x)))
+    return not isinstance(x, str) or x.lower() in _ACTIVATIONS or _names(nn, nn.Module)(x)
 
 
 def _logger(x: Any) -> bool:
@@ -97,13 +84,14 @@ def _logger(x: Any) -> bool:
     return callable(x) or (isinstance(x, Mapping) and "class_name" in x)
 
 
-_SCHEDULE = "a schedule 'linear', 'exp' or 'tanh'"
-
-
-def _schedule_or(hi: float) -> Callable[[Any], bool]:
+def _schedule_or(hi: float) -> Rule:
     """A schedule name, or a finite number in [0, hi]."""
-    in_range = _in(0.0, hi)
-    return lambda x: x in ("linear", "exp", "tanh") if isinstance(x, str) else in_range(x) and _finite(x)
+    what = "a probability in [0, 1]" if hi == 1 else ">= 0"
+    return Rule(
+        f"must be {what} or a schedule 'linear', 'exp' or 'tanh'",
+        lambda x: x in ("linear", "exp", "tanh") if isinstance(x, str) else _num(x) and 0 <= x <= hi,
+        allow_none=False,
+    )
 
 
 def _weight_schedule(x: Any) -> bool:
@@ -113,15 +101,9 @@ def _weight_schedule(x: Any) -> bool:
     return x.get("mode") in ("step", "linear") and all(_num(x.get(k)) for k in numbers)
 
 
-def _seed(x: Any) -> bool:
-    return not isinstance(x, int) or isinstance(x, bool) or -(2**63) <= x < 2**64
-
-
-UNIT = Rule("must lie in [0, 1]", _in(0.0, 1.0), "use a value between 0 and 1")
-PROB = Rule("is a probability and must lie in [0, 1]", _in(0.0, 1.0), "use a value between 0 and 1")
-POSITIVE = Rule("must be > 0", _gt(0.0), "use a positive value", allow_none=False)
-NONNEG = Rule("must be >= 0", _in(0.0), "use 0 to switch the term off, or a positive weight", False)
-SIZE = Rule("must be an integer >= 1", _in(1), "use a positive integer", allow_none=False)
+UNIT = _range(0, 1, "use a value between 0 and 1", none=True)
+POSITIVE = _range(0, fix="use a positive value", above=True)
+NONNEG = _range(0, fix="use 0 to switch the term off, or a positive weight")
 SIZE_OR_NONE = Rule("must be an integer >= 1 or None", _in(1), "use a positive integer, or None")
 # Key -> (upper bound, typical values): a larger value can only be a mistake (a typo, an extra zero).
 LIMITS: dict[str, tuple[int, str]] = {
@@ -148,31 +130,46 @@ def _bounded_size(key: str, none: bool = False) -> Rule:
     return Rule(f"must be an integer in [1, {hi}]{or_none[0]}", _in(1, hi), fix, allow_none=none)
 
 
+_WIDEST = LIMITS["hidden_dims"][0]
 SIZES = Rule(
-    f"every entry must be an integer in [1, {LIMITS['hidden_dims'][0]}]",
-    _all_in(1, LIMITS["hidden_dims"][0]),
-    f"list layer widths such as [256, 128]; wider than {LIMITS['hidden_dims'][0]} can only be a mistake",
+    f"every entry must be an integer in [1, {_WIDEST}]",
+    _all_in(1, _WIDEST),
+    f"list layer widths such as [256, 128]; wider than {_WIDEST} can only be a mistake",
 )
-
 CLASS_NAME = Rule(
     "is an empty class name",
     lambda x: not isinstance(x, str) or bool(x.strip()),
-    "name a class (a short name such as 'ActorCritic', 'PPO', 'OnPolicyRunner', or 'package.module:Class'), "
-    "or remove the key for the default",
+    "name a class ('ActorCritic', 'PPO', 'OnPolicyRunner', or 'package.module:Class'), or remove the key for the default",
 )
 
 RULES: dict[str, Rule] = {
+    **{key: _bounded_size(key) for key in LIMITS},  # replaced below for keys that take more
+    **dict.fromkeys(("max_iterations", "lr_anneal_iterations", "input_dim", "amp_obs_dim"), SIZE_OR_NONE),
+    **dict.fromkeys(("num_actor_obs", "num_critic_obs", "num_actions"), SIZE_OR_NONE),  # the env's when None
+    # runner
+    "seed": Rule(
+        "must be an integer in [-2**63, 2**64 - 1] (torch.manual_seed's range) or None",
+        _in(-(2**63), 2**64 - 1),
+        "e.g. 42",
+    ),
+    "distributed_timeout_s": POSITIVE,
+    "logger": Rule(
+        "must be 'tensorboard', 'wandb', 'neptune', 'none' or a custom writer ('package.module:Class')",
+        _logger,
+        "see docs/logging.md",
+    ),
+    "check_finite": _choice("rollout", "step", "off"),
+    **dict.fromkeys(
+        ("runner_class_name", "class_name", "policy_class_name", "algorithm_class_name"), CLASS_NAME
+    ),
     # PPO
-    "gamma": Rule("is the discount factor and must lie in [0, 1]", _in(0.0, 1.0), "typical: 0.99", False),
-    "lam": Rule("is the GAE lambda and must lie in [0, 1]", _in(0.0, 1.0), "typical: 0.95", False),
-    "clip_param": Rule("is the PPO ratio clip and must be > 0", _gt(0.0), "typical: 0.2", False),
-    "learning_rate": Rule("must be > 0", _gt(0.0), "typical: 1e-3 (PPO), 3e-4", False),
-    "max_grad_norm": Rule("must be > 0, or None for no clipping", _gt(0.0), "typical: 1.0"),
-    "desired_kl": Rule("is the adaptive schedule's KL target and must be > 0", _gt(0.0), "typical: 0.01"),
-    "num_learning_epochs": _bounded_size("num_learning_epochs"),
-    "num_mini_batches": _bounded_size("num_mini_batches"),
+    "gamma": _range(0, 1, "typical: 0.99 (the discount factor)"),
+    "lam": _range(0, 1, "typical: 0.95 (the GAE lambda)"),
+    "clip_param": _range(0, fix="typical: 0.2 (the PPO ratio clip)", above=True),
+    "learning_rate": _range(0, fix="typical: 1e-3 (PPO), 3e-4", above=True),
+    "max_grad_norm": Rule("must be > 0, or None for no clipping", _in(0, above=True), "typical: 1.0"),
+    "desired_kl": _range(0, fix="typical: 0.01 (the adaptive schedule's KL target)", above=True, none=True),
     "schedule": _choice("fixed", "adaptive", "linear"),
-    "lr_anneal_iterations": SIZE_OR_NONE,
     "compile": Rule(
         "must be true, false or a torch.compile mode without CUDA graphs",
         lambda x: isinstance(x, bool) or x in COMPILE_MODES,
@@ -183,21 +180,26 @@ RULES: dict[str, Rule] = {
     "precision": _choice(
         "fp32", "bf16", "auto", fix="'auto': bf16 where it is faster for the policy at hand, else fp32"
     ),
-    "buffer_dilation_ratio": Rule(
-        "must lie in [1, 1000]", _in(1.0, 1000), "1 keeps one rollout; each unit one more", False
+    "buffer_dilation_ratio": _range(
+        1, LIMITS["buffer_dilation_ratio"][0], "1 keeps one rollout; each unit one more"
     ),
-    "clip_min_std": Rule("must be >= 0", _all_in(0.0), "typical: 1e-15 or a per-action list", False),
-    "hidden_state_resample_prob": PROB,
+    "clip_min_std": Rule("must be >= 0", _all_in(0), "typical: 1e-15 or a per-action list", False),
     "optimizer_class_name": Rule(
-        "must name a torch.optim optimizer", _optimizer, "e.g. 'Adam', 'SGD'", False
+        "must name a torch.optim optimizer",
+        _names(optim, optim.Optimizer, "Optimizer"),
+        "e.g. 'Adam', 'SGD'",
+        False,
     ),
     # distillation (TPPO, ATPPO, EstimatorTPPO)
-    "teacher_act_prob": Rule(f"must be a probability in [0, 1] or {_SCHEDULE}", _schedule_or(1.0), "", False),
-    "distillation_loss_coef": Rule(f"must be >= 0 or {_SCHEDULE}", _schedule_or(math.inf), "", False),
+    "teacher_act_prob": _schedule_or(1),
+    "distillation_loss_coef": _schedule_or(math.inf),
     "distill_target": _choice("real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob", fix=""),
     "distill_latent_target": _choice("real", "l1", "tanh", "scaled_tanh", fix=""),
     "estimator_loss_func": Rule(
-        "must name a torch.nn.functional loss", _functional_loss, "e.g. 'mse_loss'", False
+        "must name a torch.nn.functional loss",
+        lambda x: callable(F.__dict__.get(str(x))),
+        "e.g. 'mse_loss'",
+        False,
     ),
     "weight_schedule": Rule(
         "needs mode 'step' or 'linear' with numbers final_step and final_value",
@@ -206,7 +208,9 @@ RULES: dict[str, Rule] = {
         "'final_step': b, 'final_value': v}",
     ),
     "lr_scheduler_class_name": Rule(
-        "must name a torch.optim.lr_scheduler class", _lr_scheduler, "e.g. 'StepLR'"
+        "must name a torch.optim.lr_scheduler class",
+        _names(schedulers, schedulers.LRScheduler, "LRScheduler", "_LRScheduler"),
+        "e.g. 'StepLR'",
     ),
     "teacher_ac_path": Rule(
         "must be the path of the teacher's checkpoint (a string)",
@@ -220,26 +224,19 @@ RULES: dict[str, Rule] = {
     ),
     # the AMP discriminator (policy.amp_discriminator)
     "hidden_dims": SIZES,
-    "input_dim": SIZE_OR_NONE,
     "task_reward_lerp": UNIT,
     "discriminator_grad_pen": NONNEG,
-    "style_reward_coef": NONNEG,
     "update_times_scale": POSITIVE,
     "amp_replay_buffer_size": Rule(
         "must be an integer >= 0 or None", _in(0), "0: no replay; None: the preset's"
     ),
     "amp_preset": _choice(
-        "reference",
-        "st_rl",
-        fix="'reference' (the reference APPO, default) or 'st_rl' (replay, separate clipping)",
+        "reference", "st_rl", fix="'reference' (the reference APPO) or 'st_rl' (replay, separate clipping)"
     ),
-    "bc_loss_coef": NONNEG,
-    "amp_obs_dim": SIZE_OR_NONE,
     # RND
-    "weight": Rule("must be >= 0", _in(0.0), "the intrinsic reward weight, e.g. 0.5", False),
-    "num_outputs": _bounded_size("num_outputs"),
+    "weight": _range(0, fix="the intrinsic reward weight, e.g. 0.5"),
     # policies
-    "init_noise_std": Rule("must be > 0", _gt(0.0), "typical: 1.0", False),
+    "init_noise_std": _range(0, fix="typical: 1.0", above=True),
     "activation": Rule(
         "must name an activation", _activation, "e.g. 'elu', 'tanh', or a torch.nn class", False
     ),
@@ -249,36 +246,11 @@ RULES: dict[str, Rule] = {
         lambda x: not isinstance(x, str) or x.lower() in ("lstm", "gru"),
         "pick one of them",
     ),
-    "rnn_hidden_size": _bounded_size("rnn_hidden_size"),
-    "rnn_num_layers": _bounded_size("rnn_num_layers"),
-    "num_actor_obs": SIZE_OR_NONE,
-    "num_critic_obs": SIZE_OR_NONE,
-    "num_actions": SIZE_OR_NONE,
     "encoder_output_size": _bounded_size("encoder_output_size", none=True),
-    "visual_latent_size": _bounded_size("visual_latent_size"),
-    "env_action_scale": Rule("must be > 0", _gt(0.0), "the env's action scale, e.g. 0.5"),
+    "env_action_scale": _range(0, fix="the env's action scale, e.g. 0.5", above=True, none=True),
 }
 
-RUNNER_RULES: dict[str, Rule] = {
-    "seed": Rule(
-        "must be an integer in [-2**63, 2**64 - 1] (torch.manual_seed's range) or None", _seed, "e.g. 42"
-    ),
-    "num_steps_per_env": _bounded_size("num_steps_per_env"),
-    "max_iterations": SIZE_OR_NONE,
-    "save_interval": _bounded_size("save_interval"),
-    "log_interval": _bounded_size("log_interval"),
-    "distributed_timeout_s": POSITIVE,
-    "logger": Rule(
-        "must be 'tensorboard', 'wandb', 'neptune', 'none' or a custom writer ('package.module:Class')",
-        _logger,
-        "see docs/logging.md",
-    ),
-    "check_finite": _choice("rollout", "step", "off"),
-    "runner_class_name": CLASS_NAME,
-    "class_name": CLASS_NAME,
-    "policy_class_name": CLASS_NAME,
-    "algorithm_class_name": CLASS_NAME,
-}
+RUNNER_RULES = RULES  # the runner's keys are in the same table
 
 
 def _shape(x: Any) -> bool:
@@ -289,7 +261,17 @@ def _shape(x: Any) -> bool:
 SEGMENT_SHAPE = Rule(
     "a component's shape must be a list of integers >= 1", _shape, "e.g. [3], or [1, 7, 5] for a map", False
 )
-STORAGE_RULES = {"amp_obs_shape": Rule("every entry must be an integer >= 1", _all_in(1))}
+_SET_BY_ALGORITHM = Rule(
+    "is set by the algorithm, not by the storage section",
+    lambda x: False,
+    "remove it; algorithm.buffer_dilation_ratio sets it (the storage is a ring when it is > 1)",
+    False,
+)
+STORAGE_RULES = {
+    "amp_obs_shape": Rule("every entry must be an integer >= 1", _all_in(1)),
+    "buffer_dilation_ratio": _SET_BY_ALGORITHM,
+    "ring": _SET_BY_ALGORITHM,
+}
 
 
 def rule_for(key: str) -> Rule | None:
@@ -299,7 +281,7 @@ def rule_for(key: str) -> Rule | None:
     if key.endswith("_coef"):
         return NONNEG
     if key.endswith("_prob"):
-        return PROB
+        return UNIT
     if key.endswith("_hidden_dims") or key.endswith("_sizes"):
         return SIZES
     return None

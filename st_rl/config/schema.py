@@ -3,6 +3,7 @@ come from :mod:`st_rl.config.rules`, the runner's keys are declared here (:data:
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import inspect
@@ -20,7 +21,7 @@ from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.algorithms.ppo import PPO
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS, RUNNER_DEFAULTS
 from st_rl.config.errors import MISSING, ConfigError, Problem
-from st_rl.config.rules import RUNNER_RULES, SEGMENT_SHAPE, STORAGE_RULES, Rule, _gt, _num, rule_for
+from st_rl.config.rules import RULES, SEGMENT_SHAPE, STORAGE_RULES, Rule, _num, rule_for
 from st_rl.modules.amp_discriminator import AMPDiscriminator
 from st_rl.registry import resolve_class
 from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS as _DATASET_KEYS
@@ -49,11 +50,7 @@ RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
     "device": (str | None, None, "informational; the runner's device argument decides"),
     "num_steps_per_env": (int, _R.num_steps_per_env, "rollout length T per iteration"),
     "max_iterations": (int | None, None, "number of learning iterations the CLI and training scripts run"),
-    "empirical_normalization": (
-        bool | None,
-        None,
-        "running-statistics obs normalisation (algorithm key wins)",
-    ),
+    "empirical_normalization": (bool | None, None, "running-statistics obs normalisation (algorithm wins)"),
     "save_interval": (int, _R.save_interval, "save model_<it>.pt every this many iterations"),
     "log_interval": (int, _R.log_interval, "log every this many iterations"),
     "experiment_name": (str, "", "log directory name under the log root"),
@@ -114,39 +111,21 @@ def signature_fields(init: Callable[..., Any], kinds: tuple[Any, ...] = ()) -> d
     }
 
 
-def _accepts_none(tp: Any) -> bool:
-    if tp is Any:
-        return True
-    try:
-        TypeAdapter(tp, config=_STRICT).validate_python(None)
-        return True
-    except Exception:
-        return False
-
-
 def _declared(cls: type, name: str) -> Any:
     """The class attribute ``name`` as the nearest class of ``cls.__mro__`` declares it, else None."""
     return next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), None)
 
 
-def _ends_walk(klass: type) -> bool:
-    """``object``, torch's base classes and the extension base take no config keys."""
-    module = klass.__module__
-    return klass is object or module.startswith("torch.") or module == "st_rl.algorithms.extensions.base"
-
-
 @functools.cache
 def class_fields(cls: type) -> tuple[dict[str, tuple[Any, Any]], frozenset[str], bool]:
-    """The config keys ``cls`` takes: ``({name: (type, default)}, tolerated names, open)``.
-
-    Walks ``cls.__mro__`` while constructors forward ``**kwargs``, adding the keys of ``config_sources`` classes.
-    ``tolerated``: ``config_tolerated`` keys, accepted and ignored; ``open``: the last constructor takes
-    undeclared ``**kwargs`` (a user's class), so unknown keys cannot be judged.
-    """
+    """The config keys ``cls`` takes: ``({name: (type, default)}, tolerated, open)``, from the constructors of
+    ``cls.__mro__`` while they forward ``**kwargs`` and from its ``config_sources`` classes. ``tolerated``: its
+    ``config_tolerated`` keys (accepted, ignored); ``open``: a user's ``**kwargs`` class, unknown keys cannot be judged."""
     fields: dict[str, tuple[Any, Any]] = {}
     open_kwargs = False
     for klass in cls.__mro__:
-        if _ends_walk(klass):
+        module = klass.__module__  # object, torch's base classes and the extension base take no config keys
+        if klass is object or module.startswith("torch.") or module == "st_rl.algorithms.extensions.base":
             break
         init = klass.__dict__.get("__init__")
         if init is None:
@@ -156,8 +135,8 @@ def class_fields(cls: type) -> tuple[dict[str, tuple[Any, Any]], frozenset[str],
         except (TypeError, ValueError):
             continue
         for name, (tp, default) in signature_fields(init).items():
-            if name not in fields and name not in _INJECTED:
-                fields[name] = (tp | None if default is None and not _accepts_none(tp) else tp, default)
+            if name not in _INJECTED:
+                fields.setdefault(name, (tp if default is not None or tp is Any else tp | None, default))
         open_kwargs = any(p.kind == p.VAR_KEYWORD for p in params)
         if not open_kwargs:
             break
@@ -174,10 +153,11 @@ def class_fields(cls: type) -> tuple[dict[str, tuple[Any, Any]], frozenset[str],
 def schema_for(cls: type) -> type[BaseModel]:
     """The strict pydantic model of ``cls``'s config keys (unknown keys forbidden unless ``cls`` is open)."""
     fields, tolerated, open_kwargs = class_fields(cls)
-    spec: dict[str, Any] = {name: (tp, default) for name, (tp, default) in fields.items()}
-    for name in tolerated - set(spec):
-        spec[name] = (Any, None)
+    spec = {**{name: (Any, None) for name in tolerated}, **fields}
     return _model(f"{cls.__name__}Config", spec, "allow" if open_kwargs else "forbid")
+
+
+_OPEN = _model("OpenSection", {}, "allow")  # any keys: checked by rules only
 
 
 @functools.cache
@@ -186,40 +166,37 @@ def _runner_schema() -> type[BaseModel]:
 
 
 # ------------------------------------------------------------------------------------------ validation
-def _type_problems(model: type[BaseModel], values: Mapping[str, Any], prefix: str,
-                   skip: Callable[[str], bool] = lambda key: False,
-                   unknown_fix: str = "remove it (see docs/configuration.md)") -> list[Problem]:  # fmt: skip
-    """Pydantic's errors as problems, the first per key; unknown keys (unless ``skip``) get ``unknown_fix``."""
+def _problems(model: type[BaseModel], values: Mapping[str, Any], prefix: str,
+              rules: Callable[[str], Rule | None] = rule_for, skip: Callable[[str], bool] = lambda key: False,
+              unknown_fix: str = "remove it (see docs/configuration.md)") -> list[Problem]:  # fmt: skip
+    """The first problem per key: pydantic's (unknown keys, unless ``skip``, get ``unknown_fix``), then ``rules``."""
     try:
         model.model_validate(dict(values))
-        return []
+        errors = []
     except ValidationError as e:
         errors = e.errors()
-    problems = []
+    problems: dict[str, Problem] = {}
     for err in errors:
-        key = str(err["loc"][0]) if err["loc"] else ""
-        path = (prefix + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"])).lstrip(".")
-        if err["type"] == "extra_forbidden":
-            if not skip(key):
-                problems.append(_unknown_key(path, key, err["input"], list(model.model_fields), unknown_fix))
+        key = str(err["loc"][0])
+        path = f"{prefix}.{key}".lstrip(".")
+        if path in problems or (err["type"] == "extra_forbidden" and skip(key)):
             continue
-        value = values.get(key, MISSING) if len(err["loc"]) == 1 else err.get("input", MISSING)
+        if err["type"] == "extra_forbidden":
+            problems[path] = _unknown_key(path, key, err["input"], list(model.model_fields), unknown_fix)
+            continue
         expected = type_name(model.model_fields[key].annotation) if key in model.model_fields else ""
-        fix = f"give {expected}" if expected else ""
-        problems.append(Problem(path, value, err["msg"].replace("Input should be", "should be"), fix))
-    return _first_per_key(problems)
+        rule = err["msg"].replace("Input should be", "should be")
+        problems[path] = Problem(path, values.get(key, MISSING), rule, f"give {expected}" if expected else "")
+    for key, value in values.items():
+        rule, path = rules(key), f"{prefix}.{key}".lstrip(".")
+        if rule is not None and path not in problems and rule.violated(value):
+            problems[path] = Problem(path, value, rule.text, rule.fix)
+    return list(problems.values())
 
 
 def _unknown_key(path: str, key: Any, value: Any, known: list[str], fallback: str) -> Problem:
     close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
     return Problem(path, value, "unknown key", f"did you mean '{close[0]}'?" if close else fallback)
-
-
-def _first_per_key(problems: list[Problem]) -> list[Problem]:
-    seen: dict[str, Problem] = {}
-    for p in problems:
-        seen.setdefault(".".join(p.path.split("[")[0].split(".")[:2]), p)
-    return list(seen.values())
 
 
 def type_name(tp: Any, verbose: bool = True) -> str:
@@ -228,9 +205,8 @@ def type_name(tp: Any, verbose: bool = True) -> str:
         return ""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        return " or ".join(type_name(a, verbose) or "anything" for a in args if a is not type(None)) + (
-            " or None" if type(None) in args else ""
-        )
+        names = [type_name(a, verbose) or "anything" for a in args if a is not type(None)]
+        return " or ".join(names + ["None"] * (type(None) in args))
     if origin in (list, tuple, set, Sequence, Iterable):
         inner = type_name(args[0], verbose) if args else ""
         return f"a list of {inner}" if inner else "a list"
@@ -243,98 +219,51 @@ def type_name(tp: Any, verbose: bool = True) -> str:
     return origin.__name__ if isinstance(origin, type) else str(tp)
 
 
-def _rule_problems(
-    values: Mapping[str, Any], prefix: str, rules: Callable[[str], Rule | None]
-) -> list[Problem]:
-    problems = []
-    for key, value in values.items():
-        rule = rules(key)
-        if rule is not None and rule.violated(value):
-            problems.append(Problem(f"{prefix}.{key}".lstrip("."), value, rule.text, rule.fix))
-    return problems
-
-
-def _merge(*groups: list[Problem]) -> list[Problem]:
-    out: dict[str, Problem] = {}
-    for group in groups:
-        for p in group:
-            out.setdefault(p.path, p)
-    return list(out.values())
-
-
 def validate_runner(runner: Mapping[str, Any], prefix: str = "runner") -> list[Problem]:
     """Problems of the runner keys and of ``pretrain_dataset`` (TwoStageRunner)."""
-    problems = _merge(
-        _type_problems(_runner_schema(), runner, prefix), _rule_problems(runner, prefix, RUNNER_RULES.get)
-    )
+    problems = _problems(_runner_schema(), runner, prefix)
     dataset = runner.get("pretrain_dataset")
     if isinstance(dataset, Mapping):
-        problems += _pretrain_dataset_problems(dataset, f"{prefix}.pretrain_dataset".lstrip("."))
-    return _merge(problems)
-
-
-def _pretrain_dataset_problems(dataset: Mapping[str, Any], prefix: str) -> list[Problem]:
-    known = [*_DATASET_KEYS, "scan_dir", "keep_latest_ratio"]  # legged_gym's legacy keys
-    given = {k: v for k, v in dataset.items() if k in _DATASET_KEYS}
-    problems = []
-    for p in _type_problems(_pretrain_dataset_schema(), given, prefix):
-        key = p.path[len(prefix) + 1 :].split(".")[0].split("[")[0]  # not the union member pydantic names
-        problems.append(Problem(f"{prefix}.{key}", given.get(key, p.value), p.rule, p.fix))
-    for key in dataset:
-        if key not in known:
-            hint = " (num_envs and device come from the runner)" if key in ("num_envs", "device") else ""
-            fix = f"remove it{hint}; the keys are {', '.join(known)}"
-            problems.append(_unknown_key(f"{prefix}.{key}", key, dataset[key], known, fix))
+        model = _pretrain_dataset_schema()
+        fix = f"remove it (num_envs and device come from the runner); the keys are {', '.join(model.model_fields)}"
+        problems += _problems(model, dataset, f"{prefix}.pretrain_dataset".lstrip("."), unknown_fix=fix)
     return problems
 
 
 @functools.cache
 def _pretrain_dataset_schema() -> type[BaseModel]:
+    """RolloutDataset's config keys, and legged_gym's legacy ``scan_dir`` and ``keep_latest_ratio``."""
     fields = class_fields(RolloutDataset)[0]
-    spec = {k: fields[k] for k in _DATASET_KEYS if k in fields}
-    return _model("PretrainDatasetConfig", spec, "ignore")
+    legacy = {k: (Any, None) for k in ("scan_dir", "keep_latest_ratio")}
+    return _model("PretrainDatasetConfig", {**{k: fields[k] for k in _DATASET_KEYS}, **legacy})
 
 
-# Rollout-storage arguments the algorithm passes itself: -> the algorithm key that sets them.
-_STORAGE_SET_BY_ALGORITHM = {
-    "buffer_dilation_ratio": "set algorithm.buffer_dilation_ratio instead",
-    "ring": "the storage is a ring when algorithm.buffer_dilation_ratio > 1; remove it",
-}
+_SET_BY_ALGORITHM = ("buffer_dilation_ratio", "ring")  # rollout-storage arguments; STORAGE_RULES reject them
 
 
 @functools.cache
 def _rollout_storage_fields() -> dict[str, tuple[Any, Any]]:
-    """The keyword-only arguments of ``RolloutStorage`` and its subclasses (the reference passes them to all)."""
-    fields: dict[str, tuple[Any, Any]] = {}
-    pending: list[type] = [RolloutStorage]
-    while pending:
-        klass = pending.pop(0)
-        pending += klass.__subclasses__()
-        init = klass.__dict__.get("__init__")
-        if init is not None:
-            for name, spec in signature_fields(init, (inspect.Parameter.KEYWORD_ONLY,)).items():
-                fields.setdefault(name, spec)
-    return fields
+    """The keyword-only arguments of ``RolloutStorage`` the storage section may set."""
+    fields = signature_fields(RolloutStorage.__init__, (inspect.Parameter.KEYWORD_ONLY,))
+    return {k: v for k, v in fields.items() if k not in _SET_BY_ALGORITHM}
 
 
 def _extension_classes(algorithm_cfg: Mapping[str, Any]) -> list[type]:
     """Every extension class st_rl exports, and those the config's ``extensions`` list names."""
     classes = [c for c in vars(extensions).values() if isinstance(c, type) and issubclass(c, Extension)]
     for item in algorithm_cfg.get("extensions") or ():
-        if isinstance(item, Mapping):
-            try:
-                classes.append(resolve_class(item.get("class_name"), extensions, "extension"))
-            except (ValueError, ImportError):
-                continue  # reported by validate_algorithm
-        elif isinstance(item, Extension):
+        if isinstance(item, Extension):
             classes.append(type(item))
+        elif isinstance(item, Mapping):
+            with contextlib.suppress(ValueError, ImportError):  # reported by validate_algorithm
+                classes.append(resolve_class(item.get("class_name"), extensions, "extension"))
     return classes
 
 
 def storage_fields(algorithm_cfg: Mapping[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
     """``{key: (type, default)}`` of the ``storage`` section: the rollout storage's keyword arguments and the
     extensions' ``storage_options`` (st_rl's and those ``extensions`` names), e.g. ``amp_obs_shape``."""
-    fields = {k: v for k, v in _rollout_storage_fields().items() if k not in _STORAGE_SET_BY_ALGORITHM}
+    fields = dict(_rollout_storage_fields())
     for ext in _extension_classes(algorithm_cfg or {}):
         for key, tp in getattr(ext, "storage_options", {}).items():
             fields.setdefault(key, (tp, None))
@@ -348,23 +277,23 @@ def validate_storage(
     builds its own storage (overrides ``init_storage``)."""
     if algorithm_cls is not None and getattr(algorithm_cls, "init_storage", None) is not PPO.init_storage:
         return []
-    problems = [
-        Problem(f"{prefix}.{key}", storage[key], "is set by the algorithm, not by the storage section", fix)
-        for key, fix in _STORAGE_SET_BY_ALGORITHM.items()
-        if key in storage
-    ]
-    rest = {k: v for k, v in storage.items() if k not in _STORAGE_SET_BY_ALGORITHM}
     fields = storage_fields(algorithm_cfg)
-    unknown_fix = f"remove it; the storage section takes {', '.join(fields)}"
-    problems += _type_problems(_model("StorageConfig", fields), rest, prefix, unknown_fix=unknown_fix)
-    return _merge(problems, _rule_problems(rest, prefix, STORAGE_RULES.get))
+    model = _model("StorageConfig", {**fields, **dict.fromkeys(_SET_BY_ALGORITHM, (Any, None))})
+    fix = f"remove it; the storage section takes {', '.join(fields)}"
+    return _problems(model, storage, prefix, STORAGE_RULES.get, unknown_fix=fix)
 
 
-_NESTED_ALGORITHM_SECTIONS = {"rnd_cfg": RandomNetworkDistillation, "symmetry_cfg": Symmetry, "ppo": PPO}
+# Sections checked against a class of their own where the outer class takes (or tolerates) the key.
+_NESTED = {
+    "rnd_cfg": RandomNetworkDistillation,
+    "symmetry_cfg": Symmetry,
+    "ppo": PPO,
+    "amp_discriminator": AMPDiscriminator,
+}
 
 
 def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorithm") -> list[Problem]:
-    """Problems of an algorithm config for class ``cls`` (PPO or a preset), its extensions included."""
+    """Problems of an algorithm (or policy) config for class ``cls``, its nested sections and extensions included."""
     has_user_extensions = bool(cfg.get("extensions"))
     coef_keys_ok = bool(_declared(cls, "config_accepts_coefs"))
 
@@ -374,49 +303,59 @@ def validate_algorithm(cls: type, cfg: Mapping[str, Any], prefix: str = "algorit
         zero = _num(cfg.get(key)) and cfg.get(key) == 0
         return coef_keys_ok and key.endswith("_coef") and (has_user_extensions or zero)
 
-    problems = _type_problems(schema_for(cls), cfg, prefix, skip)
+    problems = _problems(schema_for(cls), cfg, prefix, skip=skip)
     if coef_keys_ok:
         rule = f"unknown key: {cls.__name__} builds no loss term that uses this weight"
         fix = "; a weight of 0 is accepted (the loss is off)"
         unused = [p for p in problems if p.rule == "unknown key" and p.path.endswith("_coef")]
         problems = [Problem(p.path, p.value, rule, p.fix + fix) if p in unused else p for p in problems]
-    problems = _merge(problems, _rule_problems(cfg, prefix, rule_for))
     problems += _algorithm_cross_checks(cfg, prefix)
-    for key, sub_cls in _NESTED_ALGORITHM_SECTIONS.items():
-        if isinstance(cfg.get(key), Mapping) and key in class_fields(cls)[0]:
+    fields, tolerated, _ = class_fields(cls)
+    for key, sub_cls in _NESTED.items():
+        if isinstance(cfg.get(key), Mapping) and (key in fields or key in tolerated):
             problems += validate_algorithm(sub_cls, cfg[key], f"{prefix}.{key}")
     problems += _extension_list_problems(cfg.get("extensions"), f"{prefix}.extensions")
     teacher = cfg.get("teacher_policy")  # its other keys are checked when the teacher is built
-    if isinstance(teacher, Mapping) and "teacher_ac_path" in teacher:
-        problems += _rule_problems(
-            {"teacher_ac_path": teacher["teacher_ac_path"]}, f"{prefix}.teacher_policy", rule_for
+    if isinstance(teacher, Mapping):
+        problems += _problems(
+            _OPEN, teacher, f"{prefix}.teacher_policy", {"teacher_ac_path": RULES["teacher_ac_path"]}.get
         )
-    return _merge(problems)
+    return problems
 
 
-def _extension_list_problems(extensions: Any, prefix: str) -> list[Problem]:
+def _extension_list_problems(items: Any, prefix: str) -> list[Problem]:
     """``extensions`` is a list of extension objects or ``{"class_name": ..., **kwargs}`` dicts."""
-    if extensions is None:
-        return []
-    example = '[{"class_name": "RandomNetworkDistillation", "weight": 0.5}]'
-    if not isinstance(extensions, (list, tuple)):
-        return [Problem(prefix, extensions, "must be a list of extensions", f"e.g. {example}")]
+    example = 'e.g. [{"class_name": "RandomNetworkDistillation", "weight": 0.5}]'
+    if not isinstance(items, (list, tuple)):
+        return [] if items is None else [Problem(prefix, items, "must be a list of extensions", example)]
     problems = []
-    for i, item in enumerate(extensions):
-        if isinstance(item, Mapping):
-            problems += _validate_extension_item(item, f"{prefix}[{i}]")
-        elif not isinstance(item, Extension):
-            rule = "must be an extension object or a dict with its class_name"
-            problems.append(Problem(f"{prefix}[{i}]", item, rule, f"e.g. {example}"))
+    for i, item in enumerate(items):
+        where = f"{prefix}[{i}]"
+        if not isinstance(item, Mapping):
+            if not isinstance(item, Extension):
+                rule = "must be an extension object or a dict with its class_name"
+                problems.append(Problem(where, item, rule, example))
+        elif item.get("class_name") is None:
+            problems.append(Problem(f"{where}.class_name", MISSING, "an extension entry needs a class_name"))
+        else:
+            try:
+                ext_cls = resolve_class(item["class_name"], extensions, "extension")
+            except ValueError as e:
+                problems.append(Problem(f"{where}.class_name", item["class_name"], str(e)))
+                continue
+            problems += validate_algorithm(
+                ext_cls, {k: v for k, v in item.items() if k != "class_name"}, where
+            )
     return problems
 
 
 def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem]:
     problems = []
-    kl = cfg.get("desired_kl")
-    if cfg.get("schedule") == "adaptive" and "desired_kl" in cfg and (kl is None or not _gt(0.0)(kl)):
+    if (
+        cfg.get("schedule") == "adaptive" and "desired_kl" in cfg and cfg["desired_kl"] is None
+    ):  # > 0: its rule
         rule = "schedule='adaptive' needs a KL target > 0"
-        problems.append(Problem(f"{prefix}.desired_kl", kl, rule, "typical: 0.01, or set schedule='fixed'"))
+        problems.append(Problem(f"{prefix}.desired_kl", None, rule, "typical: 0.01, or set schedule='fixed'"))
     symmetry = cfg.get("symmetry_cfg")
     mirror_or_augment = ("use_mirror_loss", True), ("use_data_augmentation", False)
     if isinstance(symmetry, Mapping) and not any(symmetry.get(k, d) for k, d in mirror_or_augment):
@@ -426,40 +365,18 @@ def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem
     return problems
 
 
-def _validate_extension_item(item: Mapping[str, Any], prefix: str) -> list[Problem]:
-    name = item.get("class_name")
-    if name is None:
-        return [Problem(f"{prefix}.class_name", MISSING, "an extension entry needs a class_name", "")]
-    try:
-        ext_cls = resolve_class(name, extensions, "extension")
-    except ValueError as e:
-        return [Problem(f"{prefix}.class_name", name, str(e))]
-    rest = {k: v for k, v in item.items() if k != "class_name"}
-    return validate_algorithm(ext_cls, rest, prefix)
-
-
 def validate_policy(cls: type, cfg: Mapping[str, Any], prefix: str = "policy") -> list[Problem]:
     """Problems of a policy config for class ``cls`` (sizes may be absent: the environment fills them)."""
-    problems = _recurrence_problems(cls, cfg, prefix)
-    problems += _type_problems(schema_for(cls), cfg, prefix)
-    problems = _merge(problems, _rule_problems(cfg, prefix, rule_for))
+    problems = []
+    if "rnn_type" in cfg and cfg["rnn_type"] is None and "rnn_type" in class_fields(cls)[0]:
+        # st_gym's feed-forward rnn_type=None on a recurrent class (the only ones taking rnn_type)
+        rule = f"{cls.__name__} is a recurrent policy and needs a memory type ('lstm' or 'gru')"
+        fix = "set rnn_type='lstm' or 'gru', or pick the feed-forward class (e.g. ActorCritic) for rnn_type=None"
+        problems.append(Problem(f"{prefix}.rnn_type", None, rule, fix))
     for key in ("obs_segments", "privileged_obs_segments", "critic_obs_segments"):
-        value = cfg.get(key)
-        if isinstance(value, Mapping):
-            problems += _rule_problems(value, f"{prefix}.{key}", lambda _: SEGMENT_SHAPE)
-    amp = cfg.get("amp_discriminator")
-    if isinstance(amp, Mapping):
-        problems += validate_policy(AMPDiscriminator, amp, f"{prefix}.amp_discriminator")
-    return _merge(problems)
-
-
-def _recurrence_problems(cls: type, cfg: Mapping[str, Any], prefix: str) -> list[Problem]:
-    """``rnn_type=None`` (st_gym's feed-forward) on a recurrent class (the only ones taking ``rnn_type``)."""
-    if "rnn_type" not in cfg or cfg["rnn_type"] is not None or "rnn_type" not in class_fields(cls)[0]:
-        return []
-    rule = f"{cls.__name__} is a recurrent policy and needs a memory type ('lstm' or 'gru')"
-    fix = "set rnn_type='lstm' or 'gru', or pick the feed-forward class (e.g. ActorCritic) for rnn_type=None"
-    return [Problem(f"{prefix}.rnn_type", None, rule, fix)]
+        if isinstance(cfg.get(key), Mapping):
+            problems += _problems(_OPEN, cfg[key], f"{prefix}.{key}", lambda _: SEGMENT_SHAPE)
+    return problems + validate_algorithm(cls, cfg, prefix)
 
 
 def check_minibatches(algorithm: Mapping[str, Any], num_envs: int, num_steps: int, recurrent: bool) -> None:
