@@ -97,10 +97,8 @@ class RolloutCollector:
         self, batch: int, obs_shape: Sequence[int], critic_obs_shape: Sequence[int] | None
     ) -> str:
         """``precision="auto"`` on bf16 hardware: bf16 only where it is faster for this policy and minibatch.
-
-        On a CPU, from the policy's multiply-adds per minibatch (:data:`CPU_BF16_MIN_MACS`, measured); on a GPU,
-        by timing both on a copy of the policy (kept for the process). The decision is printed.
-        """
+        On a CPU, from the policy's multiply-adds per minibatch (:data:`CPU_BF16_MIN_MACS`, measured); on a
+        GPU, by timing both on a copy of the policy (kept for the process). The decision is printed."""
         policy = self.actor_critic
         if self.device.type == "cpu":
             macs = batch * linear_macs(policy)

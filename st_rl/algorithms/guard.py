@@ -32,14 +32,12 @@ def fused_takes_tensor_lr(optimizer_cls: type[optim.Optimizer], device: torch.de
 
 
 class UpdateGuard:
-    """The non-finite loss checks of a PPO update and its learning rate.
-
-    Multi-rank, a non-finite flag travels with the all-reduced gradients (every rank raises together).
-    Sync-free (:meth:`set_sync_free`, the CUDA default), the losses :meth:`record` keeps are read once after the
-    loop, and a non-finite one restores the update's start before :class:`NonFiniteLossError`: the check costs
-    no kernel. Otherwise the total loss is read before each backward pass (free on a CPU). Sync-free
-    with the adaptive schedule, the learning rate lives in a device tensor where the fused optimizer takes one.
-    """
+    """The non-finite loss checks of a PPO update and its learning rate. Multi-rank, a non-finite flag travels
+    with the all-reduced gradients (every rank raises together). Sync-free (:meth:`set_sync_free`, the CUDA
+    default), the losses :meth:`record` keeps are read once after the loop, and a non-finite one restores the
+    update's start before :class:`NonFiniteLossError`: the check costs no kernel. Otherwise the total loss is
+    read before each backward pass (free on a CPU). Sync-free with the adaptive schedule, the learning rate
+    lives in a device tensor where the fused optimizer takes one."""
 
     def __init__(self, device: torch.device, learning_rate: float) -> None:
         self.device = device
@@ -109,9 +107,7 @@ class UpdateGuard:
 
     def record(self, index: int, values: dict[str, torch.Tensor]) -> None:
         """Keep minibatch ``index``'s losses (names ``l/...``) and statistics: one stacking kernel, no wait.
-
-        Their means come from :meth:`finish`, which also finds the non-finite losses in them.
-        """
+        Their means come from :meth:`finish`, which also finds the non-finite losses in them."""
         if not self._names:
             self._names = list(values)
             self._table = torch.empty((self._capacity, len(values)), device=self.device)

@@ -240,18 +240,11 @@ class PPO(RolloutCollector):
         self._compile_clock: float | None = None
         self.set_sync_free(self.device.type == "cuda")
 
-    @property
-    def learning_rate(self) -> float:
-        """The policy optimizer's learning rate."""
-        return self.guard.learning_rate
-
-    @learning_rate.setter
-    def learning_rate(self, value: float) -> None:
-        self.guard.learning_rate = value
-
-    @property
-    def sync_free(self) -> bool:
-        return self.guard.sync_free
+    # the policy optimizer's learning rate and the sync-free switch live in the guard
+    learning_rate = property(
+        operator.attrgetter("guard.learning_rate"), lambda self, v: setattr(self.guard, "learning_rate", v)
+    )
+    sync_free = property(operator.attrgetter("guard.sync_free"))
 
     def set_sync_free(self, enabled: bool) -> None:
         """Keep the update's per-minibatch checks on the device (the CUDA default; see ``UpdateGuard``)."""
@@ -275,9 +268,7 @@ class PPO(RolloutCollector):
         self.extensions[extension.name] = extension
         return extension
 
-    @property
-    def policy(self) -> Any:
-        return self.actor_critic
+    policy = property(operator.attrgetter("actor_critic"))
 
     @property
     def current_learning_iteration(self) -> int:
@@ -289,10 +280,7 @@ class PPO(RolloutCollector):
         for ext in self.__dict__.get("extensions", {}).values():
             ext.iteration = self._iteration
 
-    @property
-    def rnd(self) -> Extension | None:
-        """The RND extension or None (the reference's name)."""
-        return self.extensions.get("rnd")
+    rnd = property(lambda self: self.extensions.get("rnd"))  # the RND extension or None (reference name)
 
     def loss_weight(self, name: str) -> float:
         """Weight of loss ``name`` in the total loss."""
@@ -315,15 +303,13 @@ class PPO(RolloutCollector):
         if self.empirical_normalization:
             self.actor_critic.enable_obs_normalization()
 
-    def train_mode(self) -> None:
-        self.actor_critic.train()
+    def train_mode(self, mode: bool = True) -> None:
+        self.actor_critic.train(mode)
         for ext in self.extensions.values():
-            ext.train(True)
+            ext.train(mode)
 
     def eval_mode(self) -> None:
-        self.actor_critic.eval()
-        for ext in self.extensions.values():
-            ext.train(False)
+        self.train_mode(False)
 
     def _optimizers(self) -> list[optim.Optimizer]:
         return [self.optimizer] + [e.optimizer for e in self.extensions.values() if e.optimizer is not None]
@@ -436,11 +422,8 @@ class PPO(RolloutCollector):
             output = self.actor_critic.policy_output(
                 minibatch.obs, critic_obs, minibatch.masks, minibatch.hidden_states
             )
-        losses: dict[str, torch.Tensor] = {}
-        inter_vars: dict[str, torch.Tensor] = {}
-        stats: dict[str, torch.Tensor] = {}
-        if self.use_ppo_loss:
-            self._ppo_losses(minibatch, output, losses, inter_vars, stats)
+        ppo_terms = self._ppo_losses(minibatch, output) if self.use_ppo_loss else ({}, {}, {})
+        losses, inter_vars, stats = ppo_terms
         for ext in self.extensions.values():
             for name, value in ext.losses(minibatch, output).items():
                 if name in losses:
@@ -448,15 +431,11 @@ class PPO(RolloutCollector):
                 losses[name] = value
         return losses, inter_vars, stats
 
-    def _ppo_losses(
-        self,
-        minibatch: MiniBatch,
-        output: PolicyOutput,
-        losses: dict[str, torch.Tensor],
-        inter_vars: dict[str, torch.Tensor],
-        stats: dict[str, torch.Tensor],
-    ) -> None:
+    def _ppo_losses(self, minibatch: MiniBatch, output: PolicyOutput) -> tuple[dict, dict, dict]:
+        """``(losses, inter_vars, stats)`` of PPO's own terms."""
         mu, sigma = output.action_mean, output.action_std
+        inter_vars: dict[str, torch.Tensor] = {}
+        stats: dict[str, torch.Tensor] = {}
         if self.desired_kl is not None and self.schedule == "adaptive":
             with torch.inference_mode():
                 kl = F.gaussian_kl(minibatch.old_mu, minibatch.old_sigma, mu, sigma)
@@ -477,9 +456,10 @@ class PPO(RolloutCollector):
         )
         if value_clipped is not None:
             inter_vars["value_clipped"] = value_clipped
-        losses.update(surrogate_loss=surrogate_loss, value_loss=value_loss, entropy=-output.entropy.mean())
+        losses = dict(surrogate_loss=surrogate_loss, value_loss=value_loss, entropy=-output.entropy.mean())
         with torch.no_grad():
             stats["clip_fraction"] = ((surr_vars["ratio"] - 1.0).abs() > self.clip_param).float().mean()
+        return losses, inter_vars, stats
 
     def state_dict(self) -> dict[str, Any]:
         """Model, optimizer, scheduler and every extension's entries; normalisers that are on also under the
@@ -516,17 +496,12 @@ class PPO(RolloutCollector):
             self.optimizer.load_state_dict(state_dict["optimizer_state_dict"])
             self.guard.learning_rate = float(self.optimizer.param_groups[0]["lr"])
             self.set_sync_free(self.sync_free)  # re-links a device learning rate to the loaded value
-        has_state = "lr_scheduler_state_dict" in state_dict
-        if self._lr_scheduler is not None and load_optimizer:
-            if has_state:
-                self._lr_scheduler.load_state_dict(state_dict["lr_scheduler_state_dict"])
-            else:
-                warnings.warn(
-                    "The checkpoint has no lr scheduler state; the scheduler starts fresh.", stacklevel=2
-                )
-        elif self._lr_scheduler is None and has_state:
-            warnings.warn(
-                "The checkpoint's lr scheduler state is ignored: no scheduler is configured.", stacklevel=2
-            )
+        scheduler, has_state = self._lr_scheduler, "lr_scheduler_state_dict" in state_dict
+        if scheduler is not None and load_optimizer and has_state:
+            scheduler.load_state_dict(state_dict["lr_scheduler_state_dict"])
+        elif scheduler is not None and load_optimizer:
+            warnings.warn("No lr scheduler state in the checkpoint: it starts fresh.", stacklevel=2)
+        elif scheduler is None and has_state:
+            warnings.warn("The checkpoint's lr scheduler state is ignored (no scheduler).", stacklevel=2)
         for ext in self.extensions.values():
             ext.load_state_dict(state_dict, load_optimizer=load_optimizer)

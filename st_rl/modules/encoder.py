@@ -153,9 +153,11 @@ def critic_encoder_modules(policy: Any) -> nn.ModuleList:
     return policy.encoders if policy.critic_encoder_component_names == "shared" else policy.critic_encoders
 
 
-def encoder_latent(policy: Any, observations: torch.Tensor, component: str, critic: bool) -> torch.Tensor:
-    """See :meth:`st_rl.modules.actor_critic.ActorCritic.get_encoder_latent`."""
-    layout = policy.critic_layout if critic else policy.actor_layout
+def encoder_latent(
+    policy: Any, observations: torch.Tensor, obs_component: str, critic: bool = False
+) -> torch.Tensor:
+    """Latent of one encoded component of raw observations (``ValueError`` if it has no encoder)."""
+    component, layout = obs_component, policy.critic_layout if critic else policy.actor_layout
     if layout is None or component not in layout.component_names:
         known = layout.component_names if layout is not None else []
         raise ValueError(
