@@ -112,9 +112,7 @@ class UpdateGuard:
             self._names = list(values)
             self._table = torch.empty((self._capacity, len(values)), device=self.device)
         elif list(values) != self._names:
-            raise ValueError(
-                f"minibatch {index + 1} has the terms {list(values)}, the first had {self._names}"
-            )
+            raise ValueError(f"minibatch {index + 1} has the terms {list(values)}, the first {self._names}")
         with torch.no_grad():
             if index < self._capacity:
                 torch.stack(list(values.values()), out=self._table[index])

@@ -73,9 +73,7 @@ def compile_policy(policy: nn.Module, mode: str | bool | None = None) -> bool:
     try:
         torch.compile(lambda x: x * 2.0)(torch.ones(2))  # a probe: fails fast when the backend is unusable
     except Exception as exc:  # noqa: BLE001 - any backend failure means: run eagerly
-        warnings.warn(
-            f"torch.compile is not usable here ({type(exc).__name__}: {exc}); running eagerly", stacklevel=3
-        )
+        warnings.warn(f"torch.compile is not usable here ({exc!r}); running eagerly", stacklevel=3)
         return False
     networks = [m for name, m in policy.named_children() if name in ("actor", "critic")]
     for module in networks:
@@ -482,9 +480,7 @@ class PPO(RolloutCollector):
         for ext in self.extensions.values():
             for key, value in ext.state_dict().items():
                 if key in state:
-                    raise ValueError(
-                        f"extension {ext.name!r} writes checkpoint entry {key!r}, which is taken"
-                    )
+                    raise ValueError(f"extension {ext.name!r} writes the taken checkpoint entry {key!r}")
                 state[key] = value
         return state
 

@@ -20,7 +20,7 @@ from st_rl.modules.checkpoint_compat import (
     restore_legacy_activations,
     split_discriminator_state,
 )
-from st_rl.modules.discriminator import AMPDiscriminator, policy_discriminator
+from st_rl.modules.discriminator import policy_discriminator
 from st_rl.modules.distribution import gaussian_entropy, gaussian_log_prob, gaussian_sample
 from st_rl.modules.encoder import (
     EncoderLayout,
@@ -214,9 +214,10 @@ class ActorCritic(nn.Module):
         if parts.adaptor:
             attach_adaptor(self, adaptor_obs_components, adaptor_target_components, adaptor_kwargs,
                            privilege_replace_state_prob)  # fmt: skip
-        self.amp_discriminator = None
-        if parts.discriminator:
-            self.amp_discriminator = AMPDiscriminator.policy_config(type(self).__name__, amp_discriminator)
+        if parts.discriminator and not amp_discriminator:
+            msg = "dict in the policy config (AMPDiscriminator's arguments, e.g. input_dim None: the env's)"
+            raise ValueError(f"{type(self).__name__} needs an 'amp_discriminator' {msg}")
+        self.amp_discriminator = dict(amp_discriminator or {}) if parts.discriminator else None
         if self._legacy_activations:  # marks checkpoints written since the default became ReLU
             self.register_buffer(DEFAULT_NONLINEARITY_KEY, torch.ones(()))
 

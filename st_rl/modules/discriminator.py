@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -60,17 +60,6 @@ class AMPDiscriminator(nn.Module):
         self.discriminator_grad_pen = float(discriminator_grad_pen)
         self.trunk = nn.Sequential(*mlp_layers(self.input_dim, hidden_dims, None, activation))
         self.amp_linear = nn.Linear(int(hidden_dims[-1]) if hidden_dims else self.input_dim, 1)
-
-    @staticmethod
-    def policy_config(owner: str, cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The ``amp_discriminator`` config of policy class ``owner`` (an error if missing)."""
-        if not cfg:
-            raise ValueError(
-                f"{owner} needs an 'amp_discriminator' dict in the policy config, e.g. "
-                "{'input_dim': None, 'style_reward_coef': 1.0, 'hidden_dims': [512, 256], "
-                "'discriminator_grad_pen': 10.0, 'task_reward_lerp': 0.0}."
-            )
-        return dict(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Discriminator output ``(..., 1)`` for windows ``(..., input_dim)``."""

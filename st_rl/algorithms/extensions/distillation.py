@@ -88,9 +88,7 @@ def build_teacher(
     _check_teacher_keys(cls, cfg)
     teacher: Any = cls(**kwargs)
     if loaded is None:
-        warnings.warn(
-            "TPPO: no teacher checkpoint given (teacher_ac_path): the teacher is random", stacklevel=3
-        )
+        warnings.warn("TPPO: no teacher checkpoint (teacher_ac_path): the teacher is random", stacklevel=3)
     else:
         model = loaded["model"]
         teacher.enable_obs_normalization(*(any(k.startswith(p) for k in model) for p in _NORMALIZER_PREFIXES))

@@ -45,17 +45,13 @@ class StateEstimation(Extension):
         super().setup(policy, device)
         self.policy: Any = policy
         if policy.estimator is None:
-            raise ValueError(
-                f"StateEstimation needs a policy with a state estimator (StateAc, ...), got {type(policy).__name__}"
-            )
+            raise ValueError(f"StateEstimation needs a policy with an estimator (StateAc...): {type(policy)}")
         self.estimator_obs_components = list(policy.estimator_obs_components)
         self.estimator_target_obs_components = list(policy.estimator_target_components)
         critic_segments = policy.privileged_obs_segments
         missing = [c for c in policy.estimator_target_components if c not in (critic_segments or {})]
         if missing:
-            raise ValueError(
-                f"Estimator targets {missing} are not in the critic observation layout {critic_segments}"
-            )
+            raise ValueError(f"Estimator targets {missing} are not in the critic layout {critic_segments}")
 
     def loss_weights(self) -> dict[str, float]:
         return {"estimator_loss": self.estimator_loss_coef, "adaptor_loss": self.estimator_loss_coef}
