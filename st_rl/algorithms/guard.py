@@ -132,11 +132,8 @@ class UpdateGuard:
 
     def finish(self, num_updates: int) -> dict[str, torch.Tensor]:
         """The means of what :meth:`record` kept, as 0-dim CPU tensors, read with the learning rate in the
-        update's one wait for the device.
-
-        Raises:
-            NonFiniteLossError: a sync-free minibatch's loss was non-finite (after restoring the update's start).
-        """
+        update's one wait for the device; ``NonFiniteLossError`` (after restoring the update's start) if a
+        sync-free minibatch's loss was non-finite."""
         if not self._names or num_updates == 0:
             return {}
         table = self._table[: min(num_updates, self._capacity)]

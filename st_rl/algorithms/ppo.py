@@ -18,8 +18,6 @@ import st_rl.algorithms.extensions as extension_classes
 import st_rl.algorithms.functional as F
 from st_rl.algorithms.collector import RolloutCollector
 from st_rl.algorithms.extensions.base import Extension
-from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
-from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.algorithms.guard import NonFiniteLossError, UpdateGuard
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS
 from st_rl.modules.actor_critic import PolicyOutput
@@ -126,6 +124,8 @@ def _make_extensions(
     symmetry_cfg: dict[str, Any] | None,
 ) -> list[Extension]:
     """Extensions from objects or config dicts with ``class_name``, then RND and symmetry."""
+    named = {"RandomNetworkDistillation": rnd_cfg, "Symmetry": symmetry_cfg}
+    specs = [*specs, *({**dict(cfg), "class_name": name} for name, cfg in named.items() if cfg is not None)]
     out = []
     for spec in specs:
         if isinstance(spec, dict):
@@ -133,10 +133,6 @@ def _make_extensions(
             cls = resolve_class(kwargs.pop("class_name", None), extension_classes, "extension", Extension)
             spec = cls(**kwargs)
         out.append(spec)
-    if rnd_cfg is not None:
-        out.append(RandomNetworkDistillation(**dict(rnd_cfg)))
-    if symmetry_cfg is not None:
-        out.append(Symmetry(**dict(symmetry_cfg)))
     return out
 
 
