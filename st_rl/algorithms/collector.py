@@ -105,12 +105,8 @@ class RolloutCollector:
             choice = "bf16" if macs >= CPU_BF16_MIN_MACS else "fp32"
             found = f"{macs / 1e6:.0f}M multiply-adds per pass, bf16 from {CPU_BF16_MIN_MACS / 1e6:.0f}M"
         else:
-            key = (
-                str(self.device),
-                type(policy).__name__,
-                batch,
-                *(tuple(p.shape) for p in policy.parameters()),
-            )
+            shapes = [tuple(p.shape) for p in policy.parameters()]
+            key = (str(self.device), type(policy).__name__, batch, *shapes)
             if key not in _MEASURED:
                 _MEASURED[key] = self._time_precisions(batch, obs_shape, critic_obs_shape)
             choice, found = _MEASURED[key]

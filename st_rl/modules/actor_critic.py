@@ -32,8 +32,8 @@ from st_rl.modules.encoder import (
 from st_rl.modules.memory import (
     AdaptorActorHiddenState,
     attach_memories,
-    check_rollout_states,
     get_policy_hidden_states,
+    load_policy_rollout_states,
     named_memories,
     set_policy_hidden_states,
     split_estimator_hidden,
@@ -348,11 +348,8 @@ class ActorCritic(nn.Module):
         return self.adapted_state_
 
     def encoded_actor_width(self) -> int:
-        if self.actor_layout is not None:
-            return self.actor_layout.output_width
-        if self.visual_layout is not None:
-            return self.visual_layout.output_width
-        return self.num_actor_obs
+        layout = self.actor_layout or self.visual_layout
+        return self.num_actor_obs if layout is None else layout.output_width
 
     def encoded_critic_width(self) -> int:
         return self.critic_layout.output_width if self.critic_layout is not None else self.num_critic_obs
@@ -392,12 +389,7 @@ class ActorCritic(nn.Module):
         """The memories' rollout hidden states for a checkpoint, by attribute name."""
         return {name: memory.rollout_state() for name, memory in named_memories(self).items()}
 
-    def load_rollout_state_dict(self, state: dict[str, Any], batch_size: int | None = None) -> None:
-        """Restore :meth:`rollout_state_dict` (all memories or none; ``ValueError`` naming a memory that misfits)."""
-        memories = named_memories(self)
-        check_rollout_states(memories, state, batch_size)
-        for name, memory in memories.items():
-            memory.load_rollout_state(state[name], batch_size)
+    load_rollout_state_dict = load_policy_rollout_states
 
     def actor_memories(self) -> list[tuple[str, Any]]:
         """``(role, Memory)`` on the actor's path in running order (``"adaptor"``, ``"estimator"``, ``"actor"``)."""

@@ -6,12 +6,7 @@ from st_rl.modules.actor_critic import ActorCritic
 from st_rl.modules.actor_critic_recurrent import ActorCriticRecurrent, EncoderActorCriticRecurrent
 from st_rl.modules.discriminator import AMPDiscriminator
 
-__all__ = [
-    "AMPDiscriminator",
-    "AmpActorCritic",
-    "AmpActorCriticRecurrent",
-    "EncoderAmpActorCriticRecurrent",
-]
+__all__ = ["AMPDiscriminator", "AmpActorCritic", "AmpActorCriticRecurrent", "EncoderAmpActorCriticRecurrent"]
 
 
 class AmpActorCritic(ActorCritic, discriminator=True):

@@ -34,9 +34,8 @@ class StateEstimation(Extension):
         if func is None or not callable(func):
             raise ValueError(f"estimator_loss_func {estimator_loss_func!r} is not a torch.nn.functional loss")
         self.loss_fn: Any = func
-        self.loss_kwargs = dict(estimator_loss_kwargs or {})
         self.estimator_loss_func = estimator_loss_func
-        self.estimator_loss_kwargs = self.loss_kwargs
+        self.estimator_loss_kwargs = dict(estimator_loss_kwargs or {})
         self.estimator_obs_components: list[str] = []
         self.estimator_target_obs_components: list[str] = []
         self.estimator_loss_coef = float(estimator_loss_coef)
@@ -67,7 +66,7 @@ class StateEstimation(Extension):
             if estimate.shape[:2] == masks.shape:
                 estimate = unpad_trajectories(estimate, masks)
             target = unpad_trajectories(target, masks)
-        per_dim = self.loss_fn(estimate, target.detach(), reduction="none", **self.loss_kwargs)
+        per_dim = self.loss_fn(estimate, target.detach(), reduction="none", **self.estimator_loss_kwargs)
         if record:
             self.record(estimator_abs_error=(estimate - target).abs().mean())
         return per_dim.sum(dim=-1).mean()
