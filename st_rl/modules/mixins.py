@@ -14,10 +14,11 @@ class PolicyMixin:
     policy_parts: ClassVar[dict[str, Any]] = {}
 
     def __init_subclass__(cls, part: str | None = None, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
+        sets_parts = "parts" in cls.__dict__
+        super().__init_subclass__(**kwargs)  # ActorCritic's adds the keyword parts
         if part is not None:
             cls.policy_parts = {part: True}
-        if not issubclass(cls, ActorCritic) or "parts" in cls.__dict__:
+        if not issubclass(cls, ActorCritic) or sets_parts:
             return
         declared: dict[str, Any] = {}
         for klass in reversed(cls.__mro__):
