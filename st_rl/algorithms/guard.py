@@ -153,8 +153,8 @@ class UpdateGuard:
                 first = bad_rows.index(True)
                 bad = [self._names[i][2:] for i in losses if not torch.isfinite(table[first, i])]
                 raise NonFiniteLossError(
-                    f"Non-finite loss at learning iteration {self._iteration} in {bad} (minibatch {first + 1} of "
-                    f"{num_updates}). Parameters and optimizer state were restored to before the update. {_CAUSES}"
+                    f"Non-finite loss at learning iteration {self._iteration} in {bad} (minibatch "
+                    f"{first + 1} of {num_updates}); parameters and optimizer state restored. {_CAUSES}"
                 )
         return dict(zip(self._names, table.mean(dim=0).unbind()))
 

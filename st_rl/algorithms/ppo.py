@@ -395,7 +395,6 @@ class PPO(RolloutCollector):
         return [policy, *apart, *own]
 
     def _policy_parameters(self) -> list[nn.Parameter]:
-        """What the policy's optimizer trains: the policy's parameters, then the extensions' shared ones."""
         return [
             *self.actor_critic.parameters(),
             *(p for e in self.extensions.values() for p in e.shared_parameters()),
@@ -426,7 +425,6 @@ class PPO(RolloutCollector):
         return losses, inter_vars, stats
 
     def _ppo_losses(self, minibatch: MiniBatch, output: PolicyOutput) -> tuple[dict, dict, dict]:
-        """``(losses, inter_vars, stats)`` of PPO's own terms."""
         mu, sigma = output.action_mean, output.action_std
         inter_vars: dict[str, torch.Tensor] = {}
         stats: dict[str, torch.Tensor] = {}

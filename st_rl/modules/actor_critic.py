@@ -86,7 +86,7 @@ class MemorySpec:
 
 @dataclasses.dataclass(frozen=True)
 class PolicyParts:
-    """The optional parts a preset switches on, built from the keyword arguments: ``memory`` (None: feed-forward),
+    """The optional parts a preset switches on, built from the keyword arguments: ``memory`` (None: none),
     ``encoders``, ``estimator``, ``adaptor`` (privileged state), ``visual`` (on ``visual_component_name``),
     ``discriminator`` (from ``amp_discriminator``), ``deterministic`` (``act`` returns the mean)."""
 
@@ -117,14 +117,13 @@ class ActorCritic(nn.Module):
     """Gaussian actor-critic with MLP actor and critic; the base of every policy preset.
 
     Args:
-        activation: a ``torch.nn`` activation name (any case); ``mu_activation``: optional, of the action mean.
+        activation: a ``torch.nn`` activation name (any case); ``mu_activation``: optional, of the mean.
         obs_segments: actor observation layout (name -> shape); ``privileged_obs_segments`` (alias
             ``critic_obs_segments``): the critic's (default: the actor's).
         actor_obs_normalization: a running-statistics ``actor_obs_normalizer``, updated only by
             :meth:`update_normalization`; ``critic_obs_normalization``: the critic's (default: as the actor).
-        parts: default the class's ``parts`` (how presets declare theirs); the presets with a part describe its
-            arguments, ignored with a warning elsewhere.
-        **kwargs: ignored with a warning, except keys every st_rl config passes (``class_name``, ...).
+        parts: default the class's ``parts``; the presets with a part describe its arguments, ignored with a
+            warning elsewhere, as are unknown ``**kwargs`` (keys all st_rl configs pass are accepted).
     """
 
     DEFAULT_VISUAL_KWARGS: dict[str, Any] = {"channels": [64, 64], "kernel_sizes": [3, 3], "strides": [1, 1],
@@ -142,7 +141,7 @@ class ActorCritic(nn.Module):
     rnn_num_layers: int = 1
 
     def __init_subclass__(cls, **parts: Any) -> None:
-        """Presets declare the parts they add to their base's: ``class StateAc(ActorCritic, estimator=True)``."""
+        """A preset adds the parts it names: ``class StateAc(ActorCritic, estimator=True)``."""
         super().__init_subclass__()
         if parts:
             cls.parts = cls.parts.add(**parts)

@@ -98,7 +98,9 @@ def reconcile_normalizer_state(
             for k in keys:
                 del state[k]
         elif on and not keys:
-            warnings.warn(f"The checkpoint has no statistics for {name}; they start fresh.", stacklevel=3)
+            warnings.warn(
+                f"The checkpoint has no observation statistics for {name}; they start fresh.", stacklevel=3
+            )
             state.update({k: v for k, v in own.items() if k.startswith(prefix)})
 
 

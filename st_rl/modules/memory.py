@@ -193,8 +193,8 @@ def set_policy_hidden_states(policy: Any, hidden_states: Any) -> None:
 
 
 def load_policy_rollout_states(policy: nn.Module, state: Any, batch_size: int | None = None) -> None:
-    """Restore the policy's ``rollout_state_dict()`` (name -> :meth:`Memory.rollout_state`): all memories or none,
-    ``ValueError`` naming a memory that does not fit."""
+    """Restore the policy's ``rollout_state_dict()`` (name -> :meth:`Memory.rollout_state`): all memories or
+    none, ``ValueError`` naming a memory that does not fit."""
     memories = named_memories(policy)
     if not isinstance(state, dict):
         raise ValueError(f"expected a dict of memory states, got a {type(state).__name__}")

@@ -46,7 +46,7 @@ class PolicyHead(nn.Sequential):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         if torch.jit.is_scripting():
-            # resolved statically by TorchScript: the scripted head is the plain MLP (eager mode without autocast)
+            # TorchScript resolves this statically: the scripted head is the plain MLP (eager, no autocast)
             for layer in self:
                 x = layer(x)
             return x
