@@ -97,22 +97,16 @@ class RolloutCollector:
         self, batch: int, obs_shape: Sequence[int], critic_obs_shape: Sequence[int] | None
     ) -> str:
         """``precision="auto"`` on bf16 hardware: bf16 only where it is faster for this policy and minibatch.
-
-        On a CPU, from the policy's multiply-adds per minibatch (:data:`CPU_BF16_MIN_MACS`, measured); on a GPU,
-        by timing both on a copy of the policy (kept for the process). The decision is printed.
-        """
+        On a CPU, from the policy's multiply-adds per minibatch (:data:`CPU_BF16_MIN_MACS`, measured); on a
+        GPU, by timing both on a copy of the policy (kept for the process). The decision is printed."""
         policy = self.actor_critic
         if self.device.type == "cpu":
             macs = batch * linear_macs(policy)
             choice = "bf16" if macs >= CPU_BF16_MIN_MACS else "fp32"
             found = f"{macs / 1e6:.0f}M multiply-adds per pass, bf16 from {CPU_BF16_MIN_MACS / 1e6:.0f}M"
         else:
-            key = (
-                str(self.device),
-                type(policy).__name__,
-                batch,
-                *(tuple(p.shape) for p in policy.parameters()),
-            )
+            shapes = [tuple(p.shape) for p in policy.parameters()]
+            key = (str(self.device), type(policy).__name__, batch, *shapes)
             if key not in _MEASURED:
                 _MEASURED[key] = self._time_precisions(batch, obs_shape, critic_obs_shape)
             choice, found = _MEASURED[key]

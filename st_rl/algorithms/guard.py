@@ -32,14 +32,12 @@ def fused_takes_tensor_lr(optimizer_cls: type[optim.Optimizer], device: torch.de
 
 
 class UpdateGuard:
-    """The non-finite loss checks of a PPO update and its learning rate.
-
-    Multi-rank, a non-finite flag travels with the all-reduced gradients (every rank raises together).
-    Sync-free (:meth:`set_sync_free`, the CUDA default), the losses :meth:`record` keeps are read once after the
-    loop, and a non-finite one restores the update's start before :class:`NonFiniteLossError`: the check costs
-    no kernel. Otherwise the total loss is read before each backward pass (free on a CPU). Sync-free
-    with the adaptive schedule, the learning rate lives in a device tensor where the fused optimizer takes one.
-    """
+    """The non-finite loss checks of a PPO update and its learning rate. Multi-rank, a non-finite flag travels
+    with the all-reduced gradients (every rank raises together). Sync-free (:meth:`set_sync_free`, the CUDA
+    default), the losses :meth:`record` keeps are read once after the loop, and a non-finite one restores the
+    update's start before :class:`NonFiniteLossError`: the check costs no kernel. Otherwise the total loss is
+    read before each backward pass (free on a CPU). Sync-free with the adaptive schedule, the learning rate
+    lives in a device tensor where the fused optimizer takes one."""
 
     def __init__(self, device: torch.device, learning_rate: float) -> None:
         self.device = device
@@ -109,16 +107,12 @@ class UpdateGuard:
 
     def record(self, index: int, values: dict[str, torch.Tensor]) -> None:
         """Keep minibatch ``index``'s losses (names ``l/...``) and statistics: one stacking kernel, no wait.
-
-        Their means come from :meth:`finish`, which also finds the non-finite losses in them.
-        """
+        Their means come from :meth:`finish`, which also finds the non-finite losses in them."""
         if not self._names:
             self._names = list(values)
             self._table = torch.empty((self._capacity, len(values)), device=self.device)
         elif list(values) != self._names:
-            raise ValueError(
-                f"minibatch {index + 1} has the terms {list(values)}, the first had {self._names}"
-            )
+            raise ValueError(f"minibatch {index + 1} has the terms {list(values)}, the first {self._names}")
         with torch.no_grad():
             if index < self._capacity:
                 torch.stack(list(values.values()), out=self._table[index])
@@ -138,11 +132,8 @@ class UpdateGuard:
 
     def finish(self, num_updates: int) -> dict[str, torch.Tensor]:
         """The means of what :meth:`record` kept, as 0-dim CPU tensors, read with the learning rate in the
-        update's one wait for the device.
-
-        Raises:
-            NonFiniteLossError: a sync-free minibatch's loss was non-finite (after restoring the update's start).
-        """
+        update's one wait for the device; ``NonFiniteLossError`` (after restoring the update's start) if a
+        sync-free minibatch's loss was non-finite."""
         if not self._names or num_updates == 0:
             return {}
         table = self._table[: min(num_updates, self._capacity)]
@@ -163,8 +154,7 @@ class UpdateGuard:
                 bad = [self._names[i][2:] for i in losses if not torch.isfinite(table[first, i])]
                 raise NonFiniteLossError(
                     f"Non-finite loss at learning iteration {self._iteration} in {bad} (minibatch "
-                    f"{first + 1} of {num_updates}). The parameters and optimizer state were restored "
-                    f"to their values before this update. {_CAUSES}"
+                    f"{first + 1} of {num_updates}); parameters and optimizer state restored. {_CAUSES}"
                 )
         return dict(zip(self._names, table.mean(dim=0).unbind()))
 

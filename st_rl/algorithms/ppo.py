@@ -18,8 +18,6 @@ import st_rl.algorithms.extensions as extension_classes
 import st_rl.algorithms.functional as F
 from st_rl.algorithms.collector import RolloutCollector
 from st_rl.algorithms.extensions.base import Extension
-from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
-from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.algorithms.guard import NonFiniteLossError, UpdateGuard
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS
 from st_rl.modules.actor_critic import PolicyOutput
@@ -73,9 +71,7 @@ def compile_policy(policy: nn.Module, mode: str | bool | None = None) -> bool:
     try:
         torch.compile(lambda x: x * 2.0)(torch.ones(2))  # a probe: fails fast when the backend is unusable
     except Exception as exc:  # noqa: BLE001 - any backend failure means: run eagerly
-        warnings.warn(
-            f"torch.compile is not usable here ({type(exc).__name__}: {exc}); running eagerly", stacklevel=3
-        )
+        warnings.warn(f"torch.compile is not usable here ({exc!r}); running eagerly", stacklevel=3)
         return False
     networks = [m for name, m in policy.named_children() if name in ("actor", "critic")]
     for module in networks:
@@ -128,6 +124,8 @@ def _make_extensions(
     symmetry_cfg: dict[str, Any] | None,
 ) -> list[Extension]:
     """Extensions from objects or config dicts with ``class_name``, then RND and symmetry."""
+    named = {"RandomNetworkDistillation": rnd_cfg, "Symmetry": symmetry_cfg}
+    specs = [*specs, *({**dict(cfg), "class_name": name} for name, cfg in named.items() if cfg is not None)]
     out = []
     for spec in specs:
         if isinstance(spec, dict):
@@ -135,10 +133,6 @@ def _make_extensions(
             cls = resolve_class(kwargs.pop("class_name", None), extension_classes, "extension", Extension)
             spec = cls(**kwargs)
         out.append(spec)
-    if rnd_cfg is not None:
-        out.append(RandomNetworkDistillation(**dict(rnd_cfg)))
-    if symmetry_cfg is not None:
-        out.append(Symmetry(**dict(symmetry_cfg)))
     return out
 
 
@@ -240,18 +234,11 @@ class PPO(RolloutCollector):
         self._compile_clock: float | None = None
         self.set_sync_free(self.device.type == "cuda")
 
-    @property
-    def learning_rate(self) -> float:
-        """The policy optimizer's learning rate."""
-        return self.guard.learning_rate
-
-    @learning_rate.setter
-    def learning_rate(self, value: float) -> None:
-        self.guard.learning_rate = value
-
-    @property
-    def sync_free(self) -> bool:
-        return self.guard.sync_free
+    # the policy optimizer's learning rate and the sync-free switch live in the guard
+    learning_rate = property(
+        operator.attrgetter("guard.learning_rate"), lambda self, v: setattr(self.guard, "learning_rate", v)
+    )
+    sync_free = property(operator.attrgetter("guard.sync_free"))
 
     def set_sync_free(self, enabled: bool) -> None:
         """Keep the update's per-minibatch checks on the device (the CUDA default; see ``UpdateGuard``)."""
@@ -275,9 +262,7 @@ class PPO(RolloutCollector):
         self.extensions[extension.name] = extension
         return extension
 
-    @property
-    def policy(self) -> Any:
-        return self.actor_critic
+    policy = property(operator.attrgetter("actor_critic"))
 
     @property
     def current_learning_iteration(self) -> int:
@@ -289,10 +274,7 @@ class PPO(RolloutCollector):
         for ext in self.__dict__.get("extensions", {}).values():
             ext.iteration = self._iteration
 
-    @property
-    def rnd(self) -> Extension | None:
-        """The RND extension or None (the reference's name)."""
-        return self.extensions.get("rnd")
+    rnd = property(lambda self: self.extensions.get("rnd"))  # the RND extension or None (reference name)
 
     def loss_weight(self, name: str) -> float:
         """Weight of loss ``name`` in the total loss."""
@@ -315,15 +297,13 @@ class PPO(RolloutCollector):
         if self.empirical_normalization:
             self.actor_critic.enable_obs_normalization()
 
-    def train_mode(self) -> None:
-        self.actor_critic.train()
+    def train_mode(self, mode: bool = True) -> None:
+        self.actor_critic.train(mode)
         for ext in self.extensions.values():
-            ext.train(True)
+            ext.train(mode)
 
     def eval_mode(self) -> None:
-        self.actor_critic.eval()
-        for ext in self.extensions.values():
-            ext.train(False)
+        self.train_mode(False)
 
     def _optimizers(self) -> list[optim.Optimizer]:
         return [self.optimizer] + [e.optimizer for e in self.extensions.values() if e.optimizer is not None]
@@ -415,7 +395,6 @@ class PPO(RolloutCollector):
         return [policy, *apart, *own]
 
     def _policy_parameters(self) -> list[nn.Parameter]:
-        """What the policy's optimizer trains: the policy's parameters, then the extensions' shared ones."""
         return [
             *self.actor_critic.parameters(),
             *(p for e in self.extensions.values() for p in e.shared_parameters()),
@@ -436,11 +415,8 @@ class PPO(RolloutCollector):
             output = self.actor_critic.policy_output(
                 minibatch.obs, critic_obs, minibatch.masks, minibatch.hidden_states
             )
-        losses: dict[str, torch.Tensor] = {}
-        inter_vars: dict[str, torch.Tensor] = {}
-        stats: dict[str, torch.Tensor] = {}
-        if self.use_ppo_loss:
-            self._ppo_losses(minibatch, output, losses, inter_vars, stats)
+        ppo_terms = self._ppo_losses(minibatch, output) if self.use_ppo_loss else ({}, {}, {})
+        losses, inter_vars, stats = ppo_terms
         for ext in self.extensions.values():
             for name, value in ext.losses(minibatch, output).items():
                 if name in losses:
@@ -448,15 +424,10 @@ class PPO(RolloutCollector):
                 losses[name] = value
         return losses, inter_vars, stats
 
-    def _ppo_losses(
-        self,
-        minibatch: MiniBatch,
-        output: PolicyOutput,
-        losses: dict[str, torch.Tensor],
-        inter_vars: dict[str, torch.Tensor],
-        stats: dict[str, torch.Tensor],
-    ) -> None:
+    def _ppo_losses(self, minibatch: MiniBatch, output: PolicyOutput) -> tuple[dict, dict, dict]:
         mu, sigma = output.action_mean, output.action_std
+        inter_vars: dict[str, torch.Tensor] = {}
+        stats: dict[str, torch.Tensor] = {}
         if self.desired_kl is not None and self.schedule == "adaptive":
             with torch.inference_mode():
                 kl = F.gaussian_kl(minibatch.old_mu, minibatch.old_sigma, mu, sigma)
@@ -477,9 +448,10 @@ class PPO(RolloutCollector):
         )
         if value_clipped is not None:
             inter_vars["value_clipped"] = value_clipped
-        losses.update(surrogate_loss=surrogate_loss, value_loss=value_loss, entropy=-output.entropy.mean())
+        losses = dict(surrogate_loss=surrogate_loss, value_loss=value_loss, entropy=-output.entropy.mean())
         with torch.no_grad():
             stats["clip_fraction"] = ((surr_vars["ratio"] - 1.0).abs() > self.clip_param).float().mean()
+        return losses, inter_vars, stats
 
     def state_dict(self) -> dict[str, Any]:
         """Model, optimizer, scheduler and every extension's entries; normalisers that are on also under the
@@ -502,9 +474,7 @@ class PPO(RolloutCollector):
         for ext in self.extensions.values():
             for key, value in ext.state_dict().items():
                 if key in state:
-                    raise ValueError(
-                        f"extension {ext.name!r} writes checkpoint entry {key!r}, which is taken"
-                    )
+                    raise ValueError(f"extension {ext.name!r} writes the taken checkpoint entry {key!r}")
                 state[key] = value
         return state
 
@@ -516,17 +486,12 @@ class PPO(RolloutCollector):
             self.optimizer.load_state_dict(state_dict["optimizer_state_dict"])
             self.guard.learning_rate = float(self.optimizer.param_groups[0]["lr"])
             self.set_sync_free(self.sync_free)  # re-links a device learning rate to the loaded value
-        has_state = "lr_scheduler_state_dict" in state_dict
-        if self._lr_scheduler is not None and load_optimizer:
-            if has_state:
-                self._lr_scheduler.load_state_dict(state_dict["lr_scheduler_state_dict"])
-            else:
-                warnings.warn(
-                    "The checkpoint has no lr scheduler state; the scheduler starts fresh.", stacklevel=2
-                )
-        elif self._lr_scheduler is None and has_state:
-            warnings.warn(
-                "The checkpoint's lr scheduler state is ignored: no scheduler is configured.", stacklevel=2
-            )
+        scheduler, has_state = self._lr_scheduler, "lr_scheduler_state_dict" in state_dict
+        if scheduler is not None and load_optimizer and has_state:
+            scheduler.load_state_dict(state_dict["lr_scheduler_state_dict"])
+        elif scheduler is not None and load_optimizer:
+            warnings.warn("No lr scheduler state in the checkpoint: it starts fresh.", stacklevel=2)
+        elif scheduler is None and has_state:
+            warnings.warn("The checkpoint's lr scheduler state is ignored (no scheduler).", stacklevel=2)
         for ext in self.extensions.values():
             ext.load_state_dict(state_dict, load_optimizer=load_optimizer)

@@ -1,5 +1,8 @@
 """Networks and policies. Every class usable as a config ``class_name`` is exported here."""
 
+# ruff: noqa: F401 - the imports are the exports (__all__ below lists them)
+from types import ModuleType as _ModuleType
+
 from st_rl.modules.actor_critic import (
     ActorCritic,
     EncoderActorCritic,
@@ -44,53 +47,4 @@ from st_rl.modules.normalizer import EmpiricalNormalization, Normalize, Normaliz
 from st_rl.modules.simple_actor_critic import Actor, Critic, SimpleActorCritic
 from st_rl.modules.utils import conv2d_output_shape, get_activation, get_activation_Cls
 
-__all__ = [
-    "AMPDiscriminator",
-    "AmpActorCritic",
-    "AmpActorCriticRecurrent",
-    "EncoderAmpActorCriticRecurrent",
-    "ActorCritic",
-    "ActorCriticMutex",
-    "ActorCriticFieldMutex",
-    "ActorCriticClimbMutex",
-    "ActorCriticHiddenState",
-    "ActorCriticRecurrent",
-    "Conv2dHeadModel",
-    "Conv2dModel",
-    "EncoderActorCritic",
-    "EncoderActorCriticRecurrent",
-    "EncoderStateAc",
-    "EncoderStateAcRecurrent",
-    "EstimatorActorHiddenState",
-    "StateAc",
-    "StateAcRecurrent",
-    "PrivilegeStateAc",
-    "PrivilegeStateAcRecurrent",
-    "AdaptorActorHiddenState",
-    "VisualDeterministicAC",
-    "VisualDeterministicRecurrent",
-    "MemorySpec",
-    "PolicyMixin",
-    "AmpMixin",
-    "DeterministicPolicyMixin",
-    "EncoderActorCriticMixin",
-    "EstimatorMixin",
-    "PrivilegeEstimatorMixin",
-    "VisualActorCriticMixin",
-    "NoMemory",
-    "PolicyParts",
-    "EmpiricalNormalization",
-    "Normalize",
-    "Normalizer",
-    "RunningMeanStd",
-    "LstmHiddenState",
-    "Memory",
-    "MlpModel",
-    "Actor",
-    "Critic",
-    "SimpleActorCritic",
-    "build_actor_critic",
-    "conv2d_output_shape",
-    "get_activation",
-    "get_activation_Cls",
-]
+__all__ = [n for n, v in globals().items() if n[0] != "_" and not isinstance(v, _ModuleType)]  # pyright: ignore[reportUnsupportedDunderAll]

@@ -1,5 +1,5 @@
-"""The actor-critic policy, built from optional parts (:class:`PolicyParts`), and its feed-forward presets.
-It takes raw observations everywhere."""
+"""The actor-critic policy (raw observations in), built from optional parts (:class:`PolicyParts`), and its
+feed-forward presets."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from st_rl.modules.checkpoint_compat import (
     restore_legacy_activations,
     split_discriminator_state,
 )
-from st_rl.modules.discriminator import AMPDiscriminator, policy_discriminator
+from st_rl.modules.discriminator import policy_discriminator
 from st_rl.modules.distribution import gaussian_entropy, gaussian_log_prob, gaussian_sample
 from st_rl.modules.encoder import (
     EncoderLayout,
@@ -32,8 +32,8 @@ from st_rl.modules.encoder import (
 from st_rl.modules.memory import (
     AdaptorActorHiddenState,
     attach_memories,
-    check_rollout_states,
     get_policy_hidden_states,
+    load_policy_rollout_states,
     named_memories,
     set_policy_hidden_states,
     split_estimator_hidden,
@@ -86,17 +86,9 @@ class MemorySpec:
 
 @dataclasses.dataclass(frozen=True)
 class PolicyParts:
-    """The optional parts a preset switches on (their arguments come from the keyword arguments).
-
-    Attributes:
-        memory: actor and critic memories (recurrent presets), None for feed-forward.
-        encoders: encoders on named observation components (``encoder_component_names``, ...).
-        estimator: a state estimator (``estimator_obs_components``, ``estimator_target_components``, ...).
-        adaptor: a privileged-state adaptor (``adaptor_obs_components``, ...).
-        visual: a convolutional encoder on the image component ``visual_component_name``.
-        discriminator: an AMP discriminator from ``amp_discriminator``.
-        deterministic: ``act`` returns the action mean (no sampling).
-    """
+    """The optional parts a preset switches on, built from the keyword arguments: ``memory`` (None: none),
+    ``encoders``, ``estimator``, ``adaptor`` (privileged state), ``visual`` (on ``visual_component_name``),
+    ``discriminator`` (from ``amp_discriminator``), ``deterministic`` (``act`` returns the mean)."""
 
     memory: MemorySpec | None = None
     encoders: bool = False
@@ -111,36 +103,27 @@ class PolicyParts:
         return dataclasses.replace(self, **changes)
 
 
-_UNUSED_PART_HINTS = {
-    "encoders": ("encoders; encoder_component_names are", "EncoderActorCritic(Recurrent)"),
-    "estimator": ("state estimator; estimator_* arguments are", "(Encoder)StateAc(Recurrent)"),
-    "adaptor": ("privileged-state adaptor; adaptor_* arguments are", "PrivilegeStateAc(Recurrent)"),
-}
+_PART_PRESETS = {"encoders": "EncoderActorCritic", "estimator": "StateAc", "adaptor": "PrivilegeStateAc"}
 
 
 def _warn_unused_parts(policy: nn.Module, **given: Any) -> None:
     for part, value in given.items():
         if value and not getattr(policy.parts, part):
-            what, presets = _UNUSED_PART_HINTS[part]
-            warnings.warn(f"{type(policy).__name__} has no {what} ignored (use {presets}).", stacklevel=3)
+            msg = f"{type(policy).__name__} has no {part}: their arguments are ignored"
+            warnings.warn(f"{msg} (use {_PART_PRESETS[part]}(Recurrent)).", stacklevel=3)
 
 
 class ActorCritic(nn.Module):
     """Gaussian actor-critic with MLP actor and critic; the base of every policy preset.
 
     Args:
-        activation: activation name (``"elu"``, ``"relu"``, ``"tanh"``, any ``torch.nn`` name).
-        mu_activation: optional activation of the action mean (e.g. ``"tanh"``).
-        obs_segments: actor observation layout (name -> shape).
-        privileged_obs_segments: critic observation layout (alias ``critic_obs_segments``; default: the actor's).
-        actor_obs_normalization: running-statistics normaliser (``actor_obs_normalizer``) of the actor
-            observations, updated only by :meth:`update_normalization`.
-        critic_obs_normalization: the same for the critic observations (default: as the actor).
-        parts: the optional parts (default: the class's ``parts``, which is how presets declare theirs). The
-            arguments of the encoder, estimator, visual and discriminator parts are described by the presets
-            that use them (:class:`EncoderActorCritic`, :class:`StateAc`, :class:`VisualDeterministicAC`,
-            ``AmpActorCritic``); given to a preset without that part they are ignored with a warning.
-        **kwargs: ignored with a warning, except keys every st_rl config passes (``class_name``, ...).
+        activation: a ``torch.nn`` activation name (any case); ``mu_activation``: optional, of the mean.
+        obs_segments: actor observation layout (name -> shape); ``privileged_obs_segments`` (alias
+            ``critic_obs_segments``): the critic's (default: the actor's).
+        actor_obs_normalization: a running-statistics ``actor_obs_normalizer``, updated only by
+            :meth:`update_normalization`; ``critic_obs_normalization``: the critic's (default: as the actor).
+        parts: default the class's ``parts``; the presets with a part describe its arguments, ignored with a
+            warning elsewhere, as are unknown ``**kwargs`` (keys all st_rl configs pass are accepted).
     """
 
     DEFAULT_VISUAL_KWARGS: dict[str, Any] = {"channels": [64, 64], "kernel_sizes": [3, 3], "strides": [1, 1],
@@ -156,6 +139,12 @@ class ActorCritic(nn.Module):
     visual_encoder: nn.Module
     rnn_hidden_size: int = 64  # width of an estimator's own memory in feed-forward policies
     rnn_num_layers: int = 1
+
+    def __init_subclass__(cls, **parts: Any) -> None:
+        """A preset adds the parts it names: ``class StateAc(ActorCritic, estimator=True)``."""
+        super().__init_subclass__()
+        if parts:
+            cls.parts = cls.parts.add(**parts)
 
     def __init__(
         self,
@@ -224,9 +213,10 @@ class ActorCritic(nn.Module):
         if parts.adaptor:
             attach_adaptor(self, adaptor_obs_components, adaptor_target_components, adaptor_kwargs,
                            privilege_replace_state_prob)  # fmt: skip
-        self.amp_discriminator = None
-        if parts.discriminator:
-            self.amp_discriminator = AMPDiscriminator.policy_config(type(self).__name__, amp_discriminator)
+        if parts.discriminator and not amp_discriminator:
+            msg = "dict in the policy config (AMPDiscriminator's arguments, e.g. input_dim None: the env's)"
+            raise ValueError(f"{type(self).__name__} needs an 'amp_discriminator' {msg}")
+        self.amp_discriminator = dict(amp_discriminator or {}) if parts.discriminator else None
         if self._legacy_activations:  # marks checkpoints written since the default became ReLU
             self.register_buffer(DEFAULT_NONLINEARITY_KEY, torch.ones(()))
 
@@ -265,23 +255,17 @@ class ActorCritic(nn.Module):
     def _build_heads(self, actor_obs_normalization: bool, critic_obs_normalization: bool | None) -> None:
         self.actor = PolicyHead(*mlp_layers(self.actor_input_size(), self.actor_hidden_dims, self.num_actions,
                                             self.activation, self.mu_activation))  # fmt: skip
-        self.critic = PolicyHead(
-            *mlp_layers(self.critic_input_size(), self.critic_hidden_dims, 1, self.activation)
-        )
+        critic_in = self.rnn_hidden_size if self.is_recurrent else self.encoded_critic_width()
+        self.critic = PolicyHead(*mlp_layers(critic_in, self.critic_hidden_dims, 1, self.activation))
         self.std = nn.Parameter(self.init_noise_std * torch.ones(self.num_actions))
         self._mean: torch.Tensor | None = None
         self.actor_obs_normalizer: nn.Module = nn.Identity()
         self.critic_obs_normalizer: nn.Module = nn.Identity()
-        self.actor_obs_normalization = False
-        self.critic_obs_normalization = False
-        if critic_obs_normalization is None:
-            critic_obs_normalization = actor_obs_normalization
-        if actor_obs_normalization or critic_obs_normalization:
-            self.enable_obs_normalization(bool(actor_obs_normalization), bool(critic_obs_normalization))
+        self.actor_obs_normalization = self.critic_obs_normalization = False
+        critic = actor_obs_normalization if critic_obs_normalization is None else critic_obs_normalization
+        self.enable_obs_normalization(bool(actor_obs_normalization), bool(critic))
 
-    def enable_obs_normalization(self, actor: bool = True, critic: bool = True) -> None:
-        """Give the policy fresh running-statistics normalisers for its actor / critic inputs."""
-        attach_obs_normalizers(self, actor, critic)
+    enable_obs_normalization = attach_obs_normalizers
 
     @torch.no_grad()
     def update_normalization(self, obs: torch.Tensor, critic_obs: torch.Tensor | None = None) -> None:
@@ -315,19 +299,8 @@ class ActorCritic(nn.Module):
         reconcile_normalizer_state(state, own, enabled)
         return super().load_state_dict(state, strict=strict, assign=assign)
 
-    @property
-    def discriminator(self) -> AMPDiscriminator | None:
-        """The AMP discriminator (None without one): not a policy part, the AMP extension owns it."""
-        return policy_discriminator(self)
-
-    def load_misaligned_state_dict(
-        self,
-        module: nn.Module | Mapping[str, torch.Tensor],
-        obs_segments: Mapping[str, Any],
-        critic_obs_segments: Mapping[str, Any] | None = None,
-    ) -> dict[str, list[str]]:
-        """Load the parameters of a policy trained with another observation layout."""
-        return load_misaligned_state_dict(self, module, obs_segments, critic_obs_segments)
+    discriminator = property(policy_discriminator)
+    load_misaligned_state_dict = load_misaligned_state_dict
 
     def encode_actor(self, observations: torch.Tensor) -> torch.Tensor:
         """Normalised actor observations with encoded components replaced by their latents."""
@@ -341,11 +314,7 @@ class ActorCritic(nn.Module):
         layout = self.critic_layout
         return critic_obs if layout is None else layout.embed(critic_obs, critic_encoder_modules(self))
 
-    def get_encoder_latent(
-        self, observations: torch.Tensor, obs_component: str, critic: bool = False
-    ) -> torch.Tensor:
-        """Latent of one encoded component of raw observations (``ValueError`` if it has no encoder)."""
-        return encoder_latent(self, observations, obs_component, critic)
+    get_encoder_latent = encoder_latent
 
     def embed_visual_latent(self, observations: torch.Tensor) -> torch.Tensor:
         """Normalised observations with the image component replaced by its latent."""
@@ -378,20 +347,14 @@ class ActorCritic(nn.Module):
         return self.adapted_state_
 
     def encoded_actor_width(self) -> int:
-        if self.actor_layout is not None:
-            return self.actor_layout.output_width
-        if self.visual_layout is not None:
-            return self.visual_layout.output_width
-        return self.num_actor_obs
+        layout = self.actor_layout or self.visual_layout
+        return self.num_actor_obs if layout is None else layout.output_width
 
     def encoded_critic_width(self) -> int:
         return self.critic_layout.output_width if self.critic_layout is not None else self.num_critic_obs
 
     def actor_input_size(self) -> int:
         return self.rnn_hidden_size if self.is_recurrent else self.encoded_actor_width()
-
-    def critic_input_size(self) -> int:
-        return self.rnn_hidden_size if self.is_recurrent else self.encoded_critic_width()
 
     def actor_features(
         self, observations: torch.Tensor, masks: torch.Tensor | None = None, hidden_states: Any = None, **kwargs: Any
@@ -411,13 +374,8 @@ class ActorCritic(nn.Module):
         for memory in named_memories(self).values():
             memory.reset(dones)
 
-    def get_hidden_states(self) -> Any:
-        """Rollout hidden states to store with a transition."""
-        return get_policy_hidden_states(self)
-
-    def set_hidden_states(self, hidden_states: Any) -> None:
-        """Restore rollout hidden states returned by :meth:`get_hidden_states`."""
-        set_policy_hidden_states(self, hidden_states)
+    get_hidden_states = get_policy_hidden_states
+    set_hidden_states = set_policy_hidden_states
 
     def detach_hidden_states(self) -> None:
         for memory in named_memories(self).values():
@@ -430,15 +388,7 @@ class ActorCritic(nn.Module):
         """The memories' rollout hidden states for a checkpoint, by attribute name."""
         return {name: memory.rollout_state() for name, memory in named_memories(self).items()}
 
-    def check_rollout_state_dict(self, state: Any, batch_size: int | None = None) -> None:
-        """``ValueError`` naming the memory if :meth:`load_rollout_state_dict` would refuse ``state``."""
-        check_rollout_states(named_memories(self), state, batch_size)
-
-    def load_rollout_state_dict(self, state: dict[str, Any], batch_size: int | None = None) -> None:
-        """Restore :meth:`rollout_state_dict` (all memories or none)."""
-        self.check_rollout_state_dict(state, batch_size)
-        for name, memory in named_memories(self).items():
-            memory.load_rollout_state(state[name], batch_size)
+    load_rollout_state_dict = load_policy_rollout_states
 
     def actor_memories(self) -> list[tuple[str, Any]]:
         """``(role, Memory)`` on the actor's path in running order (``"adaptor"``, ``"estimator"``, ``"actor"``)."""
@@ -548,50 +498,36 @@ class ActorCritic(nn.Module):
         self.std.copy_(torch.clamp(self.std, lo, hi))
 
 
-class EncoderActorCritic(ActorCritic):
-    """:class:`ActorCritic` with encoders on named observation components.
-
-    ``encoder_class_name`` (``"MlpModel"`` / ``"Conv2dHeadModel"``) and ``encoder_kwargs`` are given once or per
-    component; ``critic_encoder_component_names``: None (raw critic observations), ``"shared"`` (the actor's
-    encoders) or a list (own encoders, ``critic_encoder_class_name`` / ``critic_encoder_kwargs``). Defaults:
-    ``encoder_output_size`` 32; MLP ``hidden_sizes=[128, 64]``; conv ``channels=[16, 32]``, ``kernel_sizes=[5, 3]``,
-    ``strides=[2, 2]``, ``hidden_sizes=[64]``; ReLU.
-    """
-
-    parts = PolicyParts(encoders=True)
+class EncoderActorCritic(ActorCritic, encoders=True):
+    """:class:`ActorCritic` with encoders on named observation components. ``encoder_class_name``
+    (``"MlpModel"`` / ``"Conv2dHeadModel"``) and ``encoder_kwargs`` are given once or per component;
+    ``critic_encoder_component_names``: None (raw critic observations), ``"shared"`` (the actor's encoders) or
+    a list (own encoders, ``critic_encoder_class_name`` / ``critic_encoder_kwargs``). Defaults:
+    ``encoder_output_size`` 32; MLP ``hidden_sizes=[128, 64]``; conv ``channels=[16, 32]``, ``kernel_sizes=[5,
+    3]``, ``strides=[2, 2]``, ``hidden_sizes=[64]``; ReLU."""
 
 
-class StateAc(ActorCritic):
-    """:class:`ActorCritic` with a supervised state estimator on the (normalised) observations.
-
-    It predicts ``estimator_target_components`` (EstimatorPPO trains it against the critic's);
-    ``use_actor_rnn``: (recurrent) from the actor memory's output; ``replace_state_prob``: probability that the
-    detached estimate replaces the observed targets in training (always at inference when > 0);
-    ``estimator_kwargs``: ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (ReLU), recurrent ``rnn_*``.
-    """
-
-    parts = PolicyParts(estimator=True)
+class StateAc(ActorCritic, estimator=True):
+    """:class:`ActorCritic` with a supervised state estimator on the (normalised) observations. It predicts
+    ``estimator_target_components`` (EstimatorPPO trains it against the critic's); ``use_actor_rnn``:
+    (recurrent) from the actor memory's output; ``replace_state_prob``: probability that the detached estimate
+    replaces the observed targets in training (always at inference when > 0); ``estimator_kwargs``:
+    ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (ReLU), recurrent ``rnn_*``."""
 
 
-class EncoderStateAc(StateAc):
+class EncoderStateAc(StateAc, encoders=True):
     """:class:`StateAc` with encoders: the estimator reads the observations, then the encoders run."""
 
-    parts = PolicyParts(encoders=True, estimator=True)
 
-
-class PrivilegeStateAc(StateAc):
+class PrivilegeStateAc(StateAc, adaptor=True):
     """:class:`StateAc` plus a privileged-state ``adaptor`` (recurrent: with a memory ``memory_p``) that predicts
     ``adaptor_target_components`` from ``adaptor_obs_components``; with probability
     ``privilege_replace_state_prob`` (always at inference when > 0) its detached estimate replaces them before
     the estimator runs. EstimatorPPO trains it (``adaptor_loss``); ``adaptor_kwargs`` as ``estimator_kwargs``.
     """
 
-    parts = PolicyParts(estimator=True, adaptor=True)
 
-
-class VisualDeterministicAC(ActorCritic):
+class VisualDeterministicAC(ActorCritic, visual=True, deterministic=True):
     """Feed-forward visual policy whose ``act`` returns the mean: a ``Conv2dHeadModel`` (``visual_kwargs`` over
     :attr:`DEFAULT_VISUAL_KWARGS`) encodes the actor's image component ``visual_component_name`` (C, H, W) into
     ``visual_latent_size``."""
-
-    parts = PolicyParts(visual=True, deterministic=True)

@@ -161,13 +161,11 @@ def load_sub_policy(
 
 class ActorCriticMutex(nn.Module):
     """Several trained skill policies (``sub_policy_paths``: their training log directories), one selected per
-    env by ``skill_selection_component`` (the skill index in one column, or a one-hot over the K skills).
-
-    The output is the skill's action times ``subpolicy_action_scale_<i> / env_action_scale`` (``env_action_scale``,
-    a number or per-action list, defaults to the skills' common scale). ``last_action_component`` (and
-    ``last_action_columns``, ``(start, stop)`` within it) is rescaled into each skill's units.
-    ``critic_obs_segments`` is an alias of ``privileged_obs_segments``.
-    """
+    env by ``skill_selection_component`` (the skill index in one column, or a one-hot over the K skills). The
+    output is the skill's action times ``subpolicy_action_scale_<i> / env_action_scale``
+    (``env_action_scale``, a number or per-action list, defaults to the skills' common scale).
+    ``last_action_component`` (and ``last_action_columns``, ``(start, stop)`` within it) is rescaled into each
+    skill's units. ``critic_obs_segments`` is an alias of ``privileged_obs_segments``."""
 
     env_action_scale: torch.Tensor
     submodules: Any  # nn.ModuleList of policies (typed loosely: their methods are duck-typed)
@@ -397,15 +395,13 @@ class ActorCriticMutex(nn.Module):
 
 
 class ActorCriticFieldMutex(ActorCriticMutex):
-    """Mutex for obstacle fields: columns ``selection_column_offset ..`` of ``selection_component`` are a one-hot
-    of the obstacle type, i.e. the skill (none set: skill 0, walking).
-
-    Skill ``i`` in ``cmd_vel_mapping`` (``{i: v | (low, high)}``) sees the forward-velocity command
-    ``cmd_vel_current[i] * cmd_scales[i]`` at ``command_column`` of ``command_component``; ranges are drawn per
-    env. The skills are blended by their mean selection over ``action_smoothing_buffer_len`` steps.
-    ``reset_non_selected``: ``"all"`` resets a recurrent skill's memory where it has no weight in that buffer,
-    ``"when_skill"`` only where walking has none either, ``None`` never. See docs/policies.md for the defaults.
-    """
+    """Mutex for obstacle fields: columns ``selection_column_offset ..`` of ``selection_component`` are a
+    one-hot of the obstacle type, i.e. the skill (none set: skill 0, walking). Skill ``i`` in
+    ``cmd_vel_mapping`` (``{i: v | (low, high)}``) sees the forward-velocity command ``cmd_vel_current[i] *
+    cmd_scales[i]`` at ``command_column`` of ``command_component``; ranges are drawn per env. The skills are
+    blended by their mean selection over ``action_smoothing_buffer_len`` steps. ``reset_non_selected``:
+    ``"all"`` resets a recurrent skill's memory where it has no weight in that buffer, ``"when_skill"`` only
+    where walking has none either, ``None`` never. See docs/policies.md for the defaults."""
 
     _appended_skills = 0  # skills after the one-hot ones (each with a selection column of its own)
     cmd_vel_low: torch.Tensor

@@ -13,11 +13,10 @@ from st_rl.modules.memory import LstmHiddenState as LstmHiddenState
 from st_rl.modules.memory import Memory as Memory
 
 
-class ActorCriticRecurrent(ActorCritic):
+class ActorCriticRecurrent(ActorCritic, memory=MemorySpec()):
     """Gaussian actor-critic whose actor and critic each read their observations through a ``Memory`` (``rnn_type``
     ``"lstm"`` or ``"gru"``); positional arguments in the reference's order, the others as ``ActorCritic``."""
 
-    parts = PolicyParts(memory=MemorySpec())
     is_recurrent = True
 
     def __init__(
@@ -42,33 +41,23 @@ class ActorCriticRecurrent(ActorCritic):
         super().__init__(*args, init_noise_std, parts=parts, **kwargs)
 
 
-class EncoderActorCriticRecurrent(ActorCriticRecurrent):
+class EncoderActorCriticRecurrent(ActorCriticRecurrent, encoders=True):
     """:class:`ActorCriticRecurrent` with encoders (arguments as ``EncoderActorCritic``)."""
 
-    parts = ActorCriticRecurrent.parts.add(encoders=True)
 
-
-class StateAcRecurrent(ActorCriticRecurrent):
+class StateAcRecurrent(ActorCriticRecurrent, estimator=True):
     """:class:`ActorCriticRecurrent` with a state estimator (arguments as ``StateAc``)."""
 
-    parts = ActorCriticRecurrent.parts.add(estimator=True)
 
-
-class EncoderStateAcRecurrent(StateAcRecurrent):
+class EncoderStateAcRecurrent(StateAcRecurrent, encoders=True):
     """:class:`StateAcRecurrent` with encoders (estimator on the observations, then encoders)."""
 
-    parts = ActorCriticRecurrent.parts.add(encoders=True, estimator=True)
 
-
-class VisualDeterministicRecurrent(ActorCriticRecurrent):
+class VisualDeterministicRecurrent(ActorCriticRecurrent, visual=True, deterministic=True):
     """Recurrent visual policy whose ``act`` returns the mean (arguments as ``VisualDeterministicAC``)."""
 
-    parts = ActorCriticRecurrent.parts.add(visual=True, deterministic=True)
 
-
-class PrivilegeStateAcRecurrent(StateAcRecurrent):
+class PrivilegeStateAcRecurrent(StateAcRecurrent, adaptor=True):
     """:class:`StateAcRecurrent` plus a privileged-state adaptor with its own memory ``memory_p`` (``adaptor_kwargs``
     also take ``rnn_type``, ``rnn_hidden_size``, ``rnn_num_layers``); hidden states nest adaptor -> estimator ->
     actor."""
-
-    parts = StateAcRecurrent.parts.add(adaptor=True)

@@ -2,33 +2,22 @@
 
 from __future__ import annotations
 
-from st_rl.modules.actor_critic import ActorCritic, PolicyParts
+from st_rl.modules.actor_critic import ActorCritic
 from st_rl.modules.actor_critic_recurrent import ActorCriticRecurrent, EncoderActorCriticRecurrent
 from st_rl.modules.discriminator import AMPDiscriminator
 
-__all__ = [
-    "AMPDiscriminator",
-    "AmpActorCritic",
-    "AmpActorCriticRecurrent",
-    "EncoderAmpActorCriticRecurrent",
-]
+__all__ = ["AMPDiscriminator", "AmpActorCritic", "AmpActorCriticRecurrent", "EncoderAmpActorCriticRecurrent"]
 
 
-class AmpActorCritic(ActorCritic):
+class AmpActorCritic(ActorCritic, discriminator=True):
     """:class:`~st_rl.modules.actor_critic.ActorCritic` with an ``amp_discriminator`` config; the AMP extension
     builds, trains and saves the discriminator (``policy.discriminator``), not a policy module."""
 
-    parts = PolicyParts(discriminator=True)
 
-
-class AmpActorCriticRecurrent(ActorCriticRecurrent):
+class AmpActorCriticRecurrent(ActorCriticRecurrent, discriminator=True):
     """:class:`~st_rl.modules.actor_critic_recurrent.ActorCriticRecurrent` with an AMP discriminator."""
 
-    parts = ActorCriticRecurrent.parts.add(discriminator=True)
 
-
-class EncoderAmpActorCriticRecurrent(EncoderActorCriticRecurrent):
+class EncoderAmpActorCriticRecurrent(EncoderActorCriticRecurrent, discriminator=True):
     """:class:`~st_rl.modules.actor_critic_recurrent.EncoderActorCriticRecurrent` with an AMP discriminator
     (encoder defaults as usual)."""
-
-    parts = EncoderActorCriticRecurrent.parts.add(discriminator=True)

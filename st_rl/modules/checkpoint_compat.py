@@ -156,13 +156,11 @@ def load_misaligned_state_dict(
     obs_segments: Mapping[str, Any],
     critic_obs_segments: Mapping[str, Any] | None = None,
 ) -> dict[str, list[str]]:
-    """Load the parameters of a policy (or state dict) trained with another observation layout.
-
-    Equal shapes are copied; input layers column block by block for each component of the same size in both
-    layouts (new components keep their initialisation); the rest is skipped. ``obs_segments`` /
-    ``critic_obs_segments``: the source's layouts. Returns (and prints) the ``loaded``, ``remapped``,
-    ``skipped`` and ``new_components`` keys.
-    """
+    """Load the parameters of a policy (or state dict) trained with another observation layout. Equal shapes
+    are copied; input layers column block by block for each component of the same size in both layouts (new
+    components keep their initialisation); the rest is skipped. ``obs_segments`` / ``critic_obs_segments``:
+    the source's layouts. Returns (and prints) the ``loaded``, ``remapped``, ``skipped`` and
+    ``new_components`` keys."""
     src = module.state_dict() if isinstance(module, nn.Module) else dict(module)
     old = {False: feature_segments(policy, obs_segments, False),
            True: feature_segments(policy, critic_obs_segments or obs_segments, True)}  # fmt: skip

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -14,18 +14,12 @@ from st_rl.modules.mlp import mlp_layers
 
 
 class AMPDiscriminator(nn.Module):
-    """Least-squares AMP discriminator ``d = D(x)`` on windows of style features (Peng et al. 2021).
-
-    Trained towards ``d = +1`` on reference windows and ``-1`` on policy windows, with the gradient penalty
+    """Least-squares AMP discriminator ``d = D(x)`` on windows of style features (Peng et al. 2021). Trained
+    towards ``d = +1`` on reference windows and ``-1`` on policy windows, with the gradient penalty
     ``discriminator_grad_pen * mean_batch(||dD/dx||^2)`` on reference windows. Style reward:
-    ``style_reward_coef * max(0, 1 - 0.25 (d - 1)^2)``, added to the task reward when ``task_reward_lerp`` is 0,
-    else ``(1 - task_reward_lerp) * style + task_reward_lerp * task``.
-
-    Args:
-        input_dim: width of one window (``H`` frames x ``F`` style features); None: filled from the environment.
-        hidden_dims: hidden layer sizes of the MLP trunk.
-        activation: hidden activation (``"relu"`` as in the AMP paper).
-    """
+    ``style_reward_coef * max(0, 1 - 0.25 (d - 1)^2)``, added to the task reward when ``task_reward_lerp`` is
+    0, else ``(1 - task_reward_lerp) * style + task_reward_lerp * task``. ``input_dim``: width of one window
+    (``H`` frames x ``F`` style features; None: filled from the environment)."""
 
     # st_gym's AMP config also carries the window width `amp_obs_dim` ({} when unset: Isaac Lab's MISSING).
     config_tolerated = frozenset({"class_name", "amp_obs_dim"})
@@ -60,17 +54,6 @@ class AMPDiscriminator(nn.Module):
         self.discriminator_grad_pen = float(discriminator_grad_pen)
         self.trunk = nn.Sequential(*mlp_layers(self.input_dim, hidden_dims, None, activation))
         self.amp_linear = nn.Linear(int(hidden_dims[-1]) if hidden_dims else self.input_dim, 1)
-
-    @staticmethod
-    def policy_config(owner: str, cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The ``amp_discriminator`` config of policy class ``owner`` (an error if missing)."""
-        if not cfg:
-            raise ValueError(
-                f"{owner} needs an 'amp_discriminator' dict in the policy config, e.g. "
-                "{'input_dim': None, 'style_reward_coef': 1.0, 'hidden_dims': [512, 256], "
-                "'discriminator_grad_pen': 10.0, 'task_reward_lerp': 0.0}."
-            )
-        return dict(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Discriminator output ``(..., 1)`` for windows ``(..., input_dim)``."""

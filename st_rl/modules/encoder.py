@@ -153,16 +153,18 @@ def critic_encoder_modules(policy: Any) -> nn.ModuleList:
     return policy.encoders if policy.critic_encoder_component_names == "shared" else policy.critic_encoders
 
 
-def encoder_latent(policy: Any, observations: torch.Tensor, component: str, critic: bool) -> torch.Tensor:
-    """See :meth:`st_rl.modules.actor_critic.ActorCritic.get_encoder_latent`."""
-    layout = policy.critic_layout if critic else policy.actor_layout
+def encoder_latent(
+    self: Any, observations: torch.Tensor, obs_component: str, critic: bool = False
+) -> torch.Tensor:
+    """Latent of one encoded component of raw observations (``ValueError`` if it has no encoder)."""
+    component, layout = obs_component, self.critic_layout if critic else self.actor_layout
     if layout is None or component not in layout.component_names:
         known = layout.component_names if layout is not None else []
         raise ValueError(
             f"No {'critic' if critic else 'actor'} encoder for component '{component}'; encoded components: {known}"
         )
-    modules = critic_encoder_modules(policy) if critic else policy.encoders
-    x = policy.normalize_critic_obs(observations) if critic else policy.normalize_actor_obs(observations)
+    modules = critic_encoder_modules(self) if critic else self.encoders
+    x = self.normalize_critic_obs(observations) if critic else self.normalize_actor_obs(observations)
     return layout.encode(x, layout.component_names.index(component), modules)
 
 

@@ -15,11 +15,13 @@ from st_rl.registry import resolve_class
 
 def resolve_policy_kwargs(env: Any, policy_cfg: dict[str, Any], check: bool = True) -> dict[str, Any]:
     """The policy's keyword arguments: ``policy_cfg`` (copied, without ``class_name``) with the sizes, layouts and
-    AMP ``input_dim`` it lacks taken from ``env`` (an ``EnvAdapter``, ``EnvSpec`` or raw env); with ``check`` the
-    ones it gives must match the environment's."""
-    spec = env if isinstance(env, (EnvSpec, EnvAdapter)) else EnvSpec.from_env(env)
+    AMP ``input_dim`` it lacks taken from ``env`` (an ``EnvAdapter``, ``EnvSpec`` or raw env; None: the config
+    is complete); with ``check`` the ones it gives must match the environment's."""
     cfg = copy.deepcopy(dict(policy_cfg))
     cfg.pop("class_name", None)
+    if env is None:
+        return cfg
+    spec = env if isinstance(env, (EnvSpec, EnvAdapter)) else EnvSpec.from_env(env)
     if check:
         check_policy_against_env(cfg, spec)
     defaults = {
@@ -88,10 +90,5 @@ def fill_missing(cfg: dict[str, Any], resolved: dict[str, Any]) -> None:
 def build_actor_critic(env: Any, class_name: Any, policy_cfg: dict[str, Any]) -> Any:
     """Instantiate ``class_name`` with ``policy_cfg`` completed from ``env`` (None: the config is complete)."""
     cls = resolve_class(class_name, None, "policy", nn.Module)
-    if env is None:
-        cfg = copy.deepcopy(dict(policy_cfg))
-        cfg.pop("class_name", None)
-    else:
-        # given sizes are kept: parkour's collect.py builds its teacher with explicit sizes next to the student's env
-        cfg = resolve_policy_kwargs(env, policy_cfg, check=False)
-    return cls(**cfg)
+    # given sizes are kept (parkour's collect.py builds its teacher with explicit sizes next to a student env)
+    return cls(**resolve_policy_kwargs(env, policy_cfg, check=False))

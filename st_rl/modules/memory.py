@@ -192,8 +192,10 @@ def set_policy_hidden_states(policy: Any, hidden_states: Any) -> None:
     policy.memory_c.hidden_states = hidden_states.critic
 
 
-def check_rollout_states(memories: dict[str, Memory], state: Any, batch_size: int | None = None) -> None:
-    """Raise ``ValueError`` naming the memory if ``state`` (name -> :meth:`Memory.rollout_state`) does not fit."""
+def load_policy_rollout_states(policy: nn.Module, state: Any, batch_size: int | None = None) -> None:
+    """Restore the policy's ``rollout_state_dict()`` (name -> :meth:`Memory.rollout_state`): all memories or
+    none, ``ValueError`` naming a memory that does not fit."""
+    memories = named_memories(policy)
     if not isinstance(state, dict):
         raise ValueError(f"expected a dict of memory states, got a {type(state).__name__}")
     if sorted(state) != sorted(memories):
@@ -203,3 +205,5 @@ def check_rollout_states(memories: dict[str, Memory], state: Any, batch_size: in
             memory.check_rollout_state(state[name], batch_size)
         except ValueError as e:
             raise ValueError(f"{name}: {e}") from e
+    for name, memory in memories.items():
+        memory.load_rollout_state(state[name], batch_size)

@@ -8,13 +8,17 @@ from st_rl.modules.actor_critic import ActorCritic
 
 
 class PolicyMixin:
-    """Base of the mixins: ``policy_parts`` are added to an ``ActorCritic`` subclass's ``parts``, unless it sets them."""
+    """Base of the mixins (``class M(PolicyMixin, part="name")``): their ``policy_parts`` are added to an
+    ``ActorCritic`` subclass's ``parts``, unless it sets them."""
 
     policy_parts: ClassVar[dict[str, Any]] = {}
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if not issubclass(cls, ActorCritic) or "parts" in cls.__dict__:
+    def __init_subclass__(cls, part: str | None = None, **kwargs: Any) -> None:
+        sets_parts = "parts" in cls.__dict__
+        super().__init_subclass__(**kwargs)  # ActorCritic's adds the keyword parts
+        if part is not None:
+            cls.policy_parts = {part: True}
+        if not issubclass(cls, ActorCritic) or sets_parts:
             return
         declared: dict[str, Any] = {}
         for klass in reversed(cls.__mro__):
@@ -22,37 +26,25 @@ class PolicyMixin:
         cls.parts = cls.parts.add(**declared)
 
 
-class EncoderActorCriticMixin(PolicyMixin):
+class EncoderActorCriticMixin(PolicyMixin, part="encoders"):
     """Encoders on named observation components (arguments as ``EncoderActorCritic``)."""
 
-    policy_parts: ClassVar[dict[str, Any]] = {"encoders": True}
 
-
-class EstimatorMixin(PolicyMixin):
+class EstimatorMixin(PolicyMixin, part="estimator"):
     """A supervised state estimator, trained by ``EstimatorPPO`` (arguments as ``StateAc``)."""
 
-    policy_parts: ClassVar[dict[str, Any]] = {"estimator": True}
 
-
-class PrivilegeEstimatorMixin(PolicyMixin):
+class PrivilegeEstimatorMixin(PolicyMixin, part="adaptor"):
     """A privileged-state adaptor (arguments as ``PrivilegeStateAc``)."""
 
-    policy_parts: ClassVar[dict[str, Any]] = {"adaptor": True}
 
-
-class VisualActorCriticMixin(PolicyMixin):
+class VisualActorCriticMixin(PolicyMixin, part="visual"):
     """A convolutional encoder on the actor's image component (arguments as ``VisualDeterministicAC``)."""
 
-    policy_parts: ClassVar[dict[str, Any]] = {"visual": True}
 
-
-class DeterministicPolicyMixin(PolicyMixin):
+class DeterministicPolicyMixin(PolicyMixin, part="deterministic"):
     """``act`` returns the action mean."""
 
-    policy_parts: ClassVar[dict[str, Any]] = {"deterministic": True}
 
-
-class AmpMixin(PolicyMixin):
+class AmpMixin(PolicyMixin, part="discriminator"):
     """An AMP discriminator built from the ``amp_discriminator`` dict (trained by ``APPO``)."""
-
-    policy_parts: ClassVar[dict[str, Any]] = {"discriminator": True}

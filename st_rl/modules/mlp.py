@@ -46,9 +46,7 @@ class PolicyHead(nn.Sequential):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         if torch.jit.is_scripting():
-            # TorchScript (``torch.jit.script``, e.g. a deployment exporter) resolves this branch statically and
-            # compiles nothing below it: the scripted head is the plain float32 MLP, what eager mode computes
-            # without autocast.
+            # TorchScript resolves this statically: the scripted head is the plain MLP (eager, no autocast)
             for layer in self:
                 x = layer(x)
             return x

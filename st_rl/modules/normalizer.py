@@ -73,9 +73,8 @@ class EmpiricalNormalization(nn.Module):
             return
         var_x, mean_x = torch.var_mean(x, dim=0, keepdim=True, correction=0)
         n, mean_x, var_x = reduce_moments(n, mean_x, var_x)  # all ranks' batches
-        finite = torch.isfinite(
-            var_x
-        ).all()  # NaN or Inf in the batch (or an overflowing mean) makes var_x so
+        # NaN or Inf in the batch (or an overflowing mean) makes var_x non-finite
+        finite = torch.isfinite(var_x).all()
         if self._mean.device.type == "cpu" and not bool(finite):
             raise NonFiniteObservationError(
                 f"{self._label()} was given a batch of {n} observations holding NaN or Inf (not updated): "

@@ -92,9 +92,7 @@ class AdversarialMotionPrior(Extension):
         self.separate_clipping = bool(separate)
         self.replay_buffer_size = int(size)
         if self.replay_buffer_size < 0:
-            raise ValueError(
-                f"amp_replay_buffer_size must be >= 0 (0: no replay), got {amp_replay_buffer_size!r}"
-            )
+            raise ValueError(f"amp_replay_buffer_size must be >= 0 (0: no replay), got {size!r}")
         if style_reward_ramp is not None and not valid_ramp(style_reward_ramp):
             raise ValueError(
                 f"style_reward_ramp must be [start, end] iterations, 0 <= start <= end; got {style_reward_ramp!r}"
@@ -107,9 +105,7 @@ class AdversarialMotionPrior(Extension):
         discriminator = policy_discriminator(policy)
         if discriminator is None:
             name = type(policy).__name__
-            raise ValueError(
-                f"AMP needs an AMP discriminator: an AmpActorCritic-style policy config; got {name}"
-            )
+            raise ValueError(f"AMP needs an AMP discriminator (an AmpActorCritic-style policy); got {name}")
         self.discriminator: Any = discriminator
         self.amp_obs_dim = int(discriminator.input_dim)
         requested = self._requested_dim
@@ -267,8 +263,7 @@ class AdversarialMotionPrior(Extension):
             self.normalizer.load_state_dict(checkpoint["amp_norm_state_dict"])
         else:
             warnings.warn(
-                "The checkpoint has no AMP normaliser state (amp_norm_state_dict); its statistics start fresh.",
-                stacklevel=3,
+                "No amp_norm_state_dict in the checkpoint: AMP's statistics start fresh.", stacklevel=3
             )
 
 

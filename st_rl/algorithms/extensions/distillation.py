@@ -31,18 +31,6 @@ _EPS = 1e-6
 _NORMALIZER_PREFIXES = ("actor_obs_normalizer.", "critic_obs_normalizer.")
 
 
-def _policy_size_keys(student: Any, with_critic_obs: bool) -> dict[str, Any]:
-    seen_obs = student.num_critic_obs if with_critic_obs else student.num_actor_obs
-    seen_segments = student.privileged_obs_segments if with_critic_obs else student.obs_segments
-    return {
-        "num_actor_obs": seen_obs,
-        "num_critic_obs": student.num_critic_obs,
-        "num_actions": student.num_actions,
-        "obs_segments": seen_segments,
-        "privileged_obs_segments": student.privileged_obs_segments,
-    }
-
-
 def load_teacher_state(path: str, device: str | torch.device = "cpu") -> dict[str, Any]:
     """``{"model", "config"}`` of a teacher checkpoint (ours or rsl_rl's: ``log_std`` becomes ``std``)."""
     state = load_checkpoint(path, map_location=device)
@@ -65,17 +53,20 @@ def build_teacher(
     come from ``teacher_policy``, then its checkpoint's saved config, then the student's sizes."""
     cfg = copy.deepcopy(dict(teacher_policy or {}))
     class_name = cfg.pop("class_name", None)
-    from_checkpoint = False
     path = cfg.pop("teacher_ac_path", None) or teacher_ac_path
     loaded = load_teacher_state(path, device) if path else None
-    saved_policy: dict[str, Any] = {}
-    if loaded is not None and loaded["config"] is not None:
-        saved_policy = dict(loaded["config"].get("policy", {}))
-        from_checkpoint = class_name is None and saved_policy.get("class_name") is not None
-        class_name = class_name or saved_policy.pop("class_name", None)
-        saved_policy.pop("class_name", None)
-    class_name = class_name or default_class_name
-    sizes = _policy_size_keys(student, with_critic_obs)
+    saved_policy = dict(((loaded or {}).get("config") or {}).get("policy") or {})
+    saved_class = saved_policy.pop("class_name", None)
+    from_checkpoint = class_name is None and saved_class is not None
+    class_name = class_name or saved_class or default_class_name
+    critic_segments = student.privileged_obs_segments
+    sizes = {  # the student's, the teacher seeing the critic observations with with_critic_obs
+        "num_actor_obs": student.num_critic_obs if with_critic_obs else student.num_actor_obs,
+        "num_critic_obs": student.num_critic_obs,
+        "num_actions": student.num_actions,
+        "obs_segments": critic_segments if with_critic_obs else student.obs_segments,
+        "privileged_obs_segments": critic_segments,
+    }
     kwargs = {**sizes, **saved_policy}
     kwargs.update({k: v for k, v in cfg.items() if v is not None or k not in kwargs})
     kwargs.update({k: v for k, v in sizes.items() if kwargs.get(k) is None})
@@ -88,9 +79,7 @@ def build_teacher(
     _check_teacher_keys(cls, cfg)
     teacher: Any = cls(**kwargs)
     if loaded is None:
-        warnings.warn(
-            "TPPO: no teacher checkpoint given (teacher_ac_path): the teacher is random", stacklevel=3
-        )
+        warnings.warn("TPPO: no teacher checkpoint (teacher_ac_path): the teacher is random", stacklevel=3)
     else:
         model = loaded["model"]
         teacher.enable_obs_normalization(*(any(k.startswith(p) for k in model) for p in _NORMALIZER_PREFIXES))

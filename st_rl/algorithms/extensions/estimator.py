@@ -34,9 +34,8 @@ class StateEstimation(Extension):
         if func is None or not callable(func):
             raise ValueError(f"estimator_loss_func {estimator_loss_func!r} is not a torch.nn.functional loss")
         self.loss_fn: Any = func
-        self.loss_kwargs = dict(estimator_loss_kwargs or {})
         self.estimator_loss_func = estimator_loss_func
-        self.estimator_loss_kwargs = self.loss_kwargs
+        self.estimator_loss_kwargs = dict(estimator_loss_kwargs or {})
         self.estimator_obs_components: list[str] = []
         self.estimator_target_obs_components: list[str] = []
         self.estimator_loss_coef = float(estimator_loss_coef)
@@ -45,17 +44,13 @@ class StateEstimation(Extension):
         super().setup(policy, device)
         self.policy: Any = policy
         if policy.estimator is None:
-            raise ValueError(
-                f"StateEstimation needs a policy with a state estimator (StateAc, ...), got {type(policy).__name__}"
-            )
+            raise ValueError(f"StateEstimation needs a policy with an estimator (StateAc...): {type(policy)}")
         self.estimator_obs_components = list(policy.estimator_obs_components)
         self.estimator_target_obs_components = list(policy.estimator_target_components)
         critic_segments = policy.privileged_obs_segments
         missing = [c for c in policy.estimator_target_components if c not in (critic_segments or {})]
         if missing:
-            raise ValueError(
-                f"Estimator targets {missing} are not in the critic observation layout {critic_segments}"
-            )
+            raise ValueError(f"Estimator targets {missing} are not in the critic layout {critic_segments}")
 
     def loss_weights(self) -> dict[str, float]:
         return {"estimator_loss": self.estimator_loss_coef, "adaptor_loss": self.estimator_loss_coef}
@@ -71,7 +66,7 @@ class StateEstimation(Extension):
             if estimate.shape[:2] == masks.shape:
                 estimate = unpad_trajectories(estimate, masks)
             target = unpad_trajectories(target, masks)
-        per_dim = self.loss_fn(estimate, target.detach(), reduction="none", **self.loss_kwargs)
+        per_dim = self.loss_fn(estimate, target.detach(), reduction="none", **self.estimator_loss_kwargs)
         if record:
             self.record(estimator_abs_error=(estimate - target).abs().mean())
         return per_dim.sum(dim=-1).mean()
