@@ -14,7 +14,8 @@ from typing import Any
 
 from st_rl.registry import resolve_class
 from st_rl.utils.files import read_json
-from st_rl.utils.writer_base import Writer
+from st_rl.utils.tensorboard_writer import TensorBoardWriter
+from st_rl.utils.writer_base import CustomWriter, NullWriter, Writer
 
 RUN_INFO_FILE = "logger_run.json"  # the W&B / Neptune run of a run directory, for attach_files_to_run
 
@@ -49,11 +50,7 @@ class TrackingWriter(Writer, abc.ABC):
         cfg = cfg or {}
         self.run_id = cfg.get(f"{self.backend}_run_id")
         self.run_name = cfg.get("run_name") or os.path.basename(os.path.normpath(log_dir))
-        self._tb: Any = None
-        if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._tb = SummaryWriter(log_dir=log_dir, flush_secs=10)
+        self._tb: Writer = TensorBoardWriter(log_dir) if tensorboard else NullWriter()
         self._run: Any = None
         self._closed = False
 
@@ -81,8 +78,7 @@ class TrackingWriter(Writer, abc.ABC):
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
         value = float(scalar_value)
-        if self._tb is not None:
-            self._tb.add_scalar(tag, value, global_step)
+        self._tb.add_scalar(tag, value, global_step)
         self._log_scalar(self.run, tag, value, global_step)
 
     def log_config(self, cfg: dict[str, Any]) -> None:
@@ -96,16 +92,14 @@ class TrackingWriter(Writer, abc.ABC):
         self._upload(self.run, path, name or os.path.basename(path), kind="file")
 
     def flush(self) -> None:
-        if self._tb is not None:
-            self._tb.flush()
+        self._tb.flush()
         if self._run is not None:
             self._flush_remote(self._run)
 
     def close(self) -> None:
         """Flush and finish the remote run; the writer cannot be used afterwards."""
         self.flush()
-        if self._tb is not None:
-            self._tb.close()
+        self._tb.close()
         if self._run is not None:
             self._finish(self._run)
             self._run = None
@@ -268,42 +262,6 @@ class NeptuneWriter(TrackingWriter):
 
     def _finish(self, run: Any) -> None:
         run.stop()
-
-
-class CustomWriter(Writer):
-    """A user's writer (any object with ``add_scalar``) as a :class:`~st_rl.utils.writer_base.Writer`: each hook
-    calls the user's method of that name where it has one."""
-
-    def __init__(self, writer: Any) -> None:
-        self.writer = writer
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "writer":  # not set yet (e.g. during unpickling)
-            raise AttributeError(name)
-        return getattr(self.writer, name)
-
-    def _call(self, name: str, *args: Any) -> None:
-        method = getattr(self.writer, name, None)
-        if callable(method):
-            method(*args)
-
-    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
-        self.writer.add_scalar(tag, scalar_value, global_step)
-
-    def log_config(self, cfg: dict[str, Any]) -> None:
-        self._call("log_config", cfg)
-
-    def save_model(self, path: str, it: int) -> None:
-        self._call("save_model", path, it)
-
-    def save_file(self, path: str, name: str | None = None) -> None:
-        self._call("save_file", path)
-
-    def flush(self) -> None:
-        self._call("flush")
-
-    def close(self) -> None:
-        self._call("close")
 
 
 def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:

@@ -19,30 +19,17 @@ import numpy as np
 import torch
 
 from st_rl.storage.rollout_files.base import DatasetExhausted, RolloutFileBase
-from st_rl.storage.rollout_files.trajectory_files import DATASET_FORMAT as DATASET_FORMAT
-from st_rl.storage.rollout_files.trajectory_files import DATASET_FORMAT_VERSION as DATASET_FORMAT_VERSION
-from st_rl.storage.rollout_files.trajectory_files import FILE_FORMATS as FILE_FORMATS
-from st_rl.storage.rollout_files.trajectory_files import METADATA_FILE as METADATA_FILE
-from st_rl.storage.rollout_files.trajectory_files import TRAJ_DIR_RE as TRAJ_DIR_RE
-from st_rl.storage.rollout_files.trajectory_files import TRAJ_FILE_RE as TRAJ_FILE_RE
 from st_rl.storage.rollout_files.trajectory_files import (
     Trajectory,
     TrajectoryFileError,
-    collector_started,
     file_fields,
     get_frame_range,
     read_trajectory_file,
     scan_trajectories,
 )
-from st_rl.storage.rollout_files.trajectory_files import assemble_observations as assemble_observations
 from st_rl.storage.rollout_files.trajectory_files import load_legacy_pickle as load_legacy_pickle
-from st_rl.storage.rollout_files.trajectory_files import read_metadata as read_metadata
-from st_rl.storage.rollout_files.trajectory_files import trajectory_file_name as trajectory_file_name
-from st_rl.storage.rollout_files.trajectory_files import write_trajectory_file as write_trajectory_file
 from st_rl.utils.collections import namedarraytuple
-from st_rl.utils.utils import write_json_atomic as write_json_atomic
 
-# Re-exported: the trajectory_files names imported ``as`` themselves above.
 DEFAULT_WAIT_FOR_DATA_S = 600.0  # wait_for_data_s=None: seconds to wait for a collector that has started
 DEFAULT_POLL_INTERVAL_S = 10.0  # seconds between two scans while waiting
 
@@ -77,31 +64,6 @@ def _frame_range(value: Any) -> list[int]:
     if len(bounds) != 2 or not whole or bounds[1] < bounds[0]:
         raise ValueError(f"starting_frame_range must be [low, high) with 0 <= low <= high, got {value!r}")
     return [int(bounds[0]), int(bounds[1])]
-
-
-def _no_data_message(
-    data_dirs: list[str], missing_dirs: list[str], waited_s: float | None, nothing_will_come: bool = False
-) -> str:
-    expected = "expected trajectory_<k>/traj_<a>_<b>.npz files from DemonstrationSaver / DaggerSaver"
-    where = (
-        f"data directory {missing_dirs[0]!r} does not exist"
-        if missing_dirs
-        else f"no trajectory in {data_dirs}"
-    )
-    key = "wait_for_data_s (TwoStageRunner: pretrain_dataset.wait_for_data_s)"
-    record = "Record a dataset with st_rl.runners.demonstration.DemonstrationSaver, fix data_dir, or"
-    if waited_s is not None:
-        started = "; a collector had started writing there but wrote no trajectory file"
-        return (
-            f"RolloutDataset: no trajectory in {data_dirs} after waiting {waited_s:g} s ({expected})"
-            f"{started if collector_started(data_dirs) else ''}. Check the collector, or raise {key}."
-        )
-    if nothing_will_come:
-        return (
-            f"RolloutDataset: {where} ({expected}), and no collector has started writing there, so nothing "
-            f"will arrive. {record} set {key} to the seconds to wait for a collector that starts later."
-        )
-    return f"RolloutDataset: {where} ({expected}). {record} set {key} > 0 to wait for a collector."
 
 
 class RolloutDataset(RolloutFileBase):
@@ -173,6 +135,7 @@ class RolloutDataset(RolloutFileBase):
         self._fresh = np.zeros(n, dtype=bool)
         self._missing_file_warned = False
         self._missing_dirs: list[str] = []
+        self._collector_started = False
         self._waited_s: float | None = None  # a wait that ended without data
 
     @classmethod
@@ -188,7 +151,7 @@ class RolloutDataset(RolloutFileBase):
 
     def read_dataset_directory(self) -> bool:
         """Scan the data directories; whether ``max(1, keep_latest_n_trajs)`` trajectories exist."""
-        trajectories, self._missing_dirs = scan_trajectories(self.data_dirs)
+        trajectories, self._missing_dirs, self._collector_started = scan_trajectories(self.data_dirs)
         enough = len(trajectories) >= max(1, self.keep_latest_n_trajs)
         if self.keep_latest_n_trajs > 0:
             trajectories = trajectories[-self.keep_latest_n_trajs :]
@@ -218,10 +181,10 @@ class RolloutDataset(RolloutFileBase):
             return
         wait = self.wait_for_data_s
         if wait is None:
-            if not collector_started(self.data_dirs):
+            if not self._collector_started:
                 if self.trajectories:
                     return  # fewer than keep_latest_n_trajs and nobody adds more: use them
-                raise FileNotFoundError(_no_data_message(self.data_dirs, self._missing_dirs, None, True))
+                raise FileNotFoundError(self._no_data_message(nothing_will_come=True))
             wait = DEFAULT_WAIT_FOR_DATA_S
         if wait == 0:
             return
@@ -251,11 +214,31 @@ class RolloutDataset(RolloutFileBase):
         finally:
             self.waiting_for_data.clear()
 
+    def _no_data_message(self, nothing_will_come: bool = False) -> str:
+        expected = "expected trajectory_<k>/traj_<a>_<b>.npz files from DemonstrationSaver / DaggerSaver"
+        where = f"no trajectory in {self.data_dirs}"
+        if self._missing_dirs:
+            where = f"data directory {self._missing_dirs[0]!r} does not exist"
+        key = "wait_for_data_s (TwoStageRunner: pretrain_dataset.wait_for_data_s)"
+        record = "Record a dataset with st_rl.runners.demonstration.DemonstrationSaver, fix data_dir, or"
+        if self._waited_s is not None:
+            started = "; a collector had started writing there but wrote no trajectory file"
+            return (
+                f"RolloutDataset: {where} after waiting {self._waited_s:g} s ({expected})"
+                f"{started if self._collector_started else ''}. Check the collector, or raise {key}."
+            )
+        if nothing_will_come:
+            return (
+                f"RolloutDataset: {where} ({expected}), and no collector has started writing there, so nothing "
+                f"will arrive. {record} set {key} to the seconds to wait for a collector that starts later."
+            )
+        return f"RolloutDataset: {where} ({expected}). {record} set {key} > 0 to wait for a collector."
+
     def reset_all(self) -> None:
         """Scan the data (waiting as ``wait_for_data_s`` says) and start the first pass."""
         self._wait_for_data()
         if not self.trajectories or (self._missing_dirs and self.wait_for_data_s == 0):
-            raise FileNotFoundError(_no_data_message(self.data_dirs, self._missing_dirs, self._waited_s))
+            raise FileNotFoundError(self._no_data_message())
         if len(self.trajectories) < self.keep_latest_n_trajs:
             msg = f"keep_latest_n_trajs={self.keep_latest_n_trajs} but only {len(self.trajectories)} trajectories"
             warnings.warn(f"RolloutDataset: {msg} exist in {self.data_dirs}; using them all.", stacklevel=2)

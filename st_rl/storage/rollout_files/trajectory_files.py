@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import codecs
 import importlib
-import json
 import math
 import os
 import pickle
@@ -22,7 +21,7 @@ import numpy as np
 
 from st_rl.env.layout import normalize_segments, segments_size
 from st_rl.utils.data_compresser import get_compresser
-from st_rl.utils.utils import atomic_write
+from st_rl.utils.files import atomic_write, read_json
 
 DATASET_FORMAT = "st_rl.demonstrations"
 DATASET_FORMAT_VERSION = 1
@@ -172,11 +171,7 @@ def read_metadata(directory: str) -> dict[str, Any] | None:
     path = os.path.join(directory, METADATA_FILE)
     if not os.path.isfile(path):
         return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            metadata = json.load(f, object_pairs_hook=OrderedDict)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TrajectoryFileError(f"{path} is not valid JSON ({e}); restore or delete it") from e
+    metadata = read_json(path, "dataset metadata", "restore or delete it", object_pairs_hook=OrderedDict)
     if not isinstance(metadata, dict):
         raise TrajectoryFileError(
             f"{path} holds a {type(metadata).__name__}, not a mapping; restore or delete it"
@@ -261,19 +256,23 @@ def scan_trajectory_dir(path: str, metadata: dict[str, Any] | None) -> Trajector
     return Trajectory(path, files, starts, stops, metadata)
 
 
-def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[str]]:
-    """Non-empty ``trajectory_*`` directories under ``data_dirs``, oldest first, and the missing data dirs."""
+def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[str], bool]:
+    """Non-empty ``trajectory_*`` directories under ``data_dirs``, oldest first; the missing data dirs; and
+    whether a collector has started writing (a ``metadata.json`` or a ``trajectory_*`` directory exists)."""
     found: list[tuple[float, str, Trajectory]] = []
     missing: list[str] = []
+    started = False
     for data_dir in data_dirs:
         if not os.path.isdir(data_dir):
             missing.append(data_dir)
             continue
         for root, dirs, _ in os.walk(data_dir):
             metadata = read_metadata(root)
+            started = started or metadata is not None
             keep = []
             for d in sorted(dirs):
                 if TRAJ_DIR_RE.fullmatch(d):
+                    started = True
                     traj = scan_trajectory_dir(os.path.join(root, d), metadata)
                     if traj is not None:
                         found.append((os.path.getmtime(traj.path), traj.path, traj))
@@ -281,18 +280,7 @@ def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[
                     keep.append(d)
             dirs[:] = keep  # do not walk into trajectory directories
     found.sort(key=lambda item: (item[0], item[1]))
-    return [t for _, _, t in found], missing
-
-
-def collector_started(data_dirs: Sequence[str]) -> bool:
-    """Whether a ``metadata.json`` or a ``trajectory_*`` directory exists below one of ``data_dirs``."""
-    for data_dir in data_dirs:
-        if not os.path.isdir(data_dir):
-            continue
-        for _, dirs, files in os.walk(data_dir):
-            if METADATA_FILE in files or any(TRAJ_DIR_RE.fullmatch(d) for d in dirs):
-                return True
-    return False
+    return [t for _, _, t in found], missing, started
 
 
 def file_fields(
