@@ -113,12 +113,10 @@ def _shape(shape: int | Sequence[int | None] | None) -> tuple[int, ...] | None:
 class RolloutStorage:
     """Buffers of shape ``(T, N, ...)`` on the training device, filled one transition at a time.
 
-    Args:
-        privileged_obs_shape: critic observation shape; ``[None]`` or ``None``: ``critic_obs`` is ``obs``.
-        buffer_dilation_ratio: >= 1. A ring grows by one rollout at each :meth:`clear` up to ``ratio * T``
-            steps, then overwrites the oldest (``ring``: wrap at ``T`` instead of overflowing).
-        next_observations: also keep the observation after each step (``next_obs`` / ``next_critic_obs``).
-        **kwargs: ignored (the reference passes storage-class-specific keys to every storage).
+    ``privileged_obs_shape`` ``None`` / ``[None]``: ``critic_obs`` is ``obs``. A ``ring`` wraps at ``T``; with
+    ``buffer_dilation_ratio > 1`` it grows by one rollout per :meth:`clear` up to ``ratio * T`` steps first.
+    ``next_observations``: also keep ``next_obs`` / ``next_critic_obs``. Other ``kwargs`` are ignored (the
+    reference passes storage-class-specific keys to every storage).
     """
 
     def __init__(
@@ -348,11 +346,8 @@ class RolloutStorage:
     def recurrent_mini_batch_generator(
         self, num_mini_batches: int, num_epochs: int = 8
     ) -> Iterator[MiniBatch]:
-        """Yield minibatches of the trajectories of ``N // num_mini_batches`` envs for recurrent policies.
-
-        Trajectory fields are split at dones and zero-padded to length T (``masks`` marks real steps); the
-        others stay (T, n, ...). ``hidden_states`` are those at each trajectory's first step, (layers, n_traj, H).
-        """
+        """Minibatches of the trajectories of ``N // num_mini_batches`` envs: trajectory fields zero-padded to T
+        (``masks``: real steps), the others ``(T, n, ...)``; ``hidden_states`` at each trajectory's first step."""
         self.untie_buffer_loop()
         n_envs = self.num_envs
         mini_batch_size = n_envs // num_mini_batches
@@ -421,8 +416,7 @@ class RolloutStorage:
     def _minibatch_masks(
         self, masks: torch.Tensor, index: torch.Tensor, t_slice: Any, env_slice: Any, traj_slice: slice
     ) -> torch.Tensor:
-        """The minibatch's masks; as :class:`TrajectoryMasks` (unpadding without a wait) for whole trajectories of
-        a range of envs."""
+        """The minibatch's masks (:class:`TrajectoryMasks` for the whole trajectories of a range of envs)."""
         masks = masks[t_slice, traj_slice]
         whole = t_slice == slice(None) and isinstance(env_slice, slice) and env_slice.step in (None, 1)
         if not whole or traj_slice.start is None:
@@ -452,8 +446,7 @@ class ActionLabelRollout(QueueRolloutStorage):
 
 
 class SarsaRolloutStorage(RolloutStorage):
-    """:class:`RolloutStorage` that also yields ``next_obs`` / ``next_critic_obs`` (after a done: the new
-    episode's first; mask with ``dones``)."""
+    """:class:`RolloutStorage` with ``next_obs`` / ``next_critic_obs`` (after a done: the next episode's first)."""
 
     def __init__(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
         kwargs["next_observations"] = True

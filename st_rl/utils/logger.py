@@ -13,7 +13,7 @@ import torch
 
 from st_rl.utils.tensorboard_writer import TensorBoardWriter
 from st_rl.utils.writer_base import NullWriter, ScalarWriter, Writer
-from st_rl.utils.writers import NeptuneWriter, WandbWriter, build_custom_writer
+from st_rl.utils.writers import TRACKING_WRITERS, build_custom_writer
 
 __all__ = [
     "LOGGERS",
@@ -39,10 +39,8 @@ def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = Non
         return NullWriter()
     if kind == "tensorboard":
         return TensorBoardWriter(log_dir=log_dir, flush_secs=10)
-    if kind == "wandb":
-        return WandbWriter(log_dir, cfg)
-    if kind == "neptune":
-        return NeptuneWriter(log_dir, cfg)
+    if kind in TRACKING_WRITERS:
+        return TRACKING_WRITERS[kind](log_dir, cfg)
     if isinstance(kind, (dict, type)) or (isinstance(kind, str) and ":" in kind):
         return build_custom_writer(kind, log_dir, cfg)
     close = difflib.get_close_matches(str(kind), LOGGERS, n=1)

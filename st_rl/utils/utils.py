@@ -40,9 +40,8 @@ __all__ = [
 
 
 class TrajectoryMasks(torch.Tensor):
-    """The bool masks ``(T, n_traj)`` of padded trajectories, carrying ``unpad_index`` (2, N * T): the (time,
-    trajectory) place of every real step, env by env, so that :func:`unpad_trajectories` needs no wait for the
-    device. Operations on it give plain tensors."""
+    """Bool masks ``(T, n_traj)`` carrying ``unpad_index`` (:func:`trajectory_layout`), so that
+    :func:`unpad_trajectories` needs no wait for the device. Operations on it give plain tensors."""
 
     unpad_index: torch.Tensor
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
@@ -56,15 +55,9 @@ def trajectory_masks(masks: torch.Tensor, unpad_index: torch.Tensor) -> Trajecto
 
 
 def trajectory_layout(dones: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
-    """Where each step of ``(T, N)`` data goes when split at ``dones`` into zero-padded trajectories.
-
-    A trajectory starts at step 0 and after every done; trajectories are ordered env by env. One read of the
-    device (the trajectory counts).
-
-    Returns:
-        ``(index (2, N * T), offsets)``: the (time in trajectory, trajectory) of each step, env by env; and
-        ``offsets[n]``, the first trajectory of env ``n`` (``offsets[N]``: the number of trajectories).
-    """
+    """``(index (2, N * T), offsets)`` of ``(T, N)`` data split after every done into trajectories, env by env:
+    the (time in trajectory, trajectory) of each step, and the first trajectory of each env (``offsets[N]``: the
+    number of trajectories). One read of the device."""
     steps, num_envs = dones.shape[0], dones.shape[1]
     first = torch.ones((steps, num_envs), dtype=torch.bool, device=dones.device)
     first[1:] = dones.reshape(steps, num_envs)[:-1].bool()
@@ -87,11 +80,8 @@ def pad_trajectories(tensor: torch.Tensor, index: torch.Tensor, num_trajectories
 def split_and_pad_trajectories(
     tensor: torch.Tensor, dones: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split ``(T, N, ...)`` data after every done (and the last step) into trajectories, zero-padded to T.
-
-    Returns:
-        ``(padded (T, n_traj, ...), masks (T, n_traj) bool)``, env by env.
-    """
+    """``(padded (T, n_traj, ...), masks (T, n_traj))``: ``(T, N, ...)`` data split after every done (and the
+    last step) into zero-padded trajectories, env by env."""
     index, offsets = trajectory_layout(dones)
     masks = pad_trajectories(
         torch.ones_like(dones.reshape(dones.shape[0], dones.shape[1]), dtype=torch.bool), index, offsets[-1]
@@ -165,10 +155,7 @@ def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | i
             )
         run_dir = os.path.join(log_root, runs[-1])
     if isinstance(checkpoint, int) or (isinstance(checkpoint, str) and checkpoint.isdigit()):
-        path = os.path.join(run_dir, f"model_{int(checkpoint)}.pt")
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"No checkpoint {path}")
-        return path
+        checkpoint = f"model_{int(checkpoint)}\\.pt"
     newest = latest_checkpoint(run_dir, checkpoint)
     if newest is None:
         raise FileNotFoundError(f"No checkpoint matching '{checkpoint}' in {run_dir}")

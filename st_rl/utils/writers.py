@@ -40,8 +40,7 @@ def import_optional(module: str, extra: str, feature: str | None = None) -> Any:
 
 
 class TrackingWriter(Writer, abc.ABC):
-    """Base of the W&B and Neptune writers: TensorBoard files (``tensorboard``) plus a remote run started on
-    first use and recorded in ``<log_dir>/logger_run.json``."""
+    """Base of the W&B and Neptune writers: TensorBoard files plus a remote run started on first use."""
 
     backend = ""
 
@@ -125,11 +124,8 @@ class TrackingWriter(Writer, abc.ABC):
 
 
 class WandbWriter(TrackingWriter):
-    """Weights & Biases writer (``logger="wandb"``), scalars against a ``global_step`` metric.
-
-    ``cfg`` keys: ``wandb_project`` (required, or ``WANDB_PROJECT``), ``wandb_entity``, ``wandb_mode``,
-    ``wandb_run_id`` (continue it), ``run_name``. Files go to ``<log_dir>/wandb`` unless ``WANDB_DIR`` is set.
-    """
+    """Weights & Biases writer (``logger="wandb"``); ``cfg`` keys ``wandb_project`` (or ``WANDB_PROJECT``),
+    ``wandb_entity``, ``wandb_mode``, ``wandb_run_id`` (continue it), ``run_name``."""
 
     backend = "wandb"
 
@@ -205,11 +201,8 @@ class WandbWriter(TrackingWriter):
 
 
 class NeptuneWriter(TrackingWriter):
-    """Neptune 1.x writer (``logger="neptune"``; token from ``NEPTUNE_API_TOKEN``).
-
-    ``cfg`` keys: ``neptune_project`` (or ``NEPTUNE_PROJECT``; required unless the mode is offline or debug),
-    ``neptune_mode``, ``neptune_run_id`` (continue it), ``run_name``.
-    """
+    """Neptune 1.x writer (``logger="neptune"``, token ``NEPTUNE_API_TOKEN``); ``cfg`` keys ``neptune_project``
+    (or ``NEPTUNE_PROJECT``), ``neptune_mode``, ``neptune_run_id`` (continue it), ``run_name``."""
 
     backend = "neptune"
 
@@ -264,9 +257,12 @@ class NeptuneWriter(TrackingWriter):
         run.stop()
 
 
+TRACKING_WRITERS: dict[str, type[TrackingWriter]] = {"wandb": WandbWriter, "neptune": NeptuneWriter}
+
+
 def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:
-    """``cls(log_dir=log_dir, cfg=cfg, **kwargs)`` for ``spec`` a class, ``"package.module:Class"`` or
-    ``{"class_name": ..., **kwargs}``, wrapped in a :class:`CustomWriter` unless it is a ``Writer``."""
+    """``cls(log_dir=log_dir, cfg=cfg, **kwargs)`` for ``spec`` a class, ``"pkg.module:Class"`` or
+    ``{"class_name": ..., **kwargs}`` (a :class:`CustomWriter` unless a ``Writer``)."""
     kwargs: dict[str, Any] = {}
     if isinstance(spec, dict):
         kwargs = {k: v for k, v in spec.items() if k != "class_name"}
@@ -300,8 +296,8 @@ def read_run_info(run_dir: str) -> dict[str, Any] | None:
 
 
 def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: bool = False) -> str | None:
-    """Upload ``files`` (None skipped) to the W&B or Neptune run that trained ``run_dir``; returns the backend
-    name, or None (ValueError if ``required``) when there is nothing to attach to."""
+    """Upload ``files`` to the W&B / Neptune run of ``run_dir``; the backend, or None (ValueError if
+    ``required``) without one."""
     info = read_run_info(run_dir)
     paths = [p for p in files if p]
     if info is None and required:
@@ -312,7 +308,7 @@ def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: boo
     if info is None or not paths:
         return None
     backend = info.get("logger")
-    cls: type[TrackingWriter] | None = {"wandb": WandbWriter, "neptune": NeptuneWriter}.get(str(backend))
+    cls = TRACKING_WRITERS.get(str(backend))
     if cls is None:
         raise ValueError(f"{os.path.join(run_dir, RUN_INFO_FILE)} names an unknown logger {backend!r}")
     writer = cls(run_dir, info, tensorboard=False)

@@ -69,20 +69,13 @@ def _frame_range(value: Any) -> list[int]:
 class RolloutDataset(RolloutFileBase):
     """Serve recorded trajectories to ``num_envs`` slots as environment-like transitions.
 
-    Each slot reads one trajectory from a random starting frame; when it ends the slot takes the next one and
-    reports ``done=True`` (``timeout=True`` unless a recorded termination), as an environment that resets. With
-    ``mark_first_frame_done`` the first frame of every trajectory is reported so too. After ``dataset_loops``
-    passes (``< 1``: forever) :meth:`get_batch` returns ``None``.
-
-    Args:
-        data_dir: dataset directory or list of directories (searched recursively for ``trajectory_*``).
-        keep_latest_n_trajs: if ``> 0``, only the ``n`` most recently modified trajectories are used.
-        starting_frame_range: ``[low, high)`` of each trajectory's starting frame.
-        wait_for_data_s: seconds to wait for a collector when fewer than ``max(1, keep_latest_n_trajs)``
-            trajectories exist. ``None``: :data:`DEFAULT_WAIT_FOR_DATA_S` if a collector has started writing
-            (``metadata.json`` or ``trajectory_*`` there), else raise at once. ``> 0``: wait in any case,
-            creating missing directories (``math.inf``: no limit). ``0``: never wait.
-        poll_interval_s: seconds between scans while waiting; :meth:`wake` rescans at once.
+    Each slot plays one trajectory from a random frame in ``starting_frame_range`` ``[low, high)``, then the
+    next, reporting ``done=True`` at the switch (``timeout=True`` unless a recorded termination; also at each
+    first frame with ``mark_first_frame_done``). After ``dataset_loops`` passes (``< 1``: endless) batches are
+    ``None``. ``data_dir``: directories searched recursively for ``trajectory_*``; ``keep_latest_n_trajs > 0``:
+    only the newest n. ``wait_for_data_s``: seconds to wait while fewer than ``max(1, keep_latest_n_trajs)``
+    trajectories exist (``None``: :data:`DEFAULT_WAIT_FOR_DATA_S` if a collector has started writing there,
+    else raise; ``math.inf``: no limit; ``0``: never), rescanning every ``poll_interval_s`` or on :meth:`wake`.
     """
 
     Transition = namedarraytuple("Transition", list(_FIELD_SOURCES))
@@ -284,32 +277,32 @@ class RolloutDataset(RolloutFileBase):
             self._file_idx[env] = bisect.bisect_right(traj.starts, start) - 1
             self._cursor[env] = start
             self._fresh[env] = self.mark_first_frame_done
-            try:
-                self._load_file(env)
+            if self._load_file(env):
                 return
-            except FileNotFoundError:
-                self._warn_missing(traj)
-                traj = self._next_trajectory()
+            traj = self._next_trajectory()
 
-    def _warn_missing(self, traj: Trajectory) -> None:
-        if not self._missing_file_warned:
-            msg = f"RolloutDataset: files of {traj.path} disappeared while reading; trajectory cut there"
-            warnings.warn(msg, stacklevel=3)
-            self._missing_file_warned = True
-
-    def _load_file(self, env: int) -> None:
+    def _load_file(self, env: int) -> bool:
+        """Load the slot's current file; False (warning once) when it has disappeared."""
         traj = self._traj[env]
         assert traj is not None
         idx = int(self._file_idx[env])
         path = os.path.join(traj.path, traj.files[idx])
         start, stop = traj.starts[idx], traj.stops[idx]
-        arrays = file_fields(read_trajectory_file(path), traj.metadata, path, stop - start)
+        try:
+            arrays = file_fields(read_trajectory_file(path), traj.metadata, path, stop - start)
+        except FileNotFoundError:
+            if not self._missing_file_warned:
+                msg = f"RolloutDataset: files of {traj.path} disappeared while reading; trajectory cut there"
+                warnings.warn(msg, stacklevel=4)
+                self._missing_file_warned = True
+            return False
         fields = {k: torch.from_numpy(np.ascontiguousarray(v)).to(self.device) for k, v in arrays.items()}
         slots = self._ensure_slots(fields, stop - start, path)
         for key, value in fields.items():
             slots[key][env, : stop - start] = value
         self._file_start[env] = start
         self._file_end[env] = stop
+        return True
 
     def _ensure_slots(
         self, fields: dict[str, torch.Tensor], length: int, path: str
@@ -322,17 +315,13 @@ class RolloutDataset(RolloutFileBase):
             }
             return self._slots
         slots = self._slots
-        same_env = "all trajectories of a dataset must be recorded from the same environment"
-        if set(fields) != set(slots):
-            have = "has" if "privileged_observations" in fields else "lacks"
-            msg = f"{path} {have} privileged_observations unlike the files read before"
-            raise TrajectoryFileError(f"{msg}; {same_env}")
-        for key, value in fields.items():
-            if value.shape[1:] != slots[key].shape[2:]:
-                raise TrajectoryFileError(
-                    f"{path}: {key} has per-frame shape {tuple(value.shape[1:])} but earlier files have "
-                    f"{tuple(slots[key].shape[2:])}; {same_env}"
-                )
+        shapes = {k: tuple(v.shape[1:]) for k, v in fields.items()}
+        before = {k: tuple(v.shape[2:]) for k, v in slots.items()}
+        if shapes != before:
+            raise TrajectoryFileError(
+                f"{path}: per-frame shapes {shapes} unlike the files read before ({before}); all trajectories "
+                "of a dataset must be recorded from the same environment"
+            )
         width = slots["observations"].shape[1]
         if length > width:
             for key, value in slots.items():
@@ -341,8 +330,7 @@ class RolloutDataset(RolloutFileBase):
         return slots
 
     def get_buffer(self, num_transitions_per_env: int | None = None) -> Any:
-        """A new ``Transition`` of empty tensors with leading dims ``(N,)`` or ``(T, N)`` (privileged fields
-        ``None`` when the files have none)."""
+        """An empty ``Transition``, ``(N, ...)`` or ``(T, N, ...)`` (privileged fields ``None`` if not recorded)."""
         if self._slots is None:
             raise RuntimeError("RolloutDataset.get_buffer: no data loaded yet; call reset() first")
         lead = ([] if num_transitions_per_env is None else [int(num_transitions_per_env)]) + [self.num_envs]
@@ -356,35 +344,19 @@ class RolloutDataset(RolloutFileBase):
         return self.Transition(**{name: empty(key) for name, key in _FIELD_SOURCES.items()})
 
     def fill_transition(self, buffer: Any, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
-        """Write the next transition of each slot of ``env_ids`` (all when ``None``) into ``buffer`` and
-        advance the slots; raises DatasetExhausted when a slot needs a trajectory and none is left."""
+        """Write the next transition of the slots ``env_ids`` (all when ``None``) into ``buffer``; advance."""
         assert self._slots is not None, "call reset() first"
         slots = self._slots
         ids = self._env_ids_array(env_ids)
-        rows = None if env_ids is None else torch.from_numpy(ids).to(self.device)
-        gather_rows = self.all_env_ids if rows is None else rows
+        rows = self.all_env_ids if env_ids is None else torch.from_numpy(ids).to(self.device)
 
-        def positions() -> torch.Tensor:
-            return torch.from_numpy(self._cursor[ids] - self._file_start[ids]).to(self.device)
+        def frame(*names: str) -> dict[str, torch.Tensor | None]:
+            pos = torch.from_numpy(self._cursor[ids] - self._file_start[ids]).to(self.device)
+            keys = {name: _FIELD_SOURCES[name] for name in names}
+            return {name: slots[key][rows, pos] if key in slots else None for name, key in keys.items()}
 
-        pos = positions()
-
-        def gather(key: str) -> torch.Tensor | None:
-            return slots[key][gather_rows, pos] if key in slots else None
-
-        def put(dst: torch.Tensor | None, value: torch.Tensor | None) -> None:
-            if dst is None or value is None:
-                return
-            if rows is None:
-                dst.copy_(value)
-            else:
-                dst[rows] = value
-
-        for name in ("observation", "privileged_observation", "action", "reward"):
-            put(getattr(buffer, name), gather(_FIELD_SOURCES[name]))
-        done, timeout = slots["dones"][gather_rows, pos], slots["timeouts"][gather_rows, pos]
+        values = frame("observation", "privileged_observation", "action", "reward", "done", "timeout")
         cut = self._fresh[ids].copy()
-
         # advance; only slots leaving their file need Python-level work
         self._cursor[ids] += 1
         self._fresh[ids] = False
@@ -394,22 +366,19 @@ class RolloutDataset(RolloutFileBase):
             assert traj is not None
             if self._cursor[env] < traj.length:
                 self._file_idx[env] += 1
-                try:
-                    self._load_file(env)
+                if self._load_file(env):
                     continue
-                except FileNotFoundError:
-                    self._warn_missing(traj)
             self._start_trajectory(env, self._next_trajectory())
             cut[k] = True
         if cut.any():
-            cut_t = torch.from_numpy(cut).to(self.device)
-            timeout = timeout | (cut_t & ~done)
-            done = done | cut_t
-        put(buffer.done, done)
-        put(buffer.timeout, timeout)
-        pos = positions()
-        put(buffer.next_observation, gather("observations"))
-        put(buffer.next_privileged_observation, gather("privileged_observations"))
+            cut_t, done = torch.from_numpy(cut).to(self.device), values["done"]
+            assert done is not None and values["timeout"] is not None
+            values.update(done=done | cut_t, timeout=values["timeout"] | (cut_t & ~done))
+        values.update(frame("next_observation", "next_privileged_observation"))
+        for name, value in values.items():
+            dst = getattr(buffer, name)
+            if dst is not None and value is not None:
+                dst[rows] = value
 
 
 _CONFIG_KEYS = tuple(
@@ -420,8 +389,7 @@ _CONFIG_KEYS = tuple(
 def rollout_dataset_from_config(
     cfg: Mapping[str, Any], num_envs: int, device: str | torch.device = "cuda"
 ) -> RolloutDataset:
-    """Build a :class:`RolloutDataset` from a ``pretrain_dataset`` config dict (legacy keys: ``scan_dir``, an
-    alias of ``data_dir``; ``keep_latest_ratio``, ignored with a warning)."""
+    """A :class:`RolloutDataset` from a ``pretrain_dataset`` dict (legacy: ``scan_dir``, ``keep_latest_ratio``)."""
     cfg = dict(cfg)
     if "scan_dir" in cfg:
         if "data_dir" in cfg:
