@@ -28,8 +28,8 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-    """A registered storage field: one ``(T, N, *shape)`` buffer; ``trajectory``: padded into trajectories in
-    recurrent minibatches; ``minibatch`` / ``transition``: its name there (None: the field's; ``""``: absent)."""
+    """A ``(T, N, *shape)`` buffer; ``trajectory``: padded in recurrent minibatches; ``minibatch`` / ``transition``:
+    its name there (None: the field's; ``""``: absent)."""
 
     shape: tuple[int, ...]
     dtype: torch.dtype = torch.float32
@@ -61,8 +61,7 @@ class Transition:
 
 
 class MiniBatch:
-    """One minibatch: tensors by minibatch name, as attributes (``hidden_states`` and ``masks`` are ``None`` in
-    feed-forward minibatches)."""
+    """One minibatch's tensors by name, as attributes (``hidden_states`` / ``masks``: ``None`` if feed-forward)."""
 
     __slots__ = ("_fields",)
     _ALWAYS = ("hidden_states", "masks")
@@ -252,9 +251,7 @@ class RolloutStorage:
                 self._all_obs[name][-1].copy_(_required(transition, source, "needed at the last step"))
 
     def _save_hidden_states(self, hidden_states: Any) -> None:
-        if hidden_states is None:
-            return
-        flat = tree_flatten(hidden_states)
+        flat = tree_flatten(hidden_states)  # [None] for None
         if any(h is None for h in flat):
             return
         if self.saved_hidden_states is None:
@@ -394,8 +391,7 @@ class RolloutStorage:
         padded_B_slice: slice | None = None,  # noqa: N803
         prev_done_mask: torch.Tensor | None = None,
     ) -> MiniBatch:
-        """The minibatch at ``[T_slice, B_slice]`` (the reference's override hook); recurrent minibatches also
-        give their trajectories in the padded tensors (``padded_B_slice``) and where trajectories start."""
+        """The minibatch at ``[T_slice, B_slice]`` (recurrent: also ``padded_B_slice`` of the padded tensors)."""
         if padded_B_slice is None:
             fields = self._generator_fields or self._minibatch_fields()
             return MiniBatch(**{k: buf[T_slice, B_slice] for k, (_, buf) in fields.items()})
@@ -454,8 +450,7 @@ class SarsaRolloutStorage(RolloutStorage):
 
 
 class AmpRolloutStorage(ActionLabelRollout):
-    """:class:`ActionLabelRollout` that also records the AMP windows ``ref_obs`` (the policy's) and
-    ``ref_motion`` of shape ``amp_obs_shape``, e.g. ``(H * F,)``."""
+    """:class:`ActionLabelRollout` with the AMP windows ``ref_obs`` / ``ref_motion`` of shape ``amp_obs_shape``."""
 
     def __init__(
         self,

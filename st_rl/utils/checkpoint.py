@@ -154,8 +154,8 @@ def load_checkpoint(
 
 
 def migrate_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
-    """``state`` in the current format (a new dict): format 1's normaliser entries move into ``model_state_dict``
-    unless it has them; an unused critic normaliser (count 0) takes the actor's statistics."""
+    """``state`` in the current format: format 1's normaliser entries moved into ``model_state_dict`` (an unused
+    critic normaliser takes the actor's statistics)."""
     if not any(entry in state for entry, _ in _NORMALIZER_ENTRIES):
         return state
     state = dict(state)

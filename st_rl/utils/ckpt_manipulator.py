@@ -1,5 +1,4 @@
-"""Checkpoint manipulators ``(loaded_checkpoint, current_algorithm_state) -> checkpoint``: the runner config's
-``ckpt_manipulator`` adapts a checkpoint to a changed model in ``load()``."""
+"""Checkpoint manipulators ``(checkpoint, current_algorithm_state) -> checkpoint`` (``runner.ckpt_manipulator``)."""
 
 from __future__ import annotations
 

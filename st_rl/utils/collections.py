@@ -1,5 +1,4 @@
-"""``namedarraytuple``: named tuples of tensors that index and assign across all fields at once, and the
-reference's class-free schema variants (rlpyt)."""
+"""``namedarraytuple`` (rlpyt): named tuples of tensors indexed across all fields at once, and tree helpers."""
 
 from __future__ import annotations
 
@@ -189,8 +188,7 @@ class NamedArrayTuple(_ArrayTupleMethods, NamedTuple):
 
 
 class NamedTupleSchema:
-    """Acts like ``namedtuple(typename, fields)`` without defining a class (its :class:`NamedTuple` objects
-    pickle under spawn)."""
+    """``namedtuple(typename, fields)`` without a class (its :class:`NamedTuple` objects pickle under spawn)."""
 
     _typename: str
     _fields: tuple[str, ...]

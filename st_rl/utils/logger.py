@@ -32,8 +32,7 @@ LOGGERS = ("tensorboard", "wandb", "neptune", "none")
 
 
 def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = None) -> Writer:
-    """The writer for ``kind``: one of :data:`LOGGERS` or a custom writer (:func:`build_custom_writer`);
-    a :class:`NullWriter` without ``log_dir``. ``cfg``: the runner config (W&B / Neptune keys)."""
+    """The writer for ``kind`` (:data:`LOGGERS` or a custom writer), a :class:`NullWriter` without ``log_dir``."""
     cfg = cfg or {}
     if log_dir is None or kind in ("none", None):
         return NullWriter()
@@ -52,8 +51,8 @@ def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = Non
 
 
 def aggregate_episode_infos(ep_infos: list[dict[str, Any]]) -> dict[str, float]:
-    """Reduce per-step episode dicts to one NaN-ignoring value per key: max for keys containing ``_max``, min
-    for ``_min``, else mean. Keys without "/" become ``Episode/<key>``."""
+    """One NaN-ignoring value per key (max for ``*_max*``, min for ``*_min*``, else mean) as ``Episode/<key>``
+    unless the key has a "/"."""
     values: dict[str, list[torch.Tensor]] = {}
     for info in ep_infos:
         for key, val in info.items():

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 from collections.abc import Iterable
-from typing import Any
 
 import torch
 
@@ -19,7 +17,7 @@ from st_rl.env.layout import (
     segments_size,
     substitute_estimated_state,
 )
-from st_rl.utils.files import atomic_write, read_json
+from st_rl.utils.files import read_json, write_json_atomic
 
 __all__ = [
     "get_checkpoint_path",
@@ -70,8 +68,7 @@ def trajectory_layout(dones: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
 
 
 def pad_trajectories(tensor: torch.Tensor, index: torch.Tensor, num_trajectories: int) -> torch.Tensor:
-    """``(T, N, ...)`` data as ``(T, num_trajectories, ...)`` zero-padded trajectories at ``index``
-    (:func:`trajectory_layout`); no wait for the device."""
+    """``(T, N, ...)`` data as ``(T, num_trajectories, ...)`` zero-padded trajectories at ``index``."""
     padded = tensor.new_zeros((tensor.shape[0], num_trajectories, *tensor.shape[2:]))
     padded[index[0], index[1]] = tensor.transpose(1, 0).flatten(0, 1)
     return padded
@@ -90,8 +87,7 @@ def split_and_pad_trajectories(
 
 
 def unpad_trajectories(trajectories: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`split_and_pad_trajectories`: back to ``(T, N, ...)`` (without a wait for the device when
-    ``masks`` are :class:`TrajectoryMasks`)."""
+    """Inverse of :func:`split_and_pad_trajectories`: back to ``(T, N, ...)``."""
     steps = masks.shape[0]
     if isinstance(masks, TrajectoryMasks):
         moved = trajectories[masks.unpad_index[0], masks.unpad_index[1]]
@@ -181,10 +177,6 @@ def read_run_config(run_dir: str) -> dict:
             "config.json there), or write one with st_rl.utils.utils.write_run_config."
         )
     return read_json(path, "run config", "restore it from the run's checkpoint or delete the run directory")
-
-
-def write_json_atomic(path: str, data: Any) -> None:
-    atomic_write(path, lambda f: json.dump(data, f, indent=2), mode="w")
 
 
 def write_run_config(run_dir: str, config: dict) -> str:

@@ -45,8 +45,7 @@ class NullWriter(Writer):
 
 
 class CustomWriter(Writer):
-    """A user's writer (any object with ``add_scalar``) as a :class:`Writer`: each hook
-    calls the user's method of that name where it has one."""
+    """A user's writer (any object with ``add_scalar``) as a :class:`Writer` whose hooks call its methods."""
 
     def __init__(self, writer: Any) -> None:
         self.writer = writer

@@ -6,14 +6,13 @@ import abc
 import contextlib
 import importlib
 import inspect
-import json
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from st_rl.registry import resolve_class
-from st_rl.utils.files import read_json
+from st_rl.utils.files import read_json, write_json_atomic
 from st_rl.utils.tensorboard_writer import TensorBoardWriter
 from st_rl.utils.writer_base import CustomWriter, NullWriter, Writer
 
@@ -72,8 +71,7 @@ class TrackingWriter(Writer, abc.ABC):
 
     def _write_run_info(self) -> None:
         os.makedirs(self.log_dir, exist_ok=True)
-        with open(os.path.join(self.log_dir, RUN_INFO_FILE), "w") as f:
-            json.dump(self.run_info(), f, indent=2)
+        write_json_atomic(os.path.join(self.log_dir, RUN_INFO_FILE), self.run_info())
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
         value = float(scalar_value)

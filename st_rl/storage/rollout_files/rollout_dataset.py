@@ -6,7 +6,6 @@ import bisect
 import difflib
 import inspect
 import math
-import numbers
 import os
 import threading
 import time
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from st_rl.storage.rollout_files.base import DatasetExhausted, RolloutFileBase
+from st_rl.storage.rollout_files.base import DatasetExhausted, RolloutFileBase, is_integer
 from st_rl.storage.rollout_files.trajectory_files import (
     Trajectory,
     TrajectoryFileError,
@@ -46,10 +45,6 @@ _FIELD_SOURCES = {
 }
 
 
-def _is_integer(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _data_dirs(data_dir: Any) -> list[str]:
     dirs = [data_dir] if isinstance(data_dir, (str, os.PathLike)) else data_dir
     if isinstance(dirs, (list, tuple)) and dirs and all(isinstance(d, (str, os.PathLike)) for d in dirs):
@@ -60,7 +55,7 @@ def _data_dirs(data_dir: Any) -> list[str]:
 def _frame_range(value: Any) -> list[int]:
     iterable = hasattr(value, "__iter__") and not isinstance(value, str)
     bounds: list[Any] = list(value) if iterable else []
-    whole = all((_is_integer(v) or (isinstance(v, float) and v.is_integer())) and v >= 0 for v in bounds)
+    whole = all((is_integer(v) or (isinstance(v, float) and v.is_integer())) and v >= 0 for v in bounds)
     if len(bounds) != 2 or not whole or bounds[1] < bounds[0]:
         raise ValueError(f"starting_frame_range must be [low, high) with 0 <= low <= high, got {value!r}")
     return [int(bounds[0]), int(bounds[1])]
@@ -99,7 +94,7 @@ class RolloutDataset(RolloutFileBase):
         self.data_dirs = _data_dirs(data_dir)
         self.starting_frame_range = _frame_range(starting_frame_range)
         for name, value in (("dataset_loops", dataset_loops), ("keep_latest_n_trajs", keep_latest_n_trajs)):
-            if not _is_integer(value):
+            if not is_integer(value):
                 raise ValueError(f"{name} must be an integer, got {value!r}")
         self.dataset_loops = int(dataset_loops)
         self.random_shuffle_traj_order = bool(random_shuffle_traj_order)

@@ -1,7 +1,5 @@
-"""On-disk format of demonstration datasets (``docs/datasets.md``): names, writing, safe reading, scanning.
-
-``<data_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz`` (or ``.pickle``) holds frames ``[a, b)`` of trajectory k.
-"""
+"""Demonstration datasets on disk (``docs/datasets.md``): ``<data_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz``
+(or ``.pickle``) holds frames ``[a, b)`` of trajectory k."""
 
 from __future__ import annotations
 
@@ -73,15 +71,7 @@ _PLAIN_GLOBALS = {
     ("numpy", "dtype"): np.dtype,
     ("_codecs", "encode"): codecs.encode,
 }
-_PICKLE_ERRORS = (
-    pickle.UnpicklingError,
-    EOFError,
-    ValueError,
-    TypeError,
-    AttributeError,
-    IndexError,
-    KeyError,
-)
+_PICKLE_ERRORS = (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, LookupError)
 
 
 class _RefusedGlobal(pickle.UnpicklingError):
@@ -103,8 +93,7 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
 
 
 def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
-    """Read a ``traj_*.pickle`` (a dict of numpy arrays) resolving only numpy's array builders, so it never
-    executes code; a 1-tuple holding an array (an ancestor bug) is unwrapped."""
+    """A ``traj_*.pickle`` dict of numpy arrays, unpickled without running code (only numpy's builders)."""
     try:
         with open(path, "rb") as f:
             data = _NumpyOnlyUnpickler(f).load()
@@ -173,29 +162,18 @@ def read_metadata(directory: str) -> dict[str, Any] | None:
         return None
     metadata = read_json(path, "dataset metadata", "restore or delete it", object_pairs_hook=OrderedDict)
     if not isinstance(metadata, dict):
-        raise TrajectoryFileError(
-            f"{path} holds a {type(metadata).__name__}, not a mapping; restore or delete it"
-        )
+        raise TrajectoryFileError(f"{path} holds a {type(metadata).__name__}, not a dict; fix or delete it")
     return metadata
 
 
 def assemble_observations(
     arrays: Mapping[str, np.ndarray], metadata: Mapping[str, Any] | None, path: str, prefix: str = "obs_"
 ) -> np.ndarray:
-    """The flat ``(L, num_obs)`` float32 observations of one file: ``observations``, or the ``obs_<component>``
-    entries decompressed and concatenated in ``metadata["obs_segments"]`` order."""
+    """The ``(L, num_obs)`` float32 ``observations``, or the ``obs_<component>`` arrays in ``obs_segments`` order."""
     segments = normalize_segments((metadata or {}).get("obs_segments"))
     if "observations" in arrays:
         obs = np.asarray(arrays["observations"])
-        obs = obs.reshape(obs.shape[0], -1).astype(np.float32, copy=False)
-        if segments is not None:
-            width = segments_size(segments)
-            if obs.shape[1] != width:
-                raise TrajectoryFileError(
-                    f"{path}: observations have {obs.shape[1]} columns but metadata.json obs_segments add up "
-                    f"to {width}; move the file or fix metadata.json."
-                )
-        return obs
+        return obs.reshape(obs.shape[0], -1).astype(np.float32, copy=False)
     components = [k for k in arrays if k.startswith(prefix)]
     if not components:
         raise TrajectoryFileError(f"{path} has no 'observations' and no '{prefix}<component>' arrays")
@@ -291,9 +269,15 @@ def file_fields(
         if key not in arrays:
             raise TrajectoryFileError(f"{path} lacks the {key!r} array; the file is incomplete")
     obs = assemble_observations(arrays, metadata, path)
-    num_obs = (metadata or {}).get("num_obs")
-    if num_obs is not None and obs.shape[1] != int(num_obs):
-        raise TrajectoryFileError(f"{path}: {obs.shape[1]} observation columns, metadata num_obs={num_obs}")
+    segments = normalize_segments((metadata or {}).get("obs_segments"))
+    widths = {
+        "num_obs": (metadata or {}).get("num_obs"),
+        "obs_segments": segments_size(segments) if segments else None,
+    }
+    for key, width in widths.items():
+        if width is not None and obs.shape[1] != int(width):
+            msg = f"{path}: {obs.shape[1]} observation columns, but metadata.json {key} gives {width}"
+            raise TrajectoryFileError(f"{msg}; move the file or fix metadata.json")
 
     def rows(key: str, value: np.ndarray) -> np.ndarray:
         value = np.asarray(value)
