@@ -187,13 +187,11 @@ class RolloutStorage:
             return
         shape = tuple(int(s) for s in field.shape)
         field = dataclasses.replace(field, shape=shape)
-        T, N = self.num_transitions_per_env, self.num_envs
-        if self.has_next_observations and field.trajectory:
-            full = torch.zeros(T + 1, N, *shape, dtype=field.dtype, device=self.device)
+        T, with_next = self.num_transitions_per_env, self.has_next_observations and field.trajectory
+        full = torch.zeros(T + with_next, self.num_envs, *shape, dtype=field.dtype, device=self.device)
+        if with_next:
             self._all_obs[name] = full
-            self.buffers[name] = full[:-1]
-        else:
-            self.buffers[name] = torch.zeros(T, N, *shape, dtype=field.dtype, device=self.device)
+        self.buffers[name] = full[:T] if with_next else full
         self.fields[name] = field
 
     def has_field(self, name: str) -> bool:

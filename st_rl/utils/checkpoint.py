@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from st_rl.utils.files import atomic_write, refuse_special_file
+from st_rl.utils.files import atomic_write
 
 # 2: normaliser statistics in model_state_dict (also copied to the reference's obs_norm_state_dict entries).
 # 1: only in obs_norm_state_dict / critic_obs_norm_state_dict (rsl_rl 2.x).
@@ -107,7 +107,6 @@ def save_checkpoint(path: str, state: dict[str, Any]) -> None:
     """Write ``state`` to ``path`` atomically (TypeError for non-weights-only data, else CheckpointWriteError)."""
     check_weights_only_safe(state, "checkpoint")
     try:
-        refuse_special_file(path, "checkpoint")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         # torch.save reports a full disk as RuntimeError("[enforce fail at inline_container.cc:...]")
         atomic_write(path, lambda f: torch.save(state, f), prefix=".tmp_", suffix="", sync=True)

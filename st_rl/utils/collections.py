@@ -88,12 +88,9 @@ def get_leading_dims(value: Any, n_dim: int | None = None) -> tuple[int, ...]:
         raise ValueError("get_leading_dims: a field is None")
     if not leaves:
         raise ValueError("get_leading_dims: no arrays")
-    common: list[int] = []
-    for dims in zip(*(tuple(v.shape) for v in leaves)):
-        if len(set(dims)) > 1:
-            break
-        common.append(dims[0])
-    return tuple(common[:n_dim])
+    shapes = [tuple(v.shape) for v in leaves]
+    common = next((i for i, dims in enumerate(zip(*shapes)) if len(set(dims)) > 1), min(map(len, shapes)))
+    return shapes[0][:common][:n_dim]
 
 
 class AttrDict(dict):

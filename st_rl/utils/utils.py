@@ -104,27 +104,22 @@ def store_code_state(logdir: str, repositories: Iterable[str]) -> list[str]:
     for path in repositories:
         start = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
         try:
-            root = subprocess.run(
-                ["git", "rev-parse", "--show-toplevel"], cwd=start, capture_output=True, text=True, check=True
-            ).stdout.strip()
+            root = _git(start, "rev-parse", "--show-toplevel", check=True).strip()
         except (subprocess.CalledProcessError, FileNotFoundError, NotADirectoryError):
             continue
         target = os.path.join(git_dir, os.path.basename(root) + ".diff")
-        if os.path.exists(target):
-            written.append(target)
-            continue
-
-        def git(*args: str, _root: str = root) -> str:
-            return subprocess.run(["git", *args], cwd=_root, capture_output=True, text=True).stdout
-
-        content = (
-            f"--- git commit ---\n{git('rev-parse', 'HEAD')}\n--- git status ---\n{git('status', '--short')}\n"
-            f"--- git diff ---\n{git('diff', 'HEAD')}"
-        )
-        with open(target, "w", encoding="utf-8") as f:
-            f.write(content)
+        if not os.path.exists(target):
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(
+                    f"--- git commit ---\n{_git(root, 'rev-parse', 'HEAD')}\n--- git status ---\n"
+                    f"{_git(root, 'status', '--short')}\n--- git diff ---\n{_git(root, 'diff', 'HEAD')}"
+                )
         written.append(target)
     return written
+
+
+def _git(cwd: str, *args: str, check: bool = False) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=check).stdout
 
 
 _MODEL_RE = re.compile(r"model_(\d+)\.pt$")

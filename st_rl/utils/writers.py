@@ -42,10 +42,19 @@ class TrackingWriter(Writer, abc.ABC):
     """Base of the W&B and Neptune writers: TensorBoard files plus a remote run started on first use."""
 
     backend = ""
+    offline_modes: tuple[str, ...] | None = None  # the modes that need no ``<backend>_project`` (None: all)
 
     def __init__(self, log_dir: str, tensorboard: bool = True, cfg: dict[str, Any] | None = None) -> None:
         self.log_dir = log_dir
-        cfg = cfg or {}
+        cfg, env = cfg or {}, self.backend.upper()
+        self.project = cfg.get(f"{self.backend}_project") or os.environ.get(f"{env}_PROJECT")
+        self.mode = cfg.get(f"{self.backend}_mode") or os.environ.get(f"{env}_MODE")
+        if not self.project and self.offline_modes is not None and self.mode not in self.offline_modes:
+            offline = " or ".join(f"{self.backend}_mode={m!r}" for m in self.offline_modes)
+            raise ValueError(
+                f"logger={self.backend!r} needs a project: set {self.backend}_project in the training config (or "
+                f"{env}_PROJECT){f', or {offline} to log without a server' if offline else ''}."
+            )
         self.run_id = cfg.get(f"{self.backend}_run_id")
         self.run_name = cfg.get("run_name") or os.path.basename(os.path.normpath(log_dir))
         self._tb: Writer = TensorBoardWriter(log_dir) if tensorboard else NullWriter()
@@ -126,17 +135,11 @@ class WandbWriter(TrackingWriter):
     ``wandb_entity``, ``wandb_mode``, ``wandb_run_id`` (continue it), ``run_name``."""
 
     backend = "wandb"
+    offline_modes = ()
 
     def __init__(self, log_dir: str, cfg: dict[str, Any] | None = None, tensorboard: bool = True) -> None:
         self.wandb = import_optional("wandb", "wandb")
-        cfg = cfg or {}
-        self.project = cfg.get("wandb_project") or os.environ.get("WANDB_PROJECT")
-        if not self.project:
-            raise ValueError(
-                "logger='wandb' needs a project: set wandb_project in the training config (or WANDB_PROJECT)."
-            )
-        self.entity = cfg.get("wandb_entity")
-        self.mode = cfg.get("wandb_mode")
+        self.entity = (cfg or {}).get("wandb_entity")
         self._pending_step: int | None = None
         self._pending: dict[str, float] = {}
         self._last_step = 0
@@ -187,12 +190,10 @@ class WandbWriter(TrackingWriter):
         ext = os.path.splitext(path)[1].lower()
         if kind == "file" and ext in _MEDIA_VIDEO + _MEDIA_IMAGE:
             self._flush_remote(run)
-            stem = os.path.splitext(name)[0]
-            if ext in _MEDIA_VIDEO:
-                key, media = f"videos/{stem}", self.wandb.Video(path)
-            else:
-                key, media = f"images/{stem}", self.wandb.Image(path)
-            run.log({key: media, "global_step": self._last_step})
+            group, media = (
+                ("videos", self.wandb.Video) if ext in _MEDIA_VIDEO else ("images", self.wandb.Image)
+            )
+            run.log({f"{group}/{os.path.splitext(name)[0]}": media(path), "global_step": self._last_step})
 
     def _finish(self, run: Any) -> None:
         run.finish()
@@ -203,17 +204,10 @@ class NeptuneWriter(TrackingWriter):
     (or ``NEPTUNE_PROJECT``), ``neptune_mode``, ``neptune_run_id`` (continue it), ``run_name``."""
 
     backend = "neptune"
+    offline_modes = ("offline", "debug")
 
     def __init__(self, log_dir: str, cfg: dict[str, Any] | None = None, tensorboard: bool = True) -> None:
         self.neptune = import_optional("neptune", "neptune")
-        cfg = cfg or {}
-        self.mode = cfg.get("neptune_mode") or os.environ.get("NEPTUNE_MODE")
-        self.project = cfg.get("neptune_project") or os.environ.get("NEPTUNE_PROJECT")
-        if not self.project and self.mode not in ("offline", "debug"):
-            raise ValueError(
-                "logger='neptune' needs a project: set neptune_project in the training config (or "
-                "NEPTUNE_PROJECT), or neptune_mode='offline' / 'debug' to log without a server."
-            )
         super().__init__(log_dir, tensorboard, cfg)
 
     def _init_run(self) -> Any:
@@ -233,10 +227,7 @@ class NeptuneWriter(TrackingWriter):
         }
 
     def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None:
-        if step is None:
-            run[tag].append(value)
-        else:
-            run[tag].append(value, step=step)
+        run[tag].append(value, step=step)  # step=None: the next one
 
     def _log_config(self, run: Any, cfg: dict[str, Any]) -> None:
         from neptune.utils import stringify_unsupported

@@ -261,6 +261,17 @@ def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[
     return [t for _, _, t in found], missing, started
 
 
+# per-frame array -> (dtype, one value per frame)
+_FILE_FIELDS = {
+    "observations": (np.float32, False),
+    "privileged_observations": (np.float32, False),
+    "actions": (np.float32, False),
+    "rewards": (np.float32, True),
+    "dones": (bool, True),
+    "timeouts": (bool, True),
+}
+
+
 def file_fields(
     arrays: dict[str, np.ndarray], metadata: Mapping[str, Any] | None, path: str, length: int
 ) -> dict[str, np.ndarray]:
@@ -279,27 +290,17 @@ def file_fields(
             msg = f"{path}: {obs.shape[1]} observation columns, but metadata.json {key} gives {width}"
             raise TrajectoryFileError(f"{msg}; move the file or fix metadata.json")
 
-    def rows(key: str, value: np.ndarray) -> np.ndarray:
-        value = np.asarray(value)
+    arrays = {"timeouts": np.zeros(length, dtype=bool), **arrays, "observations": obs}
+    out: dict[str, np.ndarray] = {}
+    for key, (dtype, scalar) in _FILE_FIELDS.items():
+        if key not in arrays:
+            continue  # privileged_observations are optional
+        value = np.asarray(arrays[key])
         if value.ndim == 0 or value.shape[0] != length:
             frames = value.shape[0] if value.ndim else 0
             raise TrajectoryFileError(f"{path}: {key!r} has {frames} frames but the file name says {length}")
-        return value.reshape(length, -1)
-
-    def scalars(key: str, dtype: Any) -> np.ndarray:
-        value = rows(key, arrays[key])
-        if value.shape[1] != 1:
+        value = value.reshape(length, -1)
+        if scalar and value.shape[1] != 1:
             raise TrajectoryFileError(f"{path}: {key!r} must hold one value per frame, got {value.shape[1]}")
-        return value.reshape(length).astype(dtype)
-
-    out: dict[str, np.ndarray] = {
-        "observations": rows("observations", obs),
-        "actions": rows("actions", arrays["actions"]).astype(np.float32),
-        "rewards": scalars("rewards", np.float32),
-        "dones": scalars("dones", bool),
-        "timeouts": (scalars("timeouts", bool) if "timeouts" in arrays else np.zeros(length, dtype=bool)),
-    }
-    if "privileged_observations" in arrays:
-        priv = rows("privileged_observations", arrays["privileged_observations"])
-        out["privileged_observations"] = priv.astype(np.float32)
+        out[key] = (value.reshape(length) if scalar else value).astype(dtype, copy=False)
     return out
