@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from st_rl.storage.returns import compute_gae, normalize_advantages
-from st_rl.utils.buffer import buffer_expand, buffer_swap
+from st_rl.utils.buffer import buffer_expand, buffer_from_example, buffer_swap
 from st_rl.utils.collections import tree_flatten, tree_unflatten
 from st_rl.utils.utils import pad_trajectories, trajectory_layout, trajectory_masks
 
@@ -64,12 +64,9 @@ class MiniBatch:
     """One minibatch's tensors by name, as attributes (``hidden_states`` / ``masks``: ``None`` if feed-forward)."""
 
     __slots__ = ("_fields",)
-    _ALWAYS = ("hidden_states", "masks")
 
     def __init__(self, **fields: Any) -> None:
-        for name in self._ALWAYS:
-            fields.setdefault(name, None)
-        object.__setattr__(self, "_fields", fields)
+        object.__setattr__(self, "_fields", {"hidden_states": None, "masks": None, **fields})
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -198,11 +195,9 @@ class RolloutStorage:
         return name in self.fields
 
     def __getattr__(self, name: str) -> Any:
-        buffers = self.__dict__.get("buffers")
-        if buffers is not None and name in buffers:
-            return buffers[name]
-        if name == "privileged_observations":
-            return None
+        buffers = self.__dict__.get("buffers") or {}
+        if name in buffers or name == "privileged_observations":  # None without privileged observations
+            return buffers.get(name)
         raise AttributeError(f"{type(self).__name__} has no attribute or field {name!r}")
 
     @property
@@ -253,22 +248,17 @@ class RolloutStorage:
         if any(h is None for h in flat):
             return
         if self.saved_hidden_states is None:
-            self.saved_hidden_states = [
-                torch.zeros(self.num_transitions_per_env, *h.shape, device=self.device, dtype=h.dtype)
-                for h in flat
-            ]
+            self.saved_hidden_states = list(buffer_from_example(tuple(flat), self.num_transitions_per_env))
             self._hidden_structure = hidden_states
         for buf, h in zip(self.saved_hidden_states, flat):
             buf[self.step].copy_(h.detach())
 
     def clear(self) -> None:
         """Start the next rollout (a ring keeps its cursor and grows once while shorter than its maximum)."""
-        if not self.ring:
+        if not self.ring or (self.buffer_full and self.step >= self.num_transitions_per_env):
             self.step = 0
         elif not self.buffer_full:
             self.expand_buffer_once()
-        elif self.step >= self.num_transitions_per_env:
-            self.step = 0
 
     @property
     def buffer_full(self) -> bool:

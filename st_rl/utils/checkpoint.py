@@ -133,22 +133,18 @@ def load_checkpoint(
                 what = f"it is not a PyTorch checkpoint of plain data ({detail})"
             raise CheckpointError(
                 f"Cannot read checkpoint {path}: {what}. st_rl never unpickles arbitrary Python objects (they could "
-                "run code): re-save it as a dict of tensors, numbers, strings, lists and dicts where it was made, "
-                "from a source you trust (docs/security.md, 'A checkpoint that will not load')."
+                "run code): re-save it as plain data where it was made (docs/security.md)."
             ) from e
         if os.path.getsize(path) == 0:
             detail = "the file is empty"
-        raise CheckpointError(
-            f"Cannot read checkpoint {path}: {detail}. The file is truncated or corrupt (an interrupted save, "
-            "copy or download?) or not a PyTorch checkpoint: copy it again, or use another checkpoint of the run."
-        ) from e
+        msg = f"Cannot read checkpoint {path}: {detail}. The file is truncated or corrupt, or not a PyTorch checkpoint"
+        raise CheckpointError(f"{msg}: copy it again, or use another checkpoint of the run.") from e
     if not isinstance(state, dict):
         raise CheckpointError(f"Checkpoint {path} holds a {type(state).__name__}, expected a dict.")
     missing = [k for k in required if k not in state]
     if missing:
-        raise CheckpointError(
-            f"Checkpoint {path} lacks {missing}; it has {sorted(state)}. Is it an st_rl / rsl_rl checkpoint?"
-        )
+        msg = f"Checkpoint {path} lacks {missing}; it has {sorted(state)}"
+        raise CheckpointError(f"{msg}: is it an st_rl / rsl_rl checkpoint?")
     return migrate_checkpoint(state)
 
 

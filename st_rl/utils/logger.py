@@ -38,10 +38,10 @@ def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = Non
         return NullWriter()
     if kind == "tensorboard":
         return TensorBoardWriter(log_dir=log_dir, flush_secs=10)
-    if kind in TRACKING_WRITERS:
-        return TRACKING_WRITERS[kind](log_dir, cfg)
     if isinstance(kind, (dict, type)) or (isinstance(kind, str) and ":" in kind):
         return build_custom_writer(kind, log_dir, cfg)
+    if isinstance(kind, str) and kind in TRACKING_WRITERS:
+        return TRACKING_WRITERS[kind](log_dir, cfg)
     close = difflib.get_close_matches(str(kind), LOGGERS, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ValueError(

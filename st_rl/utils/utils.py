@@ -141,9 +141,7 @@ def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | i
             if re.fullmatch(load_run, d) and latest_checkpoint(os.path.join(log_root, d), ".*") is not None
         )
         if not runs:
-            raise FileNotFoundError(
-                f"No run directory matching '{load_run}' with model_<it>.pt files in {log_root}"
-            )
+            raise FileNotFoundError(f"No run directory matching '{load_run}' with checkpoints in {log_root}")
         run_dir = os.path.join(log_root, runs[-1])
     if isinstance(checkpoint, int) or (isinstance(checkpoint, str) and checkpoint.isdigit()):
         checkpoint = f"model_{int(checkpoint)}\\.pt"

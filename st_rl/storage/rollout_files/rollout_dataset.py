@@ -113,7 +113,6 @@ class RolloutDataset(RolloutFileBase):
         self.trajectories: list[Trajectory] = []
         self._rng = np.random.default_rng(seed)
         self._queue: deque[Trajectory] = deque()
-        self._max_file_len = 1
         self._slots: dict[str, torch.Tensor] | None = None
         self._traj: list[Trajectory | None] = [None] * self.num_envs
         n = self.num_envs
@@ -145,10 +144,6 @@ class RolloutDataset(RolloutFileBase):
             trajectories = trajectories[-self.keep_latest_n_trajs :]
         self.trajectories = trajectories
         self.metadata = next((t.metadata for t in trajectories if t.metadata is not None), None)
-        if trajectories:
-            self._max_file_len = max(
-                self._max_file_len, max(b - a for t in trajectories for a, b in zip(t.starts, t.stops))
-            )
         return enough
 
     def _new_pass(self) -> None:
@@ -203,24 +198,18 @@ class RolloutDataset(RolloutFileBase):
             self.waiting_for_data.clear()
 
     def _no_data_message(self, nothing_will_come: bool = False) -> str:
-        expected = "expected trajectory_<k>/traj_<a>_<b>.npz files from DemonstrationSaver / DaggerSaver"
         where = f"no trajectory in {self.data_dirs}"
         if self._missing_dirs:
             where = f"data directory {self._missing_dirs[0]!r} does not exist"
+        where += " (expected trajectory_<k>/traj_<a>_<b>.npz files from DemonstrationSaver / DaggerSaver)"
         key = "wait_for_data_s (TwoStageRunner: pretrain_dataset.wait_for_data_s)"
-        record = "Record a dataset with st_rl.runners.demonstration.DemonstrationSaver, fix data_dir, or"
         if self._waited_s is not None:
-            started = "; a collector had started writing there but wrote no trajectory file"
-            return (
-                f"RolloutDataset: {where} after waiting {self._waited_s:g} s ({expected})"
-                f"{started if self._collector_started else ''}. Check the collector, or raise {key}."
-            )
+            started = ", though a collector had started writing there" if self._collector_started else ""
+            return f"RolloutDataset: {where} after {self._waited_s:g} s{started}. Check the collector or raise {key}."
+        fix = f"Record a dataset (st_rl.runners.demonstration.DemonstrationSaver), fix data_dir, or set {key}"
         if nothing_will_come:
-            return (
-                f"RolloutDataset: {where} ({expected}), and no collector has started writing there, so nothing "
-                f"will arrive. {record} set {key} to the seconds to wait for a collector that starts later."
-            )
-        return f"RolloutDataset: {where} ({expected}). {record} set {key} > 0 to wait for a collector."
+            return f"RolloutDataset: {where}; no collector has started writing there. {fix} to wait for one."
+        return f"RolloutDataset: {where}. {fix} > 0 to wait for a collector."
 
     def reset_all(self) -> None:
         """Scan the data (waiting as ``wait_for_data_s`` says) and start the first pass."""
@@ -302,13 +291,8 @@ class RolloutDataset(RolloutFileBase):
     def _ensure_slots(
         self, fields: dict[str, torch.Tensor], length: int, path: str
     ) -> dict[str, torch.Tensor]:
-        if self._slots is None:
-            width = max(self._max_file_len, length)
-            self._slots = {
-                k: torch.zeros(self.num_envs, width, *v.shape[1:], dtype=v.dtype, device=self.device)
-                for k, v in fields.items()
-            }
-            return self._slots
+        if self._slots is None:  # width 0, grown below
+            self._slots = {k: v.new_zeros(self.num_envs, 0, *v.shape[1:]) for k, v in fields.items()}
         slots = self._slots
         shapes = {k: tuple(v.shape[1:]) for k, v in fields.items()}
         before = {k: tuple(v.shape[2:]) for k, v in slots.items()}
@@ -384,14 +368,13 @@ _CONFIG_KEYS = tuple(
 def rollout_dataset_from_config(
     cfg: Mapping[str, Any], num_envs: int, device: str | torch.device = "cuda"
 ) -> RolloutDataset:
-    """A :class:`RolloutDataset` from a ``pretrain_dataset`` dict (legacy: ``scan_dir``, ``keep_latest_ratio``)."""
+    """A :class:`RolloutDataset` from a ``pretrain_dataset`` dict (``scan_dir``: legacy ``data_dir``)."""
     cfg = dict(cfg)
     if "scan_dir" in cfg:
         if "data_dir" in cfg:
             raise ValueError("pretrain_dataset config gives both 'data_dir' and its legacy alias 'scan_dir'")
         cfg["data_dir"] = cfg.pop("scan_dir")
-    if "keep_latest_ratio" in cfg:
-        cfg.pop("keep_latest_ratio")
+    if cfg.pop("keep_latest_ratio", None) is not None:
         msg = "pretrain_dataset 'keep_latest_ratio' is not supported and is ignored; use keep_latest_n_trajs."
         warnings.warn(msg, stacklevel=2)
     close = {k: difflib.get_close_matches(k, _CONFIG_KEYS, n=1) for k in cfg if k not in _CONFIG_KEYS}
