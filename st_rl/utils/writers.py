@@ -68,7 +68,8 @@ class TrackingWriter(Writer, abc.ABC):
             if self._closed:
                 raise RuntimeError(f"this {type(self).__name__} is closed; build a new writer")
             self._run = self._init_run()
-            self._write_run_info()
+            os.makedirs(self.log_dir, exist_ok=True)
+            write_json_atomic(os.path.join(self.log_dir, RUN_INFO_FILE), self.run_info())
         return self._run
 
     @property
@@ -76,11 +77,9 @@ class TrackingWriter(Writer, abc.ABC):
         return self._run is not None
 
     def run_info(self) -> dict[str, Any]:
-        return {"logger": self.backend}
-
-    def _write_run_info(self) -> None:
-        os.makedirs(self.log_dir, exist_ok=True)
-        write_json_atomic(os.path.join(self.log_dir, RUN_INFO_FILE), self.run_info())
+        """What ``logger_run.json`` records: how :func:`attach_files_to_run` finds the run again."""
+        b = self.backend
+        return {"logger": b, f"{b}_project": self.project, f"{b}_mode": self.mode}
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
         value = float(scalar_value)
@@ -158,15 +157,9 @@ class WandbWriter(TrackingWriter):
         return run
 
     def run_info(self) -> dict[str, Any]:
-        run = self._run
-        return {
-            "logger": "wandb",
-            "wandb_project": self.project,
-            "wandb_entity": self.entity or (run.entity if run is not None else None),
-            "wandb_mode": self.mode,
-            "wandb_run_id": run.id if run is not None else None,
-            "url": run.url if run is not None else None,
-        }
+        run = self._run  # None before the first scalar
+        ids = {"wandb_run_id": getattr(run, "id", None), "url": getattr(run, "url", None)}
+        return super().run_info() | ids | {"wandb_entity": self.entity or getattr(run, "entity", None)}
 
     def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None:
         step = self._last_step if step is None else int(step)
@@ -219,20 +212,13 @@ class NeptuneWriter(TrackingWriter):
         if self._run is not None and self.mode != "offline":  # offline runs have no id before syncing
             with contextlib.suppress(Exception):  # the id is only a convenience for later uploads
                 run_id = self._run["sys/id"].fetch()
-        return {
-            "logger": "neptune",
-            "neptune_project": self.project,
-            "neptune_mode": self.mode,
-            "neptune_run_id": run_id,
-        }
+        return super().run_info() | {"neptune_run_id": run_id}
 
     def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None:
         run[tag].append(value, step=step)  # step=None: the next one
 
     def _log_config(self, run: Any, cfg: dict[str, Any]) -> None:
-        from neptune.utils import stringify_unsupported
-
-        run["config"] = stringify_unsupported(cfg)
+        run["config"] = self.neptune.utils.stringify_unsupported(cfg)
 
     def _upload(self, run: Any, path: str, name: str, kind: str) -> None:
         if kind == "model":
