@@ -95,8 +95,6 @@ def apply_manipulator(
         raise CheckpointError(msg) from e
     if not isinstance(out, dict) or "model_state_dict" not in out:
         got = f"keys {sorted(map(str, out))[:8]}" if isinstance(out, dict) else type(out).__name__
-        raise CheckpointError(
-            f"checkpoint manipulator {label!r} (runner.ckpt_manipulator) returned {got} for {path}; it must "
-            "return the checkpoint to load, a dict with 'model_state_dict'"
-        )
+        msg = f"checkpoint manipulator {label!r} (runner.ckpt_manipulator) returned {got} for {path}"
+        raise CheckpointError(f"{msg}; it must return the checkpoint to load, a dict with 'model_state_dict'")
     return out

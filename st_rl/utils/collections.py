@@ -32,9 +32,8 @@ class _ArrayTupleMethods:
                 try:
                     _index(value, loc)
                 except Exception:
-                    raise type(e)(
-                        f"Occurred in {getattr(self, '_typename', type(self).__name__)} at field '{field}'"
-                    ) from e
+                    name = getattr(self, "_typename", type(self).__name__)
+                    raise type(e)(f"Occurred in {name} at field '{field}'") from e
             raise
 
     def __setitem__(self, loc: Any, value: Any) -> None:

@@ -51,7 +51,5 @@ def get_compresser(name: str) -> tuple[CompressFn, CompressFn]:
     try:
         return COMPRESSERS[name]
     except KeyError:
-        raise ValueError(
-            f"Unknown observation compression type {name!r}; registered types: {sorted(COMPRESSERS)} "
-            "(add one with st_rl.utils.data_compresser.register_compresser)."
-        ) from None
+        msg = f"Unknown observation compression type {name!r}; registered types: {sorted(COMPRESSERS)}"
+        raise ValueError(f"{msg} (add one with st_rl.utils.data_compresser.register_compresser).") from None

@@ -58,8 +58,7 @@ def aggregate_episode_infos(ep_infos: list[dict[str, Any]]) -> dict[str, float]:
         for key, val in info.items():
             if isinstance(val, dict):
                 continue
-            t = val if isinstance(val, torch.Tensor) else torch.as_tensor(val)
-            values.setdefault(key, []).append(t.detach().float().reshape(-1).cpu())
+            values.setdefault(key, []).append(torch.as_tensor(val).detach().float().reshape(-1).cpu())
     out: dict[str, float] = {}
     for key, chunks in values.items():
         data = torch.cat(chunks)

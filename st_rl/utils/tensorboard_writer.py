@@ -8,8 +8,7 @@ from st_rl.utils.writer_base import CustomWriter
 
 
 class TensorBoardWriter(CustomWriter):
-    """``SummaryWriter`` (also ``summary_writer``) as a :class:`~st_rl.utils.writer_base.Writer`
-    (``logger="tensorboard"``); its other methods (``add_histogram``, ...) are reached through this object."""
+    """``SummaryWriter`` (``summary_writer``, its methods reached through this object) as a ``logger="tensorboard"``."""
 
     def __init__(self, log_dir: str, flush_secs: int = 10, **kwargs: Any) -> None:
         from torch.utils.tensorboard import SummaryWriter

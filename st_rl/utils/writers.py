@@ -276,10 +276,8 @@ def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: boo
     info = read_run_info(run_dir)
     paths = [p for p in files if p]
     if info is None and required:
-        raise ValueError(
-            f"{run_dir} has no {RUN_INFO_FILE}: the run was not logged with logger='wandb' or "
-            "'neptune', so there is no run to attach files to. Drop --upload."
-        )
+        msg = f"{run_dir} has no {RUN_INFO_FILE}: it was not logged with logger='wandb' or 'neptune'"
+        raise ValueError(f"{msg}, so there is no run to attach files to. Drop --upload.")
     if info is None or not paths:
         return None
     backend = info.get("logger")

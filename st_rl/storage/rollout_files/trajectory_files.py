@@ -113,11 +113,9 @@ def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
         if isinstance(value, tuple) and len(value) == 1:
             value = value[0]
         if not isinstance(value, np.ndarray) or value.dtype == object:
-            raise TrajectoryFileError(
-                f"{path}: entry {key!r} is a {type(value).__name__}"
-                + (f" of dtype {value.dtype}" if isinstance(value, np.ndarray) else "")
-                + "; trajectory files hold numeric numpy arrays only"
-            )
+            dtype = f" of dtype {value.dtype}" if isinstance(value, np.ndarray) else ""
+            msg = f"{path}: entry {key!r} is a {type(value).__name__}{dtype}; trajectory files hold numeric arrays"
+            raise TrajectoryFileError(msg)
         out[str(key)] = value
     return out
 
