@@ -17,6 +17,7 @@ from st_rl.env.layout import (
     segments_size,
     substitute_estimated_state,
 )
+from st_rl.utils.files import atomic_write as atomic_write  # motion_recorder imports it from here
 from st_rl.utils.files import read_json, write_json_atomic
 
 __all__ = [

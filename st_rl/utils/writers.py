@@ -8,7 +8,7 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from st_rl.registry import resolve_class
@@ -232,7 +232,7 @@ class NeptuneWriter(TrackingWriter):
         run.stop()
 
 
-TRACKING_WRITERS: dict[str, type[TrackingWriter]] = {"wandb": WandbWriter, "neptune": NeptuneWriter}
+TRACKING_WRITERS: dict[str, Callable[..., TrackingWriter]] = {"wandb": WandbWriter, "neptune": NeptuneWriter}
 
 
 def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:

@@ -199,13 +199,15 @@ class RolloutDataset(RolloutFileBase):
 
     def _no_data_message(self, nothing_will_come: bool = False) -> str:
         where = f"no trajectory in {self.data_dirs}"
-        if self._missing_dirs:
+        if self._waited_s is not None:
+            where += f" after waiting {self._waited_s:g} s"
+        elif self._missing_dirs:
             where = f"data directory {self._missing_dirs[0]!r} does not exist"
         where += " (expected trajectory_<k>/traj_<a>_<b>.npz files from DemonstrationSaver / DaggerSaver)"
         key = "wait_for_data_s (TwoStageRunner: pretrain_dataset.wait_for_data_s)"
         if self._waited_s is not None:
-            started = ", though a collector had started writing there" if self._collector_started else ""
-            return f"RolloutDataset: {where} after {self._waited_s:g} s{started}. Check the collector or raise {key}."
+            started = "; a collector had started writing there" if self._collector_started else ""
+            return f"RolloutDataset: {where}{started}. Check the collector or raise {key}."
         fix = f"Record a dataset (st_rl.runners.demonstration.DemonstrationSaver), fix data_dir, or set {key}"
         if nothing_will_come:
             return f"RolloutDataset: {where}; no collector has started writing there. {fix} to wait for one."
