@@ -71,9 +71,8 @@ def init_distributed(
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=float(timeout_s)))
-    return DistributedInfo(
-        rank=dist.get_rank(), local_rank=local_rank, world_size=dist.get_world_size()
-    ), device
+    info = DistributedInfo(rank=dist.get_rank(), local_rank=local_rank, world_size=dist.get_world_size())
+    return info, device
 
 
 def broadcast_module(module: torch.nn.Module, src: int = 0) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 
 import torch
@@ -53,11 +53,14 @@ def resolve_precision(precision: str, device: torch.device | str) -> str:
     return precision
 
 
-def autocast(device: torch.device | str, precision: str) -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def autocast(device: torch.device | str, precision: str) -> Iterator[None]:
     """bfloat16 autocast on ``device`` when ``precision == "bf16"``, otherwise nothing."""
     if precision != "bf16":
-        return contextlib.nullcontext()
-    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+        yield
+        return
+    with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
+        yield
 
 
 def autocast_enabled(device_type: str) -> bool:

@@ -50,10 +50,9 @@ class TrackingWriter(Writer, abc.ABC):
         self.project = cfg.get(f"{self.backend}_project") or os.environ.get(f"{env}_PROJECT")
         self.mode = cfg.get(f"{self.backend}_mode") or os.environ.get(f"{env}_MODE")
         if not self.project and self.offline_modes is not None and self.mode not in self.offline_modes:
-            offline = " or ".join(f"{self.backend}_mode={m!r}" for m in self.offline_modes)
+            offline = "".join(f", or {self.backend}_mode={m!r}" for m in self.offline_modes)
             raise ValueError(
-                f"logger={self.backend!r} needs a project: set {self.backend}_project in the training config (or "
-                f"{env}_PROJECT){f', or {offline} to log without a server' if offline else ''}."
+                f"logger={self.backend!r} needs a project: set {self.backend}_project ({env}_PROJECT){offline}"
             )
         self.run_id = cfg.get(f"{self.backend}_run_id")
         self.run_name = cfg.get("run_name") or os.path.basename(os.path.normpath(log_dir))

@@ -115,11 +115,8 @@ class RolloutDataset(RolloutFileBase):
         self._queue: deque[Trajectory] = deque()
         self._slots: dict[str, torch.Tensor] | None = None
         self._traj: list[Trajectory | None] = [None] * self.num_envs
-        n = self.num_envs
-        self._file_idx, self._file_start, self._file_end, self._cursor = (
-            np.zeros(n, dtype=np.int64) for _ in range(4)
-        )
-        self._fresh = np.zeros(n, dtype=bool)
+        self._file_idx, self._file_start, self._file_end, self._cursor = np.zeros((4, num_envs), np.int64)
+        self._fresh = np.zeros(self.num_envs, dtype=bool)
         self._missing_file_warned = False
         self._missing_dirs: list[str] = []
         self._collector_started = False
@@ -317,12 +314,10 @@ class RolloutDataset(RolloutFileBase):
         lead = ([] if num_transitions_per_env is None else [int(num_transitions_per_env)]) + [self.num_envs]
         slots = self._slots
 
-        def empty(key: str) -> torch.Tensor | None:
-            if key not in slots:
-                return None
-            return torch.empty(*lead, *slots[key].shape[2:], dtype=slots[key].dtype, device=self.device)
+        def empty(slot: torch.Tensor | None) -> torch.Tensor | None:
+            return None if slot is None else slot.new_empty(*lead, *slot.shape[2:])
 
-        return self.Transition(**{name: empty(key) for name, key in _FIELD_SOURCES.items()})
+        return self.Transition(**{name: empty(slots.get(key)) for name, key in _FIELD_SOURCES.items()})
 
     def fill_transition(self, buffer: Any, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
         """Write the next transition of the slots ``env_ids`` (all when ``None``) into ``buffer``; advance."""
