@@ -133,7 +133,7 @@ def load_checkpoint(
                 what = f"it is not a PyTorch checkpoint of plain data ({detail})"
             raise CheckpointError(
                 f"Cannot read checkpoint {path}: {what}. st_rl never unpickles arbitrary Python objects (they could "
-                "run code): re-save it as plain data where it was made (docs/security.md)."
+                "run code): re-save it, where it was made, as a dict of tensors, numbers, strings and lists (docs/security.md)."
             ) from e
         if os.path.getsize(path) == 0:
             detail = "the file is empty"
