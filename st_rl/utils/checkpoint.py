@@ -97,10 +97,8 @@ def check_weights_only_safe(obj: Any, where: str = "infos") -> None:
                 raise TypeError(f"{where} has a key of type {type(k).__name__}; use str or int keys.")
             check_weights_only_safe(v, f"{where}[{k!r}]")
         return
-    raise TypeError(
-        f"{where} is a {type(obj).__name__}, which a weights-only checkpoint cannot hold; store tensors, "
-        "numbers, strings, lists or dicts."
-    )
+    msg = f"{where} is a {type(obj).__name__}, which a weights-only checkpoint cannot hold"
+    raise TypeError(f"{msg}; store tensors, numbers, strings, lists or dicts.")
 
 
 def save_checkpoint(path: str, state: dict[str, Any]) -> None:
@@ -133,7 +131,8 @@ def load_checkpoint(
                 what = f"it is not a PyTorch checkpoint of plain data ({detail})"
             raise CheckpointError(
                 f"Cannot read checkpoint {path}: {what}. st_rl never unpickles arbitrary Python objects (they could "
-                "run code): re-save it, where it was made, as a dict of tensors, numbers, strings and lists (docs/security.md)."
+                "run code): re-save it as a dict of tensors, numbers, strings, lists and dicts where it was made "
+                "(docs/security.md)."
             ) from e
         if os.path.getsize(path) == 0:
             detail = "the file is empty"
