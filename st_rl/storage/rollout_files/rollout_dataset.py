@@ -207,7 +207,8 @@ class RolloutDataset(RolloutFileBase):
             return f"RolloutDataset: {where}{started}. Check the collector or raise {key}."
         fix = f"Record a dataset (st_rl.runners.demonstration.DemonstrationSaver), fix data_dir, or set {key}"
         if nothing_will_come:
-            return f"RolloutDataset: {where}; no collector has started writing there. {fix} to wait for one."
+            will = "and no collector has started writing there, so nothing will arrive"
+            return f"RolloutDataset: {where}, {will}. {fix} to the seconds to wait for a collector that starts later."
         return f"RolloutDataset: {where}. {fix} > 0 to wait for a collector."
 
     def reset_all(self) -> None:
