@@ -399,7 +399,7 @@ def test_train_with_a_nan_motion_file_is_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("ext", ["npz", "pickle"])
 def test_dataset_files_with_nan_name_the_file_key_and_frame(tmp_path, ext):
-    from st_rl.storage.rollout_files.rollout_dataset import (
+    from st_rl.storage.rollout_files.trajectory_files import (
         TrajectoryFileError,
         read_trajectory_file,
         write_trajectory_file,
@@ -669,7 +669,7 @@ def _dataset(tmp_path, **kwargs):
 
 
 def _metadata_list(tmp_path):
-    from st_rl.storage.rollout_files.rollout_dataset import read_metadata
+    from st_rl.storage.rollout_files.trajectory_files import read_metadata
 
     (tmp_path / "metadata.json").write_text("[]")  # used to be read as "no metadata"
     return read_metadata(str(tmp_path))

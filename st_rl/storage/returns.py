@@ -17,8 +17,7 @@ def compute_gae(
     gamma: float,
     lam: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GAE over a rollout of ``(T, N)`` rewards (time-outs bootstrapped), values and dones (episode ended after
-    step t), bootstrapped from the ``(N,)`` ``last_values``; returns ``(returns, advantages)``, both ``(T, N)``."""
+    """GAE ``(returns, advantages)`` of ``(T, N)`` rewards, values and dones and ``(N,)`` ``last_values``."""
     not_done = 1.0 - dones.to(rewards.dtype)
     advantages = torch.zeros_like(rewards)
     gae = torch.zeros_like(last_values)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from st_rl.storage.returns import compute_gae, normalize_advantages
-from st_rl.utils.buffer import buffer_expand, buffer_swap
+from st_rl.utils.buffer import buffer_expand, buffer_from_example, buffer_swap
 from st_rl.utils.collections import tree_flatten, tree_unflatten
 from st_rl.utils.utils import pad_trajectories, trajectory_layout, trajectory_masks
 
@@ -28,8 +28,8 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-    """A registered storage field: one ``(T, N, *shape)`` buffer; ``trajectory``: padded into trajectories in
-    recurrent minibatches; ``minibatch`` / ``transition``: its name there (None: the field's; ``""``: absent)."""
+    """A ``(T, N, *shape)`` buffer; ``trajectory``: padded in recurrent minibatches; ``minibatch`` / ``transition``:
+    its name there (None: the field's; ``""``: absent)."""
 
     shape: tuple[int, ...]
     dtype: torch.dtype = torch.float32
@@ -61,16 +61,12 @@ class Transition:
 
 
 class MiniBatch:
-    """One minibatch: tensors by minibatch name, as attributes (``hidden_states`` and ``masks`` are ``None`` in
-    feed-forward minibatches)."""
+    """One minibatch's tensors by name, as attributes (``hidden_states`` / ``masks``: ``None`` if feed-forward)."""
 
     __slots__ = ("_fields",)
-    _ALWAYS = ("hidden_states", "masks")
 
     def __init__(self, **fields: Any) -> None:
-        for name in self._ALWAYS:
-            fields.setdefault(name, None)
-        object.__setattr__(self, "_fields", fields)
+        object.__setattr__(self, "_fields", {"hidden_states": None, "masks": None, **fields})
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -113,12 +109,10 @@ def _shape(shape: int | Sequence[int | None] | None) -> tuple[int, ...] | None:
 class RolloutStorage:
     """Buffers of shape ``(T, N, ...)`` on the training device, filled one transition at a time.
 
-    Args:
-        privileged_obs_shape: critic observation shape; ``[None]`` or ``None``: ``critic_obs`` is ``obs``.
-        buffer_dilation_ratio: >= 1. A ring grows by one rollout at each :meth:`clear` up to ``ratio * T``
-            steps, then overwrites the oldest (``ring``: wrap at ``T`` instead of overflowing).
-        next_observations: also keep the observation after each step (``next_obs`` / ``next_critic_obs``).
-        **kwargs: ignored (the reference passes storage-class-specific keys to every storage).
+    ``privileged_obs_shape`` ``None`` / ``[None]``: ``critic_obs`` is ``obs``. A ``ring`` wraps at ``T``; with
+    ``buffer_dilation_ratio > 1`` it grows by one rollout per :meth:`clear` up to ``ratio * T`` steps first.
+    ``next_observations``: also keep ``next_obs`` / ``next_critic_obs``. Other ``kwargs`` are ignored (the
+    reference passes storage-class-specific keys to every storage).
     """
 
     def __init__(
@@ -190,24 +184,20 @@ class RolloutStorage:
             return
         shape = tuple(int(s) for s in field.shape)
         field = dataclasses.replace(field, shape=shape)
-        T, N = self.num_transitions_per_env, self.num_envs
-        if self.has_next_observations and field.trajectory:
-            full = torch.zeros(T + 1, N, *shape, dtype=field.dtype, device=self.device)
+        T, with_next = self.num_transitions_per_env, self.has_next_observations and field.trajectory
+        full = torch.zeros(T + with_next, self.num_envs, *shape, dtype=field.dtype, device=self.device)
+        if with_next:
             self._all_obs[name] = full
-            self.buffers[name] = full[:-1]
-        else:
-            self.buffers[name] = torch.zeros(T, N, *shape, dtype=field.dtype, device=self.device)
+        self.buffers[name] = full[:T] if with_next else full
         self.fields[name] = field
 
     def has_field(self, name: str) -> bool:
         return name in self.fields
 
     def __getattr__(self, name: str) -> Any:
-        buffers = self.__dict__.get("buffers")
-        if buffers is not None and name in buffers:
-            return buffers[name]
-        if name == "privileged_observations":
-            return None
+        buffers = self.__dict__.get("buffers") or {}
+        if name in buffers or name == "privileged_observations":  # None without privileged observations
+            return buffers.get(name)
         raise AttributeError(f"{type(self).__name__} has no attribute or field {name!r}")
 
     @property
@@ -254,28 +244,21 @@ class RolloutStorage:
                 self._all_obs[name][-1].copy_(_required(transition, source, "needed at the last step"))
 
     def _save_hidden_states(self, hidden_states: Any) -> None:
-        if hidden_states is None:
-            return
-        flat = tree_flatten(hidden_states)
+        flat = tree_flatten(hidden_states)  # [None] for None
         if any(h is None for h in flat):
             return
         if self.saved_hidden_states is None:
-            self.saved_hidden_states = [
-                torch.zeros(self.num_transitions_per_env, *h.shape, device=self.device, dtype=h.dtype)
-                for h in flat
-            ]
+            self.saved_hidden_states = list(buffer_from_example(tuple(flat), self.num_transitions_per_env))
             self._hidden_structure = hidden_states
         for buf, h in zip(self.saved_hidden_states, flat):
             buf[self.step].copy_(h.detach())
 
     def clear(self) -> None:
         """Start the next rollout (a ring keeps its cursor and grows once while shorter than its maximum)."""
-        if not self.ring:
+        if not self.ring or (self.buffer_full and self.step >= self.num_transitions_per_env):
             self.step = 0
         elif not self.buffer_full:
             self.expand_buffer_once()
-        elif self.step >= self.num_transitions_per_env:
-            self.step = 0
 
     @property
     def buffer_full(self) -> bool:
@@ -348,11 +331,8 @@ class RolloutStorage:
     def recurrent_mini_batch_generator(
         self, num_mini_batches: int, num_epochs: int = 8
     ) -> Iterator[MiniBatch]:
-        """Yield minibatches of the trajectories of ``N // num_mini_batches`` envs for recurrent policies.
-
-        Trajectory fields are split at dones and zero-padded to length T (``masks`` marks real steps); the
-        others stay (T, n, ...). ``hidden_states`` are those at each trajectory's first step, (layers, n_traj, H).
-        """
+        """Minibatches of the trajectories of ``N // num_mini_batches`` envs: trajectory fields zero-padded to T
+        (``masks``: real steps), the others ``(T, n, ...)``; ``hidden_states`` at each trajectory's first step."""
         self.untie_buffer_loop()
         n_envs = self.num_envs
         mini_batch_size = n_envs // num_mini_batches
@@ -399,8 +379,7 @@ class RolloutStorage:
         padded_B_slice: slice | None = None,  # noqa: N803
         prev_done_mask: torch.Tensor | None = None,
     ) -> MiniBatch:
-        """The minibatch at ``[T_slice, B_slice]`` (the reference's override hook); recurrent minibatches also
-        give their trajectories in the padded tensors (``padded_B_slice``) and where trajectories start."""
+        """The minibatch at ``[T_slice, B_slice]`` (recurrent: also ``padded_B_slice`` of the padded tensors)."""
         if padded_B_slice is None:
             fields = self._generator_fields or self._minibatch_fields()
             return MiniBatch(**{k: buf[T_slice, B_slice] for k, (_, buf) in fields.items()})
@@ -421,8 +400,7 @@ class RolloutStorage:
     def _minibatch_masks(
         self, masks: torch.Tensor, index: torch.Tensor, t_slice: Any, env_slice: Any, traj_slice: slice
     ) -> torch.Tensor:
-        """The minibatch's masks; as :class:`TrajectoryMasks` (unpadding without a wait) for whole trajectories of
-        a range of envs."""
+        """The minibatch's masks (:class:`TrajectoryMasks` for the whole trajectories of a range of envs)."""
         masks = masks[t_slice, traj_slice]
         whole = t_slice == slice(None) and isinstance(env_slice, slice) and env_slice.step in (None, 1)
         if not whole or traj_slice.start is None:
@@ -452,8 +430,7 @@ class ActionLabelRollout(QueueRolloutStorage):
 
 
 class SarsaRolloutStorage(RolloutStorage):
-    """:class:`RolloutStorage` that also yields ``next_obs`` / ``next_critic_obs`` (after a done: the new
-    episode's first; mask with ``dones``)."""
+    """:class:`RolloutStorage` with ``next_obs`` / ``next_critic_obs`` (after a done: the next episode's first)."""
 
     def __init__(self, num_envs: int, num_transitions_per_env: int, *args: Any, **kwargs: Any) -> None:
         kwargs["next_observations"] = True
@@ -461,8 +438,7 @@ class SarsaRolloutStorage(RolloutStorage):
 
 
 class AmpRolloutStorage(ActionLabelRollout):
-    """:class:`ActionLabelRollout` that also records the AMP windows ``ref_obs`` (the policy's) and
-    ``ref_motion`` of shape ``amp_obs_shape``, e.g. ``(H * F,)``."""
+    """:class:`ActionLabelRollout` with the AMP windows ``ref_obs`` / ``ref_motion`` of shape ``amp_obs_shape``."""
 
     def __init__(
         self,

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from st_rl.utils.files import atomic_write, refuse_special_file
+from st_rl.utils.files import atomic_write
 
 # 2: normaliser statistics in model_state_dict (also copied to the reference's obs_norm_state_dict entries).
 # 1: only in obs_norm_state_dict / critic_obs_norm_state_dict (rsl_rl 2.x).
@@ -97,17 +97,14 @@ def check_weights_only_safe(obj: Any, where: str = "infos") -> None:
                 raise TypeError(f"{where} has a key of type {type(k).__name__}; use str or int keys.")
             check_weights_only_safe(v, f"{where}[{k!r}]")
         return
-    raise TypeError(
-        f"{where} is a {type(obj).__name__}, which a weights-only checkpoint cannot hold; store tensors, "
-        "numbers, strings, lists or dicts."
-    )
+    msg = f"{where} is a {type(obj).__name__}, which a weights-only checkpoint cannot hold"
+    raise TypeError(f"{msg}; store tensors, numbers, strings, lists or dicts.")
 
 
 def save_checkpoint(path: str, state: dict[str, Any]) -> None:
     """Write ``state`` to ``path`` atomically (TypeError for non-weights-only data, else CheckpointWriteError)."""
     check_weights_only_safe(state, "checkpoint")
     try:
-        refuse_special_file(path, "checkpoint")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         # torch.save reports a full disk as RuntimeError("[enforce fail at inline_container.cc:...]")
         atomic_write(path, lambda f: torch.save(state, f), prefix=".tmp_", suffix="", sync=True)
@@ -134,28 +131,25 @@ def load_checkpoint(
                 what = f"it is not a PyTorch checkpoint of plain data ({detail})"
             raise CheckpointError(
                 f"Cannot read checkpoint {path}: {what}. st_rl never unpickles arbitrary Python objects (they could "
-                "run code): re-save it as a dict of tensors, numbers, strings, lists and dicts where it was made, "
-                "from a source you trust (docs/security.md, 'A checkpoint that will not load')."
+                "run code): re-save it as a dict of tensors, numbers, strings, lists and dicts where it was made "
+                "(docs/security.md)."
             ) from e
         if os.path.getsize(path) == 0:
             detail = "the file is empty"
-        raise CheckpointError(
-            f"Cannot read checkpoint {path}: {detail}. The file is truncated or corrupt (an interrupted save, "
-            "copy or download?) or not a PyTorch checkpoint: copy it again, or use another checkpoint of the run."
-        ) from e
+        msg = f"Cannot read checkpoint {path}: {detail}. The file is truncated or corrupt, or not a PyTorch checkpoint"
+        raise CheckpointError(f"{msg}: copy it again, or use another checkpoint of the run.") from e
     if not isinstance(state, dict):
         raise CheckpointError(f"Checkpoint {path} holds a {type(state).__name__}, expected a dict.")
     missing = [k for k in required if k not in state]
     if missing:
-        raise CheckpointError(
-            f"Checkpoint {path} lacks {missing}; it has {sorted(state)}. Is it an st_rl / rsl_rl checkpoint?"
-        )
+        msg = f"Checkpoint {path} lacks {missing}; it has {sorted(state)}"
+        raise CheckpointError(f"{msg}: is it an st_rl / rsl_rl checkpoint?")
     return migrate_checkpoint(state)
 
 
 def migrate_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
-    """``state`` in the current format (a new dict): format 1's normaliser entries move into ``model_state_dict``
-    unless it has them; an unused critic normaliser (count 0) takes the actor's statistics."""
+    """``state`` in the current format: format 1's normaliser entries moved into ``model_state_dict`` (an unused
+    critic normaliser takes the actor's statistics)."""
     if not any(entry in state for entry, _ in _NORMALIZER_ENTRIES):
         return state
     state = dict(state)

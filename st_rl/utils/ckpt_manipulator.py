@@ -1,5 +1,4 @@
-"""Checkpoint manipulators ``(loaded_checkpoint, current_algorithm_state) -> checkpoint``: the runner config's
-``ckpt_manipulator`` adapts a checkpoint to a changed model in ``load()``."""
+"""Checkpoint manipulators ``(checkpoint, current_algorithm_state) -> checkpoint`` (``runner.ckpt_manipulator``)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from typing import Any
 import torch
 
 from st_rl.registry import refuse_untrusted_import
-from st_rl.utils.checkpoint import CheckpointError, first_line
+from st_rl.utils.checkpoint import CheckpointError, describe_names, first_line
 
 Manipulator = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
@@ -30,40 +29,30 @@ def replace_encoder0(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> di
         else:
             missing.append(key)
     if missing:
-        raise KeyError(
-            f"replace_encoder0: the checkpoint lacks {missing[:5]}{'...' if len(missing) > 5 else ''}"
-        )
+        raise KeyError(f"replace_encoder0: the checkpoint lacks {describe_names(missing)}")
     return {"model_state_dict": model, "iter": src.get("iter", 0), "infos": src.get("infos")}
 
 
 def add_amp_discriminator(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> dict[str, Any]:
-    """Start AMP from a checkpoint without a discriminator (e.g. PPO); the discriminator, AMP normaliser and
-    optimizer start fresh (docs/amp.md)."""
+    """Start AMP from a checkpoint without a discriminator (e.g. PPO); discriminator, AMP normaliser and optimizer
+    start fresh."""
     entry = "amp_discriminator_state_dict"  # st_rl.modules.checkpoint_compat.DISCRIMINATOR_ENTRY
     current: dict[str, torch.Tensor] = algo_state_dict["model_state_dict"]
     source: dict[str, torch.Tensor] = src["model_state_dict"]
     if entry not in algo_state_dict:
-        raise ValueError(
-            "add_amp_discriminator: the current policy has no AMP discriminator (use APPO/ATPPO)"
-        )
+        raise ValueError("add_amp_discriminator: this policy has no AMP discriminator (use APPO/ATPPO)")
     if entry in src or any(k.startswith("discriminator.") for k in source):
-        raise ValueError(
-            "add_amp_discriminator: the checkpoint already has a discriminator; resume it as it is"
-        )
+        raise ValueError("add_amp_discriminator: the checkpoint already has a discriminator; resume it")
     model = {k: source.get(k) for k in current}
     missing = [k for k, v in model.items() if v is None]
     unexpected = [k for k in source if k not in current]
     if missing or unexpected:
         raise KeyError(
             f"add_amp_discriminator: the checkpoint's policy does not match this one (missing {missing[:5]}, "
-            f"unexpected {unexpected[:5]}); use the same policy class family and hidden dims as the run that "
-            "saved it"
+            f"unexpected {unexpected[:5]}); use the policy class family and hidden dims it was saved with"
         )
     out: dict[str, Any] = {"model_state_dict": model, "iter": src.get("iter", 0), "infos": src.get("infos")}
-    for key in (entry, "amp_norm_state_dict"):
-        if key in algo_state_dict:
-            out[key] = algo_state_dict[key]
-    return out
+    return out | {k: algo_state_dict[k] for k in (entry, "amp_norm_state_dict") if k in algo_state_dict}
 
 
 MANIPULATORS: dict[str, Manipulator] = {
@@ -102,13 +91,10 @@ def apply_manipulator(
     try:
         out = fn(state, algo_state_dict)
     except (KeyError, ValueError, TypeError) as e:
-        raise CheckpointError(
-            f"checkpoint manipulator {label!r} (runner.ckpt_manipulator) failed on {path}: {first_line(e)}"
-        ) from e
+        msg = f"checkpoint manipulator {label!r} (runner.ckpt_manipulator) failed on {path}: {first_line(e)}"
+        raise CheckpointError(msg) from e
     if not isinstance(out, dict) or "model_state_dict" not in out:
         got = f"keys {sorted(map(str, out))[:8]}" if isinstance(out, dict) else type(out).__name__
-        raise CheckpointError(
-            f"checkpoint manipulator {label!r} (runner.ckpt_manipulator) returned {got} for {path}; it must "
-            "return the checkpoint to load, a dict with 'model_state_dict'"
-        )
+        msg = f"checkpoint manipulator {label!r} (runner.ckpt_manipulator) returned {got} for {path}"
+        raise CheckpointError(f"{msg}; it must return the checkpoint to load, a dict with 'model_state_dict'")
     return out

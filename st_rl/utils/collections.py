@@ -1,5 +1,4 @@
-"""``namedarraytuple``: named tuples of tensors that index and assign across all fields at once, and the
-reference's class-free schema variants (rlpyt)."""
+"""``namedarraytuple`` (rlpyt): named tuples of tensors indexed across all fields at once, and tree helpers."""
 
 from __future__ import annotations
 
@@ -12,9 +11,8 @@ RESERVED_NAMES = ("get", "items")
 
 
 def _check_reserved(fields: tuple[str, ...]) -> None:
-    for name in RESERVED_NAMES:
-        if name in fields:
-            raise ValueError(f"Field name '{name}' is reserved in namedarraytuple")
+    for name in set(RESERVED_NAMES).intersection(fields):
+        raise ValueError(f"Field name '{name}' is reserved in namedarraytuple")
 
 
 def _index(value: Any, loc: Any) -> Any:
@@ -34,9 +32,8 @@ class _ArrayTupleMethods:
                 try:
                     _index(value, loc)
                 except Exception:
-                    raise type(e)(
-                        f"Occurred in {getattr(self, '_typename', type(self).__name__)} at field '{field}'"
-                    ) from e
+                    name = getattr(self, "_typename", type(self).__name__)
+                    raise type(e)(f"Occurred in {name} at field '{field}'") from e
             raise
 
     def __setitem__(self, loc: Any, value: Any) -> None:
@@ -90,12 +87,9 @@ def get_leading_dims(value: Any, n_dim: int | None = None) -> tuple[int, ...]:
         raise ValueError("get_leading_dims: a field is None")
     if not leaves:
         raise ValueError("get_leading_dims: no arrays")
-    common: list[int] = []
-    for dims in zip(*(tuple(v.shape) for v in leaves)):
-        if len(set(dims)) > 1:
-            break
-        common.append(dims[0])
-    return tuple(common[:n_dim])
+    shapes = [tuple(v.shape) for v in leaves]
+    common = next((i for i, dims in enumerate(zip(*shapes)) if len(set(dims)) > 1), min(map(len, shapes)))
+    return shapes[0][:common][:n_dim]
 
 
 class AttrDict(dict):
@@ -139,36 +133,6 @@ def tree_unflatten(structure: Any, leaves: list[Any]) -> Any:
         return _rebuild(s, [build(v) for v in s]) if isinstance(s, tuple) else next(iterator)
 
     return build(structure)
-
-
-class NamedTupleSchema:
-    """Acts like ``namedtuple(typename, fields)`` without defining a class (its :class:`NamedTuple` objects
-    pickle under spawn)."""
-
-    _typename: str
-    _fields: tuple[str, ...]
-    _signature: Signature
-
-    def __init__(self, typename: str, fields: str | Iterable[str]) -> None:
-        if not isinstance(typename, str):
-            raise TypeError(f"type name must be string, not {type(typename)}")
-        fields = namedtuple(typename, fields)._fields  # parsed and checked as namedtuple does
-        if {"index", "count"}.intersection(fields):
-            raise ValueError(f"can't name a field 'index' or 'count': {fields}")
-        signature = Signature([Parameter(f, Parameter.POSITIONAL_OR_KEYWORD) for f in fields])
-        self.__dict__.update(_typename=typename, _fields=fields, _signature=signature)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> NamedTuple:
-        return self._make(self._signature.bind(*args, **kwargs).args)
-
-    def _make(self, iterable: Iterable[Any]) -> NamedTuple:
-        return NamedTuple(self._typename, self._fields, iterable)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise TypeError(f"can't set attributes of '{type(self).__name__}' instance")
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._typename!r}, {self._fields!r})"
 
 
 _NT = TypeVar("_NT", bound="NamedTuple")
@@ -215,16 +179,43 @@ class NamedTuple(tuple):
         return self._typename + "(" + ", ".join(f"{n}={v}" for n, v in zip(self._fields, self)) + ")"
 
 
+class NamedArrayTuple(_ArrayTupleMethods, NamedTuple):
+    """An instance of a :class:`NamedArrayTupleSchema`: indexing and assignment apply to every field."""
+
+
+class NamedTupleSchema:
+    """``namedtuple(typename, fields)`` without a class (its :class:`NamedTuple` objects pickle under spawn)."""
+
+    _typename: str
+    _fields: tuple[str, ...]
+    _signature: Signature
+    _instance: type[NamedTuple] = NamedTuple
+
+    def __init__(self, typename: str, fields: str | Iterable[str]) -> None:
+        if not isinstance(typename, str):
+            raise TypeError(f"type name must be string, not {type(typename)}")
+        fields = namedtuple(typename, fields)._fields  # parsed and checked as namedtuple does
+        if {"index", "count"}.intersection(fields):
+            raise ValueError(f"can't name a field 'index' or 'count': {fields}")
+        if issubclass(self._instance, _ArrayTupleMethods):
+            _check_reserved(fields)
+        signature = Signature([Parameter(f, Parameter.POSITIONAL_OR_KEYWORD) for f in fields])
+        self.__dict__.update(_typename=typename, _fields=fields, _signature=signature)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> NamedTuple:
+        return self._make(self._signature.bind(*args, **kwargs).args)
+
+    def _make(self, iterable: Iterable[Any]) -> NamedTuple:
+        return self._instance(self._typename, self._fields, iterable)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise TypeError(f"can't set attributes of '{type(self).__name__}' instance")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._typename!r}, {self._fields!r})"
+
+
 class NamedArrayTupleSchema(NamedTupleSchema):
     """Acts like a class returned by :func:`namedarraytuple`; its instances are :class:`NamedArrayTuple`."""
 
-    def __init__(self, typename: str, fields: str | Iterable[str]) -> None:
-        super().__init__(typename, fields)
-        _check_reserved(self._fields)
-
-    def _make(self, iterable: Iterable[Any]) -> NamedArrayTuple:
-        return NamedArrayTuple(self._typename, self._fields, iterable)
-
-
-class NamedArrayTuple(_ArrayTupleMethods, NamedTuple):
-    """An instance of a :class:`NamedArrayTupleSchema`: indexing and assignment apply to every field."""
+    _instance = NamedArrayTuple

@@ -1,7 +1,4 @@
-"""Lossy compression of observation components in demonstration datasets (``obs_disassemble_mapping``).
-
-``"normalized_image"``: values in ``[0, 1]`` stored as ``uint8`` (round trip error at most ``0.5 / 255``).
-"""
+"""Lossy compression of observation components in demonstration datasets (``obs_disassemble_mapping``)."""
 
 from __future__ import annotations
 
@@ -24,7 +21,7 @@ CompressFn = Callable[[Any], Any]
 
 
 def compress_normalized_image(x: ArrayLike) -> ArrayLike:
-    """Clip to ``[0, 1]``, scale by 255 and store as ``uint8`` (rounded to the nearest level)."""
+    """Clip to ``[0, 1]`` and store as ``uint8`` levels (round trip error at most ``0.5 / 255``)."""
     if isinstance(x, torch.Tensor):
         return torch.round(torch.clamp(x.float(), 0.0, 1.0) * 255.0).to(torch.uint8)
     return np.round(np.clip(np.asarray(x, dtype=np.float32), 0.0, 1.0) * 255.0).astype(np.uint8)
@@ -54,7 +51,5 @@ def get_compresser(name: str) -> tuple[CompressFn, CompressFn]:
     try:
         return COMPRESSERS[name]
     except KeyError:
-        raise ValueError(
-            f"Unknown observation compression type {name!r}; registered types: {sorted(COMPRESSERS)} "
-            "(add one with st_rl.utils.data_compresser.register_compresser)."
-        ) from None
+        msg = f"Unknown observation compression type {name!r}; registered types: {sorted(COMPRESSERS)}"
+        raise ValueError(f"{msg} (add one with st_rl.utils.data_compresser.register_compresser).") from None

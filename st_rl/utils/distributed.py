@@ -53,8 +53,7 @@ def world_size() -> int:
 def init_distributed(
     device: str | torch.device, timeout_s: float = 600.0
 ) -> tuple[DistributedInfo, torch.device]:
-    """Join ``torchrun``'s process group, if any; returns the rank information and this rank's device
-    (``cuda:<LOCAL_RANK>`` for a CUDA device)."""
+    """Join ``torchrun``'s process group, if any: ``(rank info, this rank's device)`` (``cuda:<LOCAL_RANK>``)."""
     device = torch.device(device)
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size <= 1:
@@ -72,9 +71,8 @@ def init_distributed(
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=float(timeout_s)))
-    return DistributedInfo(
-        rank=dist.get_rank(), local_rank=local_rank, world_size=dist.get_world_size()
-    ), device
+    info = DistributedInfo(rank=dist.get_rank(), local_rank=local_rank, world_size=dist.get_world_size())
+    return info, device
 
 
 def broadcast_module(module: torch.nn.Module, src: int = 0) -> None:
@@ -87,8 +85,8 @@ def broadcast_module(module: torch.nn.Module, src: int = 0) -> None:
 
 
 def all_reduce_gradients(parameters: list[torch.nn.Parameter], nonfinite: torch.Tensor | None = None) -> bool:
-    """Average the gradients over all ranks in one all-reduce; returns whether any rank's ``nonfinite`` flag
-    (this rank's loss was NaN/Inf) is set. Missing gradients count as zeros."""
+    """Average the gradients (missing ones: zeros) over all ranks in one all-reduce; whether any rank's
+    ``nonfinite`` flag (its loss was NaN/Inf) is set."""
     flag = torch.zeros(1, device=parameters[0].device) if nonfinite is None else nonfinite.float().reshape(1)
     if not is_distributed():
         return bool(flag.item())
@@ -96,15 +94,12 @@ def all_reduce_gradients(parameters: list[torch.nn.Parameter], nonfinite: torch.
     bucket = torch.cat([g.reshape(-1) for g in grads] + [flag.to(grads[0].dtype)])
     dist.all_reduce(bucket, op=dist.ReduceOp.SUM)
     any_bad = bool(bucket[-1].item() > 0)
-    bucket = bucket[:-1] / dist.get_world_size()
-    offset = 0
-    for p, g in zip(parameters, grads):
-        n = g.numel()
+    chunks = (bucket[:-1] / dist.get_world_size()).split([g.numel() for g in grads])
+    for p, chunk in zip(parameters, chunks):
         if p.grad is None:
-            p.grad = bucket[offset : offset + n].view_as(p).clone()
+            p.grad = chunk.view_as(p).clone()
         else:
-            p.grad.copy_(bucket[offset : offset + n].view_as(p))
-        offset += n
+            p.grad.copy_(chunk.view_as(p))
     return any_bad
 
 

@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Callable
 from typing import IO, Any
 
-__all__ = ["DataFileError", "atomic_write", "read_json", "refuse_special_file"]
+__all__ = ["DataFileError", "atomic_write", "read_json", "refuse_special_file", "write_json_atomic"]
 
 
 class DataFileError(ValueError):
@@ -48,6 +48,10 @@ def atomic_write(
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    atomic_write(path, lambda f: json.dump(data, f, indent=2), mode="w")
 
 
 def read_json(path: str, what: str = "JSON file", fix: str = "restore it or delete it", **kwargs: Any) -> Any:

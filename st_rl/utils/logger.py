@@ -13,7 +13,7 @@ import torch
 
 from st_rl.utils.tensorboard_writer import TensorBoardWriter
 from st_rl.utils.writer_base import NullWriter, ScalarWriter, Writer
-from st_rl.utils.writers import NeptuneWriter, WandbWriter, build_custom_writer
+from st_rl.utils.writers import TRACKING_WRITERS, build_custom_writer
 
 __all__ = [
     "LOGGERS",
@@ -32,19 +32,16 @@ LOGGERS = ("tensorboard", "wandb", "neptune", "none")
 
 
 def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = None) -> Writer:
-    """The writer for ``kind``: one of :data:`LOGGERS` or a custom writer (:func:`build_custom_writer`);
-    a :class:`NullWriter` without ``log_dir``. ``cfg``: the runner config (W&B / Neptune keys)."""
+    """The writer for ``kind`` (:data:`LOGGERS` or a custom writer), a :class:`NullWriter` without ``log_dir``."""
     cfg = cfg or {}
     if log_dir is None or kind in ("none", None):
         return NullWriter()
     if kind == "tensorboard":
         return TensorBoardWriter(log_dir=log_dir, flush_secs=10)
-    if kind == "wandb":
-        return WandbWriter(log_dir, cfg)
-    if kind == "neptune":
-        return NeptuneWriter(log_dir, cfg)
     if isinstance(kind, (dict, type)) or (isinstance(kind, str) and ":" in kind):
         return build_custom_writer(kind, log_dir, cfg)
+    if isinstance(kind, str) and kind in TRACKING_WRITERS:
+        return TRACKING_WRITERS[kind](log_dir, cfg)
     close = difflib.get_close_matches(str(kind), LOGGERS, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ValueError(
@@ -54,15 +51,14 @@ def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = Non
 
 
 def aggregate_episode_infos(ep_infos: list[dict[str, Any]]) -> dict[str, float]:
-    """Reduce per-step episode dicts to one NaN-ignoring value per key: max for keys containing ``_max``, min
-    for ``_min``, else mean. Keys without "/" become ``Episode/<key>``."""
+    """One NaN-ignoring value per key (max for ``*_max*``, min for ``*_min*``, else mean) as ``Episode/<key>``
+    unless the key has a "/"."""
     values: dict[str, list[torch.Tensor]] = {}
     for info in ep_infos:
         for key, val in info.items():
             if isinstance(val, dict):
                 continue
-            t = val if isinstance(val, torch.Tensor) else torch.as_tensor(val)
-            values.setdefault(key, []).append(t.detach().float().reshape(-1).cpu())
+            values.setdefault(key, []).append(torch.as_tensor(val).detach().float().reshape(-1).cpu())
     out: dict[str, float] = {}
     for key, chunks in values.items():
         data = torch.cat(chunks)

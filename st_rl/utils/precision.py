@@ -12,19 +12,15 @@ import torch
 
 PRECISIONS = ("fp32", "bf16", "auto")
 BF16_MIN_SPEEDUP = 1.25
-"""On a GPU ``precision="auto"`` picks bf16 only where a measured pass is at least this much faster than in
-float32: close calls keep float32, the exact and reproducible choice."""
+"""GPU ``precision="auto"``: bf16 only where a measured pass is this much faster (else exact float32)."""
 CPU_BF16_MIN_MACS = 100_000_000
-"""On a CPU with bfloat16 units ``precision="auto"`` picks bf16 from this many multiply-adds per pass of the
-policy's linear layers over a minibatch (benchmarks/bench_precision.py measured where bf16 starts to pay)."""
+"""CPU ``precision="auto"``: bf16 from this many linear-layer multiply-adds per minibatch pass (measured)."""
 
 
 @cache
 def _cpu_has_fast_bf16() -> bool:
-    """AVX512-BF16 or AMX on this CPU (Linux ``/proc/cpuinfo``), with PyTorch's AVX512 kernels in use.
-
-    ``ATEN_CPU_CAPABILITY=avx2`` (or a build without them) makes bfloat16 an emulated, slow type even there.
-    """
+    """AVX512-BF16 or AMX on this CPU (``/proc/cpuinfo``) with PyTorch's AVX512 kernels in use (without them,
+    e.g. ``ATEN_CPU_CAPABILITY=avx2``, bfloat16 is emulated and slow)."""
     if torch.backends.cpu.get_cpu_capability() not in ("AVX512", "AMX"):
         return False
     try:
@@ -46,8 +42,7 @@ def has_fast_bf16(device: torch.device | str) -> bool:
 
 
 def resolve_precision(precision: str, device: torch.device | str) -> str:
-    """``"fp32"`` or ``"bf16"`` for ``precision`` on ``device`` (``"auto"``: bf16 where :func:`has_fast_bf16`;
-    PPO then keeps bf16 only where it is faster for its policy and minibatch)."""
+    """``"fp32"`` or ``"bf16"`` for ``precision`` on ``device`` (``"auto"``: bf16 where :func:`has_fast_bf16`)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     device = torch.device(device)
@@ -94,13 +89,8 @@ def _timed(step: Callable[[], None], device: torch.device) -> float:
 def measure_precision(
     step: Callable[[], None], device: torch.device | str, repeats: int = 3
 ) -> tuple[str, float, float]:
-    """Time ``step`` (a forward and backward pass of the policy) in float32 and under bf16 autocast.
-
-    The two run alternately after one warm-up each; the fastest of ``repeats`` runs counts.
-
-    Returns:
-        ``(choice, fp32 seconds, bf16 seconds)``: ``"bf16"`` where it is :data:`BF16_MIN_SPEEDUP` times faster.
-    """
+    """``(choice, fp32 s, bf16 s)``: the fastest of ``repeats`` alternating timings of ``step`` (a forward and
+    backward pass) after a warm-up; ``"bf16"`` where it is :data:`BF16_MIN_SPEEDUP` times faster."""
     device = torch.device(device)
     times: dict[str, list[float]] = {"fp32": [], "bf16": []}
     for i in range(repeats + 1):

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 from collections.abc import Iterable
-from typing import Any
 
 import torch
 
@@ -19,7 +17,8 @@ from st_rl.env.layout import (
     segments_size,
     substitute_estimated_state,
 )
-from st_rl.utils.files import atomic_write, read_json
+from st_rl.utils.files import atomic_write as atomic_write  # motion_recorder imports it from here
+from st_rl.utils.files import read_json, write_json_atomic
 
 __all__ = [
     "get_checkpoint_path",
@@ -40,9 +39,8 @@ __all__ = [
 
 
 class TrajectoryMasks(torch.Tensor):
-    """The bool masks ``(T, n_traj)`` of padded trajectories, carrying ``unpad_index`` (2, N * T): the (time,
-    trajectory) place of every real step, env by env, so that :func:`unpad_trajectories` needs no wait for the
-    device. Operations on it give plain tensors."""
+    """Bool masks ``(T, n_traj)`` carrying ``unpad_index`` (:func:`trajectory_layout`), so that
+    :func:`unpad_trajectories` needs no wait for the device. Operations on it give plain tensors."""
 
     unpad_index: torch.Tensor
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
@@ -56,15 +54,9 @@ def trajectory_masks(masks: torch.Tensor, unpad_index: torch.Tensor) -> Trajecto
 
 
 def trajectory_layout(dones: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
-    """Where each step of ``(T, N)`` data goes when split at ``dones`` into zero-padded trajectories.
-
-    A trajectory starts at step 0 and after every done; trajectories are ordered env by env. One read of the
-    device (the trajectory counts).
-
-    Returns:
-        ``(index (2, N * T), offsets)``: the (time in trajectory, trajectory) of each step, env by env; and
-        ``offsets[n]``, the first trajectory of env ``n`` (``offsets[N]``: the number of trajectories).
-    """
+    """``(index (2, N * T), offsets)`` of ``(T, N)`` data split after every done into trajectories, env by env:
+    the (time in trajectory, trajectory) of each step, and the first trajectory of each env (``offsets[N]``: the
+    number of trajectories). One read of the device."""
     steps, num_envs = dones.shape[0], dones.shape[1]
     first = torch.ones((steps, num_envs), dtype=torch.bool, device=dones.device)
     first[1:] = dones.reshape(steps, num_envs)[:-1].bool()
@@ -77,8 +69,7 @@ def trajectory_layout(dones: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
 
 
 def pad_trajectories(tensor: torch.Tensor, index: torch.Tensor, num_trajectories: int) -> torch.Tensor:
-    """``(T, N, ...)`` data as ``(T, num_trajectories, ...)`` zero-padded trajectories at ``index``
-    (:func:`trajectory_layout`); no wait for the device."""
+    """``(T, N, ...)`` data as ``(T, num_trajectories, ...)`` zero-padded trajectories at ``index``."""
     padded = tensor.new_zeros((tensor.shape[0], num_trajectories, *tensor.shape[2:]))
     padded[index[0], index[1]] = tensor.transpose(1, 0).flatten(0, 1)
     return padded
@@ -87,11 +78,8 @@ def pad_trajectories(tensor: torch.Tensor, index: torch.Tensor, num_trajectories
 def split_and_pad_trajectories(
     tensor: torch.Tensor, dones: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split ``(T, N, ...)`` data after every done (and the last step) into trajectories, zero-padded to T.
-
-    Returns:
-        ``(padded (T, n_traj, ...), masks (T, n_traj) bool)``, env by env.
-    """
+    """``(padded (T, n_traj, ...), masks (T, n_traj))``: ``(T, N, ...)`` data split after every done (and the
+    last step) into zero-padded trajectories, env by env."""
     index, offsets = trajectory_layout(dones)
     masks = pad_trajectories(
         torch.ones_like(dones.reshape(dones.shape[0], dones.shape[1]), dtype=torch.bool), index, offsets[-1]
@@ -100,8 +88,7 @@ def split_and_pad_trajectories(
 
 
 def unpad_trajectories(trajectories: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`split_and_pad_trajectories`: back to ``(T, N, ...)`` (without a wait for the device when
-    ``masks`` are :class:`TrajectoryMasks`)."""
+    """Inverse of :func:`split_and_pad_trajectories`: back to ``(T, N, ...)``."""
     steps = masks.shape[0]
     if isinstance(masks, TrajectoryMasks):
         moved = trajectories[masks.unpad_index[0], masks.unpad_index[1]]
@@ -118,27 +105,22 @@ def store_code_state(logdir: str, repositories: Iterable[str]) -> list[str]:
     for path in repositories:
         start = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
         try:
-            root = subprocess.run(
-                ["git", "rev-parse", "--show-toplevel"], cwd=start, capture_output=True, text=True, check=True
-            ).stdout.strip()
+            root = _git(start, "rev-parse", "--show-toplevel", check=True).strip()
         except (subprocess.CalledProcessError, FileNotFoundError, NotADirectoryError):
             continue
         target = os.path.join(git_dir, os.path.basename(root) + ".diff")
-        if os.path.exists(target):
-            written.append(target)
-            continue
-
-        def git(*args: str, _root: str = root) -> str:
-            return subprocess.run(["git", *args], cwd=_root, capture_output=True, text=True).stdout
-
-        content = (
-            f"--- git commit ---\n{git('rev-parse', 'HEAD')}\n--- git status ---\n{git('status', '--short')}\n"
-            f"--- git diff ---\n{git('diff', 'HEAD')}"
-        )
-        with open(target, "w", encoding="utf-8") as f:
-            f.write(content)
+        if not os.path.exists(target):
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(
+                    f"--- git commit ---\n{_git(root, 'rev-parse', 'HEAD')}\n--- git status ---\n"
+                    f"{_git(root, 'status', '--short')}\n--- git diff ---\n{_git(root, 'diff', 'HEAD')}"
+                )
         written.append(target)
     return written
+
+
+def _git(cwd: str, *args: str, check: bool = False) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=check).stdout
 
 
 _MODEL_RE = re.compile(r"model_(\d+)\.pt$")
@@ -160,15 +142,10 @@ def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | i
             if re.fullmatch(load_run, d) and latest_checkpoint(os.path.join(log_root, d), ".*") is not None
         )
         if not runs:
-            raise FileNotFoundError(
-                f"No run directory matching '{load_run}' with model_<it>.pt files in {log_root}"
-            )
+            raise FileNotFoundError(f"No run directory matching '{load_run}' with checkpoints in {log_root}")
         run_dir = os.path.join(log_root, runs[-1])
     if isinstance(checkpoint, int) or (isinstance(checkpoint, str) and checkpoint.isdigit()):
-        path = os.path.join(run_dir, f"model_{int(checkpoint)}.pt")
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"No checkpoint {path}")
-        return path
+        checkpoint = f"model_{int(checkpoint)}\\.pt"
     newest = latest_checkpoint(run_dir, checkpoint)
     if newest is None:
         raise FileNotFoundError(f"No checkpoint matching '{checkpoint}' in {run_dir}")
@@ -194,10 +171,6 @@ def read_run_config(run_dir: str) -> dict:
             "config.json there), or write one with st_rl.utils.utils.write_run_config."
         )
     return read_json(path, "run config", "restore it from the run's checkpoint or delete the run directory")
-
-
-def write_json_atomic(path: str, data: Any) -> None:
-    atomic_write(path, lambda f: json.dump(data, f, indent=2), mode="w")
 
 
 def write_run_config(run_dir: str, config: dict) -> str:

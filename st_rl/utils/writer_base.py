@@ -42,3 +42,38 @@ class NullWriter(Writer):
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
         pass
+
+
+class CustomWriter(Writer):
+    """A user's writer (any object with ``add_scalar``) as a :class:`Writer` whose hooks call its methods."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "writer":  # not set yet (e.g. during unpickling)
+            raise AttributeError(name)
+        return getattr(self.writer, name)
+
+    def _call(self, name: str, *args: Any) -> None:
+        method = getattr(self.writer, name, None)
+        if callable(method):
+            method(*args)
+
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
+        self.writer.add_scalar(tag, scalar_value, global_step)
+
+    def log_config(self, cfg: dict[str, Any]) -> None:
+        self._call("log_config", cfg)
+
+    def save_model(self, path: str, it: int) -> None:
+        self._call("save_model", path, it)
+
+    def save_file(self, path: str, name: str | None = None) -> None:
+        self._call("save_file", path)
+
+    def flush(self) -> None:
+        self._call("flush")
+
+    def close(self) -> None:
+        self._call("close")

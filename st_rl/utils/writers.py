@@ -6,15 +6,15 @@ import abc
 import contextlib
 import importlib
 import inspect
-import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from st_rl.registry import resolve_class
-from st_rl.utils.files import read_json
-from st_rl.utils.writer_base import Writer
+from st_rl.utils.files import read_json, write_json_atomic
+from st_rl.utils.tensorboard_writer import TensorBoardWriter
+from st_rl.utils.writer_base import CustomWriter, NullWriter, Writer
 
 RUN_INFO_FILE = "logger_run.json"  # the W&B / Neptune run of a run directory, for attach_files_to_run
 
@@ -39,21 +39,24 @@ def import_optional(module: str, extra: str, feature: str | None = None) -> Any:
 
 
 class TrackingWriter(Writer, abc.ABC):
-    """Base of the W&B and Neptune writers: TensorBoard files (``tensorboard``) plus a remote run started on
-    first use and recorded in ``<log_dir>/logger_run.json``."""
+    """Base of the W&B and Neptune writers: TensorBoard files plus a remote run started on first use."""
 
     backend = ""
+    offline_modes: tuple[str, ...] | None = None  # the modes that need no ``<backend>_project`` (None: all)
 
     def __init__(self, log_dir: str, tensorboard: bool = True, cfg: dict[str, Any] | None = None) -> None:
         self.log_dir = log_dir
-        cfg = cfg or {}
+        cfg, env = cfg or {}, self.backend.upper()
+        self.project = cfg.get(f"{self.backend}_project") or os.environ.get(f"{env}_PROJECT")
+        self.mode = cfg.get(f"{self.backend}_mode") or os.environ.get(f"{env}_MODE")
+        if not self.project and self.offline_modes is not None and self.mode not in self.offline_modes:
+            offline = "".join(f", or {self.backend}_mode={m!r}" for m in self.offline_modes)
+            raise ValueError(
+                f"logger={self.backend!r} needs a project: set {self.backend}_project ({env}_PROJECT){offline}"
+            )
         self.run_id = cfg.get(f"{self.backend}_run_id")
         self.run_name = cfg.get("run_name") or os.path.basename(os.path.normpath(log_dir))
-        self._tb: Any = None
-        if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._tb = SummaryWriter(log_dir=log_dir, flush_secs=10)
+        self._tb: Writer = TensorBoardWriter(log_dir) if tensorboard else NullWriter()
         self._run: Any = None
         self._closed = False
 
@@ -64,7 +67,8 @@ class TrackingWriter(Writer, abc.ABC):
             if self._closed:
                 raise RuntimeError(f"this {type(self).__name__} is closed; build a new writer")
             self._run = self._init_run()
-            self._write_run_info()
+            os.makedirs(self.log_dir, exist_ok=True)
+            write_json_atomic(os.path.join(self.log_dir, RUN_INFO_FILE), self.run_info())
         return self._run
 
     @property
@@ -72,17 +76,13 @@ class TrackingWriter(Writer, abc.ABC):
         return self._run is not None
 
     def run_info(self) -> dict[str, Any]:
-        return {"logger": self.backend}
-
-    def _write_run_info(self) -> None:
-        os.makedirs(self.log_dir, exist_ok=True)
-        with open(os.path.join(self.log_dir, RUN_INFO_FILE), "w") as f:
-            json.dump(self.run_info(), f, indent=2)
+        """What ``logger_run.json`` records: how :func:`attach_files_to_run` finds the run again."""
+        b = self.backend
+        return {"logger": b, f"{b}_project": self.project, f"{b}_mode": self.mode}
 
     def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
         value = float(scalar_value)
-        if self._tb is not None:
-            self._tb.add_scalar(tag, value, global_step)
+        self._tb.add_scalar(tag, value, global_step)
         self._log_scalar(self.run, tag, value, global_step)
 
     def log_config(self, cfg: dict[str, Any]) -> None:
@@ -96,16 +96,14 @@ class TrackingWriter(Writer, abc.ABC):
         self._upload(self.run, path, name or os.path.basename(path), kind="file")
 
     def flush(self) -> None:
-        if self._tb is not None:
-            self._tb.flush()
+        self._tb.flush()
         if self._run is not None:
             self._flush_remote(self._run)
 
     def close(self) -> None:
         """Flush and finish the remote run; the writer cannot be used afterwards."""
         self.flush()
-        if self._tb is not None:
-            self._tb.close()
+        self._tb.close()
         if self._run is not None:
             self._finish(self._run)
             self._run = None
@@ -131,24 +129,15 @@ class TrackingWriter(Writer, abc.ABC):
 
 
 class WandbWriter(TrackingWriter):
-    """Weights & Biases writer (``logger="wandb"``), scalars against a ``global_step`` metric.
-
-    ``cfg`` keys: ``wandb_project`` (required, or ``WANDB_PROJECT``), ``wandb_entity``, ``wandb_mode``,
-    ``wandb_run_id`` (continue it), ``run_name``. Files go to ``<log_dir>/wandb`` unless ``WANDB_DIR`` is set.
-    """
+    """Weights & Biases writer (``logger="wandb"``); ``cfg`` keys ``wandb_project`` (or ``WANDB_PROJECT``),
+    ``wandb_entity``, ``wandb_mode``, ``wandb_run_id`` (continue it), ``run_name``."""
 
     backend = "wandb"
+    offline_modes = ()
 
     def __init__(self, log_dir: str, cfg: dict[str, Any] | None = None, tensorboard: bool = True) -> None:
         self.wandb = import_optional("wandb", "wandb")
-        cfg = cfg or {}
-        self.project = cfg.get("wandb_project") or os.environ.get("WANDB_PROJECT")
-        if not self.project:
-            raise ValueError(
-                "logger='wandb' needs a project: set wandb_project in the training config (or WANDB_PROJECT)."
-            )
-        self.entity = cfg.get("wandb_entity")
-        self.mode = cfg.get("wandb_mode")
+        self.entity = (cfg or {}).get("wandb_entity")
         self._pending_step: int | None = None
         self._pending: dict[str, float] = {}
         self._last_step = 0
@@ -167,15 +156,9 @@ class WandbWriter(TrackingWriter):
         return run
 
     def run_info(self) -> dict[str, Any]:
-        run = self._run
-        return {
-            "logger": "wandb",
-            "wandb_project": self.project,
-            "wandb_entity": self.entity or (run.entity if run is not None else None),
-            "wandb_mode": self.mode,
-            "wandb_run_id": run.id if run is not None else None,
-            "url": run.url if run is not None else None,
-        }
+        run = self._run  # None before the first scalar
+        ids = {"wandb_run_id": getattr(run, "id", None), "url": getattr(run, "url", None)}
+        return super().run_info() | ids | {"wandb_entity": self.entity or getattr(run, "entity", None)}
 
     def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None:
         step = self._last_step if step is None else int(step)
@@ -199,36 +182,24 @@ class WandbWriter(TrackingWriter):
         ext = os.path.splitext(path)[1].lower()
         if kind == "file" and ext in _MEDIA_VIDEO + _MEDIA_IMAGE:
             self._flush_remote(run)
-            stem = os.path.splitext(name)[0]
-            if ext in _MEDIA_VIDEO:
-                key, media = f"videos/{stem}", self.wandb.Video(path)
-            else:
-                key, media = f"images/{stem}", self.wandb.Image(path)
-            run.log({key: media, "global_step": self._last_step})
+            group, media = (
+                ("videos", self.wandb.Video) if ext in _MEDIA_VIDEO else ("images", self.wandb.Image)
+            )
+            run.log({f"{group}/{os.path.splitext(name)[0]}": media(path), "global_step": self._last_step})
 
     def _finish(self, run: Any) -> None:
         run.finish()
 
 
 class NeptuneWriter(TrackingWriter):
-    """Neptune 1.x writer (``logger="neptune"``; token from ``NEPTUNE_API_TOKEN``).
-
-    ``cfg`` keys: ``neptune_project`` (or ``NEPTUNE_PROJECT``; required unless the mode is offline or debug),
-    ``neptune_mode``, ``neptune_run_id`` (continue it), ``run_name``.
-    """
+    """Neptune 1.x writer (``logger="neptune"``, token ``NEPTUNE_API_TOKEN``); ``cfg`` keys ``neptune_project``
+    (or ``NEPTUNE_PROJECT``), ``neptune_mode``, ``neptune_run_id`` (continue it), ``run_name``."""
 
     backend = "neptune"
+    offline_modes = ("offline", "debug")
 
     def __init__(self, log_dir: str, cfg: dict[str, Any] | None = None, tensorboard: bool = True) -> None:
         self.neptune = import_optional("neptune", "neptune")
-        cfg = cfg or {}
-        self.mode = cfg.get("neptune_mode") or os.environ.get("NEPTUNE_MODE")
-        self.project = cfg.get("neptune_project") or os.environ.get("NEPTUNE_PROJECT")
-        if not self.project and self.mode not in ("offline", "debug"):
-            raise ValueError(
-                "logger='neptune' needs a project: set neptune_project in the training config (or "
-                "NEPTUNE_PROJECT), or neptune_mode='offline' / 'debug' to log without a server."
-            )
         super().__init__(log_dir, tensorboard, cfg)
 
     def _init_run(self) -> Any:
@@ -240,23 +211,13 @@ class NeptuneWriter(TrackingWriter):
         if self._run is not None and self.mode != "offline":  # offline runs have no id before syncing
             with contextlib.suppress(Exception):  # the id is only a convenience for later uploads
                 run_id = self._run["sys/id"].fetch()
-        return {
-            "logger": "neptune",
-            "neptune_project": self.project,
-            "neptune_mode": self.mode,
-            "neptune_run_id": run_id,
-        }
+        return super().run_info() | {"neptune_run_id": run_id}
 
     def _log_scalar(self, run: Any, tag: str, value: float, step: int | None) -> None:
-        if step is None:
-            run[tag].append(value)
-        else:
-            run[tag].append(value, step=step)
+        run[tag].append(value, step=step)  # step=None: the next one
 
     def _log_config(self, run: Any, cfg: dict[str, Any]) -> None:
-        from neptune.utils import stringify_unsupported
-
-        run["config"] = stringify_unsupported(cfg)
+        run["config"] = self.neptune.utils.stringify_unsupported(cfg)
 
     def _upload(self, run: Any, path: str, name: str, kind: str) -> None:
         if kind == "model":
@@ -270,45 +231,12 @@ class NeptuneWriter(TrackingWriter):
         run.stop()
 
 
-class CustomWriter(Writer):
-    """A user's writer (any object with ``add_scalar``) as a :class:`~st_rl.utils.writer_base.Writer`: each hook
-    calls the user's method of that name where it has one."""
-
-    def __init__(self, writer: Any) -> None:
-        self.writer = writer
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "writer":  # not set yet (e.g. during unpickling)
-            raise AttributeError(name)
-        return getattr(self.writer, name)
-
-    def _call(self, name: str, *args: Any) -> None:
-        method = getattr(self.writer, name, None)
-        if callable(method):
-            method(*args)
-
-    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
-        self.writer.add_scalar(tag, scalar_value, global_step)
-
-    def log_config(self, cfg: dict[str, Any]) -> None:
-        self._call("log_config", cfg)
-
-    def save_model(self, path: str, it: int) -> None:
-        self._call("save_model", path, it)
-
-    def save_file(self, path: str, name: str | None = None) -> None:
-        self._call("save_file", path)
-
-    def flush(self) -> None:
-        self._call("flush")
-
-    def close(self) -> None:
-        self._call("close")
+TRACKING_WRITERS: dict[str, Callable[..., TrackingWriter]] = {"wandb": WandbWriter, "neptune": NeptuneWriter}
 
 
 def build_custom_writer(spec: Any, log_dir: str, cfg: dict[str, Any]) -> Writer:
-    """``cls(log_dir=log_dir, cfg=cfg, **kwargs)`` for ``spec`` a class, ``"package.module:Class"`` or
-    ``{"class_name": ..., **kwargs}``, wrapped in a :class:`CustomWriter` unless it is a ``Writer``."""
+    """``cls(log_dir=log_dir, cfg=cfg, **kwargs)`` for ``spec`` a class, ``"pkg.module:Class"`` or
+    ``{"class_name": ..., **kwargs}`` (a :class:`CustomWriter` unless a ``Writer``)."""
     kwargs: dict[str, Any] = {}
     if isinstance(spec, dict):
         kwargs = {k: v for k, v in spec.items() if k != "class_name"}
@@ -342,19 +270,17 @@ def read_run_info(run_dir: str) -> dict[str, Any] | None:
 
 
 def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: bool = False) -> str | None:
-    """Upload ``files`` (None skipped) to the W&B or Neptune run that trained ``run_dir``; returns the backend
-    name, or None (ValueError if ``required``) when there is nothing to attach to."""
+    """Upload ``files`` to the W&B / Neptune run of ``run_dir``; the backend, or None (ValueError if
+    ``required``) without one."""
     info = read_run_info(run_dir)
     paths = [p for p in files if p]
     if info is None and required:
-        raise ValueError(
-            f"{run_dir} has no {RUN_INFO_FILE}: the run was not logged with logger='wandb' or "
-            "'neptune', so there is no run to attach files to. Drop --upload."
-        )
+        msg = f"{run_dir} has no {RUN_INFO_FILE}: it was not logged with logger='wandb' or 'neptune'"
+        raise ValueError(f"{msg}, so there is no run to attach files to. Drop --upload.")
     if info is None or not paths:
         return None
     backend = info.get("logger")
-    cls: type[TrackingWriter] | None = {"wandb": WandbWriter, "neptune": NeptuneWriter}.get(str(backend))
+    cls = TRACKING_WRITERS.get(str(backend))
     if cls is None:
         raise ValueError(f"{os.path.join(run_dir, RUN_INFO_FILE)} names an unknown logger {backend!r}")
     writer = cls(run_dir, info, tensorboard=False)

@@ -21,9 +21,8 @@ from st_rl.storage.rollout_files.rollout_dataset import (
     load_legacy_pickle,
     read_trajectory_file,
     rollout_dataset_from_config,
-    trajectory_file_name,
-    write_trajectory_file,
 )
+from st_rl.storage.rollout_files.trajectory_files import trajectory_file_name, write_trajectory_file
 from st_rl.utils.data_compresser import (
     compress_normalized_image,
     decompress_normalized_image,

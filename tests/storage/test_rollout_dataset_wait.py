@@ -22,9 +22,8 @@ from st_rl.storage.rollout_files.rollout_dataset import (
     DEFAULT_WAIT_FOR_DATA_S,
     RolloutDataset,
     rollout_dataset_from_config,
-    trajectory_file_name,
-    write_trajectory_file,
 )
+from st_rl.storage.rollout_files.trajectory_files import trajectory_file_name, write_trajectory_file
 
 LONG_POLL = 3600.0  # a poll never elapses within a test: only wake() ends a wait
 

@@ -13,6 +13,10 @@ from torch.utils.data import IterableDataset
 __all__ = ["DatasetExhausted", "RolloutFileBase"]
 
 
+def is_integer(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 class DatasetExhausted(Exception):
     """No trajectory is left to hand out (all allowed loops are used)."""
 
@@ -24,7 +28,7 @@ class RolloutFileBase(IterableDataset, ABC):
         self, data_dir: str | Sequence[str], num_envs: int, device: str | torch.device = "cuda"
     ) -> None:
         super().__init__()
-        if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
+        if not is_integer(num_envs) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
         self.device = torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():

@@ -6,7 +6,6 @@ import bisect
 import difflib
 import inspect
 import math
-import numbers
 import os
 import threading
 import time
@@ -18,31 +17,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from st_rl.storage.rollout_files.base import DatasetExhausted, RolloutFileBase
-from st_rl.storage.rollout_files.trajectory_files import DATASET_FORMAT as DATASET_FORMAT
-from st_rl.storage.rollout_files.trajectory_files import DATASET_FORMAT_VERSION as DATASET_FORMAT_VERSION
-from st_rl.storage.rollout_files.trajectory_files import FILE_FORMATS as FILE_FORMATS
-from st_rl.storage.rollout_files.trajectory_files import METADATA_FILE as METADATA_FILE
-from st_rl.storage.rollout_files.trajectory_files import TRAJ_DIR_RE as TRAJ_DIR_RE
-from st_rl.storage.rollout_files.trajectory_files import TRAJ_FILE_RE as TRAJ_FILE_RE
+from st_rl.storage.rollout_files.base import DatasetExhausted, RolloutFileBase, is_integer
 from st_rl.storage.rollout_files.trajectory_files import (
     Trajectory,
     TrajectoryFileError,
-    collector_started,
     file_fields,
     get_frame_range,
     read_trajectory_file,
     scan_trajectories,
 )
-from st_rl.storage.rollout_files.trajectory_files import assemble_observations as assemble_observations
 from st_rl.storage.rollout_files.trajectory_files import load_legacy_pickle as load_legacy_pickle
-from st_rl.storage.rollout_files.trajectory_files import read_metadata as read_metadata
-from st_rl.storage.rollout_files.trajectory_files import trajectory_file_name as trajectory_file_name
-from st_rl.storage.rollout_files.trajectory_files import write_trajectory_file as write_trajectory_file
 from st_rl.utils.collections import namedarraytuple
-from st_rl.utils.utils import write_json_atomic as write_json_atomic
 
-# Re-exported: the trajectory_files names imported ``as`` themselves above.
 DEFAULT_WAIT_FOR_DATA_S = 600.0  # wait_for_data_s=None: seconds to wait for a collector that has started
 DEFAULT_POLL_INTERVAL_S = 10.0  # seconds between two scans while waiting
 
@@ -59,10 +45,6 @@ _FIELD_SOURCES = {
 }
 
 
-def _is_integer(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _data_dirs(data_dir: Any) -> list[str]:
     dirs = [data_dir] if isinstance(data_dir, (str, os.PathLike)) else data_dir
     if isinstance(dirs, (list, tuple)) and dirs and all(isinstance(d, (str, os.PathLike)) for d in dirs):
@@ -73,54 +55,22 @@ def _data_dirs(data_dir: Any) -> list[str]:
 def _frame_range(value: Any) -> list[int]:
     iterable = hasattr(value, "__iter__") and not isinstance(value, str)
     bounds: list[Any] = list(value) if iterable else []
-    whole = all((_is_integer(v) or (isinstance(v, float) and v.is_integer())) and v >= 0 for v in bounds)
+    whole = all((is_integer(v) or (isinstance(v, float) and v.is_integer())) and v >= 0 for v in bounds)
     if len(bounds) != 2 or not whole or bounds[1] < bounds[0]:
         raise ValueError(f"starting_frame_range must be [low, high) with 0 <= low <= high, got {value!r}")
     return [int(bounds[0]), int(bounds[1])]
 
 
-def _no_data_message(
-    data_dirs: list[str], missing_dirs: list[str], waited_s: float | None, nothing_will_come: bool = False
-) -> str:
-    expected = "expected trajectory_<k>/traj_<a>_<b>.npz files from DemonstrationSaver / DaggerSaver"
-    where = (
-        f"data directory {missing_dirs[0]!r} does not exist"
-        if missing_dirs
-        else f"no trajectory in {data_dirs}"
-    )
-    key = "wait_for_data_s (TwoStageRunner: pretrain_dataset.wait_for_data_s)"
-    record = "Record a dataset with st_rl.runners.demonstration.DemonstrationSaver, fix data_dir, or"
-    if waited_s is not None:
-        started = "; a collector had started writing there but wrote no trajectory file"
-        return (
-            f"RolloutDataset: no trajectory in {data_dirs} after waiting {waited_s:g} s ({expected})"
-            f"{started if collector_started(data_dirs) else ''}. Check the collector, or raise {key}."
-        )
-    if nothing_will_come:
-        return (
-            f"RolloutDataset: {where} ({expected}), and no collector has started writing there, so nothing "
-            f"will arrive. {record} set {key} to the seconds to wait for a collector that starts later."
-        )
-    return f"RolloutDataset: {where} ({expected}). {record} set {key} > 0 to wait for a collector."
-
-
 class RolloutDataset(RolloutFileBase):
     """Serve recorded trajectories to ``num_envs`` slots as environment-like transitions.
 
-    Each slot reads one trajectory from a random starting frame; when it ends the slot takes the next one and
-    reports ``done=True`` (``timeout=True`` unless a recorded termination), as an environment that resets. With
-    ``mark_first_frame_done`` the first frame of every trajectory is reported so too. After ``dataset_loops``
-    passes (``< 1``: forever) :meth:`get_batch` returns ``None``.
-
-    Args:
-        data_dir: dataset directory or list of directories (searched recursively for ``trajectory_*``).
-        keep_latest_n_trajs: if ``> 0``, only the ``n`` most recently modified trajectories are used.
-        starting_frame_range: ``[low, high)`` of each trajectory's starting frame.
-        wait_for_data_s: seconds to wait for a collector when fewer than ``max(1, keep_latest_n_trajs)``
-            trajectories exist. ``None``: :data:`DEFAULT_WAIT_FOR_DATA_S` if a collector has started writing
-            (``metadata.json`` or ``trajectory_*`` there), else raise at once. ``> 0``: wait in any case,
-            creating missing directories (``math.inf``: no limit). ``0``: never wait.
-        poll_interval_s: seconds between scans while waiting; :meth:`wake` rescans at once.
+    Each slot plays one trajectory from a random frame in ``starting_frame_range`` ``[low, high)``, then the
+    next, reporting ``done=True`` at the switch (``timeout=True`` unless a recorded termination; also at each
+    first frame with ``mark_first_frame_done``). After ``dataset_loops`` passes (``< 1``: endless) batches are
+    ``None``. ``data_dir``: directories searched recursively for ``trajectory_*``; ``keep_latest_n_trajs > 0``:
+    only the newest n. ``wait_for_data_s``: seconds to wait while fewer than ``max(1, keep_latest_n_trajs)``
+    trajectories exist (``None``: :data:`DEFAULT_WAIT_FOR_DATA_S` if a collector has started writing there,
+    else raise; ``math.inf``: no limit; ``0``: never), rescanning every ``poll_interval_s`` or on :meth:`wake`.
     """
 
     Transition = namedarraytuple("Transition", list(_FIELD_SOURCES))
@@ -144,7 +94,7 @@ class RolloutDataset(RolloutFileBase):
         self.data_dirs = _data_dirs(data_dir)
         self.starting_frame_range = _frame_range(starting_frame_range)
         for name, value in (("dataset_loops", dataset_loops), ("keep_latest_n_trajs", keep_latest_n_trajs)):
-            if not _is_integer(value):
+            if not is_integer(value):
                 raise ValueError(f"{name} must be an integer, got {value!r}")
         self.dataset_loops = int(dataset_loops)
         self.random_shuffle_traj_order = bool(random_shuffle_traj_order)
@@ -163,16 +113,13 @@ class RolloutDataset(RolloutFileBase):
         self.trajectories: list[Trajectory] = []
         self._rng = np.random.default_rng(seed)
         self._queue: deque[Trajectory] = deque()
-        self._max_file_len = 1
         self._slots: dict[str, torch.Tensor] | None = None
         self._traj: list[Trajectory | None] = [None] * self.num_envs
-        n = self.num_envs
-        self._file_idx, self._file_start, self._file_end, self._cursor = (
-            np.zeros(n, dtype=np.int64) for _ in range(4)
-        )
-        self._fresh = np.zeros(n, dtype=bool)
+        self._file_idx, self._file_start, self._file_end, self._cursor = np.zeros((4, num_envs), np.int64)
+        self._fresh = np.zeros(self.num_envs, dtype=bool)
         self._missing_file_warned = False
         self._missing_dirs: list[str] = []
+        self._collector_started = False
         self._waited_s: float | None = None  # a wait that ended without data
 
     @classmethod
@@ -188,16 +135,12 @@ class RolloutDataset(RolloutFileBase):
 
     def read_dataset_directory(self) -> bool:
         """Scan the data directories; whether ``max(1, keep_latest_n_trajs)`` trajectories exist."""
-        trajectories, self._missing_dirs = scan_trajectories(self.data_dirs)
+        trajectories, self._missing_dirs, self._collector_started = scan_trajectories(self.data_dirs)
         enough = len(trajectories) >= max(1, self.keep_latest_n_trajs)
         if self.keep_latest_n_trajs > 0:
             trajectories = trajectories[-self.keep_latest_n_trajs :]
         self.trajectories = trajectories
         self.metadata = next((t.metadata for t in trajectories if t.metadata is not None), None)
-        if trajectories:
-            self._max_file_len = max(
-                self._max_file_len, max(b - a for t in trajectories for a, b in zip(t.starts, t.stops))
-            )
         return enough
 
     def _new_pass(self) -> None:
@@ -218,10 +161,10 @@ class RolloutDataset(RolloutFileBase):
             return
         wait = self.wait_for_data_s
         if wait is None:
-            if not collector_started(self.data_dirs):
+            if not self._collector_started:
                 if self.trajectories:
                     return  # fewer than keep_latest_n_trajs and nobody adds more: use them
-                raise FileNotFoundError(_no_data_message(self.data_dirs, self._missing_dirs, None, True))
+                raise FileNotFoundError(self._no_data_message(nothing_will_come=True))
             wait = DEFAULT_WAIT_FOR_DATA_S
         if wait == 0:
             return
@@ -251,11 +194,28 @@ class RolloutDataset(RolloutFileBase):
         finally:
             self.waiting_for_data.clear()
 
+    def _no_data_message(self, nothing_will_come: bool = False) -> str:
+        where = f"no trajectory in {self.data_dirs}"
+        if self._waited_s is not None:
+            where += f" after waiting {self._waited_s:g} s"
+        elif self._missing_dirs:
+            where = f"data directory {self._missing_dirs[0]!r} does not exist"
+        where += " (expected trajectory_<k>/traj_<a>_<b>.npz files from DemonstrationSaver / DaggerSaver)"
+        key = "wait_for_data_s (TwoStageRunner: pretrain_dataset.wait_for_data_s)"
+        if self._waited_s is not None:
+            started = "; a collector had started writing there" if self._collector_started else ""
+            return f"RolloutDataset: {where}{started}. Check the collector or raise {key}."
+        fix = f"Record a dataset (st_rl.runners.demonstration.DemonstrationSaver), fix data_dir, or set {key}"
+        if nothing_will_come:
+            will = "and no collector has started writing there, so nothing will arrive"
+            return f"RolloutDataset: {where}, {will}. {fix} to the seconds to wait for a collector that starts later."
+        return f"RolloutDataset: {where}. {fix} > 0 to wait for a collector."
+
     def reset_all(self) -> None:
         """Scan the data (waiting as ``wait_for_data_s`` says) and start the first pass."""
         self._wait_for_data()
         if not self.trajectories or (self._missing_dirs and self.wait_for_data_s == 0):
-            raise FileNotFoundError(_no_data_message(self.data_dirs, self._missing_dirs, self._waited_s))
+            raise FileNotFoundError(self._no_data_message())
         if len(self.trajectories) < self.keep_latest_n_trajs:
             msg = f"keep_latest_n_trajs={self.keep_latest_n_trajs} but only {len(self.trajectories)} trajectories"
             warnings.warn(f"RolloutDataset: {msg} exist in {self.data_dirs}; using them all.", stacklevel=2)
@@ -301,55 +261,46 @@ class RolloutDataset(RolloutFileBase):
             self._file_idx[env] = bisect.bisect_right(traj.starts, start) - 1
             self._cursor[env] = start
             self._fresh[env] = self.mark_first_frame_done
-            try:
-                self._load_file(env)
+            if self._load_file(env):
                 return
-            except FileNotFoundError:
-                self._warn_missing(traj)
-                traj = self._next_trajectory()
+            traj = self._next_trajectory()
 
-    def _warn_missing(self, traj: Trajectory) -> None:
-        if not self._missing_file_warned:
-            msg = f"RolloutDataset: files of {traj.path} disappeared while reading; trajectory cut there"
-            warnings.warn(msg, stacklevel=3)
-            self._missing_file_warned = True
-
-    def _load_file(self, env: int) -> None:
+    def _load_file(self, env: int) -> bool:
+        """Load the slot's current file; False (warning once) when it has disappeared."""
         traj = self._traj[env]
         assert traj is not None
         idx = int(self._file_idx[env])
         path = os.path.join(traj.path, traj.files[idx])
         start, stop = traj.starts[idx], traj.stops[idx]
-        arrays = file_fields(read_trajectory_file(path), traj.metadata, path, stop - start)
+        try:
+            arrays = file_fields(read_trajectory_file(path), traj.metadata, path, stop - start)
+        except FileNotFoundError:
+            if not self._missing_file_warned:
+                msg = f"RolloutDataset: files of {traj.path} disappeared while reading; trajectory cut there"
+                warnings.warn(msg, stacklevel=4)
+                self._missing_file_warned = True
+            return False
         fields = {k: torch.from_numpy(np.ascontiguousarray(v)).to(self.device) for k, v in arrays.items()}
         slots = self._ensure_slots(fields, stop - start, path)
         for key, value in fields.items():
             slots[key][env, : stop - start] = value
         self._file_start[env] = start
         self._file_end[env] = stop
+        return True
 
     def _ensure_slots(
         self, fields: dict[str, torch.Tensor], length: int, path: str
     ) -> dict[str, torch.Tensor]:
-        if self._slots is None:
-            width = max(self._max_file_len, length)
-            self._slots = {
-                k: torch.zeros(self.num_envs, width, *v.shape[1:], dtype=v.dtype, device=self.device)
-                for k, v in fields.items()
-            }
-            return self._slots
+        if self._slots is None:  # width 0, grown below
+            self._slots = {k: v.new_zeros(self.num_envs, 0, *v.shape[1:]) for k, v in fields.items()}
         slots = self._slots
-        same_env = "all trajectories of a dataset must be recorded from the same environment"
-        if set(fields) != set(slots):
-            have = "has" if "privileged_observations" in fields else "lacks"
-            msg = f"{path} {have} privileged_observations unlike the files read before"
-            raise TrajectoryFileError(f"{msg}; {same_env}")
-        for key, value in fields.items():
-            if value.shape[1:] != slots[key].shape[2:]:
-                raise TrajectoryFileError(
-                    f"{path}: {key} has per-frame shape {tuple(value.shape[1:])} but earlier files have "
-                    f"{tuple(slots[key].shape[2:])}; {same_env}"
-                )
+        shapes = {k: tuple(v.shape[1:]) for k, v in fields.items()}
+        before = {k: tuple(v.shape[2:]) for k, v in slots.items()}
+        if shapes != before:
+            raise TrajectoryFileError(
+                f"{path}: per-frame shapes {shapes} unlike the files read before ({before}); all trajectories "
+                "of a dataset must be recorded from the same environment"
+            )
         width = slots["observations"].shape[1]
         if length > width:
             for key, value in slots.items():
@@ -358,50 +309,31 @@ class RolloutDataset(RolloutFileBase):
         return slots
 
     def get_buffer(self, num_transitions_per_env: int | None = None) -> Any:
-        """A new ``Transition`` of empty tensors with leading dims ``(N,)`` or ``(T, N)`` (privileged fields
-        ``None`` when the files have none)."""
+        """An empty ``Transition``, ``(N, ...)`` or ``(T, N, ...)`` (privileged fields ``None`` if not recorded)."""
         if self._slots is None:
             raise RuntimeError("RolloutDataset.get_buffer: no data loaded yet; call reset() first")
         lead = ([] if num_transitions_per_env is None else [int(num_transitions_per_env)]) + [self.num_envs]
         slots = self._slots
 
-        def empty(key: str) -> torch.Tensor | None:
-            if key not in slots:
-                return None
-            return torch.empty(*lead, *slots[key].shape[2:], dtype=slots[key].dtype, device=self.device)
+        def empty(slot: torch.Tensor | None) -> torch.Tensor | None:
+            return None if slot is None else slot.new_empty(*lead, *slot.shape[2:])
 
-        return self.Transition(**{name: empty(key) for name, key in _FIELD_SOURCES.items()})
+        return self.Transition(**{name: empty(slots.get(key)) for name, key in _FIELD_SOURCES.items()})
 
     def fill_transition(self, buffer: Any, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
-        """Write the next transition of each slot of ``env_ids`` (all when ``None``) into ``buffer`` and
-        advance the slots; raises DatasetExhausted when a slot needs a trajectory and none is left."""
+        """Write the next transition of the slots ``env_ids`` (all when ``None``) into ``buffer``; advance."""
         assert self._slots is not None, "call reset() first"
         slots = self._slots
         ids = self._env_ids_array(env_ids)
-        rows = None if env_ids is None else torch.from_numpy(ids).to(self.device)
-        gather_rows = self.all_env_ids if rows is None else rows
+        rows = self.all_env_ids if env_ids is None else torch.from_numpy(ids).to(self.device)
 
-        def positions() -> torch.Tensor:
-            return torch.from_numpy(self._cursor[ids] - self._file_start[ids]).to(self.device)
+        def frame(*names: str) -> dict[str, torch.Tensor | None]:
+            pos = torch.from_numpy(self._cursor[ids] - self._file_start[ids]).to(self.device)
+            keys = {name: _FIELD_SOURCES[name] for name in names}
+            return {name: slots[key][rows, pos] if key in slots else None for name, key in keys.items()}
 
-        pos = positions()
-
-        def gather(key: str) -> torch.Tensor | None:
-            return slots[key][gather_rows, pos] if key in slots else None
-
-        def put(dst: torch.Tensor | None, value: torch.Tensor | None) -> None:
-            if dst is None or value is None:
-                return
-            if rows is None:
-                dst.copy_(value)
-            else:
-                dst[rows] = value
-
-        for name in ("observation", "privileged_observation", "action", "reward"):
-            put(getattr(buffer, name), gather(_FIELD_SOURCES[name]))
-        done, timeout = slots["dones"][gather_rows, pos], slots["timeouts"][gather_rows, pos]
+        values = frame("observation", "privileged_observation", "action", "reward", "done", "timeout")
         cut = self._fresh[ids].copy()
-
         # advance; only slots leaving their file need Python-level work
         self._cursor[ids] += 1
         self._fresh[ids] = False
@@ -411,22 +343,19 @@ class RolloutDataset(RolloutFileBase):
             assert traj is not None
             if self._cursor[env] < traj.length:
                 self._file_idx[env] += 1
-                try:
-                    self._load_file(env)
+                if self._load_file(env):
                     continue
-                except FileNotFoundError:
-                    self._warn_missing(traj)
             self._start_trajectory(env, self._next_trajectory())
             cut[k] = True
         if cut.any():
-            cut_t = torch.from_numpy(cut).to(self.device)
-            timeout = timeout | (cut_t & ~done)
-            done = done | cut_t
-        put(buffer.done, done)
-        put(buffer.timeout, timeout)
-        pos = positions()
-        put(buffer.next_observation, gather("observations"))
-        put(buffer.next_privileged_observation, gather("privileged_observations"))
+            cut_t, done = torch.from_numpy(cut).to(self.device), values["done"]
+            assert done is not None and values["timeout"] is not None
+            values.update(done=done | cut_t, timeout=values["timeout"] | (cut_t & ~done))
+        values.update(frame("next_observation", "next_privileged_observation"))
+        for name, value in values.items():
+            dst = getattr(buffer, name)
+            if dst is not None and value is not None:
+                dst[rows] = value
 
 
 _CONFIG_KEYS = tuple(
@@ -437,15 +366,13 @@ _CONFIG_KEYS = tuple(
 def rollout_dataset_from_config(
     cfg: Mapping[str, Any], num_envs: int, device: str | torch.device = "cuda"
 ) -> RolloutDataset:
-    """Build a :class:`RolloutDataset` from a ``pretrain_dataset`` config dict (legacy keys: ``scan_dir``, an
-    alias of ``data_dir``; ``keep_latest_ratio``, ignored with a warning)."""
+    """A :class:`RolloutDataset` from a ``pretrain_dataset`` dict (``scan_dir``: legacy ``data_dir``)."""
     cfg = dict(cfg)
     if "scan_dir" in cfg:
         if "data_dir" in cfg:
             raise ValueError("pretrain_dataset config gives both 'data_dir' and its legacy alias 'scan_dir'")
         cfg["data_dir"] = cfg.pop("scan_dir")
-    if "keep_latest_ratio" in cfg:
-        cfg.pop("keep_latest_ratio")
+    if cfg.pop("keep_latest_ratio", None) is not None:
         msg = "pretrain_dataset 'keep_latest_ratio' is not supported and is ignored; use keep_latest_n_trajs."
         warnings.warn(msg, stacklevel=2)
     close = {k: difflib.get_close_matches(k, _CONFIG_KEYS, n=1) for k in cfg if k not in _CONFIG_KEYS}

@@ -1,13 +1,10 @@
-"""On-disk format of demonstration datasets (``docs/datasets.md``): names, writing, safe reading, scanning.
-
-``<data_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz`` (or ``.pickle``) holds frames ``[a, b)`` of trajectory k.
-"""
+"""Demonstration datasets on disk (``docs/datasets.md``): ``<data_dir>/trajectory_<k>/traj_<a:06d>_<b:06d>.npz``
+(or ``.pickle``) holds frames ``[a, b)`` of trajectory k."""
 
 from __future__ import annotations
 
 import codecs
 import importlib
-import json
 import math
 import os
 import pickle
@@ -22,7 +19,7 @@ import numpy as np
 
 from st_rl.env.layout import normalize_segments, segments_size
 from st_rl.utils.data_compresser import get_compresser
-from st_rl.utils.utils import atomic_write
+from st_rl.utils.files import atomic_write, read_json
 
 DATASET_FORMAT = "st_rl.demonstrations"
 DATASET_FORMAT_VERSION = 1
@@ -74,15 +71,7 @@ _PLAIN_GLOBALS = {
     ("numpy", "dtype"): np.dtype,
     ("_codecs", "encode"): codecs.encode,
 }
-_PICKLE_ERRORS = (
-    pickle.UnpicklingError,
-    EOFError,
-    ValueError,
-    TypeError,
-    AttributeError,
-    IndexError,
-    KeyError,
-)
+_PICKLE_ERRORS = (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, LookupError)
 
 
 class _RefusedGlobal(pickle.UnpicklingError):
@@ -104,8 +93,7 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
 
 
 def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
-    """Read a ``traj_*.pickle`` (a dict of numpy arrays) resolving only numpy's array builders, so it never
-    executes code; a 1-tuple holding an array (an ancestor bug) is unwrapped."""
+    """A ``traj_*.pickle`` dict of numpy arrays, unpickled without running code (only numpy's builders)."""
     try:
         with open(path, "rb") as f:
             data = _NumpyOnlyUnpickler(f).load()
@@ -125,11 +113,9 @@ def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
         if isinstance(value, tuple) and len(value) == 1:
             value = value[0]
         if not isinstance(value, np.ndarray) or value.dtype == object:
-            raise TrajectoryFileError(
-                f"{path}: entry {key!r} is a {type(value).__name__}"
-                + (f" of dtype {value.dtype}" if isinstance(value, np.ndarray) else "")
-                + "; trajectory files hold numeric numpy arrays only"
-            )
+            dtype = f" of dtype {value.dtype}" if isinstance(value, np.ndarray) else ""
+            msg = f"{path}: entry {key!r} is a {type(value).__name__}{dtype}; trajectory files hold numeric arrays"
+            raise TrajectoryFileError(msg)
         out[str(key)] = value
     return out
 
@@ -172,35 +158,20 @@ def read_metadata(directory: str) -> dict[str, Any] | None:
     path = os.path.join(directory, METADATA_FILE)
     if not os.path.isfile(path):
         return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            metadata = json.load(f, object_pairs_hook=OrderedDict)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TrajectoryFileError(f"{path} is not valid JSON ({e}); restore or delete it") from e
+    metadata = read_json(path, "dataset metadata", "restore or delete it", object_pairs_hook=OrderedDict)
     if not isinstance(metadata, dict):
-        raise TrajectoryFileError(
-            f"{path} holds a {type(metadata).__name__}, not a mapping; restore or delete it"
-        )
+        raise TrajectoryFileError(f"{path} holds a {type(metadata).__name__}, not a dict; fix or delete it")
     return metadata
 
 
 def assemble_observations(
     arrays: Mapping[str, np.ndarray], metadata: Mapping[str, Any] | None, path: str, prefix: str = "obs_"
 ) -> np.ndarray:
-    """The flat ``(L, num_obs)`` float32 observations of one file: ``observations``, or the ``obs_<component>``
-    entries decompressed and concatenated in ``metadata["obs_segments"]`` order."""
+    """The ``(L, num_obs)`` float32 ``observations``, or the ``obs_<component>`` arrays in ``obs_segments`` order."""
     segments = normalize_segments((metadata or {}).get("obs_segments"))
     if "observations" in arrays:
         obs = np.asarray(arrays["observations"])
-        obs = obs.reshape(obs.shape[0], -1).astype(np.float32, copy=False)
-        if segments is not None:
-            width = segments_size(segments)
-            if obs.shape[1] != width:
-                raise TrajectoryFileError(
-                    f"{path}: observations have {obs.shape[1]} columns but metadata.json obs_segments add up "
-                    f"to {width}; move the file or fix metadata.json."
-                )
-        return obs
+        return obs.reshape(obs.shape[0], -1).astype(np.float32, copy=False)
     components = [k for k in arrays if k.startswith(prefix)]
     if not components:
         raise TrajectoryFileError(f"{path} has no 'observations' and no '{prefix}<component>' arrays")
@@ -261,19 +232,23 @@ def scan_trajectory_dir(path: str, metadata: dict[str, Any] | None) -> Trajector
     return Trajectory(path, files, starts, stops, metadata)
 
 
-def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[str]]:
-    """Non-empty ``trajectory_*`` directories under ``data_dirs``, oldest first, and the missing data dirs."""
+def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[str], bool]:
+    """Non-empty ``trajectory_*`` directories under ``data_dirs``, oldest first; the missing data dirs; and
+    whether a collector has started writing (a ``metadata.json`` or a ``trajectory_*`` directory exists)."""
     found: list[tuple[float, str, Trajectory]] = []
     missing: list[str] = []
+    started = False
     for data_dir in data_dirs:
         if not os.path.isdir(data_dir):
             missing.append(data_dir)
             continue
         for root, dirs, _ in os.walk(data_dir):
             metadata = read_metadata(root)
+            started = started or metadata is not None
             keep = []
             for d in sorted(dirs):
                 if TRAJ_DIR_RE.fullmatch(d):
+                    started = True
                     traj = scan_trajectory_dir(os.path.join(root, d), metadata)
                     if traj is not None:
                         found.append((os.path.getmtime(traj.path), traj.path, traj))
@@ -281,18 +256,18 @@ def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[
                     keep.append(d)
             dirs[:] = keep  # do not walk into trajectory directories
     found.sort(key=lambda item: (item[0], item[1]))
-    return [t for _, _, t in found], missing
+    return [t for _, _, t in found], missing, started
 
 
-def collector_started(data_dirs: Sequence[str]) -> bool:
-    """Whether a ``metadata.json`` or a ``trajectory_*`` directory exists below one of ``data_dirs``."""
-    for data_dir in data_dirs:
-        if not os.path.isdir(data_dir):
-            continue
-        for _, dirs, files in os.walk(data_dir):
-            if METADATA_FILE in files or any(TRAJ_DIR_RE.fullmatch(d) for d in dirs):
-                return True
-    return False
+# per-frame array -> (dtype, one value per frame)
+_FILE_FIELDS = {
+    "observations": (np.float32, False),
+    "privileged_observations": (np.float32, False),
+    "actions": (np.float32, False),
+    "rewards": (np.float32, True),
+    "dones": (bool, True),
+    "timeouts": (bool, True),
+}
 
 
 def file_fields(
@@ -303,31 +278,27 @@ def file_fields(
         if key not in arrays:
             raise TrajectoryFileError(f"{path} lacks the {key!r} array; the file is incomplete")
     obs = assemble_observations(arrays, metadata, path)
-    num_obs = (metadata or {}).get("num_obs")
-    if num_obs is not None and obs.shape[1] != int(num_obs):
-        raise TrajectoryFileError(f"{path}: {obs.shape[1]} observation columns, metadata num_obs={num_obs}")
+    segments = normalize_segments((metadata or {}).get("obs_segments"))
+    widths = {
+        "num_obs": (metadata or {}).get("num_obs"),
+        "obs_segments": segments_size(segments) if segments else None,
+    }
+    for key, width in widths.items():
+        if width is not None and obs.shape[1] != int(width):
+            msg = f"{path}: {obs.shape[1]} observation columns, but metadata.json {key} gives {width}"
+            raise TrajectoryFileError(f"{msg}; move the file or fix metadata.json")
 
-    def rows(key: str, value: np.ndarray) -> np.ndarray:
-        value = np.asarray(value)
+    arrays = {"timeouts": np.zeros(length, dtype=bool), **arrays, "observations": obs}
+    out: dict[str, np.ndarray] = {}
+    for key, (dtype, scalar) in _FILE_FIELDS.items():
+        if key not in arrays:
+            continue  # privileged_observations are optional
+        value = np.asarray(arrays[key])
         if value.ndim == 0 or value.shape[0] != length:
             frames = value.shape[0] if value.ndim else 0
             raise TrajectoryFileError(f"{path}: {key!r} has {frames} frames but the file name says {length}")
-        return value.reshape(length, -1)
-
-    def scalars(key: str, dtype: Any) -> np.ndarray:
-        value = rows(key, arrays[key])
-        if value.shape[1] != 1:
+        value = value.reshape(length, -1)
+        if scalar and value.shape[1] != 1:
             raise TrajectoryFileError(f"{path}: {key!r} must hold one value per frame, got {value.shape[1]}")
-        return value.reshape(length).astype(dtype)
-
-    out: dict[str, np.ndarray] = {
-        "observations": rows("observations", obs),
-        "actions": rows("actions", arrays["actions"]).astype(np.float32),
-        "rewards": scalars("rewards", np.float32),
-        "dones": scalars("dones", bool),
-        "timeouts": (scalars("timeouts", bool) if "timeouts" in arrays else np.zeros(length, dtype=bool)),
-    }
-    if "privileged_observations" in arrays:
-        priv = rows("privileged_observations", arrays["privileged_observations"])
-        out["privileged_observations"] = priv.astype(np.float32)
+        out[key] = (value.reshape(length) if scalar else value).astype(dtype, copy=False)
     return out
