@@ -101,8 +101,22 @@ def _path(text: str) -> str:
 
 
 _COUNT, _SECONDS = _at_least(int, 1), _at_least(float, 0.0, strict=True)
-_PATHS = {"--checkpoint", "--out", "--motion", "--config", "--env", "--log-dir", "--resume", "--storage",
-          "--log-root", "--space", "--policy", "--video", "--plot", "log_dir"}  # fmt: skip
+_PATHS = {
+    "--checkpoint",
+    "--out",
+    "--motion",
+    "--config",
+    "--env",
+    "--log-dir",
+    "--resume",
+    "--storage",
+    "--log-root",
+    "--space",
+    "--policy",
+    "--video",
+    "--plot",
+    "log_dir",
+}
 
 
 def _o(help: str | None = None, **kw: Any) -> dict[str, Any]:
@@ -121,103 +135,172 @@ def _runner_key(key: str, help: str | None = None) -> dict[str, Any]:
 COMMON: dict[str, dict[str, Any]] = {
     "--task": _o("task (default: the one the run was trained on)"),
     "--num-envs": _o("parallel environments (preset default)", type=_COUNT),
-    "--iterations": _runner_key("max_iterations", help="learning iterations (default: the config's max_iterations)"),
+    "--iterations": _runner_key(
+        "max_iterations", help="learning iterations (default: the config's max_iterations)"
+    ),
     "--device": _o("device (default: cpu)", default="cpu"),
     "--seed": _runner_key("seed"),
     "--log-interval": _runner_key("log_interval"),
     "--threads": _o("CPU threads for torch (default: all cores)", type=_COUNT),
-    "--trust-config": _o("let the run's config import the code it names (docs/security.md)", action="store_true"),
+    "--trust-config": _o(
+        "let the run's config import the code it names (docs/security.md)", action="store_true"
+    ),
     "--checkpoint": _o("model_<it>.pt, or a run directory (latest checkpoint)"),
     "--debug": _o("show Python tracebacks of errors", action="store_true", default=argparse.SUPPRESS),
-}  # fmt: skip
+}
 _COMMAND = {"type": float, "metavar": "V", "dest": "fixed_command"}
 _GRID = "command grid: {}; a trajectory per combination of the --grid-* values"
 
 # command -> (help, description, {flag: argparse keywords over COMMON's; group=True: one of a required group})
 SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
-    "train": ("train PPO on a built-in task or your own environment", "See docs/configuration.md.", {
-        "--task": _o(f"built-in task (default: {DEFAULT_TASK})", default=DEFAULT_TASK),
-        "--config": _o("training config (.yaml/.yml/.json) instead of the task's preset", metavar="FILE"),
-        "--env": _o("your env: FACTORY(num_envs=, device=, seed=) of MODULE or a .py file", metavar="MODULE:FACTORY"),
-        "--algorithm": _o("algorithm.class_name (e.g. PPO, or pkg.mod:Class)", metavar="NAME"),
-        "--policy": _o("policy.class_name (e.g. ActorCriticRecurrent)", metavar="NAME", type=str),
-        "--print-config": _o("print the resolved training config as YAML and exit", action="store_true"),
-        "overrides": _o("config overrides, e.g. seed=3; ~KEY deletes a key", nargs="*", default=[], metavar="KEY=VALUE"),
-        "--num-envs": {}, "--iterations": {}, "--seed": {}, "--threads": {}, "--log-interval": {},
-        "--device": _o("training device (default: cuda:0 if present, else cpu)", default=None),
-        "--log-dir": _o("run directory (default: logs/<task>/<date_time>)"),
-        "--resume": _o("checkpoint or run directory to continue from (with --motion: AMP added to PPO)"),
-        "--overwrite": _o("replace an earlier run in --log-dir (its files are deleted)", action="store_true"),
-        "--motion": _o("reference-motion file (st-rl record-motion): train AMP towards that gait"),
-        "--style-reward-coef": _o(f"AMP style reward weight (default {AMP_STYLE_REWARD_COEF})", type=_at_least(float, 0.0)),
-        "--style-ramp": _o("AMP style reward from 0 at iteration START to full at END", type=_at_least(int, 0),
-                           nargs=2, metavar=("START", "END")),
-    }),
+    "train": (
+        "train PPO on a built-in task or your own environment",
+        "See docs/configuration.md.",
+        {
+            "--task": _o(f"built-in task (default: {DEFAULT_TASK})", default=DEFAULT_TASK),
+            "--config": _o("training config (.yaml/.yml/.json) instead of the task's preset", metavar="FILE"),
+            "--env": _o(
+                "your env: FACTORY(num_envs=, device=, seed=) of MODULE or a .py file",
+                metavar="MODULE:FACTORY",
+            ),
+            "--algorithm": _o("algorithm.class_name (e.g. PPO, or pkg.mod:Class)", metavar="NAME"),
+            "--policy": _o("policy.class_name (e.g. ActorCriticRecurrent)", metavar="NAME", type=str),
+            "--print-config": _o("print the resolved training config as YAML and exit", action="store_true"),
+            "overrides": _o(
+                "config overrides, e.g. seed=3; ~KEY deletes a key",
+                nargs="*",
+                default=[],
+                metavar="KEY=VALUE",
+            ),
+            "--num-envs": {},
+            "--iterations": {},
+            "--seed": {},
+            "--threads": {},
+            "--log-interval": {},
+            "--device": _o("training device (default: cuda:0 if present, else cpu)", default=None),
+            "--log-dir": _o("run directory (default: logs/<task>/<date_time>)"),
+            "--resume": _o("checkpoint or run directory to continue from (with --motion: AMP added to PPO)"),
+            "--overwrite": _o(
+                "replace an earlier run in --log-dir (its files are deleted)", action="store_true"
+            ),
+            "--motion": _o("reference-motion file (st-rl record-motion): train AMP towards that gait"),
+            "--style-reward-coef": _o(
+                f"AMP style reward weight (default {AMP_STYLE_REWARD_COEF})", type=_at_least(float, 0.0)
+            ),
+            "--style-ramp": _o(
+                "AMP style reward from 0 at iteration START to full at END",
+                type=_at_least(int, 0),
+                nargs=2,
+                metavar=("START", "END"),
+            ),
+        },
+    ),
     "tasks": ("list the built-in tasks", None, {}),
-    "tune": ("hyperparameter search on a built-in task (Optuna: pip install st-rl[tune])", None, {
-        "--task": _o(f"built-in task (default: {tune.DEFAULT_TASK})", default=tune.DEFAULT_TASK),
-        "--trials": _o("trials to add in this call (default 20)", type=_COUNT, default=20),
-        "--iterations": {"help": "learning iterations per trial (default: preset / 5)"},
-        "--num-envs": {"help": "training envs per trial (preset default)"},
-        "--study-name": _o("study name (default: the task name)"),
-        "--storage": _o("Optuna storage URL (default: sqlite:///<log-root>/<study>.db)"),
-        "--log-root": _o("trial logs in <log-root>/<study>/trial_<n>", default=tune.DEFAULT_LOG_ROOT),
-        "--space": _o("search space: a JSON/YAML file or inline JSON (replaces the default)"),
-        "--objective": _o("episode return or tracking RMSD", choices=sorted(tune.OBJECTIVES), default="return"),
-        "--eval-envs": _o("evaluation environments (default 64)", type=_COUNT, default=64),
-        "--eval-steps": _o("evaluation steps (default: one episode)", type=_COUNT),
-        "--pruner": _o("(default median)", choices=("median", "none"), default="median"),
-        "--seed": {}, "--device": {}, "--log-interval": {}, "--threads": {},
-        "--logger": _o("logger of every trial (default tensorboard)", default="tensorboard"),
-        "--timeout": _o("stop starting trials after N seconds", type=_SECONDS),
-        "--top": _o("rows of the summary table (default 5)", type=_at_least(int, 0), default=5),
-        "--motion": _o("reference-motion file: tune AMP towards it (and report each trial's gait distance)"),
-        "--summary": _o("print the summary of an existing study and exit", action="store_true"),
-    }),
-    "play": ("evaluate a checkpoint: tracking metrics, video and plot",
-        "Rendering uses MUJOCO_GL=egl unless set (MUJOCO_GL=osmesa: software rendering).", {
-        "--checkpoint": {"group": True},
-        "--policy": _o("an exported policy.onnx / policy.pt (st-rl export): a deployment check", group=True),
-        "--task": {}, "--device": {}, "--threads": {}, "--trust-config": {},
-        "--num-envs": {"help": "parallel environments (default 16)", "default": 16},
-        "--duration": _o("simulated seconds (default 20)", type=_SECONDS, default=20.0),
-        "--video": _o("MP4 path (default: play_<iter>.mp4 next to the checkpoint)"),
-        "--no-video": _o("do not render a video", action="store_true"),
-        "--plot": _o("PNG path (default: play_<iter>.png next to the checkpoint)"),
-        "--no-plot": _o("do not draw the tracking plot", action="store_true"),
-        "--command": {**_COMMAND, "nargs": "+", "help": "fixed command VX VY YAW (VX VY for 2-D tasks)"},
-        "--seed": {"help": "environment seed (default: the run's seed)"},
-        "--video-quality": _o("fast: no shadows", choices=("fast", "medium", "high"), default="medium"),
-        "--fps": _o("video frame rate (default 25)", type=_SECONDS, default=25.0),
-        "--upload": _o("attach video and plot to the run's W&B / Neptune run", action=argparse.BooleanOptionalAction),
-    }),
-    "plot": ("plot the training curves of a run (TensorBoard event files)", None, {
-        "log_dir": _o("run directory"),
-        "--out": _o("PNG path or folder (default: <log_dir>/training_curves.png)"),
-    }),
-    "record-motion": ("record reference motion (AMP motion-file format)", None, {
-        "--out": _o("motion file to write (.pkl)", required=True),
-        "--checkpoint": {"help": "a trained quadruped checkpoint to record from", "group": True},
-        "--scripted-trot": _o("record an open-loop trot gait", action="store_true", group=True),
-        "--scripted-walk": _o("open-loop trots, strides -0.4 to 0.4 rad", action="store_true", group=True),
-        "--task": {"help": "a legged task (default: the checkpoint's; quadruped_flat for the scripted gaits)"},
-        "--duration": _o("seconds recorded per trajectory", type=_SECONDS, default=10.0),
-        "--num-trajectories": _o(type=_COUNT, default=4),
-        "--command": {**_COMMAND, "nargs": 3, "metavar": ("VX", "VY", "YAW")},
-        "--grid-vx": _o(_GRID.format("forward speeds (m/s)"), type=float, nargs="+", metavar="V"),
-        "--grid-vy": _o(_GRID.format("lateral speeds (m/s)"), type=float, nargs="+", metavar="V"),
-        "--grid-yaw": _o(_GRID.format("turn rates (rad/s)"), type=float, nargs="+", metavar="V"),
-        "--fields": _o("style fields: 'default', 'joints' or a comma-separated list", default="default"),
-        "--seed": _o(type=int, default=0), "--trust-config": {},
-    }),
-    "export": ("export a checkpoint's policy to ONNX / TorchScript (policy.onnx, policy.pt, policy.json)", None, {
-        "--checkpoint": {"required": True},
-        "--out": _o("output folder (default: <run dir>/exported)"),
-        "--format": _o(nargs="+", choices=("onnx", "torchscript"), default=["onnx", "torchscript"], dest="formats"),
-        "--task": {}, "--trust-config": {},
-        "--no-check": _o("skip running the files against the eager policy", action="store_true"),
-    }),
-}  # fmt: skip
+    "tune": (
+        "hyperparameter search on a built-in task (Optuna: pip install st-rl[tune])",
+        None,
+        {
+            "--task": _o(f"built-in task (default: {tune.DEFAULT_TASK})", default=tune.DEFAULT_TASK),
+            "--trials": _o("trials to add in this call (default 20)", type=_COUNT, default=20),
+            "--iterations": {"help": "learning iterations per trial (default: preset / 5)"},
+            "--num-envs": {"help": "training envs per trial (preset default)"},
+            "--study-name": _o("study name (default: the task name)"),
+            "--storage": _o("Optuna storage URL (default: sqlite:///<log-root>/<study>.db)"),
+            "--log-root": _o("trial logs in <log-root>/<study>/trial_<n>", default=tune.DEFAULT_LOG_ROOT),
+            "--space": _o("search space: a JSON/YAML file or inline JSON (replaces the default)"),
+            "--objective": _o(
+                "episode return or tracking RMSD", choices=sorted(tune.OBJECTIVES), default="return"
+            ),
+            "--eval-envs": _o("evaluation environments (default 64)", type=_COUNT, default=64),
+            "--eval-steps": _o("evaluation steps (default: one episode)", type=_COUNT),
+            "--pruner": _o("(default median)", choices=("median", "none"), default="median"),
+            "--seed": {},
+            "--device": {},
+            "--log-interval": {},
+            "--threads": {},
+            "--logger": _o("logger of every trial (default tensorboard)", default="tensorboard"),
+            "--timeout": _o("stop starting trials after N seconds", type=_SECONDS),
+            "--top": _o("rows of the summary table (default 5)", type=_at_least(int, 0), default=5),
+            "--motion": _o(
+                "reference-motion file: tune AMP towards it (and report each trial's gait distance)"
+            ),
+            "--summary": _o("print the summary of an existing study and exit", action="store_true"),
+        },
+    ),
+    "play": (
+        "evaluate a checkpoint: tracking metrics, video and plot",
+        "Rendering uses MUJOCO_GL=egl unless set (MUJOCO_GL=osmesa: software rendering).",
+        {
+            "--checkpoint": {"group": True},
+            "--policy": _o(
+                "an exported policy.onnx / policy.pt (st-rl export): a deployment check", group=True
+            ),
+            "--task": {},
+            "--device": {},
+            "--threads": {},
+            "--trust-config": {},
+            "--num-envs": {"help": "parallel environments (default 16)", "default": 16},
+            "--duration": _o("simulated seconds (default 20)", type=_SECONDS, default=20.0),
+            "--video": _o("MP4 path (default: play_<iter>.mp4 next to the checkpoint)"),
+            "--no-video": _o("do not render a video", action="store_true"),
+            "--plot": _o("PNG path (default: play_<iter>.png next to the checkpoint)"),
+            "--no-plot": _o("do not draw the tracking plot", action="store_true"),
+            "--command": {**_COMMAND, "nargs": "+", "help": "fixed command VX VY YAW (VX VY for 2-D tasks)"},
+            "--seed": {"help": "environment seed (default: the run's seed)"},
+            "--video-quality": _o("fast: no shadows", choices=("fast", "medium", "high"), default="medium"),
+            "--fps": _o("video frame rate (default 25)", type=_SECONDS, default=25.0),
+            "--upload": _o(
+                "attach video and plot to the run's W&B / Neptune run", action=argparse.BooleanOptionalAction
+            ),
+        },
+    ),
+    "plot": (
+        "plot the training curves of a run (TensorBoard event files)",
+        None,
+        {
+            "log_dir": _o("run directory"),
+            "--out": _o("PNG path or folder (default: <log_dir>/training_curves.png)"),
+        },
+    ),
+    "record-motion": (
+        "record reference motion (AMP motion-file format)",
+        None,
+        {
+            "--out": _o("motion file to write (.pkl)", required=True),
+            "--checkpoint": {"help": "a trained quadruped checkpoint to record from", "group": True},
+            "--scripted-trot": _o("record an open-loop trot gait", action="store_true", group=True),
+            "--scripted-walk": _o(
+                "open-loop trots, strides -0.4 to 0.4 rad", action="store_true", group=True
+            ),
+            "--task": {
+                "help": "a legged task (default: the checkpoint's; quadruped_flat for the scripted gaits)"
+            },
+            "--duration": _o("seconds recorded per trajectory", type=_SECONDS, default=10.0),
+            "--num-trajectories": _o(type=_COUNT, default=4),
+            "--command": {**_COMMAND, "nargs": 3, "metavar": ("VX", "VY", "YAW")},
+            "--grid-vx": _o(_GRID.format("forward speeds (m/s)"), type=float, nargs="+", metavar="V"),
+            "--grid-vy": _o(_GRID.format("lateral speeds (m/s)"), type=float, nargs="+", metavar="V"),
+            "--grid-yaw": _o(_GRID.format("turn rates (rad/s)"), type=float, nargs="+", metavar="V"),
+            "--fields": _o("style fields: 'default', 'joints' or a comma-separated list", default="default"),
+            "--seed": _o(type=int, default=0),
+            "--trust-config": {},
+        },
+    ),
+    "export": (
+        "export a checkpoint's policy to ONNX / TorchScript (policy.onnx, policy.pt, policy.json)",
+        None,
+        {
+            "--checkpoint": {"required": True},
+            "--out": _o("output folder (default: <run dir>/exported)"),
+            "--format": _o(
+                nargs="+", choices=("onnx", "torchscript"), default=["onnx", "torchscript"], dest="formats"
+            ),
+            "--task": {},
+            "--trust-config": {},
+            "--no-check": _o("skip running the files against the eager policy", action="store_true"),
+        },
+    ),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -266,8 +349,12 @@ def _env_name(spec: str) -> str:
 
 
 # st-rl train flags that set a config key: option dest -> key
-CONFIG_FLAGS = {"seed": "seed", "log_interval": "log_interval", "policy": "policy.class_name",
-                "algorithm": "algorithm.class_name"}  # fmt: skip
+CONFIG_FLAGS = {
+    "seed": "seed",
+    "log_interval": "log_interval",
+    "policy": "policy.class_name",
+    "algorithm": "algorithm.class_name",
+}
 
 
 def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | None, bool]:
@@ -297,8 +384,11 @@ def _train_config(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | 
         if nested:  # legged_gym form: the runner's own runner_class_name would win over the top-level one
             cfg["runner"]["runner_class_name"] = cfg.pop("runner_class_name")
     flags = [] if args.env is not None else [f"task={json.dumps(args.task)}"]
-    flags += [f"{key}={json.dumps(getattr(args, dest))}" for dest, key in CONFIG_FLAGS.items()
-              if getattr(args, dest) is not None]  # fmt: skip
+    flags += [
+        f"{key}={json.dumps(getattr(args, dest))}"
+        for dest, key in CONFIG_FLAGS.items()
+        if getattr(args, dest) is not None
+    ]
     cfg = apply_overrides(apply_overrides(cfg, flags), list(args.overrides))
     if args.env is not None:  # 'task' names a built-in task for st-rl play; a user's env is not one
         cfg.pop("task", None)
@@ -468,8 +558,17 @@ def cmd_train(args: argparse.Namespace) -> int:
             check_run_dir(log_dir, resume=resume, overwrite=args.overwrite)
         seed = runner_cfg.get("seed")
         env = _train_env(args, preset, str(device), None if seed is None else seed + info.rank, info)
-        runner, (velrmsd, cot) = _learn(args, env, cfg, runner_cfg, str(device), log_dir, info, iterations,
-                                        (resume_path, add_amp, overwrite_other))  # fmt: skip
+        runner, (velrmsd, cot) = _learn(
+            args,
+            env,
+            cfg,
+            runner_cfg,
+            str(device),
+            log_dir,
+            info,
+            iterations,
+            (resume_path, add_amp, overwrite_other),
+        )
     finally:
         if not args.log_dir and info.is_main:  # removed when empty: training failed before writing anything
             with contextlib.suppress(OSError):
@@ -536,8 +635,17 @@ def _train_env(args: argparse.Namespace, preset: Any, device: str, seed: int | N
     return env
 
 
-def _learn(args: Any, env: Any, cfg: dict, runner_cfg: dict, device: str, log_dir: str, info: Any, iterations: int,
-           resume: tuple) -> tuple[Any, tuple]:  # fmt: skip
+def _learn(
+    args: Any,
+    env: Any,
+    cfg: dict,
+    runner_cfg: dict,
+    device: str,
+    log_dir: str,
+    info: Any,
+    iterations: int,
+    resume: tuple,
+) -> tuple[Any, tuple]:
     """Build the runner, resume (``resume``: checkpoint, AMP added?, replacing log_dir's run?) and train."""
     resume_path, add_amp, overwrite_other = resume
     name, runner = runner_cfg.get("runner_class_name") or "OnPolicyRunner", None
@@ -601,9 +709,18 @@ def cmd_play(args: argparse.Namespace) -> int:
         stem = os.path.join(os.path.dirname(os.path.abspath(path)), f"play_{tag}")
     video = None if args.no_video else (args.video or f"{stem}.mp4")
     plot = None if args.no_plot else (args.plot or f"{stem}.png")
-    kwargs = dict(task=args.task, num_envs=args.num_envs, duration_s=args.duration, video=video, plot=plot,
-                  command=args.fixed_command, seed=args.seed, video_fps=args.fps, video_quality=args.video_quality,
-                  trust_config=args.trust_config)  # fmt: skip
+    kwargs = dict(
+        task=args.task,
+        num_envs=args.num_envs,
+        duration_s=args.duration,
+        video=video,
+        plot=plot,
+        command=args.fixed_command,
+        seed=args.seed,
+        video_fps=args.fps,
+        video_quality=args.video_quality,
+        trust_config=args.trust_config,
+    )
     if args.policy:
         metrics = play_exported(path, **kwargs)
     else:
@@ -720,6 +837,11 @@ def _recorded_policy(args: argparse.Namespace, n: int, fixed: dict[str, Any]) ->
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "train": cmd_train, "tasks": lambda args: cmd_tasks(), "play": cmd_play, "plot": cmd_plot,
-    "record-motion": cmd_record_motion, "export": cmd_export, "tune": tune.main,
-}  # fmt: skip
+    "train": cmd_train,
+    "tasks": lambda args: cmd_tasks(),
+    "play": cmd_play,
+    "plot": cmd_plot,
+    "record-motion": cmd_record_motion,
+    "export": cmd_export,
+    "tune": tune.main,
+}

@@ -209,9 +209,19 @@ def load_exported_policy(path: str, num_threads: int | None = None) -> ExportedP
 
 
 def evaluate_and_report(
-    env: Any, policy: Any, task: str, source: str, label: str, duration_s: float, video: str | None,
-    plot: str | None, command: Sequence[float] | None, record_env: int, verbose: bool, *recorder_args: Any,
-) -> dict[str, Any]:  # fmt: skip
+    env: Any,
+    policy: Any,
+    task: str,
+    source: str,
+    label: str,
+    duration_s: float,
+    video: str | None,
+    plot: str | None,
+    command: Sequence[float] | None,
+    record_env: int,
+    verbose: bool,
+    *recorder_args: Any,
+) -> dict[str, Any]:
     """Metrics, video (``recorder_args``: the VideoRecorder's fps, size, quality, camera), plot and summary."""
     _check_locomotion_env(env)
     fps, (width, height), quality, camera = recorder_args
@@ -263,12 +273,23 @@ class _FiniteActions:
 
 
 def play_exported(
-    policy_path: str, task: str | None = None, num_envs: int = 16, duration_s: float = 20.0,
-    video: str | None = None, plot: str | None = None, command: Sequence[float] | None = None, *,
-    seed: int | None = None, record_env: int = 0, video_fps: float = 25.0,
-    video_size: tuple[int, int] = (640, 360), video_quality: str = "medium", camera: str | None = "track",
-    verbose: bool = True, trust_config: bool = False,
-) -> dict[str, Any]:  # fmt: skip
+    policy_path: str,
+    task: str | None = None,
+    num_envs: int = 16,
+    duration_s: float = 20.0,
+    video: str | None = None,
+    plot: str | None = None,
+    command: Sequence[float] | None = None,
+    *,
+    seed: int | None = None,
+    record_env: int = 0,
+    video_fps: float = 25.0,
+    video_size: tuple[int, int] = (640, 360),
+    video_quality: str = "medium",
+    camera: str | None = "track",
+    verbose: bool = True,
+    trust_config: bool = False,
+) -> dict[str, Any]:
     """Deployment check: :func:`st_rl.play.play` with an exported policy file alone, on its metadata's task and
     seed unless given (``trust_config``: that task may be a Gymnasium id naming a module to import). Returns the
     metrics of ``evaluate_policy`` plus ``task``, ``policy``, ``format``, ``iteration``, ``video`` and ``plot``;
@@ -297,8 +318,21 @@ def play_exported(
     iteration = meta.get("iteration")
     label = f"{os.path.basename(policy_path)} ({fmt}, iteration {iteration})"
     metrics = evaluate_and_report(
-        env, _FiniteActions(policy, policy_path), name, policy_path, label, duration_s, video, plot, command,
-        record_env, verbose, video_fps, video_size, video_quality, camera,
-    )  # fmt: skip
+        env,
+        _FiniteActions(policy, policy_path),
+        name,
+        policy_path,
+        label,
+        duration_s,
+        video,
+        plot,
+        command,
+        record_env,
+        verbose,
+        video_fps,
+        video_size,
+        video_quality,
+        camera,
+    )
     metrics.update(policy=os.path.abspath(policy_path), format=fmt, iteration=iteration)
     return metrics

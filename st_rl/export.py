@@ -124,8 +124,15 @@ def _io_spec(num_obs: int, num_actions: int, memories: list[tuple[str, str, Any]
             name_in, name_out = f"{prefix}{part}_in", f"{prefix}{part}_out"
             inputs.append({"name": name_in, "shape": shape, "dtype": "float32"})
             outputs.append({"name": name_out, "shape": shape, "dtype": "float32"})
-            states.append({"input": name_in, "output": name_out, "shape": shape, "memory": role,
-                           "rnn_type": memory.memory_type})  # fmt: skip
+            states.append(
+                {
+                    "input": name_in,
+                    "output": name_out,
+                    "shape": shape,
+                    "memory": role,
+                    "rnn_type": memory.memory_type,
+                }
+            )
     return inputs, outputs, states
 
 
@@ -145,9 +152,16 @@ def _write_onnx(module: nn.Module, example: tuple, path: str, metadata: dict[str
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer and exporter deprecation chatter
         # dynamo=False: the TorchScript-based exporter, robust for LSTM/GRU with explicit states
-        torch.onnx.export(module, example, path, input_names=[s["name"] for s in inputs],
-                          output_names=[s["name"] for s in outputs], dynamic_axes=dynamic_axes,
-                          opset_version=metadata["onnx_opset"], dynamo=False)  # fmt: skip
+        torch.onnx.export(
+            module,
+            example,
+            path,
+            input_names=[s["name"] for s in inputs],
+            output_names=[s["name"] for s in outputs],
+            dynamic_axes=dynamic_axes,
+            opset_version=metadata["onnx_opset"],
+            dynamo=False,
+        )
     model = onnx.load(path)
     props = {key: value if isinstance(value, str) else json.dumps(value) for key, value in metadata.items()}
     onnx.helper.set_model_props(model, {**props, METADATA_KEY: json.dumps(metadata)})
@@ -183,8 +197,11 @@ def _self_check(module: nn.Module, path: str, metadata: dict[str, Any], toleranc
             ref_out = ref if isinstance(ref, tuple) else (ref,)
             got = policy.run(obs.numpy(), hidden)
             nonfinite = [name for name, value in got.items() if not np.isfinite(value).all()]
-            nonfinite += [f"{name} (eager policy)" for name, value in zip(policy.output_names, ref_out)
-                          if not bool(torch.isfinite(value).all())]  # fmt: skip
+            nonfinite += [
+                f"{name} (eager policy)"
+                for name, value in zip(policy.output_names, ref_out)
+                if not bool(torch.isfinite(value).all())
+            ]
             if nonfinite:
                 at = f"on random observations (batch {batch}, step {step + 1})"
                 raise ExportError(f"{path} gives NaN/Inf in {', '.join(nonfinite)} {at}; {DIVERGED}")
@@ -257,15 +274,25 @@ def _policy_without_env(checkpoint: str) -> tuple[nn.Module, Any, dict[str, Any]
     actor_critic.enable_obs_normalization(actor=actor, critic=critic)
     actor_critic.load_state_dict(model)
     runner = train_cfg.runner
-    info = _info(os.path.abspath(path), state.get("iter"), runner.get("task"), None, runner.get("seed"),
-                 train_cfg.to_dict())  # fmt: skip
+    info = _info(
+        os.path.abspath(path),
+        state.get("iter"),
+        runner.get("task"),
+        None,
+        runner.get("seed"),
+        train_cfg.to_dict(),
+    )
     return actor_critic, None, info
 
 
 def _metadata(
-    actor_critic: Any, env: EnvAdapter | None, info: dict[str, Any], memories: list[tuple[str, str, Any]],
-    files: dict[str, str], opset: int,
-) -> dict[str, Any]:  # fmt: skip
+    actor_critic: Any,
+    env: EnvAdapter | None,
+    info: dict[str, Any],
+    memories: list[tuple[str, str, Any]],
+    files: dict[str, str],
+    opset: int,
+) -> dict[str, Any]:
     num_obs, num_actions = int(actor_critic.num_actor_obs), int(actor_critic.num_actions)
     inputs, outputs, states = _io_spec(num_obs, num_actions, memories)
     memory = next((m for _, role, m in memories if role == "actor"), None)
@@ -299,10 +326,19 @@ def _metadata(
 
 
 def export_policy(
-    checkpoint_or_runner: Any, out_dir: str, formats: Sequence[str] = FORMATS, *, env: Any = None,
-    task: str | None = None, name: str = "policy", opset: int = DEFAULT_OPSET, check: bool = True,
-    tolerance: float = 1e-4, device: str = "cpu", trust_config: bool = False,
-) -> ExportResult:  # fmt: skip
+    checkpoint_or_runner: Any,
+    out_dir: str,
+    formats: Sequence[str] = FORMATS,
+    *,
+    env: Any = None,
+    task: str | None = None,
+    name: str = "policy",
+    opset: int = DEFAULT_OPSET,
+    check: bool = True,
+    tolerance: float = 1e-4,
+    device: str = "cpu",
+    trust_config: bool = False,
+) -> ExportResult:
     """Export the deterministic actor (normaliser included) to ``out_dir/<name>.onnx`` / ``.pt`` / ``.json``.
 
     ``checkpoint_or_runner``: a checkpoint or run directory (rebuilt on one env of its task on ``device``), or a

@@ -19,12 +19,24 @@ __all__ += ["load_run", "play", "play_exported", "render_frame", "set_default_gl
 
 
 def play(
-    checkpoint: str, task: str | None = None, num_envs: int = 16, duration_s: float = 20.0,
-    video: str | None = None, plot: str | None = None, device: str = "cpu",
-    command: Sequence[float] | None = None, *, seed: int | None = None, record_env: int = 0,
-    video_fps: float = 25.0, video_size: tuple[int, int] = (640, 360), video_quality: str = "medium",
-    camera: str | None = "track", verbose: bool = True, trust_config: bool = False,
-) -> dict[str, Any]:  # fmt: skip
+    checkpoint: str,
+    task: str | None = None,
+    num_envs: int = 16,
+    duration_s: float = 20.0,
+    video: str | None = None,
+    plot: str | None = None,
+    device: str = "cpu",
+    command: Sequence[float] | None = None,
+    *,
+    seed: int | None = None,
+    record_env: int = 0,
+    video_fps: float = 25.0,
+    video_size: tuple[int, int] = (640, 360),
+    video_quality: str = "medium",
+    camera: str | None = "track",
+    verbose: bool = True,
+    trust_config: bool = False,
+) -> dict[str, Any]:
     """Evaluate a checkpoint's (or run directory's latest) deterministic policy on fresh episodes of ``task``
     (default: the run's), filming env ``record_env`` into ``video`` and plotting its tracking into ``plot``;
     ``command``: a fixed ``(vx, vy, yaw_rate)`` for all envs; ``trust_config``: see docs/security.md. Returns the
@@ -45,8 +57,21 @@ def play(
 
     label = f"{os.path.basename(run.path)} (iteration {run.iteration})"
     metrics = evaluate_and_report(
-        run.env, _Policy(), run.task, run.path, label, duration_s, video, plot, command, record_env, verbose,
-        video_fps, video_size, video_quality, camera,
-    )  # fmt: skip
+        run.env,
+        _Policy(),
+        run.task,
+        run.path,
+        label,
+        duration_s,
+        video,
+        plot,
+        command,
+        record_env,
+        verbose,
+        video_fps,
+        video_size,
+        video_quality,
+        camera,
+    )
     metrics.update(checkpoint=os.path.abspath(run.path), iteration=run.iteration)
     return metrics

@@ -13,8 +13,16 @@ from st_rl.utils.files import refuse_special_file
 
 __all__ = ["TRAINING_TAGS", "find_event_dirs", "plot_tracking", "plot_training", "read_scalars"]
 
-TRAINING_TAGS = ("Train/mean_reward", "Train/mean_episode_length", "Eval/velrmsd", "Eval/CoT", "Loss/value_loss",
-                 "Loss/surrogate_loss", "Policy/mean_noise_std", "Perf/total_fps")  # fmt: skip
+TRAINING_TAGS = (
+    "Train/mean_reward",
+    "Train/mean_episode_length",
+    "Eval/velrmsd",
+    "Eval/CoT",
+    "Loss/value_loss",
+    "Loss/surrogate_loss",
+    "Policy/mean_noise_std",
+    "Perf/total_fps",
+)
 """The curves :func:`plot_training` draws, in this order, when the run logged them."""
 
 
@@ -122,8 +130,16 @@ def plot_tracking(trace: dict, out_png: str, title: str = "", metrics: dict[str,
     fig, axes = _figure(len(rows), 1, (9.0, 2.2 * len(rows) + 0.6))
     for ax, i in zip(axes[:, 0], rows):
         if not counted.all():
-            ax.fill_between(t, 0, 1, where=~counted, transform=ax.get_xaxis_transform(), color="0.92", step="mid",
-                            label="warm-up (not scored)")  # fmt: skip
+            ax.fill_between(
+                t,
+                0,
+                1,
+                where=~counted,
+                transform=ax.get_xaxis_transform(),
+                color="0.92",
+                step="mid",
+                label="warm-up (not scored)",
+            )
         ax.plot(t, cmd[:, i], color="black", lw=1.5, ls="--", label="commanded")
         ax.plot(t, vel[:, i], color="tab:blue", lw=1.0, label="achieved")
         ax.vlines(t[done & ~fall], 0, 1, transform=ax.get_xaxis_transform(), color="grey", ls=":", lw=1.0)
@@ -136,8 +152,12 @@ def plot_tracking(trace: dict, out_png: str, title: str = "", metrics: dict[str,
     text = title
     if metrics:
         nan = float("nan")
-        parts = [f"velrmsd {metrics.get('velrmsd', nan):.3f} m/s", f"yaw {metrics.get('yaw_rmsd', nan):.3f} rad/s",
-                 f"CoT {metrics.get('CoT', nan):.2f}", f"survival {metrics.get('survival', nan):.2f}"]  # fmt: skip
+        parts = [
+            f"velrmsd {metrics.get('velrmsd', nan):.3f} m/s",
+            f"yaw {metrics.get('yaw_rmsd', nan):.3f} rad/s",
+            f"CoT {metrics.get('CoT', nan):.2f}",
+            f"survival {metrics.get('survival', nan):.2f}",
+        ]
         text = (text + "\n" if text else "") + "all envs: " + ", ".join(parts)
     if text:
         fig.suptitle(text, fontsize=10)

@@ -203,9 +203,13 @@ def make_pruner(name: str | None) -> Any:
 
 
 def open_study(
-    study_name: str, storage: str, objective: str = "return", task: str = DEFAULT_TASK, pruner: Any = None,
+    study_name: str,
+    storage: str,
+    objective: str = "return",
+    task: str = DEFAULT_TASK,
+    pruner: Any = None,
     sampler: Any = None,
-) -> Any:  # fmt: skip
+) -> Any:
     """Create the study, or load it (``ValueError`` when it was made for another task or objective)."""
     optuna = _optuna()
     _check_objective(objective)
@@ -214,8 +218,14 @@ def open_study(
     pruner = pruner if pruner is not None else make_pruner("median")
     try:
         direction = OBJECTIVES[objective][0]
-        study = optuna.create_study(study_name=study_name, storage=storage, direction=direction, pruner=pruner,
-                                    sampler=sampler, load_if_exists=True)  # fmt: skip
+        study = optuna.create_study(
+            study_name=study_name,
+            storage=storage,
+            direction=direction,
+            pruner=pruner,
+            sampler=sampler,
+            load_if_exists=True,
+        )
     except Exception as e:  # SQLAlchemy's errors of a bad URL or an unreachable database
         raise _storage_error(storage, e) from e
     attrs = study.user_attrs
@@ -343,13 +353,29 @@ def _report_trial(study: Any, trial: Any) -> None:
 
 
 def run_study(
-    task: str = DEFAULT_TASK, n_trials: int = 10, iterations: int | None = None, num_envs: int | None = None,
-    *, study_name: str | None = None, storage: str | None = None, log_root: str = DEFAULT_LOG_ROOT,
-    space: Mapping[str, Any] | None = None, objective: str = "return", eval_envs: int = 64,
-    eval_steps: int | None = None, pruner: Any = None, sampler: Any = None, seed: int | None = None,
-    device: str = "cpu", logger: str = RUNNER_DEFAULTS.logger, log_interval: int | None = None,
-    timeout_s: float | None = None, verbose: bool = True, summary_top: int = 5, motion: str | None = None,
-) -> Any:  # fmt: skip
+    task: str = DEFAULT_TASK,
+    n_trials: int = 10,
+    iterations: int | None = None,
+    num_envs: int | None = None,
+    *,
+    study_name: str | None = None,
+    storage: str | None = None,
+    log_root: str = DEFAULT_LOG_ROOT,
+    space: Mapping[str, Any] | None = None,
+    objective: str = "return",
+    eval_envs: int = 64,
+    eval_steps: int | None = None,
+    pruner: Any = None,
+    sampler: Any = None,
+    seed: int | None = None,
+    device: str = "cpu",
+    logger: str = RUNNER_DEFAULTS.logger,
+    log_interval: int | None = None,
+    timeout_s: float | None = None,
+    verbose: bool = True,
+    summary_top: int = 5,
+    motion: str | None = None,
+) -> Any:
     """Run (or continue) a study of ``n_trials`` more trials on a built-in task's preset; returns the study.
 
     Defaults: a fifth of the preset's iterations, its envs and seed, :data:`DEFAULT_SPACE` (:data:`AMP_SPACE`
@@ -363,8 +389,22 @@ def run_study(
     iterations = int(iterations or max(1, preset.train.max_iterations // 5))
     seed = int(preset.train.seed if seed is None else seed)
     num_envs = int(num_envs or preset.num_envs)
-    trials = _Trials(task, preset, motion, device, space, objective, iterations, num_envs, seed, eval_envs,
-                     eval_steps, logger, log_interval, os.path.join(log_root, study_name))  # fmt: skip
+    trials = _Trials(
+        task,
+        preset,
+        motion,
+        device,
+        space,
+        objective,
+        iterations,
+        num_envs,
+        seed,
+        eval_envs,
+        eval_steps,
+        logger,
+        log_interval,
+        os.path.join(log_root, study_name),
+    )
     _check_objective(objective)
     if objective == "velrmsd":
         _check_locomotion_env(make_env(task, num_envs=1, seed=0, **preset.env_kwargs))
@@ -433,12 +473,26 @@ def main(args: argparse.Namespace) -> int:
             torch.set_num_threads(args.threads)
         _optuna().logging.set_verbosity(_optuna().logging.WARNING)  # one line per trial instead
         run_study(
-            args.task, args.trials, args.iterations, args.num_envs, study_name=study_name, storage=storage,
-            log_root=args.log_root, space=load_space(args.space) if args.space else None,
-            objective=args.objective, eval_envs=args.eval_envs, eval_steps=args.eval_steps,
-            pruner=make_pruner(args.pruner), seed=args.seed, device=args.device, logger=args.logger,
-            log_interval=args.log_interval, timeout_s=args.timeout, summary_top=args.top, motion=args.motion,
-        )  # fmt: skip
+            args.task,
+            args.trials,
+            args.iterations,
+            args.num_envs,
+            study_name=study_name,
+            storage=storage,
+            log_root=args.log_root,
+            space=load_space(args.space) if args.space else None,
+            objective=args.objective,
+            eval_envs=args.eval_envs,
+            eval_steps=args.eval_steps,
+            pruner=make_pruner(args.pruner),
+            seed=args.seed,
+            device=args.device,
+            logger=args.logger,
+            log_interval=args.log_interval,
+            timeout_s=args.timeout,
+            summary_top=args.top,
+            motion=args.motion,
+        )
     except ValueError as e:  # one line (a ConfigError's other problems left out), naming the option
         raise ValueError(first_line(e)) from e
     return 0

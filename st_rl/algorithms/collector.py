@@ -77,13 +77,24 @@ class RolloutCollector:
     ) -> None:
         """Allocate the rollout storage with PPO's fields and every extension's."""
         storage = RolloutStorage(
-            num_envs, num_transitions_per_env, actor_obs_shape, critic_obs_shape, action_shape, self.device,
-            buffer_dilation_ratio=self.buffer_dilation_ratio, ring=self.buffer_dilation_ratio > 1.0, **kwargs,
-        )  # fmt: skip
+            num_envs,
+            num_transitions_per_env,
+            actor_obs_shape,
+            critic_obs_shape,
+            action_shape,
+            self.device,
+            buffer_dilation_ratio=self.buffer_dilation_ratio,
+            ring=self.buffer_dilation_ratio > 1.0,
+            **kwargs,
+        )
         layout = StorageLayout(
-            storage.num_envs, storage.num_transitions_per_env, storage.obs_shape, storage.privileged_obs_shape,
-            storage.actions_shape, dict(kwargs),
-        )  # fmt: skip
+            storage.num_envs,
+            storage.num_transitions_per_env,
+            storage.obs_shape,
+            storage.privileged_obs_shape,
+            storage.actions_shape,
+            dict(kwargs),
+        )
         for ext in self.extensions.values():
             for name, field in ext.storage_fields(layout).items():
                 storage.register(name, field)

@@ -36,8 +36,10 @@ COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 """``torch.compile`` modes of ``compile``; the CUDA-graph modes ('reduce-overhead', 'max-autotune') crash in the
 update (it reads outputs that the next graph replay overwrites) and are refused."""
 _CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
-_NORMALIZER_ENTRIES = (("obs_norm_state_dict", "actor_obs_normalizer"),
-                       ("critic_obs_norm_state_dict", "critic_obs_normalizer"))  # fmt: skip
+_NORMALIZER_ENTRIES = (
+    ("obs_norm_state_dict", "actor_obs_normalizer"),
+    ("critic_obs_norm_state_dict", "critic_obs_normalizer"),
+)
 
 
 def make_optimizer(optimizer_cls: type[optim.Optimizer], params: Any, lr: float) -> optim.Optimizer:

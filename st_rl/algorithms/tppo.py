@@ -48,9 +48,13 @@ class TPPO(PPO):
     config_sources = (Distillation,)
 
     def __init__(
-        self, actor_critic: nn.Module, *args: Any, ppo: dict[str, Any] | None = None, using_ppo: bool = True,
+        self,
+        actor_critic: nn.Module,
+        *args: Any,
+        ppo: dict[str, Any] | None = None,
+        using_ppo: bool = True,
         **kwargs: Any,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.distillation, kwargs = with_extension(Distillation, ppo, kwargs)
         super().__init__(actor_critic, *args, use_ppo_loss=using_ppo, **kwargs)
 

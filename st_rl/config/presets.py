@@ -10,10 +10,19 @@ from typing import Any
 from st_rl.config.defaults import RUNNER_DEFAULTS, PPODefaults
 
 __all__ = [
-    "AMP_DISCRIMINATOR_GRAD_PEN", "AMP_LEARNING_RATE", "AMP_STYLE_REWARD_COEF", "DEFAULT_TASK", "PRESETS",
-    "AlgorithmCfg", "PolicyCfg", "TaskPreset", "TrainCfg", "amp_train_config", "get_preset",
+    "AMP_DISCRIMINATOR_GRAD_PEN",
+    "AMP_LEARNING_RATE",
+    "AMP_STYLE_REWARD_COEF",
+    "DEFAULT_TASK",
+    "PRESETS",
+    "AlgorithmCfg",
+    "PolicyCfg",
+    "TaskPreset",
+    "TrainCfg",
+    "amp_train_config",
+    "get_preset",
     "gymnasium_mujoco_preset",
-]  # fmt: skip
+]
 
 
 @dataclass

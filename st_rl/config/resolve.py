@@ -212,8 +212,9 @@ def _runner_section(cfg: dict[str, Any], problems: list[Problem]) -> tuple[dict[
     return runner, "nested", "runner."
 
 
-def _section_class(section: dict[str, Any], runner: dict[str, Any], name: str, prefix: str,
-                   problems: list[Problem]) -> tuple[Any, type | None]:  # fmt: skip
+def _section_class(
+    section: dict[str, Any], runner: dict[str, Any], name: str, prefix: str, problems: list[Problem]
+) -> tuple[Any, type | None]:
     """``(name, class or None)``: ``section['class_name']`` or ``runner['<name>_class_name']``, else the default."""
     own, other = section.pop("class_name", None), runner.get(f"{name}_class_name")
     empty = RULES["class_name"]

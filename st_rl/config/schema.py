@@ -166,9 +166,14 @@ def _runner_schema() -> type[BaseModel]:
 
 
 # ------------------------------------------------------------------------------------------ validation
-def _problems(model: type[BaseModel], values: Mapping[str, Any], prefix: str,
-              rules: Callable[[str], Rule | None] = rule_for, skip: Callable[[str], bool] = lambda key: False,
-              unknown_fix: str = "remove it (see docs/configuration.md)") -> list[Problem]:  # fmt: skip
+def _problems(
+    model: type[BaseModel],
+    values: Mapping[str, Any],
+    prefix: str,
+    rules: Callable[[str], Rule | None] = rule_for,
+    skip: Callable[[str], bool] = lambda key: False,
+    unknown_fix: str = "remove it (see docs/configuration.md)",
+) -> list[Problem]:
     """The first problem per key: pydantic's (unknown keys, unless ``skip``, get ``unknown_fix``), then ``rules``."""
     try:
         model.model_validate(dict(values))

@@ -67,10 +67,12 @@ class EnvAdapter:
     """
 
     def __init__(
-        self, env: Any, device: str | torch.device | None = "cpu",
+        self,
+        env: Any,
+        device: str | torch.device | None = "cpu",
         obs_groups: Mapping[str, Sequence[str]] | None = None,
         check_finite: str = RUNNER_DEFAULTS.check_finite,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if check_finite not in ("rollout", "step", "off"):
             raise ValueError(f"check_finite must be 'rollout', 'step' or 'off', got {check_finite!r}")
         if isinstance(env, type):

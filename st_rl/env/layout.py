@@ -64,9 +64,12 @@ def _segments_arg(obs_segments: Segments | None, segments: Segments | None, owne
 
 
 def get_subobs_by_components(
-    observations: torch.Tensor, component_names: str | Iterable[str], obs_segments: Segments | None = None, *,
+    observations: torch.Tensor,
+    component_names: str | Iterable[str],
+    obs_segments: Segments | None = None,
+    *,
     segments: Segments | None = None,
-) -> torch.Tensor:  # fmt: skip
+) -> torch.Tensor:
     """Concatenate the named components of ``(..., width)`` observations along the last dim, in layout order."""
     segments = _segments_arg(obs_segments, segments, "get_subobs_by_components")
     names = _names_list(segments, component_names)
@@ -75,9 +78,13 @@ def get_subobs_by_components(
 
 
 def substitute_estimated_state(
-    observations: torch.Tensor, target_components: str | Iterable[str], estimated_state: torch.Tensor,
-    obs_segments: Segments | None = None, *, segments: Segments | None = None,
-) -> torch.Tensor:  # fmt: skip
+    observations: torch.Tensor,
+    target_components: str | Iterable[str],
+    estimated_state: torch.Tensor,
+    obs_segments: Segments | None = None,
+    *,
+    segments: Segments | None = None,
+) -> torch.Tensor:
     """Write consecutive chunks of ``estimated_state`` into the target components in layout order, in place;
     returns ``observations``."""
     segments = _segments_arg(obs_segments, segments, "substitute_estimated_state")

@@ -86,8 +86,15 @@ class _Tracking:
         self.vel = self.cmd.clone()
         self.flags = torch.zeros(num_steps, 3, dtype=torch.bool)  # done, fall, counted
 
-    def add(self, t: int, cmd: torch.Tensor, rewards: torch.Tensor, dones: torch.Tensor, failed: torch.Tensor,
-            counted: torch.Tensor) -> None:  # fmt: skip
+    def add(
+        self,
+        t: int,
+        cmd: torch.Tensor,
+        rewards: torch.Tensor,
+        dones: torch.Tensor,
+        failed: torch.Tensor,
+        counted: torch.Tensor,
+    ) -> None:
         vel, w, i = self.env.base_lin_vel, counted.double(), self.record_env
         yaw_rate = _yaw_rate_of(self.env) if self.has_yaw else None
         self.sums[0] += ((cmd[:, :2] - vel[:, :2]).double().square().sum(dim=1) * w).sum()
@@ -123,9 +130,16 @@ class _Tracking:
             "duration_s": num_steps * dt,
             "dt": dt,
             "warmup_s": warmup_steps * dt,
-            "trace": {"env": self.record_env, "time": np.arange(1, num_steps + 1) * dt, "cmd": self.cmd.numpy(),
-                      "vel": self.vel.numpy(), "done": done, "fall": fall, "counted": counted},
-        }  # fmt: skip
+            "trace": {
+                "env": self.record_env,
+                "time": np.arange(1, num_steps + 1) * dt,
+                "cmd": self.cmd.numpy(),
+                "vel": self.vel.numpy(),
+                "done": done,
+                "fall": fall,
+                "counted": counted,
+            },
+        }
 
 
 def _fixed_command(env: Any, command: Sequence[float] | None) -> torch.Tensor | None:
@@ -149,10 +163,16 @@ def _hold_command(env: Any, fixed: torch.Tensor | None, obs: Any) -> Any:
 
 
 def evaluate_policy(
-    env: Any, policy: Callable[[torch.Tensor], torch.Tensor], duration_s: float, record_env: int = 0,
-    render: Callable[[Any], None] | None = None, *, command: Sequence[float] | None = None,
-    warmup_s: float = 1.0, reset: bool = True,
-) -> dict[str, Any]:  # fmt: skip
+    env: Any,
+    policy: Callable[[torch.Tensor], torch.Tensor],
+    duration_s: float,
+    record_env: int = 0,
+    render: Callable[[Any], None] | None = None,
+    *,
+    command: Sequence[float] | None = None,
+    warmup_s: float = 1.0,
+    reset: bool = True,
+) -> dict[str, Any]:
     """Run ``policy`` (``obs -> actions``) on a :class:`VelocityCommandTask` for ``duration_s`` and measure it.
 
     ``render(env)`` is called after the reset and every step (e.g. a :class:`VideoRecorder`); ``command`` holds

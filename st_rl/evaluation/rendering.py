@@ -46,8 +46,16 @@ def _check_renderable(env: Any) -> None:
 class _Scene:
     """An offscreen renderer of simulation ``env_id`` of a MuJoCo task at a ``quality``, from ``camera``."""
 
-    def __init__(self, env: Any, env_id: int, width: int, height: int, camera: str | None, quality: str,
-                 geom_groups: Sequence[int]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        env: Any,
+        env_id: int,
+        width: int,
+        height: int,
+        camera: str | None,
+        quality: str,
+        geom_groups: Sequence[int],
+    ) -> None:
         _check_renderable(env)
         if quality not in QUALITIES:
             raise ValueError(f"quality must be one of {QUALITIES}, got {quality!r}")
@@ -98,10 +106,17 @@ class VideoRecorder(_Scene):
     ``"high"`` (the model's own visual settings); ``geom_groups``: drawn (the quadruped's legs: group 3)."""
 
     def __init__(
-        self, env: Any, path: str, env_id: int = 0, fps: float = 25.0, width: int = 640, height: int = 360,
-        camera: str | None = "track", quality: str = "medium",
+        self,
+        env: Any,
+        path: str,
+        env_id: int = 0,
+        fps: float = 25.0,
+        width: int = 640,
+        height: int = 360,
+        camera: str | None = "track",
+        quality: str = "medium",
         geom_groups: Sequence[int] = DEFAULT_GEOM_GROUPS,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.writer: Any = None
         _check_renderable(env)
         try:
@@ -154,9 +169,15 @@ def _camera_for(mujoco: Any, model: Any, camera: str | None, base_body: int) -> 
 
 
 def render_frame(
-    env: Any, path: str | None = None, env_id: int = 0, width: int = 640, height: int = 360,
-    camera: str | None = "track", quality: str = "high", geom_groups: Sequence[int] = DEFAULT_GEOM_GROUPS,
-) -> np.ndarray:  # fmt: skip
+    env: Any,
+    path: str | None = None,
+    env_id: int = 0,
+    width: int = 640,
+    height: int = 360,
+    camera: str | None = "track",
+    quality: str = "high",
+    geom_groups: Sequence[int] = DEFAULT_GEOM_GROUPS,
+) -> np.ndarray:
     """Render one frame of a MuJoCo task (and write it to ``path`` as PNG when given)."""
     scene = _Scene(env, env_id, width, height, camera, quality, geom_groups)
     try:

@@ -112,9 +112,15 @@ class LoadedRun:
 
 
 def load_run(
-    checkpoint: str, task: str | None = None, num_envs: int = 16, device: str = "cpu",
-    seed: int | None = None, env: Any = None, *, trust_config: bool = False,
-) -> LoadedRun:  # fmt: skip
+    checkpoint: str,
+    task: str | None = None,
+    num_envs: int = 16,
+    device: str = "cpu",
+    seed: int | None = None,
+    env: Any = None,
+    *,
+    trust_config: bool = False,
+) -> LoadedRun:
     """Rebuild the runner of ``checkpoint`` (a ``model_<it>.pt`` file or a run directory: its latest) on its
     training task and load its weights (not the optimizer).
 

@@ -126,8 +126,12 @@ class ActorCritic(nn.Module):
             warning elsewhere, as are unknown ``**kwargs`` (keys all st_rl configs pass are accepted).
     """
 
-    DEFAULT_VISUAL_KWARGS: dict[str, Any] = {"channels": [64, 64], "kernel_sizes": [3, 3], "strides": [1, 1],
-                                             "hidden_sizes": [256]}  # fmt: skip
+    DEFAULT_VISUAL_KWARGS: dict[str, Any] = {
+        "channels": [64, 64],
+        "kernel_sizes": [3, 3],
+        "strides": [1, 1],
+        "hidden_sizes": [256],
+    }
     parts = PolicyParts()
     config_tolerated = COMMON_POLICY_KEYS
     is_recurrent = False
@@ -188,21 +192,42 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.parts = parts = parts if parts is not None else type(self).parts
         warn_unknown_kwargs(type(self).__name__, kwargs, COMMON_POLICY_KEYS)
-        _warn_unused_parts(self, encoders=encoder_component_names or critic_encoder_component_names,
-                           estimator=estimator_obs_components or estimator_target_components,
-                           adaptor=adaptor_obs_components or adaptor_target_components)  # fmt: skip
+        _warn_unused_parts(
+            self,
+            encoders=encoder_component_names or critic_encoder_component_names,
+            estimator=estimator_obs_components or estimator_target_components,
+            adaptor=adaptor_obs_components or adaptor_target_components,
+        )
         if privileged_obs_segments is None:
             privileged_obs_segments = critic_obs_segments
-        self._set_config(num_actor_obs, num_critic_obs, num_actions, actor_hidden_dims, critic_hidden_dims,
-                         activation, init_noise_std, mu_activation, obs_segments, privileged_obs_segments)  # fmt: skip
+        self._set_config(
+            num_actor_obs,
+            num_critic_obs,
+            num_actions,
+            actor_hidden_dims,
+            critic_hidden_dims,
+            activation,
+            init_noise_std,
+            mu_activation,
+            obs_segments,
+            privileged_obs_segments,
+        )
         if parts.visual:
             visual_kwargs = {**self.DEFAULT_VISUAL_KWARGS, **(visual_kwargs or {})}
-            attach_visual_encoder(self, visual_component_name, visual_kwargs, int(visual_latent_size),
-                                  privileged_obs_segments)  # fmt: skip
+            attach_visual_encoder(
+                self, visual_component_name, visual_kwargs, int(visual_latent_size), privileged_obs_segments
+            )
         if parts.encoders:
-            attach_encoders(self, list(encoder_component_names or []), encoder_class_name, encoder_kwargs,
-                            encoder_output_size, critic_encoder_component_names, critic_encoder_class_name,
-                            critic_encoder_kwargs)  # fmt: skip
+            attach_encoders(
+                self,
+                list(encoder_component_names or []),
+                encoder_class_name,
+                encoder_kwargs,
+                encoder_output_size,
+                critic_encoder_component_names,
+                critic_encoder_class_name,
+                critic_encoder_kwargs,
+            )
         self.use_actor_rnn = bool(use_actor_rnn)
         self.replace_state_prob = float(replace_state_prob)
         # Heads, then the estimator, then the memories, then the adaptor: the order the parameters are drawn in.
@@ -211,8 +236,13 @@ class ActorCritic(nn.Module):
             attach_estimator(self, estimator_obs_components, estimator_target_components, estimator_kwargs)
         attach_memories(self, self.parts.memory)
         if parts.adaptor:
-            attach_adaptor(self, adaptor_obs_components, adaptor_target_components, adaptor_kwargs,
-                           privilege_replace_state_prob)  # fmt: skip
+            attach_adaptor(
+                self,
+                adaptor_obs_components,
+                adaptor_target_components,
+                adaptor_kwargs,
+                privilege_replace_state_prob,
+            )
         if parts.discriminator and not amp_discriminator:
             msg = "dict in the policy config (AMPDiscriminator's arguments, e.g. input_dim None: the env's)"
             raise ValueError(f"{type(self).__name__} needs an 'amp_discriminator' {msg}")
@@ -221,10 +251,18 @@ class ActorCritic(nn.Module):
             self.register_buffer(DEFAULT_NONLINEARITY_KEY, torch.ones(()))
 
     def _set_config(
-        self, num_actor_obs: int, num_critic_obs: int, num_actions: int, actor_hidden_dims: Sequence[int],
-        critic_hidden_dims: Sequence[int], activation: str, init_noise_std: float, mu_activation: str | None,
-        obs_segments: Any, privileged_obs_segments: Any,
-    ) -> None:  # fmt: skip
+        self,
+        num_actor_obs: int,
+        num_critic_obs: int,
+        num_actions: int,
+        actor_hidden_dims: Sequence[int],
+        critic_hidden_dims: Sequence[int],
+        activation: str,
+        init_noise_std: float,
+        mu_activation: str | None,
+        obs_segments: Any,
+        privileged_obs_segments: Any,
+    ) -> None:
         self.num_actor_obs = int(num_actor_obs)
         self.num_critic_obs = int(num_critic_obs)
         self.num_actions = int(num_actions)
@@ -253,8 +291,15 @@ class ActorCritic(nn.Module):
         self.adapted_state_: torch.Tensor | None = None
 
     def _build_heads(self, actor_obs_normalization: bool, critic_obs_normalization: bool | None) -> None:
-        self.actor = PolicyHead(*mlp_layers(self.actor_input_size(), self.actor_hidden_dims, self.num_actions,
-                                            self.activation, self.mu_activation))  # fmt: skip
+        self.actor = PolicyHead(
+            *mlp_layers(
+                self.actor_input_size(),
+                self.actor_hidden_dims,
+                self.num_actions,
+                self.activation,
+                self.mu_activation,
+            )
+        )
         critic_in = self.rnn_hidden_size if self.is_recurrent else self.encoded_critic_width()
         self.critic = PolicyHead(*mlp_layers(critic_in, self.critic_hidden_dims, 1, self.activation))
         self.std = nn.Parameter(self.init_noise_std * torch.ones(self.num_actions))
@@ -294,8 +339,10 @@ class ActorCritic(nn.Module):
         if DEFAULT_NONLINEARITY_KEY in own and DEFAULT_NONLINEARITY_KEY not in state and state:
             restore_legacy_activations(self, self._legacy_activations)
             state[DEFAULT_NONLINEARITY_KEY] = own[DEFAULT_NONLINEARITY_KEY]
-        enabled = {"actor_obs_normalizer": self.actor_obs_normalization,
-                   "critic_obs_normalizer": self.critic_obs_normalization}  # fmt: skip
+        enabled = {
+            "actor_obs_normalizer": self.actor_obs_normalization,
+            "critic_obs_normalizer": self.critic_obs_normalization,
+        }
         reconcile_normalizer_state(state, own, enabled)
         return super().load_state_dict(state, strict=strict, assign=assign)
 
@@ -357,15 +404,22 @@ class ActorCritic(nn.Module):
         return self.rnn_hidden_size if self.is_recurrent else self.encoded_actor_width()
 
     def actor_features(
-        self, observations: torch.Tensor, masks: torch.Tensor | None = None, hidden_states: Any = None, **kwargs: Any
-    ) -> torch.Tensor:  # fmt: skip
+        self,
+        observations: torch.Tensor,
+        masks: torch.Tensor | None = None,
+        hidden_states: Any = None,
+        **kwargs: Any,
+    ) -> torch.Tensor:
         """Normalised actor observations -> the actor MLP input (encoders, then the memory)."""
         return self._actor_memory(self.encode_actor(observations), masks, hidden_states)
 
     def critic_features(
-        self, critic_observations: torch.Tensor, masks: torch.Tensor | None = None, hidden_states: Any = None,
+        self,
+        critic_observations: torch.Tensor,
+        masks: torch.Tensor | None = None,
+        hidden_states: Any = None,
         **kwargs: Any,
-    ) -> torch.Tensor:  # fmt: skip
+    ) -> torch.Tensor:
         """Normalised critic observations -> the critic MLP input."""
         return self._critic_memory(self.encode_critic(critic_observations), masks, hidden_states)
 
@@ -401,9 +455,13 @@ class ActorCritic(nn.Module):
         raise NotImplementedError("Use act(), act_inference() or evaluate() on an actor-critic.")
 
     def update_distribution(
-        self, observations: torch.Tensor, masks: torch.Tensor | None = None, hidden_states: Any = None,
-        inference: bool = False, **kwargs: Any,
-    ) -> PolicyOutput:  # fmt: skip
+        self,
+        observations: torch.Tensor,
+        masks: torch.Tensor | None = None,
+        hidden_states: Any = None,
+        inference: bool = False,
+        **kwargs: Any,
+    ) -> PolicyOutput:
         """The action distribution of raw ``observations`` (normaliser, adaptor, estimator, encoders, memory,
         actor MLP); ``action_mean`` etc. then refer to it."""
         observations = self.normalize_actor_obs(observations)
@@ -428,9 +486,12 @@ class ActorCritic(nn.Module):
         return PolicyOutput(self._mean, self.action_std, None, estimated, adapted)
 
     def policy_output(
-        self, observations: torch.Tensor, critic_observations: torch.Tensor | None = None,
-        masks: torch.Tensor | None = None, hidden_states: Any = None,
-    ) -> PolicyOutput:  # fmt: skip
+        self,
+        observations: torch.Tensor,
+        critic_observations: torch.Tensor | None = None,
+        masks: torch.Tensor | None = None,
+        hidden_states: Any = None,
+    ) -> PolicyOutput:
         """The update-time forward pass of raw (minibatch) observations; ``values`` only with
         ``critic_observations``. Recurrent policies take the padded trajectories' ``masks`` and their initial
         ``ActorCriticHiddenState(actor, critic)``; without them the rollout memories are used and advanced."""
@@ -459,9 +520,13 @@ class ActorCritic(nn.Module):
         return full_precision(self.critic(features))
 
     def evaluate_actions(
-        self, observations: torch.Tensor, actions: torch.Tensor, critic_observations: torch.Tensor | None = None,
-        masks: torch.Tensor | None = None, hidden_states: Any = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+        self,
+        observations: torch.Tensor,
+        actions: torch.Tensor,
+        critic_observations: torch.Tensor | None = None,
+        masks: torch.Tensor | None = None,
+        hidden_states: Any = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(log_prob, entropy, values)``, the seed's form of :meth:`policy_output` (critic observations
         default to ``observations``)."""
         critic_obs = observations if critic_observations is None else critic_observations

@@ -34,8 +34,14 @@ ACTION_SCALE_KEYS = (
 PROPRIOCEPTION = "proprioception"
 PROPRIOCEPTION_CMD_COLUMN = 9
 _AUTO = "auto"
-_RESET_MODES: dict[Any, str | None] = {True: "all", "all": "all", "when_skill": "when_skill",
-                                       None: None, False: None, "none": None}  # fmt: skip
+_RESET_MODES: dict[Any, str | None] = {
+    True: "all",
+    "all": "all",
+    "when_skill": "when_skill",
+    None: None,
+    False: None,
+    "none": None,
+}
 CMD_SCALE_KEYS = (
     ("normalization", "obs_scales", "lin_vel"),
     ("env", "normalization", "obs_scales", "lin_vel"),
@@ -241,8 +247,15 @@ class ActorCriticMutex(nn.Module):
         for i, path in enumerate(paths):
             if not os.path.isdir(path):
                 raise FileNotFoundError(f"Sub-policy {i}: {path} is not a directory")
-            snap = load_sub_policy(path, self.num_actor_obs, self.num_critic_obs, self.num_actions,
-                                   self.obs_segments, critic_segments, class_name=class_name)  # fmt: skip
+            snap = load_sub_policy(
+                path,
+                self.num_actor_obs,
+                self.num_critic_obs,
+                self.num_actions,
+                self.obs_segments,
+                critic_segments,
+                class_name=class_name,
+            )
             self.submodules.append(snap.policy)
             self.sub_policy_configs.append(snap.config)
             self._cmd_scales_from_config.append(snap.cmd_scale)

@@ -133,11 +133,14 @@ def _remap_columns(
     """Copy ``value``'s column blocks into ``target`` by component; False if they are not input layers."""
     src, dst = layouts
     if not (
-        value.dim() == 2 and target.dim() == 2 and value.shape[0] == target.shape[0]
-        and src is not None and dst is not None
+        value.dim() == 2
+        and target.dim() == 2
+        and value.shape[0] == target.shape[0]
+        and src is not None
+        and dst is not None
         and value.shape[1] == sum(math.prod(v) for v in src.values())
         and target.shape[1] == sum(math.prod(v) for v in dst.values())
-    ):  # fmt: skip
+    ):
         return False
     side = "critic" if key.startswith(("critic", "memory_c")) else "actor"
     for name, shape in dst.items():
@@ -162,10 +165,14 @@ def load_misaligned_state_dict(
     the source's layouts. Returns (and prints) the ``loaded``, ``remapped``, ``skipped`` and
     ``new_components`` keys."""
     src = module.state_dict() if isinstance(module, nn.Module) else dict(module)
-    old = {False: feature_segments(policy, obs_segments, False),
-           True: feature_segments(policy, critic_obs_segments or obs_segments, True)}  # fmt: skip
-    new = {False: feature_segments(policy, policy.obs_segments, False),
-           True: feature_segments(policy, policy.privileged_obs_segments, True)}  # fmt: skip
+    old = {
+        False: feature_segments(policy, obs_segments, False),
+        True: feature_segments(policy, critic_obs_segments or obs_segments, True),
+    }
+    new = {
+        False: feature_segments(policy, policy.obs_segments, False),
+        True: feature_segments(policy, policy.privileged_obs_segments, True),
+    }
     report: dict[str, list[str]] = {"loaded": [], "remapped": [], "skipped": [], "new_components": []}
     for key, target in policy.state_dict().items():
         if key not in src:

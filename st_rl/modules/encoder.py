@@ -119,9 +119,15 @@ def require_segments(segments: Any, which: str) -> Any:
 
 
 def attach_encoders(
-    policy: Any, names: list[str], class_name: Any, kwargs: Any, output_size: int | None,
-    critic_names: Sequence[str] | str | None, critic_class_name: Any, critic_kwargs: Any,
-) -> None:  # fmt: skip
+    policy: Any,
+    names: list[str],
+    class_name: Any,
+    kwargs: Any,
+    output_size: int | None,
+    critic_names: Sequence[str] | str | None,
+    critic_class_name: Any,
+    critic_kwargs: Any,
+) -> None:
     """Give ``policy`` ``actor_layout`` / ``encoders`` for ``names`` and, by ``critic_names``: nothing,
     ``"shared"`` (the actor's encoders on the critic layout) or ``critic_layout`` / ``critic_encoders``."""
     out = int(output_size) if output_size is not None else DEFAULT_ENCODER_OUTPUT_SIZE

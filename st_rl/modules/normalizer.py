@@ -166,8 +166,11 @@ class RunningMeanStd:
         self.mean, self.var, self.count = self.mean + delta * n / total, m2 / total, total
 
     def state_dict(self) -> dict[str, Any]:
-        return {"mean": torch.from_numpy(self.mean.copy()), "var": torch.from_numpy(self.var.copy()),
-                "count": float(self.count)}  # fmt: skip
+        return {
+            "mean": torch.from_numpy(self.mean.copy()),
+            "var": torch.from_numpy(self.var.copy()),
+            "count": float(self.count),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.mean = np.asarray(state["mean"], dtype=np.float64)

@@ -62,9 +62,13 @@ def predict_and_substitute(
 
 
 def _attach(
-    policy: Any, part: str, obs_components: Any, target_components: Any, kwargs: dict[str, Any],
+    policy: Any,
+    part: str,
+    obs_components: Any,
+    target_components: Any,
+    kwargs: dict[str, Any],
     in_size: int | None = None,
-) -> tuple[Memory | None, MlpModel]:  # fmt: skip
+) -> tuple[Memory | None, MlpModel]:
     """``(memory or None, mlp)`` of a predictor on the policy's actor layout; ``in_size``: a memoryless MLP on a
     feature of that width."""
     segments = require_segments(policy.obs_segments, "obs")

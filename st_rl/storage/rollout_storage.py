@@ -155,9 +155,13 @@ class RolloutStorage:
         if self.privileged_obs_shape is not None:
             self.register(
                 "privileged_observations",
-                Field(self.privileged_obs_shape, trajectory=True, minibatch="critic_obs",
-                      transition="critic_observations"),
-            )  # fmt: skip
+                Field(
+                    self.privileged_obs_shape,
+                    trajectory=True,
+                    minibatch="critic_obs",
+                    transition="critic_observations",
+                ),
+            )
         self.register("actions", Field(act_s))
         self.register("rewards", Field((1,), minibatch=""))
         self.register("dones", Field((1,), torch.uint8, minibatch=""))
@@ -238,8 +242,10 @@ class RolloutStorage:
         self.step += 1
 
     def _add_next_observations(self, transition: Transition) -> None:
-        for name, source in (("observations", "next_observations"),
-                             ("privileged_observations", "next_privileged_observations")):  # fmt: skip
+        for name, source in (
+            ("observations", "next_observations"),
+            ("privileged_observations", "next_privileged_observations"),
+        ):
             if name in self._all_obs:
                 self._all_obs[name][-1].copy_(_required(transition, source, "needed at the last step"))
 

@@ -26,9 +26,21 @@ class _ShimBase:
     """Forwards the attributes named in ``FORWARDED`` and ``episode_length_buf``."""
 
     FORWARDED = frozenset(
-        ("num_envs", "num_actions", "max_episode_length", "device", "dt", "cfg", "tracking_error", "CoT",
-         "state_dict", "load_state_dict", "seed", "close")
-    )  # fmt: skip
+        (
+            "num_envs",
+            "num_actions",
+            "max_episode_length",
+            "device",
+            "dt",
+            "cfg",
+            "tracking_error",
+            "CoT",
+            "state_dict",
+            "load_state_dict",
+            "seed",
+            "close",
+        )
+    )
 
     def __init__(self, env: Any) -> None:
         self.env = env

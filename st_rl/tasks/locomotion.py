@@ -381,8 +381,14 @@ class LeggedLocomotion(BuiltinTask):
 
     def _compute_observations(self) -> None:
         c = self.cfg
-        parts = [self.base_ang_vel, self.projected_gravity, self.commands, self.dof_pos - self.default_joint_pos,
-                 self.dof_vel, self.actions]  # fmt: skip
+        parts = [
+            self.base_ang_vel,
+            self.projected_gravity,
+            self.commands,
+            self.dof_pos - self.default_joint_pos,
+            self.dof_vel,
+            self.actions,
+        ]
         if self.use_height_scan:
             pos = self._qpos[:, 0:3].float()
             parts.append(terms.height_scan(self.base_quat, pos, self.scan_points, self._ground_height))
@@ -391,8 +397,13 @@ class LeggedLocomotion(BuiltinTask):
         if float(c["noise_level"]) > 0:
             noise = self._rand(self.num_envs, clean.shape[1], low=-1.0, high=1.0)
             self.obs_buf = clean + self._noise_scale * noise
-        privileged = [self.base_lin_vel * c["obs_scale_lin_vel"], clean, self.friction_coef[:, None],
-                      self.added_mass[:, None], self.foot_contact.float()]  # fmt: skip
+        privileged = [
+            self.base_lin_vel * c["obs_scale_lin_vel"],
+            clean,
+            self.friction_coef[:, None],
+            self.added_mass[:, None],
+            self.foot_contact.float(),
+        ]
         self.critic_obs_buf = torch.cat(privileged, dim=1)
 
     def available_style_fields(self) -> list[str]:

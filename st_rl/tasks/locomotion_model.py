@@ -53,8 +53,9 @@ def complete_urdf(mj: Any, spec: Any, cfg: dict[str, Any]) -> None:
     if not root.joints:
         root.add_freejoint(name="root")
     if not any(g.type == mj.mjtGeom.mjGEOM_PLANE for g in spec.worldbody.geoms):
-        spec.worldbody.add_geom(name="floor", type=mj.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05],
-                                friction=[1.0, 0.02, 0.01])  # fmt: skip
+        spec.worldbody.add_geom(
+            name="floor", type=mj.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05], friction=[1.0, 0.02, 0.01]
+        )
     angles = dict(cfg["urdf_joint_angles"] or {})
     home_joints = []
     for joint in spec.joints:
@@ -98,8 +99,15 @@ def add_height_field(mj: Any, spec: Any, cfg: dict[str, Any], generator: torch.G
     height_map = (smooth * hmax).to(torch.float32)
     hf = spec.add_hfield(name="terrain", nrow=n, ncol=n, size=[size / 2, size / 2, max(hmax, 1e-3), 0.1])
     hf.userdata = (height_map / max(hmax, 1e-3)).flatten().tolist()
-    spec.worldbody.add_geom(name="terrain", type=mj.mjtGeom.mjGEOM_HFIELD, hfieldname="terrain", contype=1,
-                            conaffinity=1, friction=[1.0, 0.02, 0.01], rgba=[0.45, 0.5, 0.45, 1])  # fmt: skip
+    spec.worldbody.add_geom(
+        name="terrain",
+        type=mj.mjtGeom.mjGEOM_HFIELD,
+        hfieldname="terrain",
+        contype=1,
+        conaffinity=1,
+        friction=[1.0, 0.02, 0.01],
+        rgba=[0.45, 0.5, 0.45, 1],
+    )
     return height_map
 
 

@@ -38,9 +38,13 @@ def style_columns(available: list[str], fields: list[str]) -> torch.Tensor:
 
 
 def all_style_features(
-    pos: torch.Tensor, quat: torch.Tensor, lin_vel_w: torch.Tensor, ang_vel_b: torch.Tensor,
-    joints: list[torch.Tensor], feet: torch.Tensor | None,
-) -> torch.Tensor:  # fmt: skip
+    pos: torch.Tensor,
+    quat: torch.Tensor,
+    lin_vel_w: torch.Tensor,
+    ang_vel_b: torch.Tensor,
+    joints: list[torch.Tensor],
+    feet: torch.Tensor | None,
+) -> torch.Tensor:
     """Every style field (:func:`available_style_fields` order), the feet (base frame) optional."""
     ang_w = quat_rotate_inverse(quat * torch.tensor([1.0, -1.0, -1.0, -1.0]), ang_vel_b)
     parts = [pos, quat, quat_rotate_inverse(quat, lin_vel_w), ang_vel_b, lin_vel_w, ang_w, *joints]

@@ -19,8 +19,14 @@ def observation_layout(
 ) -> tuple[Segments, Segments, torch.Tensor | None]:
     """Actor and critic segments, and the height-scan points (P, 2) in the yaw frame (or None)."""
     a = num_actions
-    segments: Segments = [("base_ang_vel", (3,)), ("projected_gravity", (3,)), ("commands", (3,)),
-                          ("dof_pos", (a,)), ("dof_vel", (a,)), ("last_actions", (a,))]  # fmt: skip
+    segments: Segments = [
+        ("base_ang_vel", (3,)),
+        ("projected_gravity", (3,)),
+        ("commands", (3,)),
+        ("dof_pos", (a,)),
+        ("dof_vel", (a,)),
+        ("last_actions", (a,)),
+    ]
     points = None
     if height_scan:
         (x0, x1, nx), (y0, y1, ny) = cfg["height_scan_x"], cfg["height_scan_y"]
@@ -43,9 +49,11 @@ def observation_scales(cfg: dict[str, Any], a: int, scan: int) -> tuple[torch.Te
 
 
 def height_scan(
-    quat: torch.Tensor, base_pos: torch.Tensor, points: torch.Tensor,
+    quat: torch.Tensor,
+    base_pos: torch.Tensor,
+    points: torch.Tensor,
     ground: Callable[[torch.Tensor], torch.Tensor],
-) -> torch.Tensor:  # fmt: skip
+) -> torch.Tensor:
     """Base height above the ground (minus 0.3 m, clipped to +-1) at ``points`` around the base (yaw frame)."""
     w, x, y, z = quat.unbind(dim=1)
     yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y.square() + z.square()))
@@ -64,9 +72,13 @@ def sample_commands(rand: Callable[..., torch.Tensor], n: int, cfg: dict[str, An
 
 
 def initial_state(
-    rand: Callable[..., torch.Tensor], n: int, default_qpos: torch.Tensor, actuated: Any, nv: int,
+    rand: Callable[..., torch.Tensor],
+    n: int,
+    default_qpos: torch.Tensor,
+    actuated: Any,
+    nv: int,
     cfg: dict[str, Any],
-) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Initial ``qpos``, ``qvel`` (N, nq), (N, nv) float64: the standing pose with scaled joints and a random
     yaw (and, on rough terrain, xy offset), and a random base velocity."""
     qpos = default_qpos.expand(n, -1).clone()
@@ -82,9 +94,12 @@ def initial_state(
 
 
 def feet_air_time(
-    air_time: torch.Tensor, contact: torch.Tensor, last_contacts: torch.Tensor, moving: torch.Tensor,
+    air_time: torch.Tensor,
+    contact: torch.Tensor,
+    last_contacts: torch.Tensor,
+    moving: torch.Tensor,
     target: float,
-) -> torch.Tensor:  # fmt: skip
+) -> torch.Tensor:
     """Sum over feet touching down of ``air time - target``, while the robot is commanded to move."""
     first_contact = (air_time > 0) & (contact | last_contacts)
     return ((air_time - target) * first_contact).sum(dim=1) * moving
@@ -99,9 +114,12 @@ def trot(
 
 
 def failures(
-    trunk_contact: torch.Tensor, gravity: torch.Tensor, qpos: torch.Tensor,
-    ground: Callable[[torch.Tensor], torch.Tensor], cfg: Mapping[str, Any],
-) -> torch.Tensor:  # fmt: skip
+    trunk_contact: torch.Tensor,
+    gravity: torch.Tensor,
+    qpos: torch.Tensor,
+    ground: Callable[[torch.Tensor], torch.Tensor],
+    cfg: Mapping[str, Any],
+) -> torch.Tensor:
     """Failure terms (N, 3) bool: ``trunk_contact``, ``tilt``, ``base_height`` (above the ``ground``)."""
     trunk = trunk_contact & bool(cfg["terminate_on_trunk_contact"])
     tilt = gravity[:, 2] > -math.cos(float(cfg["max_tilt_rad"]))

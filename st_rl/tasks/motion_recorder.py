@@ -31,9 +31,13 @@ __all__ = [
 
 
 def scripted_trot_policy(
-    env: Any, frequency_hz: float = 2.0, thigh_amp: float = 0.3, calf_amp: float = 0.5,
-    stride: float | torch.Tensor = 0.0, hip_amp: float | torch.Tensor = 0.0,
-):  # fmt: skip
+    env: Any,
+    frequency_hz: float = 2.0,
+    thigh_amp: float = 0.3,
+    calf_amp: float = 0.5,
+    stride: float | torch.Tensor = 0.0,
+    hip_amp: float | torch.Tensor = 0.0,
+):
     """An open-loop trot ``policy(obs) -> actions`` for the built-in quadruped (diagonal pairs in antiphase).
 
     ``stride`` (rad) swings the thighs fore-aft (walking, about 0.6 m/s at 0.4), ``hip_amp`` (rad) the hips
@@ -75,10 +79,15 @@ def command_grid(
 
 @torch.inference_mode()
 def record_motion(
-    env: Any, policy: Callable[[torch.Tensor], torch.Tensor], duration_s: float = 10.0,
-    fields: Sequence[str] | None = None, env_ids: Sequence[int] = (0,), warmup_s: float = 1.0,
-    command: Sequence[float] | torch.Tensor | None = None, name: str = "recorded",
-) -> dict[str, dict[str, Any]]:  # fmt: skip
+    env: Any,
+    policy: Callable[[torch.Tensor], torch.Tensor],
+    duration_s: float = 10.0,
+    fields: Sequence[str] | None = None,
+    env_ids: Sequence[int] = (0,),
+    warmup_s: float = 1.0,
+    command: Sequence[float] | torch.Tensor | None = None,
+    name: str = "recorded",
+) -> dict[str, dict[str, Any]]:
     """Run ``policy`` on ``env`` and record the style fields of ``env_ids``, one trajectory each.
 
     A frame per step after ``warmup_s``, cut at a failure. ``command`` (``(vx, vy, yaw rate)`` or one row per
@@ -196,9 +205,14 @@ def joint_style_fields(env: Any) -> list[str]:
 
 
 def record_scripted_trot(
-    task: str, path: str, seed: int = 0, fields: Sequence[str] | None = None, num_robots: int = 8,
-    duration_s: float = 10.0, moving: bool = False,
-) -> list[str]:  # fmt: skip
+    task: str,
+    path: str,
+    seed: int = 0,
+    fields: Sequence[str] | None = None,
+    num_robots: int = 8,
+    duration_s: float = 10.0,
+    moving: bool = False,
+) -> list[str]:
     """Record the scripted trot (no pushes, noise or command) to ``path``; return the fields recorded.
 
     ``moving=True`` records 27 robots instead, with 9 strides in [-0.4, 0.4] rad times 3 hip swings (turning).

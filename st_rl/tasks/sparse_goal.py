@@ -117,9 +117,12 @@ class SparseGoal(BuiltinTask):
 
 
 def evaluate_success(
-    policy: Callable[[torch.Tensor], torch.Tensor], num_envs: int = 256, seed: int = 0,
-    device: str | torch.device = "cpu", **cfg: Any,
-) -> float:  # fmt: skip
+    policy: Callable[[torch.Tensor], torch.Tensor],
+    num_envs: int = 256,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    **cfg: Any,
+) -> float:
     """Fraction of ``num_envs`` fresh seeded episodes in which ``policy`` (obs -> actions) reaches the goal."""
     env = SparseGoal(num_envs=num_envs, device=device, seed=seed, **cfg)
     obs, _ = env.get_observations()

@@ -18,8 +18,10 @@ from st_rl.utils.files import atomic_write
 # 2: normaliser statistics in model_state_dict (also copied to the reference's obs_norm_state_dict entries).
 # 1: only in obs_norm_state_dict / critic_obs_norm_state_dict (rsl_rl 2.x).
 CHECKPOINT_FORMAT_VERSION = 2
-_NORMALIZER_ENTRIES = (("obs_norm_state_dict", "actor_obs_normalizer."),
-                       ("critic_obs_norm_state_dict", "critic_obs_normalizer."))  # fmt: skip
+_NORMALIZER_ENTRIES = (
+    ("obs_norm_state_dict", "actor_obs_normalizer."),
+    ("critic_obs_norm_state_dict", "critic_obs_normalizer."),
+)
 
 
 class CheckpointError(ValueError):

@@ -105,8 +105,12 @@ class RandomNetworkDistillation(Extension):
         self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=self.learning_rate)
 
     def _named_modules(self) -> dict[str, nn.Module]:
-        return {"predictor": self.predictor, "target": self.target, "state_normalizer": self.state_normalizer,
-                "reward_normalizer": self.reward_normalizer}  # fmt: skip
+        return {
+            "predictor": self.predictor,
+            "target": self.target,
+            "state_normalizer": self.state_normalizer,
+            "reward_normalizer": self.reward_normalizer,
+        }
 
     def modules(self) -> list[nn.Module]:
         return list(self._named_modules().values())

@@ -108,9 +108,16 @@ class Symmetry(Extension):
         if not self.use_data_augmentation:
             return minibatch
         m_obs, m_act, m_critic = self._functions()
-        flips: dict[str, MirrorFn] = {"obs": m_obs, "next_obs": m_obs, "critic_obs": m_critic,
-                                      "next_critic_obs": m_critic, "actions": m_act, "old_mu": m_act,
-                                      "action_labels": m_act, "old_sigma": lambda v: m_act(v).abs()}  # fmt: skip
+        flips: dict[str, MirrorFn] = {
+            "obs": m_obs,
+            "next_obs": m_obs,
+            "critic_obs": m_critic,
+            "next_critic_obs": m_critic,
+            "actions": m_act,
+            "old_mu": m_act,
+            "action_labels": m_act,
+            "old_sigma": lambda v: m_act(v).abs(),
+        }
         mirrored: dict[str, Any] = {}
         for name in minibatch.keys():  # noqa: SIM118 - a MiniBatch is not iterable
             value = minibatch.get(name)

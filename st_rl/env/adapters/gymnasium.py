@@ -41,10 +41,17 @@ class GymnasiumVecEnv:
     episodes kept in :attr:`episode_returns` / :attr:`episode_lengths`."""
 
     def __init__(
-        self, env: Any, device: str | torch.device = "cpu", seed: int | None = None,
-        clip_actions: bool = True, normalize_reward: bool = False, reward_gamma: float = 0.99,
-        clip_reward: float | None = 10.0, max_episode_length: int | None = None, stats_window: int = 100,
-    ) -> None:  # fmt: skip
+        self,
+        env: Any,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        clip_actions: bool = True,
+        normalize_reward: bool = False,
+        reward_gamma: float = 0.99,
+        clip_reward: float | None = 10.0,
+        max_episode_length: int | None = None,
+        stats_window: int = 100,
+    ) -> None:
         gym = _import_gymnasium()
         from gymnasium.vector import AutoresetMode, VectorEnv
         from gymnasium.wrappers.utils import RunningMeanStd
@@ -195,11 +202,18 @@ class GymnasiumVecEnv:
 
 
 def make_gymnasium_env(
-    env_id: str, num_envs: int = 1, seed: int | None = 0, device: str | torch.device = "cpu",
-    vectorization_mode: str = "sync", normalize_reward: bool = False, reward_gamma: float = 0.99,
-    clip_reward: float | None = 10.0, clip_actions: bool = True,
-    wrappers: Sequence[Callable[[Any], Any]] | None = None, **env_kwargs: Any,
-) -> GymnasiumVecEnv:  # fmt: skip
+    env_id: str,
+    num_envs: int = 1,
+    seed: int | None = 0,
+    device: str | torch.device = "cpu",
+    vectorization_mode: str = "sync",
+    normalize_reward: bool = False,
+    reward_gamma: float = 0.99,
+    clip_reward: float | None = 10.0,
+    clip_actions: bool = True,
+    wrappers: Sequence[Callable[[Any], Any]] | None = None,
+    **env_kwargs: Any,
+) -> GymnasiumVecEnv:
     """Create ``num_envs`` copies of a registered Gymnasium task (e.g. ``"HalfCheetah-v5"``) as one st_rl env
     with ``SAME_STEP`` autoreset, ``"sync"`` or ``"async"`` (one process per sub-env); ``wrappers`` wrap each
     sub-env, ``env_kwargs`` go to the task; the other arguments are :class:`GymnasiumVecEnv`'s."""

@@ -42,9 +42,13 @@ def wrap_mjlab(env: Any, clip_actions: float | None = None) -> Any:
 
 
 def make_mjlab_env(
-    task_id: str = DEFAULT_TASK, num_envs: int | None = None, device: str = "cpu", seed: int | None = None,
-    clip_actions: float | None = None, play: bool = False,
-) -> Any:  # fmt: skip
+    task_id: str = DEFAULT_TASK,
+    num_envs: int | None = None,
+    device: str = "cpu",
+    seed: int | None = None,
+    clip_actions: float | None = None,
+    play: bool = False,
+) -> Any:
     """Build a registered mjlab task and wrap it for st_rl (``None`` arguments: the task's values; ``play``:
     the task's "play" configuration)."""
     registry = _mjlab("tasks.registry")
