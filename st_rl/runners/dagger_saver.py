@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import time
 import warnings
 from collections.abc import Callable
@@ -31,7 +30,6 @@ from st_rl.utils.utils import latest_checkpoint, read_run_config
 
 __all__ = ["DEFAULT_WAIT_FOR_RUN_S", "DaggerSaver"]
 
-_MODEL_ITER_RE = re.compile(r"model_(\d+)\.pt$")
 DEFAULT_WAIT_FOR_RUN_S = 600.0  # wait_for_run_s=None, run directory exists: wait this long for config.json
 RUN_POLL_INTERVAL_S = 5.0
 
@@ -200,8 +198,7 @@ class DaggerSaver(DemonstrationSaver):
                 )
                 self._reported_no_checkpoint = True
         else:
-            match = _MODEL_ITER_RE.search(path)
-            file_iter = int(match.group(1)) if match else 0
+            file_iter = int(os.path.basename(path)[len("model_") : -len(".pt")])
             if file_iter > self._loaded_file_iter:
                 state = self._read_checkpoint(path)
                 if state is not None:
@@ -269,14 +266,13 @@ class DaggerSaver(DemonstrationSaver):
         """The round's episode statistics (console, TensorBoard), then the progress."""
         stats = aggregate_episode_infos(self.rollout_episode_infos)
         step = self.collector_iteration
-        for key, value in stats.items():
-            self.tb_writer.add_scalar(key, value, step)
         prob = self.current_teacher_act_prob
         if prob is None:
             prob = float(self.teacher_act_prob(self.training_policy_iteration))
-        self.tb_writer.add_scalar("Collector/teacher_act_prob", prob, step)
-        self.tb_writer.add_scalar("Collector/training_policy_iteration", self.training_policy_iteration, step)
-        self.tb_writer.add_scalar("Collector/total_timesteps", self.total_timesteps, step)
+        scalars = {"Collector/teacher_act_prob": prob, "Collector/total_timesteps": self.total_timesteps}
+        scalars["Collector/training_policy_iteration"] = self.training_policy_iteration
+        for key, value in {**stats, **scalars}.items():
+            self.tb_writer.add_scalar(key, value, step)
         rows = [
             ("Student iteration", str(self.training_policy_iteration)),
             ("Teacher act prob", f"{prob:.3f}"),

@@ -158,9 +158,6 @@ class InterruptGuard:
 @contextlib.contextmanager
 def stop_at_once(during: str) -> Iterator[None]:
     """:meth:`InterruptGuard.immediate` of the running ``learn()`` (a no-op outside it), for blocking waits."""
-    guard = _ACTIVE[-1] if _ACTIVE and threading.current_thread() is threading.main_thread() else None
-    if guard is None:
-        yield
-        return
-    with guard.immediate(during):
+    on_main = threading.current_thread() is threading.main_thread()
+    with _ACTIVE[-1].immediate(during) if _ACTIVE and on_main else contextlib.nullcontext():
         yield

@@ -6,9 +6,9 @@ import contextlib
 import os
 import statistics
 import time
+import types
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -101,22 +101,6 @@ class EpisodeTracker:
         self.returns.extend(self._returns[self._done].tolist())
         self.lengths.extend(self._lengths[self._done].tolist())
         self.step_rewards.extend(self._rewards[~self._done][-2000:].tolist())
-
-
-@dataclass
-class IterationSummary:
-    """What :meth:`OnPolicyRunner.log` reports of one iteration (the reference's ``locs`` keys)."""
-
-    it: int
-    tot_iter: int
-    collection_time: float
-    learn_time: float
-    losses: Mapping[str, float]
-    stats: Mapping[str, float]
-    ep_infos: list[dict[str, Any]]
-    rewbuffer: Sequence[float]
-    lenbuffer: Sequence[float]
-    rframebuffer: Sequence[float]
 
 
 def build_algorithm(
@@ -357,8 +341,20 @@ class OnPolicyRunner:
             self.tot_timesteps += self.num_steps_per_env * self.env_adapter.num_envs * self.dist.world_size
             self.tot_time += collection_time + learn_time
             if self.is_main_process and (it % self.log_interval == 0 or it == tot_iter - 1):
-                buffers = (episodes.infos, episodes.returns, episodes.lengths, episodes.step_rewards)
-                self.log(IterationSummary(it, tot_iter, collection_time, learn_time, losses, stats, *buffers))
+                self.log(
+                    {
+                        "it": it,
+                        "tot_iter": tot_iter,
+                        "collection_time": collection_time,
+                        "learn_time": learn_time,
+                        "losses": losses,
+                        "stats": stats,
+                        "ep_infos": episodes.infos,
+                        "rewbuffer": episodes.returns,
+                        "lenbuffer": episodes.lengths,
+                        "rframebuffer": episodes.step_rewards,
+                    }
+                )
             episodes.infos.clear()
             if self.log_dir is not None and (it + 1) % self.save_interval == 0:
                 self.save(self._model_path(it + 1))
@@ -401,11 +397,9 @@ class OnPolicyRunner:
         self.task_metrics = self.env_adapter.task_metrics()
         return self.env_adapter.returned_metrics(self.task_metrics)
 
-    def log(self, locs: IterationSummary | Mapping[str, Any], width: int = 80, pad: int = 35) -> None:
-        """Write one iteration's scalars and print its summary (``locs``: or a mapping of the same keys)."""
-        if not isinstance(locs, IterationSummary):
-            locs = IterationSummary(**{f.name: locs[f.name] for f in fields(IterationSummary)})
-        it, s = locs.it, locs
+    def log(self, locs: Mapping[str, Any], width: int = 80, pad: int = 35) -> None:
+        """Write one iteration's scalars and print its summary (``locs``: the keys :meth:`learn` passes)."""
+        it, s = locs["it"], types.SimpleNamespace(**locs)
         iteration_time = s.collection_time + s.learn_time
         steps = self.num_steps_per_env * self.env_adapter.num_envs * self.dist.world_size
         fps = int(steps / max(iteration_time, 1e-9))

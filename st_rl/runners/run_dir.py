@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 try:
     import fcntl
-except ImportError:  # pragma: no cover - Windows: pid checks only
+except ImportError:  # pragma: no cover - not POSIX (os.pread/pwrite are missing too): no locking
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
@@ -92,27 +92,23 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _parse_owner(text: str) -> LockOwner | None:
-    try:
-        data = json.loads(text)
-        return LockOwner(int(data["pid"]), str(data["host"]), str(data.get("started", "")))
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
 def read_lock(run_dir: str) -> LockOwner | None:
     """The owner named by ``run_dir``'s lock file, or ``None``."""
     try:
-        with open(os.path.join(run_dir, LOCK_NAME), encoding="utf-8") as f:
-            return _parse_owner(f.read())
+        fd = os.open(os.path.join(run_dir, LOCK_NAME), os.O_RDONLY)
     except OSError:
         return None
+    try:
+        return _read_fd(fd)
+    finally:
+        os.close(fd)
 
 
 def _read_fd(fd: int) -> LockOwner | None:
     try:
-        return _parse_owner(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
-    except OSError:
+        data = json.loads(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
+        return LockOwner(int(data["pid"]), str(data["host"]), str(data.get("started", "")))
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
@@ -136,11 +132,11 @@ class RunDirLock:
 
     @property
     def held(self) -> bool:
-        return self._fd is not None or (fcntl is None and self._pid is not None)
+        return self._fd is not None
 
     def acquire(self) -> None:
         """Take the lock (a no-op when held); RunDirectoryLocked when another live process holds it."""
-        if self.held:
+        if self.held or fcntl is None:
             return
         os.makedirs(self.run_dir, exist_ok=True)
         other = _HELD.get(self._key)
@@ -148,10 +144,7 @@ class RunDirLock:
             self._fd, self._pid, other._fd, other._pid = other._fd, other._pid, None, None
             _HELD[self._key] = self
             return
-        if fcntl is None:  # pragma: no cover - Windows
-            self._acquire_without_flock()
-        else:
-            self._acquire_flock()
+        self._acquire_flock()
         self._pid = os.getpid()
         _HELD[self._key] = self
 
@@ -202,23 +195,6 @@ class RunDirLock:
         except FileNotFoundError:
             return False
 
-    def _acquire_without_flock(self) -> None:  # pragma: no cover - Windows
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                owner = read_lock(self.run_dir)
-                if owner is not None and (owner.is_this_process() or not owner.is_alive()):
-                    if not owner.is_this_process():
-                        _note(f"took over the stale lock of process {owner.pid} in {self.run_dir}")
-                    os.unlink(self.path)
-                    continue
-                raise _locked(self.run_dir, owner) from None
-            self._write_owner(fd)
-            os.close(fd)
-            return
-        raise RunDirectoryLocked(self.run_dir, None, None)
-
     @staticmethod
     def _write_owner(fd: int) -> None:
         started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -229,23 +205,19 @@ class RunDirLock:
 
     def release(self) -> None:
         """Remove the lock file and release the lock (a no-op when not held, or in a forked child)."""
-        if not self.held:
-            return
         fd, pid = self._fd, self._pid
+        if fd is None or fcntl is None:
+            return
         self._fd = self._pid = None
         if _HELD.get(self._key) is self:
             del _HELD[self._key]
         if pid != os.getpid():  # a forked child: the lock is its parent's
             return
-        try:
-            if fd is None or self._same_file(fd):
+        with contextlib.suppress(FileNotFoundError):
+            if self._same_file(fd):
                 os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        if fd is not None:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 @atexit.register
