@@ -17,6 +17,7 @@ from st_rl.algorithms.schedules import as_schedule
 from st_rl.modules.factory import build_actor_critic
 from st_rl.protocols import GaussianPolicy
 from st_rl.registry import class_label, untrusted_config
+from st_rl.runners.checkpointer import check_model_state
 from st_rl.runners.demonstration import DemonstrationSaver
 from st_rl.utils.checkpoint import CheckpointError, load_checkpoint
 from st_rl.utils.logger import (
@@ -213,13 +214,8 @@ class DaggerSaver(DemonstrationSaver):
             actor=any(k.startswith("actor_obs_normalizer.") for k in model),
             critic=any(k.startswith("critic_obs_normalizer.") for k in model),
         )
-        try:
-            self.training_policy.load_state_dict(model)
-        except RuntimeError as e:
-            raise CheckpointError(
-                f"{path} does not fit the student built from {self.training_policy_logdir}/config.json: "
-                f"{str(e).splitlines()[0]}"
-            ) from e
+        check_model_state(path, self.training_policy, model)
+        self.training_policy.load_state_dict(model)
         self.training_policy.eval()
         self.training_policy_iteration = int(state.get("iter", file_iter))
         self._loaded_file_iter = file_iter

@@ -36,6 +36,10 @@ from st_rl.utils.utils import write_json_atomic
 
 __all__ = ["DemonstrationSaver"]
 
+# Constructor settings recorded in the metadata as they are
+_SETTINGS = ("file_format", "rollout_storage_length", "success_traj_only", "min_timesteps", "min_episodes")
+_SETTINGS += ("use_critic_obs", "demo_by_sample", "obs_disassemble_mapping")
+
 
 def _belongs_to(normalizer: Any, policy: Any) -> bool:
     return (
@@ -162,30 +166,21 @@ class DemonstrationSaver:
         self._update_metadata_totals()
 
     def _build_metadata(self) -> dict[str, Any]:
-        env = self.env
+        env, critic = self.env, self.env.has_critic_group
         named = isinstance(
             self.policy, (type, types.FunctionType, types.MethodType, types.BuiltinFunctionType)
         )
         return {
             "format": DATASET_FORMAT,
             "format_version": DATASET_FORMAT_VERSION,
-            "file_format": self.file_format,
             "config": None,
             "env": type(self.raw_env).__name__,
             "policy": self.policy.__qualname__ if named else type(self.policy).__name__,
-            "rollout_storage_length": self.rollout_storage_length,
-            "success_traj_only": self.success_traj_only,
-            "min_timesteps": self.min_timesteps,
-            "min_episodes": self.min_episodes,
-            "use_critic_obs": self.use_critic_obs,
-            "demo_by_sample": self.demo_by_sample,
-            "num_envs": env.num_envs,
-            "num_obs": env.num_obs,
-            "num_critic_obs": env.num_critic_obs if env.has_critic_group else None,
-            "num_actions": env.num_actions,
+            **{key: getattr(self, key) for key in _SETTINGS},
+            **{key: getattr(env, key) for key in ("num_envs", "num_obs", "num_actions")},
+            "num_critic_obs": env.num_critic_obs if critic else None,
             "obs_segments": to_jsonable(env.obs_segments),
-            "critic_obs_segments": to_jsonable(env.critic_obs_segments) if env.has_critic_group else None,
-            "obs_disassemble_mapping": self.obs_disassemble_mapping,
+            "critic_obs_segments": to_jsonable(env.critic_obs_segments) if critic else None,
         }
 
     def _traj_dir(self, traj_idx: int) -> str:
@@ -254,7 +249,6 @@ class DemonstrationSaver:
         }
         if self.env.has_critic_group:
             self.buffers["privileged_observations"] = torch.zeros(t, n, self.env.num_critic_obs, device=dev)
-        self.transition_has_timeouts = False
 
     def check_stop(self) -> bool:
         """Whether both ``min_timesteps`` and ``min_episodes`` are reached."""
@@ -312,7 +306,6 @@ class DemonstrationSaver:
                 )
                 self._warned_no_timeouts = True
         else:
-            self.transition_has_timeouts = True
             self.buffers["timeouts"][step_i] = time_outs.reshape(-1).to(self.device).bool()
 
     def policy_reset(self, dones: torch.Tensor) -> None:

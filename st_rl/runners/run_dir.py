@@ -154,39 +154,29 @@ class RunDirLock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                got = True
             except OSError as e:
                 if not _would_block(e):
                     os.close(fd)
                     raise
-                owner = _read_fd(fd)
-                same = self._same_file(fd)
-                if same and owner is not None and not owner.is_alive():
-                    # A dead owner whose lock is still held by a child it forked: start a new lock file.
-                    _note(
-                        f"took over the lock of process {owner.pid}, which no longer runs, in {self.run_dir}"
-                    )
-                    os.unlink(self.path)
-                    os.close(fd)
-                    continue
-                os.close(fd)
-                if not same:  # released (removed) by its owner meanwhile: retry
-                    continue
-                raise _locked(self.run_dir, owner) from None
-            if not self._same_file(fd):  # removed or replaced by its previous owner meanwhile: retry
-                os.close(fd)
-                continue
-            owner = _read_fd(fd)
-            if owner is not None and not owner.is_this_process():
-                if owner.is_alive():  # not flock-ed, yet its owner lives (another host, or no flock there)
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-                    os.close(fd)
-                    raise _locked(self.run_dir, owner, f"; if that run is over, delete {self.path}")
+                got = False
+            owner, same = _read_fd(fd), self._same_file(fd)  # not same: removed or replaced meanwhile, retry
+            dead = owner if owner is not None and not owner.is_alive() else None
+            if same and dead:
                 _note(
-                    f"took over the stale lock of process {owner.pid}, which no longer runs, in {self.run_dir}"
+                    f"took over the stale lock of process {dead.pid}, which no longer runs, in {self.run_dir}"
                 )
-            self._write_owner(fd)
-            self._fd = fd
-            return
+            if same and got and (dead or owner is None or owner.is_this_process()):
+                self._write_owner(fd)
+                self._fd = fd
+                return
+            if same and dead:  # still flock-ed by a child the dead owner forked: start a new lock file
+                os.unlink(self.path)
+            os.close(fd)  # releases the flock taken above
+            if same and not dead:  # flock-ed, or (another host, no flock there) named by a live owner
+                raise _locked(
+                    self.run_dir, owner, f"; if that run is over, delete {self.path}" if got else ""
+                )
         raise RunDirectoryLocked(self.run_dir, None, None, ": the lock file keeps changing")
 
     def _same_file(self, fd: int) -> bool:

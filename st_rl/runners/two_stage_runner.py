@@ -79,28 +79,15 @@ class TwoStageRunner(OnPolicyRunner):
     def _dataset_step(self, transition: Any, infos: dict[str, Any]):
         self._from_dataset = True
         dev = self.device
-
-        fields = transition._asdict()
-
-        def field(name: str, fallback: str) -> torch.Tensor:
-            value = fields.get(name)
-            if value is None or not self.env_adapter.has_critic_group:
-                value = fields[fallback]
-            return value.to(dev)
-
-        obs, critic_obs = transition.observation.to(dev), field("privileged_observation", "observation")
-        next_obs = transition.next_observation.to(dev)
-        next_critic = field("next_privileged_observation", "next_observation")
+        if not self.env_adapter.has_critic_group:  # the critic sees the actor's observations
+            transition = transition._replace(privileged_observation=None, next_privileged_observation=None)
         rewards = transition.reward.to(dev).reshape(-1).float()
         dones = transition.done.to(dev).reshape(-1).bool()
-        step_infos: dict[str, Any] = {}
-        if "time_outs" in infos:
-            step_infos["time_outs"] = infos["time_outs"].to(dev).reshape(-1)
-        raw = transition._replace(
-            observation=obs, privileged_observation=critic_obs, reward=rewards, done=dones
-        )
-        self.alg.collect_transition_from_dataset(raw, step_infos)
+        step_infos = {"time_outs": infos["time_outs"].to(dev).reshape(-1)} if "time_outs" in infos else {}
+        self.alg.collect_transition_from_dataset(transition._replace(reward=rewards, done=dones), step_infos)
         for key, value in infos.items():
             if key != "time_outs":
                 self.writer.add_scalar(f"Perf/dataset_{key}", float(value), self.current_learning_iteration)
+        next_obs, next_critic = transition.next_observation.to(dev), transition.next_privileged_observation
+        next_critic = next_obs if next_critic is None else next_critic.to(dev)
         return next_obs, next_critic, rewards, dones, step_infos
