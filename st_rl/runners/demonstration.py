@@ -128,7 +128,6 @@ class DemonstrationSaver:
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
                 raise ValueError(f"{name} must be a number >= 0 (math.inf: never stop), got {value!r}")
         self.env = env if isinstance(env, EnvAdapter) else EnvAdapter(env, device=device)
-        self.raw_env = self.env.env
         self.device = self.env.device
         self.policy = policy
         if demo_by_sample and not isinstance(policy, StochasticActor):
@@ -174,7 +173,7 @@ class DemonstrationSaver:
             "format": DATASET_FORMAT,
             "format_version": DATASET_FORMAT_VERSION,
             "config": None,
-            "env": type(self.raw_env).__name__,
+            "env": type(self.env.env).__name__,
             "policy": self.policy.__qualname__ if named else type(self.policy).__name__,
             **{key: getattr(self, key) for key in _SETTINGS},
             **{key: getattr(env, key) for key in ("num_envs", "num_obs", "num_actions")},
@@ -197,18 +196,19 @@ class DemonstrationSaver:
     def init_traj_handlers(self) -> None:
         """Assign a trajectory directory to every env, continuing a dataset in ``save_dir``."""
         os.makedirs(self.save_dir, exist_ok=True)
-        existing: dict[int, bool] = {}  # index -> has trajectory files
-        for name in os.listdir(self.save_dir):
-            match = TRAJ_DIR_RE.fullmatch(name)
-            if match and os.path.isdir(os.path.join(self.save_dir, name)):
-                existing[int(match.group(1))] = bool(_traj_files(os.path.join(self.save_dir, name)))
+        existing = {  # index -> its trajectory files
+            int(match.group(1)): _traj_files(os.path.join(self.save_dir, name))
+            for name in os.listdir(self.save_dir)
+            if (match := TRAJ_DIR_RE.fullmatch(name)) and os.path.isdir(os.path.join(self.save_dir, name))
+        }
         previous = read_metadata(self.save_dir)
         if previous is not None:
             self._check_compatible(previous)
         prev = previous or {}
-        non_empty = [k for k, has in existing.items() if has]
-        files = [f for k in non_empty for f in _traj_files(self._traj_dir(k))]
-        self.total_timesteps = sum(b - a for a, b in map(get_frame_range, files))
+        non_empty = [k for k, files in existing.items() if files]
+        self.total_timesteps = sum(
+            b - a for files in existing.values() for a, b in map(get_frame_range, files)
+        )
         self.total_traj_completed = int(prev.get("total_trajectories", len(non_empty)))
         self.total_traj_discarded = int(prev.get("discarded_trajectories", 0))
         self.total_traj_truncated = int(prev.get("truncated_trajectories", 0))
@@ -218,7 +218,7 @@ class DemonstrationSaver:
                 f"{self.total_timesteps} timesteps on disk); the environment configuration must match.",
                 flush=True,
             )
-        self._free_traj_idxs = sorted(k for k, has in existing.items() if not has)
+        self._free_traj_idxs = sorted(k for k, files in existing.items() if not files)
         self._next_traj_idx = max(existing) + 1 if existing else 0
         n = self.env.num_envs
         self.traj_idxs = np.array([self._allocate_traj_idx() for _ in range(n)], dtype=np.int64)

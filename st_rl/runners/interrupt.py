@@ -139,12 +139,9 @@ class InterruptGuard:
         """The first call asks for a stop; the second (or any inside :meth:`immediate`) raises."""
         if hasattr(signal, "SIGHUP") and signum == signal.SIGHUP:
             _tolerate_hang_up()
-        if self._during is not None:
+        if self._during is not None or self.signum is not None:
             self.restore()
-            raise TrainingInterrupted(None, signum, during=self._during)
-        if self.signum is not None:
-            self.restore()
-            raise TrainingInterrupted(None, signum, aborted=True)
+            raise TrainingInterrupted(None, signum, aborted=True, during=self._during)
         self.signum = int(signum)
         if self.announce:
             with contextlib.suppress(OSError, RuntimeError, ValueError):

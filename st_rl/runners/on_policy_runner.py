@@ -91,10 +91,9 @@ class EpisodeTracker:
         self._rewards[i] = rewards
         self._sum.masked_fill_(dones, 0.0)
         self._length.masked_fill_(dones, 0.0)
-        if "episode" in infos:
-            self.infos.append(infos["episode"])
-        elif "log" in infos:
-            self.infos.append(infos["log"])
+        episode = infos.get("episode", infos.get("log"))
+        if episode is not None:
+            self.infos.append(episode)
 
     def gather(self) -> None:
         """Move finished episodes and the rewards of steps that ended none to the host."""
@@ -201,7 +200,6 @@ class OnPolicyRunner:
         self._current_learning_iteration = 0
         self.git_status_repos = [st_rl.__file__]
         self.task_metrics: dict[str, torch.Tensor] = {}
-        self._writer_initialised = False
         self._learn_start = (time.perf_counter(), 0)
         self.checkpointer = Checkpointer(self)
         self.overwrite = bool(self.cfg.get("overwrite", False))
@@ -233,14 +231,10 @@ class OnPolicyRunner:
     def init_writer(self, init_at_random_ep_len: bool) -> None:
         """Claim ``log_dir``, create the log writer and optionally randomise the episode lengths."""
         self._claim_run_dir()
-        if not self._writer_initialised:
-            if self.is_main_process:
-                self.writer = make_writer(
-                    self.cfg.get("logger", RUNNER_DEFAULTS.logger), self.log_dir, self.cfg
-                )
-                if self.log_dir is not None:
-                    self.writer.log_config(self._logged_config())
-            self._writer_initialised = True
+        if self.is_main_process and isinstance(self.writer, NullWriter):
+            self.writer = make_writer(self.cfg.get("logger", RUNNER_DEFAULTS.logger), self.log_dir, self.cfg)
+            if self.log_dir is not None:
+                self.writer.log_config(self._logged_config())
         if init_at_random_ep_len and not self.checkpointer.env_state_restored:  # resumed episodes continue
             self.env_adapter.randomize_episode_lengths()
         self.checkpointer.env_state_restored = False
@@ -278,11 +272,10 @@ class OnPolicyRunner:
         transport (0 if not reported).
 
         ``init_at_random_ep_len`` randomises the episode lengths first (not after :meth:`load` restored them).
-        ``trial`` (a :class:`PruningTrial`) gets ``report(value, it)`` after each iteration and stops training once
-        it ``should_prune()``; ``trial_metric`` picks the value: a task metric's name (default: the first one),
-        ``"mean_reward"``, ``"mean_episode_length"``, or a callable taking that dict (NaN is not reported).
-        Raises :class:`TrainingInterrupted` after a stop signal (the iteration finished, a checkpoint saved) and
-        ``RunDirectoryError`` when ``log_dir`` holds an earlier run neither resumed nor replaced.
+        ``trial`` gets ``report(value, it)`` after each iteration and stops training once it ``should_prune()``;
+        ``trial_metric`` picks the value: a task metric (default: the first), ``"mean_reward"``,
+        ``"mean_episode_length"``, or a callable taking that dict (NaN is not reported).
+        Raises :class:`TrainingInterrupted` after a stop signal, ``RunDirectoryError`` for an occupied ``log_dir``.
         """
         check_minibatches(self.alg_cfg, self.env_adapter.num_envs, self.num_steps_per_env,
                           self.alg.actor_critic.is_recurrent)  # fmt: skip
@@ -487,10 +480,8 @@ class OnPolicyRunner:
         self.alg.eval_mode()
 
     def _close_writer(self) -> None:
-        if self._writer_initialised:
-            self.writer.close()
-            self.writer = NullWriter()
-            self._writer_initialised = False
+        self.writer.close()
+        self.writer = NullWriter()
 
     def close(self) -> None:
         """Close the log writer and release the run directory's lock (idempotent)."""

@@ -116,8 +116,17 @@ def _note(message: str) -> None:
     print(f"[st-rl] {message}", file=sys.stderr, flush=True)
 
 
-def _would_block(error: OSError) -> bool:
-    return error.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES)
+def _flock(fd: int, exclusive: bool) -> bool:
+    """Take a non-blocking ``flock``; False when another holds it (no flock without fcntl: True)."""
+    if fcntl is None:  # pragma: no cover - not POSIX
+        return True
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+            raise
+        return False
+    return True
 
 
 class RunDirLock:
@@ -149,17 +158,13 @@ class RunDirLock:
         _HELD[self._key] = self
 
     def _acquire_flock(self) -> None:
-        assert fcntl is not None
         for _ in range(100):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                got = True
-            except OSError as e:
-                if not _would_block(e):
-                    os.close(fd)
-                    raise
-                got = False
+                got = _flock(fd, exclusive=True)
+            except OSError:
+                os.close(fd)
+                raise
             owner, same = _read_fd(fd), self._same_file(fd)  # not same: removed or replaced meanwhile, retry
             dead = owner if owner is not None and not owner.is_alive() else None
             if same and dead:
@@ -257,18 +262,9 @@ def _check_lock(run_dir: str) -> None:
     except FileNotFoundError:
         return
     try:
-        owner = _read_fd(fd)
-        flocked = False
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            except OSError as e:
-                if not _would_block(e):
-                    raise
-                flocked = True
+        owner, flocked = _read_fd(fd), not _flock(fd, exclusive=False)
     finally:
-        os.close(fd)
+        os.close(fd)  # releases a flock taken here
     if owner is not None and (owner.is_this_process() or not owner.is_alive()):
         return  # this process's own, or stale: taken over when training starts
     if owner is not None or flocked:
