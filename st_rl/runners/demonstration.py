@@ -37,8 +37,8 @@ from st_rl.utils.utils import write_json_atomic
 __all__ = ["DemonstrationSaver"]
 
 # Constructor settings recorded in the metadata as they are
-_SETTINGS = ("file_format", "rollout_storage_length", "success_traj_only", "min_timesteps", "min_episodes")
-_SETTINGS += ("use_critic_obs", "demo_by_sample", "obs_disassemble_mapping")
+_SETTINGS: tuple[str, ...] = ("file_format", "rollout_storage_length", "success_traj_only", "min_timesteps")
+_SETTINGS += ("min_episodes", "use_critic_obs", "demo_by_sample", "obs_disassemble_mapping")
 
 
 def _belongs_to(normalizer: Any, policy: Any) -> bool:

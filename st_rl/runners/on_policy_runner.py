@@ -50,6 +50,11 @@ class PruningTrial(Protocol):
     def should_prune(self) -> bool: ...
 
 
+# The keys of :meth:`OnPolicyRunner.log`'s ``locs`` (the reference passes its ``locals()``)
+LOCS_KEYS: tuple[str, ...] = ("it", "tot_iter", "collection_time", "learn_time", "losses", "stats")
+LOCS_KEYS += ("ep_infos", "rewbuffer", "lenbuffer", "rframebuffer")
+
+
 class InferencePolicy(nn.Module):
     """Raw observations in, deterministic actions out; ``normalizer`` (default: identity) runs first."""
 
@@ -114,23 +119,14 @@ def build_algorithm(
     actor_critic = build_actor_critic(None, train_cfg.policy_class_name, policy_kwargs)
     alg_cls = resolve_class(train_cfg.algorithm_class_name, algorithms, "algorithm")
     max_iterations = train_cfg.runner.get("max_iterations")
-    if (
-        alg_cfg.get("schedule") == "linear"
-        and alg_cfg.get("lr_anneal_iterations") is None
-        and max_iterations is not None
-    ):
+    unset = alg_cfg.get("schedule") == "linear" and alg_cfg.get("lr_anneal_iterations") is None
+    if unset and max_iterations is not None:
         alg_cfg["lr_anneal_iterations"] = int(max_iterations)  # decays over the configured run length
     alg = alg_cls(actor_critic, device=device, **alg_cfg)
     alg.attach_env(adapter.env)
     critic_shape = [adapter.num_critic_obs] if adapter.has_critic_group else [None]
-    alg.init_storage(
-        adapter.num_envs,
-        num_steps_per_env,
-        [adapter.num_obs],
-        critic_shape,
-        [adapter.num_actions],
-        **train_cfg.storage,
-    )
+    shapes = ([adapter.num_obs], critic_shape, [adapter.num_actions])
+    alg.init_storage(adapter.num_envs, num_steps_per_env, *shapes, **train_cfg.storage)
     return alg
 
 
@@ -334,19 +330,9 @@ class OnPolicyRunner:
             self.tot_timesteps += self.num_steps_per_env * self.env_adapter.num_envs * self.dist.world_size
             self.tot_time += collection_time + learn_time
             if self.is_main_process and (it % self.log_interval == 0 or it == tot_iter - 1):
+                buffers = (episodes.infos, episodes.returns, episodes.lengths, episodes.step_rewards)
                 self.log(
-                    {
-                        "it": it,
-                        "tot_iter": tot_iter,
-                        "collection_time": collection_time,
-                        "learn_time": learn_time,
-                        "losses": losses,
-                        "stats": stats,
-                        "ep_infos": episodes.infos,
-                        "rewbuffer": episodes.returns,
-                        "lenbuffer": episodes.lengths,
-                        "rframebuffer": episodes.step_rewards,
-                    }
+                    dict(zip(LOCS_KEYS, (it, tot_iter, collection_time, learn_time, losses, stats, *buffers)))
                 )
             episodes.infos.clear()
             if self.log_dir is not None and (it + 1) % self.save_interval == 0:
@@ -391,7 +377,7 @@ class OnPolicyRunner:
         return self.env_adapter.returned_metrics(self.task_metrics)
 
     def log(self, locs: Mapping[str, Any], width: int = 80, pad: int = 35) -> None:
-        """Write one iteration's scalars and print its summary (``locs``: the keys :meth:`learn` passes)."""
+        """Write one iteration's scalars and print its summary (``locs``: the :data:`LOCS_KEYS`)."""
         it, s = locs["it"], types.SimpleNamespace(**locs)
         iteration_time = s.collection_time + s.learn_time
         steps = self.num_steps_per_env * self.env_adapter.num_envs * self.dist.world_size
