@@ -285,8 +285,8 @@ class Checkpointer:
         r = self.runner
         if plan.get("reseed") and r.cfg.get("seed") is not None:
             ckpt.seed_everything(int(r.cfg["seed"]) + r.dist.rank + int(plan["iter"]))
-        restored, misfit = False, False
-        skipped: list[str] = list(plan.get("absent", ()))
+        restored, absent = False, list(plan.get("absent", ()))
+        skipped = list(absent)
         if plan["env_state"] is not None:
             try:
                 self._load_env_state(plan["env_state"])
@@ -295,10 +295,8 @@ class Checkpointer:
                 if env_before is not None:
                     r.env_adapter.load_state_dict(env_before)  # no half-restored environment
                 skipped.append(
-                    f"the environment's episodes ({ckpt.first_line(e)}): the environment continues from its "
-                    "current state"
+                    f"the environment's episodes ({ckpt.first_line(e)}): they continue as they are"
                 )
-                misfit = True
         policy = self._alg.actor_critic
         if plan["rollout_state"] is not None and isinstance(policy, ActorCritic):
             try:
@@ -306,12 +304,11 @@ class Checkpointer:
             except ValueError as e:
                 policy.reset()
                 skipped.append(f"the policy's rollout memories ({e}): they start from zero")
-                misfit = True
         if not skipped:
             return restored, ""
         note = f"Checkpoint {path}: not restored, so training does not continue exactly where it stopped: "
         note += "; ".join(skipped) + "."
-        if misfit:
+        if len(skipped) > len(absent):  # a state that does not fit
             note += " (Expected when the number of environments differs from the saved run's.)"
         return restored, note
 
