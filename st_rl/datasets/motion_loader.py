@@ -217,12 +217,11 @@ class AmpObservationWrapper:
         extras["ref_motion"] = windows.to(self.ref_obs_buf.device)
         return extras
 
-    def _roll(self, dones: torch.Tensor) -> None:
-        self.ref_obs_buf = roll_window(self.ref_obs_buf, self._features().to(self.ref_obs_buf.device), dones)
-
     def step(self, actions: torch.Tensor) -> Any:
         out = self.env.step(actions)  # legged_gym: 5 values, rsl_rl 2.x: 4; both end with dones, infos
-        self._roll(out[-2])
+        self.ref_obs_buf = roll_window(
+            self.ref_obs_buf, self._features().to(self.ref_obs_buf.device), out[-2]
+        )
         return (*out[:-1], self._add(out[-1]))
 
     def get_observations(self) -> Any:

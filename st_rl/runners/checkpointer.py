@@ -45,7 +45,17 @@ class Checkpointer:
             per_rank = gather_objects((ckpt.capture_rng_state(), self.env_state(), rollout_state, bad))
             bad = list(dict.fromkeys(name for g in per_rank for name in g[3]))  # every rank refuses together
         if bad:
-            self._refuse_nonfinite_save(path, bad)
+            kept = (
+                f"The last good checkpoint is {self.last_good}."
+                if self.last_good
+                else "This runner has not written or loaded a good checkpoint yet."
+            )
+            existing = " The file already there is left unchanged." if os.path.exists(path) else ""
+            raise ckpt.NonFiniteCheckpointError(
+                f"Refusing to save {path} at iteration {r.current_learning_iteration}: NaN/Inf in "
+                f"{ckpt.describe_names(bad)}. Nothing was written.{existing} {kept} Training diverged: lower the "
+                "learning rate, normalise or clip observations and rewards, and resume from the last good checkpoint."
+            )
         self.last_saved_iteration = r.current_learning_iteration
         if not r.is_main_process:
             self.last_good = os.path.abspath(path)  # rank 0 writes it
@@ -80,19 +90,6 @@ class Checkpointer:
         """The policy's rollout hidden state (recurrent policies; ``{}`` otherwise)."""
         policy = self._alg.actor_critic
         return policy.rollout_state_dict() if isinstance(policy, ActorCritic) else {}
-
-    def _refuse_nonfinite_save(self, path: str, bad: list[str]) -> None:
-        kept = (
-            f"The last good checkpoint is {self.last_good}."
-            if self.last_good
-            else "This runner has not written or loaded a good checkpoint yet."
-        )
-        existing = " The file already there is left unchanged." if os.path.exists(path) else ""
-        raise ckpt.NonFiniteCheckpointError(
-            f"Refusing to save {path} at iteration {self.runner.current_learning_iteration}: NaN/Inf in "
-            f"{ckpt.describe_names(bad)}. Nothing was written.{existing} {kept} Training diverged: lower the "
-            "learning rate, normalise or clip observations and rewards, and resume from the last good checkpoint."
-        )
 
     def env_state(self) -> Any:
         """The env's ``state_dict()``, else its ``episode_length_buf``; None when it has neither."""

@@ -75,21 +75,17 @@ class LockOwner:
 
     def is_alive(self) -> bool:
         """``False`` only for a pid of this host that no longer exists."""
-        return self.host != socket.gethostname() or _pid_alive(self.pid)
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    if os.name == "nt":  # pragma: no cover - os.kill would terminate the process
+        if self.host != socket.gethostname():
+            return True
+        if self.pid <= 0 or os.name == "nt":  # on Windows, os.kill would terminate the process
+            return self.pid > 0
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # exists, owned by another user
+            pass
         return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return True
 
 
 def read_lock(run_dir: str) -> LockOwner | None:
@@ -153,11 +149,6 @@ class RunDirLock:
             self._fd, self._pid, other._fd, other._pid = other._fd, other._pid, None, None
             _HELD[self._key] = self
             return
-        self._acquire_flock()
-        self._pid = os.getpid()
-        _HELD[self._key] = self
-
-    def _acquire_flock(self) -> None:
         for _ in range(100):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -172,8 +163,12 @@ class RunDirLock:
                     f"took over the stale lock of process {dead.pid}, which no longer runs, in {self.run_dir}"
                 )
             if same and got and (dead or owner is None or owner.is_this_process()):
-                self._write_owner(fd)
-                self._fd = fd
+                started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+                data = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started})
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, (data + "\n").encode("utf-8"), 0)
+                os.fsync(fd)
+                self._fd, self._pid, _HELD[self._key] = fd, os.getpid(), self
                 return
             if same and dead:  # still flock-ed by a child the dead owner forked: start a new lock file
                 os.unlink(self.path)
@@ -189,14 +184,6 @@ class RunDirLock:
             return os.stat(self.path).st_ino == os.fstat(fd).st_ino
         except FileNotFoundError:
             return False
-
-    @staticmethod
-    def _write_owner(fd: int) -> None:
-        started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        data = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started})
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (data + "\n").encode("utf-8"), 0)
-        os.fsync(fd)
 
     def release(self) -> None:
         """Remove the lock file and release the lock (a no-op when not held, or in a forked child)."""
