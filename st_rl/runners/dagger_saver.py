@@ -170,21 +170,6 @@ class DaggerSaver(DemonstrationSaver):
         with torch.no_grad():
             self.training_policy.std.fill_(self.action_sample_std)
 
-    def _read_checkpoint(self, path: str) -> dict[str, Any] | None:
-        for attempt in range(self.checkpoint_retries):
-            try:
-                return load_checkpoint(path, map_location=self.device)
-            except FileNotFoundError:
-                return None  # replaced between listing and reading; the next round sees the newer file
-            except CheckpointError as e:
-                if attempt + 1 == self.checkpoint_retries:
-                    warnings.warn(
-                        f"DaggerSaver: cannot load {path} ({e}); keeping the current student.", stacklevel=3
-                    )
-                    return None
-                time.sleep(0.5)  # probably still being written
-        return None
-
     def load_latest_training_policy(self) -> None:
         """Load the newest ``model_<it>.pt`` if newer, and resample the teacher mask."""
         if self.training_policy is None:
@@ -201,14 +186,25 @@ class DaggerSaver(DemonstrationSaver):
         else:
             file_iter = int(os.path.basename(path)[len("model_") : -len(".pt")])
             if file_iter > self._loaded_file_iter:
-                state = self._read_checkpoint(path)
-                if state is not None:
-                    self._load_student_state(state, path, file_iter)
+                self._load_student(path, file_iter)
         prob = float(self.teacher_act_prob(self.training_policy_iteration))
         self.current_teacher_act_prob = prob
         self.use_teacher_act_mask = torch.rand(self.env.num_envs, device=self.device) < prob
 
-    def _load_student_state(self, state: dict[str, Any], path: str, file_iter: int) -> None:
+    def _load_student(self, path: str, file_iter: int) -> None:
+        for attempt in range(self.checkpoint_retries):
+            try:
+                state = load_checkpoint(path, map_location=self.device)
+                break
+            except FileNotFoundError:
+                return  # replaced between listing and reading; the next round sees the newer file
+            except CheckpointError as e:
+                if attempt + 1 == self.checkpoint_retries:
+                    warnings.warn(
+                        f"DaggerSaver: cannot load {path} ({e}); keeping the current student.", stacklevel=3
+                    )
+                    return
+                time.sleep(0.5)  # probably still being written
         model = state["model_state_dict"]
         self.training_policy.enable_obs_normalization(
             actor=any(k.startswith("actor_obs_normalizer.") for k in model),

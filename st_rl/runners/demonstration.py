@@ -185,14 +185,6 @@ class DemonstrationSaver:
     def _traj_dir(self, traj_idx: int) -> str:
         return os.path.join(self.save_dir, f"trajectory_{int(traj_idx)}")
 
-    def _check_compatible(self, previous: Mapping[str, Any]) -> None:
-        for key in ("num_obs", "num_critic_obs", "num_actions", "obs_segments", "obs_disassemble_mapping"):
-            if key in previous and previous[key] != self.metadata[key]:
-                raise ValueError(
-                    f"{self.save_dir} holds a dataset recorded with {key}={previous[key]!r}, this recording has "
-                    f"{self.metadata[key]!r}: use another save_dir, or the environment and settings of that one."
-                )
-
     def init_traj_handlers(self) -> None:
         """Assign a trajectory directory to every env, continuing a dataset in ``save_dir``."""
         os.makedirs(self.save_dir, exist_ok=True)
@@ -202,9 +194,13 @@ class DemonstrationSaver:
             if (match := TRAJ_DIR_RE.fullmatch(name)) and os.path.isdir(os.path.join(self.save_dir, name))
         }
         previous = read_metadata(self.save_dir)
-        if previous is not None:
-            self._check_compatible(previous)
         prev = previous or {}
+        for key in ("num_obs", "num_critic_obs", "num_actions", "obs_segments", "obs_disassemble_mapping"):
+            if key in prev and prev[key] != self.metadata[key]:
+                raise ValueError(
+                    f"{self.save_dir} holds a dataset recorded with {key}={prev[key]!r}, this recording has "
+                    f"{self.metadata[key]!r}: use another save_dir, or the environment and settings of that one."
+                )
         non_empty = [k for k, files in existing.items() if files]
         self.total_timesteps = sum(
             b - a for files in existing.values() for a, b in map(get_frame_range, files)

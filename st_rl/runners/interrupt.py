@@ -73,13 +73,6 @@ class _HungUpStream:
         return getattr(self._stream, name)
 
 
-def _tolerate_hang_up() -> None:
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name, None)
-        if stream is not None and not isinstance(stream, _HungUpStream):
-            setattr(sys, name, _HungUpStream(stream))
-
-
 _ACTIVE: list[InterruptGuard] = []  # guards whose handlers are installed (main thread only), innermost last
 
 
@@ -138,7 +131,10 @@ class InterruptGuard:
     def handle(self, signum: int, frame: FrameType | None = None) -> None:
         """The first call asks for a stop; the second (or any inside :meth:`immediate`) raises."""
         if hasattr(signal, "SIGHUP") and signum == signal.SIGHUP:
-            _tolerate_hang_up()
+            for name in ("stdout", "stderr"):
+                stream = getattr(sys, name, None)
+                if stream is not None and not isinstance(stream, _HungUpStream):
+                    setattr(sys, name, _HungUpStream(stream))
         if self._during is not None or self.signum is not None:
             self.restore()
             raise TrainingInterrupted(None, signum, aborted=True, during=self._during)

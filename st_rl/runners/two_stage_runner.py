@@ -35,24 +35,10 @@ class TwoStageRunner(OnPolicyRunner):
             self.cfg["pretrain_dataset"], self.env_adapter.num_envs, self.device
         )
         self._from_dataset = False
-        self._dataset_checked = False
         self._dataset_started = False  # the first batch may wait for a collector
 
     def is_pretraining(self) -> bool:
         return self.pretrain_iterations < 0 or self.current_learning_iteration < self.pretrain_iterations
-
-    def _check_dataset_widths(self, transition: Any) -> None:
-        env, priv = self.env_adapter, transition.privileged_observation
-        widths = [("observations", transition.observation.shape[-1], env.num_obs)]
-        if env.has_critic_group and priv is not None:
-            widths.append(("privileged observations", priv.shape[-1], env.num_critic_obs))
-        for what, width, expected in widths:
-            if width != expected:
-                raise ValueError(
-                    f"The pretrain dataset's {what} have {width} columns but the environment's have {expected}: "
-                    "record the dataset on the same task/observation layout."
-                )
-        self._dataset_checked = True
 
     def rollout_step(self, obs: torch.Tensor, critic_obs: torch.Tensor, **kwargs: Any):
         if self.is_pretraining():
@@ -64,8 +50,6 @@ class TwoStageRunner(OnPolicyRunner):
                     transition, infos = self.rollout_dataset.get_transition_batch()
                 self._dataset_started = True
             if transition is not None:
-                if not self._dataset_checked:
-                    self._check_dataset_widths(transition)
                 return self._dataset_step(transition, infos)
         if self._from_dataset:
             # Back to the environment: its own observation, fresh policy memory.
@@ -77,6 +61,16 @@ class TwoStageRunner(OnPolicyRunner):
         return super().rollout_step(obs, critic_obs, **kwargs)
 
     def _dataset_step(self, transition: Any, infos: dict[str, Any]):
+        env, priv = self.env_adapter, transition.privileged_observation
+        widths = [("observations", transition.observation.shape[-1], env.num_obs)]
+        if env.has_critic_group and priv is not None:
+            widths.append(("privileged observations", priv.shape[-1], env.num_critic_obs))
+        for what, width, expected in widths:
+            if width != expected:
+                raise ValueError(
+                    f"The pretrain dataset's {what} have {width} columns but the environment's have {expected}: "
+                    "record the dataset on the same task/observation layout."
+                )
         self._from_dataset = True
         dev = self.device
         if not self.env_adapter.has_critic_group:  # the critic sees the actor's observations
