@@ -132,7 +132,18 @@ class Checkpointer:
                 name = os.path.splitext(os.path.basename(path))[0].replace("model_", "")
                 ckpt.save_checkpoint(os.path.join(r.log_dir, f"loaded_{name}_manipulated.pt"), state)
         plan = self._check(path, state, load_optimizer)
-        snapshot = self._snapshot(load_optimizer)
+        # What this load may change, put back if it fails (an env that cannot report its state cannot be).
+        env = None
+        if load_optimizer:
+            with contextlib.suppress(Exception):
+                env = r.env_adapter.state_dict()
+        snapshot = {
+            "alg": copy.deepcopy(self._alg.state_dict()),
+            "learning_rate": self._alg.learning_rate,
+            "rng": ckpt.capture_rng_state() if load_optimizer else None,
+            "env": env,
+            "rollout": copy.deepcopy(self.rollout_state()),
+        }
         restored_env, not_restored = False, ""
         try:
             with warnings.catch_warnings():  # reported below, with the file name
@@ -249,20 +260,6 @@ class Checkpointer:
                 f"(learning rate {self._alg.learning_rate:g}); the policy, its normalisers and the rest are restored."
             )
         return bool(missing)
-
-    def _snapshot(self, load_optimizer: bool) -> dict[str, Any]:
-        """What :meth:`load` may change, to put back when it fails."""
-        env = None  # an env that cannot report its state cannot be put back either
-        if load_optimizer:
-            with contextlib.suppress(Exception):
-                env = self.runner.env_adapter.state_dict()
-        return {
-            "alg": copy.deepcopy(self._alg.state_dict()),
-            "learning_rate": self._alg.learning_rate,
-            "rng": ckpt.capture_rng_state() if load_optimizer else None,
-            "env": env,
-            "rollout": copy.deepcopy(self.rollout_state()),
-        }
 
     def _restore_snapshot(self, snapshot: dict[str, Any]) -> None:
         with warnings.catch_warnings():
