@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 try:
     import fcntl
-except ImportError:  # pragma: no cover - not POSIX (os.pread/pwrite are missing too): no locking
+except ImportError:  # pragma: no cover - not POSIX: no locking (read_lock still reads a lock file)
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
@@ -102,7 +102,8 @@ def read_lock(run_dir: str) -> LockOwner | None:
 
 def _read_fd(fd: int) -> LockOwner | None:
     try:
-        data = json.loads(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
+        os.lseek(fd, 0, os.SEEK_SET)  # not os.pread: POSIX only, and read_lock serves every platform
+        data = json.loads(os.read(fd, 4096).decode("utf-8", "replace"))
         return LockOwner(int(data["pid"]), str(data["host"]), str(data.get("started", "")))
     except (OSError, ValueError, KeyError, TypeError):
         return None
