@@ -144,7 +144,7 @@ class DaggerSaver(DemonstrationSaver):
             wait = DEFAULT_WAIT_FOR_RUN_S
         deadline = time.monotonic() + wait
         left = "with no time limit" if math.isinf(wait) else f"up to {wait:g} s"
-        print(f"DaggerSaver: waiting {left} for the training run to write {path}...", flush=True)
+        self._say(f"waiting {left} for the training run to write {path}...")
         while not os.path.isfile(path):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -177,10 +177,9 @@ class DaggerSaver(DemonstrationSaver):
         path = latest_checkpoint(self.training_policy_logdir)
         if path is None:
             if not self._reported_no_checkpoint:
-                print(
-                    f"DaggerSaver: no model_<it>.pt in {self.training_policy_logdir} yet; the student keeps its "
-                    "initial weights until the training run saves one.",
-                    flush=True,
+                self._say(
+                    f"no model_<it>.pt in {self.training_policy_logdir} yet; the student keeps its initial weights "
+                    "until the training run saves one."
                 )
                 self._reported_no_checkpoint = True
         else:
@@ -217,10 +216,7 @@ class DaggerSaver(DemonstrationSaver):
         self._loaded_file_iter = file_iter
         self.loaded_checkpoint = path
         self._apply_action_std()
-        print(
-            f"DaggerSaver: student loaded from {path} (iteration {self.training_policy_iteration})",
-            flush=True,
-        )
+        self._say(f"student loaded from {path} (iteration {self.training_policy_iteration})")
 
     def get_student_actions(self) -> torch.Tensor:
         """The student's actions for the current actor observations."""

@@ -209,10 +209,9 @@ class DemonstrationSaver:
         self.total_traj_discarded = int(prev.get("discarded_trajectories", 0))
         self.total_traj_truncated = int(prev.get("truncated_trajectories", 0))
         if non_empty or previous is not None:
-            print(
-                f"DemonstrationSaver: continuing the dataset in {self.save_dir} ({len(non_empty)} trajectories, "
-                f"{self.total_timesteps} timesteps on disk); the environment configuration must match.",
-                flush=True,
+            self._say(
+                f"continuing the dataset in {self.save_dir} ({len(non_empty)} trajectories, "
+                f"{self.total_timesteps} timesteps on disk); the environment configuration must match."
             )
         self._free_traj_idxs = sorted(k for k, files in existing.items() if not files)
         self._next_traj_idx = max(existing) + 1 if existing else 0
@@ -428,12 +427,14 @@ class DemonstrationSaver:
         self._round_start = now
         fps = self.rollout_storage_length * self.env.num_envs / max(round_time, 1e-9)
         elapsed = now - self._collect_start
-        print(
-            f"DemonstrationSaver: {self.total_timesteps}/{int(self.min_timesteps)} timesteps, "
+        self._say(
+            f"{self.total_timesteps}/{int(self.min_timesteps)} timesteps, "
             f"{self.total_traj_completed}/{int(self.min_episodes)} trajectories "
-            f"({self.total_traj_discarded} discarded), {fps:.0f} steps/s, {elapsed:.1f} s elapsed",
-            flush=True,
+            f"({self.total_traj_discarded} discarded), {fps:.0f} steps/s, {elapsed:.1f} s elapsed"
         )
+
+    def _say(self, message: str) -> None:
+        print(f"{type(self).__name__}: {message}", flush=True)
 
     def close(self) -> None:
         """Remove empty trajectory directories and write the final metadata (idempotent)."""
@@ -446,10 +447,8 @@ class DemonstrationSaver:
             if os.path.isdir(traj_dir) and not os.listdir(traj_dir):
                 os.rmdir(traj_dir)
         self.dump_metadata()
-        print(
-            f"DemonstrationSaver: saved {self.total_timesteps} timesteps, {self.total_traj_completed} "
-            f"trajectories in {self.save_dir}",
-            flush=True,
+        self._say(
+            f"saved {self.total_timesteps} timesteps, {self.total_traj_completed} trajectories in {self.save_dir}"
         )
 
     def __del__(self) -> None:
