@@ -220,11 +220,9 @@ class DaggerSaver(DemonstrationSaver):
 
     def get_student_actions(self) -> torch.Tensor:
         """The student's actions for the current actor observations."""
-        if self.action_sample_std > 0:
-            actions = self.training_policy.act(self.obs)
-        else:
-            actions = self.training_policy.act_inference(self.obs)
-        return self._check_actions(actions, "student")
+        student = self.training_policy
+        act = student.act if self.action_sample_std > 0 else student.act_inference
+        return self._check_actions(act(self.obs), "student")
 
     def get_transition(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any], Any, Any]:
         """Execute the student's actions (the teacher's where masked); store the teacher's."""
