@@ -22,21 +22,6 @@ __all__ = ["AMPLoader", "AmpObservationWrapper", "MotionLoader", "gait_distance"
 _MOTION_EXTS = (".pkl", ".pickle", ".motion")
 
 
-def _trajectory_frames(
-    name: str, path: str, traj: dict[str, Any], style_fields: list[str], begin: int | None, end: int | None
-) -> tuple[np.ndarray, float]:
-    fields = list(traj["Fields"])
-    missing = [f for f in style_fields if f not in fields]
-    if missing:
-        raise ValueError(
-            f"Trajectory '{name}' in {path} lacks style fields {missing}; it has {fields}. Record the "
-            "motion with these fields or choose style_fields among them."
-        )
-    data = np.asarray(traj["Frames"], dtype=np.float32)[begin:end]  # (T, len(fields)): checked on load
-    duration = (data.shape[0] - 1) * float(traj["FrameDuration"])
-    return data[:, [fields.index(f) for f in style_fields]], duration
-
-
 class MotionLoader:
     """Reference-motion windows sampled from motion files, on the training device.
 
@@ -79,10 +64,17 @@ class MotionLoader:
         self._window_s = window_s = (self.amp_obs_frame_num - 1) * self.time_between_frames
         for path in paths:
             for name, traj in load_motion_file(path).items():
-                self.style_fields = self.style_fields or list(traj["Fields"])
-                data, duration = _trajectory_frames(
-                    name, path, traj, self.style_fields, frame_begin, frame_end
-                )
+                fields = list(traj["Fields"])
+                self.style_fields = self.style_fields or fields
+                missing = [f for f in self.style_fields if f not in fields]
+                if missing:
+                    raise ValueError(
+                        f"Trajectory '{name}' in {path} lacks style fields {missing}; it has {fields}. Record the "
+                        "motion with these fields or choose style_fields among them."
+                    )
+                data = np.asarray(traj["Frames"], dtype=np.float32)[frame_begin:frame_end]  # (T, len(fields))
+                duration = (data.shape[0] - 1) * float(traj["FrameDuration"])
+                data = data[:, [fields.index(f) for f in self.style_fields]]
                 if duration + 1e-9 < window_s or data.shape[0] < 2:
                     raise ValueError(
                         f"Trajectory '{name}' in {path} lasts {duration:.3f} s, shorter than one window of "
@@ -225,12 +217,11 @@ class AmpObservationWrapper:
         extras["ref_motion"] = windows.to(self.ref_obs_buf.device)
         return extras
 
-    def _roll(self, dones: torch.Tensor) -> None:
-        self.ref_obs_buf = roll_window(self.ref_obs_buf, self._features().to(self.ref_obs_buf.device), dones)
-
     def step(self, actions: torch.Tensor) -> Any:
         out = self.env.step(actions)  # legged_gym: 5 values, rsl_rl 2.x: 4; both end with dones, infos
-        self._roll(out[-2])
+        self.ref_obs_buf = roll_window(
+            self.ref_obs_buf, self._features().to(self.ref_obs_buf.device), out[-2]
+        )
         return (*out[:-1], self._add(out[-1]))
 
     def get_observations(self) -> Any:

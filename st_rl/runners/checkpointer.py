@@ -45,7 +45,17 @@ class Checkpointer:
             per_rank = gather_objects((ckpt.capture_rng_state(), self.env_state(), rollout_state, bad))
             bad = list(dict.fromkeys(name for g in per_rank for name in g[3]))  # every rank refuses together
         if bad:
-            self._refuse_nonfinite_save(path, bad)
+            kept = (
+                f"The last good checkpoint is {self.last_good}."
+                if self.last_good
+                else "This runner has not written or loaded a good checkpoint yet."
+            )
+            existing = " The file already there is left unchanged." if os.path.exists(path) else ""
+            raise ckpt.NonFiniteCheckpointError(
+                f"Refusing to save {path} at iteration {r.current_learning_iteration}: NaN/Inf in "
+                f"{ckpt.describe_names(bad)}. Nothing was written.{existing} {kept} Training diverged: lower the "
+                "learning rate, normalise or clip observations and rewards, and resume from the last good checkpoint."
+            )
         self.last_saved_iteration = r.current_learning_iteration
         if not r.is_main_process:
             self.last_good = os.path.abspath(path)  # rank 0 writes it
@@ -80,19 +90,6 @@ class Checkpointer:
         """The policy's rollout hidden state (recurrent policies; ``{}`` otherwise)."""
         policy = self._alg.actor_critic
         return policy.rollout_state_dict() if isinstance(policy, ActorCritic) else {}
-
-    def _refuse_nonfinite_save(self, path: str, bad: list[str]) -> None:
-        kept = (
-            f"The last good checkpoint is {self.last_good}."
-            if self.last_good
-            else "This runner has not written or loaded a good checkpoint yet."
-        )
-        existing = " The file already there is left unchanged." if os.path.exists(path) else ""
-        raise ckpt.NonFiniteCheckpointError(
-            f"Refusing to save {path} at iteration {self.runner.current_learning_iteration}: NaN/Inf in "
-            f"{ckpt.describe_names(bad)}. Nothing was written.{existing} {kept} Training diverged: lower the "
-            "learning rate, normalise or clip observations and rewards, and resume from the last good checkpoint."
-        )
 
     def env_state(self) -> Any:
         """The env's ``state_dict()``, else its ``episode_length_buf``; None when it has neither."""
@@ -135,7 +132,18 @@ class Checkpointer:
                 name = os.path.splitext(os.path.basename(path))[0].replace("model_", "")
                 ckpt.save_checkpoint(os.path.join(r.log_dir, f"loaded_{name}_manipulated.pt"), state)
         plan = self._check(path, state, load_optimizer)
-        snapshot = self._snapshot(load_optimizer)
+        # What this load may change, put back if it fails (an env that cannot report its state cannot be).
+        env = None
+        if load_optimizer:
+            with contextlib.suppress(Exception):
+                env = r.env_adapter.state_dict()
+        snapshot = {
+            "alg": copy.deepcopy(self._alg.state_dict()),
+            "learning_rate": self._alg.learning_rate,
+            "rng": ckpt.capture_rng_state() if load_optimizer else None,
+            "env": env,
+            "rollout": copy.deepcopy(self.rollout_state()),
+        }
         restored_env, not_restored = False, ""
         try:
             with warnings.catch_warnings():  # reported below, with the file name
@@ -253,20 +261,6 @@ class Checkpointer:
             )
         return bool(missing)
 
-    def _snapshot(self, load_optimizer: bool) -> dict[str, Any]:
-        """What :meth:`load` may change, to put back when it fails."""
-        env = None  # an env that cannot report its state cannot be put back either
-        if load_optimizer:
-            with contextlib.suppress(Exception):
-                env = self.runner.env_adapter.state_dict()
-        return {
-            "alg": copy.deepcopy(self._alg.state_dict()),
-            "learning_rate": self._alg.learning_rate,
-            "rng": ckpt.capture_rng_state() if load_optimizer else None,
-            "env": env,
-            "rollout": copy.deepcopy(self.rollout_state()),
-        }
-
     def _restore_snapshot(self, snapshot: dict[str, Any]) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -285,8 +279,8 @@ class Checkpointer:
         r = self.runner
         if plan.get("reseed") and r.cfg.get("seed") is not None:
             ckpt.seed_everything(int(r.cfg["seed"]) + r.dist.rank + int(plan["iter"]))
-        restored, misfit = False, False
-        skipped: list[str] = list(plan.get("absent", ()))
+        restored, absent = False, list(plan.get("absent", ()))
+        skipped = list(absent)
         if plan["env_state"] is not None:
             try:
                 self._load_env_state(plan["env_state"])
@@ -295,10 +289,8 @@ class Checkpointer:
                 if env_before is not None:
                     r.env_adapter.load_state_dict(env_before)  # no half-restored environment
                 skipped.append(
-                    f"the environment's episodes ({ckpt.first_line(e)}): the environment continues from its "
-                    "current state"
+                    f"the environment's episodes ({ckpt.first_line(e)}): they continue as they are"
                 )
-                misfit = True
         policy = self._alg.actor_critic
         if plan["rollout_state"] is not None and isinstance(policy, ActorCritic):
             try:
@@ -306,12 +298,11 @@ class Checkpointer:
             except ValueError as e:
                 policy.reset()
                 skipped.append(f"the policy's rollout memories ({e}): they start from zero")
-                misfit = True
         if not skipped:
             return restored, ""
         note = f"Checkpoint {path}: not restored, so training does not continue exactly where it stopped: "
         note += "; ".join(skipped) + "."
-        if misfit:
+        if len(skipped) > len(absent):  # a state that does not fit
             note += " (Expected when the number of environments differs from the saved run's.)"
         return restored, note
 

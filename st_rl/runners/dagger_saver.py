@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import time
 import warnings
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from st_rl.algorithms.schedules import as_schedule
 from st_rl.modules.factory import build_actor_critic
 from st_rl.protocols import GaussianPolicy
 from st_rl.registry import class_label, untrusted_config
+from st_rl.runners.checkpointer import check_model_state
 from st_rl.runners.demonstration import DemonstrationSaver
 from st_rl.utils.checkpoint import CheckpointError, load_checkpoint
 from st_rl.utils.logger import (
@@ -31,7 +31,6 @@ from st_rl.utils.utils import latest_checkpoint, read_run_config
 
 __all__ = ["DEFAULT_WAIT_FOR_RUN_S", "DaggerSaver"]
 
-_MODEL_ITER_RE = re.compile(r"model_(\d+)\.pt$")
 DEFAULT_WAIT_FOR_RUN_S = 600.0  # wait_for_run_s=None, run directory exists: wait this long for config.json
 RUN_POLL_INTERVAL_S = 5.0
 
@@ -145,7 +144,7 @@ class DaggerSaver(DemonstrationSaver):
             wait = DEFAULT_WAIT_FOR_RUN_S
         deadline = time.monotonic() + wait
         left = "with no time limit" if math.isinf(wait) else f"up to {wait:g} s"
-        print(f"DaggerSaver: waiting {left} for the training run to write {path}...", flush=True)
+        self._say(f"waiting {left} for the training run to write {path}...")
         while not os.path.isfile(path):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -171,21 +170,6 @@ class DaggerSaver(DemonstrationSaver):
         with torch.no_grad():
             self.training_policy.std.fill_(self.action_sample_std)
 
-    def _read_checkpoint(self, path: str) -> dict[str, Any] | None:
-        for attempt in range(self.checkpoint_retries):
-            try:
-                return load_checkpoint(path, map_location=self.device)
-            except FileNotFoundError:
-                return None  # replaced between listing and reading; the next round sees the newer file
-            except CheckpointError as e:
-                if attempt + 1 == self.checkpoint_retries:
-                    warnings.warn(
-                        f"DaggerSaver: cannot load {path} ({e}); keeping the current student.", stacklevel=3
-                    )
-                    return None
-                time.sleep(0.5)  # probably still being written
-        return None
-
     def load_latest_training_policy(self) -> None:
         """Load the newest ``model_<it>.pt`` if newer, and resample the teacher mask."""
         if self.training_policy is None:
@@ -193,53 +177,52 @@ class DaggerSaver(DemonstrationSaver):
         path = latest_checkpoint(self.training_policy_logdir)
         if path is None:
             if not self._reported_no_checkpoint:
-                print(
-                    f"DaggerSaver: no model_<it>.pt in {self.training_policy_logdir} yet; the student keeps its "
-                    "initial weights until the training run saves one.",
-                    flush=True,
+                self._say(
+                    f"no model_<it>.pt in {self.training_policy_logdir} yet; the student keeps its initial weights "
+                    "until the training run saves one."
                 )
                 self._reported_no_checkpoint = True
         else:
-            match = _MODEL_ITER_RE.search(path)
-            file_iter = int(match.group(1)) if match else 0
+            file_iter = int(os.path.basename(path)[len("model_") : -len(".pt")])
             if file_iter > self._loaded_file_iter:
-                state = self._read_checkpoint(path)
-                if state is not None:
-                    self._load_student_state(state, path, file_iter)
+                self._load_student(path, file_iter)
         prob = float(self.teacher_act_prob(self.training_policy_iteration))
         self.current_teacher_act_prob = prob
         self.use_teacher_act_mask = torch.rand(self.env.num_envs, device=self.device) < prob
 
-    def _load_student_state(self, state: dict[str, Any], path: str, file_iter: int) -> None:
+    def _load_student(self, path: str, file_iter: int) -> None:
+        for attempt in range(self.checkpoint_retries):
+            try:
+                state = load_checkpoint(path, map_location=self.device)
+                break
+            except FileNotFoundError:
+                return  # replaced between listing and reading; the next round sees the newer file
+            except CheckpointError as e:
+                if attempt + 1 == self.checkpoint_retries:
+                    warnings.warn(
+                        f"DaggerSaver: cannot load {path} ({e}); keeping the current student.", stacklevel=3
+                    )
+                    return
+                time.sleep(0.5)  # probably still being written
         model = state["model_state_dict"]
         self.training_policy.enable_obs_normalization(
             actor=any(k.startswith("actor_obs_normalizer.") for k in model),
             critic=any(k.startswith("critic_obs_normalizer.") for k in model),
         )
-        try:
-            self.training_policy.load_state_dict(model)
-        except RuntimeError as e:
-            raise CheckpointError(
-                f"{path} does not fit the student built from {self.training_policy_logdir}/config.json: "
-                f"{str(e).splitlines()[0]}"
-            ) from e
+        check_model_state(path, self.training_policy, model)
+        self.training_policy.load_state_dict(model)
         self.training_policy.eval()
         self.training_policy_iteration = int(state.get("iter", file_iter))
         self._loaded_file_iter = file_iter
         self.loaded_checkpoint = path
         self._apply_action_std()
-        print(
-            f"DaggerSaver: student loaded from {path} (iteration {self.training_policy_iteration})",
-            flush=True,
-        )
+        self._say(f"student loaded from {path} (iteration {self.training_policy_iteration})")
 
     def get_student_actions(self) -> torch.Tensor:
         """The student's actions for the current actor observations."""
-        if self.action_sample_std > 0:
-            actions = self.training_policy.act(self.obs)
-        else:
-            actions = self.training_policy.act_inference(self.obs)
-        return self._check_actions(actions, "student")
+        student = self.training_policy
+        act = student.act if self.action_sample_std > 0 else student.act_inference
+        return self._check_actions(act(self.obs), "student")
 
     def get_transition(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any], Any, Any]:
         """Execute the student's actions (the teacher's where masked); store the teacher's."""
@@ -269,14 +252,13 @@ class DaggerSaver(DemonstrationSaver):
         """The round's episode statistics (console, TensorBoard), then the progress."""
         stats = aggregate_episode_infos(self.rollout_episode_infos)
         step = self.collector_iteration
-        for key, value in stats.items():
-            self.tb_writer.add_scalar(key, value, step)
         prob = self.current_teacher_act_prob
         if prob is None:
             prob = float(self.teacher_act_prob(self.training_policy_iteration))
-        self.tb_writer.add_scalar("Collector/teacher_act_prob", prob, step)
-        self.tb_writer.add_scalar("Collector/training_policy_iteration", self.training_policy_iteration, step)
-        self.tb_writer.add_scalar("Collector/total_timesteps", self.total_timesteps, step)
+        scalars = {"Collector/teacher_act_prob": prob, "Collector/total_timesteps": self.total_timesteps}
+        scalars["Collector/training_policy_iteration"] = self.training_policy_iteration
+        for key, value in {**stats, **scalars}.items():
+            self.tb_writer.add_scalar(key, value, step)
         rows = [
             ("Student iteration", str(self.training_policy_iteration)),
             ("Teacher act prob", f"{prob:.3f}"),

@@ -36,6 +36,10 @@ from st_rl.utils.utils import write_json_atomic
 
 __all__ = ["DemonstrationSaver"]
 
+# Constructor settings recorded in the metadata as they are
+_SETTINGS: tuple[str, ...] = ("file_format", "rollout_storage_length", "success_traj_only", "min_timesteps")
+_SETTINGS += ("min_episodes", "use_critic_obs", "demo_by_sample", "obs_disassemble_mapping")
+
 
 def _belongs_to(normalizer: Any, policy: Any) -> bool:
     return (
@@ -124,7 +128,6 @@ class DemonstrationSaver:
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
                 raise ValueError(f"{name} must be a number >= 0 (math.inf: never stop), got {value!r}")
         self.env = env if isinstance(env, EnvAdapter) else EnvAdapter(env, device=device)
-        self.raw_env = self.env.env
         self.device = self.env.device
         self.policy = policy
         if demo_by_sample and not isinstance(policy, StochasticActor):
@@ -162,68 +165,55 @@ class DemonstrationSaver:
         self._update_metadata_totals()
 
     def _build_metadata(self) -> dict[str, Any]:
-        env = self.env
+        env, critic = self.env, self.env.has_critic_group
         named = isinstance(
             self.policy, (type, types.FunctionType, types.MethodType, types.BuiltinFunctionType)
         )
         return {
             "format": DATASET_FORMAT,
             "format_version": DATASET_FORMAT_VERSION,
-            "file_format": self.file_format,
             "config": None,
-            "env": type(self.raw_env).__name__,
+            "env": type(self.env.env).__name__,
             "policy": self.policy.__qualname__ if named else type(self.policy).__name__,
-            "rollout_storage_length": self.rollout_storage_length,
-            "success_traj_only": self.success_traj_only,
-            "min_timesteps": self.min_timesteps,
-            "min_episodes": self.min_episodes,
-            "use_critic_obs": self.use_critic_obs,
-            "demo_by_sample": self.demo_by_sample,
-            "num_envs": env.num_envs,
-            "num_obs": env.num_obs,
-            "num_critic_obs": env.num_critic_obs if env.has_critic_group else None,
-            "num_actions": env.num_actions,
+            **{key: getattr(self, key) for key in _SETTINGS},
+            **{key: getattr(env, key) for key in ("num_envs", "num_obs", "num_actions")},
+            "num_critic_obs": env.num_critic_obs if critic else None,
             "obs_segments": to_jsonable(env.obs_segments),
-            "critic_obs_segments": to_jsonable(env.critic_obs_segments) if env.has_critic_group else None,
-            "obs_disassemble_mapping": self.obs_disassemble_mapping,
+            "critic_obs_segments": to_jsonable(env.critic_obs_segments) if critic else None,
         }
 
     def _traj_dir(self, traj_idx: int) -> str:
         return os.path.join(self.save_dir, f"trajectory_{int(traj_idx)}")
 
-    def _check_compatible(self, previous: Mapping[str, Any]) -> None:
-        for key in ("num_obs", "num_critic_obs", "num_actions", "obs_segments", "obs_disassemble_mapping"):
-            if key in previous and previous[key] != self.metadata[key]:
-                raise ValueError(
-                    f"{self.save_dir} holds a dataset recorded with {key}={previous[key]!r}, this recording has "
-                    f"{self.metadata[key]!r}: use another save_dir, or the environment and settings of that one."
-                )
-
     def init_traj_handlers(self) -> None:
         """Assign a trajectory directory to every env, continuing a dataset in ``save_dir``."""
         os.makedirs(self.save_dir, exist_ok=True)
-        existing: dict[int, bool] = {}  # index -> has trajectory files
-        for name in os.listdir(self.save_dir):
-            match = TRAJ_DIR_RE.fullmatch(name)
-            if match and os.path.isdir(os.path.join(self.save_dir, name)):
-                existing[int(match.group(1))] = bool(_traj_files(os.path.join(self.save_dir, name)))
+        existing = {  # index -> its trajectory files
+            int(match.group(1)): _traj_files(os.path.join(self.save_dir, name))
+            for name in os.listdir(self.save_dir)
+            if (match := TRAJ_DIR_RE.fullmatch(name)) and os.path.isdir(os.path.join(self.save_dir, name))
+        }
         previous = read_metadata(self.save_dir)
-        if previous is not None:
-            self._check_compatible(previous)
         prev = previous or {}
-        non_empty = [k for k, has in existing.items() if has]
-        files = [f for k in non_empty for f in _traj_files(self._traj_dir(k))]
-        self.total_timesteps = sum(b - a for a, b in map(get_frame_range, files))
+        for key in ("num_obs", "num_critic_obs", "num_actions", "obs_segments", "obs_disassemble_mapping"):
+            if key in prev and prev[key] != self.metadata[key]:
+                raise ValueError(
+                    f"{self.save_dir} holds a dataset recorded with {key}={prev[key]!r}, this recording has "
+                    f"{self.metadata[key]!r}: use another save_dir, or the environment and settings of that one."
+                )
+        non_empty = [k for k, files in existing.items() if files]
+        self.total_timesteps = sum(
+            b - a for files in existing.values() for a, b in map(get_frame_range, files)
+        )
         self.total_traj_completed = int(prev.get("total_trajectories", len(non_empty)))
         self.total_traj_discarded = int(prev.get("discarded_trajectories", 0))
         self.total_traj_truncated = int(prev.get("truncated_trajectories", 0))
         if non_empty or previous is not None:
-            print(
-                f"DemonstrationSaver: continuing the dataset in {self.save_dir} ({len(non_empty)} trajectories, "
-                f"{self.total_timesteps} timesteps on disk); the environment configuration must match.",
-                flush=True,
+            self._say(
+                f"continuing the dataset in {self.save_dir} ({len(non_empty)} trajectories, "
+                f"{self.total_timesteps} timesteps on disk); the environment configuration must match."
             )
-        self._free_traj_idxs = sorted(k for k, has in existing.items() if not has)
+        self._free_traj_idxs = sorted(k for k, files in existing.items() if not files)
         self._next_traj_idx = max(existing) + 1 if existing else 0
         n = self.env.num_envs
         self.traj_idxs = np.array([self._allocate_traj_idx() for _ in range(n)], dtype=np.int64)
@@ -254,7 +244,6 @@ class DemonstrationSaver:
         }
         if self.env.has_critic_group:
             self.buffers["privileged_observations"] = torch.zeros(t, n, self.env.num_critic_obs, device=dev)
-        self.transition_has_timeouts = False
 
     def check_stop(self) -> bool:
         """Whether both ``min_timesteps`` and ``min_episodes`` are reached."""
@@ -312,7 +301,6 @@ class DemonstrationSaver:
                 )
                 self._warned_no_timeouts = True
         else:
-            self.transition_has_timeouts = True
             self.buffers["timeouts"][step_i] = time_outs.reshape(-1).to(self.device).bool()
 
     def policy_reset(self, dones: torch.Tensor) -> None:
@@ -439,12 +427,14 @@ class DemonstrationSaver:
         self._round_start = now
         fps = self.rollout_storage_length * self.env.num_envs / max(round_time, 1e-9)
         elapsed = now - self._collect_start
-        print(
-            f"DemonstrationSaver: {self.total_timesteps}/{int(self.min_timesteps)} timesteps, "
+        self._say(
+            f"{self.total_timesteps}/{int(self.min_timesteps)} timesteps, "
             f"{self.total_traj_completed}/{int(self.min_episodes)} trajectories "
-            f"({self.total_traj_discarded} discarded), {fps:.0f} steps/s, {elapsed:.1f} s elapsed",
-            flush=True,
+            f"({self.total_traj_discarded} discarded), {fps:.0f} steps/s, {elapsed:.1f} s elapsed"
         )
+
+    def _say(self, message: str) -> None:
+        print(f"{type(self).__name__}: {message}", flush=True)
 
     def close(self) -> None:
         """Remove empty trajectory directories and write the final metadata (idempotent)."""
@@ -457,10 +447,8 @@ class DemonstrationSaver:
             if os.path.isdir(traj_dir) and not os.listdir(traj_dir):
                 os.rmdir(traj_dir)
         self.dump_metadata()
-        print(
-            f"DemonstrationSaver: saved {self.total_timesteps} timesteps, {self.total_traj_completed} "
-            f"trajectories in {self.save_dir}",
-            flush=True,
+        self._say(
+            f"saved {self.total_timesteps} timesteps, {self.total_traj_completed} trajectories in {self.save_dir}"
         )
 
     def __del__(self) -> None:

@@ -73,13 +73,6 @@ class _HungUpStream:
         return getattr(self._stream, name)
 
 
-def _tolerate_hang_up() -> None:
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name, None)
-        if stream is not None and not isinstance(stream, _HungUpStream):
-            setattr(sys, name, _HungUpStream(stream))
-
-
 _ACTIVE: list[InterruptGuard] = []  # guards whose handlers are installed (main thread only), innermost last
 
 
@@ -138,13 +131,13 @@ class InterruptGuard:
     def handle(self, signum: int, frame: FrameType | None = None) -> None:
         """The first call asks for a stop; the second (or any inside :meth:`immediate`) raises."""
         if hasattr(signal, "SIGHUP") and signum == signal.SIGHUP:
-            _tolerate_hang_up()
-        if self._during is not None:
+            for name in ("stdout", "stderr"):
+                stream = getattr(sys, name, None)
+                if stream is not None and not isinstance(stream, _HungUpStream):
+                    setattr(sys, name, _HungUpStream(stream))
+        if self._during is not None or self.signum is not None:
             self.restore()
-            raise TrainingInterrupted(None, signum, during=self._during)
-        if self.signum is not None:
-            self.restore()
-            raise TrainingInterrupted(None, signum, aborted=True)
+            raise TrainingInterrupted(None, signum, aborted=True, during=self._during)
         self.signum = int(signum)
         if self.announce:
             with contextlib.suppress(OSError, RuntimeError, ValueError):
@@ -158,9 +151,6 @@ class InterruptGuard:
 @contextlib.contextmanager
 def stop_at_once(during: str) -> Iterator[None]:
     """:meth:`InterruptGuard.immediate` of the running ``learn()`` (a no-op outside it), for blocking waits."""
-    guard = _ACTIVE[-1] if _ACTIVE and threading.current_thread() is threading.main_thread() else None
-    if guard is None:
-        yield
-        return
-    with guard.immediate(during):
+    on_main = threading.current_thread() is threading.main_thread()
+    with _ACTIVE[-1].immediate(during) if _ACTIVE and on_main else contextlib.nullcontext():
         yield

@@ -6,9 +6,9 @@ import contextlib
 import os
 import statistics
 import time
+import types
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -48,6 +48,11 @@ class PruningTrial(Protocol):
     def report(self, value: float, step: int) -> None: ...
 
     def should_prune(self) -> bool: ...
+
+
+# The keys of :meth:`OnPolicyRunner.log`'s ``locs`` (the reference passes its ``locals()``)
+LOCS_KEYS: tuple[str, ...] = ("it", "tot_iter", "collection_time", "learn_time", "losses", "stats")
+LOCS_KEYS += ("ep_infos", "rewbuffer", "lenbuffer", "rframebuffer")
 
 
 class InferencePolicy(nn.Module):
@@ -91,32 +96,15 @@ class EpisodeTracker:
         self._rewards[i] = rewards
         self._sum.masked_fill_(dones, 0.0)
         self._length.masked_fill_(dones, 0.0)
-        if "episode" in infos:
-            self.infos.append(infos["episode"])
-        elif "log" in infos:
-            self.infos.append(infos["log"])
+        episode = infos.get("episode", infos.get("log"))
+        if episode is not None:
+            self.infos.append(episode)
 
     def gather(self) -> None:
         """Move finished episodes and the rewards of steps that ended none to the host."""
         self.returns.extend(self._returns[self._done].tolist())
         self.lengths.extend(self._lengths[self._done].tolist())
         self.step_rewards.extend(self._rewards[~self._done][-2000:].tolist())
-
-
-@dataclass
-class IterationSummary:
-    """What :meth:`OnPolicyRunner.log` reports of one iteration (the reference's ``locs`` keys)."""
-
-    it: int
-    tot_iter: int
-    collection_time: float
-    learn_time: float
-    losses: Mapping[str, float]
-    stats: Mapping[str, float]
-    ep_infos: list[dict[str, Any]]
-    rewbuffer: Sequence[float]
-    lenbuffer: Sequence[float]
-    rframebuffer: Sequence[float]
 
 
 def build_algorithm(
@@ -131,23 +119,14 @@ def build_algorithm(
     actor_critic = build_actor_critic(None, train_cfg.policy_class_name, policy_kwargs)
     alg_cls = resolve_class(train_cfg.algorithm_class_name, algorithms, "algorithm")
     max_iterations = train_cfg.runner.get("max_iterations")
-    if (
-        alg_cfg.get("schedule") == "linear"
-        and alg_cfg.get("lr_anneal_iterations") is None
-        and max_iterations is not None
-    ):
+    unset = alg_cfg.get("schedule") == "linear" and alg_cfg.get("lr_anneal_iterations") is None
+    if unset and max_iterations is not None:
         alg_cfg["lr_anneal_iterations"] = int(max_iterations)  # decays over the configured run length
     alg = alg_cls(actor_critic, device=device, **alg_cfg)
     alg.attach_env(adapter.env)
     critic_shape = [adapter.num_critic_obs] if adapter.has_critic_group else [None]
-    alg.init_storage(
-        adapter.num_envs,
-        num_steps_per_env,
-        [adapter.num_obs],
-        critic_shape,
-        [adapter.num_actions],
-        **train_cfg.storage,
-    )
+    shapes = ([adapter.num_obs], critic_shape, [adapter.num_actions])
+    alg.init_storage(adapter.num_envs, num_steps_per_env, *shapes, **train_cfg.storage)
     return alg
 
 
@@ -217,7 +196,6 @@ class OnPolicyRunner:
         self._current_learning_iteration = 0
         self.git_status_repos = [st_rl.__file__]
         self.task_metrics: dict[str, torch.Tensor] = {}
-        self._writer_initialised = False
         self._learn_start = (time.perf_counter(), 0)
         self.checkpointer = Checkpointer(self)
         self.overwrite = bool(self.cfg.get("overwrite", False))
@@ -249,14 +227,10 @@ class OnPolicyRunner:
     def init_writer(self, init_at_random_ep_len: bool) -> None:
         """Claim ``log_dir``, create the log writer and optionally randomise the episode lengths."""
         self._claim_run_dir()
-        if not self._writer_initialised:
-            if self.is_main_process:
-                self.writer = make_writer(
-                    self.cfg.get("logger", RUNNER_DEFAULTS.logger), self.log_dir, self.cfg
-                )
-                if self.log_dir is not None:
-                    self.writer.log_config(self._logged_config())
-            self._writer_initialised = True
+        if self.is_main_process and isinstance(self.writer, NullWriter):
+            self.writer = make_writer(self.cfg.get("logger", RUNNER_DEFAULTS.logger), self.log_dir, self.cfg)
+            if self.log_dir is not None:
+                self.writer.log_config(self._logged_config())
         if init_at_random_ep_len and not self.checkpointer.env_state_restored:  # resumed episodes continue
             self.env_adapter.randomize_episode_lengths()
         self.checkpointer.env_state_restored = False
@@ -294,11 +268,10 @@ class OnPolicyRunner:
         transport (0 if not reported).
 
         ``init_at_random_ep_len`` randomises the episode lengths first (not after :meth:`load` restored them).
-        ``trial`` (a :class:`PruningTrial`) gets ``report(value, it)`` after each iteration and stops training once
-        it ``should_prune()``; ``trial_metric`` picks the value: a task metric's name (default: the first one),
-        ``"mean_reward"``, ``"mean_episode_length"``, or a callable taking that dict (NaN is not reported).
-        Raises :class:`TrainingInterrupted` after a stop signal (the iteration finished, a checkpoint saved) and
-        ``RunDirectoryError`` when ``log_dir`` holds an earlier run neither resumed nor replaced.
+        ``trial`` gets ``report(value, it)`` after each iteration and stops training once it ``should_prune()``;
+        ``trial_metric`` picks the value: a task metric (default: the first), ``"mean_reward"``,
+        ``"mean_episode_length"``, or a callable taking that dict (NaN is not reported).
+        Raises :class:`TrainingInterrupted` after a stop signal, ``RunDirectoryError`` for an occupied ``log_dir``.
         """
         check_minibatches(self.alg_cfg, self.env_adapter.num_envs, self.num_steps_per_env,
                           self.alg.actor_critic.is_recurrent)  # fmt: skip
@@ -358,7 +331,9 @@ class OnPolicyRunner:
             self.tot_time += collection_time + learn_time
             if self.is_main_process and (it % self.log_interval == 0 or it == tot_iter - 1):
                 buffers = (episodes.infos, episodes.returns, episodes.lengths, episodes.step_rewards)
-                self.log(IterationSummary(it, tot_iter, collection_time, learn_time, losses, stats, *buffers))
+                self.log(
+                    dict(zip(LOCS_KEYS, (it, tot_iter, collection_time, learn_time, losses, stats, *buffers)))
+                )
             episodes.infos.clear()
             if self.log_dir is not None and (it + 1) % self.save_interval == 0:
                 self.save(self._model_path(it + 1))
@@ -401,11 +376,9 @@ class OnPolicyRunner:
         self.task_metrics = self.env_adapter.task_metrics()
         return self.env_adapter.returned_metrics(self.task_metrics)
 
-    def log(self, locs: IterationSummary | Mapping[str, Any], width: int = 80, pad: int = 35) -> None:
-        """Write one iteration's scalars and print its summary (``locs``: or a mapping of the same keys)."""
-        if not isinstance(locs, IterationSummary):
-            locs = IterationSummary(**{f.name: locs[f.name] for f in fields(IterationSummary)})
-        it, s = locs.it, locs
+    def log(self, locs: Mapping[str, Any], width: int = 80, pad: int = 35) -> None:
+        """Write one iteration's scalars and print its summary (``locs``: the :data:`LOCS_KEYS`)."""
+        it, s = locs["it"], types.SimpleNamespace(**locs)
         iteration_time = s.collection_time + s.learn_time
         steps = self.num_steps_per_env * self.env_adapter.num_envs * self.dist.world_size
         fps = int(steps / max(iteration_time, 1e-9))
@@ -493,10 +466,8 @@ class OnPolicyRunner:
         self.alg.eval_mode()
 
     def _close_writer(self) -> None:
-        if self._writer_initialised:
-            self.writer.close()
-            self.writer = NullWriter()
-            self._writer_initialised = False
+        self.writer.close()
+        self.writer = NullWriter()
 
     def close(self) -> None:
         """Close the log writer and release the run directory's lock (idempotent)."""

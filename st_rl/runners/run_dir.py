@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 try:
     import fcntl
-except ImportError:  # pragma: no cover - Windows: pid checks only
+except ImportError:  # pragma: no cover - not POSIX: no locking (read_lock still reads a lock file)
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
@@ -75,44 +75,37 @@ class LockOwner:
 
     def is_alive(self) -> bool:
         """``False`` only for a pid of this host that no longer exists."""
-        return self.host != socket.gethostname() or _pid_alive(self.pid)
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    if os.name == "nt":  # pragma: no cover - os.kill would terminate the process
+        if self.host != socket.gethostname():
+            return True
+        if self.pid <= 0 or os.name == "nt":  # on Windows, os.kill would terminate the process
+            return self.pid > 0
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # exists, owned by another user
+            pass
         return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return True
-
-
-def _parse_owner(text: str) -> LockOwner | None:
-    try:
-        data = json.loads(text)
-        return LockOwner(int(data["pid"]), str(data["host"]), str(data.get("started", "")))
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 def read_lock(run_dir: str) -> LockOwner | None:
     """The owner named by ``run_dir``'s lock file, or ``None``."""
     try:
-        with open(os.path.join(run_dir, LOCK_NAME), encoding="utf-8") as f:
-            return _parse_owner(f.read())
+        fd = os.open(os.path.join(run_dir, LOCK_NAME), os.O_RDONLY)
     except OSError:
         return None
+    try:
+        return _read_fd(fd)
+    finally:
+        os.close(fd)
 
 
 def _read_fd(fd: int) -> LockOwner | None:
     try:
-        return _parse_owner(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
-    except OSError:
+        os.lseek(fd, 0, os.SEEK_SET)  # not os.pread: POSIX only, and read_lock serves every platform
+        data = json.loads(os.read(fd, 4096).decode("utf-8", "replace"))
+        return LockOwner(int(data["pid"]), str(data["host"]), str(data.get("started", "")))
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
@@ -120,8 +113,17 @@ def _note(message: str) -> None:
     print(f"[st-rl] {message}", file=sys.stderr, flush=True)
 
 
-def _would_block(error: OSError) -> bool:
-    return error.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES)
+def _flock(fd: int, exclusive: bool) -> bool:
+    """Take a non-blocking ``flock``; False when another holds it (no flock without fcntl: True)."""
+    if fcntl is None:  # pragma: no cover - not POSIX
+        return True
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+            raise
+        return False
+    return True
 
 
 class RunDirLock:
@@ -136,11 +138,11 @@ class RunDirLock:
 
     @property
     def held(self) -> bool:
-        return self._fd is not None or (fcntl is None and self._pid is not None)
+        return self._fd is not None
 
     def acquire(self) -> None:
         """Take the lock (a no-op when held); RunDirectoryLocked when another live process holds it."""
-        if self.held:
+        if self.held or fcntl is None:
             return
         os.makedirs(self.run_dir, exist_ok=True)
         other = _HELD.get(self._key)
@@ -148,52 +150,34 @@ class RunDirLock:
             self._fd, self._pid, other._fd, other._pid = other._fd, other._pid, None, None
             _HELD[self._key] = self
             return
-        if fcntl is None:  # pragma: no cover - Windows
-            self._acquire_without_flock()
-        else:
-            self._acquire_flock()
-        self._pid = os.getpid()
-        _HELD[self._key] = self
-
-    def _acquire_flock(self) -> None:
-        assert fcntl is not None
         for _ in range(100):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as e:
-                if not _would_block(e):
-                    os.close(fd)
-                    raise
-                owner = _read_fd(fd)
-                same = self._same_file(fd)
-                if same and owner is not None and not owner.is_alive():
-                    # A dead owner whose lock is still held by a child it forked: start a new lock file.
-                    _note(
-                        f"took over the lock of process {owner.pid}, which no longer runs, in {self.run_dir}"
-                    )
-                    os.unlink(self.path)
-                    os.close(fd)
-                    continue
+                got = _flock(fd, exclusive=True)
+            except OSError:
                 os.close(fd)
-                if not same:  # released (removed) by its owner meanwhile: retry
-                    continue
-                raise _locked(self.run_dir, owner) from None
-            if not self._same_file(fd):  # removed or replaced by its previous owner meanwhile: retry
-                os.close(fd)
-                continue
-            owner = _read_fd(fd)
-            if owner is not None and not owner.is_this_process():
-                if owner.is_alive():  # not flock-ed, yet its owner lives (another host, or no flock there)
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-                    os.close(fd)
-                    raise _locked(self.run_dir, owner, f"; if that run is over, delete {self.path}")
+                raise
+            owner, same = _read_fd(fd), self._same_file(fd)  # not same: removed or replaced meanwhile, retry
+            dead = owner if owner is not None and not owner.is_alive() else None
+            if same and dead:
                 _note(
-                    f"took over the stale lock of process {owner.pid}, which no longer runs, in {self.run_dir}"
+                    f"took over the stale lock of process {dead.pid}, which no longer runs, in {self.run_dir}"
                 )
-            self._write_owner(fd)
-            self._fd = fd
-            return
+            if same and got and (dead or owner is None or owner.is_this_process()):
+                started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+                data = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started})
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, (data + "\n").encode("utf-8"), 0)
+                os.fsync(fd)
+                self._fd, self._pid, _HELD[self._key] = fd, os.getpid(), self
+                return
+            if same and dead:  # still flock-ed by a child the dead owner forked: start a new lock file
+                os.unlink(self.path)
+            os.close(fd)  # releases the flock taken above
+            if same and not dead:  # flock-ed, or (another host, no flock there) named by a live owner
+                raise _locked(
+                    self.run_dir, owner, f"; if that run is over, delete {self.path}" if got else ""
+                )
         raise RunDirectoryLocked(self.run_dir, None, None, ": the lock file keeps changing")
 
     def _same_file(self, fd: int) -> bool:
@@ -202,50 +186,21 @@ class RunDirLock:
         except FileNotFoundError:
             return False
 
-    def _acquire_without_flock(self) -> None:  # pragma: no cover - Windows
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                owner = read_lock(self.run_dir)
-                if owner is not None and (owner.is_this_process() or not owner.is_alive()):
-                    if not owner.is_this_process():
-                        _note(f"took over the stale lock of process {owner.pid} in {self.run_dir}")
-                    os.unlink(self.path)
-                    continue
-                raise _locked(self.run_dir, owner) from None
-            self._write_owner(fd)
-            os.close(fd)
-            return
-        raise RunDirectoryLocked(self.run_dir, None, None)
-
-    @staticmethod
-    def _write_owner(fd: int) -> None:
-        started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        data = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started})
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (data + "\n").encode("utf-8"), 0)
-        os.fsync(fd)
-
     def release(self) -> None:
         """Remove the lock file and release the lock (a no-op when not held, or in a forked child)."""
-        if not self.held:
-            return
         fd, pid = self._fd, self._pid
+        if fd is None or fcntl is None:
+            return
         self._fd = self._pid = None
         if _HELD.get(self._key) is self:
             del _HELD[self._key]
         if pid != os.getpid():  # a forked child: the lock is its parent's
             return
-        try:
-            if fd is None or self._same_file(fd):
+        with contextlib.suppress(FileNotFoundError):
+            if self._same_file(fd):
                 os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        if fd is not None:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 @atexit.register
@@ -295,18 +250,9 @@ def _check_lock(run_dir: str) -> None:
     except FileNotFoundError:
         return
     try:
-        owner = _read_fd(fd)
-        flocked = False
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            except OSError as e:
-                if not _would_block(e):
-                    raise
-                flocked = True
+        owner, flocked = _read_fd(fd), not _flock(fd, exclusive=False)
     finally:
-        os.close(fd)
+        os.close(fd)  # releases a flock taken here
     if owner is not None and (owner.is_this_process() or not owner.is_alive()):
         return  # this process's own, or stale: taken over when training starts
     if owner is not None or flocked:

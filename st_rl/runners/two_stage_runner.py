@@ -35,24 +35,10 @@ class TwoStageRunner(OnPolicyRunner):
             self.cfg["pretrain_dataset"], self.env_adapter.num_envs, self.device
         )
         self._from_dataset = False
-        self._dataset_checked = False
         self._dataset_started = False  # the first batch may wait for a collector
 
     def is_pretraining(self) -> bool:
         return self.pretrain_iterations < 0 or self.current_learning_iteration < self.pretrain_iterations
-
-    def _check_dataset_widths(self, transition: Any) -> None:
-        env, priv = self.env_adapter, transition.privileged_observation
-        widths = [("observations", transition.observation.shape[-1], env.num_obs)]
-        if env.has_critic_group and priv is not None:
-            widths.append(("privileged observations", priv.shape[-1], env.num_critic_obs))
-        for what, width, expected in widths:
-            if width != expected:
-                raise ValueError(
-                    f"The pretrain dataset's {what} have {width} columns but the environment's have {expected}: "
-                    "record the dataset on the same task/observation layout."
-                )
-        self._dataset_checked = True
 
     def rollout_step(self, obs: torch.Tensor, critic_obs: torch.Tensor, **kwargs: Any):
         if self.is_pretraining():
@@ -64,8 +50,6 @@ class TwoStageRunner(OnPolicyRunner):
                     transition, infos = self.rollout_dataset.get_transition_batch()
                 self._dataset_started = True
             if transition is not None:
-                if not self._dataset_checked:
-                    self._check_dataset_widths(transition)
                 return self._dataset_step(transition, infos)
         if self._from_dataset:
             # Back to the environment: its own observation, fresh policy memory.
@@ -77,30 +61,27 @@ class TwoStageRunner(OnPolicyRunner):
         return super().rollout_step(obs, critic_obs, **kwargs)
 
     def _dataset_step(self, transition: Any, infos: dict[str, Any]):
+        env, priv = self.env_adapter, transition.privileged_observation
+        widths = [("observations", transition.observation.shape[-1], env.num_obs)]
+        if env.has_critic_group and priv is not None:
+            widths.append(("privileged observations", priv.shape[-1], env.num_critic_obs))
+        for what, width, expected in widths:
+            if width != expected:
+                raise ValueError(
+                    f"The pretrain dataset's {what} have {width} columns but the environment's have {expected}: "
+                    "record the dataset on the same task/observation layout."
+                )
         self._from_dataset = True
         dev = self.device
-
-        fields = transition._asdict()
-
-        def field(name: str, fallback: str) -> torch.Tensor:
-            value = fields.get(name)
-            if value is None or not self.env_adapter.has_critic_group:
-                value = fields[fallback]
-            return value.to(dev)
-
-        obs, critic_obs = transition.observation.to(dev), field("privileged_observation", "observation")
-        next_obs = transition.next_observation.to(dev)
-        next_critic = field("next_privileged_observation", "next_observation")
+        if not self.env_adapter.has_critic_group:  # the critic sees the actor's observations
+            transition = transition._replace(privileged_observation=None, next_privileged_observation=None)
         rewards = transition.reward.to(dev).reshape(-1).float()
         dones = transition.done.to(dev).reshape(-1).bool()
-        step_infos: dict[str, Any] = {}
-        if "time_outs" in infos:
-            step_infos["time_outs"] = infos["time_outs"].to(dev).reshape(-1)
-        raw = transition._replace(
-            observation=obs, privileged_observation=critic_obs, reward=rewards, done=dones
-        )
-        self.alg.collect_transition_from_dataset(raw, step_infos)
+        step_infos = {"time_outs": infos["time_outs"].to(dev).reshape(-1)} if "time_outs" in infos else {}
+        self.alg.collect_transition_from_dataset(transition._replace(reward=rewards, done=dones), step_infos)
         for key, value in infos.items():
             if key != "time_outs":
                 self.writer.add_scalar(f"Perf/dataset_{key}", float(value), self.current_learning_iteration)
+        next_obs, next_critic = transition.next_observation.to(dev), transition.next_privileged_observation
+        next_critic = next_obs if next_critic is None else next_critic.to(dev)
         return next_obs, next_critic, rewards, dones, step_infos
