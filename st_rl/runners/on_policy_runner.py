@@ -273,8 +273,12 @@ class OnPolicyRunner:
         ``"mean_episode_length"``, or a callable taking that dict (NaN is not reported).
         Raises :class:`TrainingInterrupted` after a stop signal, ``RunDirectoryError`` for an occupied ``log_dir``.
         """
-        check_minibatches(self.alg_cfg, self.env_adapter.num_envs, self.num_steps_per_env,
-                          self.alg.actor_critic.is_recurrent)  # fmt: skip
+        check_minibatches(
+            self.alg_cfg,
+            self.env_adapter.num_envs,
+            self.num_steps_per_env,
+            self.alg.actor_critic.is_recurrent,
+        )
         with InterruptGuard(announce=self.is_main_process) as guard:
             with guard.immediate("during start-up"):  # nothing to finish or save yet: a signal stops at once
                 self.init_writer(init_at_random_ep_len)
