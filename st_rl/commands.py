@@ -709,18 +709,9 @@ def cmd_play(args: argparse.Namespace) -> int:
         stem = os.path.join(os.path.dirname(os.path.abspath(path)), f"play_{tag}")
     video = None if args.no_video else (args.video or f"{stem}.mp4")
     plot = None if args.no_plot else (args.plot or f"{stem}.png")
-    kwargs = dict(
-        task=args.task,
-        num_envs=args.num_envs,
-        duration_s=args.duration,
-        video=video,
-        plot=plot,
-        command=args.fixed_command,
-        seed=args.seed,
-        video_fps=args.fps,
-        video_quality=args.video_quality,
-        trust_config=args.trust_config,
-    )
+    same = ("task", "num_envs", "seed", "video_quality", "trust_config")
+    kwargs = {"duration_s": args.duration, "command": args.fixed_command, "video_fps": args.fps}
+    kwargs.update(video=video, plot=plot, **{name: getattr(args, name) for name in same})
     if args.policy:
         metrics = play_exported(path, **kwargs)
     else:

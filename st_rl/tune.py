@@ -212,7 +212,8 @@ def open_study(
 ) -> Any:
     """Create the study, or load it (``ValueError`` when it was made for another task or objective)."""
     optuna = _optuna()
-    _check_objective(objective)
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
     if storage.startswith("sqlite:///") and os.path.dirname(storage[10:]):
         os.makedirs(os.path.dirname(storage[10:]), exist_ok=True)
     pruner = pruner if pruner is not None else make_pruner("median")
@@ -262,11 +263,6 @@ def load_existing_study(study_name: str, storage: str) -> Any:
         raise ValueError(f"no study {study_name!r} in {storage}; it has {names}") from e
     except Exception as e:
         raise _storage_error(storage, e) from e
-
-
-def _check_objective(objective: str) -> None:
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
 
 
 def _storage_error(storage: str, error: Exception) -> ValueError:
@@ -405,7 +401,6 @@ def run_study(
         log_interval,
         os.path.join(log_root, study_name),
     )
-    _check_objective(objective)
     if objective == "velrmsd":
         _check_locomotion_env(make_env(task, num_envs=1, seed=0, **preset.env_kwargs))
     _check_space(space, trials.config)
