@@ -6,6 +6,7 @@ import argparse
 import collections
 import copy
 import dataclasses
+import inspect
 import json
 import math
 import os
@@ -467,27 +468,11 @@ def main(args: argparse.Namespace) -> int:
         if args.threads:
             torch.set_num_threads(args.threads)
         _optuna().logging.set_verbosity(_optuna().logging.WARNING)  # one line per trial instead
-        run_study(
-            args.task,
-            args.trials,
-            args.iterations,
-            args.num_envs,
-            study_name=study_name,
-            storage=storage,
-            log_root=args.log_root,
-            space=load_space(args.space) if args.space else None,
-            objective=args.objective,
-            eval_envs=args.eval_envs,
-            eval_steps=args.eval_steps,
-            pruner=make_pruner(args.pruner),
-            seed=args.seed,
-            device=args.device,
-            logger=args.logger,
-            log_interval=args.log_interval,
-            timeout_s=args.timeout,
-            summary_top=args.top,
-            motion=args.motion,
-        )
+        params = inspect.signature(run_study).parameters  # the options named as run_study's parameters
+        kwargs = {name: value for name, value in vars(args).items() if name in params}
+        kwargs.update(study_name=study_name, storage=storage, pruner=make_pruner(args.pruner))
+        kwargs["space"] = load_space(args.space) if args.space else None
+        run_study(n_trials=args.trials, timeout_s=args.timeout, summary_top=args.top, **kwargs)
     except ValueError as e:  # one line (a ConfigError's other problems left out), naming the option
         raise ValueError(first_line(e)) from e
     return 0
