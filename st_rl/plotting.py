@@ -91,13 +91,8 @@ def plot_training(log_dir: str, out_png: str | None = None, tags: Sequence[str] 
         ax.set_xlabel("iteration", fontsize=8)
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
-    return _save(fig, os.path.basename(os.path.normpath(log_dir)), out_png or log_dir, "training_curves.png")
-
-
-def _save(fig: Any, title: str, path: str, default_name: str) -> str:
-    if title:
-        fig.suptitle(title, fontsize=10)
-    out = png_path(path, default_name)
+    fig.suptitle(os.path.basename(os.path.normpath(log_dir)), fontsize=11)
+    out = png_path(out_png or log_dir, "training_curves.png")
     fig.savefig(out, dpi=100)
     return out
 
@@ -164,4 +159,8 @@ def plot_tracking(trace: dict, out_png: str, title: str = "", metrics: dict[str,
             f"survival {metrics.get('survival', nan):.2f}",
         ]
         text = (text + "\n" if text else "") + "all envs: " + ", ".join(parts)
-    return _save(fig, text, out_png, "tracking.png")
+    if text:
+        fig.suptitle(text, fontsize=10)
+    out_png = png_path(out_png, "tracking.png")
+    fig.savefig(out_png, dpi=100)
+    return out_png
