@@ -101,26 +101,15 @@ def _path(text: str) -> str:
 
 
 _COUNT, _SECONDS = _at_least(int, 1), _at_least(float, 0.0, strict=True)
-_PATHS = {
-    "--checkpoint",
-    "--out",
-    "--motion",
-    "--config",
-    "--env",
-    "--log-dir",
-    "--resume",
-    "--storage",
-    "--log-root",
-    "--space",
-    "--policy",
-    "--video",
-    "--plot",
-    "log_dir",
-}
 
 
 def _o(help: str | None = None, **kw: Any) -> dict[str, Any]:
     return {"help": help, **kw}
+
+
+def _p(help: str | None = None, **kw: Any) -> dict[str, Any]:
+    """An option that takes a path (:func:`_path`)."""
+    return _o(help, type=_path, **kw)
 
 
 def _runner_key(key: str, help: str | None = None) -> dict[str, Any]:
@@ -145,7 +134,7 @@ COMMON: dict[str, dict[str, Any]] = {
     "--trust-config": _o(
         "let the run's config import the code it names (docs/security.md)", action="store_true"
     ),
-    "--checkpoint": _o("model_<it>.pt, or a run directory (latest checkpoint)"),
+    "--checkpoint": _p("model_<it>.pt, or a run directory (latest checkpoint)"),
     "--debug": _o("show Python tracebacks of errors", action="store_true", default=argparse.SUPPRESS),
 }
 _COMMAND = {"type": float, "metavar": "V", "dest": "fixed_command"}
@@ -158,13 +147,13 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         "See docs/configuration.md.",
         {
             "--task": _o(f"built-in task (default: {DEFAULT_TASK})", default=DEFAULT_TASK),
-            "--config": _o("training config (.yaml/.yml/.json) instead of the task's preset", metavar="FILE"),
-            "--env": _o(
+            "--config": _p("training config (.yaml/.yml/.json) instead of the task's preset", metavar="FILE"),
+            "--env": _p(
                 "your env: FACTORY(num_envs=, device=, seed=) of MODULE or a .py file",
                 metavar="MODULE:FACTORY",
             ),
             "--algorithm": _o("algorithm.class_name (e.g. PPO, or pkg.mod:Class)", metavar="NAME"),
-            "--policy": _o("policy.class_name (e.g. ActorCriticRecurrent)", metavar="NAME", type=str),
+            "--policy": _o("policy.class_name (e.g. ActorCriticRecurrent)", metavar="NAME"),
             "--print-config": _o("print the resolved training config as YAML and exit", action="store_true"),
             "overrides": _o(
                 "config overrides, e.g. seed=3; ~KEY deletes a key",
@@ -178,12 +167,12 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
             "--threads": {},
             "--log-interval": {},
             "--device": _o("training device (default: cuda:0 if present, else cpu)", default=None),
-            "--log-dir": _o("run directory (default: logs/<task>/<date_time>)"),
-            "--resume": _o("checkpoint or run directory to continue from (with --motion: AMP added to PPO)"),
+            "--log-dir": _p("run directory (default: logs/<task>/<date_time>)"),
+            "--resume": _p("checkpoint or run directory to continue from (with --motion: AMP added to PPO)"),
             "--overwrite": _o(
                 "replace an earlier run in --log-dir (its files are deleted)", action="store_true"
             ),
-            "--motion": _o("reference-motion file (st-rl record-motion): train AMP towards that gait"),
+            "--motion": _p("reference-motion file (st-rl record-motion): train AMP towards that gait"),
             "--style-reward-coef": _o(
                 f"AMP style reward weight (default {AMP_STYLE_REWARD_COEF})", type=_at_least(float, 0.0)
             ),
@@ -205,9 +194,9 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
             "--iterations": {"help": "learning iterations per trial (default: preset / 5)"},
             "--num-envs": {"help": "training envs per trial (preset default)"},
             "--study-name": _o("study name (default: the task name)"),
-            "--storage": _o("Optuna storage URL (default: sqlite:///<log-root>/<study>.db)"),
-            "--log-root": _o("trial logs in <log-root>/<study>/trial_<n>", default=tune.DEFAULT_LOG_ROOT),
-            "--space": _o("search space: a JSON/YAML file or inline JSON (replaces the default)"),
+            "--storage": _p("Optuna storage URL (default: sqlite:///<log-root>/<study>.db)"),
+            "--log-root": _p("trial logs in <log-root>/<study>/trial_<n>", default=tune.DEFAULT_LOG_ROOT),
+            "--space": _p("search space: a JSON/YAML file or inline JSON (replaces the default)"),
             "--objective": _o(
                 "episode return or tracking RMSD", choices=sorted(tune.OBJECTIVES), default="return"
             ),
@@ -221,7 +210,7 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
             "--logger": _o("logger of every trial (default tensorboard)", default="tensorboard"),
             "--timeout": _o("stop starting trials after N seconds", type=_SECONDS),
             "--top": _o("rows of the summary table (default 5)", type=_at_least(int, 0), default=5),
-            "--motion": _o(
+            "--motion": _p(
                 "reference-motion file: tune AMP towards it (and report each trial's gait distance)"
             ),
             "--summary": _o("print the summary of an existing study and exit", action="store_true"),
@@ -232,7 +221,7 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         "Rendering uses MUJOCO_GL=egl unless set (MUJOCO_GL=osmesa: software rendering).",
         {
             "--checkpoint": {"group": True},
-            "--policy": _o(
+            "--policy": _p(
                 "an exported policy.onnx / policy.pt (st-rl export): a deployment check", group=True
             ),
             "--task": {},
@@ -241,9 +230,9 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
             "--trust-config": {},
             "--num-envs": {"help": "parallel environments (default 16)", "default": 16},
             "--duration": _o("simulated seconds (default 20)", type=_SECONDS, default=20.0),
-            "--video": _o("MP4 path (default: play_<iter>.mp4 next to the checkpoint)"),
+            "--video": _p("MP4 path (default: play_<iter>.mp4 next to the checkpoint)"),
             "--no-video": _o("do not render a video", action="store_true"),
-            "--plot": _o("PNG path (default: play_<iter>.png next to the checkpoint)"),
+            "--plot": _p("PNG path (default: play_<iter>.png next to the checkpoint)"),
             "--no-plot": _o("do not draw the tracking plot", action="store_true"),
             "--command": {**_COMMAND, "nargs": "+", "help": "fixed command VX VY YAW (VX VY for 2-D tasks)"},
             "--seed": {"help": "environment seed (default: the run's seed)"},
@@ -258,15 +247,15 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         "plot the training curves of a run (TensorBoard event files)",
         None,
         {
-            "log_dir": _o("run directory"),
-            "--out": _o("PNG path or folder (default: <log_dir>/training_curves.png)"),
+            "log_dir": _p("run directory"),
+            "--out": _p("PNG path or folder (default: <log_dir>/training_curves.png)"),
         },
     ),
     "record-motion": (
         "record reference motion (AMP motion-file format)",
         None,
         {
-            "--out": _o("motion file to write (.pkl)", required=True),
+            "--out": _p("motion file to write (.pkl)", required=True),
             "--checkpoint": {"help": "a trained quadruped checkpoint to record from", "group": True},
             "--scripted-trot": _o("record an open-loop trot gait", action="store_true", group=True),
             "--scripted-walk": _o(
@@ -291,7 +280,7 @@ SPEC: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
         None,
         {
             "--checkpoint": {"required": True},
-            "--out": _o("output folder (default: <run dir>/exported)"),
+            "--out": _p("output folder (default: <run dir>/exported)"),
             "--format": _o(
                 nargs="+", choices=("onnx", "torchscript"), default=["onnx", "torchscript"], dest="formats"
             ),
@@ -313,8 +302,6 @@ def build_parser() -> argparse.ArgumentParser:
         group = None
         for flag, own in [*options.items(), ("--debug", {})]:
             kw = {**COMMON.get(flag, {}), **own}
-            if flag in _PATHS:
-                kw.setdefault("type", _path)
             if kw.pop("group", False):
                 group = group or cmd.add_mutually_exclusive_group(required=True)
                 group.add_argument(flag, **kw)
@@ -709,18 +696,9 @@ def cmd_play(args: argparse.Namespace) -> int:
         stem = os.path.join(os.path.dirname(os.path.abspath(path)), f"play_{tag}")
     video = None if args.no_video else (args.video or f"{stem}.mp4")
     plot = None if args.no_plot else (args.plot or f"{stem}.png")
-    kwargs = dict(
-        task=args.task,
-        num_envs=args.num_envs,
-        duration_s=args.duration,
-        video=video,
-        plot=plot,
-        command=args.fixed_command,
-        seed=args.seed,
-        video_fps=args.fps,
-        video_quality=args.video_quality,
-        trust_config=args.trust_config,
-    )
+    same = ("task", "num_envs", "seed", "video_quality", "trust_config")
+    kwargs = {"duration_s": args.duration, "command": args.fixed_command, "video_fps": args.fps}
+    kwargs.update(video=video, plot=plot, **{name: getattr(args, name) for name in same})
     if args.policy:
         metrics = play_exported(path, **kwargs)
     else:

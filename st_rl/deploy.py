@@ -220,11 +220,11 @@ def evaluate_and_report(
     command: Sequence[float] | None,
     record_env: int,
     verbose: bool,
-    *recorder_args: Any,
+    recording: tuple[float, tuple[int, int], str, str | None],
 ) -> dict[str, Any]:
-    """Metrics, video (``recorder_args``: the VideoRecorder's fps, size, quality, camera), plot and summary."""
+    """Metrics, video (``recording``: the VideoRecorder's fps, size, quality, camera), plot and summary."""
     _check_locomotion_env(env)
-    fps, (width, height), quality, camera = recorder_args
+    fps, (width, height), quality, camera = recording
     recorder = VideoRecorder(env, video, record_env, fps, width, height, camera, quality) if video else None
     try:
         metrics = evaluate_policy(env, policy, duration_s, record_env, recorder, command=command)
@@ -329,10 +329,7 @@ def play_exported(
         command,
         record_env,
         verbose,
-        video_fps,
-        video_size,
-        video_quality,
-        camera,
+        (video_fps, video_size, video_quality, camera),
     )
     metrics.update(policy=os.path.abspath(policy_path), format=fmt, iteration=iteration)
     return metrics

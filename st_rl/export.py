@@ -66,11 +66,10 @@ class _ActorExport(nn.Module):
         self.memories = memories  # plain list: the modules stay registered in actor_critic only
 
     def forward(self, obs: torch.Tensor, *states: torch.Tensor) -> Any:
-        i = 0
+        given = iter(states)
         for memory in self.memories:
             lstm = memory.memory_type == "lstm"
-            memory.hidden_states = LstmHiddenState(states[i], states[i + 1]) if lstm else states[i]
-            i += 2 if lstm else 1
+            memory.hidden_states = LstmHiddenState(next(given), next(given)) if lstm else next(given)
         actions = self.actor_critic.act_inference(obs)
         if not self.memories:
             return actions
@@ -114,25 +113,23 @@ def _env_metadata(env: EnvAdapter | None, env_cfg: dict[str, Any] | None) -> dic
 
 
 def _io_spec(num_obs: int, num_actions: int, memories: list[tuple[str, str, Any]]) -> tuple[list, list, list]:
-    inputs = [{"name": "obs", "shape": ["batch", num_obs], "dtype": "float32"}]
-    outputs = [{"name": "actions", "shape": ["batch", num_actions], "dtype": "float32"}]
-    states = []
-    for prefix, role, memory in memories:
-        shape = [int(memory.num_layers), "batch", int(memory.hidden_size)]
-        parts = ["h", "c"] if memory.memory_type == "lstm" else ["h"]
-        for part in parts:
-            name_in, name_out = f"{prefix}{part}_in", f"{prefix}{part}_out"
-            inputs.append({"name": name_in, "shape": shape, "dtype": "float32"})
-            outputs.append({"name": name_out, "shape": shape, "dtype": "float32"})
-            states.append(
-                {
-                    "input": name_in,
-                    "output": name_out,
-                    "shape": shape,
-                    "memory": role,
-                    "rnn_type": memory.memory_type,
-                }
-            )
+    states = [
+        {
+            "input": f"{prefix}{part}_in",
+            "output": f"{prefix}{part}_out",
+            "shape": [int(memory.num_layers), "batch", int(memory.hidden_size)],
+            "memory": role,
+            "rnn_type": memory.memory_type,
+        }
+        for prefix, role, memory in memories
+        for part in (["h", "c"] if memory.memory_type == "lstm" else ["h"])
+    ]
+
+    def tensor(name: str, shape: list) -> dict[str, Any]:
+        return {"name": name, "shape": shape, "dtype": "float32"}
+
+    inputs = [tensor("obs", ["batch", num_obs]), *(tensor(s["input"], s["shape"]) for s in states)]
+    outputs = [tensor("actions", ["batch", num_actions]), *(tensor(s["output"], s["shape"]) for s in states)]
     return inputs, outputs, states
 
 
@@ -149,19 +146,17 @@ def _write_onnx(module: nn.Module, example: tuple, path: str, metadata: dict[str
         raise ExportError("ONNX export needs onnx (and onnxruntime): pip install 'st-rl[export]'") from e
     inputs, outputs = metadata["inputs"], metadata["outputs"]
     dynamic_axes = {spec["name"]: {spec["shape"].index("batch"): "batch"} for spec in inputs + outputs}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # tracer and exporter deprecation chatter
-        # dynamo=False: the TorchScript-based exporter, robust for LSTM/GRU with explicit states
-        torch.onnx.export(
-            module,
-            example,
-            path,
-            input_names=[s["name"] for s in inputs],
-            output_names=[s["name"] for s in outputs],
-            dynamic_axes=dynamic_axes,
-            opset_version=metadata["onnx_opset"],
-            dynamo=False,
-        )
+    # dynamo=False: the TorchScript-based exporter, robust for LSTM/GRU with explicit states
+    torch.onnx.export(
+        module,
+        example,
+        path,
+        input_names=[s["name"] for s in inputs],
+        output_names=[s["name"] for s in outputs],
+        dynamic_axes=dynamic_axes,
+        opset_version=metadata["onnx_opset"],
+        dynamo=False,
+    )
     model = onnx.load(path)
     props = {key: value if isinstance(value, str) else json.dumps(value) for key, value in metadata.items()}
     onnx.helper.set_model_props(model, {**props, METADATA_KEY: json.dumps(metadata)})
@@ -171,10 +166,8 @@ def _write_onnx(module: nn.Module, example: tuple, path: str, metadata: dict[str
 
 
 def _write_torchscript(module: nn.Module, example: tuple, path: str, metadata: dict[str, Any]) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # TracerWarnings (Python-side shape checks), TorchScript deprecation
-        traced = torch.jit.trace(module, example, check_trace=False)
-        torch.jit.save(traced, path, _extra_files={METADATA_KEY: json.dumps(metadata)})
+    traced = torch.jit.trace(module, example, check_trace=False)
+    torch.jit.save(traced, path, _extra_files={METADATA_KEY: json.dumps(metadata)})
 
 
 def _self_check(module: nn.Module, path: str, metadata: dict[str, Any], tolerance: float) -> float:
@@ -378,7 +371,9 @@ def export_policy(
         module(*example)  # fills per-call caches (action mean, estimates) that the tracer inspects
         for fmt, path in files.items():
             try:
-                (_write_onnx if fmt == "onnx" else _write_torchscript)(module, example, path, metadata)
+                with warnings.catch_warnings():  # tracer warnings (Python-side shape checks), deprecations
+                    warnings.simplefilter("ignore")
+                    (_write_onnx if fmt == "onnx" else _write_torchscript)(module, example, path, metadata)
             except ExportError:
                 raise
             except Exception as e:

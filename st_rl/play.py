@@ -68,10 +68,7 @@ def play(
         command,
         record_env,
         verbose,
-        video_fps,
-        video_size,
-        video_quality,
-        camera,
+        (video_fps, video_size, video_quality, camera),
     )
     metrics.update(checkpoint=os.path.abspath(run.path), iteration=run.iteration)
     return metrics

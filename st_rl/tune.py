@@ -6,6 +6,7 @@ import argparse
 import collections
 import copy
 import dataclasses
+import inspect
 import json
 import math
 import os
@@ -212,7 +213,8 @@ def open_study(
 ) -> Any:
     """Create the study, or load it (``ValueError`` when it was made for another task or objective)."""
     optuna = _optuna()
-    _check_objective(objective)
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
     if storage.startswith("sqlite:///") and os.path.dirname(storage[10:]):
         os.makedirs(os.path.dirname(storage[10:]), exist_ok=True)
     pruner = pruner if pruner is not None else make_pruner("median")
@@ -262,11 +264,6 @@ def load_existing_study(study_name: str, storage: str) -> Any:
         raise ValueError(f"no study {study_name!r} in {storage}; it has {names}") from e
     except Exception as e:
         raise _storage_error(storage, e) from e
-
-
-def _check_objective(objective: str) -> None:
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; use one of {sorted(OBJECTIVES)}")
 
 
 def _storage_error(storage: str, error: Exception) -> ValueError:
@@ -405,7 +402,6 @@ def run_study(
         log_interval,
         os.path.join(log_root, study_name),
     )
-    _check_objective(objective)
     if objective == "velrmsd":
         _check_locomotion_env(make_env(task, num_envs=1, seed=0, **preset.env_kwargs))
     _check_space(space, trials.config)
@@ -472,27 +468,11 @@ def main(args: argparse.Namespace) -> int:
         if args.threads:
             torch.set_num_threads(args.threads)
         _optuna().logging.set_verbosity(_optuna().logging.WARNING)  # one line per trial instead
-        run_study(
-            args.task,
-            args.trials,
-            args.iterations,
-            args.num_envs,
-            study_name=study_name,
-            storage=storage,
-            log_root=args.log_root,
-            space=load_space(args.space) if args.space else None,
-            objective=args.objective,
-            eval_envs=args.eval_envs,
-            eval_steps=args.eval_steps,
-            pruner=make_pruner(args.pruner),
-            seed=args.seed,
-            device=args.device,
-            logger=args.logger,
-            log_interval=args.log_interval,
-            timeout_s=args.timeout,
-            summary_top=args.top,
-            motion=args.motion,
-        )
+        params = inspect.signature(run_study).parameters  # the options named as run_study's parameters
+        kwargs = {name: value for name, value in vars(args).items() if name in params}
+        kwargs.update(study_name=study_name, storage=storage, pruner=make_pruner(args.pruner))
+        kwargs["space"] = load_space(args.space) if args.space else None
+        run_study(n_trials=args.trials, timeout_s=args.timeout, summary_top=args.top, **kwargs)
     except ValueError as e:  # one line (a ConfigError's other problems left out), naming the option
         raise ValueError(first_line(e)) from e
     return 0
