@@ -33,12 +33,7 @@ def parse_value(text: str) -> Any:
     stripped = text.strip()
     if not stripped:
         return ""
-    for parse in (
-        json.loads,
-        ast.literal_eval,
-        lambda t: _WORDS[t.lower()],
-        float,
-    ):  # float: inf, nan, +1.5e3
+    for parse in (json.loads, ast.literal_eval, lambda t: _WORDS[t.lower()], float):  # float: inf, nan
         with contextlib.suppress(ValueError, SyntaxError, TypeError, KeyError, MemoryError, RecursionError):
             return parse(stripped)
     return text
