@@ -72,8 +72,7 @@ def render() -> str:
         "is accepted by every algorithm and checked against the AMP window where AMP is on.",
     )
     for name in ("APPO", "TPPO", "ATPPO", "EstimatorPPO", "EstimatorTPPO"):
-        fields = class_fields(vars(algorithms)[name])[0]
-        extra = {k: v for k, v in fields.items() if k not in ppo}
+        extra = {k: v for k, v in class_fields(vars(algorithms)[name])[0].items() if k not in ppo}
         lines += _table(f"Algorithm: `{name}` (the `PPO` keys, plus)", extra)
     lines += _table("`algorithm.rnd_cfg`", class_fields(RandomNetworkDistillation)[0])
     lines += _table("`algorithm.symmetry_cfg`", class_fields(Symmetry)[0])

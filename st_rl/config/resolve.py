@@ -164,13 +164,6 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
     top_storage = cfg.pop("storage", None)
     runner.update(cfg)  # flat form: everything else is a runner key
     storage_sources = [("storage", top_storage), (f"{prefix}storage", runner.pop("storage", None))]
-    storage: dict[str, Any] = {}
-    for where, value in storage_sources:
-        if isinstance(value, dict):
-            storage.update(value)
-        elif value is not None:
-            rule = "must be a mapping of rollout-storage arguments"
-            problems.append(Problem(where, value, rule, "e.g. {}"))
     problems += validate_runner(runner, prefix.rstrip("."))
     policy_name, policy_cls = _section_class(policy, runner, "policy", prefix, problems)
     algorithm_name, algorithm_cls = _section_class(algorithm, runner, "algorithm", prefix, problems)
@@ -180,9 +173,15 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
         problems += validate_policy(policy_cls, policy)
     if algorithm_cls is not None:
         problems += validate_algorithm(algorithm_cls, algorithm)
-        for where, value in storage_sources:
-            if isinstance(value, dict):
-                problems += validate_storage(algorithm_cls, algorithm, value, where)
+    storage: dict[str, Any] = {}
+    for where, value in storage_sources:
+        if isinstance(value, dict):
+            storage.update(value)
+            problems += validate_storage(algorithm_cls, algorithm, value, where) if algorithm_cls else []
+        elif value is not None:
+            problems.append(
+                Problem(where, value, "must be a mapping of rollout-storage arguments", "e.g. {}")
+            )
     no_length = algorithm.get("lr_anneal_iterations") is None and runner.get("max_iterations") is None
     if algorithm.get("schedule") == "linear" and no_length:
         rule = "schedule='linear' needs the number of iterations over which the learning rate decays"

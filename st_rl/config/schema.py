@@ -187,7 +187,9 @@ def _problems(
         if path in problems or (err["type"] == "extra_forbidden" and skip(key)):
             continue
         if err["type"] == "extra_forbidden":
-            problems[path] = _unknown_key(path, key, err["input"], list(model.model_fields), unknown_fix)
+            close = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.6)
+            fix = f"did you mean '{close[0]}'?" if close else unknown_fix
+            problems[path] = Problem(path, err["input"], "unknown key", fix)
             continue
         expected = type_name(model.model_fields[key].annotation) if key in model.model_fields else ""
         rule = err["msg"].replace("Input should be", "should be")
@@ -197,11 +199,6 @@ def _problems(
         if rule is not None and path not in problems and rule.violated(value):
             problems[path] = Problem(path, value, rule.text, rule.fix)
     return list(problems.values())
-
-
-def _unknown_key(path: str, key: Any, value: Any, known: list[str], fallback: str) -> Problem:
-    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
-    return Problem(path, value, "unknown key", f"did you mean '{close[0]}'?" if close else fallback)
 
 
 def type_name(tp: Any, verbose: bool = True) -> str:
