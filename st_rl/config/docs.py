@@ -13,8 +13,7 @@ import st_rl.modules as modules
 from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
 from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.config.rules import STORAGE_RULES, rule_for
-from st_rl.config.schema import RUNNER_FIELDS, class_fields, storage_fields, type_name
-from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS, RolloutDataset
+from st_rl.config.schema import _DATASET_FIELDS, RUNNER_FIELDS, class_fields, storage_fields, type_name
 
 __all__ = ["BEGIN", "END", "render", "update_file"]
 
@@ -43,8 +42,7 @@ def render() -> str:
     """The generated markdown block (markers included)."""
     lines = [BEGIN, "", *_table("Runner", RUNNER_FIELDS)]
     lines += _table("`storage`", storage_fields(), STORAGE_RULES.get)
-    dataset = class_fields(RolloutDataset)[0]
-    lines += _table("`pretrain_dataset` (TwoStageRunner)", {name: dataset[name] for name in _CONFIG_KEYS})
+    lines += _table("`pretrain_dataset` (TwoStageRunner)", _DATASET_FIELDS)
     ppo = class_fields(algorithms.PPO)[0]
     lines += _table("Algorithm: `PPO`", ppo)
     for name in ("APPO", "TPPO", "ATPPO", "EstimatorPPO", "EstimatorTPPO"):
