@@ -95,15 +95,10 @@ def _attributes(obj: Any) -> Iterator[tuple[str, Any]]:
 
 
 def _class_to_dict(obj: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, val in _attributes(obj):
-        if isinstance(val, type):
-            out[key] = _class_to_dict(val)
-        elif isinstance(val, list):
-            out[key] = [_class_to_dict(v) if isinstance(v, type) else copy.deepcopy(v) for v in val]
-        else:
-            out[key] = copy.deepcopy(val)
-    return out
+    def plain(val: Any) -> Any:  # a nested config class as a dict, any other value copied
+        return _class_to_dict(val) if isinstance(val, type) else copy.deepcopy(val)
+
+    return {k: [plain(x) for x in v] if isinstance(v, list) else plain(v) for k, v in _attributes(obj)}
 
 
 def to_jsonable(obj: Any, namespace: bool = False, depth: int = 0) -> Any:
