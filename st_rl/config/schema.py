@@ -128,9 +128,11 @@ def class_fields(cls: type) -> tuple[dict[str, tuple[Any, Any]], frozenset[str],
         if klass is object or module.startswith("torch.") or module == "st_rl.algorithms.extensions.base":
             break
         init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
         try:
             params = inspect.signature(init).parameters.values()
-        except (TypeError, ValueError):  # no __init__ of its own (None), or one without a signature
+        except (TypeError, ValueError):
             continue
         for name, (tp, default) in signature_fields(init).items():
             if name not in _INJECTED:
