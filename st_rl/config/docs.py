@@ -13,8 +13,7 @@ import st_rl.modules as modules
 from st_rl.algorithms.extensions.rnd import RandomNetworkDistillation
 from st_rl.algorithms.extensions.symmetry import Symmetry
 from st_rl.config.rules import STORAGE_RULES, rule_for
-from st_rl.config.schema import RUNNER_FIELDS, class_fields, storage_fields, type_name
-from st_rl.storage.rollout_files.rollout_dataset import _CONFIG_KEYS, RolloutDataset
+from st_rl.config.schema import _DATASET_FIELDS, RUNNER_FIELDS, class_fields, storage_fields, type_name
 
 __all__ = ["BEGIN", "END", "render", "update_file"]
 
@@ -27,13 +26,11 @@ def _default(value: Any) -> str:
     return f"`{text}`" if len(text) <= 40 else "(see the class)"
 
 
-def _table(
-    title: str, fields: Mapping[str, tuple[Any, ...]], rules: Any = rule_for, note: str = ""
-) -> list[str]:
+def _table(title: str, fields: Mapping[str, tuple[Any, ...]], rules: Any = rule_for) -> list[str]:
     """A markdown table of ``{key: (type, default[, meaning])}``: type, default, rule (``rules(key)``), meaning."""
     meanings = any(len(spec) == 3 for spec in fields.values())
     head = "| key | type | default | rule |" + (" meaning |" if meanings else "")
-    lines = [f"### {title}", "", *([note, ""] if note else []), head, "|---" * (5 if meanings else 4) + "|"]
+    lines = [f"### {title}", "", head, "|---" * (5 if meanings else 4) + "|"]
     for name, (tp, default, *meaning) in sorted(fields.items()):
         rule, kind = rules(name), type_name(tp, verbose=False) or "any"
         cells = [f"`{name}`", kind, _default(default), rule.text if rule else "", *meaning]
@@ -43,53 +40,20 @@ def _table(
 
 def render() -> str:
     """The generated markdown block (markers included)."""
-    lines = [BEGIN, ""]
-    lines += _table(
-        "Runner",
-        RUNNER_FIELDS,
-        note="Top-level keys (flat form) or keys of `runner` (nested form).",
-    )
-    lines += _table(
-        "`storage`",
-        storage_fields(),
-        STORAGE_RULES.get,
-        note="Keyword arguments of the rollout storage (top level, or `runner.storage`) and the extensions' "
-        "`storage_options` (e.g. AMP's `amp_obs_shape`). Any other key is an error.",
-    )
-    lines += _table(
-        "`pretrain_dataset` (TwoStageRunner)",
-        {name: class_fields(RolloutDataset)[0][name] for name in _CONFIG_KEYS},
-        note="Arguments of `RolloutDataset` (legged_gym's `scan_dir` is accepted for `data_dir`, `keep_latest_ratio` "
-        "is ignored with a warning). `wait_for_data_s`: None waits up to 600 s for a collector that has started "
-        "writing `data_dir`; a number waits that long in any case; 0 never waits.",
-    )
+    lines = [BEGIN, "", *_table("Runner", RUNNER_FIELDS)]
+    lines += _table("`storage`", storage_fields(), STORAGE_RULES.get)
+    lines += _table("`pretrain_dataset` (TwoStageRunner)", _DATASET_FIELDS)
     ppo = class_fields(algorithms.PPO)[0]
-    lines += _table(
-        "Algorithm: `PPO`",
-        ppo,
-        note="Also `<name>_coef` (>= 0) weighs the loss `<name>` of an extension in `extensions`; 0 is accepted for "
-        "a loss the algorithm does not build (st_gym's PPO config carries `mimic_loss_coef=0.0`). `amp_obs_dim` "
-        "is accepted by every algorithm and checked against the AMP window where AMP is on.",
-    )
+    lines += _table("Algorithm: `PPO`", ppo)
     for name in ("APPO", "TPPO", "ATPPO", "EstimatorPPO", "EstimatorTPPO"):
-        fields = class_fields(vars(algorithms)[name])[0]
-        extra = {k: v for k, v in fields.items() if k not in ppo}
+        extra = {k: v for k, v in class_fields(vars(algorithms)[name])[0].items() if k not in ppo}
         lines += _table(f"Algorithm: `{name}` (the `PPO` keys, plus)", extra)
     lines += _table("`algorithm.rnd_cfg`", class_fields(RandomNetworkDistillation)[0])
     lines += _table("`algorithm.symmetry_cfg`", class_fields(Symmetry)[0])
     base = class_fields(modules.ActorCritic)[0]
-    lines += _table(
-        "Policy: `ActorCritic` and its presets",
-        base,
-        note="Sizes and segment layouts come from the environment when absent (checked against it when given). "
-        "`rnn_type`, `rnn_hidden_size`, `rnn_num_layers`, `teacher_ac_path` and `amp_discriminator` are "
-        "accepted by every policy, as reference configs pass them to every class.",
-    )
-    recurrent = class_fields(modules.ActorCriticRecurrent)[0]
-    lines += _table(
-        "Policy: recurrent presets (`*Recurrent`, the `ActorCritic` keys, plus)",
-        {k: v for k, v in recurrent.items() if k not in base},
-    )
+    lines += _table("Policy: `ActorCritic` and its presets", base)
+    recurrent = {k: v for k, v in class_fields(modules.ActorCriticRecurrent)[0].items() if k not in base}
+    lines += _table("Policy: recurrent presets (`*Recurrent`, the `ActorCritic` keys, plus)", recurrent)
     lines += _table("Policy: `ActorCriticMutex`", class_fields(modules.ActorCriticMutex)[0])
     lines.append(END)
     return "\n".join(lines)

@@ -32,18 +32,17 @@ class _Loader(yaml.SafeLoader):
     """``yaml.SafeLoader`` with YAML 1.2 floats and duplicate-key errors."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: dict[Any, int] = {}
+        seen: dict[Any, Any] = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             key = self.construct_object(key_node, deep=True)
             try:
-                first = seen.get(key)
-                seen[key] = key_node.start_mark.line
+                first = seen.setdefault(key, key_node.start_mark)
             except TypeError:  # an unhashable key: SafeLoader reports it
                 continue
-            if first is not None:
-                msg = f"duplicate key {key!r} (first given on line {first + 1})"
+            if first is not key_node.start_mark:
+                msg = f"duplicate key {key!r} (first given on line {first.line + 1})"
                 raise yaml.constructor.ConstructorError(None, None, msg, key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
 
@@ -106,9 +105,8 @@ def load_config_file(path: str) -> dict[str, Any]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise _error(
-            path, f"cannot be read: {e}", "check the file's permissions and that it is UTF-8 text"
-        ) from e
+        fix = "check the file's permissions and that it is UTF-8 text"
+        raise _error(path, f"cannot be read: {e}", fix) from e
     data = _parse_json(path, text) if suffix == ".json" else _parse_yaml(path, text)
     if not isinstance(data, dict):
         what = "the file is empty" if data is None else f"its top level is a {type(data).__name__}"

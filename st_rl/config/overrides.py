@@ -20,11 +20,9 @@ _NUMBER_OR_TEXT_KEYS = frozenset({"load_run", "checkpoint", "load_checkpoint", "
 
 _WORDS: dict[str, Any] = {"true": True, "false": False, "null": None, "~": None}
 
-_SOURCE = "command-line override"
 
-
-def _error(item: str, rule: str, fix: str) -> ConfigError:
-    return ConfigError(Problem(item, MISSING, rule, fix), source=_SOURCE)
+def _error(item: str, rule: str, fix: str, value: Any = MISSING) -> ConfigError:
+    return ConfigError(Problem(item, value, rule, fix), source="command-line override")
 
 
 def parse_value(text: str) -> Any:
@@ -33,12 +31,7 @@ def parse_value(text: str) -> Any:
     stripped = text.strip()
     if not stripped:
         return ""
-    for parse in (
-        json.loads,
-        ast.literal_eval,
-        lambda t: _WORDS[t.lower()],
-        float,
-    ):  # float: inf, nan, +1.5e3
+    for parse in (json.loads, ast.literal_eval, lambda t: _WORDS[t.lower()], float):  # float: inf, nan
         with contextlib.suppress(ValueError, SyntaxError, TypeError, KeyError, MemoryError, RecursionError):
             return parse(stripped)
     return text
@@ -106,6 +99,6 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         if text_for_number and last not in _NUMBER_OR_TEXT_KEYS:
             kind, key = "true or false" if isinstance(old, bool) else "a number", ".".join(parts)
             rule, fix = f"expects {kind} (it is {old!r}), got text", f"write e.g. '{key}={json.dumps(old)}'"
-            raise ConfigError(Problem(key, value, rule, fix), source=_SOURCE)
+            raise _error(key, rule, fix, value)
         node[last] = value
     return out

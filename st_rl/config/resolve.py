@@ -95,42 +95,23 @@ def _attributes(obj: Any) -> Iterator[tuple[str, Any]]:
 
 
 def _class_to_dict(obj: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, val in _attributes(obj):
-        if isinstance(val, type):
-            out[key] = _class_to_dict(val)
-        elif isinstance(val, list):
-            out[key] = [_class_to_dict(v) if isinstance(v, type) else copy.deepcopy(v) for v in val]
-        else:
-            out[key] = copy.deepcopy(val)
-    return out
+    def plain(val: Any) -> Any:  # a nested config class as a dict, any other value copied
+        return _class_to_dict(val) if isinstance(val, type) else copy.deepcopy(val)
+
+    return {k: [plain(x) for x in v] if isinstance(v, list) else plain(v) for k, v in _attributes(obj)}
 
 
-def to_jsonable(obj: Any) -> Any:
+def to_jsonable(obj: Any, namespace: bool = False, depth: int = 0) -> Any:
     """JSON-friendly data: tuples and tensors as lists, classes and functions as labels, mappings, dataclasses and
-    ``to_dict()`` objects as dicts, anything else as its repr."""
-    return _jsonable(obj, 0)
-
-
-def env_cfg_to_jsonable(cfg: Any) -> Any:
-    """An environment config (mappings, config classes, dataclasses, ``to_dict()`` objects) as ``config.json``'s ``env``."""
-    return _jsonable(cfg, 0, namespace=True)
-
-
-def _is_nested_cfg(value: Any, name: str) -> bool:
-    """A config class nested in another under its own name (legged_gym's ``class runner:``), or an instance of one."""
-    qual = (value if isinstance(value, type) else type(value)).__qualname__
-    return "." in qual and qual.rsplit(".", 1)[-1] == name
-
-
-def _jsonable(obj: Any, depth: int, namespace: bool = False) -> Any:
-    """``namespace``: a class or object without another conversion becomes a dict of its attributes."""
+    ``to_dict()`` objects as dicts, anything else as its repr (``namespace``: a class or object without another
+    conversion as a dict of its attributes)."""
     if depth > 32:
         return repr(obj)
+    down = depth + 1
     if hasattr(obj, "items") and hasattr(obj, "keys") and not isinstance(obj, type):
-        return {str(k): _jsonable(v, depth + 1) for k, v in obj.items()}
+        return {str(k): to_jsonable(v, depth=down) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v, depth + 1) for v in obj]
+        return [to_jsonable(v, depth=down) for v in obj]
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
     if not isinstance(obj, type):
@@ -138,14 +119,25 @@ def _jsonable(obj: Any, depth: int, namespace: bool = False) -> Any:
         with contextlib.suppress(TypeError):  # a to_dict() that needs arguments is not the config's
             data = obj.to_dict() if callable(getattr(obj, "to_dict", None)) else None
         if isinstance(data, dict):
-            return _jsonable(data, depth + 1)
+            return to_jsonable(data, depth=down)
         if dataclasses.is_dataclass(obj):
-            return {f.name: _jsonable(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)}
+            return {f.name: to_jsonable(getattr(obj, f.name), depth=down) for f in dataclasses.fields(obj)}
         if hasattr(obj, "tolist"):
             return obj.tolist()
     if namespace and (isinstance(obj, type) or hasattr(obj, "__dict__")):
-        return {k: _jsonable(v, depth + 1, _is_nested_cfg(v, k)) for k, v in _attributes(obj)}
+        return {k: to_jsonable(v, _is_nested_cfg(v, k), down) for k, v in _attributes(obj)}
     return class_label(obj) if isinstance(obj, type) or callable(obj) else repr(obj)
+
+
+def env_cfg_to_jsonable(cfg: Any) -> Any:
+    """An environment config (mappings, config classes, dataclasses, ``to_dict()`` objects) as ``config.json``'s ``env``."""
+    return to_jsonable(cfg, namespace=True)
+
+
+def _is_nested_cfg(value: Any, name: str) -> bool:
+    """A config class nested in another under its own name (legged_gym's ``class runner:``), or an instance of one."""
+    qual = (value if isinstance(value, type) else type(value)).__qualname__
+    return "." in qual and qual.rsplit(".", 1)[-1] == name
 
 
 def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
@@ -167,13 +159,6 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
     top_storage = cfg.pop("storage", None)
     runner.update(cfg)  # flat form: everything else is a runner key
     storage_sources = [("storage", top_storage), (f"{prefix}storage", runner.pop("storage", None))]
-    storage: dict[str, Any] = {}
-    for where, value in storage_sources:
-        if isinstance(value, dict):
-            storage.update(value)
-        elif value is not None:
-            rule = "must be a mapping of rollout-storage arguments"
-            problems.append(Problem(where, value, rule, "e.g. {}"))
     problems += validate_runner(runner, prefix.rstrip("."))
     policy_name, policy_cls = _section_class(policy, runner, "policy", prefix, problems)
     algorithm_name, algorithm_cls = _section_class(algorithm, runner, "algorithm", prefix, problems)
@@ -183,9 +168,15 @@ def resolve_train_cfg(train_cfg: Any) -> TrainConfig:
         problems += validate_policy(policy_cls, policy)
     if algorithm_cls is not None:
         problems += validate_algorithm(algorithm_cls, algorithm)
-        for where, value in storage_sources:
-            if isinstance(value, dict):
-                problems += validate_storage(algorithm_cls, algorithm, value, where)
+    storage: dict[str, Any] = {}
+    for where, value in storage_sources:
+        if isinstance(value, dict):
+            storage.update(value)
+            problems += validate_storage(algorithm_cls, algorithm, value, where) if algorithm_cls else []
+        elif value is not None:
+            problems.append(
+                Problem(where, value, "must be a mapping of rollout-storage arguments", "e.g. {}")
+            )
     no_length = algorithm.get("lr_anneal_iterations") is None and runner.get("max_iterations") is None
     if algorithm.get("schedule") == "linear" and no_length:
         rule = "schedule='linear' needs the number of iterations over which the learning rate decays"

@@ -145,8 +145,7 @@ def class_fields(cls: type) -> tuple[dict[str, tuple[Any, Any]], frozenset[str],
             for name, spec in class_fields(source)[0].items():
                 fields.setdefault(name, spec)
     declared = _declared(cls, "config_tolerated")
-    tolerated = frozenset(declared or ())
-    return fields, tolerated, open_kwargs and declared is None
+    return fields, frozenset(declared or ()), open_kwargs and declared is None
 
 
 @functools.cache
@@ -158,11 +157,7 @@ def schema_for(cls: type) -> type[BaseModel]:
 
 
 _OPEN = _model("OpenSection", {}, "allow")  # any keys: checked by rules only
-
-
-@functools.cache
-def _runner_schema() -> type[BaseModel]:
-    return _model("RunnerConfig", {name: (tp, default) for name, (tp, default, _) in RUNNER_FIELDS.items()})
+_RUNNER = _model("RunnerConfig", {name: (tp, default) for name, (tp, default, _) in RUNNER_FIELDS.items()})
 
 
 # ------------------------------------------------------------------------------------------ validation
@@ -187,7 +182,9 @@ def _problems(
         if path in problems or (err["type"] == "extra_forbidden" and skip(key)):
             continue
         if err["type"] == "extra_forbidden":
-            problems[path] = _unknown_key(path, key, err["input"], list(model.model_fields), unknown_fix)
+            close = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.6)
+            fix = f"did you mean '{close[0]}'?" if close else unknown_fix
+            problems[path] = Problem(path, err["input"], "unknown key", fix)
             continue
         expected = type_name(model.model_fields[key].annotation) if key in model.model_fields else ""
         rule = err["msg"].replace("Input should be", "should be")
@@ -197,11 +194,6 @@ def _problems(
         if rule is not None and path not in problems and rule.violated(value):
             problems[path] = Problem(path, value, rule.text, rule.fix)
     return list(problems.values())
-
-
-def _unknown_key(path: str, key: Any, value: Any, known: list[str], fallback: str) -> Problem:
-    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
-    return Problem(path, value, "unknown key", f"did you mean '{close[0]}'?" if close else fallback)
 
 
 def type_name(tp: Any, verbose: bool = True) -> str:
@@ -226,31 +218,24 @@ def type_name(tp: Any, verbose: bool = True) -> str:
 
 def validate_runner(runner: Mapping[str, Any], prefix: str = "runner") -> list[Problem]:
     """Problems of the runner keys and of ``pretrain_dataset`` (TwoStageRunner)."""
-    problems = _problems(_runner_schema(), runner, prefix)
+    problems = _problems(_RUNNER, runner, prefix)
     dataset = runner.get("pretrain_dataset")
     if isinstance(dataset, Mapping):
-        model = _pretrain_dataset_schema()
+        model = _DATASET
         fix = f"remove it (num_envs and device come from the runner); the keys are {', '.join(model.model_fields)}"
         problems += _problems(model, dataset, f"{prefix}.pretrain_dataset".lstrip("."), unknown_fix=fix)
     return problems
 
 
-@functools.cache
-def _pretrain_dataset_schema() -> type[BaseModel]:
-    """RolloutDataset's config keys, and legged_gym's legacy ``scan_dir`` and ``keep_latest_ratio``."""
-    fields = class_fields(RolloutDataset)[0]
-    legacy = {k: (Any, None) for k in ("scan_dir", "keep_latest_ratio")}
-    return _model("PretrainDatasetConfig", {**{k: fields[k] for k in _DATASET_KEYS}, **legacy})
-
-
+# RolloutDataset's config keys, and legged_gym's legacy `scan_dir` and `keep_latest_ratio`.
+_DATASET_FIELDS = {k: class_fields(RolloutDataset)[0][k] for k in _DATASET_KEYS}
+_DATASET = _model(
+    "PretrainDatasetConfig", {**_DATASET_FIELDS, "scan_dir": (Any, None), "keep_latest_ratio": (Any, None)}
+)
 _SET_BY_ALGORITHM = ("buffer_dilation_ratio", "ring")  # rollout-storage arguments; STORAGE_RULES reject them
-
-
-@functools.cache
-def _rollout_storage_fields() -> dict[str, tuple[Any, Any]]:
-    """The keyword-only arguments of ``RolloutStorage`` the storage section may set."""
-    fields = signature_fields(RolloutStorage.__init__, (inspect.Parameter.KEYWORD_ONLY,))
-    return {k: v for k, v in fields.items() if k not in _SET_BY_ALGORITHM}
+# The keyword-only arguments of RolloutStorage the storage section may set.
+_KEYWORD_ONLY = signature_fields(RolloutStorage.__init__, (inspect.Parameter.KEYWORD_ONLY,))
+_STORAGE_KWARGS = {k: v for k, v in _KEYWORD_ONLY.items() if k not in _SET_BY_ALGORITHM}
 
 
 def _extension_classes(algorithm_cfg: Mapping[str, Any]) -> list[type]:
@@ -268,7 +253,7 @@ def _extension_classes(algorithm_cfg: Mapping[str, Any]) -> list[type]:
 def storage_fields(algorithm_cfg: Mapping[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
     """``{key: (type, default)}`` of the ``storage`` section: the rollout storage's keyword arguments and the
     extensions' ``storage_options`` (st_rl's and those ``extensions`` names), e.g. ``amp_obs_shape``."""
-    fields = dict(_rollout_storage_fields())
+    fields = dict(_STORAGE_KWARGS)
     for ext in _extension_classes(algorithm_cfg or {}):
         for key, tp in getattr(ext, "storage_options", {}).items():
             fields.setdefault(key, (tp, None))
@@ -356,9 +341,7 @@ def _extension_list_problems(items: Any, prefix: str) -> list[Problem]:
 
 def _algorithm_cross_checks(cfg: Mapping[str, Any], prefix: str) -> list[Problem]:
     problems = []
-    if (
-        cfg.get("schedule") == "adaptive" and "desired_kl" in cfg and cfg["desired_kl"] is None
-    ):  # > 0: its rule
+    if cfg.get("schedule") == "adaptive" and "desired_kl" in cfg and cfg["desired_kl"] is None:
         rule = "schedule='adaptive' needs a KL target > 0"
         problems.append(Problem(f"{prefix}.desired_kl", None, rule, "typical: 0.01, or set schedule='fixed'"))
     symmetry = cfg.get("symmetry_cfg")
