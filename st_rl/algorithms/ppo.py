@@ -35,7 +35,6 @@ _TOLERATED_KEYS = frozenset({"class_name", "amp_obs_dim", "bc_loss_coef"})
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 """``torch.compile`` modes of ``compile``; the CUDA-graph modes ('reduce-overhead', 'max-autotune') crash in the
 update (it reads outputs that the next graph replay overwrites) and are refused."""
-_CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 _NORMALIZER_ENTRIES = (
     ("obs_norm_state_dict", "actor_obs_normalizer"),
     ("critic_obs_norm_state_dict", "critic_obs_normalizer"),
@@ -89,16 +88,6 @@ def _check_options(schedule: str, lr_anneal_iterations: int | None, epochs: int,
         raise ValueError(f"schedule='linear' needs lr_anneal_iterations >= 1, got {lr_anneal_iterations!r}")
     if epochs < 1 or mini_batches < 1:
         raise ValueError("num_learning_epochs and num_mini_batches must be >= 1")
-
-
-def _check_storage_and_compile(dilation: float, mode: Any) -> None:
-    if dilation < 1.0:
-        raise ValueError(f"buffer_dilation_ratio must be >= 1, got {dilation}")
-    if isinstance(mode, str) and mode not in COMPILE_MODES:
-        raise ValueError(
-            f"compile must be a bool or one of {COMPILE_MODES}, got {mode!r}"
-            + (" (CUDA-graph modes are not supported; use compile=true)" if mode in _CUDA_GRAPH_MODES else "")
-        )
 
 
 def _make_lr_scheduler(optimizer: optim.Optimizer, name: str | None, kwargs: Any, schedule: str) -> Any:
@@ -195,7 +184,12 @@ class PPO(RolloutCollector):
         if args:
             raise TypeError(f"{type(self).__name__} takes keywords only after actor_critic; got {args}")
         _check_options(schedule, lr_anneal_iterations, num_learning_epochs, num_mini_batches)
-        _check_storage_and_compile(buffer_dilation_ratio, compile)
+        if buffer_dilation_ratio < 1.0:
+            raise ValueError(f"buffer_dilation_ratio must be >= 1, got {buffer_dilation_ratio}")
+        if isinstance(compile, str) and compile not in COMPILE_MODES:
+            raise ValueError(
+                f"compile must be a bool or one of {COMPILE_MODES} (no CUDA-graph mode), got {compile!r}"
+            )
         self.device = torch.device(device)
         self.precision_request = precision
         self.precision = resolve_precision(precision, self.device)
