@@ -130,21 +130,7 @@ def _make_extensions(
 class PPO(RolloutCollector):
     """PPO (clipped surrogate and value losses, entropy bonus, GAE, adaptive-KL learning rate) plus extensions.
     A minibatch's loss is ``sum(weight[name] * loss[name])`` over ``surrogate_loss``, ``value_loss``, ``entropy``
-    (``-mean(H)``) and every extension's losses.
-
-    Args:
-        clip_min_std: lower bound of the policy std after each update (scalar or per action).
-        schedule: ``"fixed"``, ``"adaptive"`` (adaptive-KL) or ``"linear"`` (to 0 at ``lr_anneal_iterations``).
-        extensions: extension objects or config dicts ``{"class_name": ..., **kwargs}``; ``rnd_cfg`` /
-            ``symmetry_cfg``: keyword arguments of a ``RandomNetworkDistillation`` / ``Symmetry`` one.
-        buffer_dilation_ratio: keep this many rollouts' worth of steps in a ring storage (>= 1).
-        lr_scheduler_class_name: a ``torch.optim.lr_scheduler`` class, stepped once per update.
-        lr_scheduler: its keyword arguments.
-        precision: ``"fp32"``, ``"bf16"`` (forward passes under bfloat16 autocast) or ``"auto"`` (bf16 where fast).
-        compile: ``torch.compile`` the policy's actor and critic (True or a mode of :data:`COMPILE_MODES`;
-            eager, with a warning, where this torch cannot compile).
-        **kwargs: ``<name>_coef`` weights of other losses; st_gym's per-algorithm keys are tolerated.
-    """
+    (``-mean(H)``) and every extension's losses. The arguments: docs/configuration.md (algorithm)."""
 
     config_tolerated: frozenset[str] = _TOLERATED_KEYS | {"surrogate_loss_coef"}
     config_accepts_coefs = True

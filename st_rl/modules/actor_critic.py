@@ -564,20 +564,14 @@ class ActorCritic(nn.Module):
 
 
 class EncoderActorCritic(ActorCritic, encoders=True):
-    """:class:`ActorCritic` with encoders on named observation components. ``encoder_class_name``
-    (``"MlpModel"`` / ``"Conv2dHeadModel"``) and ``encoder_kwargs`` are given once or per component;
-    ``critic_encoder_component_names``: None (raw critic observations), ``"shared"`` (the actor's encoders) or
-    a list (own encoders, ``critic_encoder_class_name`` / ``critic_encoder_kwargs``). Defaults:
-    ``encoder_output_size`` 32; MLP ``hidden_sizes=[128, 64]``; conv ``channels=[16, 32]``, ``kernel_sizes=[5,
-    3]``, ``strides=[2, 2]``, ``hidden_sizes=[64]``; ReLU."""
+    """:class:`ActorCritic` with encoders on named observation components (docs/policies.md); their default
+    kwargs: ``st_rl.modules.encoder.DEFAULT_ENCODER_KWARGS``."""
 
 
 class StateAc(ActorCritic, estimator=True):
-    """:class:`ActorCritic` with a supervised state estimator on the (normalised) observations. It predicts
-    ``estimator_target_components`` (EstimatorPPO trains it against the critic's); ``use_actor_rnn``:
-    (recurrent) from the actor memory's output; ``replace_state_prob``: probability that the detached estimate
-    replaces the observed targets in training (always at inference when > 0); ``estimator_kwargs``:
-    ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (ReLU), recurrent ``rnn_*``."""
+    """:class:`ActorCritic` with a state estimator (EstimatorPPO trains it) predicting
+    ``estimator_target_components``; ``use_actor_rnn``: from the actor memory's output (docs/policies.md);
+    ``estimator_kwargs``: ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (ReLU), recurrent ``rnn_*``."""
 
 
 class EncoderStateAc(StateAc, encoders=True):
@@ -585,11 +579,8 @@ class EncoderStateAc(StateAc, encoders=True):
 
 
 class PrivilegeStateAc(StateAc, adaptor=True):
-    """:class:`StateAc` plus a privileged-state ``adaptor`` (recurrent: with a memory ``memory_p``) that predicts
-    ``adaptor_target_components`` from ``adaptor_obs_components``; with probability
-    ``privilege_replace_state_prob`` (always at inference when > 0) its detached estimate replaces them before
-    the estimator runs. EstimatorPPO trains it (``adaptor_loss``); ``adaptor_kwargs`` as ``estimator_kwargs``.
-    """
+    """:class:`StateAc` plus a privileged-state ``adaptor`` predicting ``adaptor_target_components`` from
+    ``adaptor_obs_components`` before the estimator runs (docs/policies.md)."""
 
 
 class VisualDeterministicAC(ActorCritic, visual=True, deterministic=True):

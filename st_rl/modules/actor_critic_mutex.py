@@ -166,12 +166,9 @@ def load_sub_policy(
 
 
 class ActorCriticMutex(nn.Module):
-    """Several trained skill policies (``sub_policy_paths``: their training log directories), one selected per
-    env by ``skill_selection_component`` (the skill index in one column, or a one-hot over the K skills). The
-    output is the skill's action times ``subpolicy_action_scale_<i> / env_action_scale``
-    (``env_action_scale``, a number or per-action list, defaults to the skills' common scale).
-    ``last_action_component`` (and ``last_action_columns``, ``(start, stop)`` within it) is rescaled into each
-    skill's units. ``critic_obs_segments`` is an alias of ``privileged_obs_segments``."""
+    """Several trained skill policies (``sub_policy_paths``: their run directories), one selected per env by
+    ``skill_selection_component``; arguments and scaling rules: docs/policies.md. ``critic_obs_segments`` is an
+    alias of ``privileged_obs_segments``."""
 
     env_action_scale: torch.Tensor
     submodules: Any  # nn.ModuleList of policies (typed loosely: their methods are duck-typed)
@@ -408,13 +405,8 @@ class ActorCriticMutex(nn.Module):
 
 
 class ActorCriticFieldMutex(ActorCriticMutex):
-    """Mutex for obstacle fields: columns ``selection_column_offset ..`` of ``selection_component`` are a
-    one-hot of the obstacle type, i.e. the skill (none set: skill 0, walking). Skill ``i`` in
-    ``cmd_vel_mapping`` (``{i: v | (low, high)}``) sees the forward-velocity command ``cmd_vel_current[i] *
-    cmd_scales[i]`` at ``command_column`` of ``command_component``; ranges are drawn per env. The skills are
-    blended by their mean selection over ``action_smoothing_buffer_len`` steps. ``reset_non_selected``:
-    ``"all"`` resets a recurrent skill's memory where it has no weight in that buffer, ``"when_skill"`` only
-    where walking has none either, ``None`` never. See docs/policies.md for the defaults."""
+    """Mutex for obstacle fields: the skill is the obstacle type (a one-hot in ``selection_component``); per-skill
+    velocity commands (``cmd_vel_mapping``), selection smoothing and memory resets (docs/policies.md)."""
 
     _appended_skills = 0  # skills after the one-hot ones (each with a selection column of its own)
     cmd_vel_low: torch.Tensor
@@ -569,8 +561,7 @@ class ActorCriticFieldMutex(ActorCriticMutex):
 
 class ActorCriticClimbMutex(ActorCriticFieldMutex):
     """Field Mutex with a jump-down skill (``jump_down_policy_path``; deprecated alias ``climb_down_policy_path``)
-    appended last: it replaces the jump skill (``JUMP_OBSTACLE_ID``) where the last column of the selection
-    component (the obstacle height) is <= 0. ``jump_down_vel``: its command (``None``: the jump skill's)."""
+    appended last: it replaces the jump skill where the obstacle height is <= 0 (docs/policies.md)."""
 
     JUMP_OBSTACLE_ID = 3
     _appended_skills = 1

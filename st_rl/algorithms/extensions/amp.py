@@ -48,19 +48,11 @@ ST_GYM_AMP_OBS_DIM_PLACEHOLDER = 2
 
 
 class AdversarialMotionPrior(Extension):
-    """Adversarial Motion Priors (docs/amp.md): a discriminator, built from the policy's ``amp_discriminator``
-    config and owned (trained, saved) here, scores the policy's windows ``infos["observations"]["ref_obs"]``
-    against reference windows ``infos["ref_motion"]`` (one shared normaliser); its style reward joins the task
-    reward. Losses: ``discriminator_{expert,policy,grad_pen}_loss``, ``mimic_loss``, ``bc_loss``.
-
-    Args:
-        discriminator_loss_coef: weight of the three discriminator losses (0: the discriminator is not trained).
-        amp_obs_dim: window width; the discriminator's ``input_dim`` decides (a different value is an error).
-        amp_preset: fills the arguments left at None: ``"reference"`` (no replay, one gradient clip) or
-            ``"st_rl"`` (a 100k replay of past policy windows, the discriminator clipped apart).
-        style_reward_ramp: ``(start, end)`` iterations: the style reward's weight rises from 0 at ``start`` to 1
-            at ``end`` (logged as ``Train/style_reward_weight``).
-    """
+    """Adversarial Motion Priors (docs/amp.md, arguments there): a discriminator, built from the policy's
+    ``amp_discriminator`` config and owned (trained, saved) here, scores the policy's windows
+    ``infos["observations"]["ref_obs"]`` against reference windows ``infos["ref_motion"]`` (one shared
+    normaliser); its style reward joins the task reward. Losses: ``discriminator_{expert,policy,grad_pen}_loss``,
+    ``mimic_loss``, ``bc_loss``."""
 
     name = "amp"
     storage_options = {"amp_obs_shape": int | Sequence[int] | None}  # checked against the window width
@@ -173,13 +165,7 @@ class AdversarialMotionPrior(Extension):
         return ref_obs, ref_motion
 
     def on_env_step(
-        self,
-        rewards: torch.Tensor,
-        dones: torch.Tensor,
-        infos: dict[str, Any],
-        transition: Transition,
-        next_obs: torch.Tensor | None,
-        next_critic_obs: torch.Tensor | None,
+        self, rewards: torch.Tensor, dones: Any, infos: dict[str, Any], transition: Transition, *_: Any
     ) -> torch.Tensor:
         ref_obs, ref_motion = self.windows(infos, rewards.shape[0])
         if self.normalizer.training:
