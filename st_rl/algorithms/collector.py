@@ -188,7 +188,6 @@ class RolloutCollector:
         next_critic_obs: torch.Tensor | None = None,
     ) -> None:
         """Store the step (extensions may change the rewards) and update the observation statistics."""
-        assert self.storage is not None, "call init_storage() before collecting data"
         for ext in self.extensions.values():
             rewards = ext.on_env_step(rewards, dones, infos, self.transition, next_obs, next_critic_obs)
         self._store_step(rewards, dones, infos)

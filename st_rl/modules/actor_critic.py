@@ -349,9 +349,9 @@ class ActorCritic(nn.Module):
     discriminator = property(policy_discriminator)
     load_misaligned_state_dict = load_misaligned_state_dict
 
-    def encode_actor(self, observations: torch.Tensor) -> torch.Tensor:
-        """Normalised actor observations with encoded components replaced by their latents."""
-        if self.visual_layout is not None:
+    def encode_actor(self, observations: torch.Tensor, visual: bool = True) -> torch.Tensor:
+        """Normalised actor observations with encoded components (``visual``: the image too) replaced by latents."""
+        if visual and self.visual_layout is not None:
             observations = self.visual_layout.embed(observations, nn.ModuleList([self.visual_encoder]))
         layout = self.actor_layout
         return observations if layout is None else layout.embed(observations, self.encoders)
@@ -374,11 +374,8 @@ class ActorCritic(nn.Module):
         """The action mean of :meth:`embed_visual_latent`'s output."""
         if self.visual_layout is None:
             raise RuntimeError(f"{type(self).__name__} has no visual encoder")
-        x = observations
-        if self.actor_layout is not None:
-            x = self.actor_layout.embed(x, self.encoders)
-        x = self._actor_memory(x, kwargs.get("masks"), kwargs.get("hidden_states"))
-        self._mean = self.actor(x)
+        x = self.encode_actor(observations, visual=False)
+        self._mean = self.actor(self._actor_memory(x, kwargs.get("masks"), kwargs.get("hidden_states")))
         return self.action_mean
 
     def get_estimated_state(self) -> torch.Tensor:

@@ -341,13 +341,9 @@ class ActorCriticMutex(nn.Module):
     def _after_act(self, selection: torch.Tensor) -> None:
         pass
 
-    def _prepare(self, observations: torch.Tensor) -> None:
-        pass
-
     def _run(self, observations: torch.Tensor, stochastic: bool, kwargs: Mapping[str, Any]) -> torch.Tensor:
         if kwargs.get("hidden_states") is not None or kwargs.get("masks") is not None:
             raise NotImplementedError(f"{type(self).__name__} runs in rollout mode only")
-        self._prepare(observations)
         selection = self.get_policy_selection(observations)
         weights = self._selection_weights(selection)
         actions, means = [], []
@@ -522,6 +518,7 @@ class ActorCriticFieldMutex(ActorCriticMutex):
         return nn.functional.one_hot(idx, m).bool()
 
     def _selection_weights(self, selection: torch.Tensor) -> torch.Tensor:
+        self._prepare(selection)  # (N, K) on the observations' device
         sel = selection.to(torch.float32)
         buf, restart = self.action_smoothing_buffer, self._restart
         if buf is None or buf.shape[1:] != sel.shape:
