@@ -21,11 +21,7 @@ from st_rl.storage.rollout_storage import Field, MiniBatch, RolloutStorage, Tran
 
 __all__ = ["AMP_PRESETS", "DISCRIMINATOR_LOSSES", "AdversarialMotionPrior", "MissingAmpDataError"]
 
-DISCRIMINATOR_LOSSES = (
-    "discriminator_expert_loss",
-    "discriminator_policy_loss",
-    "discriminator_grad_pen_loss",
-)
+DISCRIMINATOR_LOSSES = tuple(f"discriminator_{part}_loss" for part in ("expert", "policy", "grad_pen"))
 # The reference's name of the gradient penalty, logged as a copy (weight 0).
 REFERENCE_GRAD_PEN_KEY = "discriminator_grad_len_loss"
 
