@@ -40,9 +40,7 @@ from st_rl.modules.memory import (
 )
 from st_rl.modules.mlp import PolicyHead, mlp_layers
 from st_rl.modules.normalizer import attach_obs_normalizers
-from st_rl.modules.simple_actor_critic import Actor as Actor  # the seed's module path (docs/policies.md)
-from st_rl.modules.simple_actor_critic import Critic as Critic
-from st_rl.modules.simple_actor_critic import SimpleActorCritic as SimpleActorCritic
+from st_rl.modules.simple_actor_critic import Actor, Critic, SimpleActorCritic  # noqa: F401 - the seed's path
 from st_rl.modules.state_predictor import attach_adaptor, attach_estimator, predict_and_substitute
 from st_rl.modules.state_predictor import substitute_with_probability as substitute_with_probability
 from st_rl.modules.utils import warn_unknown_kwargs

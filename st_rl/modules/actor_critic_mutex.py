@@ -338,9 +338,6 @@ class ActorCriticMutex(nn.Module):
     def _selection_weights(self, selection: torch.Tensor) -> torch.Tensor:
         return selection.to(torch.float32)  # (N, K)
 
-    def _after_act(self, selection: torch.Tensor) -> None:
-        pass
-
     def _run(self, observations: torch.Tensor, stochastic: bool, kwargs: Mapping[str, Any]) -> torch.Tensor:
         if kwargs.get("hidden_states") is not None or kwargs.get("masks") is not None:
             raise NotImplementedError(f"{type(self).__name__} runs in rollout mode only")
@@ -357,7 +354,6 @@ class ActorCriticMutex(nn.Module):
         ratios = self.action_scale_ratios().to(observations.dtype)
         out = self._blend(torch.stack(actions), weights, ratios)
         self._mean = self._blend(torch.stack(means), weights, ratios) if stochastic else out
-        self._after_act(selection)
         return out
 
     @staticmethod
@@ -532,17 +528,16 @@ class ActorCriticFieldMutex(ActorCriticMutex):
         self._restart = torch.zeros(sel.shape[0], dtype=torch.bool, device=sel.device)
         return buf.mean(dim=0)
 
-    def _after_act(self, selection: torch.Tensor) -> None:
-        if self.reset_non_selected is None or self.action_smoothing_buffer is None:
-            return
-        active = self.action_smoothing_buffer.sum(dim=0) > 0  # (N, K)
-        for i, module in enumerate(self.submodules):
-            if not _is_recurrent(module):
-                continue
-            if self.reset_non_selected == "all":
-                module.reset(~active[:, i])
-            elif i > 0:
-                module.reset(~active[:, i] & ~active[:, 0])
+    def _run(self, observations: torch.Tensor, stochastic: bool, kwargs: Mapping[str, Any]) -> torch.Tensor:
+        out = super()._run(observations, stochastic, kwargs)
+        if self.reset_non_selected is not None and self.action_smoothing_buffer is not None:
+            active = self.action_smoothing_buffer.sum(dim=0) > 0  # (N, K): weight in the buffer
+            for i, module in enumerate(self.submodules):
+                if _is_recurrent(module) and self.reset_non_selected == "all":
+                    module.reset(~active[:, i])
+                elif _is_recurrent(module) and i > 0:  # "when_skill"
+                    module.reset(~active[:, i] & ~active[:, 0])
+        return out
 
     @torch.no_grad()
     def reset(self, dones: torch.Tensor | None = None) -> None:
