@@ -198,18 +198,17 @@ class ActorCritic(nn.Module):
         )
         if privileged_obs_segments is None:
             privileged_obs_segments = critic_obs_segments
-        self._set_config(
-            num_actor_obs,
-            num_critic_obs,
-            num_actions,
-            actor_hidden_dims,
-            critic_hidden_dims,
-            activation,
-            init_noise_std,
-            mu_activation,
-            obs_segments,
-            privileged_obs_segments,
-        )
+        self.num_actor_obs = int(num_actor_obs)
+        self.num_critic_obs = int(num_critic_obs)
+        self.num_actions = int(num_actions)
+        self.actor_hidden_dims = list(actor_hidden_dims)
+        self.critic_hidden_dims = list(critic_hidden_dims)
+        self.activation = activation
+        self.init_noise_std = float(init_noise_std)
+        self.mu_activation = mu_activation
+        self.obs_segments = normalize_segments(obs_segments)
+        self.privileged_obs_segments = normalize_segments(privileged_obs_segments) or self.obs_segments
+        self._init_part_state()
         if parts.visual:
             visual_kwargs = {**self.DEFAULT_VISUAL_KWARGS, **(visual_kwargs or {})}
             attach_visual_encoder(
@@ -248,29 +247,7 @@ class ActorCritic(nn.Module):
         if self._legacy_activations:  # marks checkpoints written since the default became ReLU
             self.register_buffer(DEFAULT_NONLINEARITY_KEY, torch.ones(()))
 
-    def _set_config(
-        self,
-        num_actor_obs: int,
-        num_critic_obs: int,
-        num_actions: int,
-        actor_hidden_dims: Sequence[int],
-        critic_hidden_dims: Sequence[int],
-        activation: str,
-        init_noise_std: float,
-        mu_activation: str | None,
-        obs_segments: Any,
-        privileged_obs_segments: Any,
-    ) -> None:
-        self.num_actor_obs = int(num_actor_obs)
-        self.num_critic_obs = int(num_critic_obs)
-        self.num_actions = int(num_actions)
-        self.actor_hidden_dims = list(actor_hidden_dims)
-        self.critic_hidden_dims = list(critic_hidden_dims)
-        self.activation = activation
-        self.init_noise_std = float(init_noise_std)
-        self.mu_activation = mu_activation
-        self.obs_segments = normalize_segments(obs_segments)
-        self.privileged_obs_segments = normalize_segments(privileged_obs_segments) or self.obs_segments
+    def _init_part_state(self) -> None:
         if self.parts.memory is not None:
             self.is_recurrent = True
             self.rnn_type = str(self.parts.memory.rnn_type).lower()
