@@ -173,9 +173,7 @@ class PPO(RolloutCollector):
         if buffer_dilation_ratio < 1.0:
             raise ValueError(f"buffer_dilation_ratio must be >= 1, got {buffer_dilation_ratio}")
         if isinstance(compile, str) and compile not in COMPILE_MODES:
-            raise ValueError(
-                f"compile must be a bool or one of {COMPILE_MODES} (no CUDA-graph mode), got {compile!r}"
-            )
+            raise ValueError(f"compile must be a bool or one of {COMPILE_MODES}, got {compile!r}")
         self.device = torch.device(device)
         self.precision_request = precision
         self.precision = resolve_precision(precision, self.device)

@@ -127,9 +127,7 @@ def load_sub_policy(
     for key, value in dims.items():
         trained = policy_cfg.get(key)
         if trained is not None and int(trained) != int(value):
-            raise ValueError(
-                f"Sub-policy {run_dir} was trained with {key}={trained}, but the Mutex has {key}={value}."
-            )
+            raise ValueError(f"{run_dir} was trained with {key}={trained}, but the Mutex has {key}={value}.")
     opt_in = "name the class in the Mutex config (sub_policy_class_name) if you trust that file"
     with untrusted_config(os.path.join(run_dir, "config.json"), opt_in, trusted=class_name is not None):
         policy_cls = resolve_class(name, "st_rl.modules", "policy", nn.Module)
@@ -149,9 +147,7 @@ def load_sub_policy(
     problems += [f"unexpected key {k}" for k in sorted(set(model_sd) - set(own))]
     if problems:
         dims_text = ", ".join(f"{k}={v}" for k, v in dims.items())
-        raise ValueError(
-            f"The checkpoint {ckpt_path} does not fit {name} with {dims_text}: {'; '.join(problems[:6])}"
-        )
+        raise ValueError(f"{ckpt_path} does not fit {name} with {dims_text}: {'; '.join(problems[:6])}")
     policy.load_state_dict(model_sd)
     policy.eval()
     action_scale, cmd_scale = _lookup(config, ACTION_SCALE_KEYS), _lookup(config, CMD_SCALE_KEYS)

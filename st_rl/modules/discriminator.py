@@ -32,9 +32,7 @@ class AMPDiscriminator(nn.Module):
     ) -> None:
         super().__init__()
         if input_dim is None or int(input_dim) < 1:
-            raise ValueError(
-                "AMPDiscriminator needs input_dim (frames x style features), or an env with ref_obs"
-            )
+            raise ValueError("AMPDiscriminator needs input_dim (frames x features), or an env with ref_obs")
         if not 0.0 <= task_reward_lerp <= 1.0:
             raise ValueError(f"task_reward_lerp must be in [0, 1], got {task_reward_lerp}")
         amp_obs_dim = kwargs.pop("amp_obs_dim", None)

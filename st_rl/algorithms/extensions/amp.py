@@ -154,9 +154,9 @@ class AdversarialMotionPrior(Extension):
         ref_motion = infos["ref_motion"].reshape(n, -1).to(self.device, torch.float32)
         for name, x in (("ref_obs", ref_obs), ("ref_motion", ref_motion)):
             if x.shape[1] != self.amp_obs_dim:
-                expected = f"{self.amp_obs_dim} (amp_discriminator.input_dim)"
+                expected = f"{self.amp_obs_dim} (its input_dim)"
                 raise ValueError(
-                    f"infos {name} windows have {x.shape[1]} values, the discriminator expects {expected}"
+                    f"{name} windows have {x.shape[1]} values, the discriminator expects {expected}"
                 )
         return ref_obs, ref_motion
 
@@ -244,9 +244,7 @@ class AdversarialMotionPrior(Extension):
         if "amp_norm_state_dict" in checkpoint:
             self.normalizer.load_state_dict(checkpoint["amp_norm_state_dict"])
         else:
-            warnings.warn(
-                "No amp_norm_state_dict in the checkpoint: AMP's statistics start fresh.", stacklevel=3
-            )
+            warnings.warn("No amp_norm_state_dict in the checkpoint: fresh AMP statistics.", stacklevel=3)
 
 
 def valid_ramp(ramp: Any) -> bool:
