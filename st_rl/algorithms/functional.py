@@ -5,18 +5,8 @@ from __future__ import annotations
 import torch
 
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS
-from st_rl.storage.returns import compute_gae, normalize_advantages
-
-__all__ = [
-    "adaptive_learning_rate",
-    "adaptive_learning_rate_tensor",
-    "bootstrap_time_outs",
-    "clipped_surrogate_loss",
-    "compute_gae",
-    "gaussian_kl",
-    "normalize_advantages",
-    "value_function_loss",
-]
+from st_rl.storage.returns import compute_gae as compute_gae  # re-exported
+from st_rl.storage.returns import normalize_advantages as normalize_advantages
 
 
 def bootstrap_time_outs(
@@ -91,3 +81,6 @@ def adaptive_learning_rate_tensor(
         down,
         torch.where((kl_mean > 0.0) & (kl_mean < desired_kl / 2.0), up, learning_rate),
     )
+
+
+__all__ = [n for n, v in globals().items() if callable(v) and n[0].islower()]  # pyright: ignore[reportUnsupportedDunderAll]

@@ -35,7 +35,6 @@ _TOLERATED_KEYS = frozenset({"class_name", "amp_obs_dim", "bc_loss_coef"})
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 """``torch.compile`` modes of ``compile``; the CUDA-graph modes ('reduce-overhead', 'max-autotune') crash in the
 update (it reads outputs that the next graph replay overwrites) and are refused."""
-_CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 _NORMALIZER_ENTRIES = (
     ("obs_norm_state_dict", "actor_obs_normalizer"),
     ("critic_obs_norm_state_dict", "critic_obs_normalizer"),
@@ -91,16 +90,6 @@ def _check_options(schedule: str, lr_anneal_iterations: int | None, epochs: int,
         raise ValueError("num_learning_epochs and num_mini_batches must be >= 1")
 
 
-def _check_storage_and_compile(dilation: float, mode: Any) -> None:
-    if dilation < 1.0:
-        raise ValueError(f"buffer_dilation_ratio must be >= 1, got {dilation}")
-    if isinstance(mode, str) and mode not in COMPILE_MODES:
-        raise ValueError(
-            f"compile must be a bool or one of {COMPILE_MODES}, got {mode!r}"
-            + (" (CUDA-graph modes are not supported; use compile=true)" if mode in _CUDA_GRAPH_MODES else "")
-        )
-
-
 def _make_lr_scheduler(optimizer: optim.Optimizer, name: str | None, kwargs: Any, schedule: str) -> Any:
     if name is None:
         return None
@@ -141,21 +130,7 @@ def _make_extensions(
 class PPO(RolloutCollector):
     """PPO (clipped surrogate and value losses, entropy bonus, GAE, adaptive-KL learning rate) plus extensions.
     A minibatch's loss is ``sum(weight[name] * loss[name])`` over ``surrogate_loss``, ``value_loss``, ``entropy``
-    (``-mean(H)``) and every extension's losses.
-
-    Args:
-        clip_min_std: lower bound of the policy std after each update (scalar or per action).
-        schedule: ``"fixed"``, ``"adaptive"`` (adaptive-KL) or ``"linear"`` (to 0 at ``lr_anneal_iterations``).
-        extensions: extension objects or config dicts ``{"class_name": ..., **kwargs}``; ``rnd_cfg`` /
-            ``symmetry_cfg``: keyword arguments of a ``RandomNetworkDistillation`` / ``Symmetry`` one.
-        buffer_dilation_ratio: keep this many rollouts' worth of steps in a ring storage (>= 1).
-        lr_scheduler_class_name: a ``torch.optim.lr_scheduler`` class, stepped once per update.
-        lr_scheduler: its keyword arguments.
-        precision: ``"fp32"``, ``"bf16"`` (forward passes under bfloat16 autocast) or ``"auto"`` (bf16 where fast).
-        compile: ``torch.compile`` the policy's actor and critic (True or a mode of :data:`COMPILE_MODES`;
-            eager, with a warning, where this torch cannot compile).
-        **kwargs: ``<name>_coef`` weights of other losses; st_gym's per-algorithm keys are tolerated.
-    """
+    (``-mean(H)``) and every extension's losses. The arguments: docs/configuration.md (algorithm)."""
 
     config_tolerated: frozenset[str] = _TOLERATED_KEYS | {"surrogate_loss_coef"}
     config_accepts_coefs = True
@@ -195,7 +170,10 @@ class PPO(RolloutCollector):
         if args:
             raise TypeError(f"{type(self).__name__} takes keywords only after actor_critic; got {args}")
         _check_options(schedule, lr_anneal_iterations, num_learning_epochs, num_mini_batches)
-        _check_storage_and_compile(buffer_dilation_ratio, compile)
+        if buffer_dilation_ratio < 1.0:
+            raise ValueError(f"buffer_dilation_ratio must be >= 1, got {buffer_dilation_ratio}")
+        if isinstance(compile, str) and compile not in COMPILE_MODES:
+            raise ValueError(f"compile must be a bool or one of {COMPILE_MODES}, got {compile!r}")
         self.device = torch.device(device)
         self.precision_request = precision
         self.precision = resolve_precision(precision, self.device)

@@ -40,9 +40,7 @@ from st_rl.modules.memory import (
 )
 from st_rl.modules.mlp import PolicyHead, mlp_layers
 from st_rl.modules.normalizer import attach_obs_normalizers
-from st_rl.modules.simple_actor_critic import Actor as Actor  # the seed's module path (docs/policies.md)
-from st_rl.modules.simple_actor_critic import Critic as Critic
-from st_rl.modules.simple_actor_critic import SimpleActorCritic as SimpleActorCritic
+from st_rl.modules.simple_actor_critic import Actor, Critic, SimpleActorCritic  # noqa: F401 - the seed's path
 from st_rl.modules.state_predictor import attach_adaptor, attach_estimator, predict_and_substitute
 from st_rl.modules.state_predictor import substitute_with_probability as substitute_with_probability
 from st_rl.modules.utils import warn_unknown_kwargs
@@ -200,18 +198,17 @@ class ActorCritic(nn.Module):
         )
         if privileged_obs_segments is None:
             privileged_obs_segments = critic_obs_segments
-        self._set_config(
-            num_actor_obs,
-            num_critic_obs,
-            num_actions,
-            actor_hidden_dims,
-            critic_hidden_dims,
-            activation,
-            init_noise_std,
-            mu_activation,
-            obs_segments,
-            privileged_obs_segments,
-        )
+        self.num_actor_obs = int(num_actor_obs)
+        self.num_critic_obs = int(num_critic_obs)
+        self.num_actions = int(num_actions)
+        self.actor_hidden_dims = list(actor_hidden_dims)
+        self.critic_hidden_dims = list(critic_hidden_dims)
+        self.activation = activation
+        self.init_noise_std = float(init_noise_std)
+        self.mu_activation = mu_activation
+        self.obs_segments = normalize_segments(obs_segments)
+        self.privileged_obs_segments = normalize_segments(privileged_obs_segments) or self.obs_segments
+        self._init_part_state()
         if parts.visual:
             visual_kwargs = {**self.DEFAULT_VISUAL_KWARGS, **(visual_kwargs or {})}
             attach_visual_encoder(
@@ -250,29 +247,7 @@ class ActorCritic(nn.Module):
         if self._legacy_activations:  # marks checkpoints written since the default became ReLU
             self.register_buffer(DEFAULT_NONLINEARITY_KEY, torch.ones(()))
 
-    def _set_config(
-        self,
-        num_actor_obs: int,
-        num_critic_obs: int,
-        num_actions: int,
-        actor_hidden_dims: Sequence[int],
-        critic_hidden_dims: Sequence[int],
-        activation: str,
-        init_noise_std: float,
-        mu_activation: str | None,
-        obs_segments: Any,
-        privileged_obs_segments: Any,
-    ) -> None:
-        self.num_actor_obs = int(num_actor_obs)
-        self.num_critic_obs = int(num_critic_obs)
-        self.num_actions = int(num_actions)
-        self.actor_hidden_dims = list(actor_hidden_dims)
-        self.critic_hidden_dims = list(critic_hidden_dims)
-        self.activation = activation
-        self.init_noise_std = float(init_noise_std)
-        self.mu_activation = mu_activation
-        self.obs_segments = normalize_segments(obs_segments)
-        self.privileged_obs_segments = normalize_segments(privileged_obs_segments) or self.obs_segments
+    def _init_part_state(self) -> None:
         if self.parts.memory is not None:
             self.is_recurrent = True
             self.rnn_type = str(self.parts.memory.rnn_type).lower()
@@ -349,9 +324,9 @@ class ActorCritic(nn.Module):
     discriminator = property(policy_discriminator)
     load_misaligned_state_dict = load_misaligned_state_dict
 
-    def encode_actor(self, observations: torch.Tensor) -> torch.Tensor:
-        """Normalised actor observations with encoded components replaced by their latents."""
-        if self.visual_layout is not None:
+    def encode_actor(self, observations: torch.Tensor, visual: bool = True) -> torch.Tensor:
+        """Normalised actor observations with encoded components (``visual``: the image too) replaced by latents."""
+        if visual and self.visual_layout is not None:
             observations = self.visual_layout.embed(observations, nn.ModuleList([self.visual_encoder]))
         layout = self.actor_layout
         return observations if layout is None else layout.embed(observations, self.encoders)
@@ -374,11 +349,8 @@ class ActorCritic(nn.Module):
         """The action mean of :meth:`embed_visual_latent`'s output."""
         if self.visual_layout is None:
             raise RuntimeError(f"{type(self).__name__} has no visual encoder")
-        x = observations
-        if self.actor_layout is not None:
-            x = self.actor_layout.embed(x, self.encoders)
-        x = self._actor_memory(x, kwargs.get("masks"), kwargs.get("hidden_states"))
-        self._mean = self.actor(x)
+        x = self.encode_actor(observations, visual=False)
+        self._mean = self.actor(self._actor_memory(x, kwargs.get("masks"), kwargs.get("hidden_states")))
         return self.action_mean
 
     def get_estimated_state(self) -> torch.Tensor:
@@ -564,20 +536,14 @@ class ActorCritic(nn.Module):
 
 
 class EncoderActorCritic(ActorCritic, encoders=True):
-    """:class:`ActorCritic` with encoders on named observation components. ``encoder_class_name``
-    (``"MlpModel"`` / ``"Conv2dHeadModel"``) and ``encoder_kwargs`` are given once or per component;
-    ``critic_encoder_component_names``: None (raw critic observations), ``"shared"`` (the actor's encoders) or
-    a list (own encoders, ``critic_encoder_class_name`` / ``critic_encoder_kwargs``). Defaults:
-    ``encoder_output_size`` 32; MLP ``hidden_sizes=[128, 64]``; conv ``channels=[16, 32]``, ``kernel_sizes=[5,
-    3]``, ``strides=[2, 2]``, ``hidden_sizes=[64]``; ReLU."""
+    """:class:`ActorCritic` with encoders on named observation components (docs/policies.md); their default
+    kwargs: ``st_rl.modules.encoder.DEFAULT_ENCODER_KWARGS``."""
 
 
 class StateAc(ActorCritic, estimator=True):
-    """:class:`ActorCritic` with a supervised state estimator on the (normalised) observations. It predicts
-    ``estimator_target_components`` (EstimatorPPO trains it against the critic's); ``use_actor_rnn``:
-    (recurrent) from the actor memory's output; ``replace_state_prob``: probability that the detached estimate
-    replaces the observed targets in training (always at inference when > 0); ``estimator_kwargs``:
-    ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (ReLU), recurrent ``rnn_*``."""
+    """:class:`ActorCritic` with a state estimator (EstimatorPPO trains it) predicting
+    ``estimator_target_components``; ``use_actor_rnn``: from the actor memory's output (docs/policies.md);
+    ``estimator_kwargs``: ``hidden_sizes`` (default [128, 64]), ``nonlinearity`` (ReLU), recurrent ``rnn_*``."""
 
 
 class EncoderStateAc(StateAc, encoders=True):
@@ -585,11 +551,8 @@ class EncoderStateAc(StateAc, encoders=True):
 
 
 class PrivilegeStateAc(StateAc, adaptor=True):
-    """:class:`StateAc` plus a privileged-state ``adaptor`` (recurrent: with a memory ``memory_p``) that predicts
-    ``adaptor_target_components`` from ``adaptor_obs_components``; with probability
-    ``privilege_replace_state_prob`` (always at inference when > 0) its detached estimate replaces them before
-    the estimator runs. EstimatorPPO trains it (``adaptor_loss``); ``adaptor_kwargs`` as ``estimator_kwargs``.
-    """
+    """:class:`StateAc` plus a privileged-state ``adaptor`` predicting ``adaptor_target_components`` from
+    ``adaptor_obs_components`` before the estimator runs (docs/policies.md)."""
 
 
 class VisualDeterministicAC(ActorCritic, visual=True, deterministic=True):

@@ -127,9 +127,7 @@ def load_sub_policy(
     for key, value in dims.items():
         trained = policy_cfg.get(key)
         if trained is not None and int(trained) != int(value):
-            raise ValueError(
-                f"Sub-policy {run_dir} was trained with {key}={trained}, but the Mutex has {key}={value}."
-            )
+            raise ValueError(f"{run_dir} was trained with {key}={trained}, but the Mutex has {key}={value}.")
     opt_in = "name the class in the Mutex config (sub_policy_class_name) if you trust that file"
     with untrusted_config(os.path.join(run_dir, "config.json"), opt_in, trusted=class_name is not None):
         policy_cls = resolve_class(name, "st_rl.modules", "policy", nn.Module)
@@ -149,9 +147,7 @@ def load_sub_policy(
     problems += [f"unexpected key {k}" for k in sorted(set(model_sd) - set(own))]
     if problems:
         dims_text = ", ".join(f"{k}={v}" for k, v in dims.items())
-        raise ValueError(
-            f"The checkpoint {ckpt_path} does not fit {name} with {dims_text}: {'; '.join(problems[:6])}"
-        )
+        raise ValueError(f"{ckpt_path} does not fit {name} with {dims_text}: {'; '.join(problems[:6])}")
     policy.load_state_dict(model_sd)
     policy.eval()
     action_scale, cmd_scale = _lookup(config, ACTION_SCALE_KEYS), _lookup(config, CMD_SCALE_KEYS)
@@ -166,12 +162,9 @@ def load_sub_policy(
 
 
 class ActorCriticMutex(nn.Module):
-    """Several trained skill policies (``sub_policy_paths``: their training log directories), one selected per
-    env by ``skill_selection_component`` (the skill index in one column, or a one-hot over the K skills). The
-    output is the skill's action times ``subpolicy_action_scale_<i> / env_action_scale``
-    (``env_action_scale``, a number or per-action list, defaults to the skills' common scale).
-    ``last_action_component`` (and ``last_action_columns``, ``(start, stop)`` within it) is rescaled into each
-    skill's units. ``critic_obs_segments`` is an alias of ``privileged_obs_segments``."""
+    """Several trained skill policies (``sub_policy_paths``: their run directories), one selected per env by
+    ``skill_selection_component``; arguments and scaling rules: docs/policies.md. ``critic_obs_segments`` is an
+    alias of ``privileged_obs_segments``."""
 
     env_action_scale: torch.Tensor
     submodules: Any  # nn.ModuleList of policies (typed loosely: their methods are duck-typed)
@@ -341,16 +334,9 @@ class ActorCriticMutex(nn.Module):
     def _selection_weights(self, selection: torch.Tensor) -> torch.Tensor:
         return selection.to(torch.float32)  # (N, K)
 
-    def _after_act(self, selection: torch.Tensor) -> None:
-        pass
-
-    def _prepare(self, observations: torch.Tensor) -> None:
-        pass
-
     def _run(self, observations: torch.Tensor, stochastic: bool, kwargs: Mapping[str, Any]) -> torch.Tensor:
         if kwargs.get("hidden_states") is not None or kwargs.get("masks") is not None:
             raise NotImplementedError(f"{type(self).__name__} runs in rollout mode only")
-        self._prepare(observations)
         selection = self.get_policy_selection(observations)
         weights = self._selection_weights(selection)
         actions, means = [], []
@@ -364,7 +350,6 @@ class ActorCriticMutex(nn.Module):
         ratios = self.action_scale_ratios().to(observations.dtype)
         out = self._blend(torch.stack(actions), weights, ratios)
         self._mean = self._blend(torch.stack(means), weights, ratios) if stochastic else out
-        self._after_act(selection)
         return out
 
     @staticmethod
@@ -408,13 +393,8 @@ class ActorCriticMutex(nn.Module):
 
 
 class ActorCriticFieldMutex(ActorCriticMutex):
-    """Mutex for obstacle fields: columns ``selection_column_offset ..`` of ``selection_component`` are a
-    one-hot of the obstacle type, i.e. the skill (none set: skill 0, walking). Skill ``i`` in
-    ``cmd_vel_mapping`` (``{i: v | (low, high)}``) sees the forward-velocity command ``cmd_vel_current[i] *
-    cmd_scales[i]`` at ``command_column`` of ``command_component``; ranges are drawn per env. The skills are
-    blended by their mean selection over ``action_smoothing_buffer_len`` steps. ``reset_non_selected``:
-    ``"all"`` resets a recurrent skill's memory where it has no weight in that buffer, ``"when_skill"`` only
-    where walking has none either, ``None`` never. See docs/policies.md for the defaults."""
+    """Mutex for obstacle fields: the skill is the obstacle type (a one-hot in ``selection_component``); per-skill
+    velocity commands (``cmd_vel_mapping``), selection smoothing and memory resets (docs/policies.md)."""
 
     _appended_skills = 0  # skills after the one-hot ones (each with a selection column of its own)
     cmd_vel_low: torch.Tensor
@@ -530,6 +510,7 @@ class ActorCriticFieldMutex(ActorCriticMutex):
         return nn.functional.one_hot(idx, m).bool()
 
     def _selection_weights(self, selection: torch.Tensor) -> torch.Tensor:
+        self._prepare(selection)  # (N, K) on the observations' device
         sel = selection.to(torch.float32)
         buf, restart = self.action_smoothing_buffer, self._restart
         if buf is None or buf.shape[1:] != sel.shape:
@@ -543,17 +524,16 @@ class ActorCriticFieldMutex(ActorCriticMutex):
         self._restart = torch.zeros(sel.shape[0], dtype=torch.bool, device=sel.device)
         return buf.mean(dim=0)
 
-    def _after_act(self, selection: torch.Tensor) -> None:
-        if self.reset_non_selected is None or self.action_smoothing_buffer is None:
-            return
-        active = self.action_smoothing_buffer.sum(dim=0) > 0  # (N, K)
-        for i, module in enumerate(self.submodules):
-            if not _is_recurrent(module):
-                continue
-            if self.reset_non_selected == "all":
-                module.reset(~active[:, i])
-            elif i > 0:
-                module.reset(~active[:, i] & ~active[:, 0])
+    def _run(self, observations: torch.Tensor, stochastic: bool, kwargs: Mapping[str, Any]) -> torch.Tensor:
+        out = super()._run(observations, stochastic, kwargs)
+        if self.reset_non_selected is not None and self.action_smoothing_buffer is not None:
+            active = self.action_smoothing_buffer.sum(dim=0) > 0  # (N, K): weight in the buffer
+            for i, module in enumerate(self.submodules):
+                if _is_recurrent(module) and self.reset_non_selected == "all":
+                    module.reset(~active[:, i])
+                elif _is_recurrent(module) and i > 0:  # "when_skill"
+                    module.reset(~active[:, i] & ~active[:, 0])
+        return out
 
     @torch.no_grad()
     def reset(self, dones: torch.Tensor | None = None) -> None:
@@ -569,8 +549,7 @@ class ActorCriticFieldMutex(ActorCriticMutex):
 
 class ActorCriticClimbMutex(ActorCriticFieldMutex):
     """Field Mutex with a jump-down skill (``jump_down_policy_path``; deprecated alias ``climb_down_policy_path``)
-    appended last: it replaces the jump skill (``JUMP_OBSTACLE_ID``) where the last column of the selection
-    component (the obstacle height) is <= 0. ``jump_down_vel``: its command (``None``: the jump skill's)."""
+    appended last: it replaces the jump skill where the obstacle height is <= 0 (docs/policies.md)."""
 
     JUMP_OBSTACLE_ID = 3
     _appended_skills = 1

@@ -27,13 +27,8 @@ the ``discriminator.*`` keys of ``model_state_dict``."""
 
 def split_discriminator_state(model_state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(policy entries, discriminator entries without their "discriminator." prefix)`` of a ``model_state_dict``."""
-    policy, disc = {}, {}
-    for key, value in model_state.items():
-        if key.startswith("discriminator."):
-            disc[key.removeprefix("discriminator.")] = value
-        else:
-            policy[key] = value
-    return policy, disc
+    policy = {k: v for k, v in model_state.items() if not k.startswith("discriminator.")}
+    return policy, {k.removeprefix("discriminator."): v for k, v in model_state.items() if k not in policy}
 
 
 def discriminator_state(checkpoint: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -106,9 +106,7 @@ class Conv2dHeadModel(nn.Module):
         )
         conv_size = self.conv.conv_out_size(h, w)
         if conv_size <= 0:
-            raise ValueError(
-                f"Convolutions reduce a {h}x{w} image to nothing: use smaller kernels or strides"
-            )
+            raise ValueError(f"Convolutions reduce a {h}x{w} image to nothing: use smaller kernels/strides")
         has_head = bool(hidden_sizes) or output_size is not None
         mlp = MlpModel(conv_size, hidden_sizes, output_size, nonlinearity) if has_head else None
         self.head: nn.Module = mlp if mlp is not None else nn.Identity()

@@ -14,12 +14,8 @@ from st_rl.modules.mlp import mlp_layers
 
 
 class AMPDiscriminator(nn.Module):
-    """Least-squares AMP discriminator ``d = D(x)`` on windows of style features (Peng et al. 2021). Trained
-    towards ``d = +1`` on reference windows and ``-1`` on policy windows, with the gradient penalty
-    ``discriminator_grad_pen * mean_batch(||dD/dx||^2)`` on reference windows. Style reward:
-    ``style_reward_coef * max(0, 1 - 0.25 (d - 1)^2)``, added to the task reward when ``task_reward_lerp`` is
-    0, else ``(1 - task_reward_lerp) * style + task_reward_lerp * task``. ``input_dim``: width of one window
-    (``H`` frames x ``F`` style features; None: filled from the environment)."""
+    """Least-squares AMP discriminator ``d = D(x)`` on windows of ``input_dim`` style features (None: filled from
+    the environment); its losses, gradient penalty and style reward: docs/amp.md."""
 
     # st_gym's AMP config also carries the window width `amp_obs_dim` ({} when unset: Isaac Lab's MISSING).
     config_tolerated = frozenset({"class_name", "amp_obs_dim"})
@@ -36,9 +32,7 @@ class AMPDiscriminator(nn.Module):
     ) -> None:
         super().__init__()
         if input_dim is None or int(input_dim) < 1:
-            raise ValueError(
-                "AMPDiscriminator needs input_dim (frames x style features), or an env with ref_obs"
-            )
+            raise ValueError("AMPDiscriminator needs input_dim (frames x features), or an env with ref_obs")
         if not 0.0 <= task_reward_lerp <= 1.0:
             raise ValueError(f"task_reward_lerp must be in [0, 1], got {task_reward_lerp}")
         amp_obs_dim = kwargs.pop("amp_obs_dim", None)

@@ -32,10 +32,7 @@ class EncoderLayout:
     """Where the encoded components sit in a flat observation and how wide the result is."""
 
     def __init__(self, segments: Mapping[str, Any], component_names: Sequence[str], output_size: int) -> None:
-        segs = normalize_segments(segments)
-        if segs is None:
-            raise ValueError("Encoders need the observation layout: pass obs_segments (name -> shape)")
-        self.segments = segs
+        self.segments = segs = require_segments(normalize_segments(segments), "obs")
         self.component_names = list(component_names)
         self.output_size = int(output_size)
         self.slices = [get_obs_slice(segs, name) for name in self.component_names]
@@ -135,7 +132,7 @@ def attach_encoders(
     policy.encoder_output_size = out
     policy.critic_encoder_component_names = critic_names
     if names:
-        policy.actor_layout = EncoderLayout(require_segments(policy.obs_segments, "obs"), names, out)
+        policy.actor_layout = EncoderLayout(policy.obs_segments, names, out)
         policy.encoders = build_encoders(policy.actor_layout, class_name, kwargs)
         record_default_activation(policy._legacy_activations, "encoders", kwargs, len(names), nn.ELU)
     if not critic_names:
@@ -178,7 +175,7 @@ def attach_visual_encoder(
     policy: Any, component: str, kwargs: Mapping[str, Any], latent: int, privileged_segments: Any
 ) -> None:
     """Give ``policy`` ``visual_layout`` and ``visual_encoder`` (image ``component`` -> ``latent`` columns)."""
-    layout = EncoderLayout(require_segments(policy.obs_segments, "obs"), [component], latent)
+    layout = EncoderLayout(policy.obs_segments, [component], latent)
     _, shape = layout.slices[0]
     if len(shape) != 3:
         raise ValueError(f"The visual component '{component}' must be an image (C, H, W); got shape {shape}")

@@ -96,9 +96,7 @@ def attach_estimator(policy: Any, obs_components: Any, target_components: Any, k
         if not policy.is_recurrent:
             raise ValueError("use_actor_rnn needs a recurrent policy (StateAcRecurrent, ...)")
         if policy.replace_state_prob != 0:
-            raise ValueError(
-                "replace_state_prob must be 0 with use_actor_rnn (the estimate follows the memory)"
-            )
+            raise ValueError("replace_state_prob must be 0 with use_actor_rnn (the estimate is the memory's)")
         in_size = policy.actor_input_size()
     policy.memory_s, policy.estimator = _attach(
         policy, "estimator", obs_components, target_components, dict(kwargs or {}), in_size
@@ -110,9 +108,7 @@ def attach_adaptor(
 ) -> None:
     """Give ``policy`` a privileged-state adaptor (and its own memory in recurrent policies)."""
     if not obs_components or not target_components:
-        raise ValueError(
-            f"{type(policy).__name__} needs adaptor_obs_components and adaptor_target_components"
-        )
+        raise ValueError(f"{type(policy).__name__} lacks adaptor_obs_components or adaptor_target_components")
     policy.privilege_replace_state_prob = float(prob)
     policy.memory_p, policy.adaptor = _attach(
         policy, "adaptor", obs_components, target_components, dict(kwargs or {})

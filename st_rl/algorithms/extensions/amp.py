@@ -21,11 +21,7 @@ from st_rl.storage.rollout_storage import Field, MiniBatch, RolloutStorage, Tran
 
 __all__ = ["AMP_PRESETS", "DISCRIMINATOR_LOSSES", "AdversarialMotionPrior", "MissingAmpDataError"]
 
-DISCRIMINATOR_LOSSES = (
-    "discriminator_expert_loss",
-    "discriminator_policy_loss",
-    "discriminator_grad_pen_loss",
-)
+DISCRIMINATOR_LOSSES = tuple(f"discriminator_{part}_loss" for part in ("expert", "policy", "grad_pen"))
 # The reference's name of the gradient penalty, logged as a copy (weight 0).
 REFERENCE_GRAD_PEN_KEY = "discriminator_grad_len_loss"
 
@@ -48,19 +44,11 @@ ST_GYM_AMP_OBS_DIM_PLACEHOLDER = 2
 
 
 class AdversarialMotionPrior(Extension):
-    """Adversarial Motion Priors (docs/amp.md): a discriminator, built from the policy's ``amp_discriminator``
-    config and owned (trained, saved) here, scores the policy's windows ``infos["observations"]["ref_obs"]``
-    against reference windows ``infos["ref_motion"]`` (one shared normaliser); its style reward joins the task
-    reward. Losses: ``discriminator_{expert,policy,grad_pen}_loss``, ``mimic_loss``, ``bc_loss``.
-
-    Args:
-        discriminator_loss_coef: weight of the three discriminator losses (0: the discriminator is not trained).
-        amp_obs_dim: window width; the discriminator's ``input_dim`` decides (a different value is an error).
-        amp_preset: fills the arguments left at None: ``"reference"`` (no replay, one gradient clip) or
-            ``"st_rl"`` (a 100k replay of past policy windows, the discriminator clipped apart).
-        style_reward_ramp: ``(start, end)`` iterations: the style reward's weight rises from 0 at ``start`` to 1
-            at ``end`` (logged as ``Train/style_reward_weight``).
-    """
+    """Adversarial Motion Priors (docs/amp.md, arguments there): a discriminator, built from the policy's
+    ``amp_discriminator`` config and owned (trained, saved) here, scores the policy's windows
+    ``infos["observations"]["ref_obs"]`` against reference windows ``infos["ref_motion"]`` (one shared
+    normaliser); its style reward joins the task reward. Losses: ``discriminator_{expert,policy,grad_pen}_loss``,
+    ``mimic_loss``, ``bc_loss``."""
 
     name = "amp"
     storage_options = {"amp_obs_shape": int | Sequence[int] | None}  # checked against the window width
@@ -166,20 +154,14 @@ class AdversarialMotionPrior(Extension):
         ref_motion = infos["ref_motion"].reshape(n, -1).to(self.device, torch.float32)
         for name, x in (("ref_obs", ref_obs), ("ref_motion", ref_motion)):
             if x.shape[1] != self.amp_obs_dim:
-                expected = f"{self.amp_obs_dim} (amp_discriminator.input_dim)"
+                expected = f"{self.amp_obs_dim} (its input_dim)"
                 raise ValueError(
-                    f"infos {name} windows have {x.shape[1]} values, the discriminator expects {expected}"
+                    f"{name} windows have {x.shape[1]} values, the discriminator expects {expected}"
                 )
         return ref_obs, ref_motion
 
     def on_env_step(
-        self,
-        rewards: torch.Tensor,
-        dones: torch.Tensor,
-        infos: dict[str, Any],
-        transition: Transition,
-        next_obs: torch.Tensor | None,
-        next_critic_obs: torch.Tensor | None,
+        self, rewards: torch.Tensor, dones: Any, infos: dict[str, Any], transition: Transition, *_: Any
     ) -> torch.Tensor:
         ref_obs, ref_motion = self.windows(infos, rewards.shape[0])
         if self.normalizer.training:
@@ -262,9 +244,7 @@ class AdversarialMotionPrior(Extension):
         if "amp_norm_state_dict" in checkpoint:
             self.normalizer.load_state_dict(checkpoint["amp_norm_state_dict"])
         else:
-            warnings.warn(
-                "No amp_norm_state_dict in the checkpoint: AMP's statistics start fresh.", stacklevel=3
-            )
+            warnings.warn("No amp_norm_state_dict in the checkpoint: fresh AMP statistics.", stacklevel=3)
 
 
 def valid_ramp(ramp: Any) -> bool:

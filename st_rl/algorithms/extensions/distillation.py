@@ -135,20 +135,8 @@ def _distance(x: torch.Tensor, target: torch.Tensor, metric: str) -> torch.Tenso
 class Distillation(Extension):
     """The student imitates a frozen teacher, which labels every step (``action_labels``) and acts in envs whose
     per-episode ``use_teacher_act_mask`` is drawn with probability ``teacher_act_prob(iteration)``. Losses:
-    ``distillation_loss``, ``distill_latent_<component>`` per mapped encoder latent, ``dagger_loss``.
-
-    Args:
-        teacher_policy: teacher policy kwargs plus optional ``class_name`` and ``teacher_ac_path``.
-        label_action_with_critic_obs: the teacher acts on the critic observations.
-        teacher_act_prob: ``"linear"`` / ``"exp"`` / ``"tanh"`` (iteration scale ``update_times_scale``), a
-            callable or a number; ``distillation_loss_coef`` takes the same.
-        distill_target: ``"real"``, ``"mse_sum"``, ``"l1"``, ``"tanh"``, ``"scaled_tanh"`` (see
-            :func:`_distance`) or ``"max_log_prob"`` (``-log pi(label)``).
-        distill_latent_obs_component_mapping: ``{student_component: teacher_component}`` of encoder latents.
-        hidden_state_resample_prob: probability of a trajectory's initial hidden state becoming U(-1, 1) noise.
-        action_labels_from_sample: labels are teacher samples instead of its mean.
-        dagger_loss_coef: weight of ``dagger_loss = mean ||mu - labels||`` (0: not computed).
-    """
+    ``distillation_loss``, ``distill_latent_<component>`` per mapped encoder latent, ``dagger_loss``. The
+    arguments: docs/teacher_student.md and docs/configuration.md."""
 
     name = "distillation"
 

@@ -47,9 +47,7 @@ def _normalizer(enabled: bool, width: int) -> nn.Module:
 class RandomNetworkDistillation(Extension):
     """Curiosity (Burda et al., 2018): the intrinsic reward ``||predictor(s') - target(s')||^2`` of a fixed
     random target network and a predictor trained on the visited states (``rnd_loss``, own Adam) joins the
-    task reward. ``weight_schedule``: see :func:`intrinsic_weight`; ``obs_components``: only these components
-    of the actor (or, ``use_critic_obs``, critic) observations; ``reward_normalization`` divides by the
-    reward's running std."""
+    task reward; arguments: ``rnd_cfg`` in docs/configuration.md."""
 
     name = "rnd"
 
