@@ -4,7 +4,6 @@ feed-forward presets."""
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +22,7 @@ from st_rl.modules.checkpoint_compat import (
 from st_rl.modules.discriminator import policy_discriminator
 from st_rl.modules.distribution import gaussian_entropy, gaussian_log_prob, gaussian_sample
 from st_rl.modules.encoder import (
+    DEFAULT_VISUAL_KWARGS,
     EncoderLayout,
     attach_encoders,
     attach_visual_encoder,
@@ -101,16 +101,6 @@ class PolicyParts:
         return dataclasses.replace(self, **changes)
 
 
-_PART_PRESETS = {"encoders": "EncoderActorCritic", "estimator": "StateAc", "adaptor": "PrivilegeStateAc"}
-
-
-def _warn_unused_parts(policy: nn.Module, **given: Any) -> None:
-    for part, value in given.items():
-        if value and not getattr(policy.parts, part):
-            msg = f"{type(policy).__name__} has no {part}: their arguments are ignored"
-            warnings.warn(f"{msg} (use {_PART_PRESETS[part]}(Recurrent)).", stacklevel=3)
-
-
 class ActorCritic(nn.Module):
     """Gaussian actor-critic with MLP actor and critic; the base of every policy preset.
 
@@ -124,12 +114,7 @@ class ActorCritic(nn.Module):
             warning elsewhere, as are unknown ``**kwargs`` (keys all st_rl configs pass are accepted).
     """
 
-    DEFAULT_VISUAL_KWARGS: dict[str, Any] = {
-        "channels": [64, 64],
-        "kernel_sizes": [3, 3],
-        "strides": [1, 1],
-        "hidden_sizes": [256],
-    }
+    DEFAULT_VISUAL_KWARGS = DEFAULT_VISUAL_KWARGS
     parts = PolicyParts()
     config_tolerated = COMMON_POLICY_KEYS
     is_recurrent = False
@@ -190,14 +175,9 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.parts = parts = parts if parts is not None else type(self).parts
         warn_unknown_kwargs(type(self).__name__, kwargs, COMMON_POLICY_KEYS)
-        _warn_unused_parts(
-            self,
-            encoders=encoder_component_names or critic_encoder_component_names,
-            estimator=estimator_obs_components or estimator_target_components,
-            adaptor=adaptor_obs_components or adaptor_target_components,
+        privileged_obs_segments = (
+            critic_obs_segments if privileged_obs_segments is None else privileged_obs_segments
         )
-        if privileged_obs_segments is None:
-            privileged_obs_segments = critic_obs_segments
         self.num_actor_obs = int(num_actor_obs)
         self.num_critic_obs = int(num_critic_obs)
         self.num_actions = int(num_actions)
@@ -208,46 +188,36 @@ class ActorCritic(nn.Module):
         self.mu_activation = mu_activation
         self.obs_segments = normalize_segments(obs_segments)
         self.privileged_obs_segments = normalize_segments(privileged_obs_segments) or self.obs_segments
-        self._init_part_state()
-        if parts.visual:
-            visual_kwargs = {**self.DEFAULT_VISUAL_KWARGS, **(visual_kwargs or {})}
-            attach_visual_encoder(
-                self, visual_component_name, visual_kwargs, int(visual_latent_size), privileged_obs_segments
-            )
-        if parts.encoders:
-            attach_encoders(
-                self,
-                list(encoder_component_names or []),
-                encoder_class_name,
-                encoder_kwargs,
-                encoder_output_size,
-                critic_encoder_component_names,
-                critic_encoder_class_name,
-                critic_encoder_kwargs,
-            )
         self.use_actor_rnn = bool(use_actor_rnn)
         self.replace_state_prob = float(replace_state_prob)
+        self.privilege_replace_state_prob = float(privilege_replace_state_prob)
+        self._init_part_state(amp_discriminator)
+        attach_visual_encoder(
+            self, visual_component_name, visual_kwargs, visual_latent_size, privileged_obs_segments
+        )
+        attach_encoders(
+            self,
+            encoder_component_names,
+            encoder_class_name,
+            encoder_kwargs,
+            encoder_output_size,
+            critic_encoder_component_names,
+            critic_encoder_class_name,
+            critic_encoder_kwargs,
+        )
         # Heads, then the estimator, then the memories, then the adaptor: the order the parameters are drawn in.
         self._build_heads(actor_obs_normalization, critic_obs_normalization)
-        if parts.estimator and (estimator_obs_components or estimator_target_components):
-            attach_estimator(self, estimator_obs_components, estimator_target_components, estimator_kwargs)
+        attach_estimator(self, estimator_obs_components, estimator_target_components, estimator_kwargs)
         attach_memories(self, self.parts.memory)
-        if parts.adaptor:
-            attach_adaptor(
-                self,
-                adaptor_obs_components,
-                adaptor_target_components,
-                adaptor_kwargs,
-                privilege_replace_state_prob,
-            )
-        if parts.discriminator and not amp_discriminator:
-            msg = "dict in the policy config (AMPDiscriminator's arguments, e.g. input_dim None: the env's)"
-            raise ValueError(f"{type(self).__name__} needs an 'amp_discriminator' {msg}")
-        self.amp_discriminator = dict(amp_discriminator or {}) if parts.discriminator else None
+        attach_adaptor(self, adaptor_obs_components, adaptor_target_components, adaptor_kwargs)
         if self._legacy_activations:  # marks checkpoints written since the default became ReLU
             self.register_buffer(DEFAULT_NONLINEARITY_KEY, torch.ones(()))
 
-    def _init_part_state(self) -> None:
+    def _init_part_state(self, amp_discriminator: Mapping[str, Any] | None) -> None:
+        if self.parts.discriminator and not amp_discriminator:
+            msg = "dict in the policy config (AMPDiscriminator's arguments, e.g. input_dim None: the env's)"
+            raise ValueError(f"{type(self).__name__} needs an 'amp_discriminator' {msg}")
+        self.amp_discriminator = dict(amp_discriminator or {}) if self.parts.discriminator else None
         if self.parts.memory is not None:
             self.is_recurrent = True
             self.rnn_type = str(self.parts.memory.rnn_type).lower()

@@ -15,6 +15,7 @@ from st_rl.env.layout import get_obs_slice, normalize_segments
 from st_rl.modules.checkpoint_compat import record_default_activation
 from st_rl.modules.conv2d import Conv2dHeadModel
 from st_rl.modules.mlp import MlpModel
+from st_rl.modules.utils import part_is_on
 
 DEFAULT_ENCODER_OUTPUT_SIZE = 32
 DEFAULT_ENCODER_KWARGS: dict[str, dict[str, Any]] = {
@@ -117,7 +118,7 @@ def require_segments(segments: Any, which: str) -> Any:
 
 def attach_encoders(
     policy: Any,
-    names: list[str],
+    names: Sequence[str] | None,
     class_name: Any,
     kwargs: Any,
     output_size: int | None,
@@ -126,7 +127,11 @@ def attach_encoders(
     critic_kwargs: Any,
 ) -> None:
     """Give ``policy`` ``actor_layout`` / ``encoders`` for ``names`` and, by ``critic_names``: nothing,
-    ``"shared"`` (the actor's encoders on the critic layout) or ``critic_layout`` / ``critic_encoders``."""
+    ``"shared"`` (the actor's encoders on the critic layout) or ``critic_layout`` / ``critic_encoders``.
+    Nothing where its parts have no encoders."""
+    if not part_is_on(policy, "encoders", names, critic_names):
+        return
+    names = list(names or [])
     out = int(output_size) if output_size is not None else DEFAULT_ENCODER_OUTPUT_SIZE
     policy.encoder_component_names = names
     policy.encoder_output_size = out
@@ -171,10 +176,22 @@ def encoder_latent(
     return layout.encode(x, layout.component_names.index(component), modules)
 
 
+DEFAULT_VISUAL_KWARGS: dict[str, Any] = {
+    "channels": [64, 64],
+    "kernel_sizes": [3, 3],
+    "strides": [1, 1],
+    "hidden_sizes": [256],
+}
+
+
 def attach_visual_encoder(
-    policy: Any, component: str, kwargs: Mapping[str, Any], latent: int, privileged_segments: Any
+    policy: Any, component: str, kwargs: Mapping[str, Any] | None, latent: int, privileged_segments: Any
 ) -> None:
-    """Give ``policy`` ``visual_layout`` and ``visual_encoder`` (image ``component`` -> ``latent`` columns)."""
+    """Give ``policy`` ``visual_layout`` and ``visual_encoder`` (image ``component`` -> ``latent`` columns);
+    ``kwargs`` update the policy's ``DEFAULT_VISUAL_KWARGS``. Nothing where its parts have no visual encoder."""
+    if not policy.parts.visual:
+        return
+    kwargs, latent = {**policy.DEFAULT_VISUAL_KWARGS, **(kwargs or {})}, int(latent)
     layout = EncoderLayout(policy.obs_segments, [component], latent)
     _, shape = layout.slices[0]
     if len(shape) != 3:

@@ -13,7 +13,7 @@ from st_rl.modules.checkpoint_compat import record_default_activation
 from st_rl.modules.encoder import require_segments
 from st_rl.modules.memory import Memory
 from st_rl.modules.mlp import MlpModel
-from st_rl.modules.utils import get_activation_Cls
+from st_rl.modules.utils import get_activation_Cls, part_is_on
 from st_rl.utils.precision import full_precision
 
 
@@ -88,7 +88,12 @@ def _attach(
 
 
 def attach_estimator(policy: Any, obs_components: Any, target_components: Any, kwargs: Any) -> None:
-    """Give ``policy`` a state estimator (and its own memory in recurrent policies without ``use_actor_rnn``)."""
+    """Give ``policy`` a state estimator (and its own memory in recurrent policies without ``use_actor_rnn``)
+    where its parts have one and components are given."""
+    if not part_is_on(policy, "estimator", obs_components, target_components):
+        return
+    if not (obs_components or target_components):
+        return
     if not obs_components or not target_components:
         raise ValueError("A state estimator needs estimator_obs_components and estimator_target_components")
     in_size = None
@@ -103,13 +108,13 @@ def attach_estimator(policy: Any, obs_components: Any, target_components: Any, k
     )
 
 
-def attach_adaptor(
-    policy: Any, obs_components: Any, target_components: Any, kwargs: Any, prob: float
-) -> None:
-    """Give ``policy`` a privileged-state adaptor (and its own memory in recurrent policies)."""
+def attach_adaptor(policy: Any, obs_components: Any, target_components: Any, kwargs: Any) -> None:
+    """Give ``policy`` a privileged-state adaptor (and its own memory in recurrent policies) where its parts
+    have one."""
+    if not part_is_on(policy, "adaptor", obs_components, target_components):
+        return
     if not obs_components or not target_components:
         raise ValueError(f"{type(policy).__name__} lacks adaptor_obs_components or adaptor_target_components")
-    policy.privilege_replace_state_prob = float(prob)
     policy.memory_p, policy.adaptor = _attach(
         policy, "adaptor", obs_components, target_components, dict(kwargs or {})
     )

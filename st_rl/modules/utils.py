@@ -52,6 +52,19 @@ def conv2d_output_shape(
     return h, w
 
 
+_PART_PRESETS = {"encoders": "EncoderActorCritic", "estimator": "StateAc", "adaptor": "PrivilegeStateAc"}
+
+
+def part_is_on(policy: nn.Module, part: str, *given: object) -> bool:
+    """Whether ``policy``'s parts include ``part``; where not, a warning when its arguments were ``given``."""
+    if getattr(policy.parts, part):
+        return True
+    if any(given):
+        msg = f"{type(policy).__name__} has no {part}: their arguments are ignored"
+        warnings.warn(f"{msg} (use {_PART_PRESETS[part]}(Recurrent)).", stacklevel=4)
+    return False
+
+
 def warn_unknown_kwargs(owner: str, kwargs: dict, tolerated: frozenset[str] = frozenset()) -> None:
     """Warn about keyword arguments ``owner`` ignores (names in ``tolerated`` are passed silently)."""
     unknown = sorted(k for k in kwargs if k not in tolerated)
