@@ -11,9 +11,14 @@ from typing import Any
 
 import torch
 
-from st_rl.utils.tensorboard_writer import TensorBoardWriter
-from st_rl.utils.writer_base import NullWriter, ScalarWriter, Writer
-from st_rl.utils.writers import TRACKING_WRITERS, build_custom_writer
+from st_rl.utils.writers import (
+    TRACKING_WRITERS,
+    NullWriter,
+    ScalarWriter,
+    TensorBoardWriter,
+    Writer,
+    build_custom_writer,
+)
 
 __all__ = [
     "LOGGERS",
