@@ -130,8 +130,6 @@ class RolloutStorage:
         next_observations: bool = False,
         **kwargs: Any,
     ) -> None:
-        if buffer_dilation_ratio < 1.0:
-            raise ValueError(f"buffer_dilation_ratio must be >= 1, got {buffer_dilation_ratio}")
         if next_observations and (ring or buffer_dilation_ratio > 1.0):
             raise ValueError("next_observations cannot be combined with ring or buffer_dilation_ratio > 1")
         self.device = torch.device(device)

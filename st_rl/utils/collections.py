@@ -22,7 +22,6 @@ def _index(value: Any, loc: Any) -> Any:
 class _ArrayTupleMethods:
     __slots__ = ()
     _fields: tuple[str, ...]
-    _typename: str
 
     def __getitem__(self, loc: Any) -> Any:
         try:
@@ -32,8 +31,7 @@ class _ArrayTupleMethods:
                 try:
                     _index(value, loc)
                 except Exception:
-                    name = getattr(self, "_typename", type(self).__name__)
-                    raise type(e)(f"Occurred in {name} at field '{field}'") from e
+                    raise type(e)(f"Occurred in {type(self).__name__} at field '{field}'") from e
             raise
 
     def __setitem__(self, loc: Any, value: Any) -> None:
@@ -59,7 +57,7 @@ def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...
     """A namedtuple class whose indexing applies to every field (not named ``get`` or ``items``)."""
     base = namedtuple(typename, field_names)  # type: ignore[misc]
     _check_reserved(base._fields)
-    return type(typename, (_ArrayTupleMethods, base), {"__slots__": (), "_is_namedarraytuple": True})
+    return type(typename, (_ArrayTupleMethods, base), {"__slots__": ()})
 
 
 def is_namedtuple(obj: Any) -> bool:

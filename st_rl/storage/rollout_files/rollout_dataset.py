@@ -45,13 +45,6 @@ _FIELD_SOURCES = {
 }
 
 
-def _data_dirs(data_dir: Any) -> list[str]:
-    dirs = [data_dir] if isinstance(data_dir, (str, os.PathLike)) else data_dir
-    if isinstance(dirs, (list, tuple)) and dirs and all(isinstance(d, (str, os.PathLike)) for d in dirs):
-        return [os.fspath(d) for d in dirs]
-    raise TypeError(f"data_dir must be a directory path or a non-empty list of paths, got {data_dir!r}")
-
-
 def _frame_range(value: Any) -> list[int]:
     iterable = hasattr(value, "__iter__") and not isinstance(value, str)
     bounds: list[Any] = list(value) if iterable else []
@@ -91,11 +84,10 @@ class RolloutDataset(RolloutFileBase):
         seed: int | None = None,
     ) -> None:
         super().__init__(data_dir, num_envs, device=device)
-        self.data_dirs = _data_dirs(data_dir)
+        self.data_dirs = [
+            os.fspath(d) for d in ([data_dir] if isinstance(data_dir, (str, os.PathLike)) else data_dir)
+        ]
         self.starting_frame_range = _frame_range(starting_frame_range)
-        for name, value in (("dataset_loops", dataset_loops), ("keep_latest_n_trajs", keep_latest_n_trajs)):
-            if not is_integer(value):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
         self.dataset_loops = int(dataset_loops)
         self.random_shuffle_traj_order = bool(random_shuffle_traj_order)
         self.keep_latest_n_trajs = int(keep_latest_n_trajs)
