@@ -344,16 +344,12 @@ class RolloutStorage:
             raise ValueError(f"num_mini_batches={num_mini_batches} exceeds the number of envs {n_envs}.")
         index, offsets = trajectory_layout(self.dones)  # the update's one read of the device before its end
         num_traj = offsets[-1]
-        padded: dict[str, torch.Tensor] = {}
-        plain: dict[str, torch.Tensor] = {}
-        done_by_buffer: dict[int, torch.Tensor] = {}  # critic_obs may alias obs: pad it once
-        for name, (field, buf) in self._minibatch_fields().items():
-            if not field.trajectory:
-                plain[name] = buf
-                continue
-            if id(buf) not in done_by_buffer:
-                done_by_buffer[id(buf)] = pad_trajectories(buf, index, num_traj)
-            padded[name] = done_by_buffer[id(buf)]
+        fields = self._minibatch_fields()
+        # critic_obs may alias obs: each buffer is padded once
+        unique = {id(buf): buf for field, buf in fields.values() if field.trajectory}
+        padded_by_id = {i: pad_trajectories(buf, index, num_traj) for i, buf in unique.items()}
+        padded = {name: padded_by_id[id(buf)] for name, (field, buf) in fields.items() if field.trajectory}
+        plain = {name: buf for name, (field, buf) in fields.items() if not field.trajectory}
         traj_masks = pad_trajectories(torch.ones_like(self.dones[..., 0], dtype=torch.bool), index, num_traj)
         dones = self.dones[..., 0].bool()
         first_step = torch.cat([torch.ones_like(dones[:1]), dones[:-1]])
