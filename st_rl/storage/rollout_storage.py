@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -38,58 +39,48 @@ class Field:
     transition: str | None = None
 
 
-class Transition:
+class Transition(types.SimpleNamespace):
     """The values of one environment step by field name (unset ones read as ``None``)."""
 
-    def __init__(self, **values: Any) -> None:
-        object.__setattr__(self, "_values", dict(values))
-
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # only for names not set
         if name.startswith("__"):
             raise AttributeError(name)
-        return self._values.get(name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self._values[name] = value
+        return None
 
     def get(self, name: str, default: Any = None) -> Any:
-        value = self._values.get(name)
+        value = self.__dict__.get(name)
         return default if value is None else value
 
     def clear(self) -> None:
-        self._values.clear()
+        self.__dict__.clear()
 
 
 class MiniBatch:
     """One minibatch's tensors by name, as attributes (``hidden_states`` / ``masks``: ``None`` if feed-forward)."""
 
-    __slots__ = ("_fields",)
-
     def __init__(self, **fields: Any) -> None:
-        object.__setattr__(self, "_fields", {"hidden_states": None, "masks": None, **fields})
+        self.__dict__.update({"hidden_states": None, "masks": None, **fields})
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._fields[name]
-        except KeyError:
-            msg = f"the minibatch has no field {name!r} (registered fields: {sorted(self._fields)})"
-            raise AttributeError(msg) from None
+    def __getattr__(self, name: str) -> Any:  # only for names not set
+        raise AttributeError(
+            f"the minibatch has no field {name!r} (registered fields: {sorted(self.__dict__)})"
+        )
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("MiniBatch is immutable; use _replace(**fields)")
 
     def __contains__(self, name: str) -> bool:
-        return self._fields.get(name) is not None
+        return self.__dict__.get(name) is not None
 
     def get(self, name: str, default: Any = None) -> Any:
-        value = self._fields.get(name)
+        value = self.__dict__.get(name)
         return default if value is None else value
 
     def keys(self) -> list[str]:
-        return list(self._fields)
+        return list(self.__dict__)
 
     def _replace(self, **fields: Any) -> MiniBatch:
-        return MiniBatch(**{**self._fields, **fields})
+        return MiniBatch(**{**self.__dict__, **fields})
 
 
 def _required(transition: Transition, source: str, why: str) -> Any:
