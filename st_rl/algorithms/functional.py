@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS
-from st_rl.storage.returns import compute_gae, normalize_advantages
+from st_rl.storage.rollout_storage import compute_gae, normalize_advantages
 
 __all__ = [
     "adaptive_learning_rate",

@@ -9,9 +9,9 @@ from typing import Any
 
 import torch
 
-from st_rl.storage.returns import compute_gae, normalize_advantages
 from st_rl.utils.buffer import buffer_expand, buffer_from_example, buffer_swap
 from st_rl.utils.collections import tree_flatten, tree_unflatten
+from st_rl.utils.distributed import global_mean_std
 from st_rl.utils.utils import pad_trajectories, trajectory_layout, trajectory_masks
 
 __all__ = [
@@ -23,7 +23,9 @@ __all__ = [
     "RolloutStorage",
     "SarsaRolloutStorage",
     "Transition",
+    "compute_gae",
     "compute_returns",
+    "normalize_advantages",
 ]
 
 
@@ -455,3 +457,30 @@ def compute_returns(storage: RolloutStorage, last_values: torch.Tensor, gamma: f
     returns, advantages = compute_gae(rewards, values, dones, last_values.reshape(-1), gamma, lam)
     storage.returns.copy_(returns.unsqueeze(-1))
     storage.advantages.copy_(normalize_advantages(advantages).unsqueeze(-1))
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    last_values: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE ``(returns, advantages)`` of ``(T, N)`` rewards, values and dones and ``(N,)`` ``last_values``."""
+    not_done = 1.0 - dones.to(rewards.dtype)
+    advantages = torch.zeros_like(rewards)
+    gae = torch.zeros_like(last_values)
+    next_values = last_values
+    for t in reversed(range(rewards.shape[0])):
+        delta = rewards[t] + gamma * not_done[t] * next_values - values[t]
+        gae = delta + gamma * lam * not_done[t] * gae
+        advantages[t] = gae
+        next_values = values[t]
+    return advantages + values, advantages
+
+
+def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Zero-mean, unit-std advantages over the whole tensor (over all ranks' tensors in a multi-rank run)."""
+    mean, std = global_mean_std(advantages)
+    return (advantages - mean) / (std + eps)
