@@ -172,17 +172,14 @@ class RolloutDataset(RolloutFileBase):
             left = "with no time limit" if math.isinf(wait) else f"up to {wait:g} s"
             have = f"{len(self.trajectories)} trajectories in {self.data_dirs}"
             print(f"RolloutDataset: {have}, waiting {left} for {need}...", flush=True)
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    self._waited_s = wait
-                    return
+            while (remaining := deadline - time.monotonic()) > 0:
                 until = time.monotonic() + min(self.poll_interval_s, remaining)
                 while not self._wake_event.is_set() and time.monotonic() < until:
                     time.sleep(min(0.05, max(0.0, until - time.monotonic())))
                 self._wake_event.clear()
                 if self.read_dataset_directory():
                     return
+            self._waited_s = wait
         finally:
             self.waiting_for_data.clear()
 

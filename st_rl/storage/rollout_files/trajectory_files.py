@@ -102,9 +102,7 @@ def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
             f"Refusing to load {path}: it references {e}, but a trajectory pickle may only hold numpy arrays. "
             "Convert a trusted file to .npz outside st_rl; otherwise delete it."
         ) from None
-    except FileNotFoundError:
-        raise
-    except _PICKLE_ERRORS as e:
+    except _PICKLE_ERRORS as e:  # not FileNotFoundError: the caller handles a vanished file
         raise _corrupt(path, e) from e
     if not isinstance(data, dict):
         raise TrajectoryFileError(f"{path} holds a {type(data).__name__}, expected a dict of numpy arrays")
