@@ -99,6 +99,42 @@ def _shape(shape: int | Sequence[int | None] | None) -> tuple[int, ...] | None:
     return tuple(int(s) for s in shape if s is not None)
 
 
+def compute_returns(storage: RolloutStorage, last_values: torch.Tensor, gamma: float, lam: float) -> None:
+    """GAE returns and globally normalised advantages of the stored rollout, written into the storage."""
+    storage.untie_buffer_loop()  # ring storages: oldest step first
+    rewards, values, dones = (storage.rewards[..., 0], storage.values[..., 0], storage.dones[..., 0])
+    returns, advantages = compute_gae(rewards, values, dones, last_values.reshape(-1), gamma, lam)
+    storage.returns.copy_(returns.unsqueeze(-1))
+    storage.advantages.copy_(normalize_advantages(advantages).unsqueeze(-1))
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    last_values: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE ``(returns, advantages)`` of ``(T, N)`` rewards, values and dones and ``(N,)`` ``last_values``."""
+    not_done = 1.0 - dones.to(rewards.dtype)
+    advantages = torch.zeros_like(rewards)
+    gae = torch.zeros_like(last_values)
+    next_values = last_values
+    for t in reversed(range(rewards.shape[0])):
+        delta = rewards[t] + gamma * not_done[t] * next_values - values[t]
+        gae = delta + gamma * lam * not_done[t] * gae
+        advantages[t] = gae
+        next_values = values[t]
+    return advantages + values, advantages
+
+
+def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Zero-mean, unit-std advantages over the whole tensor (over all ranks' tensors in a multi-rank run)."""
+    mean, std = global_mean_std(advantages)
+    return (advantages - mean) / (std + eps)
+
+
 class RolloutStorage:
     """Buffers of shape ``(T, N, ...)`` on the training device, filled one transition at a time.
 
@@ -285,9 +321,7 @@ class RolloutStorage:
             self._map_buffers(lambda b: self.swap_from_cursor(b, cursor))
             self.step = self.num_transitions_per_env
 
-    def compute_returns(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
-        """GAE returns and normalised advantages, bootstrapped from ``last_values``."""
-        compute_returns(self, last_values, gamma, lam)
+    compute_returns = compute_returns  # (self, last_values, gamma, lam)
 
     def get_statistics(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean trajectory length and mean reward per step (the stored steps are not modified)."""
@@ -448,39 +482,3 @@ class AmpRolloutStorage(ActionLabelRollout):
         self.amp_obs_shape = shape
         self.register("ref_obs", Field(shape))
         self.register("ref_motion", Field(shape))
-
-
-def compute_returns(storage: RolloutStorage, last_values: torch.Tensor, gamma: float, lam: float) -> None:
-    """GAE returns and globally normalised advantages of the stored rollout, written into the storage."""
-    storage.untie_buffer_loop()  # ring storages: oldest step first
-    rewards, values, dones = (storage.rewards[..., 0], storage.values[..., 0], storage.dones[..., 0])
-    returns, advantages = compute_gae(rewards, values, dones, last_values.reshape(-1), gamma, lam)
-    storage.returns.copy_(returns.unsqueeze(-1))
-    storage.advantages.copy_(normalize_advantages(advantages).unsqueeze(-1))
-
-
-def compute_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    dones: torch.Tensor,
-    last_values: torch.Tensor,
-    gamma: float,
-    lam: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """GAE ``(returns, advantages)`` of ``(T, N)`` rewards, values and dones and ``(N,)`` ``last_values``."""
-    not_done = 1.0 - dones.to(rewards.dtype)
-    advantages = torch.zeros_like(rewards)
-    gae = torch.zeros_like(last_values)
-    next_values = last_values
-    for t in reversed(range(rewards.shape[0])):
-        delta = rewards[t] + gamma * not_done[t] * next_values - values[t]
-        gae = delta + gamma * lam * not_done[t] * gae
-        advantages[t] = gae
-        next_values = values[t]
-    return advantages + values, advantages
-
-
-def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """Zero-mean, unit-std advantages over the whole tensor (over all ranks' tensors in a multi-rank run)."""
-    mean, std = global_mean_std(advantages)
-    return (advantages - mean) / (std + eps)
