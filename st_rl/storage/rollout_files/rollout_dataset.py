@@ -19,6 +19,7 @@ import torch
 
 from st_rl.storage.rollout_files.base import DatasetExhausted, RolloutFileBase, is_integer
 from st_rl.storage.rollout_files.trajectory_files import (
+    FILE_FIELDS,
     Trajectory,
     TrajectoryFileError,
     file_fields,
@@ -32,17 +33,9 @@ from st_rl.utils.collections import namedarraytuple
 DEFAULT_WAIT_FOR_DATA_S = 600.0  # wait_for_data_s=None: seconds to wait for a collector that has started
 DEFAULT_POLL_INTERVAL_S = 10.0  # seconds between two scans while waiting
 
-# Transition field -> the per-frame array it is read from
-_FIELD_SOURCES = {
-    "observation": "observations",
-    "privileged_observation": "privileged_observations",
-    "action": "actions",
-    "reward": "rewards",
-    "done": "dones",
-    "timeout": "timeouts",
-    "next_observation": "observations",
-    "next_privileged_observation": "privileged_observations",
-}
+# Transition field -> the per-frame array it is read from (its singular; next_*: the next frame's)
+_FIELD_SOURCES = {key[:-1]: key for key in FILE_FIELDS}
+_FIELD_SOURCES |= {f"next_{key[:-1]}": key for key in ("observations", "privileged_observations")}
 
 
 def _frame_range(value: Any) -> list[int]:

@@ -258,7 +258,7 @@ def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[
 
 
 # per-frame array -> (dtype, one value per frame)
-_FILE_FIELDS = {
+FILE_FIELDS = {
     "observations": (np.float32, False),
     "privileged_observations": (np.float32, False),
     "actions": (np.float32, False),
@@ -288,7 +288,7 @@ def file_fields(
 
     arrays = {"timeouts": np.zeros(length, dtype=bool), **arrays, "observations": obs}
     out: dict[str, np.ndarray] = {}
-    for key, (dtype, scalar) in _FILE_FIELDS.items():
+    for key, (dtype, scalar) in FILE_FIELDS.items():
         if key not in arrays:
             continue  # privileged_observations are optional
         value = np.asarray(arrays[key])
