@@ -179,16 +179,12 @@ class RolloutStorage:
         self._all_obs: dict[str, torch.Tensor] = {}  # (T + 1, N, ...) buffers with next_observations
 
         self.register("observations", Field(obs_s, trajectory=True, minibatch="obs"))
-        if self.privileged_obs_shape is not None:
-            self.register(
-                "privileged_observations",
-                Field(
-                    self.privileged_obs_shape,
-                    trajectory=True,
-                    minibatch="critic_obs",
-                    transition="critic_observations",
-                ),
+        critic_shape = self.privileged_obs_shape
+        if critic_shape is not None:
+            field = Field(
+                critic_shape, trajectory=True, minibatch="critic_obs", transition="critic_observations"
             )
+            self.register("privileged_observations", field)
         self.register("actions", Field(act_s))
         self.register("rewards", Field((1,), minibatch=""))
         self.register("dones", Field((1,), torch.uint8, minibatch=""))
