@@ -240,7 +240,7 @@ class RolloutDataset(RolloutFileBase):
             start = low if high <= low + 1 else int(self._rng.integers(low, high))
             start = min(start, traj.length - 1)
             self._traj[env] = traj
-            self._file_idx[env] = bisect.bisect_right(traj.starts, start) - 1
+            self._file_idx[env] = bisect.bisect_right(traj.bounds, start) - 1
             self._cursor[env] = start
             self._fresh[env] = self.mark_first_frame_done
             if self._load_file(env):
@@ -253,7 +253,7 @@ class RolloutDataset(RolloutFileBase):
         assert traj is not None
         idx = int(self._file_idx[env])
         path = os.path.join(traj.path, traj.files[idx])
-        start, stop = traj.starts[idx], traj.stops[idx]
+        start, stop = traj.bounds[idx], traj.bounds[idx + 1]
         try:
             arrays = file_fields(read_trajectory_file(path), traj.metadata, path, stop - start)
         except FileNotFoundError:

@@ -200,17 +200,16 @@ def assemble_observations(
 
 @dataclass
 class Trajectory:
-    """One ``trajectory_<k>`` directory: its files (sorted, contiguous from frame 0) and metadata."""
+    """One ``trajectory_<k>`` directory: its files (file ``i``: frames ``[bounds[i], bounds[i + 1])``), metadata."""
 
     path: str
     files: list[str]
-    starts: list[int]
-    stops: list[int]
+    bounds: list[int]
     metadata: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def length(self) -> int:
-        return self.stops[-1]
+        return self.bounds[-1]
 
 
 def scan_trajectory_dir(path: str, metadata: dict[str, Any] | None) -> Trajectory | None:
@@ -218,16 +217,15 @@ def scan_trajectory_dir(path: str, metadata: dict[str, Any] | None) -> Trajector
     if not names:
         return None
     ranges = sorted((*get_frame_range(n), n) for n in names)
-    expected = 0
+    bounds = [0]
     for start, stop, name in ranges:
-        if start != expected or stop <= start:
+        if start != bounds[-1] or stop <= start:
             raise TrajectoryFileError(
-                f"{path}: {name} covers frames [{start}, {stop}) but frame {expected} comes next; the "
+                f"{path}: {name} covers frames [{start}, {stop}) but frame {bounds[-1]} comes next; the "
                 "trajectory has a gap, an overlap or an empty file. Delete the directory or the stray file."
             )
-        expected = stop
-    starts, stops, files = (list(column) for column in zip(*ranges))
-    return Trajectory(path, files, starts, stops, metadata)
+        bounds.append(stop)
+    return Trajectory(path, [name for *_, name in ranges], bounds, metadata)
 
 
 def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[str], bool]:
