@@ -28,6 +28,7 @@ from st_rl.storage.rollout_files.trajectory_files import (
     scan_trajectories,
 )
 from st_rl.storage.rollout_files.trajectory_files import load_legacy_pickle as load_legacy_pickle
+from st_rl.utils.buffer import buffer_expand
 from st_rl.utils.collections import namedarraytuple
 
 DEFAULT_WAIT_FOR_DATA_S = 600.0  # wait_for_data_s=None: seconds to wait for a collector that has started
@@ -284,10 +285,8 @@ class RolloutDataset(RolloutFileBase):
                 "of a dataset must be recorded from the same environment"
             )
         width = slots["observations"].shape[1]
-        if length > width:
-            for key, value in slots.items():
-                pad = value.new_zeros(value.shape[0], length - width, *value.shape[2:])
-                slots[key] = torch.cat([value, pad], 1)
+        if length > width:  # grown in place to the longest file (fill_transition holds this dict)
+            slots.update({key: buffer_expand(value, length - width, dim=1) for key, value in slots.items()})
         return slots
 
     def get_buffer(self, num_transitions_per_env: int | None = None) -> Any:
