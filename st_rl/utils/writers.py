@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import difflib
 import importlib
 import inspect
 import os
@@ -372,3 +373,25 @@ def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: boo
     finally:
         writer.close()
     return backend
+
+
+LOGGERS = ("tensorboard", "wandb", "neptune", "none")
+
+
+def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = None) -> Writer:
+    """The writer for ``kind`` (:data:`LOGGERS` or a custom writer), a :class:`NullWriter` without ``log_dir``."""
+    cfg = cfg or {}
+    if log_dir is None or kind in ("none", None):
+        return NullWriter()
+    if kind == "tensorboard":
+        return TensorBoardWriter(log_dir=log_dir, flush_secs=10)
+    if isinstance(kind, (dict, type)) or (isinstance(kind, str) and ":" in kind):
+        return build_custom_writer(kind, log_dir, cfg)
+    if isinstance(kind, str) and kind in TRACKING_WRITERS:
+        return TRACKING_WRITERS[kind](log_dir, cfg)
+    close = difflib.get_close_matches(str(kind), LOGGERS, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ValueError(
+        f"Unknown logger {kind!r}.{hint} Use one of {list(LOGGERS)}, or a custom writer: a class, "
+        "'package.module:Class' or {'class_name': ..., **kwargs} (see docs/logging.md)."
+    )
