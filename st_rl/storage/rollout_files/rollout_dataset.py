@@ -82,6 +82,9 @@ class RolloutDataset(RolloutFileBase):
             os.fspath(d) for d in ([data_dir] if isinstance(data_dir, (str, os.PathLike)) else data_dir)
         ]
         self.starting_frame_range = _frame_range(starting_frame_range)
+        for name, value in (("dataset_loops", dataset_loops), ("keep_latest_n_trajs", keep_latest_n_trajs)):
+            if not is_integer(value):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
         self.dataset_loops = int(dataset_loops)
         self.random_shuffle_traj_order = bool(random_shuffle_traj_order)
         self.keep_latest_n_trajs = int(keep_latest_n_trajs)
