@@ -28,7 +28,7 @@ from st_rl.storage.rollout_files.trajectory_files import (
     scan_trajectories,
 )
 from st_rl.storage.rollout_files.trajectory_files import load_legacy_pickle as load_legacy_pickle
-from st_rl.utils.buffer import buffer_expand
+from st_rl.utils.buffer import buffer_expand, buffer_func
 from st_rl.utils.collections import namedarraytuple
 
 DEFAULT_WAIT_FOR_DATA_S = 600.0  # wait_for_data_s=None: seconds to wait for a collector that has started
@@ -297,12 +297,8 @@ class RolloutDataset(RolloutFileBase):
         if self._slots is None:
             raise RuntimeError("RolloutDataset.get_buffer: no data loaded yet; call reset() first")
         lead = ([] if num_transitions_per_env is None else [int(num_transitions_per_env)]) + [self.num_envs]
-        slots = self._slots
-
-        def empty(slot: torch.Tensor | None) -> torch.Tensor | None:
-            return None if slot is None else slot.new_empty(*lead, *slot.shape[2:])
-
-        return self.Transition(**{name: empty(slots.get(key)) for name, key in _FIELD_SOURCES.items()})
+        slots = self.Transition(**{name: self._slots.get(key) for name, key in _FIELD_SOURCES.items()})
+        return buffer_func(slots, lambda slot: slot.new_empty(*lead, *slot.shape[2:]))
 
     def fill_transition(self, buffer: Any, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
         """Write the next transition of the slots ``env_ids`` (all when ``None``) into ``buffer``; advance."""
