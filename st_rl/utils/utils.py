@@ -151,11 +151,8 @@ def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | i
 
 def latest_checkpoint(run_dir: str, pattern: str = r"model_\d+\.pt") -> str | None:
     """The highest-numbered ``model_<it>.pt`` of ``run_dir`` whose name matches ``pattern``, else None."""
-    numbers = {}
-    for name in os.listdir(run_dir) if os.path.isdir(run_dir) else ():
-        found = _MODEL_RE.search(name)
-        if found and re.fullmatch(pattern, name):
-            numbers[name] = int(found.group(1))
+    names = os.listdir(run_dir) if os.path.isdir(run_dir) else []
+    numbers = {n: int(m.group(1)) for n in names if (m := _MODEL_RE.search(n)) and re.fullmatch(pattern, n)}
     return os.path.join(run_dir, max(numbers, key=numbers.__getitem__)) if numbers else None
 
 
