@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS
-from st_rl.storage.returns import compute_gae as compute_gae  # re-exported
-from st_rl.storage.returns import normalize_advantages as normalize_advantages
+from st_rl.storage.rollout_storage import compute_gae as compute_gae  # re-exported
+from st_rl.storage.rollout_storage import normalize_advantages as normalize_advantages
 
 
 def bootstrap_time_outs(

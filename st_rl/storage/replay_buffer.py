@@ -16,8 +16,7 @@ class ReplayBuffer:
         self.device = torch.device(device)
         self.obs_dim = int(obs_dim)
         self.buffer_size = int(buffer_size)
-        self.states = torch.zeros(self.buffer_size, self.obs_dim, device=self.device)
-        self.next_states = torch.zeros(self.buffer_size, self.obs_dim, device=self.device)
+        self.states, self.next_states = torch.zeros(2, self.buffer_size, self.obs_dim, device=self.device)
         self.step = 0
         self.num_samples = 0
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 
-from st_rl.storage.returns import compute_gae, normalize_advantages
 from st_rl.utils.buffer import buffer_expand, buffer_from_example, buffer_swap
 from st_rl.utils.collections import tree_flatten, tree_unflatten
+from st_rl.utils.distributed import global_mean_std
 from st_rl.utils.utils import pad_trajectories, trajectory_layout, trajectory_masks
 
 __all__ = [
@@ -22,7 +23,9 @@ __all__ = [
     "RolloutStorage",
     "SarsaRolloutStorage",
     "Transition",
+    "compute_gae",
     "compute_returns",
+    "normalize_advantages",
 ]
 
 
@@ -38,58 +41,48 @@ class Field:
     transition: str | None = None
 
 
-class Transition:
+class Transition(types.SimpleNamespace):
     """The values of one environment step by field name (unset ones read as ``None``)."""
 
-    def __init__(self, **values: Any) -> None:
-        object.__setattr__(self, "_values", dict(values))
-
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # only for names not set
         if name.startswith("__"):
             raise AttributeError(name)
-        return self._values.get(name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self._values[name] = value
+        return None
 
     def get(self, name: str, default: Any = None) -> Any:
-        value = self._values.get(name)
+        value = self.__dict__.get(name)
         return default if value is None else value
 
     def clear(self) -> None:
-        self._values.clear()
+        self.__dict__.clear()
 
 
 class MiniBatch:
     """One minibatch's tensors by name, as attributes (``hidden_states`` / ``masks``: ``None`` if feed-forward)."""
 
-    __slots__ = ("_fields",)
-
     def __init__(self, **fields: Any) -> None:
-        object.__setattr__(self, "_fields", {"hidden_states": None, "masks": None, **fields})
+        self.__dict__.update({"hidden_states": None, "masks": None, **fields})
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._fields[name]
-        except KeyError:
-            msg = f"the minibatch has no field {name!r} (registered fields: {sorted(self._fields)})"
-            raise AttributeError(msg) from None
+    def __getattr__(self, name: str) -> Any:  # only for names not set
+        raise AttributeError(
+            f"the minibatch has no field {name!r} (registered fields: {sorted(self.__dict__)})"
+        )
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("MiniBatch is immutable; use _replace(**fields)")
 
     def __contains__(self, name: str) -> bool:
-        return self._fields.get(name) is not None
+        return self.__dict__.get(name) is not None
 
     def get(self, name: str, default: Any = None) -> Any:
-        value = self._fields.get(name)
+        value = self.__dict__.get(name)
         return default if value is None else value
 
     def keys(self) -> list[str]:
-        return list(self._fields)
+        return list(self.__dict__)
 
     def _replace(self, **fields: Any) -> MiniBatch:
-        return MiniBatch(**{**self._fields, **fields})
+        return MiniBatch(**{**self.__dict__, **fields})
 
 
 def _required(transition: Transition, source: str, why: str) -> Any:
@@ -104,6 +97,42 @@ def _shape(shape: int | Sequence[int | None] | None) -> tuple[int, ...] | None:
     if not shape or shape[0] is None:
         return None
     return tuple(int(s) for s in shape if s is not None)
+
+
+def compute_returns(storage: RolloutStorage, last_values: torch.Tensor, gamma: float, lam: float) -> None:
+    """GAE returns and globally normalised advantages of the stored rollout, written into the storage."""
+    storage.untie_buffer_loop()  # ring storages: oldest step first
+    rewards, values, dones = (storage.rewards[..., 0], storage.values[..., 0], storage.dones[..., 0])
+    returns, advantages = compute_gae(rewards, values, dones, last_values.reshape(-1), gamma, lam)
+    storage.returns.copy_(returns.unsqueeze(-1))
+    storage.advantages.copy_(normalize_advantages(advantages).unsqueeze(-1))
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    last_values: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE ``(returns, advantages)`` of ``(T, N)`` rewards, values and dones and ``(N,)`` ``last_values``."""
+    not_done = 1.0 - dones.to(rewards.dtype)
+    advantages = torch.zeros_like(rewards)
+    gae = torch.zeros_like(last_values)
+    next_values = last_values
+    for t in reversed(range(rewards.shape[0])):
+        delta = rewards[t] + gamma * not_done[t] * next_values - values[t]
+        gae = delta + gamma * lam * not_done[t] * gae
+        advantages[t] = gae
+        next_values = values[t]
+    return advantages + values, advantages
+
+
+def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Zero-mean, unit-std advantages over the whole tensor (over all ranks' tensors in a multi-rank run)."""
+    mean, std = global_mean_std(advantages)
+    return (advantages - mean) / (std + eps)
 
 
 class RolloutStorage:
@@ -130,8 +159,6 @@ class RolloutStorage:
         next_observations: bool = False,
         **kwargs: Any,
     ) -> None:
-        if buffer_dilation_ratio < 1.0:
-            raise ValueError(f"buffer_dilation_ratio must be >= 1, got {buffer_dilation_ratio}")
         if next_observations and (ring or buffer_dilation_ratio > 1.0):
             raise ValueError("next_observations cannot be combined with ring or buffer_dilation_ratio > 1")
         self.device = torch.device(device)
@@ -152,16 +179,12 @@ class RolloutStorage:
         self._all_obs: dict[str, torch.Tensor] = {}  # (T + 1, N, ...) buffers with next_observations
 
         self.register("observations", Field(obs_s, trajectory=True, minibatch="obs"))
-        if self.privileged_obs_shape is not None:
-            self.register(
-                "privileged_observations",
-                Field(
-                    self.privileged_obs_shape,
-                    trajectory=True,
-                    minibatch="critic_obs",
-                    transition="critic_observations",
-                ),
+        critic_shape = self.privileged_obs_shape
+        if critic_shape is not None:
+            field = Field(
+                critic_shape, trajectory=True, minibatch="critic_obs", transition="critic_observations"
             )
+            self.register("privileged_observations", field)
         self.register("actions", Field(act_s))
         self.register("rewards", Field((1,), minibatch=""))
         self.register("dones", Field((1,), torch.uint8, minibatch=""))
@@ -294,9 +317,7 @@ class RolloutStorage:
             self._map_buffers(lambda b: self.swap_from_cursor(b, cursor))
             self.step = self.num_transitions_per_env
 
-    def compute_returns(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
-        """GAE returns and normalised advantages, bootstrapped from ``last_values``."""
-        compute_returns(self, last_values, gamma, lam)
+    compute_returns = compute_returns  # (self, last_values, gamma, lam)
 
     def get_statistics(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean trajectory length and mean reward per step (the stored steps are not modified)."""
@@ -346,16 +367,12 @@ class RolloutStorage:
             raise ValueError(f"num_mini_batches={num_mini_batches} exceeds the number of envs {n_envs}.")
         index, offsets = trajectory_layout(self.dones)  # the update's one read of the device before its end
         num_traj = offsets[-1]
-        padded: dict[str, torch.Tensor] = {}
-        plain: dict[str, torch.Tensor] = {}
-        done_by_buffer: dict[int, torch.Tensor] = {}  # critic_obs may alias obs: pad it once
-        for name, (field, buf) in self._minibatch_fields().items():
-            if not field.trajectory:
-                plain[name] = buf
-                continue
-            if id(buf) not in done_by_buffer:
-                done_by_buffer[id(buf)] = pad_trajectories(buf, index, num_traj)
-            padded[name] = done_by_buffer[id(buf)]
+        fields = self._minibatch_fields()
+        # critic_obs may alias obs: each buffer is padded once
+        unique = {id(buf): buf for field, buf in fields.values() if field.trajectory}
+        padded_by_id = {i: pad_trajectories(buf, index, num_traj) for i, buf in unique.items()}
+        padded = {name: padded_by_id[id(buf)] for name, (field, buf) in fields.items() if field.trajectory}
+        plain = {name: buf for name, (field, buf) in fields.items() if not field.trajectory}
         traj_masks = pad_trajectories(torch.ones_like(self.dones[..., 0], dtype=torch.bool), index, num_traj)
         dones = self.dones[..., 0].bool()
         first_step = torch.cat([torch.ones_like(dones[:1]), dones[:-1]])
@@ -461,12 +478,3 @@ class AmpRolloutStorage(ActionLabelRollout):
         self.amp_obs_shape = shape
         self.register("ref_obs", Field(shape))
         self.register("ref_motion", Field(shape))
-
-
-def compute_returns(storage: RolloutStorage, last_values: torch.Tensor, gamma: float, lam: float) -> None:
-    """GAE returns and globally normalised advantages of the stored rollout, written into the storage."""
-    storage.untie_buffer_loop()  # ring storages: oldest step first
-    rewards, values, dones = (storage.rewards[..., 0], storage.values[..., 0], storage.dones[..., 0])
-    returns, advantages = compute_gae(rewards, values, dones, last_values.reshape(-1), gamma, lam)
-    storage.returns.copy_(returns.unsqueeze(-1))
-    storage.advantages.copy_(normalize_advantages(advantages).unsqueeze(-1))

@@ -24,12 +24,12 @@ __all__ = [
 
 def buffer_func(buffer: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
     """Apply ``func(leaf, *args, **kwargs)`` to every tensor/array leaf; ``None`` stays ``None``."""
-    return tree_map(lambda x: None if x is None else func(x, *args, **kwargs), buffer)
+    return tree_map(lambda x: func(x, *args, **kwargs), buffer)
 
 
 def buffer_method(buffer: Any, method_name: str, *args: Any, **kwargs: Any) -> Any:
     """Call ``leaf.<method_name>(*args, **kwargs)`` on every leaf."""
-    return tree_map(lambda x: None if x is None else getattr(x, method_name)(*args, **kwargs), buffer)
+    return tree_map(lambda x: getattr(x, method_name)(*args, **kwargs), buffer)
 
 
 def buffer_from_example(example: Any, leading_dims: int | tuple[int, ...]) -> Any:
@@ -60,10 +60,7 @@ def buffer_expand(buffer: Any, expand_size: int, dim: int = 0) -> Any:
 
 def buffer_swap(buffer: Any, cursor: int, dim: int = 0) -> Any:
     """Rotate every leaf along ``dim`` so that entry ``cursor`` becomes entry 0 (oldest first in a ring)."""
-    return buffer_func(
-        buffer,
-        lambda x: torch.roll(x, -cursor, dim) if isinstance(x, torch.Tensor) else np.roll(x, -cursor, dim),
-    )
+    return buffer_func(buffer, lambda x: (torch if isinstance(x, torch.Tensor) else np).roll(x, -cursor, dim))
 
 
 def buffer_to(buffer: Any, device: str | torch.device | None = None, **kwargs: Any) -> Any:

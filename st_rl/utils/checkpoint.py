@@ -55,13 +55,9 @@ class CheckpointWriteError(OSError):
 def _torch_error_detail(error: BaseException) -> str:
     """The first sentence of a torch / OS error message, without torch's advice."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for i, line in enumerate(lines):  # torch's weights-only unpickler: the reason follows this marker
-        if "WeightsUnpickler error:" in line:
-            rest = line.split("WeightsUnpickler error:", 1)[1].strip()
-            lines = [rest] if rest else lines[i + 1 : i + 2]
-            break
-    detail = lines[0] if lines else type(error).__name__
+    reason = re.search(r"WeightsUnpickler error:\s*(\S.*)", text)  # torch's weights-only unpickler's reason
+    lines = [reason.group(1)] if reason else [ln for ln in text.splitlines() if ln.strip()]
+    detail = lines[0].strip() if lines else type(error).__name__
     global_name = re.search(r"Unsupported global: GLOBAL (\S+)", detail)
     if global_name:
         return f"it references {global_name.group(1)}"
@@ -156,8 +152,7 @@ def migrate_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
         return state
     state = dict(state)
     model = dict(state.get("model_state_dict") or {})
-    actor = state.pop("obs_norm_state_dict", None)
-    critic = state.pop("critic_obs_norm_state_dict", None)
+    actor, critic = (state.pop(entry, None) for entry, _ in _NORMALIZER_ENTRIES)
     shape = _mean_shape(actor)
     if _unused(critic) and not _unused(actor) and shape is not None and shape == _mean_shape(critic):
         critic = actor

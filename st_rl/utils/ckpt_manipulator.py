@@ -14,20 +14,16 @@ from st_rl.utils.checkpoint import CheckpointError, describe_names, first_line
 Manipulator = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
+def _actor_encoder0(key: str) -> bool:
+    return ".encoders.0." in f".{key}" and not key.startswith("critic_encoders.0.")  # at the start or nested
+
+
 def replace_encoder0(src: dict[str, Any], algo_state_dict: dict[str, Any]) -> dict[str, Any]:
     """Everything from ``src`` but the actor's first encoder (``encoders.0.``), which stays fresh; no optimizer."""
     current: dict[str, torch.Tensor] = algo_state_dict["model_state_dict"]
     source: dict[str, torch.Tensor] = src["model_state_dict"]
-    model: dict[str, torch.Tensor] = {}
-    missing = []
-    for key, value in current.items():
-        fresh = key.startswith("encoders.0.") or ".encoders.0." in key
-        if fresh and not key.startswith("critic_encoders.0."):
-            model[key] = value
-        elif key in source:
-            model[key] = source[key]
-        else:
-            missing.append(key)
+    model = {key: value if _actor_encoder0(key) else source.get(key) for key, value in current.items()}
+    missing = [key for key, value in model.items() if value is None]
     if missing:
         raise KeyError(f"replace_encoder0: the checkpoint lacks {describe_names(missing)}")
     return {"model_state_dict": model, "iter": src.get("iter", 0), "infos": src.get("infos")}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict, namedtuple
+import functools
+from collections import namedtuple
 from collections.abc import Iterable
-from inspect import Parameter, Signature
-from typing import Any, TypeVar
+from typing import Any
 
 RESERVED_NAMES = ("get", "items")
 
@@ -22,7 +22,6 @@ def _index(value: Any, loc: Any) -> Any:
 class _ArrayTupleMethods:
     __slots__ = ()
     _fields: tuple[str, ...]
-    _typename: str
 
     def __getitem__(self, loc: Any) -> Any:
         try:
@@ -32,8 +31,7 @@ class _ArrayTupleMethods:
                 try:
                     _index(value, loc)
                 except Exception:
-                    name = getattr(self, "_typename", type(self).__name__)
-                    raise type(e)(f"Occurred in {name} at field '{field}'") from e
+                    raise type(e)(f"Occurred in {type(self).__name__} at field '{field}'") from e
             raise
 
     def __setitem__(self, loc: Any, value: Any) -> None:
@@ -59,7 +57,7 @@ def namedarraytuple(typename: str, field_names: str | list[str] | tuple[str, ...
     """A namedtuple class whose indexing applies to every field (not named ``get`` or ``items``)."""
     base = namedtuple(typename, field_names)  # type: ignore[misc]
     _check_reserved(base._fields)
-    return type(typename, (_ArrayTupleMethods, base), {"__slots__": (), "_is_namedarraytuple": True})
+    return type(typename, (_ArrayTupleMethods, base), {"__slots__": ()})
 
 
 def is_namedtuple(obj: Any) -> bool:
@@ -135,52 +133,31 @@ def tree_unflatten(structure: Any, leaves: list[Any]) -> Any:
     return build(structure)
 
 
-_NT = TypeVar("_NT", bound="NamedTuple")
-
-
 class NamedTuple(tuple):
     """An instance of a :class:`NamedTupleSchema`: a tuple whose fields are also attributes."""
 
+    __slots__ = ()
     _typename: str
     _fields: tuple[str, ...]
 
-    def __new__(cls: type[_NT], typename: str, fields: tuple[str, ...], values: Iterable[Any]) -> _NT:
-        result = tuple.__new__(cls, values)
-        if len(fields) != len(result):
-            raise ValueError(f"Expected {len(fields)} arguments, got {len(result)}")
-        result.__dict__.update(_typename=typename, _fields=tuple(fields))
-        return result
+    def __new__(cls, typename: str, fields: tuple[str, ...], values: Iterable[Any]) -> Any:
+        return _schema_class(cls, typename, tuple(fields))._make(values)
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return tuple.__getitem__(self, self._fields.index(name))
-        except ValueError:
-            raise AttributeError(f"'{self._typename}' object has no attribute '{name}'") from None
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"can't set attributes of '{type(self).__name__}' instance")
-
-    def _make(self, iterable: Iterable[Any]) -> NamedTuple:
-        return type(self)(self._typename, self._fields, iterable)
-
-    def _replace(self, **kwargs: Any) -> NamedTuple:
-        result = self._make(map(kwargs.pop, self._fields, self))
-        if kwargs:
-            raise ValueError(f"Got unexpected field names: {list(kwargs)}")
-        return result
-
-    def _asdict(self) -> OrderedDict[str, Any]:
-        return OrderedDict(zip(self._fields, self))
-
-    def __getnewargs__(self) -> tuple[Any, ...]:  # type: ignore[override]
-        return self._typename, self._fields, tuple(self)
-
-    def __repr__(self) -> str:
-        return self._typename + "(" + ", ".join(f"{n}={v}" for n, v in zip(self._fields, self)) + ")"
+    def __reduce__(self) -> tuple[Any, ...]:  # its class is made at run time: pickled as its base's arguments
+        base = NamedArrayTuple if isinstance(self, NamedArrayTuple) else NamedTuple
+        return base, (self._typename, self._fields, tuple(self))
 
 
 class NamedArrayTuple(_ArrayTupleMethods, NamedTuple):
     """An instance of a :class:`NamedArrayTupleSchema`: indexing and assignment apply to every field."""
+
+    __slots__ = ()
+
+
+@functools.cache
+def _schema_class(base: type, typename: str, fields: tuple[str, ...]) -> Any:
+    """``namedtuple(typename, fields)`` with ``base`` (:class:`NamedTuple` or :class:`NamedArrayTuple`)."""
+    return type(typename, (namedtuple(typename, fields), base), {"__slots__": (), "_typename": typename})
 
 
 class NamedTupleSchema:
@@ -188,7 +165,6 @@ class NamedTupleSchema:
 
     _typename: str
     _fields: tuple[str, ...]
-    _signature: Signature
     _instance: type[NamedTuple] = NamedTuple
 
     def __init__(self, typename: str, fields: str | Iterable[str]) -> None:
@@ -199,11 +175,10 @@ class NamedTupleSchema:
             raise ValueError(f"can't name a field 'index' or 'count': {fields}")
         if issubclass(self._instance, _ArrayTupleMethods):
             _check_reserved(fields)
-        signature = Signature([Parameter(f, Parameter.POSITIONAL_OR_KEYWORD) for f in fields])
-        self.__dict__.update(_typename=typename, _fields=fields, _signature=signature)
+        self.__dict__.update(_typename=typename, _fields=fields)
 
     def __call__(self, *args: Any, **kwargs: Any) -> NamedTuple:
-        return self._make(self._signature.bind(*args, **kwargs).args)
+        return _schema_class(self._instance, self._typename, self._fields)(*args, **kwargs)
 
     def _make(self, iterable: Iterable[Any]) -> NamedTuple:
         return self._instance(self._typename, self._fields, iterable)

@@ -1,9 +1,8 @@
-"""Training logs: scalar writers (TensorBoard by default) and the console progress block."""
+"""Training logs: the console progress block and episode statistics; the writers of :mod:`st_rl.utils.writers`."""
 
 from __future__ import annotations
 
 import datetime
-import difflib
 import math
 import time
 from collections.abc import Iterable
@@ -11,9 +10,7 @@ from typing import Any
 
 import torch
 
-from st_rl.utils.tensorboard_writer import TensorBoardWriter
-from st_rl.utils.writer_base import NullWriter, ScalarWriter, Writer
-from st_rl.utils.writers import TRACKING_WRITERS, build_custom_writer
+from st_rl.utils.writers import LOGGERS, NullWriter, ScalarWriter, Writer, make_writer
 
 __all__ = [
     "LOGGERS",
@@ -26,28 +23,6 @@ __all__ = [
     "format_duration",
     "make_writer",
 ]
-
-
-LOGGERS = ("tensorboard", "wandb", "neptune", "none")
-
-
-def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = None) -> Writer:
-    """The writer for ``kind`` (:data:`LOGGERS` or a custom writer), a :class:`NullWriter` without ``log_dir``."""
-    cfg = cfg or {}
-    if log_dir is None or kind in ("none", None):
-        return NullWriter()
-    if kind == "tensorboard":
-        return TensorBoardWriter(log_dir=log_dir, flush_secs=10)
-    if isinstance(kind, (dict, type)) or (isinstance(kind, str) and ":" in kind):
-        return build_custom_writer(kind, log_dir, cfg)
-    if isinstance(kind, str) and kind in TRACKING_WRITERS:
-        return TRACKING_WRITERS[kind](log_dir, cfg)
-    close = difflib.get_close_matches(str(kind), LOGGERS, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(
-        f"Unknown logger {kind!r}.{hint} Use one of {list(LOGGERS)}, or a custom writer: a class, "
-        "'package.module:Class' or {'class_name': ..., **kwargs} (see docs/logging.md)."
-    )
 
 
 def aggregate_episode_infos(ep_infos: list[dict[str, Any]]) -> dict[str, float]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 import torch
 
@@ -53,14 +54,11 @@ def resolve_precision(precision: str, device: torch.device | str) -> str:
     return precision
 
 
-@contextlib.contextmanager
-def autocast(device: torch.device | str, precision: str) -> Iterator[None]:
+def autocast(device: torch.device | str, precision: str) -> contextlib.AbstractContextManager[Any]:
     """bfloat16 autocast on ``device`` when ``precision == "bf16"``, otherwise nothing."""
     if precision != "bf16":
-        yield
-        return
-    with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
-        yield
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
 
 
 def autocast_enabled(device_type: str) -> bool:

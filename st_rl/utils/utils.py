@@ -133,17 +133,14 @@ def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | i
         return log_root
     if not os.path.isdir(log_root):
         raise FileNotFoundError(f"No log directory at {log_root}")
-    if latest_checkpoint(log_root, ".*") is not None:
-        run_dir = log_root  # a run directory itself
-    else:
-        runs = sorted(
-            d
-            for d in os.listdir(log_root)
-            if re.fullmatch(load_run, d) and latest_checkpoint(os.path.join(log_root, d), ".*") is not None
-        )
-        if not runs:
-            raise FileNotFoundError(f"No run directory matching '{load_run}' with checkpoints in {log_root}")
-        run_dir = os.path.join(log_root, runs[-1])
+    # log_root itself is the run directory when it holds checkpoints
+    runs = sorted(os.path.join(log_root, d) for d in os.listdir(log_root) if re.fullmatch(load_run, d))
+    runs = (
+        [log_root] if latest_checkpoint(log_root, ".*") else [r for r in runs if latest_checkpoint(r, ".*")]
+    )
+    if not runs:
+        raise FileNotFoundError(f"No run directory matching '{load_run}' with checkpoints in {log_root}")
+    run_dir = runs[-1]
     if isinstance(checkpoint, int) or (isinstance(checkpoint, str) and checkpoint.isdigit()):
         checkpoint = f"model_{int(checkpoint)}\\.pt"
     newest = latest_checkpoint(run_dir, checkpoint)
@@ -154,11 +151,8 @@ def get_checkpoint_path(log_root: str, load_run: str = ".*", checkpoint: str | i
 
 def latest_checkpoint(run_dir: str, pattern: str = r"model_\d+\.pt") -> str | None:
     """The highest-numbered ``model_<it>.pt`` of ``run_dir`` whose name matches ``pattern``, else None."""
-    numbers = {}
-    for name in os.listdir(run_dir) if os.path.isdir(run_dir) else ():
-        found = _MODEL_RE.search(name)
-        if found and re.fullmatch(pattern, name):
-            numbers[name] = int(found.group(1))
+    names = os.listdir(run_dir) if os.path.isdir(run_dir) else []
+    numbers = {n: int(m.group(1)) for n in names if (m := _MODEL_RE.search(n)) and re.fullmatch(pattern, n)}
     return os.path.join(run_dir, max(numbers, key=numbers.__getitem__)) if numbers else None
 
 

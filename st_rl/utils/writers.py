@@ -1,25 +1,108 @@
-"""Experiment-tracking writers (Weights & Biases, Neptune; also TensorBoard files) and user-defined writers."""
+"""The writers the runner logs to: TensorBoard files, Weights & Biases, Neptune, and user-defined writers."""
 
 from __future__ import annotations
 
 import abc
 import contextlib
+import difflib
 import importlib
 import inspect
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from st_rl.registry import resolve_class
 from st_rl.utils.files import read_json, write_json_atomic
-from st_rl.utils.tensorboard_writer import TensorBoardWriter
-from st_rl.utils.writer_base import CustomWriter, NullWriter, Writer
 
 RUN_INFO_FILE = "logger_run.json"  # the W&B / Neptune run of a run directory, for attach_files_to_run
 
 _MEDIA_VIDEO = (".mp4", ".gif", ".webm")
 _MEDIA_IMAGE = (".png", ".jpg", ".jpeg")
+
+
+class ScalarWriter(Protocol):
+    """What a log backend must offer (``torch.utils.tensorboard.SummaryWriter`` does); see docs/logging.md."""
+
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Writer:
+    """Base of the runner's writers: ``add_scalar`` (required) and optional hooks, no-ops here."""
+
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement add_scalar(tag, value, step)")
+
+    def log_config(self, cfg: dict[str, Any]) -> None:
+        """Record the resolved training config (once, when the writer is created)."""
+
+    def save_model(self, path: str, it: int) -> None:
+        """Record the checkpoint ``path`` written at iteration ``it`` (e.g. upload it)."""
+
+    def save_file(self, path: str, name: str | None = None) -> None:
+        """Attach a file (a play video, a plot) to the run."""
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class NullWriter(Writer):
+    """Discards everything (``logger="none"`` or no log directory)."""
+
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
+        pass
+
+
+class CustomWriter(Writer):
+    """A user's writer (any object with ``add_scalar``) as a :class:`Writer` whose hooks call its methods."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "writer":  # not set yet (e.g. during unpickling)
+            raise AttributeError(name)
+        return getattr(self.writer, name)
+
+    def _call(self, name: str, *args: Any) -> None:
+        method = getattr(self.writer, name, None)
+        if callable(method):
+            method(*args)
+
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None) -> None:
+        self.writer.add_scalar(tag, scalar_value, global_step)
+
+    def log_config(self, cfg: dict[str, Any]) -> None:
+        self._call("log_config", cfg)
+
+    def save_model(self, path: str, it: int) -> None:
+        self._call("save_model", path, it)
+
+    def save_file(self, path: str, name: str | None = None) -> None:
+        self._call("save_file", path)
+
+    def flush(self) -> None:
+        self._call("flush")
+
+    def close(self) -> None:
+        self._call("close")
+
+
+class TensorBoardWriter(CustomWriter):
+    """``SummaryWriter`` (``summary_writer``, its methods reached through this object) as a ``logger="tensorboard"``."""
+
+    def __init__(self, log_dir: str, flush_secs: int = 10, **kwargs: Any) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        super().__init__(SummaryWriter(log_dir=log_dir, flush_secs=flush_secs, **kwargs))
+        self.summary_writer = self.writer
 
 
 class MissingLoggerPackageError(ImportError, ValueError):
@@ -290,3 +373,25 @@ def attach_files_to_run(run_dir: str, files: Sequence[str | None], required: boo
     finally:
         writer.close()
     return backend
+
+
+LOGGERS = ("tensorboard", "wandb", "neptune", "none")
+
+
+def make_writer(kind: Any, log_dir: str | None, cfg: dict[str, Any] | None = None) -> Writer:
+    """The writer for ``kind`` (:data:`LOGGERS` or a custom writer), a :class:`NullWriter` without ``log_dir``."""
+    cfg = cfg or {}
+    if log_dir is None or kind in ("none", None):
+        return NullWriter()
+    if kind == "tensorboard":
+        return TensorBoardWriter(log_dir=log_dir, flush_secs=10)
+    if isinstance(kind, (dict, type)) or (isinstance(kind, str) and ":" in kind):
+        return build_custom_writer(kind, log_dir, cfg)
+    if isinstance(kind, str) and kind in TRACKING_WRITERS:
+        return TRACKING_WRITERS[kind](log_dir, cfg)
+    close = difflib.get_close_matches(str(kind), LOGGERS, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ValueError(
+        f"Unknown logger {kind!r}.{hint} Use one of {list(LOGGERS)}, or a custom writer: a class, "
+        "'package.module:Class' or {'class_name': ..., **kwargs} (see docs/logging.md)."
+    )

@@ -48,8 +48,7 @@ class RolloutFileBase(IterableDataset, ABC):
             self._initialized = True
             env_ids = self.all_env_ids
         elif not self._initialized:
-            self.reset()
-            return
+            return self.reset()
         try:
             self.refresh_handlers(env_ids)
         except DatasetExhausted:

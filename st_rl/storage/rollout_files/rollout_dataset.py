@@ -19,6 +19,7 @@ import torch
 
 from st_rl.storage.rollout_files.base import DatasetExhausted, RolloutFileBase, is_integer
 from st_rl.storage.rollout_files.trajectory_files import (
+    FILE_FIELDS,
     Trajectory,
     TrajectoryFileError,
     file_fields,
@@ -27,29 +28,15 @@ from st_rl.storage.rollout_files.trajectory_files import (
     scan_trajectories,
 )
 from st_rl.storage.rollout_files.trajectory_files import load_legacy_pickle as load_legacy_pickle
+from st_rl.utils.buffer import buffer_expand, buffer_func
 from st_rl.utils.collections import namedarraytuple
 
 DEFAULT_WAIT_FOR_DATA_S = 600.0  # wait_for_data_s=None: seconds to wait for a collector that has started
 DEFAULT_POLL_INTERVAL_S = 10.0  # seconds between two scans while waiting
 
-# Transition field -> the per-frame array it is read from
-_FIELD_SOURCES = {
-    "observation": "observations",
-    "privileged_observation": "privileged_observations",
-    "action": "actions",
-    "reward": "rewards",
-    "done": "dones",
-    "timeout": "timeouts",
-    "next_observation": "observations",
-    "next_privileged_observation": "privileged_observations",
-}
-
-
-def _data_dirs(data_dir: Any) -> list[str]:
-    dirs = [data_dir] if isinstance(data_dir, (str, os.PathLike)) else data_dir
-    if isinstance(dirs, (list, tuple)) and dirs and all(isinstance(d, (str, os.PathLike)) for d in dirs):
-        return [os.fspath(d) for d in dirs]
-    raise TypeError(f"data_dir must be a directory path or a non-empty list of paths, got {data_dir!r}")
+# Transition field -> the per-frame array it is read from (its singular; next_*: the next frame's)
+_FIELD_SOURCES = {key[:-1]: key for key in FILE_FIELDS}
+_FIELD_SOURCES |= {f"next_{key[:-1]}": key for key in ("observations", "privileged_observations")}
 
 
 def _frame_range(value: Any) -> list[int]:
@@ -91,7 +78,9 @@ class RolloutDataset(RolloutFileBase):
         seed: int | None = None,
     ) -> None:
         super().__init__(data_dir, num_envs, device=device)
-        self.data_dirs = _data_dirs(data_dir)
+        self.data_dirs = [
+            os.fspath(d) for d in ([data_dir] if isinstance(data_dir, (str, os.PathLike)) else data_dir)
+        ]
         self.starting_frame_range = _frame_range(starting_frame_range)
         for name, value in (("dataset_loops", dataset_loops), ("keep_latest_n_trajs", keep_latest_n_trajs)):
             if not is_integer(value):
@@ -180,17 +169,14 @@ class RolloutDataset(RolloutFileBase):
             left = "with no time limit" if math.isinf(wait) else f"up to {wait:g} s"
             have = f"{len(self.trajectories)} trajectories in {self.data_dirs}"
             print(f"RolloutDataset: {have}, waiting {left} for {need}...", flush=True)
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    self._waited_s = wait
-                    return
+            while (remaining := deadline - time.monotonic()) > 0:
                 until = time.monotonic() + min(self.poll_interval_s, remaining)
                 while not self._wake_event.is_set() and time.monotonic() < until:
                     time.sleep(min(0.05, max(0.0, until - time.monotonic())))
                 self._wake_event.clear()
                 if self.read_dataset_directory():
                     return
+            self._waited_s = wait
         finally:
             self.waiting_for_data.clear()
 
@@ -258,7 +244,7 @@ class RolloutDataset(RolloutFileBase):
             start = low if high <= low + 1 else int(self._rng.integers(low, high))
             start = min(start, traj.length - 1)
             self._traj[env] = traj
-            self._file_idx[env] = bisect.bisect_right(traj.starts, start) - 1
+            self._file_idx[env] = bisect.bisect_right(traj.bounds, start) - 1
             self._cursor[env] = start
             self._fresh[env] = self.mark_first_frame_done
             if self._load_file(env):
@@ -271,7 +257,7 @@ class RolloutDataset(RolloutFileBase):
         assert traj is not None
         idx = int(self._file_idx[env])
         path = os.path.join(traj.path, traj.files[idx])
-        start, stop = traj.starts[idx], traj.stops[idx]
+        start, stop = traj.bounds[idx], traj.bounds[idx + 1]
         try:
             arrays = file_fields(read_trajectory_file(path), traj.metadata, path, stop - start)
         except FileNotFoundError:
@@ -302,10 +288,8 @@ class RolloutDataset(RolloutFileBase):
                 "of a dataset must be recorded from the same environment"
             )
         width = slots["observations"].shape[1]
-        if length > width:
-            for key, value in slots.items():
-                pad = value.new_zeros(value.shape[0], length - width, *value.shape[2:])
-                slots[key] = torch.cat([value, pad], 1)
+        if length > width:  # grown in place to the longest file (fill_transition holds this dict)
+            slots.update({key: buffer_expand(value, length - width, dim=1) for key, value in slots.items()})
         return slots
 
     def get_buffer(self, num_transitions_per_env: int | None = None) -> Any:
@@ -313,12 +297,8 @@ class RolloutDataset(RolloutFileBase):
         if self._slots is None:
             raise RuntimeError("RolloutDataset.get_buffer: no data loaded yet; call reset() first")
         lead = ([] if num_transitions_per_env is None else [int(num_transitions_per_env)]) + [self.num_envs]
-        slots = self._slots
-
-        def empty(slot: torch.Tensor | None) -> torch.Tensor | None:
-            return None if slot is None else slot.new_empty(*lead, *slot.shape[2:])
-
-        return self.Transition(**{name: empty(slots.get(key)) for name, key in _FIELD_SOURCES.items()})
+        slots = self.Transition(**{name: self._slots.get(key) for name, key in _FIELD_SOURCES.items()})
+        return buffer_func(slots, lambda slot: slot.new_empty(*lead, *slot.shape[2:]))
 
     def fill_transition(self, buffer: Any, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
         """Write the next transition of the slots ``env_ids`` (all when ``None``) into ``buffer``; advance."""

@@ -102,9 +102,7 @@ def load_legacy_pickle(path: str) -> dict[str, np.ndarray]:
             f"Refusing to load {path}: it references {e}, but a trajectory pickle may only hold numpy arrays. "
             "Convert a trusted file to .npz outside st_rl; otherwise delete it."
         ) from None
-    except FileNotFoundError:
-        raise
-    except _PICKLE_ERRORS as e:
+    except _PICKLE_ERRORS as e:  # not FileNotFoundError: the caller handles a vanished file
         raise _corrupt(path, e) from e
     if not isinstance(data, dict):
         raise TrajectoryFileError(f"{path} holds a {type(data).__name__}, expected a dict of numpy arrays")
@@ -202,17 +200,16 @@ def assemble_observations(
 
 @dataclass
 class Trajectory:
-    """One ``trajectory_<k>`` directory: its files (sorted, contiguous from frame 0) and metadata."""
+    """One ``trajectory_<k>`` directory: its files (file ``i``: frames ``[bounds[i], bounds[i + 1])``), metadata."""
 
     path: str
     files: list[str]
-    starts: list[int]
-    stops: list[int]
+    bounds: list[int]
     metadata: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def length(self) -> int:
-        return self.stops[-1]
+        return self.bounds[-1]
 
 
 def scan_trajectory_dir(path: str, metadata: dict[str, Any] | None) -> Trajectory | None:
@@ -220,16 +217,15 @@ def scan_trajectory_dir(path: str, metadata: dict[str, Any] | None) -> Trajector
     if not names:
         return None
     ranges = sorted((*get_frame_range(n), n) for n in names)
-    expected = 0
+    bounds = [0]
     for start, stop, name in ranges:
-        if start != expected or stop <= start:
+        if start != bounds[-1] or stop <= start:
             raise TrajectoryFileError(
-                f"{path}: {name} covers frames [{start}, {stop}) but frame {expected} comes next; the "
+                f"{path}: {name} covers frames [{start}, {stop}) but frame {bounds[-1]} comes next; the "
                 "trajectory has a gap, an overlap or an empty file. Delete the directory or the stray file."
             )
-        expected = stop
-    starts, stops, files = (list(column) for column in zip(*ranges))
-    return Trajectory(path, files, starts, stops, metadata)
+        bounds.append(stop)
+    return Trajectory(path, [name for *_, name in ranges], bounds, metadata)
 
 
 def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[str], bool]:
@@ -260,7 +256,7 @@ def scan_trajectories(data_dirs: Sequence[str]) -> tuple[list[Trajectory], list[
 
 
 # per-frame array -> (dtype, one value per frame)
-_FILE_FIELDS = {
+FILE_FIELDS = {
     "observations": (np.float32, False),
     "privileged_observations": (np.float32, False),
     "actions": (np.float32, False),
@@ -290,7 +286,7 @@ def file_fields(
 
     arrays = {"timeouts": np.zeros(length, dtype=bool), **arrays, "observations": obs}
     out: dict[str, np.ndarray] = {}
-    for key, (dtype, scalar) in _FILE_FIELDS.items():
+    for key, (dtype, scalar) in FILE_FIELDS.items():
         if key not in arrays:
             continue  # privileged_observations are optional
         value = np.asarray(arrays[key])
