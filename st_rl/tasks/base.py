@@ -22,9 +22,9 @@ class BuiltinTask(ABC):
     """Base class of the built-in batched tasks.
 
     Subclasses set ``DEFAULT_CFG`` (with ``dt`` in s, ``episode_length_s``, ``clip_actions``) and the term names,
-    list their buffers in ``_state_buffers`` (for :meth:`state_dict`) and implement the ``_`` hooks below.
-    ``seed`` None draws the private generator's seed from torch's global RNG; ``cfg`` overrides
-    ``DEFAULT_CFG`` (unknown keys raise ``TypeError``)."""
+    build their buffers and layout in :meth:`_setup` (listing them in ``_state_buffers``, for :meth:`state_dict`)
+    and implement the ``_`` hooks below. ``seed`` None draws the private generator's seed from torch's global RNG;
+    ``cfg`` overrides ``DEFAULT_CFG`` (unknown keys raise ``TypeError``)."""
 
     DEFAULT_CFG: dict[str, Any] = {}
     reward_terms: tuple[str, ...] = ()
@@ -38,7 +38,7 @@ class BuiltinTask(ABC):
     privileged_obs_segments: OrderedDict[str, tuple[int, ...]] | None
 
     def __init__(
-        self, num_envs: int, device: str | torch.device, seed: int | None, cfg: dict[str, Any]
+        self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
     ) -> None:
         unknown = sorted(set(cfg) - set(self.DEFAULT_CFG))
         if unknown:
@@ -71,6 +71,8 @@ class BuiltinTask(ABC):
         self.obs_buf = torch.zeros(n, 0, device=dev)
         self.critic_obs_buf: torch.Tensor | None = None
         self._state_buffers: list[str] = ["_episode_length_buf", "_episode_sums", "_log_values", "obs_buf"]
+        self._setup()
+        self.reset()
 
     def task_metrics(self) -> dict[str, torch.Tensor]:
         """Metrics by name (scalars or per-env), logged as ``Eval/<name>``; none by default."""
@@ -199,6 +201,10 @@ class BuiltinTask(ABC):
     def _reset_envs(self, mask: torch.Tensor) -> None:
         self._where(mask, _episode_length_buf=0, _episode_sums=0.0)
         self._reset_state(mask)
+
+    @abstractmethod
+    def _setup(self) -> None:
+        """Set the layout (:meth:`_set_layout`), ``num_actions`` and the state buffers; ``reset`` follows."""
 
     @abstractmethod
     def _physics_step(self, actions: torch.Tensor) -> None:

@@ -100,7 +100,9 @@ class LeggedLocomotion(BuiltinTask):
         self.reward_terms = tuple(self.reward_scales)
         if str(torch.device(device)) != "cpu":
             device = "cpu"  # MuJoCo state lives in host memory
-        super().__init__(num_envs, device, seed, {**cfg, "reward_scales": scales})
+        super().__init__(num_envs, device, seed, **cfg, reward_scales=scales)
+
+    def _setup(self) -> None:
         self.mujoco = mdl.import_mujoco()
         c = self.cfg
         self.terrain = str(c["terrain"])
@@ -113,7 +115,6 @@ class LeggedLocomotion(BuiltinTask):
             home = self.default_qpos.numpy()
             data, to_base = mdl.base_frame_kinematics(self.mujoco, self.model, self.base_body, home)
             self._partners = terms.gait_partners(to_base(data.geom_xpos[self.foot_geoms]))
-        self.reset()
 
     def _build_model(self, path: str) -> None:
         mj = self.mujoco
