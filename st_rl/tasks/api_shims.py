@@ -10,6 +10,8 @@ from st_rl.env.adapters.contract import forwarded
 
 __all__ = ["IsaacLabStyle", "LeggedGymStyle", "TensorDictStyle"]
 
+_FORWARDED = "num_envs num_actions max_episode_length device dt cfg tracking_error CoT state_dict"
+
 
 def _episode_key(log_key: str) -> str:
     prefix, _, name = log_key.partition("/")
@@ -25,22 +27,7 @@ def _episode_key(log_key: str) -> str:
 class _ShimBase:
     """Forwards the attributes named in ``FORWARDED`` and ``episode_length_buf``."""
 
-    FORWARDED = frozenset(
-        (
-            "num_envs",
-            "num_actions",
-            "max_episode_length",
-            "device",
-            "dt",
-            "cfg",
-            "tracking_error",
-            "CoT",
-            "state_dict",
-            "load_state_dict",
-            "seed",
-            "close",
-        )
-    )
+    FORWARDED = frozenset([*_FORWARDED.split(), "load_state_dict", "seed", "close"])
 
     def __init__(self, env: Any) -> None:
         self.env = env
