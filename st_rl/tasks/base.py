@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from st_rl.env.adapters.contract import episode_length_property
+
 __all__ = ["BuiltinTask"]
 
 Segments = list[tuple[str, tuple[int, ...]]]  # (name, shape) of each observation component
@@ -78,15 +80,7 @@ class BuiltinTask(ABC):
         """Metrics by name (scalars or per-env), logged as ``Eval/<name>``; none by default."""
         return {}
 
-    @property
-    def episode_length_buf(self) -> torch.Tensor:
-        """Steps taken in the current episode, long (N,); writable."""
-        return self._episode_length_buf
-
-    @episode_length_buf.setter
-    def episode_length_buf(self, value: torch.Tensor) -> None:
-        value = torch.as_tensor(value, device=self.device)
-        self._episode_length_buf = value.to(dtype=torch.long).expand(self.num_envs).clone()
+    episode_length_buf = episode_length_property()
 
     @property
     def unwrapped(self) -> BuiltinTask:

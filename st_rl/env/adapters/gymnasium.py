@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from st_rl.env.adapters.contract import episode_length_property
+
 __all__ = ["GymnasiumVecEnv", "make_gymnasium_env"]
 
 _INSTALL_HINT = 'pip install "st-rl[gymnasium]"  (or: pip install "gymnasium[mujoco]>=1.1")'
@@ -156,14 +158,7 @@ class GymnasiumVecEnv:
         rewards = torch.as_tensor(rew, dtype=torch.float32).to(self.device)
         return self._obs, rewards, dones_t, extras
 
-    @property
-    def episode_length_buf(self) -> torch.Tensor:
-        """Steps since each sub-environment's last reset (informational: writing it does not shorten episodes)."""
-        return self._episode_length_buf
-
-    @episode_length_buf.setter
-    def episode_length_buf(self, value: torch.Tensor) -> None:
-        self._episode_length_buf = value.to(self.device, torch.long)
+    episode_length_buf = episode_length_property()  # informational: writing it does not shorten episodes
 
     @property
     def unwrapped(self) -> Any:
