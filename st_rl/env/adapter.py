@@ -7,7 +7,7 @@ import dataclasses
 import math
 import warnings
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -33,6 +33,16 @@ def _num_actions(env: Any) -> int:
     if num_actions is None:
         raise TypeError(f"{type(env).__name__} has no 'num_actions' attribute.")
     return int(num_actions)
+
+
+def _optional(name: str, convert: Callable[[Any], Any] | None = None, doc: str | None = None) -> Any:
+    """A read-only property: the env's attribute ``name`` (through ``convert``), None where it has none."""
+
+    def get(self: EnvAdapter) -> Any:
+        value = _declared(self.env, name)
+        return value if value is None or convert is None else convert(value)
+
+    return property(get, doc=doc)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,27 +261,10 @@ class EnvAdapter:
     episode_length_buf = forwarded("episode_length_buf")
 
     # Optional environment attributes: None (False for load_state_dict) where the environment declares none.
-    @property
-    def dt(self) -> float | None:
-        """Seconds per policy step."""
-        dt = _declared(self.env, "dt")
-        return None if dt is None else float(dt)
-
-    @property
-    def cfg(self) -> dict[str, Any] | None:
-        """The environment's ``cfg`` when it is a dict (recorded in ``config.json`` and exported policies)."""
-        cfg = _declared(self.env, "cfg")
-        return cfg if isinstance(cfg, dict) else None
-
-    @property
-    def joint_names(self) -> list[str] | None:
-        names = _declared(self.env, "joint_names")
-        return None if names is None else [str(n) for n in names]
-
-    @property
-    def default_joint_pos(self) -> Any:
-        """Joint positions that zero actions command, in action order."""
-        return _declared(self.env, "default_joint_pos")
+    dt = _optional("dt", float, "Seconds per policy step.")
+    cfg = _optional("cfg", lambda cfg: cfg if isinstance(cfg, dict) else None, "The env's ``cfg`` if a dict.")
+    joint_names = _optional("joint_names", lambda names: [str(n) for n in names])
+    default_joint_pos = _optional("default_joint_pos", doc="Joint targets of zero actions, in action order.")
 
     def state_dict(self) -> Any:
         state_dict = _declared(self.env, "state_dict")

@@ -11,7 +11,7 @@ import platform
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -34,6 +34,7 @@ def set_default_gl_backend(backend: str = "egl") -> str | None:
 
 QUALITIES = ("fast", "medium", "high")
 DEFAULT_GEOM_GROUPS = (0, 1, 2, 3)
+_S = TypeVar("_S", bound="_Scene")
 
 
 def _check_renderable(env: Any) -> None:
@@ -97,6 +98,12 @@ class _Scene:
     def close(self) -> None:
         self.renderer.close()  # idempotent
 
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 class VideoRecorder(_Scene):
     """Films env ``env_id`` of a MuJoCo task into an MP4 in real time, as ``render=`` of :func:`evaluate_policy`.
@@ -149,12 +156,6 @@ class VideoRecorder(_Scene):
             self.writer = None
         super().close()
 
-    def __enter__(self) -> VideoRecorder:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def _camera_for(mujoco: Any, model: Any, camera: str | None, base_body: int) -> Any:
     if camera is not None and mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera) >= 0:
@@ -179,11 +180,8 @@ def render_frame(
     geom_groups: Sequence[int] = DEFAULT_GEOM_GROUPS,
 ) -> np.ndarray:
     """Render one frame of a MuJoCo task (and write it to ``path`` as PNG when given)."""
-    scene = _Scene(env, env_id, width, height, camera, quality, geom_groups)
-    try:
+    with _Scene(env, env_id, width, height, camera, quality, geom_groups) as scene:
         image = scene.frame(env)
-    finally:
-        scene.close()
     if path is not None:
         import imageio.v2 as iio
 
