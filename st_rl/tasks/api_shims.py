@@ -104,9 +104,7 @@ class TensorDictStyle(_ShimBase):
         try:
             from tensordict import TensorDict
         except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                "TensorDictStyle needs the 'tensordict' package (pip install tensordict)"
-            ) from exc
+            raise ImportError("TensorDictStyle needs tensordict: pip install tensordict") from exc
         super().__init__(env)
         self._td_cls = TensorDict
 

@@ -22,11 +22,9 @@ def _import_gymnasium() -> Any:
         import gymnasium
     except ImportError as exc:
         raise ImportError(f"The Gymnasium adapter needs the 'gymnasium' package: {_INSTALL_HINT}") from exc
-    try:
-        from gymnasium.vector import AutoresetMode  # noqa: F401 - presence check (gymnasium >= 1.1)
-    except ImportError as exc:
+    if not hasattr(gymnasium.vector, "AutoresetMode"):  # gymnasium >= 1.1
         msg = f"gymnasium {gymnasium.__version__} is too old: st_rl needs gymnasium>=1.1. Upgrade: {_INSTALL_HINT}"
-        raise ImportError(msg) from exc
+        raise ImportError(msg)
     return gymnasium
 
 
@@ -213,11 +211,10 @@ def make_gymnasium_env(
     with ``SAME_STEP`` autoreset, ``"sync"`` or ``"async"`` (one process per sub-env); ``wrappers`` wrap each
     sub-env, ``env_kwargs`` go to the task; the other arguments are :class:`GymnasiumVecEnv`'s."""
     gym = _import_gymnasium()
-    from gymnasium.vector import AutoresetMode
-
     if vectorization_mode not in ("sync", "async"):
         raise ValueError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
-    same_step, wrappers = {"autoreset_mode": AutoresetMode.SAME_STEP}, list(wrappers) if wrappers else None
+    same_step = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+    wrappers = list(wrappers) if wrappers else None
     try:
         vec = gym.make_vec(env_id, int(num_envs), vectorization_mode, same_step, wrappers, **env_kwargs)
     except gym.error.DependencyNotInstalled as exc:
