@@ -134,16 +134,6 @@ class _Tracking:
         }
 
 
-def _fixed_command(env: Any, command: Sequence[float] | None) -> torch.Tensor | None:
-    if command is None:
-        return None
-    values, num_cmd = [float(v) for v in command], int(env.commands.shape[1])
-    if not 2 <= len(values) <= num_cmd:
-        raise ValueError(f"command has {len(values)} values; this task takes {num_cmd} (vx, vy[, yaw rate])")
-    values += [0.0] * (num_cmd - len(values))
-    return torch.tensor(values, dtype=env.commands.dtype, device=env.commands.device)
-
-
 def _hold_command(env: Any, fixed: torch.Tensor | None, obs: Any) -> Any:
     """``obs``, or the observations recomputed after writing the fixed command over changed ones."""
     if fixed is None or not bool((env.commands != fixed).any()):
@@ -179,7 +169,15 @@ def evaluate_policy(
         raise ValueError(f"duration_s must be > 0, got {duration_s}")
     dt = float(env.dt)
     num_steps, warmup_steps = max(1, int(round(duration_s / dt))), int(round(warmup_s / dt))
-    fixed = _fixed_command(env, command)
+    fixed = None
+    if command is not None:
+        values, num_cmd = [float(v) for v in command], int(env.commands.shape[1])
+        if not 2 <= len(values) <= num_cmd:
+            raise ValueError(
+                f"command has {len(values)} values; this task takes {num_cmd} (vx, vy[, yaw rate])"
+            )
+        values += [0.0] * (num_cmd - len(values))
+        fixed = torch.tensor(values, dtype=env.commands.dtype, device=env.commands.device)
 
     with torch.inference_mode():
         if reset and hasattr(env, "reset"):

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import pickle
@@ -154,7 +153,7 @@ def load_motion_file(path: str) -> dict[str, dict[str, Any]]:
         raise FileNotFoundError(f"motion file not found: {path}")
     try:
         with open(path, "rb") as f:
-            data = _PlainUnpickler(io.BytesIO(f.read())).load()
+            data = _PlainUnpickler(f).load()
     except (pickle.UnpicklingError, EOFError, ValueError, IndexError, TypeError) as e:
         why = f"not a readable motion file ({type(e).__name__}: {e})"
         raise MotionFileError(f"{path}: {why}; record it again with st-rl record-motion") from e

@@ -66,11 +66,8 @@ class GymnasiumVecEnv:
             why = f"st_rl's policies output continuous actions, but this env's action space is {act_space}"
             raise TypeError(f"{why}. Use a task with a Box action space or wrap the env.")
         if not isinstance(obs_space, gym.spaces.Box):
-            raise TypeError(
-                f"The observation space {obs_space} is not a Box. Flatten it first, e.g. "
-                "gymnasium.wrappers.vector.FlattenObservation(env), or pass wrappers=[FlattenObservation] to "
-                "make_gymnasium_env."
-            )
+            fix = "flatten it: gymnasium.wrappers.vector.FlattenObservation(env) or make_gymnasium_env(wrappers=...)"
+            raise TypeError(f"The observation space {obs_space} is not a Box; {fix}.")
         mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         self.autoreset_mode = mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
         self.env = env
