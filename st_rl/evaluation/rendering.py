@@ -21,14 +21,10 @@ __all__ = ["DEFAULT_GEOM_GROUPS", "QUALITIES", "VideoRecorder", "render_frame", 
 def set_default_gl_backend(backend: str = "egl") -> str | None:
     """Set ``MUJOCO_GL`` to ``backend`` if unset, MuJoCo not yet imported, on Linux with the backend's library
     installed; return the value in force."""
-    library = {"egl": "EGL", "osmesa": "OSMesa"}.get(backend)
-    if (
-        "MUJOCO_GL" not in os.environ
-        and "mujoco" not in sys.modules
-        and platform.system() == "Linux"
-        and (library is None or ctypes.util.find_library(library) is not None)
-    ):
-        os.environ["MUJOCO_GL"] = backend
+    if "MUJOCO_GL" not in os.environ and "mujoco" not in sys.modules and platform.system() == "Linux":
+        library = {"egl": "EGL", "osmesa": "OSMesa"}.get(backend)
+        if library is None or ctypes.util.find_library(library) is not None:
+            os.environ["MUJOCO_GL"] = backend
     return os.environ.get("MUJOCO_GL")
 
 
@@ -84,7 +80,14 @@ class _Scene:
         self.option = mujoco.MjvOption()
         for g in range(len(self.option.geomgroup)):
             self.option.geomgroup[g] = 1 if g in geom_groups else 0
-        self.camera = _camera_for(mujoco, self.model, camera, int(getattr(env, "base_body", 1)))
+        self.camera: Any = camera
+        if camera is None or mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, camera) < 0:
+            if camera is not None:
+                warnings.warn(f"model has no camera {camera!r}; using a free tracking camera", stacklevel=3)
+            self.camera = mujoco.MjvCamera()
+            self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+            self.camera.trackbodyid = int(getattr(env, "base_body", 1))
+            self.camera.distance, self.camera.elevation, self.camera.azimuth = 2.0, -20.0, 90.0
 
     def frame(self, env: Any) -> np.ndarray:
         """Render the current state of the filmed environment (H, W, 3) uint8."""
@@ -155,18 +158,6 @@ class VideoRecorder(_Scene):
             self.writer.close()
             self.writer = None
         super().close()
-
-
-def _camera_for(mujoco: Any, model: Any, camera: str | None, base_body: int) -> Any:
-    if camera is not None and mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera) >= 0:
-        return camera
-    if camera is not None:
-        warnings.warn(f"model has no camera {camera!r}; using a free camera tracking the base", stacklevel=4)
-    cam = mujoco.MjvCamera()
-    cam.type = mujoco.mjtCamera.mjCAMERA_TRACKING
-    cam.trackbodyid = int(base_body)
-    cam.distance, cam.elevation, cam.azimuth = 2.0, -20.0, 90.0
-    return cam
 
 
 def render_frame(
