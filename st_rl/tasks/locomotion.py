@@ -276,15 +276,12 @@ class LeggedLocomotion(BuiltinTask):
             kick = self._rand(self.num_envs, 2, low=-1.0, high=1.0) * self.cfg["max_push_vel_xy"]
             self._qvel[:, 0:2] += torch.where(push_now[:, None], kick, torch.zeros_like(kick)).double()
             self._cache.clear()
-        self._update_metrics()
-        self._sample_commands_where((self.episode_length_buf + 1) % self._resample_steps == 0)
-
-    def _update_metrics(self) -> None:
         v = self.base_lin_vel[:, :2]
         self._err_sq_sum += (self.commands[:, :2] - v).square().sum(dim=1)
         self._err_count += 1
         self._power_sum += (self._act_force.float() * self.dof_vel).abs().sum(dim=1)
         self._speed_sum += v.norm(dim=1)
+        self._sample_commands_where((self.episode_length_buf + 1) % self._resample_steps == 0)
 
     def _compute_rewards(self, actions: torch.Tensor) -> torch.Tensor:
         c = self.cfg
@@ -342,10 +339,7 @@ class LeggedLocomotion(BuiltinTask):
         self._where(mask, last_contacts=False, foot_contact=False, trunk_contact=False)
         self.last_dof_vel = torch.where(m, qvel[:, self.actuated_dof].float(), self.last_dof_vel)
         self._sample_commands_where(mask)
-        self._randomize_dynamics(mask)
-
-    def _randomize_dynamics(self, mask: torch.Tensor) -> None:
-        n, (f0, f1), (m0, m1) = self.num_envs, self.cfg["friction_range"], self.cfg["added_mass_range"]
+        (f0, f1), (m0, m1) = c["friction_range"], c["added_mass_range"]  # randomised dynamics
         self.friction_coef = torch.where(mask, self._rand(n, low=f0, high=f1), self.friction_coef)
         self.added_mass = torch.where(mask, self._rand(n, low=m0, high=m1), self.added_mass)
         ids = torch.nonzero(mask).flatten()  # CPU tensor: no device synchronisation involved
