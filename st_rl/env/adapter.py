@@ -192,15 +192,12 @@ class EnvAdapter:
         infos_name = "infos" if legged else "extras"
         raw_infos = out[-1]
         if raw_infos is not None and not isinstance(raw_infos, Mapping):
-            raise self._out.error(
-                "step", infos_name, raw_infos, "expected a dict", f"return a dict (or None) as {infos_name}"
-            )
+            raise self._out.error("step", infos_name, raw_infos, "expected a dict", "return a dict (or None)")
         infos = dict(raw_infos or {})
         if legged:
             raw_obs, priv, rewards, dones, _ = out
-            obs, critic, _ = self._split_observations(
-                raw_obs, priv if self.has_critic_group else None, "step"
-            )
+            priv = priv if self.has_critic_group else None
+            obs, critic, _ = self._split_observations(raw_obs, priv, "step")
         else:
             raw_obs, rewards, dones, _ = out
             payload = (raw_obs, infos) if self.api == "rsl_rl2" else raw_obs
@@ -209,10 +206,9 @@ class EnvAdapter:
                 infos["observations"] = {**(infos.get("observations") or {}), **split_extras["observations"]}
         rewards = self._out.per_env(rewards, "step", "rewards", rewards=True)
         dones = self._out.per_env(dones, "step", "dones", rewards=False)
-        if infos.get("time_outs") is not None:
-            infos["time_outs"] = self._out.per_env(
-                infos["time_outs"], "step", f"{infos_name}['time_outs']", False
-            )
+        time_outs = infos.get("time_outs")
+        if time_outs is not None:
+            infos["time_outs"] = self._out.per_env(time_outs, "step", f"{infos_name}['time_outs']", False)
         self._check(obs, critic, rewards)
         return obs, critic, rewards, dones, infos
 
