@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import pickle
@@ -48,11 +49,10 @@ def scripted_trot_policy(
     stride_t = torch.as_tensor(stride, dtype=torch.float32).reshape(-1, 1)
     hip_t = torch.as_tensor(hip_amp, dtype=torch.float32).reshape(-1, 1)
     scale = float(env.cfg["action_scale"])
-    step = {"t": 0}
+    steps = itertools.count()
 
     def policy(obs: torch.Tensor) -> torch.Tensor:
-        t = step["t"] * env.dt
-        step["t"] += 1
+        t = next(steps) * env.dt
         phase = 2 * math.pi * frequency_hz * t + phase_offset
         swing = torch.clamp(torch.sin(phase), min=0.0)  # lift only during half the cycle
         fore_aft = torch.cos(phase)  # +1 at lift-off (leg back), -1 at touch-down (leg forward)
@@ -100,8 +100,7 @@ def record_motion(
             raise ValueError(f"command must be (vx, vy, yaw) or {rows}, got {tuple(fixed.shape)}")
         fixed = fixed.expand(env.num_envs, 3)
     obs, _ = env.get_observations()
-    steps = int(round(duration_s / env.dt))
-    warm = int(round(warmup_s / env.dt))
+    steps, warm = int(round(duration_s / env.dt)), int(round(warmup_s / env.dt))
     ids = torch.as_tensor(list(env_ids), dtype=torch.long, device=obs.device)
     buffer = torch.zeros(steps, len(ids), len(fields), device=obs.device)
     never = warm + steps
