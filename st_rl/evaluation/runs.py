@@ -76,13 +76,6 @@ class _StoredRun:
         self.task = _stored_task(self.run_cfg, ckpt_cfg)
 
 
-def _iteration_of(path: str, state_iter: Any) -> int | str:
-    if state_iter is not None:
-        return int(state_iter)
-    m = re.search(r"model_(\d+)\.pt$", os.path.basename(path))
-    return int(m.group(1)) if m else os.path.splitext(os.path.basename(path))[0]
-
-
 @dataclasses.dataclass
 class LoadedRun:
     """A runner rebuilt from a checkpoint by :func:`load_run` (weights loaded, no optimizer), with its env.
@@ -140,5 +133,8 @@ def load_run(
         runner_class = runner_cfg.get("runner_class_name") or train_cfg.get("runner_class_name")
         runner = build_runner(runner_class or "OnPolicyRunner", env, train_cfg, log_dir=None, device=device)
         runner.load(path, load_optimizer=False, map_location=device)
-    iteration = _iteration_of(path, stored.state.get("iter"))
+    m = re.search(r"model_(\d+)\.pt$", os.path.basename(path))
+    iteration: int | str = int(m.group(1)) if m else os.path.splitext(os.path.basename(path))[0]
+    if stored.state.get("iter") is not None:
+        iteration = int(stored.state["iter"])
     return LoadedRun(path, stored.state, runner, env, name, iteration, train_cfg, env_cfg, seed)

@@ -2,8 +2,7 @@
 
 Polar vectors map ``(x, y, z) -> (x, -y, z)``, axial ones ``(-x, y, -z)``; joints take their mirror partner's
 value, negated for hinges whose axis lies in the mirror plane (hip abduction); the height scan flips its columns.
-Partners and signs come from the model's geometry at ``qpos0``, so any mirror-symmetric robot works.
-"""
+Partners and signs come from the model's geometry at ``qpos0``, so any mirror-symmetric robot works."""
 
 from __future__ import annotations
 
