@@ -71,10 +71,10 @@ class EnvSpec:
 class EnvAdapter:
     """Presents any supported environment as ``(obs, critic_obs, rewards, dones, infos)`` on ``device``.
 
-    ``device``: the training device (None: the env's, else CPU); ``obs_groups``: ``{"policy": [...], "critic":
-    [...]}`` groups, concatenated in order; ``check_finite``: ``"rollout"`` raises NaN/Inf in
-    :meth:`raise_if_nonfinite` (one host sync per rollout), ``"step"`` at the offending step, ``"off"`` never.
-    """
+    ``device``: the training device (None: the env's, else CPU); ``obs_groups``: ``{"policy": [...],
+    "critic": [...]}`` groups, concatenated in order; ``check_finite``: ``"rollout"`` raises NaN/Inf in
+    :meth:`raise_if_nonfinite` (one host sync per rollout), ``"step"`` at the offending step, ``"off"``
+    never."""
 
     def __init__(
         self,

@@ -32,13 +32,11 @@ class GymnasiumVecEnv:
     """A Gymnasium 1.x vector env (``Box`` spaces, any autoreset mode) in st_rl's native API.
 
     ``dones`` are ``terminated | truncated``, ``extras["time_outs"]`` ``truncated & ~terminated``; a finished
-    env's observation is its first after the reset.
-
-    ``seed``: of the first reset (sub-env ``i`` gets ``seed + i``) and of the action space;
-    ``normalize_reward``: divide rewards by the running std of the discounted return (``reward_gamma``), then
-    clip them to ``+-clip_reward`` (``None``: no clip), as CleanRL's PPO (statistics in ``state_dict``);
-    ``max_episode_length`` default: the spec's ``max_episode_steps`` (else 1000); ``stats_window``: finished
-    episodes kept in :attr:`episode_returns` / :attr:`episode_lengths`."""
+    env's observation is its first after the reset. ``seed``: of the first reset (sub-env ``i``: ``seed + i``)
+    and of the action space; ``normalize_reward``: divide rewards by the running std of the discounted return
+    (``reward_gamma``), then clip them to ``+-clip_reward`` (``None``: no clip), as CleanRL's PPO (statistics
+    in ``state_dict``); ``max_episode_length`` default: the spec's ``max_episode_steps`` (else 1000);
+    ``stats_window``: finished episodes kept in :attr:`episode_returns` / :attr:`episode_lengths`."""
 
     def __init__(
         self,
