@@ -1,7 +1,5 @@
-"""Offscreen MuJoCo rendering of a task's robot: frames and MP4 videos (``st-rl play --video``).
-
-Set ``MUJOCO_GL`` (``egl``, the default here, or ``osmesa``) before importing MuJoCo; MP4 needs imageio-ffmpeg.
-"""
+"""Offscreen MuJoCo rendering of a task's robot: frames and MP4 videos (``st-rl play --video``). Set
+``MUJOCO_GL`` (``egl``, the default here, or ``osmesa``) before importing MuJoCo; MP4 needs imageio-ffmpeg."""
 
 from __future__ import annotations
 

@@ -213,8 +213,7 @@ def record_scripted_trot(
 ) -> list[str]:
     """Record the scripted trot (no pushes, noise or command) to ``path``; return the fields recorded.
 
-    ``moving=True`` records 27 robots instead, with 9 strides in [-0.4, 0.4] rad times 3 hip swings (turning).
-    """
+    ``moving=True`` records 27 robots instead: 9 strides in [-0.4, 0.4] rad times 3 hip swings (turning)."""
     stride: float | torch.Tensor = 0.0
     hip: float | torch.Tensor = 0.0
     if moving:
