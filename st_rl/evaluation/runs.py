@@ -110,7 +110,7 @@ def load_run(
     The config is ``config.json`` beside the checkpoint, else the checkpoint's; the stored env config is reused
     unless ``task`` names another task; ``seed`` defaults to the run's; ``trust_config`` lets the stored
     config name code to import (docs/security.md, else ``UntrustedConfigError``). Raises ``ValueError`` when
-    there is no training config or no task, ``CheckpointError`` for weights that do not fit or hold NaN/Inf."""
+    there is no training config or no task, ``CheckpointError`` for weights that do not fit or are NaN/Inf."""
     stored = _StoredRun(checkpoint)
     path, stored_task = stored.path, stored.task
     with untrusted_config(stored.source, trusted=trust_config):
