@@ -43,9 +43,6 @@ class _ShimBase:
 
     episode_length_buf = forwarded("episode_length_buf")
 
-    def _critic(self, extras: dict[str, Any]) -> torch.Tensor | None:
-        return extras["observations"].get("critic")
-
 
 class LeggedGymStyle(_ShimBase):
     """legged_gym / parkour API: ``step(a) -> (obs, privileged_obs | None, rewards, dones (bool), infos)``.
@@ -64,11 +61,11 @@ class LeggedGymStyle(_ShimBase):
         return self.env.get_observations()[0]
 
     def get_privileged_observations(self) -> torch.Tensor | None:
-        return self._critic(self.env.get_observations()[1])
+        return self.env.get_observations()[1]["observations"].get("critic")
 
     def reset(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         obs, extras = self.env.reset()
-        return obs, self._critic(extras)
+        return obs, extras["observations"].get("critic")
 
     def step(
         self, actions: torch.Tensor
@@ -77,7 +74,7 @@ class LeggedGymStyle(_ShimBase):
         infos: dict[str, Any] = {"time_outs": extras["time_outs"]}
         if "log" in extras:
             infos["episode"] = {_episode_key(k): v for k, v in extras["log"].items()}
-        return obs, self._critic(extras), rewards, dones.bool(), infos
+        return obs, extras["observations"].get("critic"), rewards, dones.bool(), infos
 
 
 class IsaacLabStyle(_ShimBase):

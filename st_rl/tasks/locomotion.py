@@ -451,8 +451,7 @@ class LeggedLocomotion(BuiltinTask):
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Task buffers plus the MuJoCo state and randomised model fields."""
-        mj_state = {"mj" + name: getattr(self, name).clone() for name in self._MJ_STATE}
-        return {**super().state_dict(), **mj_state}
+        return {**super().state_dict(), **{"mj" + n: getattr(self, n).clone() for n in self._MJ_STATE}}
 
     def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
         self._cache.clear()

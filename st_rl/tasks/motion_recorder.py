@@ -214,8 +214,7 @@ def record_scripted_trot(
     """Record the scripted trot (no pushes, noise or command) to ``path``; return the fields recorded.
 
     ``moving=True`` records 27 robots instead: 9 strides in [-0.4, 0.4] rad times 3 hip swings (turning)."""
-    stride: float | torch.Tensor = 0.0
-    hip: float | torch.Tensor = 0.0
+    stride, hip = 0.0, 0.0
     if moving:
         grid = torch.cartesian_prod(torch.linspace(-0.4, 0.4, 9), torch.tensor([-0.15, 0.0, 0.15]))
         stride, hip = grid[:, 0], grid[:, 1]
@@ -243,6 +242,5 @@ def collect_style_windows(
     for k in range(int(round(duration_s / env.dt))):
         obs, _, dones, extras = env.step(policy(obs))
         if k * env.dt >= warmup_s:
-            alive = ~dones
-            out.append(extras["observations"]["ref_obs"][alive].reshape(int(alive.sum()), -1))
+            out.append(extras["observations"]["ref_obs"][~dones].flatten(1))
     return torch.cat(out)
