@@ -123,10 +123,8 @@ class LeggedLocomotion(BuiltinTask):
         spec = mj.MjSpec.from_file(path)
         if path.lower().endswith(".urdf"):
             mdl.complete_urdf(mj, spec, self.cfg)
-        if self.terrain == "rough":  # a random rough height field beside the flat floor
-            self.height_map = mdl.add_height_field(mj, spec, self.cfg, self._generator)
-            self.terrain_res = float(self.cfg["terrain_resolution_m"])
-            self.terrain_half = float(self.cfg["terrain_size_m"]) / 2.0
+        if self.terrain == "rough":
+            self._add_height_field(spec)
         self.model = model = spec.compile()
         self.sim_dt, self.decimation, self.base_body = mdl.check_model(mj, model, self.dt, path)
         self.num_actions = int(model.nu)
@@ -148,6 +146,12 @@ class LeggedLocomotion(BuiltinTask):
         self.nominal_trunk_mass = float(model.body_mass[self.base_body])
         self.nominal_foot_friction = float(model.geom_friction[self.foot_geoms[0], 0])
         self._bind_batch(model)
+
+    def _add_height_field(self, spec: Any) -> None:
+        """Add a random rough height field (``height_map``) beside the flat floor."""
+        self.height_map = mdl.add_height_field(self.mujoco, spec, self.cfg, self._generator)
+        self.terrain_res = float(self.cfg["terrain_resolution_m"])
+        self.terrain_half = float(self.cfg["terrain_size_m"]) / 2.0
 
     def _bind_batch(self, model: Any) -> None:
         """The batched simulation and torch views of its state (no copies)."""
