@@ -250,10 +250,7 @@ class EnvAdapter:
             return "policy"
         return "privileged" if (key == "critic" and self.api == "legged_gym") else key
 
-    @property
-    def max_episode_length(self) -> int | torch.Tensor:
-        return self.env.max_episode_length
-
+    max_episode_length = forwarded("max_episode_length")
     episode_length_buf = forwarded("episode_length_buf")
 
     # Optional environment attributes: None (False for load_state_dict) where the environment declares none.
