@@ -98,8 +98,7 @@ def mirror_structure(task: Any) -> tuple[list[int], list[float], list[int]]:
 def _layout_map(
     segments: OrderedDict[str, tuple[int, ...]], table: dict[str, tuple[list[int], list[float]]], device: Any
 ) -> SignedPermutation:
-    index: list[int] = []
-    sign: list[float] = []
+    index, sign = [], []
     for name, shape in segments.items():
         if name not in table:
             raise ValueError(f"mirror_functions: no mirror rule for observation component {name!r}")
