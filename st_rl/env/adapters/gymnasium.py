@@ -86,8 +86,7 @@ class GymnasiumVecEnv:
         self._return_rms = RunningMeanStd()  # of the discounted return
         self.episode_returns: deque[float] = deque(maxlen=stats_window)
         self.episode_lengths: deque[int] = deque(maxlen=stats_window)
-        self.num_episodes = 0
-        self.total_steps = 0
+        self.num_episodes = self.total_steps = 0
         if seed is not None:
             env.action_space.seed(int(seed))
         self.reset(seed=None if seed is None else int(seed))
