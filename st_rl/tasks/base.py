@@ -44,10 +44,8 @@ class BuiltinTask(ABC):
     ) -> None:
         unknown = sorted(set(cfg) - set(self.DEFAULT_CFG))
         if unknown:
-            raise TypeError(
-                f"{type(self).__name__}: unknown config option(s) {unknown}; valid options: "
-                f"{sorted(self.DEFAULT_CFG)}"
-            )
+            what = f"{type(self).__name__}: unknown config option(s) {unknown}"
+            raise TypeError(f"{what}; valid options: {sorted(self.DEFAULT_CFG)}")
         if int(num_envs) < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.cfg: dict[str, Any] = {**self.DEFAULT_CFG, **cfg}
