@@ -27,10 +27,9 @@ class ImageGoal(PointMass):
     }
 
     def _setup(self) -> None:
-        size = int(self.cfg["image_size"])
+        self.image_size = size = int(self.cfg["image_size"])
         if size < 2:
             raise ValueError(f"image_size must be >= 2, got {size}")
-        self.image_size = size
         r = float(self.cfg["view_range"])
         centres = -r + (torch.arange(size, dtype=torch.float32) + 0.5) * (2.0 * r / size)
         # (H, W) pixel-centre coordinates: rows along +y, columns along +x

@@ -204,10 +204,9 @@ class LeggedLocomotion(BuiltinTask):
 
     def _cached(self, key: str, fn: Any) -> torch.Tensor:
         # Derived state is computed once per step; the cache is cleared whenever the MuJoCo state changes.
-        value = self._cache.get(key)
-        if value is None:
-            value = self._cache[key] = fn()
-        return value
+        if key not in self._cache:
+            self._cache[key] = fn()
+        return self._cache[key]
 
     @property
     def base_quat(self) -> torch.Tensor:
