@@ -7,7 +7,7 @@ import dataclasses
 import math
 import warnings
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -33,6 +33,16 @@ def _num_actions(env: Any) -> int:
     if num_actions is None:
         raise TypeError(f"{type(env).__name__} has no 'num_actions' attribute.")
     return int(num_actions)
+
+
+def _optional(name: str, convert: Callable[[Any], Any] | None = None, doc: str | None = None) -> Any:
+    """A read-only property: the env's attribute ``name`` (through ``convert``), None where it has none."""
+
+    def get(self: EnvAdapter) -> Any:
+        value = _declared(self.env, name)
+        return value if value is None or convert is None else convert(value)
+
+    return property(get, doc=doc)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,10 +71,10 @@ class EnvSpec:
 class EnvAdapter:
     """Presents any supported environment as ``(obs, critic_obs, rewards, dones, infos)`` on ``device``.
 
-    ``device``: the training device (None: the env's, else CPU); ``obs_groups``: ``{"policy": [...], "critic":
-    [...]}`` groups, concatenated in order; ``check_finite``: ``"rollout"`` raises NaN/Inf in
-    :meth:`raise_if_nonfinite` (one host sync per rollout), ``"step"`` at the offending step, ``"off"`` never.
-    """
+    ``device``: the training device (None: the env's, else CPU); ``obs_groups``: ``{"policy": [...],
+    "critic": [...]}`` groups, concatenated in order; ``check_finite``: ``"rollout"`` raises NaN/Inf in
+    :meth:`raise_if_nonfinite` (one host sync per rollout), ``"step"`` at the offending step, ``"off"``
+    never."""
 
     def __init__(
         self,
@@ -182,15 +192,12 @@ class EnvAdapter:
         infos_name = "infos" if legged else "extras"
         raw_infos = out[-1]
         if raw_infos is not None and not isinstance(raw_infos, Mapping):
-            raise self._out.error(
-                "step", infos_name, raw_infos, "expected a dict", f"return a dict (or None) as {infos_name}"
-            )
+            raise self._out.error("step", infos_name, raw_infos, "expected a dict", "return a dict (or None)")
         infos = dict(raw_infos or {})
         if legged:
             raw_obs, priv, rewards, dones, _ = out
-            obs, critic, _ = self._split_observations(
-                raw_obs, priv if self.has_critic_group else None, "step"
-            )
+            priv = priv if self.has_critic_group else None
+            obs, critic, _ = self._split_observations(raw_obs, priv, "step")
         else:
             raw_obs, rewards, dones, _ = out
             payload = (raw_obs, infos) if self.api == "rsl_rl2" else raw_obs
@@ -199,10 +206,9 @@ class EnvAdapter:
                 infos["observations"] = {**(infos.get("observations") or {}), **split_extras["observations"]}
         rewards = self._out.per_env(rewards, "step", "rewards", rewards=True)
         dones = self._out.per_env(dones, "step", "dones", rewards=False)
-        if infos.get("time_outs") is not None:
-            infos["time_outs"] = self._out.per_env(
-                infos["time_outs"], "step", f"{infos_name}['time_outs']", False
-            )
+        time_outs = infos.get("time_outs")
+        if time_outs is not None:
+            infos["time_outs"] = self._out.per_env(time_outs, "step", f"{infos_name}['time_outs']", False)
         self._check(obs, critic, rewards)
         return obs, critic, rewards, dones, infos
 
@@ -244,34 +250,14 @@ class EnvAdapter:
             return "policy"
         return "privileged" if (key == "critic" and self.api == "legged_gym") else key
 
-    @property
-    def max_episode_length(self) -> int | torch.Tensor:
-        return self.env.max_episode_length
-
+    max_episode_length = forwarded("max_episode_length")
     episode_length_buf = forwarded("episode_length_buf")
 
     # Optional environment attributes: None (False for load_state_dict) where the environment declares none.
-    @property
-    def dt(self) -> float | None:
-        """Seconds per policy step."""
-        dt = _declared(self.env, "dt")
-        return None if dt is None else float(dt)
-
-    @property
-    def cfg(self) -> dict[str, Any] | None:
-        """The environment's ``cfg`` when it is a dict (recorded in ``config.json`` and exported policies)."""
-        cfg = _declared(self.env, "cfg")
-        return cfg if isinstance(cfg, dict) else None
-
-    @property
-    def joint_names(self) -> list[str] | None:
-        names = _declared(self.env, "joint_names")
-        return None if names is None else [str(n) for n in names]
-
-    @property
-    def default_joint_pos(self) -> Any:
-        """Joint positions that zero actions command, in action order."""
-        return _declared(self.env, "default_joint_pos")
+    dt = _optional("dt", float, "Seconds per policy step.")
+    cfg = _optional("cfg", lambda cfg: cfg if isinstance(cfg, dict) else None, "The env's ``cfg`` if a dict.")
+    joint_names = _optional("joint_names", lambda names: [str(n) for n in names])
+    default_joint_pos = _optional("default_joint_pos", doc="Joint targets of zero actions, in action order.")
 
     def state_dict(self) -> Any:
         state_dict = _declared(self.env, "state_dict")

@@ -13,9 +13,7 @@ Segments = Mapping[str, "int | Sequence[int]"]
 
 
 def normalize_shape(shape: int | Sequence[int]) -> Shape:
-    if isinstance(shape, int):
-        return (int(shape),)
-    return tuple(int(s) for s in shape)
+    return (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
 
 
 def normalize_segments(segments: Segments | None) -> OrderedDict[str, Shape] | None:

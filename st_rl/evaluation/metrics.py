@@ -63,13 +63,11 @@ def _yaw_rate_of(env: Any) -> torch.Tensor | None:
 
 
 def _check_locomotion_env(env: Any) -> None:
-    if isinstance(env, VelocityCommandTask) and env.commands is not None and env.base_lin_vel is not None:
-        return
-    missing = [repr(name) for name in ("commands", "base_lin_vel") if getattr(env, name, None) is None]
-    lacks = " and ".join(missing) or "dt, num_envs, get_observations() or step() (see VelocityCommandTask)"
-    name = type(env).__name__
-    tasks = "quadruped_*, velocity_tracking"
-    raise ValueError(f"evaluate_policy needs a velocity-command task ({tasks}); {name} lacks {lacks}")
+    needs = ("commands", "base_lin_vel", "dt", "num_envs", "get_observations", "step")  # VelocityCommandTask
+    lacks = " and ".join(repr(name) for name in needs if getattr(env, name, None) is None)
+    if lacks:
+        tasks = "a velocity-command task (quadruped_*, velocity_tracking)"
+        raise ValueError(f"evaluate_policy needs {tasks}; {type(env).__name__} lacks {lacks}")
 
 
 class _Tracking:
@@ -86,15 +84,9 @@ class _Tracking:
         self.vel = self.cmd.clone()
         self.flags = torch.zeros(num_steps, 3, dtype=torch.bool)  # done, fall, counted
 
-    def add(
-        self,
-        t: int,
-        cmd: torch.Tensor,
-        rewards: torch.Tensor,
-        dones: torch.Tensor,
-        failed: torch.Tensor,
-        counted: torch.Tensor,
-    ) -> None:
+    def add(self, t: int, cmd: torch.Tensor, rewards: torch.Tensor, flags: torch.Tensor) -> None:
+        """One step; ``flags`` (3, N) bool: done, failed, counted."""
+        _, failed, counted = flags
         vel, w, i = self.env.base_lin_vel, counted.double(), self.record_env
         yaw_rate = _yaw_rate_of(self.env) if self.has_yaw else None
         self.sums[0] += ((cmd[:, :2] - vel[:, :2]).double().square().sum(dim=1) * w).sum()
@@ -108,7 +100,7 @@ class _Tracking:
         self.falls += failed.long().sum()
         self.cmd[t, : min(self.num_cmd, 3)] = cmd[i, :3].float().cpu()
         self.vel[t, :2] = vel[i, :2].float().cpu()
-        self.flags[t] = torch.stack([dones[i], failed[i], counted[i]]).cpu()
+        self.flags[t] = flags[:, i].cpu()
 
     def metrics(self, num_steps: int, dt: float, warmup_steps: int) -> dict[str, Any]:
         err_xy, err_yaw, cmd_sq, n, reward = self.sums.tolist()
@@ -140,16 +132,6 @@ class _Tracking:
                 "counted": counted,
             },
         }
-
-
-def _fixed_command(env: Any, command: Sequence[float] | None) -> torch.Tensor | None:
-    if command is None:
-        return None
-    values, num_cmd = [float(v) for v in command], int(env.commands.shape[1])
-    if not 2 <= len(values) <= num_cmd:
-        raise ValueError(f"command has {len(values)} values; this task takes {num_cmd} (vx, vy[, yaw rate])")
-    values += [0.0] * (num_cmd - len(values))
-    return torch.tensor(values, dtype=env.commands.dtype, device=env.commands.device)
 
 
 def _hold_command(env: Any, fixed: torch.Tensor | None, obs: Any) -> Any:
@@ -187,7 +169,15 @@ def evaluate_policy(
         raise ValueError(f"duration_s must be > 0, got {duration_s}")
     dt = float(env.dt)
     num_steps, warmup_steps = max(1, int(round(duration_s / dt))), int(round(warmup_s / dt))
-    fixed = _fixed_command(env, command)
+    fixed = None
+    if command is not None:
+        values, num_cmd = [float(v) for v in command], int(env.commands.shape[1])
+        if not 2 <= len(values) <= num_cmd:
+            raise ValueError(
+                f"command has {len(values)} values; this task takes {num_cmd} (vx, vy[, yaw rate])"
+            )
+        values += [0.0] * (num_cmd - len(values))
+        fixed = torch.tensor(values, dtype=env.commands.dtype, device=env.commands.device)
 
     with torch.inference_mode():
         if reset and hasattr(env, "reset"):
@@ -208,7 +198,7 @@ def evaluate_policy(
                 reset_policy(dones)  # forget finished episodes
             time_outs = extras.get("time_outs") if isinstance(extras, dict) else None
             failed = dones if time_outs is None else dones & ~time_outs.to(dev).bool()
-            tracking.add(t, cmd, rewards, dones, failed, (age >= warmup_steps) & ~dones)
+            tracking.add(t, cmd, rewards, torch.stack([dones, failed, (age >= warmup_steps) & ~dones]))
             obs = _hold_command(env, fixed, obs)
             changed = dones | (env.commands != cmd).any(dim=1)
             age = torch.where(changed, torch.zeros_like(age), age + 1)

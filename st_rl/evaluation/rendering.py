@@ -1,7 +1,5 @@
-"""Offscreen MuJoCo rendering of a task's robot: frames and MP4 videos (``st-rl play --video``).
-
-Set ``MUJOCO_GL`` (``egl``, the default here, or ``osmesa``) before importing MuJoCo; MP4 needs imageio-ffmpeg.
-"""
+"""Offscreen MuJoCo rendering of a task's robot: frames and MP4 videos (``st-rl play --video``). Set
+``MUJOCO_GL`` (``egl``, the default here, or ``osmesa``) before importing MuJoCo; MP4 needs imageio-ffmpeg."""
 
 from __future__ import annotations
 
@@ -11,7 +9,7 @@ import platform
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -21,19 +19,16 @@ __all__ = ["DEFAULT_GEOM_GROUPS", "QUALITIES", "VideoRecorder", "render_frame", 
 def set_default_gl_backend(backend: str = "egl") -> str | None:
     """Set ``MUJOCO_GL`` to ``backend`` if unset, MuJoCo not yet imported, on Linux with the backend's library
     installed; return the value in force."""
-    library = {"egl": "EGL", "osmesa": "OSMesa"}.get(backend)
-    if (
-        "MUJOCO_GL" not in os.environ
-        and "mujoco" not in sys.modules
-        and platform.system() == "Linux"
-        and (library is None or ctypes.util.find_library(library) is not None)
-    ):
-        os.environ["MUJOCO_GL"] = backend
+    if "MUJOCO_GL" not in os.environ and "mujoco" not in sys.modules and platform.system() == "Linux":
+        library = {"egl": "EGL", "osmesa": "OSMesa"}.get(backend)
+        if library is None or ctypes.util.find_library(library) is not None:
+            os.environ["MUJOCO_GL"] = backend
     return os.environ.get("MUJOCO_GL")
 
 
 QUALITIES = ("fast", "medium", "high")
 DEFAULT_GEOM_GROUPS = (0, 1, 2, 3)
+_S = TypeVar("_S", bound="_Scene")
 
 
 def _check_renderable(env: Any) -> None:
@@ -83,7 +78,14 @@ class _Scene:
         self.option = mujoco.MjvOption()
         for g in range(len(self.option.geomgroup)):
             self.option.geomgroup[g] = 1 if g in geom_groups else 0
-        self.camera = _camera_for(mujoco, self.model, camera, int(getattr(env, "base_body", 1)))
+        self.camera: Any = camera
+        if camera is None or mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, camera) < 0:
+            if camera is not None:
+                warnings.warn(f"model has no camera {camera!r}; using a free tracking camera", stacklevel=3)
+            self.camera = mujoco.MjvCamera()
+            self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+            self.camera.trackbodyid = int(getattr(env, "base_body", 1))
+            self.camera.distance, self.camera.elevation, self.camera.azimuth = 2.0, -20.0, 90.0
 
     def frame(self, env: Any) -> np.ndarray:
         """Render the current state of the filmed environment (H, W, 3) uint8."""
@@ -96,6 +98,12 @@ class _Scene:
 
     def close(self) -> None:
         self.renderer.close()  # idempotent
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class VideoRecorder(_Scene):
@@ -149,24 +157,6 @@ class VideoRecorder(_Scene):
             self.writer = None
         super().close()
 
-    def __enter__(self) -> VideoRecorder:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _camera_for(mujoco: Any, model: Any, camera: str | None, base_body: int) -> Any:
-    if camera is not None and mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera) >= 0:
-        return camera
-    if camera is not None:
-        warnings.warn(f"model has no camera {camera!r}; using a free camera tracking the base", stacklevel=4)
-    cam = mujoco.MjvCamera()
-    cam.type = mujoco.mjtCamera.mjCAMERA_TRACKING
-    cam.trackbodyid = int(base_body)
-    cam.distance, cam.elevation, cam.azimuth = 2.0, -20.0, 90.0
-    return cam
-
 
 def render_frame(
     env: Any,
@@ -179,11 +169,8 @@ def render_frame(
     geom_groups: Sequence[int] = DEFAULT_GEOM_GROUPS,
 ) -> np.ndarray:
     """Render one frame of a MuJoCo task (and write it to ``path`` as PNG when given)."""
-    scene = _Scene(env, env_id, width, height, camera, quality, geom_groups)
-    try:
+    with _Scene(env, env_id, width, height, camera, quality, geom_groups) as scene:
         image = scene.frame(env)
-    finally:
-        scene.close()
     if path is not None:
         import imageio.v2 as iio
 

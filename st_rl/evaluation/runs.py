@@ -21,39 +21,23 @@ from st_rl.utils.utils import get_checkpoint_path
 __all__ = ["LoadedRun", "load_run", "make_env_from_cfg", "run_task"]
 
 
-def _read_json(path: str) -> dict[str, Any] | None:
-    if not os.path.isfile(path):
+def _stored_task(run_cfg: dict[str, Any] | None, ckpt_cfg: dict[str, Any] | None) -> str | None:
+    """``runner.task`` of config.json or the checkpoint, else the one registered task whose config keys include
+    all of the stored env config's (older configs may lack some)."""
+    for cfg in (run_cfg or {}, ckpt_cfg or {}):
+        runner = cfg.get("runner")
+        task = (runner.get("task") if isinstance(runner, dict) else None) or cfg.get("task")
+        if task:
+            return str(task)
+    env_cfg = (run_cfg or {}).get("env")
+    if not isinstance(env_cfg, dict):
         return None
-    fix = "restore it or delete it (the checkpoint holds the config too)"
-    data = read_json(path, "run config", fix)
-    if not isinstance(data, dict):
-        raise DataFileError(f"{path}: the run config holds a {type(data).__name__}, not a mapping; {fix}")
-    return data
-
-
-def _infer_task_from_env_cfg(env_cfg: dict[str, Any]) -> str | None:
-    """The one registered task whose config keys include all of ``env_cfg`` (older configs may lack some)."""
     if "terrain" in env_cfg and "model_path" in env_cfg:
         name = f"quadruped_{env_cfg['terrain']}"
         return name if name in TASKS else None
     keys = set(env_cfg)
     matches = [n for n, cls in TASKS.items() if keys and keys <= set(getattr(cls, "DEFAULT_CFG", None) or {})]
     return matches[0] if len(matches) == 1 else None
-
-
-def _stored_task(run_cfg: dict[str, Any] | None, ckpt_cfg: dict[str, Any] | None) -> str | None:
-    """``runner.task`` of config.json or the checkpoint, else inferred from the env config."""
-    for cfg in (run_cfg, ckpt_cfg):
-        if not cfg:
-            continue
-        runner = cfg.get("runner")
-        if isinstance(runner, dict) and runner.get("task"):
-            return str(runner["task"])
-        if cfg.get("task"):
-            return str(cfg["task"])
-    if run_cfg and isinstance(run_cfg.get("env"), dict):
-        return _infer_task_from_env_cfg(run_cfg["env"])
-    return None
 
 
 def run_task(checkpoint: str, *, trust_config: bool = False) -> tuple[str, str | None]:
@@ -74,7 +58,13 @@ class _StoredRun:
         self.state = load_checkpoint(path, map_location="cpu")
         ckpt_cfg = self.state.get("config") if isinstance(self.state.get("config"), dict) else None
         run_cfg_path = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
-        self.run_cfg = _read_json(run_cfg_path)
+        self.run_cfg: dict[str, Any] | None = None
+        if os.path.isfile(run_cfg_path):
+            fix = "restore it or delete it (the checkpoint holds the config too)"
+            self.run_cfg = read_json(run_cfg_path, "run config", fix)
+            if not isinstance(self.run_cfg, dict):
+                kind = type(self.run_cfg).__name__
+                raise DataFileError(f"{run_cfg_path}: the run config holds a {kind}, not a mapping; {fix}")
         train_cfg = {k: v for k, v in (self.run_cfg or {}).items() if k != "env"} or ckpt_cfg
         if not train_cfg:
             fix = "save checkpoints with OnPolicyRunner.save, or put the run's config.json beside the file."
@@ -86,19 +76,12 @@ class _StoredRun:
         self.task = _stored_task(self.run_cfg, ckpt_cfg)
 
 
-def _iteration_of(path: str, state_iter: Any) -> int | str:
-    if state_iter is not None:
-        return int(state_iter)
-    m = re.search(r"model_(\d+)\.pt$", os.path.basename(path))
-    return int(m.group(1)) if m else os.path.splitext(os.path.basename(path))[0]
-
-
 @dataclasses.dataclass
 class LoadedRun:
     """A runner rebuilt from a checkpoint by :func:`load_run` (weights loaded, no optimizer), with its env.
 
-    ``iteration`` is the checkpoint's (or its file stem); ``env_cfg`` the stored env config used (None: defaults).
-    """
+    ``iteration`` is the checkpoint's (or its file stem); ``env_cfg`` the stored env config used (None:
+    defaults)."""
 
     path: str
     state: dict[str, Any]
@@ -127,8 +110,7 @@ def load_run(
     The config is ``config.json`` beside the checkpoint, else the checkpoint's; the stored env config is reused
     unless ``task`` names another task; ``seed`` defaults to the run's; ``trust_config`` lets the stored
     config name code to import (docs/security.md, else ``UntrustedConfigError``). Raises ``ValueError`` when
-    there is no training config or no task, ``CheckpointError`` when the weights do not fit or hold NaN/Inf.
-    """
+    there is no training config or no task, ``CheckpointError`` for weights that do not fit or are NaN/Inf."""
     stored = _StoredRun(checkpoint)
     path, stored_task = stored.path, stored.task
     with untrusted_config(stored.source, trusted=trust_config):
@@ -150,5 +132,8 @@ def load_run(
         runner_class = runner_cfg.get("runner_class_name") or train_cfg.get("runner_class_name")
         runner = build_runner(runner_class or "OnPolicyRunner", env, train_cfg, log_dir=None, device=device)
         runner.load(path, load_optimizer=False, map_location=device)
-    iteration = _iteration_of(path, stored.state.get("iter"))
+    m = re.search(r"model_(\d+)\.pt$", os.path.basename(path))
+    iteration: int | str = int(m.group(1)) if m else os.path.splitext(os.path.basename(path))[0]
+    if stored.state.get("iter") is not None:
+        iteration = int(stored.state["iter"])
     return LoadedRun(path, stored.state, runner, env, name, iteration, train_cfg, env_cfg, seed)

@@ -10,6 +10,8 @@ from st_rl.env.adapters.contract import forwarded
 
 __all__ = ["IsaacLabStyle", "LeggedGymStyle", "TensorDictStyle"]
 
+_FORWARDED = "num_envs num_actions max_episode_length device dt cfg tracking_error CoT state_dict"
+
 
 def _episode_key(log_key: str) -> str:
     prefix, _, name = log_key.partition("/")
@@ -25,22 +27,7 @@ def _episode_key(log_key: str) -> str:
 class _ShimBase:
     """Forwards the attributes named in ``FORWARDED`` and ``episode_length_buf``."""
 
-    FORWARDED = frozenset(
-        (
-            "num_envs",
-            "num_actions",
-            "max_episode_length",
-            "device",
-            "dt",
-            "cfg",
-            "tracking_error",
-            "CoT",
-            "state_dict",
-            "load_state_dict",
-            "seed",
-            "close",
-        )
-    )
+    FORWARDED = frozenset([*_FORWARDED.split(), "load_state_dict", "seed", "close"])
 
     def __init__(self, env: Any) -> None:
         self.env = env
@@ -55,9 +42,6 @@ class _ShimBase:
         return getattr(self.env, "unwrapped", self.env)
 
     episode_length_buf = forwarded("episode_length_buf")
-
-    def _critic(self, extras: dict[str, Any]) -> torch.Tensor | None:
-        return extras["observations"].get("critic")
 
 
 class LeggedGymStyle(_ShimBase):
@@ -77,11 +61,11 @@ class LeggedGymStyle(_ShimBase):
         return self.env.get_observations()[0]
 
     def get_privileged_observations(self) -> torch.Tensor | None:
-        return self._critic(self.env.get_observations()[1])
+        return self.env.get_observations()[1]["observations"].get("critic")
 
     def reset(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         obs, extras = self.env.reset()
-        return obs, self._critic(extras)
+        return obs, extras["observations"].get("critic")
 
     def step(
         self, actions: torch.Tensor
@@ -90,7 +74,7 @@ class LeggedGymStyle(_ShimBase):
         infos: dict[str, Any] = {"time_outs": extras["time_outs"]}
         if "log" in extras:
             infos["episode"] = {_episode_key(k): v for k, v in extras["log"].items()}
-        return obs, self._critic(extras), rewards, dones.bool(), infos
+        return obs, extras["observations"].get("critic"), rewards, dones.bool(), infos
 
 
 class IsaacLabStyle(_ShimBase):
@@ -117,9 +101,7 @@ class TensorDictStyle(_ShimBase):
         try:
             from tensordict import TensorDict
         except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                "TensorDictStyle needs the 'tensordict' package (pip install tensordict)"
-            ) from exc
+            raise ImportError("TensorDictStyle needs tensordict: pip install tensordict") from exc
         super().__init__(env)
         self._td_cls = TensorDict
 

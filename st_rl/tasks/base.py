@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from st_rl.env.adapters.contract import episode_length_property
+
 __all__ = ["BuiltinTask"]
 
 Segments = list[tuple[str, tuple[int, ...]]]  # (name, shape) of each observation component
@@ -22,9 +24,9 @@ class BuiltinTask(ABC):
     """Base class of the built-in batched tasks.
 
     Subclasses set ``DEFAULT_CFG`` (with ``dt`` in s, ``episode_length_s``, ``clip_actions``) and the term names,
-    list their buffers in ``_state_buffers`` (for :meth:`state_dict`) and implement the ``_`` hooks below.
-    ``seed`` None draws the private generator's seed from torch's global RNG; ``cfg`` overrides
-    ``DEFAULT_CFG`` (unknown keys raise ``TypeError``)."""
+    build their buffers and layout in :meth:`_setup` (listing them in ``_state_buffers``, for :meth:`state_dict`)
+    and implement the ``_`` hooks below. ``seed`` None draws the private generator's seed from torch's global RNG;
+    ``cfg`` overrides ``DEFAULT_CFG`` (unknown keys raise ``TypeError``)."""
 
     DEFAULT_CFG: dict[str, Any] = {}
     reward_terms: tuple[str, ...] = ()
@@ -38,14 +40,12 @@ class BuiltinTask(ABC):
     privileged_obs_segments: OrderedDict[str, tuple[int, ...]] | None
 
     def __init__(
-        self, num_envs: int, device: str | torch.device, seed: int | None, cfg: dict[str, Any]
+        self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
     ) -> None:
         unknown = sorted(set(cfg) - set(self.DEFAULT_CFG))
         if unknown:
-            raise TypeError(
-                f"{type(self).__name__}: unknown config option(s) {unknown}; valid options: "
-                f"{sorted(self.DEFAULT_CFG)}"
-            )
+            what = f"{type(self).__name__}: unknown config option(s) {unknown}"
+            raise TypeError(f"{what}; valid options: {sorted(self.DEFAULT_CFG)}")
         if int(num_envs) < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.cfg: dict[str, Any] = {**self.DEFAULT_CFG, **cfg}
@@ -71,20 +71,14 @@ class BuiltinTask(ABC):
         self.obs_buf = torch.zeros(n, 0, device=dev)
         self.critic_obs_buf: torch.Tensor | None = None
         self._state_buffers: list[str] = ["_episode_length_buf", "_episode_sums", "_log_values", "obs_buf"]
+        self._setup()
+        self.reset()
 
     def task_metrics(self) -> dict[str, torch.Tensor]:
         """Metrics by name (scalars or per-env), logged as ``Eval/<name>``; none by default."""
         return {}
 
-    @property
-    def episode_length_buf(self) -> torch.Tensor:
-        """Steps taken in the current episode, long (N,); writable."""
-        return self._episode_length_buf
-
-    @episode_length_buf.setter
-    def episode_length_buf(self, value: torch.Tensor) -> None:
-        value = torch.as_tensor(value, device=self.device)
-        self._episode_length_buf = value.to(dtype=torch.long).expand(self.num_envs).clone()
+    episode_length_buf = episode_length_property()
 
     @property
     def unwrapped(self) -> BuiltinTask:
@@ -199,6 +193,10 @@ class BuiltinTask(ABC):
     def _reset_envs(self, mask: torch.Tensor) -> None:
         self._where(mask, _episode_length_buf=0, _episode_sums=0.0)
         self._reset_state(mask)
+
+    @abstractmethod
+    def _setup(self) -> None:
+        """Set the layout (:meth:`_set_layout`), ``num_actions`` and the state buffers; ``reset`` follows."""
 
     @abstractmethod
     def _physics_step(self, actions: torch.Tensor) -> None:

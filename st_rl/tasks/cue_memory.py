@@ -34,10 +34,7 @@ class CueMemory(BuiltinTask):
     reward_terms = ("match",)
     metric_terms = ("final_error",)
 
-    def __init__(
-        self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
-    ) -> None:
-        super().__init__(num_envs, device, seed, cfg)
+    def _setup(self) -> None:
         self.target_dim = d = int(self.cfg["target_dim"])
         self.cue_steps = int(self.cfg["cue_steps"])
         if d < 1 or self.cue_steps < 1:
@@ -49,7 +46,6 @@ class CueMemory(BuiltinTask):
         self.target = torch.zeros(n, d, device=dev)
         self.last_error = torch.zeros(n, device=dev)
         self._state_buffers += ["target", "last_error"]
-        self.reset()
 
     @property
     def cue_visible(self) -> torch.Tensor:

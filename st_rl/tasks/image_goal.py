@@ -26,20 +26,16 @@ class ImageGoal(PointMass):
         "blob_sigma": 0.4,
     }
 
-    def __init__(
-        self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
-    ) -> None:
-        full = {**self.DEFAULT_CFG, **cfg}
-        size = int(full["image_size"])
+    def _setup(self) -> None:
+        self.image_size = size = int(self.cfg["image_size"])
         if size < 2:
             raise ValueError(f"image_size must be >= 2, got {size}")
-        self.image_size = size
-        r = float(full["view_range"])
+        r = float(self.cfg["view_range"])
         centres = -r + (torch.arange(size, dtype=torch.float32) + 0.5) * (2.0 * r / size)
         # (H, W) pixel-centre coordinates: rows along +y, columns along +x
-        self._pix_y = centres.view(size, 1).expand(size, size).to(device)
-        self._pix_x = centres.view(1, size).expand(size, size).to(device)
-        super().__init__(num_envs, device, seed, **cfg)  # resets: the image is rendered by our hook
+        self._pix_y = centres.view(size, 1).expand(size, size).to(self.device)
+        self._pix_x = centres.view(1, size).expand(size, size).to(self.device)
+        super()._setup()
         actor = [("forward_depth", (1, size, size)), ("velocity", (2,))]
         self._set_layout(actor, [*actor, ("goal_delta", (2,))])
 

@@ -100,7 +100,9 @@ class LeggedLocomotion(BuiltinTask):
         self.reward_terms = tuple(self.reward_scales)
         if str(torch.device(device)) != "cpu":
             device = "cpu"  # MuJoCo state lives in host memory
-        super().__init__(num_envs, device, seed, {**cfg, "reward_scales": scales})
+        super().__init__(num_envs, device, seed, **cfg, reward_scales=scales)
+
+    def _setup(self) -> None:
         self.mujoco = mdl.import_mujoco()
         c = self.cfg
         self.terrain = str(c["terrain"])
@@ -113,7 +115,6 @@ class LeggedLocomotion(BuiltinTask):
             home = self.default_qpos.numpy()
             data, to_base = mdl.base_frame_kinematics(self.mujoco, self.model, self.base_body, home)
             self._partners = terms.gait_partners(to_base(data.geom_xpos[self.foot_geoms]))
-        self.reset()
 
     def _build_model(self, path: str) -> None:
         mj = self.mujoco
@@ -203,10 +204,9 @@ class LeggedLocomotion(BuiltinTask):
 
     def _cached(self, key: str, fn: Any) -> torch.Tensor:
         # Derived state is computed once per step; the cache is cleared whenever the MuJoCo state changes.
-        value = self._cache.get(key)
-        if value is None:
-            value = self._cache[key] = fn()
-        return value
+        if key not in self._cache:
+            self._cache[key] = fn()
+        return self._cache[key]
 
     @property
     def base_quat(self) -> torch.Tensor:
@@ -279,15 +279,12 @@ class LeggedLocomotion(BuiltinTask):
             kick = self._rand(self.num_envs, 2, low=-1.0, high=1.0) * self.cfg["max_push_vel_xy"]
             self._qvel[:, 0:2] += torch.where(push_now[:, None], kick, torch.zeros_like(kick)).double()
             self._cache.clear()
-        self._update_metrics()
-        self._sample_commands_where((self.episode_length_buf + 1) % self._resample_steps == 0)
-
-    def _update_metrics(self) -> None:
         v = self.base_lin_vel[:, :2]
         self._err_sq_sum += (self.commands[:, :2] - v).square().sum(dim=1)
         self._err_count += 1
         self._power_sum += (self._act_force.float() * self.dof_vel).abs().sum(dim=1)
         self._speed_sum += v.norm(dim=1)
+        self._sample_commands_where((self.episode_length_buf + 1) % self._resample_steps == 0)
 
     def _compute_rewards(self, actions: torch.Tensor) -> torch.Tensor:
         c = self.cfg
@@ -345,10 +342,7 @@ class LeggedLocomotion(BuiltinTask):
         self._where(mask, last_contacts=False, foot_contact=False, trunk_contact=False)
         self.last_dof_vel = torch.where(m, qvel[:, self.actuated_dof].float(), self.last_dof_vel)
         self._sample_commands_where(mask)
-        self._randomize_dynamics(mask)
-
-    def _randomize_dynamics(self, mask: torch.Tensor) -> None:
-        n, (f0, f1), (m0, m1) = self.num_envs, self.cfg["friction_range"], self.cfg["added_mass_range"]
+        (f0, f1), (m0, m1) = c["friction_range"], c["added_mass_range"]  # randomised dynamics
         self.friction_coef = torch.where(mask, self._rand(n, low=f0, high=f1), self.friction_coef)
         self.added_mass = torch.where(mask, self._rand(n, low=m0, high=m1), self.added_mass)
         ids = torch.nonzero(mask).flatten()  # CPU tensor: no device synchronisation involved
@@ -460,8 +454,7 @@ class LeggedLocomotion(BuiltinTask):
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Task buffers plus the MuJoCo state and randomised model fields."""
-        mj_state = {"mj" + name: getattr(self, name).clone() for name in self._MJ_STATE}
-        return {**super().state_dict(), **mj_state}
+        return {**super().state_dict(), **{"mj" + n: getattr(self, n).clone() for n in self._MJ_STATE}}
 
     def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
         self._cache.clear()

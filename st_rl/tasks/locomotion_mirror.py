@@ -2,8 +2,7 @@
 
 Polar vectors map ``(x, y, z) -> (x, -y, z)``, axial ones ``(-x, y, -z)``; joints take their mirror partner's
 value, negated for hinges whose axis lies in the mirror plane (hip abduction); the height scan flips its columns.
-Partners and signs come from the model's geometry at ``qpos0``, so any mirror-symmetric robot works.
-"""
+Partners and signs come from the model's geometry at ``qpos0``, so any mirror-symmetric robot works."""
 
 from __future__ import annotations
 
@@ -99,8 +98,7 @@ def mirror_structure(task: Any) -> tuple[list[int], list[float], list[int]]:
 def _layout_map(
     segments: OrderedDict[str, tuple[int, ...]], table: dict[str, tuple[list[int], list[float]]], device: Any
 ) -> SignedPermutation:
-    index: list[int] = []
-    sign: list[float] = []
+    index, sign = [], []
     for name, shape in segments.items():
         if name not in table:
             raise ValueError(f"mirror_functions: no mirror rule for observation component {name!r}")

@@ -18,15 +18,8 @@ def observation_layout(
     num_actions: int, num_feet: int, cfg: dict[str, Any], height_scan: bool
 ) -> tuple[Segments, Segments, torch.Tensor | None]:
     """Actor and critic segments, and the height-scan points (P, 2) in the yaw frame (or None)."""
-    a = num_actions
-    segments: Segments = [
-        ("base_ang_vel", (3,)),
-        ("projected_gravity", (3,)),
-        ("commands", (3,)),
-        ("dof_pos", (a,)),
-        ("dof_vel", (a,)),
-        ("last_actions", (a,)),
-    ]
+    segments: Segments = [(name, (3,)) for name in ("base_ang_vel", "projected_gravity", "commands")]
+    segments += [(name, (num_actions,)) for name in ("dof_pos", "dof_vel", "last_actions")]
     points = None
     if height_scan:
         (x0, x1, nx), (y0, y1, ny) = cfg["height_scan_x"], cfg["height_scan_y"]

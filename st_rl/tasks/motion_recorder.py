@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-import io
+import itertools
 import math
 import os
 import pickle
@@ -49,11 +49,10 @@ def scripted_trot_policy(
     stride_t = torch.as_tensor(stride, dtype=torch.float32).reshape(-1, 1)
     hip_t = torch.as_tensor(hip_amp, dtype=torch.float32).reshape(-1, 1)
     scale = float(env.cfg["action_scale"])
-    step = {"t": 0}
+    steps = itertools.count()
 
     def policy(obs: torch.Tensor) -> torch.Tensor:
-        t = step["t"] * env.dt
-        step["t"] += 1
+        t = next(steps) * env.dt
         phase = 2 * math.pi * frequency_hz * t + phase_offset
         swing = torch.clamp(torch.sin(phase), min=0.0)  # lift only during half the cycle
         fore_aft = torch.cos(phase)  # +1 at lift-off (leg back), -1 at touch-down (leg forward)
@@ -101,8 +100,7 @@ def record_motion(
             raise ValueError(f"command must be (vx, vy, yaw) or {rows}, got {tuple(fixed.shape)}")
         fixed = fixed.expand(env.num_envs, 3)
     obs, _ = env.get_observations()
-    steps = int(round(duration_s / env.dt))
-    warm = int(round(warmup_s / env.dt))
+    steps, warm = int(round(duration_s / env.dt)), int(round(warmup_s / env.dt))
     ids = torch.as_tensor(list(env_ids), dtype=torch.long, device=obs.device)
     buffer = torch.zeros(steps, len(ids), len(fields), device=obs.device)
     never = warm + steps
@@ -154,7 +152,7 @@ def load_motion_file(path: str) -> dict[str, dict[str, Any]]:
         raise FileNotFoundError(f"motion file not found: {path}")
     try:
         with open(path, "rb") as f:
-            data = _PlainUnpickler(io.BytesIO(f.read())).load()
+            data = _PlainUnpickler(f).load()
     except (pickle.UnpicklingError, EOFError, ValueError, IndexError, TypeError) as e:
         why = f"not a readable motion file ({type(e).__name__}: {e})"
         raise MotionFileError(f"{path}: {why}; record it again with st-rl record-motion") from e
@@ -215,10 +213,8 @@ def record_scripted_trot(
 ) -> list[str]:
     """Record the scripted trot (no pushes, noise or command) to ``path``; return the fields recorded.
 
-    ``moving=True`` records 27 robots instead, with 9 strides in [-0.4, 0.4] rad times 3 hip swings (turning).
-    """
-    stride: float | torch.Tensor = 0.0
-    hip: float | torch.Tensor = 0.0
+    ``moving=True`` records 27 robots instead: 9 strides in [-0.4, 0.4] rad times 3 hip swings (turning)."""
+    stride, hip = 0.0, 0.0
     if moving:
         grid = torch.cartesian_prod(torch.linspace(-0.4, 0.4, 9), torch.tensor([-0.15, 0.0, 0.15]))
         stride, hip = grid[:, 0], grid[:, 1]
@@ -246,6 +242,5 @@ def collect_style_windows(
     for k in range(int(round(duration_s / env.dt))):
         obs, _, dones, extras = env.step(policy(obs))
         if k * env.dt >= warmup_s:
-            alive = ~dones
-            out.append(extras["observations"]["ref_obs"][alive].reshape(int(alive.sum()), -1))
+            out.append(extras["observations"]["ref_obs"][~dones].flatten(1))
     return torch.cat(out)

@@ -37,16 +37,12 @@ class PointMass(BuiltinTask):
     reward_terms = ("distance", "action_l2")
     metric_terms = ("final_distance",)
 
-    def __init__(
-        self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
-    ) -> None:
-        super().__init__(num_envs, device, seed, cfg)
+    def _setup(self) -> None:
         self._set_layout([("goal_delta", (2,)), ("velocity", (2,))])
         self.num_actions = 2
         n, dev = self.num_envs, self.device
         self.position, self.velocity, self.goal = (torch.zeros(n, 2, device=dev) for _ in range(3))
         self._state_buffers += ["position", "velocity", "goal"]
-        self.reset()
 
     def expert_action(self, obs: torch.Tensor) -> torch.Tensor:
         """PD controller on the actor observation: ``clip(kp * goal_delta - kd * velocity)``."""

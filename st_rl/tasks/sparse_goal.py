@@ -41,10 +41,7 @@ class SparseGoal(BuiltinTask):
     failure_terms = ("goal_reached",)  # a terminal (non-time-out) end of the episode, here the good one
     metric_terms = ("success", "final_distance")
 
-    def __init__(
-        self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
-    ) -> None:
-        super().__init__(num_envs, device, seed, cfg)
+    def _setup(self) -> None:
         c = self.cfg
         if float(c["arena_size"]) <= 0 or float(c["goal_radius"]) <= 0 or float(c["damping"]) < 0:
             raise ValueError("arena_size and goal_radius must be > 0 and damping >= 0")
@@ -62,7 +59,6 @@ class SparseGoal(BuiltinTask):
         self.finished_episodes = torch.zeros(n, dtype=torch.long, device=dev)
         self._state_buffers += ["position", "velocity", "inside", "reached"]
         self._state_buffers += ["last_success", "finished_episodes"]
-        self.reset()
 
     def goal_distance(self) -> torch.Tensor:
         """Distance (N,) from each mass to the centre of the goal disk."""

@@ -49,10 +49,7 @@ class VelocityTracking(BuiltinTask):
     failure_terms = ("velocity_error",)
     metric_terms = ("tracking_error", "CoT")
 
-    def __init__(
-        self, num_envs: int = 256, device: str | torch.device = "cpu", seed: int | None = None, **cfg: Any
-    ) -> None:
-        super().__init__(num_envs, device, seed, cfg)
+    def _setup(self) -> None:
         self.actor_dynamics_slots = bool(self.cfg["actor_dynamics_slots"])
         actor = [("base_lin_vel", (2,)), ("commands", (2,)), ("last_actions", (2,))]
         critic = [*actor, ("mass", (1,)), ("friction", (1,))]
@@ -70,7 +67,6 @@ class VelocityTracking(BuiltinTask):
         )
         names = "base_lin_vel commands mass friction last_actions prev_actions _err_sq_sum _cot_sum"
         self._state_buffers += [*names.split(), "_metric_steps", "_last_tracking_error", "_last_cot"]
-        self.reset()
 
     def task_metrics(self) -> dict[str, torch.Tensor]:
         """Velocity-tracking RMSD (``velrmsd``, :attr:`tracking_error`) and cost of transport (``CoT``)."""

@@ -31,6 +31,16 @@ def forwarded(name: str) -> Any:
     return property(lambda self: getattr(self.env, name), lambda self, value: setattr(self.env, name, value))
 
 
+def episode_length_property() -> Any:
+    """``episode_length_buf``: ``self._episode_length_buf``, long (num_envs,) on ``self.device``; writable."""
+
+    def set_buffer(self: Any, value: Any) -> None:
+        value = torch.as_tensor(value, device=self.device)
+        self._episode_length_buf = value.to(dtype=torch.long).expand(self.num_envs).clone()
+
+    return property(lambda self: self._episode_length_buf, set_buffer, doc="Steps of the current episodes.")
+
+
 def require_attributes(env: Any, names: str, what: str, fix: str) -> None:
     """Raise ``TypeError`` naming those of the space-separated ``names`` that ``env`` (``what``) lacks."""
     missing = [n for n in names.split() if not hasattr(env, n)]

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from st_rl.env.adapters.contract import episode_length_property
+
 __all__ = ["GymnasiumVecEnv", "make_gymnasium_env"]
 
 _INSTALL_HINT = 'pip install "st-rl[gymnasium]"  (or: pip install "gymnasium[mujoco]>=1.1")'
@@ -20,11 +22,9 @@ def _import_gymnasium() -> Any:
         import gymnasium
     except ImportError as exc:
         raise ImportError(f"The Gymnasium adapter needs the 'gymnasium' package: {_INSTALL_HINT}") from exc
-    try:
-        from gymnasium.vector import AutoresetMode  # noqa: F401 - presence check (gymnasium >= 1.1)
-    except ImportError as exc:
+    if not hasattr(gymnasium.vector, "AutoresetMode"):  # gymnasium >= 1.1
         msg = f"gymnasium {gymnasium.__version__} is too old: st_rl needs gymnasium>=1.1. Upgrade: {_INSTALL_HINT}"
-        raise ImportError(msg) from exc
+        raise ImportError(msg)
     return gymnasium
 
 
@@ -32,13 +32,11 @@ class GymnasiumVecEnv:
     """A Gymnasium 1.x vector env (``Box`` spaces, any autoreset mode) in st_rl's native API.
 
     ``dones`` are ``terminated | truncated``, ``extras["time_outs"]`` ``truncated & ~terminated``; a finished
-    env's observation is its first after the reset.
-
-    ``seed``: of the first reset (sub-env ``i`` gets ``seed + i``) and of the action space;
-    ``normalize_reward``: divide rewards by the running std of the discounted return (``reward_gamma``), then
-    clip them to ``+-clip_reward`` (``None``: no clip), as CleanRL's PPO (statistics in ``state_dict``);
-    ``max_episode_length`` default: the spec's ``max_episode_steps`` (else 1000); ``stats_window``: finished
-    episodes kept in :attr:`episode_returns` / :attr:`episode_lengths`."""
+    env's observation is its first after the reset. ``seed``: of the first reset (sub-env ``i``: ``seed + i``)
+    and of the action space; ``normalize_reward``: divide rewards by the running std of the discounted return
+    (``reward_gamma``), then clip them to ``+-clip_reward`` (``None``: no clip), as CleanRL's PPO (statistics
+    in ``state_dict``); ``max_episode_length`` default: the spec's ``max_episode_steps`` (else 1000);
+    ``stats_window``: finished episodes kept in :attr:`episode_returns` / :attr:`episode_lengths`."""
 
     def __init__(
         self,
@@ -66,11 +64,8 @@ class GymnasiumVecEnv:
             why = f"st_rl's policies output continuous actions, but this env's action space is {act_space}"
             raise TypeError(f"{why}. Use a task with a Box action space or wrap the env.")
         if not isinstance(obs_space, gym.spaces.Box):
-            raise TypeError(
-                f"The observation space {obs_space} is not a Box. Flatten it first, e.g. "
-                "gymnasium.wrappers.vector.FlattenObservation(env), or pass wrappers=[FlattenObservation] to "
-                "make_gymnasium_env."
-            )
+            fix = "flatten it: gymnasium.wrappers.vector.FlattenObservation(env) or make_gymnasium_env(wrappers=...)"
+            raise TypeError(f"The observation space {obs_space} is not a Box; {fix}.")
         mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         self.autoreset_mode = mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
         self.env = env
@@ -91,8 +86,7 @@ class GymnasiumVecEnv:
         self._return_rms = RunningMeanStd()  # of the discounted return
         self.episode_returns: deque[float] = deque(maxlen=stats_window)
         self.episode_lengths: deque[int] = deque(maxlen=stats_window)
-        self.num_episodes = 0
-        self.total_steps = 0
+        self.num_episodes = self.total_steps = 0
         if seed is not None:
             env.action_space.seed(int(seed))
         self.reset(seed=None if seed is None else int(seed))
@@ -156,14 +150,7 @@ class GymnasiumVecEnv:
         rewards = torch.as_tensor(rew, dtype=torch.float32).to(self.device)
         return self._obs, rewards, dones_t, extras
 
-    @property
-    def episode_length_buf(self) -> torch.Tensor:
-        """Steps since each sub-environment's last reset (informational: writing it does not shorten episodes)."""
-        return self._episode_length_buf
-
-    @episode_length_buf.setter
-    def episode_length_buf(self, value: torch.Tensor) -> None:
-        self._episode_length_buf = value.to(self.device, torch.long)
+    episode_length_buf = episode_length_property()  # informational: writing it does not shorten episodes
 
     @property
     def unwrapped(self) -> Any:
@@ -218,11 +205,10 @@ def make_gymnasium_env(
     with ``SAME_STEP`` autoreset, ``"sync"`` or ``"async"`` (one process per sub-env); ``wrappers`` wrap each
     sub-env, ``env_kwargs`` go to the task; the other arguments are :class:`GymnasiumVecEnv`'s."""
     gym = _import_gymnasium()
-    from gymnasium.vector import AutoresetMode
-
     if vectorization_mode not in ("sync", "async"):
         raise ValueError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
-    same_step, wrappers = {"autoreset_mode": AutoresetMode.SAME_STEP}, list(wrappers) if wrappers else None
+    same_step = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+    wrappers = list(wrappers) if wrappers else None
     try:
         vec = gym.make_vec(env_id, int(num_envs), vectorization_mode, same_step, wrappers, **env_kwargs)
     except gym.error.DependencyNotInstalled as exc:

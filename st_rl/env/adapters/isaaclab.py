@@ -10,10 +10,7 @@ from st_rl.env.adapters.contract import require_attributes
 __all__ = ["isaaclab_generation", "wrap_isaaclab"]
 
 _REQUIRED = "num_envs num_actions device max_episode_length episode_length_buf get_observations step"
-_FIX = (
-    "Wrap the Isaac Lab environment with isaaclab_rl.rsl_rl.RslRlVecEnvWrapper(env) (the wrapper Isaac Lab's "
-    "rsl_rl scripts use) and pass the wrapper to st_rl."
-)
+_FIX = "Wrap it in isaaclab_rl.rsl_rl.RslRlVecEnvWrapper(env), as Isaac Lab's rsl_rl scripts do."
 
 
 def isaaclab_generation(env: Any) -> str:
