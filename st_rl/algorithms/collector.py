@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import operator
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -22,16 +21,6 @@ __all__ = ["RolloutCollector"]
 
 
 _MEASURED: dict[tuple[Any, ...], tuple[str, str]] = {}  # precision="auto" timings on GPUs, for this process
-
-
-def _normalizer_property(side: str) -> property:
-    """The policy's ``<side>_obs_normalizer`` (identity when off); setting it switches normalisation."""
-
-    def set_normalizer(self: Any, module: nn.Module) -> None:
-        setattr(self.actor_critic, f"{side}_obs_normalizer", module)
-        setattr(self.actor_critic, f"{side}_obs_normalization", isinstance(module, EmpiricalNormalization))
-
-    return property(operator.attrgetter(f"actor_critic.{side}_obs_normalizer"), set_normalizer)
 
 
 class RolloutCollector:
@@ -57,8 +46,25 @@ class RolloutCollector:
         """The mixed-precision context of the policy's forward passes."""
         return autocast(self.device, self.precision)
 
-    obs_normalizer = _normalizer_property("actor")
-    critic_obs_normalizer = _normalizer_property("critic")
+    @property
+    def obs_normalizer(self) -> nn.Module:
+        """The policy's actor observation normaliser (identity when off); setting it switches normalisation."""
+        return self.actor_critic.actor_obs_normalizer
+
+    @obs_normalizer.setter
+    def obs_normalizer(self, module: nn.Module) -> None:
+        self.actor_critic.actor_obs_normalizer = module
+        self.actor_critic.actor_obs_normalization = isinstance(module, EmpiricalNormalization)
+
+    @property
+    def critic_obs_normalizer(self) -> nn.Module:
+        """The policy's critic observation normaliser (identity when off); setting it switches normalisation."""
+        return self.actor_critic.critic_obs_normalizer
+
+    @critic_obs_normalizer.setter
+    def critic_obs_normalizer(self, module: nn.Module) -> None:
+        self.actor_critic.critic_obs_normalizer = module
+        self.actor_critic.critic_obs_normalization = isinstance(module, EmpiricalNormalization)
 
     def init_storage(
         self,

@@ -214,11 +214,19 @@ class PPO(RolloutCollector):
         self._compile_clock: float | None = None
         self.set_sync_free(self.device.type == "cuda")
 
-    # the policy optimizer's learning rate and the sync-free switch live in the guard
-    learning_rate = property(
-        operator.attrgetter("guard.learning_rate"), lambda self, v: setattr(self.guard, "learning_rate", v)
-    )
-    sync_free = property(operator.attrgetter("guard.sync_free"))
+    @property
+    def learning_rate(self) -> float:
+        """The policy optimizer's learning rate (kept by the guard)."""
+        return self.guard.learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        self.guard.learning_rate = value
+
+    @property
+    def sync_free(self) -> bool:
+        """Whether the update's checks stay on the device (see :meth:`set_sync_free`)."""
+        return self.guard.sync_free
 
     def set_sync_free(self, enabled: bool) -> None:
         """Keep the update's per-minibatch checks on the device (the CUDA default; see ``UpdateGuard``)."""
