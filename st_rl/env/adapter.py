@@ -185,7 +185,7 @@ class EnvAdapter:
         out = self.env.step(actions)
         legged = self.api == "legged_gym"
         form = "(obs, privileged_obs, rewards, dones, infos)" if legged else "(obs, rewards, dones, extras)"
-        if not isinstance(out, (tuple, list)) or len(out) != form.count(",") + 1:
+        if not isinstance(out, (tuple, list)) or len(out) != (5 if legged else 4):
             got = f"{len(out)} values" if isinstance(out, (tuple, list)) else describe_value(out)
             api = f"the {self.api} API (from get_observations()) returns {form}. Fix: return {form}."
             raise EnvOutputError(f"{type(self.env).__name__}.step() returned {got}; {api}")
