@@ -1,5 +1,4 @@
-"""The ``st-rl`` entry point, reporting errors in one line; imports only the standard library at module level
-(:mod:`st_rl.commands`, with torch, is imported in :func:`main`, where a Ctrl-C is caught)."""
+"""The ``st-rl`` entry point, reporting errors in one line (a Ctrl-C while Python imports torch included)."""
 
 from __future__ import annotations
 
@@ -12,16 +11,22 @@ import sys
 import warnings
 from typing import Any
 
+try:
+    import torch
+
+    from st_rl import commands
+    from st_rl.config import ConfigError
+    from st_rl.runners.interrupt import TrainingInterrupted
+except KeyboardInterrupt:  # before st-rl has started anything: one line, not a traceback
+    print("st-rl: error: interrupted (Ctrl-C) while st-rl was starting", file=sys.stderr, flush=True)
+    raise SystemExit(130) from None
+
 EXIT_ERROR = 2  # an error the user can fix
 EXIT_UNEXPECTED = 1  # a bug in st_rl or in code it runs
 
 
 def __getattr__(name: str) -> Any:
     """The names that moved to :mod:`st_rl.commands` (``CommandError``, ``cmd_train`` ...)."""
-    if name.startswith("__"):  # module protocol lookups (__all__, __path__ ...) need no torch
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from st_rl import commands
-
     return getattr(commands, name)
 
 
@@ -30,8 +35,7 @@ def _first_line(error: BaseException) -> str:
 
 
 def _error_lines(error: BaseException) -> tuple[list[str], int]:
-    config_error = getattr(sys.modules.get("st_rl.config"), "ConfigError", None)
-    if config_error is not None and isinstance(error, config_error):  # its other problems indented below
+    if isinstance(error, ConfigError):  # its other problems indented below
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
         return [lines[0], *("  " + line for line in lines[1:])], EXIT_ERROR
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
@@ -39,8 +43,8 @@ def _error_lines(error: BaseException) -> tuple[list[str], int]:
         return [f"{error.strerror}: {target}"], EXIT_ERROR
     if isinstance(error, (ValueError, OSError, ImportError)):  # errors st_rl raises with a message to show
         return [_first_line(error) or type(error).__name__], EXIT_ERROR
-    out_of_memory = getattr(sys.modules.get("torch"), "OutOfMemoryError", None)  # torch >= 2.5
-    if out_of_memory is not None and isinstance(error, out_of_memory):
+    out_of_memory = getattr(torch, "OutOfMemoryError", ())  # torch >= 2.5
+    if isinstance(error, out_of_memory):
         detail = _first_line(error).split(". ")[0]
         fix = "use fewer --num-envs, a smaller policy or --device cpu"
         return [f"out of memory on the device ({detail}): {fix}"], EXIT_ERROR
@@ -63,8 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     format_warning = warnings.formatwarning
     warnings.formatwarning = _one_line_warning
     try:
-        from st_rl import commands  # torch and st_rl: a Ctrl-C meanwhile is reported below
-
         parser = commands.build_parser()
         args, extra = parser.parse_known_args(argv)
         # 'train' overrides after an option (argparse fills a '*' positional only once)
@@ -121,13 +123,10 @@ def _install_stop_handlers() -> dict[int, Any]:
 
 
 def _report_interrupt(error: KeyboardInterrupt, args: argparse.Namespace | None, debug: bool) -> int:
-    # Not imported here: the Ctrl-C may have stopped Python while it imported torch.
-    training_interrupted = getattr(sys.modules.get("st_rl.runners.interrupt"), "TrainingInterrupted", None)
-    if training_interrupted is not None and isinstance(error, training_interrupted):
-        checkpoint = getattr(error, "checkpoint", None)
-        what = f"saved {os.path.abspath(checkpoint)}" if checkpoint is not None else str(error)
+    if isinstance(error, TrainingInterrupted):
+        what = f"saved {os.path.abspath(error.checkpoint)}" if error.checkpoint is not None else str(error)
         print(f"interrupted: {what}", file=sys.stderr, flush=True)
-        return int(getattr(error, "exit_code", 130))
+        return error.exit_code
     if debug:
         raise error
     command = getattr(args, "command", None)

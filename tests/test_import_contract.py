@@ -1,8 +1,6 @@
 """The import contract of docs/architecture.md ("Layers"): the layers of pyproject.toml's ``[tool.importlinter]``
 hold, leaf modules import nothing of st_rl, nothing in st_rl imports the former-path re-export modules, and no
 st_rl module is imported inside a function.
-
-``ALLOWED_FUNCTION_IMPORTS`` lists the in-function imports that stay, each with its reason.
 """
 
 from __future__ import annotations
@@ -20,14 +18,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "st_rl"
 LEAVES = ("st_rl/registry.py", "st_rl/config/errors.py", "st_rl/config/defaults.py", "st_rl/protocols.py")
 ALIASES = ("st_rl.utils.config", "st_rl.configs")  # former paths, kept for users and docs
-
-# Imports of st_rl modules inside functions that stay, with the reason (the target of issue 26 is none but these).
-ALLOWED_FUNCTION_IMPORTS = {
-    # `st-rl` reports a Ctrl-C while Python imports torch as one line: st_rl.cli imports only the standard
-    # library until main() runs (tests/test_cli_errors.py::test_ctrl_c_during_start_up_is_one_line_and_exit_code_130)
-    "st_rl/cli.py": 2,
-}
-PENDING_FUNCTION_IMPORTS: dict[str, int] = {}
 
 
 def _imports(path: pathlib.Path) -> list[tuple[ast.AST, str, bool]]:
@@ -61,13 +51,6 @@ def _per_file(select) -> dict[str, int]:
     return dict(counts)
 
 
-def _within(counts: dict[str, int], pending: dict[str, int]) -> None:
-    more = {f: n for f, n in counts.items() if n > pending.get(f, 0)}
-    assert not more, f"new imports (file: count): {more}"
-    gone = {f: n for f, n in pending.items() if counts.get(f, 0) < n}
-    assert not gone, f"fewer than listed, shrink the PENDING list: {gone} (now {counts})"
-
-
 def test_leaf_modules_import_nothing_of_st_rl():
     for leaf in LEAVES:
         assert not _imports(ROOT / leaf), leaf
@@ -82,8 +65,9 @@ def test_no_st_rl_module_imports_a_former_path():
 
 
 def test_no_st_rl_import_inside_a_function():
-    pending = collections.Counter(ALLOWED_FUNCTION_IMPORTS) + collections.Counter(PENDING_FUNCTION_IMPORTS)
-    _within(_per_file(lambda path, name, inside: inside), dict(pending))
+    """st_rl.cli too: it catches a Ctrl-C during its module-level imports (tests/test_cli_errors.py)."""
+    inside = _per_file(lambda path, name, inside: inside)
+    assert not inside, f"imports of st_rl modules inside functions (file: count): {inside}"
 
 
 def test_no_import_cycle_between_modules():
