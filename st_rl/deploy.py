@@ -8,6 +8,7 @@ import json
 import os
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from st_rl.utils.files import read_json
 
 __all__ = ["EXPORT_FORMAT_VERSION", "METADATA_KEY", "NonFiniteActionsError", "ExportedPolicy", "OnnxPolicy"]
 __all__ += ["ExportedPolicyError", "TorchScriptPolicy", "evaluate_and_report", "load_exported_policy"]
-__all__ += ["play_exported", "read_policy_metadata", "sidecar_path"]
+__all__ += ["PlayOptions", "play_exported", "read_policy_metadata", "sidecar_path"]
 
 EXPORT_FORMAT_VERSION = 1
 METADATA_KEY = "st_rl_metadata"
@@ -208,39 +209,57 @@ def load_exported_policy(path: str, num_threads: int | None = None) -> ExportedP
     raise ValueError(f"Cannot tell the format of {path}: expected a .onnx (ONNX) or .pt (TorchScript) file")
 
 
+@dataclass(frozen=True)
+class PlayOptions:
+    """The options of :func:`st_rl.play.play` and :func:`play_exported` (keywords of both): ``num_envs``
+    environments played for ``duration_s`` seconds on fresh episodes with ``seed`` (default: the run's or the
+    file's); env ``record_env`` filmed into ``video`` (``video_fps``, ``video_size``, ``video_quality``,
+    ``camera``) and its tracking plotted into ``plot``; ``command``: a fixed ``(vx, vy, yaw_rate)`` for all envs;
+    ``verbose``: print the summary; ``trust_config``: see docs/security.md."""
+
+    num_envs: int = 16
+    duration_s: float = 20.0
+    video: str | None = None
+    plot: str | None = None
+    command: Sequence[float] | None = None
+    seed: int | None = None
+    record_env: int = 0
+    video_fps: float = 25.0
+    video_size: tuple[int, int] = (640, 360)
+    video_quality: str = "medium"
+    camera: str | None = "track"
+    verbose: bool = True
+    trust_config: bool = False
+
+
 def evaluate_and_report(
-    env: Any,
-    policy: Any,
-    task: str,
-    source: str,
-    label: str,
-    duration_s: float,
-    video: str | None,
-    plot: str | None,
-    command: Sequence[float] | None,
-    record_env: int,
-    verbose: bool,
-    recording: tuple[float, tuple[int, int], str, str | None],
+    env: Any, policy: Any, task: str, source: str, label: str, options: PlayOptions
 ) -> dict[str, Any]:
-    """Metrics, video (``recording``: the VideoRecorder's fps, size, quality, camera), plot and summary."""
+    """Metrics, video, plot and summary of ``policy`` on ``env`` (``source``: its file, named by ``label``)."""
     _check_locomotion_env(env)
-    fps, (width, height), quality, camera = recording
-    recorder = VideoRecorder(env, video, record_env, fps, width, height, camera, quality) if video else None
+    o = options
+    recorder = None
+    if o.video:
+        width, height = o.video_size
+        recorder = VideoRecorder(
+            env, o.video, o.record_env, o.video_fps, width, height, o.camera, o.video_quality
+        )
     try:
-        metrics = evaluate_policy(env, policy, duration_s, record_env, recorder, command=command)
+        metrics = evaluate_policy(env, policy, o.duration_s, o.record_env, recorder, command=o.command)
     finally:
         if recorder is not None:
             recorder.close()
+    plot = o.plot
     if plot is not None:
-        title = f"{task} - {os.path.basename(source)} - env {record_env}"
+        title = f"{task} - {os.path.basename(source)} - env {o.record_env}"
         plot = plot_tracking(metrics["trace"], plot, title=title, metrics=metrics)
     metrics.update(
         task=task,
-        video=os.path.abspath(video) if video else None,
+        video=os.path.abspath(o.video) if o.video else None,
         video_frames=recorder.num_frames if recorder is not None else 0,
         plot=os.path.abspath(plot) if plot else None,
     )
-    if verbose:
+    if o.verbose:
         print(format_summary(metrics, f"[st-rl play] {task}, {label}"))
         for key in ("video", "plot"):
             if metrics[key]:
@@ -272,29 +291,14 @@ class _FiniteActions:
         self.policy.reset(dones)
 
 
-def play_exported(
-    policy_path: str,
-    task: str | None = None,
-    num_envs: int = 16,
-    duration_s: float = 20.0,
-    video: str | None = None,
-    plot: str | None = None,
-    command: Sequence[float] | None = None,
-    *,
-    seed: int | None = None,
-    record_env: int = 0,
-    video_fps: float = 25.0,
-    video_size: tuple[int, int] = (640, 360),
-    video_quality: str = "medium",
-    camera: str | None = "track",
-    verbose: bool = True,
-    trust_config: bool = False,
-) -> dict[str, Any]:
+def play_exported(policy_path: str, task: str | None = None, **options: Any) -> dict[str, Any]:
     """Deployment check: :func:`st_rl.play.play` with an exported policy file alone, on its metadata's task and
-    seed unless given (``trust_config``: that task may be a Gymnasium id naming a module to import). Returns the
-    metrics of ``evaluate_policy`` plus ``task``, ``policy``, ``format``, ``iteration``, ``video`` and ``plot``;
-    raises :class:`NonFiniteActionsError` when the file gives NaN/Inf actions."""
-    if video is not None:
+    seed unless given (``options``: :class:`PlayOptions`; ``trust_config``: that task may be a Gymnasium id
+    naming a module to import). Returns the metrics of ``evaluate_policy`` plus ``task``, ``policy``,
+    ``format``, ``iteration``, ``video`` and ``plot``; raises :class:`NonFiniteActionsError` when the file gives
+    NaN/Inf actions."""
+    o = PlayOptions(**options)
+    if o.video is not None:
         set_default_gl_backend("egl")
     policy = load_exported_policy(policy_path)
     meta = policy.metadata
@@ -305,10 +309,10 @@ def play_exported(
     if name is None:
         raise ValueError(f"{policy_path} names no task (metadata key 'task'); give task= (CLI: --task)")
     env_cfg = meta.get("env_cfg") if name == stored_task else None
-    seed = meta.get("seed") if seed is None else seed
-    with untrusted_config(f"{policy_path} (its metadata)", trusted=trust_config or task is not None):
+    seed = meta.get("seed") if o.seed is None else o.seed
+    with untrusted_config(f"{policy_path} (its metadata)", trusted=o.trust_config or task is not None):
         refuse_gymnasium_module(name, "task")
-    env = make_env_from_cfg(name, num_envs, "cpu", seed, env_cfg or {})
+    env = make_env_from_cfg(name, o.num_envs, "cpu", seed, env_cfg or {})
     num_obs, num_actions = int(env.num_obs), int(env.num_actions)
     if (num_obs, num_actions) != (policy.num_obs, policy.num_actions):
         sizes = f"takes {policy.num_obs} observations and gives {policy.num_actions} actions"
@@ -317,19 +321,6 @@ def play_exported(
     fmt = "onnx" if isinstance(policy, OnnxPolicy) else "torchscript"
     iteration = meta.get("iteration")
     label = f"{os.path.basename(policy_path)} ({fmt}, iteration {iteration})"
-    metrics = evaluate_and_report(
-        env,
-        _FiniteActions(policy, policy_path),
-        name,
-        policy_path,
-        label,
-        duration_s,
-        video,
-        plot,
-        command,
-        record_env,
-        verbose,
-        (video_fps, video_size, video_quality, camera),
-    )
+    metrics = evaluate_and_report(env, _FiniteActions(policy, policy_path), name, policy_path, label, o)
     metrics.update(policy=os.path.abspath(policy_path), format=fmt, iteration=iteration)
     return metrics

@@ -4,46 +4,27 @@ metrics, an MP4 video (``MUJOCO_GL=egl`` by default) and a command-tracking plot
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from st_rl.deploy import NonFiniteActionsError, evaluate_and_report, play_exported
+from st_rl.deploy import NonFiniteActionsError, PlayOptions, evaluate_and_report, play_exported
 from st_rl.evaluation.metrics import evaluate_policy, format_summary
 from st_rl.evaluation.rendering import VideoRecorder, render_frame, set_default_gl_backend
 from st_rl.evaluation.runs import LoadedRun, load_run
 
 __all__ = ["LoadedRun", "NonFiniteActionsError", "VideoRecorder", "evaluate_policy", "format_summary"]
-__all__ += ["load_run", "play", "play_exported", "render_frame", "set_default_gl_backend"]
+__all__ += ["PlayOptions", "load_run", "play", "play_exported", "render_frame", "set_default_gl_backend"]
 
 
-def play(
-    checkpoint: str,
-    task: str | None = None,
-    num_envs: int = 16,
-    duration_s: float = 20.0,
-    video: str | None = None,
-    plot: str | None = None,
-    device: str = "cpu",
-    command: Sequence[float] | None = None,
-    *,
-    seed: int | None = None,
-    record_env: int = 0,
-    video_fps: float = 25.0,
-    video_size: tuple[int, int] = (640, 360),
-    video_quality: str = "medium",
-    camera: str | None = "track",
-    verbose: bool = True,
-    trust_config: bool = False,
-) -> dict[str, Any]:
+def play(checkpoint: str, task: str | None = None, *, device: str = "cpu", **options: Any) -> dict[str, Any]:
     """Evaluate a checkpoint's (or run directory's latest) deterministic policy on fresh episodes of ``task``
-    (default: the run's), filming env ``record_env`` into ``video`` and plotting its tracking into ``plot``;
-    ``command``: a fixed ``(vx, vy, yaw_rate)`` for all envs; ``trust_config``: see docs/security.md. Returns the
-    metrics of :func:`evaluate_policy` plus ``task``, ``checkpoint``, ``iteration``, ``video`` and ``plot``."""
-    if video is not None:
+    (default: the run's) on ``device`` (``options``: :class:`st_rl.deploy.PlayOptions`). Returns the metrics of
+    :func:`evaluate_policy` plus ``task``, ``checkpoint``, ``iteration``, ``video`` and ``plot``."""
+    o = PlayOptions(**options)
+    if o.video is not None:
         set_default_gl_backend("egl")
-    run = load_run(checkpoint, task, num_envs, device, seed, trust_config=trust_config)
+    run = load_run(checkpoint, task, o.num_envs, device, o.seed, trust_config=o.trust_config)
     assert run.task is not None
     inference = run.runner.get_inference_policy(device)
     dev = torch.device(device)
@@ -56,19 +37,6 @@ def play(
             inference.reset(dones.to(dev))
 
     label = f"{os.path.basename(run.path)} (iteration {run.iteration})"
-    metrics = evaluate_and_report(
-        run.env,
-        _Policy(),
-        run.task,
-        run.path,
-        label,
-        duration_s,
-        video,
-        plot,
-        command,
-        record_env,
-        verbose,
-        (video_fps, video_size, video_quality, camera),
-    )
+    metrics = evaluate_and_report(run.env, _Policy(), run.task, run.path, label, o)
     metrics.update(checkpoint=os.path.abspath(run.path), iteration=run.iteration)
     return metrics
