@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import threading
 
 import torch
+import torch.distributed as dist
 
 from st_rl.runners import OnPolicyRunner
 from st_rl.tasks import make_env
 
+FINISHED = "dist_worker: every rank has written its results; tearing down rank"  # read by test_distributed.py
 UPDATE_CFG = {
     "seed": 1,
     "num_steps_per_env": 8,
@@ -201,9 +204,9 @@ def main() -> None:
         "nan_norm": lambda out, r: mode_nan(out, r, normalization=True),
     }
     modes[args.mode](args.out, rank)
-    import torch.distributed as dist
-
     if dist.is_initialized():
+        dist.barrier()  # no rank tears down before every rank has written its results
+        print(f"{FINISHED} {rank}", file=sys.stderr, flush=True)
         dist.destroy_process_group()
 
 
