@@ -26,6 +26,7 @@ from st_rl.registry import resolve_class
 from st_rl.storage.rollout_storage import MiniBatch, RolloutStorage, Transition, compute_returns
 from st_rl.utils import distributed as dist_utils
 from st_rl.utils.checkpoint import migrate_checkpoint
+from st_rl.utils.cpu_memory import keep_freed_memory
 from st_rl.utils.precision import resolve_precision
 
 __all__ = ["COMPILE_MODES", "PPO", "NonFiniteLossError", "compile_policy", "compute_returns"]
@@ -177,6 +178,8 @@ class PPO(RolloutCollector):
         self.device = torch.device(device)
         self.precision_request = precision
         self.precision = resolve_precision(precision, self.device)
+        if self.device.type == "cpu":
+            keep_freed_memory()  # the update's large activations reuse memory (st_rl/utils/cpu_memory.py)
         self.actor_critic: Any = actor_critic.to(self.device)
         self.num_learning_epochs, self.num_mini_batches = int(num_learning_epochs), int(num_mini_batches)
         self.clip_param, self.gamma, self.lam = clip_param, gamma, lam
