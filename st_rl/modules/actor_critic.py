@@ -243,13 +243,10 @@ class ActorCritic(nn.Module):
                 self.num_actions,
                 self.activation,
                 self.mu_activation,
-                inplace=True,
             )
         )
         critic_in = self.rnn_hidden_size if self.is_recurrent else self.encoded_critic_width()
-        self.critic = PolicyHead(
-            *mlp_layers(critic_in, self.critic_hidden_dims, 1, self.activation, inplace=True)
-        )
+        self.critic = PolicyHead(*mlp_layers(critic_in, self.critic_hidden_dims, 1, self.activation))
         self.std = nn.Parameter(self.init_noise_std * torch.ones(self.num_actions))
         self._mean: torch.Tensor | None = None
         self.actor_obs_normalizer: nn.Module = nn.Identity()

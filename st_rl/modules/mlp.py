@@ -17,19 +17,15 @@ def mlp_layers(
     output_size: int | None,
     nonlinearity: str | type[nn.Module] = nn.ReLU,
     output_activation: str | type[nn.Module] | None = None,
-    inplace: bool = False,
 ) -> list[nn.Module]:
-    """Layers of an MLP: ``Linear + activation`` per hidden size, then an optional linear head; ``inplace``: an
-    ELU / ReLU / LeakyReLU overwrites its input (the ``Linear``'s output, read by nothing else: one pass over
-    memory less; their gradients are computed from their outputs)."""
+    """Layers of an MLP: ``Linear + activation`` per hidden size, then an optional linear head."""
     act_cls = get_activation_Cls(nonlinearity)
     if act_cls is None:
         raise ValueError(f"Unknown nonlinearity {nonlinearity!r}")
-    in_place = {"inplace": True} if inplace and act_cls in (nn.ELU, nn.ReLU, nn.LeakyReLU) else {}
     layers: list[nn.Module] = []
     last = input_size
     for size in hidden_sizes:
-        layers += [nn.Linear(last, int(size)), act_cls(**in_place)]
+        layers += [nn.Linear(last, int(size)), act_cls()]
         last = int(size)
     if output_size is not None:
         layers.append(nn.Linear(last, int(output_size)))
