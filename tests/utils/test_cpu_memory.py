@@ -11,17 +11,21 @@ import pytest
 
 from st_rl.utils.cpu_memory import ENV_VAR
 
-# Counts the page faults of the second of two 64 MiB allocations; PPO on the CPU applies the setting.
+# Page faults of the 5th to 8th of eight 64 MiB allocations, each freed before the next; PPO on the CPU applies
+# the setting. (The first allocations may fault: a freed block followed by a small live one is too small for the
+# next aligned request of the same size, so the heap grows once or twice before its top is reused.)
 PROBE = """
 import resource, torch
 from st_rl.algorithms import PPO
 from st_rl.modules import ActorCritic
 PPO(ActorCritic(3, 3, 1, actor_hidden_dims=[8], critic_hidden_dims=[8]), device="cpu")
-x = torch.ones(16 * 2**20)
-del x
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-x = torch.ones(16 * 2**20)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+faults = []
+for _ in range(8):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    x = torch.ones(16 * 2**20)
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    del x
+print(sum(faults[4:]))
 """
 
 
@@ -36,5 +40,5 @@ def _faults(**env: str) -> int:
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
 def test_ppo_on_the_cpu_keeps_freed_memory_for_the_next_allocation():
     pages = 64 * 2**20 // 4096
-    assert _faults(**{ENV_VAR: "default"}) > pages // 2  # malloc maps the 64 MiB afresh: one fault per page
+    assert _faults(**{ENV_VAR: "default"}) > 3 * pages  # malloc maps the 64 MiB afresh: one fault per page
     assert _faults() < pages // 20  # reused
