@@ -18,7 +18,7 @@ __all__ = ["ENV_VAR", "keep_freed_memory"]
 ENV_VAR = "ST_RL_CPU_MALLOC"
 """Set to ``default`` to leave malloc as it is."""
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
-_NEVER_TRIM = 2**31 - 1  # mallopt takes a C int: the largest
+_TRIM_ABOVE = 2**31 - 1  # bytes of free heap top returned to the system (mallopt takes a C int: its largest)
 
 
 @cache
@@ -29,6 +29,6 @@ def keep_freed_memory() -> bool:
         return False
     try:
         libc = ctypes.CDLL(None)
-        return bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, _NEVER_TRIM))
+        return bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_ABOVE))
     except (OSError, AttributeError):
         return False
