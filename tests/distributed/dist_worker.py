@@ -14,7 +14,7 @@ import torch.distributed as dist
 from st_rl.runners import OnPolicyRunner
 from st_rl.tasks import make_env
 
-FINISHED = "dist_worker: every rank has written its results; tearing down rank"  # read by test_distributed.py
+FINISHED = "dist_worker: every rank has written its results; tearing down rank"
 UPDATE_CFG = {
     "seed": 1,
     "num_steps_per_env": 8,

@@ -18,13 +18,13 @@ import time
 
 import pytest
 import torch
+from dist_worker import FINISHED  # this folder is on sys.path under pytest
 
 from st_rl.algorithms import PPO
 from st_rl.algorithms.functional import normalize_advantages
 from st_rl.modules import ActorCritic
 
 WORKER = os.path.join(os.path.dirname(__file__), "dist_worker.py")
-FINISHED = "dist_worker: every rank has written its results; tearing down rank"  # dist_worker.FINISHED
 # What a rank printed when it aborted at the end of the update test, after its iteration (twice in full-suite runs,
 # one of them in CI; torch 2.13, gloo, 2 loaded cores; once in 300 runs of the worker alone with other load).
 TEARDOWN_ABORT = "terminate called without an active exception"
