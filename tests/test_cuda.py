@@ -44,7 +44,7 @@ def test_rollout_step_has_no_host_sync(policy, small_cfg):
     small_cfg["policy"]["class_name"] = policy
     env = VelocityTracking(num_envs=64, device="cuda", seed=0)
     runner = OnPolicyRunner(env, small_cfg, None, device="cuda")
-    runner.learn(1)  # allocates storage and warms the kernels
+    runner.learn(2)  # allocates storage, warms the kernels up and captures the CUDA graphs (a one-time sync)
     obs, critic_obs, _ = runner.env_adapter.get_observations()
     runner.alg.storage.clear()
     torch.cuda.synchronize()

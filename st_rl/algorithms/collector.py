@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 
 import st_rl.algorithms.functional as F
+from st_rl.algorithms.cuda_graph import GraphedRollout
 from st_rl.algorithms.extensions.base import Extension, StorageLayout
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.rollout_storage import RolloutStorage, Transition, compute_returns
@@ -41,6 +42,7 @@ class RolloutCollector:
     compiled: bool
     _compile_clock: float | None
     extensions: dict[str, Extension]
+    graphed_rollout: GraphedRollout
 
     def autocast(self) -> contextlib.AbstractContextManager[None]:
         """The mixed-precision context of the policy's forward passes."""
@@ -151,13 +153,22 @@ class RolloutCollector:
         policy, t = self.actor_critic, self.transition
         if policy.is_recurrent:
             t.hidden_states = policy.get_hidden_states()
-        with self.autocast():
-            actions = policy.act(obs).detach()
-            t.values = policy.evaluate(critic_obs).detach()
-        t.action_mean = policy.action_mean.detach()
-        t.action_sigma = policy.action_std.detach()
+        actions, t.values, t.action_mean, t.action_sigma = self._policy_outputs(obs, critic_obs)
         t.observations, t.critic_observations = obs, critic_obs
         return actions
+
+    def _policy_outputs(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Sampled actions, values, action mean and std for raw observations."""
+        policy = self.actor_critic
+        with self.autocast():
+            actions = policy.act(obs).detach()
+            values = policy.evaluate(critic_obs).detach()
+        return actions, values, policy.action_mean.detach(), policy.action_std.detach()
+
+    def _sampled_step(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """:meth:`_policy_outputs` and the actions' log-probability: the rollout's policy step as one function."""
+        actions, values, mean, std = self._policy_outputs(obs, critic_obs)
+        return actions, values, mean, std, self.actor_critic.get_actions_log_prob(actions).detach()
 
     def _store_step(self, rewards: torch.Tensor, dones: torch.Tensor, infos: dict[str, Any]) -> None:
         """Bootstrap time-outs, store the transition, reset ended episodes."""
@@ -176,6 +187,11 @@ class RolloutCollector:
         if self.compiled and self._compile_clock is None:
             self._compile_clock = time.perf_counter()
         t = self.transition
+        if self.graphed_rollout.enabled(self):
+            out = self.graphed_rollout.policy_step(self, self._sampled_step, obs, critic_obs)
+            t.actions, t.values, t.action_mean, t.action_sigma, t.actions_log_prob = out
+            t.observations, t.critic_observations = obs, critic_obs
+            return t.actions
         t.actions = actions = self._record_policy_step(obs, critic_obs)
         for ext in self.extensions.values():
             replaced = ext.on_act(obs, critic_obs, t)
@@ -197,7 +213,12 @@ class RolloutCollector:
         for ext in self.extensions.values():
             rewards = ext.on_env_step(rewards, dones, infos, self.transition, next_obs, next_critic_obs)
         self._store_step(rewards, dones, infos)
-        if next_obs is not None:
+        if next_obs is None:
+            return
+        if self.graphed_rollout.enabled(self):
+            critic_obs = next_obs if next_critic_obs is None else next_critic_obs
+            self.graphed_rollout.update_normalization(self, next_obs, critic_obs)
+        else:
             self.actor_critic.update_normalization(next_obs, next_critic_obs)
 
     def collect_transition_from_dataset(self, transition: Any, infos: dict[str, Any]) -> None:

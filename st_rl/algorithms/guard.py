@@ -110,7 +110,8 @@ class UpdateGuard:
         Their means come from :meth:`finish`, which also finds the non-finite losses in them."""
         if not self._names:
             self._names = list(values)
-            self._table = torch.empty((self._capacity, len(values)), device=self.device)
+            if self._table.shape != (self._capacity, len(values)) or self._table.device != self.device:
+                self._table = torch.empty((self._capacity, len(values)), device=self.device)
         elif list(values) != self._names:
             raise ValueError(f"minibatch {index + 1} has the terms {list(values)}, the first {self._names}")
         with torch.no_grad():
@@ -118,6 +119,15 @@ class UpdateGuard:
                 torch.stack(list(values.values()), out=self._table[index])
             else:  # more minibatches than announced (a custom generator)
                 self._rows.append(torch.stack([v.float() for v in values.values()]))
+
+    @property
+    def names(self) -> list[str]:
+        """The columns of the table :meth:`record` keeps (``l/`` losses, ``s/`` statistics)."""
+        return list(self._names)
+
+    def replayed(self, names: list[str]) -> None:
+        """A replayed CUDA graph filled the table (as the :meth:`record` calls it captured, for ``names``)."""
+        self._names = list(names)
 
     def backward(self, loss: torch.Tensor, losses: dict[str, torch.Tensor]) -> None:
         """Back-propagate ``loss``; checked first unless sync-free (multi-rank: averaging gradients)."""

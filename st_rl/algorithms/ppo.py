@@ -17,6 +17,7 @@ import torch.optim as optim
 import st_rl.algorithms.extensions as extension_classes
 import st_rl.algorithms.functional as F
 from st_rl.algorithms.collector import RolloutCollector
+from st_rl.algorithms.cuda_graph import GraphedRollout, GraphedUpdate
 from st_rl.algorithms.extensions.base import Extension
 from st_rl.algorithms.guard import NonFiniteLossError, UpdateGuard
 from st_rl.config.defaults import PPO_SIGNATURE_DEFAULTS
@@ -81,8 +82,12 @@ def compile_policy(policy: nn.Module, mode: str | bool | None = None) -> bool:
     return bool(networks)
 
 
-def _check_options(schedule: str, lr_anneal_iterations: int | None, epochs: int, mini_batches: int) -> None:
+def _check_options(
+    schedule: str, lr_anneal_iterations: int | None, epochs: int, mini_batches: int, compile_mode: Any
+) -> None:
     """The options a direct Python caller may get wrong (a config is checked before, at the edge)."""
+    if isinstance(compile_mode, str) and compile_mode not in COMPILE_MODES:
+        raise ValueError(f"compile must be a bool or one of {COMPILE_MODES}, got {compile_mode!r}")
     if schedule not in ("fixed", "adaptive", "linear"):
         raise ValueError(f"schedule must be 'fixed', 'adaptive' or 'linear', got {schedule!r}")
     if schedule == "linear" and (lr_anneal_iterations is None or int(lr_anneal_iterations) < 1):
@@ -166,15 +171,14 @@ class PPO(RolloutCollector):
         lr_scheduler: dict[str, Any] | None = None,
         precision: str = "auto",
         compile: bool | str = False,  # noqa: A002 - the option's name in configs
+        cuda_graph: bool | str = "auto",
         **kwargs: Any,
     ) -> None:
         if args:
             raise TypeError(f"{type(self).__name__} takes keywords only after actor_critic; got {args}")
-        _check_options(schedule, lr_anneal_iterations, num_learning_epochs, num_mini_batches)
+        _check_options(schedule, lr_anneal_iterations, num_learning_epochs, num_mini_batches, compile)
         if buffer_dilation_ratio < 1.0:
             raise ValueError(f"buffer_dilation_ratio must be >= 1, got {buffer_dilation_ratio}")
-        if isinstance(compile, str) and compile not in COMPILE_MODES:
-            raise ValueError(f"compile must be a bool or one of {COMPILE_MODES}, got {compile!r}")
         self.device = torch.device(device)
         self.precision_request = precision
         self.precision = resolve_precision(precision, self.device)
@@ -212,9 +216,9 @@ class PPO(RolloutCollector):
         )
         if self._lr_scheduler is not None:  # the attribute exists only with a scheduler (as the reference's)
             self.lr_scheduler = self._lr_scheduler
-        self.transition = Transition()
+        self.transition, self._compile_clock = Transition(), None
         self.compiled = bool(compile) and compile_policy(self.actor_critic, compile)
-        self._compile_clock: float | None = None
+        self.graphed_update, self.graphed_rollout = GraphedUpdate(cuda_graph), GraphedRollout(cuda_graph)
         self.set_sync_free(self.device.type == "cuda")
 
     @property
@@ -233,8 +237,9 @@ class PPO(RolloutCollector):
 
     def set_sync_free(self, enabled: bool) -> None:
         """Keep the update's per-minibatch checks on the device (the CUDA default; see ``UpdateGuard``)."""
-        adaptive = self.schedule == "adaptive" and self.desired_kl is not None and self._lr_scheduler is None
-        self.guard.set_sync_free(enabled, self.optimizer, device_lr=adaptive)
+        adaptive = self.schedule == "adaptive" and self.desired_kl is not None
+        device_lr = (adaptive or self.graphed_update.mode is not False) and self._lr_scheduler is None
+        self.guard.set_sync_free(enabled, self.optimizer, device_lr=device_lr)
 
     def add_extension(self, extension: Extension) -> Extension:
         """Attach an extension (before ``init_storage``); returns it."""
@@ -321,9 +326,28 @@ class PPO(RolloutCollector):
         optimizers, clip_groups, params = self._optimizers(), self._grad_clip_groups(), self._trainable
         num_minibatches = self.num_learning_epochs * self.num_mini_batches
         self.guard.begin(params, optimizers, self.current_learning_iteration, num_minibatches)
+        if self.graphed_update.enabled(self):
+            num_updates = self.graphed_update.run(self, self._minibatch_loop, optimizers, clip_groups)
+        else:
+            minibatches = batches(self.num_mini_batches, self.num_learning_epochs)
+            num_updates = self._minibatch_loop(minibatches, optimizers, clip_groups)
+        host = self.guard.finish(num_updates)
+        self._after_update()
+        stats_out = {k[2:]: v for k, v in host.items() if k.startswith("s/")}
+        for ext in self.extensions.values():
+            stats_out.update({k: torch.tensor(float(v)) for k, v in ext.log_scalars().items()})
+        return {k[2:]: v for k, v in host.items() if k.startswith("l/")}, stats_out
+
+    def _minibatch_loop(
+        self,
+        minibatches: Iterable[MiniBatch],
+        optimizers: list[optim.Optimizer],
+        clip_groups: list[list[nn.Parameter]],
+    ) -> int:
+        """Losses, backward pass, clipping and optimizer steps of each minibatch; returns their number."""
         weights: dict[str, float] = {}
         num_updates = 0
-        for minibatch in batches(self.num_mini_batches, self.num_learning_epochs):
+        for minibatch in minibatches:
             for ext in self.extensions.values():
                 minibatch = ext.transform_minibatch(minibatch)
             losses, _, stats = self.compute_losses(minibatch)
@@ -346,12 +370,7 @@ class PPO(RolloutCollector):
             for optimizer in optimizers:
                 optimizer.step()
             num_updates += 1
-        host = self.guard.finish(num_updates)
-        self._after_update()
-        stats_out = {k[2:]: v for k, v in host.items() if k.startswith("s/")}
-        for ext in self.extensions.values():
-            stats_out.update({k: torch.tensor(float(v)) for k, v in ext.log_scalars().items()})
-        return {k[2:]: v for k, v in host.items() if k.startswith("l/")}, stats_out
+        return num_updates
 
     def _after_update(self) -> None:
         assert self.storage is not None
@@ -374,8 +393,9 @@ class PPO(RolloutCollector):
         assert self.lr_anneal_iterations is not None
         remaining = max(0.0, 1.0 - iteration / self.lr_anneal_iterations)
         self.learning_rate = self.initial_learning_rate * remaining
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.learning_rate
+        if self.guard.lr_tensor is None:  # else the optimizer reads the guard's device tensor
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.learning_rate
 
     def _grad_clip_groups(self) -> list[list[nn.Parameter]]:
         """Parameter sets clipped separately: the policy, extensions' policy-side groups, extensions' own."""

@@ -177,6 +177,12 @@ RULES: dict[str, Rule] = {
         "and 'max-autotune' are not supported: the update reads outputs that their next replay overwrites)",
         False,
     ),
+    "cuda_graph": Rule(
+        "must be true, false or 'auto'",
+        lambda x: isinstance(x, bool) or x == "auto",
+        "'auto' (default): the update replays as one CUDA graph on a GPU where it can; false: always eager",
+        False,
+    ),
     "precision": _choice(
         "fp32", "bf16", "auto", fix="'auto': bf16 where it is faster for the policy at hand, else fp32"
     ),

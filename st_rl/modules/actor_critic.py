@@ -500,6 +500,9 @@ class ActorCritic(nn.Module):
         max: float | Sequence[float] | torch.Tensor | None = None,  # noqa: A002
     ) -> None:
         """Clip ``std`` in place to scalar or per-action bounds."""
+        if (min is None or isinstance(min, (int, float))) and (max is None or isinstance(max, (int, float))):
+            self.std.copy_(torch.clamp(self.std, min, max))  # no host-to-device copy (a sync on a GPU)
+            return
         lo = None if min is None else torch.as_tensor(min, dtype=self.std.dtype, device=self.std.device)
         hi = None if max is None else torch.as_tensor(max, dtype=self.std.dtype, device=self.std.device)
         self.std.copy_(torch.clamp(self.std, lo, hi))

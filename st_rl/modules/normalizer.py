@@ -42,7 +42,7 @@ class EmpiricalNormalization(nn.Module):
         self.register_buffer("_std", torch.ones(1, *shape))
         self.register_buffer("count", torch.zeros((), dtype=torch.long))
         self._count_host = 0  # host mirror of `count`, so `until` needs no device sync
-        self._skipped: torch.Tensor | None = None  # device count of skipped non-finite batches (accelerators)
+        self._skipped = torch.zeros((), dtype=torch.long)  # skipped non-finite batches (accelerators)
 
     @property
     def mean(self) -> torch.Tensor:
@@ -65,7 +65,7 @@ class EmpiricalNormalization(nn.Module):
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
         """Merge the moments of batch ``x`` (leading dims flattened) into the running statistics."""
-        if self.until is not None and self._count_host >= self.until:
+        if self.frozen:
             return
         x = x.reshape(-1, *self._mean.shape[1:]).to(self._mean.dtype)
         n = x.shape[0]
@@ -85,8 +85,9 @@ class EmpiricalNormalization(nn.Module):
     def _guarded_update(
         self, n: int, mean_x: torch.Tensor, var_x: torch.Tensor, finite: torch.Tensor
     ) -> None:
-        # without a host sync: a non-finite batch leaves the statistics unchanged but counts towards ``until``
-        count_new = self._count_host + n
+        # without a host sync (and host numbers: a CUDA graph may replay this): a non-finite batch leaves the
+        # statistics unchanged but counts towards ``until``
+        count_new = self.count + n
         rate = n / count_new
         mean_x = torch.where(finite, mean_x, self._mean)  # a refused batch moves nothing
         var_x = torch.where(finite, var_x, self._var)
@@ -96,9 +97,23 @@ class EmpiricalNormalization(nn.Module):
         self._mean.copy_(mean)
         torch.sqrt(self._var, out=self._std)
         self.count.copy_(torch.where(finite, count_new, self.count))
-        self._count_host = count_new
-        skipped = (~finite).to(torch.long)
-        self._skipped = skipped if self._skipped is None else self._skipped + skipped
+        self._count_host += n
+        if self._skipped.device != self._mean.device:
+            with torch.inference_mode(False):  # a normal tensor, updatable in and outside inference mode
+                self._skipped = torch.zeros((), dtype=torch.long, device=self._mean.device)
+        self._skipped.add_((~finite).to(torch.long))  # in place: a CUDA graph replaying this adds to it too
+
+    __jit_unused_properties__ = ["frozen"]  # noqa: RUF012 - TorchScript's name
+
+    @property
+    def frozen(self) -> bool:
+        """Whether the count reached ``until`` (the host's count: no sync), so updates change nothing."""
+        return self.until is not None and self._count_host >= self.until
+
+    @torch.jit.unused
+    def count_replayed(self, x: torch.Tensor) -> None:
+        """Count the batch ``x`` that a replayed CUDA graph of :meth:`update` merged (a replay runs no Python)."""
+        self._count_host += x.numel() // max(self._mean.numel(), 1)
 
     def _label(self) -> str:
         shape = tuple(self._mean.shape[1:])
@@ -106,10 +121,9 @@ class EmpiricalNormalization(nn.Module):
 
     def raise_if_nonfinite(self) -> None:
         """Raise :class:`NonFiniteObservationError` if batches with NaN/Inf were skipped since the last call."""
-        if self._skipped is None:
-            return
-        skipped, self._skipped = int(self._skipped), None
+        skipped = int(self._skipped)
         if skipped:
+            self._skipped.zero_()
             raise NonFiniteObservationError(
                 f"{self._label()} skipped {skipped} batch(es) of observations holding NaN or Inf: find where the "
                 "observations become non-finite, or clip them."

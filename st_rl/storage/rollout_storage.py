@@ -338,8 +338,11 @@ class RolloutStorage:
             out["next_critic_obs"] = (obs_field, self.next_observations if nxt_critic is None else nxt_critic)
         return out
 
-    def mini_batch_generator(self, num_mini_batches: int, num_epochs: int = 8) -> Iterator[MiniBatch]:
-        """Yield flat minibatches, reshuffled every epoch (the remainder is dropped)."""
+    def mini_batch_generator(
+        self, num_mini_batches: int, num_epochs: int = 8, permutations: torch.Tensor | None = None
+    ) -> Iterator[MiniBatch]:
+        """Yield flat minibatches, reshuffled every epoch (the remainder is dropped); ``permutations``
+        (``(num_epochs, batch_size)``) gives each epoch's order instead of a fresh ``randperm``."""
         self.untie_buffer_loop()
         batch_size = self.num_envs * self.num_transitions_per_env
         mini_batch_size = batch_size // num_mini_batches
@@ -347,8 +350,12 @@ class RolloutStorage:
             raise ValueError(f"num_mini_batches={num_mini_batches} exceeds the batch size {batch_size}.")
         self._generator_fields = self._minibatch_fields()
         try:
-            for _ in range(num_epochs):
-                indices = torch.randperm(batch_size, device=self.device)
+            for epoch in range(num_epochs):
+                indices = (
+                    torch.randperm(batch_size, device=self.device)
+                    if permutations is None
+                    else permutations[epoch]
+                )
                 for i in range(num_mini_batches):
                     idx = indices[i * mini_batch_size : (i + 1) * mini_batch_size]
                     yield self.get_minibatch_from_indices(idx // self.num_envs, idx % self.num_envs)

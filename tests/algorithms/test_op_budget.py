@@ -22,12 +22,13 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "op_count.py"
 RSL_RL_MINIBATCH_OPS = 340.9
 
-# (policy, precision): (ops per rollout step, ops per minibatch)
+# (policy, precision): (ops per rollout step, ops per minibatch). The step's budgets grew by 6 when the
+# normalisers' update rate moved onto the device (a CUDA graph replays it; a host number would be baked in).
 BUDGETS = {
-    ("ActorCritic", "fp32"): (117, 299),
-    ("ActorCritic", "bf16"): (133, 329),
-    ("ActorCriticRecurrent", "fp32"): (147, 410),
-    ("ActorCriticRecurrent", "bf16"): (163, 468),
+    ("ActorCritic", "fp32"): (123, 299),
+    ("ActorCritic", "bf16"): (139, 329),
+    ("ActorCriticRecurrent", "fp32"): (153, 410),
+    ("ActorCriticRecurrent", "bf16"): (169, 468),
 }
 
 

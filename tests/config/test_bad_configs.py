@@ -132,6 +132,8 @@ RESOLVE_CASES = [
     Case("compile_mode_typo", A, "compile", "fast"),
     Case("compile_number", A, "compile", 1),
     Case("compile_cuda_graphs", A, "compile", "reduce-overhead"),
+    Case("cuda_graph_typo", A, "cuda_graph", "on"),
+    Case("cuda_graph_number", A, "cuda_graph", 1),
     Case("clip_min_std_negative", A, "clip_min_std", -1.0),
     Case("clip_min_std_list_negative", A, "clip_min_std", [0.1, -0.1]),
     Case("linear_schedule_without_length", A, "schedule", "linear", path="algorithm.lr_anneal_iterations",
