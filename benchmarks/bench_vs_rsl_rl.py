@@ -126,6 +126,7 @@ class RunSpec:
     compile: bool = False
     rsl_compile_mode: str | None = None
     log: bool = False
+    cuda_graph: bool | None = None
 
 
 @dataclass
@@ -136,6 +137,7 @@ class Variant:
     precision: str | None = None
     compile: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    cuda_graph: bool | None = None
 
 
 def rsl_rl_available() -> bool:
@@ -187,6 +189,8 @@ def st_rl_train_cfg(spec: RunSpec) -> dict[str, Any]:
         algorithm["precision"] = spec.precision
     if spec.compile:
         algorithm["compile"] = True
+    if spec.cuda_graph is not None:
+        algorithm["cuda_graph"] = spec.cuda_graph
     return {
         "seed": spec.seed,
         "num_steps_per_env": spec.num_steps,
@@ -417,19 +421,25 @@ def run_subprocess(spec: RunSpec, timeout_s: float | None = None) -> dict[str, A
 
 # ---------------------------------------------------------------------------------------------- driver
 def parse_variants(names: list[str], compile_all: bool) -> list[Variant]:
-    """``fp32``/``bf16``/``auto`` (optionally ``+compile``, e.g. ``bf16+compile``) -> :class:`Variant`."""
+    """``fp32``/``bf16``/``auto``, optionally ``+compile`` or ``+eager`` (``cuda_graph=False``) -> :class:`Variant`."""
     variants = []
     for name in names:
         precision, _, suffix = name.partition("+")
         if precision not in ("fp32", "bf16", "auto"):
             raise ValueError(
-                f"unknown st_rl variant {name!r}: use fp32, bf16 or auto, optionally with +compile"
+                f"unknown st_rl variant {name!r}: use fp32, bf16 or auto, optionally with +compile or +eager"
             )
-        if suffix not in ("", "compile"):
-            raise ValueError(f"unknown st_rl variant suffix in {name!r}: only '+compile'")
+        if suffix not in ("", "compile", "eager"):
+            raise ValueError(f"unknown st_rl variant suffix in {name!r}: only '+compile' or '+eager'")
         use_compile = compile_all or suffix == "compile"
-        label = f"{ST} {precision}" + (" +compile" if use_compile else "")
-        variants.append(Variant(label, precision, use_compile))
+        label = (
+            f"{ST} {precision}"
+            + (" +compile" if use_compile else "")
+            + (" +eager" if suffix == "eager" else "")
+        )
+        variants.append(
+            Variant(label, precision, use_compile, cuda_graph=False if suffix == "eager" else None)
+        )
     return variants
 
 
@@ -532,7 +542,10 @@ def run_benchmark(
     }
     rsl_label = RSL if rsl_compile_mode is None else f"{RSL} +compile"
     specs = [RunSpec(RSL, rsl_label, rsl_compile_mode=rsl_compile_mode, **base)]
-    specs += [RunSpec(ST, v.label, precision=v.precision, compile=v.compile, **base) for v in variants]
+    specs += [
+        RunSpec(ST, v.label, precision=v.precision, compile=v.compile, cuda_graph=v.cuda_graph, **base)
+        for v in variants
+    ]
     runs: list[dict[str, Any]] = []
     for r in range(rounds):
         order = specs if r % 2 == 0 else specs[::-1]

@@ -60,7 +60,7 @@ def audit(policy: str, num_envs: int) -> dict[str, collections.Counter]:
     cfg = copy.deepcopy(CFG)
     cfg["policy"]["class_name"] = policy
     runner = OnPolicyRunner(VelocityTracking(num_envs=num_envs, device="cuda", seed=0), cfg, None, "cuda")
-    runner.learn(1)
+    runner.learn(2)  # the update's warm-up and CUDA-graph capture (a feed-forward policy)
     obs, critic_obs, _ = runner.env_adapter.get_observations()
     runner.alg.storage.clear()
     state = {"obs": obs, "critic_obs": critic_obs}

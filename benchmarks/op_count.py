@@ -45,6 +45,7 @@ from st_rl.runners import OnPolicyRunner  # noqa: E402
 from st_rl.tasks import make_env  # noqa: E402
 
 GPU_KERNELS = "gpu: CUDA kernels (profiler)"
+GPU_LAUNCHES = "gpu: launches from the host (profiler)"
 DATA_DEPENDENT = {
     "aten::nonzero",
     "aten::masked_select",
@@ -139,6 +140,11 @@ def _count(
     if prof is not None:
         kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         ops.ops[GPU_KERNELS] = len(kernels)
+        # a replayed CUDA graph runs its kernels from one cudaGraphLaunch
+        launches = [
+            e for e in prof.events() if e.name.startswith(("cudaLaunch", "cuLaunch", "cudaGraphLaunch"))
+        ]
+        ops.ops[GPU_LAUNCHES] = len(launches)
     return ops.ops, syncs.syncs
 
 
@@ -153,7 +159,8 @@ def count_st_rl(policy: str, precision: str, num_envs: int, device: str = "cpu")
     task = make_env("velocity_tracking", num_envs=num_envs, device=device, seed=0)
     runner = OnPolicyRunner(task, cfg, log_dir=None, device=device)
     runner.alg.set_sync_free(True)
-    runner.learn(1)  # warm-up: lazy state, first-iteration paths
+    # warm-up: lazy state, first-iteration paths; on CUDA also the update's CUDA-graph capture
+    runner.learn(2 if device.startswith("cuda") else 1)
     obs, critic_obs, _ = runner.env_adapter.get_observations()
     state = {"obs": obs, "critic_obs": critic_obs}
 
@@ -219,6 +226,8 @@ def summarize(counts: Counts) -> dict[str, float]:
         "update_syncs": sum(update_syncs.values()),
         "step_gpu_kernels": step[GPU_KERNELS],
         "update_gpu_kernels": update[GPU_KERNELS],
+        "step_gpu_launches": step[GPU_LAUNCHES],
+        "update_gpu_launches": update[GPU_LAUNCHES],
     }
 
 
@@ -254,7 +263,8 @@ def main() -> None:
     for label, counts in rows if args.device.startswith("cuda") else []:
         s = summarize(counts)
         print(
-            f"{label}: CUDA kernels per rollout step {s['step_gpu_kernels']}, per update {s['update_gpu_kernels']}"
+            f"{label}: CUDA kernels per rollout step {s['step_gpu_kernels']}, per update {s['update_gpu_kernels']}; "
+            f"launches from the host per rollout step {s['step_gpu_launches']}, per update {s['update_gpu_launches']}"
         )
     for label, counts in rows if args.top else []:
         top = ", ".join(
