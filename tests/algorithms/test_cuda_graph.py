@@ -82,11 +82,13 @@ def _cpu_run(cfg: dict, cuda_graph: bool | str, iterations: int) -> OnPolicyRunn
     return runner
 
 
-@pytest.mark.parametrize("schedule", ["adaptive", "linear"])
-def test_emulated_graphs_learn_exactly_as_the_eager_code(small_cfg, monkeypatch, schedule):
+@pytest.mark.parametrize(
+    ("schedule", "precision"), [("adaptive", "fp32"), ("linear", "fp32"), ("adaptive", "bf16")]
+)
+def test_emulated_graphs_learn_exactly_as_the_eager_code(small_cfg, monkeypatch, schedule, precision):
     """Replays that run only the captured ops (no Python) give the eager run's parameters, statistics and
-    learning rate, bit for bit: no host number baked into a capture goes stale."""
-    small_cfg["algorithm"]["schedule"] = schedule
+    learning rate: no host number baked into a capture goes stale (bf16: autocast without its cast cache)."""
+    small_cfg["algorithm"].update(schedule=schedule, precision=precision)
     small_cfg["algorithm"]["lr_anneal_iterations"] = 10
     eager = _cpu_run(small_cfg, False, 4)
     emulate_cuda_graphs(monkeypatch)
