@@ -12,6 +12,7 @@ from typing import Any
 import torch
 import torch.optim as optim
 
+from st_rl.modules.actor_critic import ActorCritic
 from st_rl.modules.normalizer import EmpiricalNormalization
 from st_rl.storage.rollout_storage import MiniBatch, RolloutStorage
 from st_rl.utils import distributed as dist_utils
@@ -19,6 +20,31 @@ from st_rl.utils import distributed as dist_utils
 __all__ = ["CapturedFunction", "GraphedRollout", "GraphedUpdate", "check_mode"]
 
 MinibatchLoop = Callable[[Iterator[MiniBatch], list[optim.Optimizer], list[list[torch.nn.Parameter]]], int]
+
+# The methods a capture runs: "auto" captures them only as st_rl defines them (an override in a subclass may keep
+# Python state, which a replay would skip).
+_ALGORITHM_METHODS = (
+    "act",
+    "process_env_step",
+    "compute_losses",
+    "_ppo_losses",
+    "_minibatch_loop",
+    "loss_weight",
+    "_sampled_step",
+    "_policy_outputs",
+)
+_POLICY_METHODS = (
+    "act",
+    "update_distribution",
+    "evaluate",
+    "get_actions_log_prob",
+    "policy_output",
+    "update_normalization",
+    "actor_features",
+    "critic_features",
+    "normalize_actor_obs",
+    "normalize_critic_obs",
+)
 
 
 def check_mode(mode: Any) -> bool | str:
@@ -64,6 +90,19 @@ def _common_obstacle(alg: Any) -> str | None:
         (dist_utils.is_distributed(), "the run has several ranks"),
     )
     return next((why for failed, why in checks if failed), None)
+
+
+def _foreign_code(alg: Any) -> str | None:
+    """Which captured method is not st_rl's own (``cuda_graph=true`` captures it anyway), or None."""
+    policy = alg.actor_critic
+    if not isinstance(policy, ActorCritic):
+        return f"the policy {type(policy).__name__} is not an st_rl ActorCritic (cuda_graph=true captures it)"
+    for obj, names in ((alg, _ALGORITHM_METHODS), (policy, _POLICY_METHODS)):
+        for name in names:
+            module = getattr(getattr(type(obj), name, None), "__module__", None) or "st_rl."
+            if not module.startswith("st_rl."):
+                return f"{type(obj).__name__}.{name} is not st_rl's (cuda_graph=true captures it)"
+    return None
 
 
 class CapturedFunction:
@@ -150,7 +189,8 @@ class _GraphedPart:
 
     def unsupported(self, alg: Any) -> str | None:
         """Why ``alg``'s part cannot be captured now, or None."""
-        return _common_obstacle(alg) or next((why for failed, why in self.obstacles(alg) if failed), None)
+        found = _common_obstacle(alg) or next((why for failed, why in self.obstacles(alg) if failed), None)
+        return found or (_foreign_code(alg) if self.mode == "auto" else None)
 
     def enabled(self, alg: Any) -> bool:
         """Whether this call is captured or replayed (decided afresh each call: options can change)."""

@@ -66,6 +66,42 @@ def test_option_is_checked_and_cpu_runs_eagerly():
         assert not forced.graphed_update.enabled(forced)  # the same reason is said once
 
 
+class _CountingPPO(PPO):
+    def compute_losses(self, minibatch):
+        self.calls = getattr(self, "calls", 0) + 1  # Python state that a replay would not update
+        return super().compute_losses(minibatch)
+
+
+class _NoisyPolicy(ActorCritic):
+    def act(self, observations, **kwargs):
+        return super().act(observations, **kwargs) * 1.0
+
+
+def _emulated_alg(alg_cls: type[PPO], policy: ActorCritic, mode: bool | str) -> PPO:
+    alg = alg_cls(policy, cuda_graph=mode)
+    alg.init_storage(4, 2, [3], [3], [2])
+    alg.set_sync_free(True)
+    return alg
+
+
+def test_auto_captures_only_st_rl_code_and_true_captures_overrides(monkeypatch):
+    emulate_cuda_graphs(monkeypatch)
+    policy = ActorCritic(3, 3, 2, actor_hidden_dims=[8], critic_hidden_dims=[8])
+    plain = _emulated_alg(PPO, copy.deepcopy(policy), "auto")
+    assert plain.graphed_update.unsupported(plain) is None
+    subclass = _emulated_alg(_CountingPPO, copy.deepcopy(policy), "auto")
+    assert subclass.graphed_update.unsupported(subclass) == (
+        "_CountingPPO.compute_losses is not st_rl's (cuda_graph=true captures it)"
+    )
+    noisy = _emulated_alg(PPO, _NoisyPolicy(3, 3, 2, actor_hidden_dims=[8], critic_hidden_dims=[8]), "auto")
+    assert (
+        noisy.graphed_update.unsupported(noisy)
+        == "_NoisyPolicy.act is not st_rl's (cuda_graph=true captures it)"
+    )
+    forced = _emulated_alg(_CountingPPO, copy.deepcopy(policy), True)
+    assert forced.graphed_update.unsupported(forced) is None
+
+
 def test_config_takes_the_option(small_cfg):
     for value in (True, False, "auto"):  # refused values: tests/config/test_bad_configs.py
         small_cfg["algorithm"]["cuda_graph"] = value
