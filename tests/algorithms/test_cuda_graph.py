@@ -144,6 +144,37 @@ def test_emulated_graphs_learn_exactly_as_the_eager_code(small_cfg, monkeypatch,
         )
 
 
+def test_emulated_graphs_capture_again_after_a_checkpoint_is_loaded(small_cfg, monkeypatch):
+    """Loading a checkpoint replaces the optimizer state (new tensors): the update warms up and captures again,
+    and the resumed run learns as the eager one resumed from the same checkpoint."""
+    small_cfg["algorithm"]["schedule"] = "adaptive"
+    eager = _cpu_run(small_cfg, False, 3)
+    checkpoint = eager.alg.state_dict()
+    emulate_cuda_graphs(monkeypatch)
+    graphed = _cpu_run(small_cfg, "auto", 3)
+    for runner in (
+        eager,
+        graphed,
+    ):  # each its own copy, as read from a file (state_dict() holds live tensors)
+        runner.alg.load_state_dict(copy.deepcopy(checkpoint))
+    captured = graphed.alg.graphed_update.captured
+    stale = captured.key
+    torch.manual_seed(7)  # the runs share torch's generator: the same draws for both continuations
+    graphed.learn(1)
+    assert captured.last == "warm-up"  # the optimizer state's addresses changed: no stale replay
+    graphed.learn(2)
+    assert captured.last == "replay" and captured.key != stale
+    torch.manual_seed(7)
+    eager.learn(1)  # split as the graphed run: learn(1) + learn(2) is not learn(3) (each call starts afresh)
+    eager.learn(2)
+    assert graphed.alg.learning_rate == pytest.approx(eager.alg.learning_rate, rel=1e-6)
+    expected = eager.alg.actor_critic.state_dict()
+    for key, value in graphed.alg.actor_critic.state_dict().items():
+        torch.testing.assert_close(
+            value, expected[key], rtol=1e-5, atol=1e-7, msg=lambda m, key=key: f"{key}: {m}"
+        )
+
+
 def _assert_restores_on_a_non_finite_loss(alg: PPO) -> None:
     """A NaN advantage makes the replayed update raise, with the parameters of its start restored."""
     assert alg.graphed_update.captured.last == "replay"
