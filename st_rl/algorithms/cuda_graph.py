@@ -5,6 +5,7 @@ log-probability, value) and normaliser update, each captured once and replayed w
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -94,14 +95,18 @@ def _common_obstacle(alg: Any) -> str | None:
 
 def _foreign_code(alg: Any) -> str | None:
     """Which captured method is not st_rl's own (``cuda_graph=true`` captures it anyway), or None."""
-    policy = alg.actor_critic
-    if not isinstance(policy, ActorCritic):
-        return f"the policy {type(policy).__name__} is not an st_rl ActorCritic (cuda_graph=true captures it)"
-    for obj, names in ((alg, _ALGORITHM_METHODS), (policy, _POLICY_METHODS)):
+    return _foreign_methods(type(alg), type(alg.actor_critic))
+
+
+@functools.cache  # asked twice per rollout step: a fact of the two classes
+def _foreign_methods(alg_cls: type, policy_cls: type) -> str | None:
+    if not issubclass(policy_cls, ActorCritic):
+        return f"the policy {policy_cls.__name__} is not an st_rl ActorCritic (cuda_graph=true captures it)"
+    for cls, names in ((alg_cls, _ALGORITHM_METHODS), (policy_cls, _POLICY_METHODS)):
         for name in names:
-            module = getattr(getattr(type(obj), name, None), "__module__", None) or "st_rl."
+            module = getattr(getattr(cls, name, None), "__module__", None) or "st_rl."
             if not module.startswith("st_rl."):
-                return f"{type(obj).__name__}.{name} is not st_rl's (cuda_graph=true captures it)"
+                return f"{cls.__name__}.{name} is not st_rl's (cuda_graph=true captures it)"
     return None
 
 

@@ -180,7 +180,7 @@ RULES: dict[str, Rule] = {
     "cuda_graph": Rule(
         "must be true, false or 'auto'",
         lambda x: isinstance(x, bool) or x == "auto",
-        "'auto' (default): the update replays as one CUDA graph on a GPU where it can; false: always eager",
+        "'auto' (default): on a GPU the update and the rollout step replay as CUDA graphs where they can; false: eager",
         False,
     ),
     "precision": _choice(
