@@ -10,7 +10,7 @@ import copy
 import pytest
 import torch
 
-from st_rl.configs import amp_train_config, get_preset
+from st_rl.configs import AMP_UPDATE_SETTINGS, amp_train_config, get_preset
 from st_rl.datasets import MotionLoader, gait_distance
 from st_rl.runners import build_runner
 from st_rl.tasks import make_env
@@ -37,6 +37,7 @@ def test_amp_gait_is_closer_to_the_reference_than_ppo(tmp_path):
     reference = loader.sample_windows(4096)
     base = preset.train.to_dict()
     base.update(seed=42, logger="none", log_interval=10**9)
+    base["algorithm"].update(AMP_UPDATE_SETTINGS)  # PPO with APPO's update settings
 
     def env(seed: int, n: int = ENVS):
         task_env = make_env(
@@ -95,6 +96,7 @@ def test_amp_from_scratch_tracks_like_ppo_and_moves_towards_the_reference(tmp_pa
     preset = get_preset(TASK)
     base = preset.train.to_dict()
     base.update(seed=1, logger="none", log_interval=10**9)
+    base["algorithm"].update(AMP_UPDATE_SETTINGS)  # PPO with APPO's update settings
     env_kwargs = {**preset.env_kwargs, **SCRATCH_ENV}
 
     def env(seed: int, n: int = SCRATCH_ENVS):
