@@ -1,4 +1,5 @@
-"""keep_freed_memory: a large CPU tensor allocated again reuses the freed pages instead of faulting in new ones."""
+"""CPU memory: a large CPU tensor allocated again reuses the freed pages instead of faulting in new ones, and lives
+on transparent huge pages once st_rl is imported."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from st_rl.utils.cpu_memory import ENV_VAR
+from st_rl.utils.cpu_memory import ENV_VAR, THP_VAR
 
 # Page faults of the 5th to 8th of eight 64 MiB allocations, each freed before the next; PPO on the CPU applies
 # the setting. (The first allocations may fault: a freed block followed by a small live one is too small for the
@@ -31,7 +32,11 @@ print(sum(faults[4:]))
 
 def _faults(**env: str) -> int:
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE], env={**os.environ, **env}, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", PROBE],
+        env={k: v for k, v in {**os.environ, **env}.items() if k != THP_VAR},  # this process's import set it
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return int(proc.stdout.strip().splitlines()[-1])
@@ -42,3 +47,46 @@ def test_ppo_on_the_cpu_keeps_freed_memory_for_the_next_allocation():
     pages = 64 * 2**20 // 4096
     assert _faults(**{ENV_VAR: "default"}) > 3 * pages  # malloc maps the 64 MiB afresh: one fault per page
     assert _faults() < pages // 20  # reused
+
+
+# THPeligible of the mapping that holds a fresh 64 MiB tensor: 1 once the region is advised onto huge pages.
+HUGE_PAGE_PROBE = """
+import torch, st_rl
+x = torch.empty(16 * 2**20)
+ptr, eligible, inside = x.data_ptr(), None, False
+for line in open("/proc/self/smaps"):
+    head = line.split()[0]
+    if "-" in head and not head.endswith(":"):
+        lo, hi = (int(v, 16) for v in head.split("-"))
+        inside = lo <= ptr < hi
+    elif inside and line.startswith("THPeligible:"):
+        eligible = int(line.split()[1])
+print(eligible)
+"""
+
+
+def _thp_mode() -> str:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return f.read().split("[")[1].split("]")[0]
+    except (OSError, IndexError):
+        return "unavailable"
+
+
+@pytest.mark.skipif(
+    _thp_mode() != "madvise", reason="transparent huge pages on request only ('madvise' mode)"
+)
+def test_importing_st_rl_puts_large_cpu_tensors_on_huge_pages():
+    def eligible(**env: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-c", HUGE_PAGE_PROBE],
+            env={k: v for k, v in {**os.environ, **env}.items() if k != THP_VAR},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout.strip().splitlines()[-1]
+
+    assert eligible() == "1"
+    assert eligible(**{ENV_VAR: "default"}) == "0"
