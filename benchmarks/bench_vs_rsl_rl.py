@@ -406,10 +406,8 @@ def run_subprocess(spec: RunSpec, timeout_s: float | None = None) -> dict[str, A
     env = dict(os.environ)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(spec.threads)
-    if (
-        spec.library == "rsl_rl"
-    ):  # PyTorch's default allocator, as rsl_rl runs (importing st_rl's task would set it)
-        env["THP_MEM_ALLOC_ENABLE"] = "0"
+    if spec.library == "rsl_rl":  # PyTorch's default CPU allocator, as rsl_rl's users run it
+        env["THP_MEM_ALLOC_ENABLE"] = "0"  # (importing st_rl's task would turn huge pages on)
     with tempfile.TemporaryDirectory(prefix="bench_vs_rsl_rl_") as tmp:
         spec_path, out_path = os.path.join(tmp, "spec.json"), os.path.join(tmp, "out.json")
         with open(spec_path, "w") as f:

@@ -195,7 +195,10 @@ AMP_DISCRIMINATOR_GRAD_PEN = 2.0
 """Default gradient-penalty weight of the discriminator in :func:`amp_train_config`."""
 AMP_LEARNING_RATE = 4e-4
 """Default initial learning rate of :func:`amp_train_config` (replaces the PPO config's)."""
-AMP_UPDATE_SETTINGS: dict[str, Any] = {"num_mini_batches": 4, "desired_kl": 0.01}
+AMP_UPDATE_SETTINGS: dict[str, Any] = {
+    "num_mini_batches": PPODefaults.num_mini_batches,
+    "desired_kl": PPODefaults.desired_kl,
+}
 """PPO update settings :func:`amp_train_config` sets with its learning rate: those its defaults were tuned with."""
 
 

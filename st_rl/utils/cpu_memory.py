@@ -1,5 +1,4 @@
-"""CPU training: freed tensor memory stays in the process for the next allocation (glibc's malloc), and large
-tensors live on transparent huge pages (Linux).
+"""CPU training: freed tensor memory stays in the process for the next allocation (glibc's malloc).
 
 glibc maps every allocation above 32 MiB afresh and unmaps it when freed, so each large activation of a CPU
 update (24,576 x 512 floats at legged_gym's size: 50 MB) touches new zeroed pages: a page fault per 4 KiB. Kept in
@@ -12,15 +11,12 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-import sys
 from functools import cache
 
-__all__ = ["ENV_VAR", "THP_VAR", "keep_freed_memory", "request_huge_pages"]
+__all__ = ["ENV_VAR", "keep_freed_memory"]
 
 ENV_VAR = "ST_RL_CPU_MALLOC"
 """Set to ``default`` to leave malloc and PyTorch's CPU allocator as they are."""
-THP_VAR = "THP_MEM_ALLOC_ENABLE"
-"""PyTorch's switch: CPU allocations of 2 MiB and more 2 MiB-aligned and advised onto transparent huge pages."""
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
 _TRIM_ABOVE = 2**31 - 1  # bytes of free heap top returned to the system (mallopt takes a C int: its largest)
 
@@ -36,11 +32,3 @@ def keep_freed_memory() -> bool:
         return bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_ABOVE))
     except (OSError, AttributeError):
         return False
-
-
-def request_huge_pages() -> None:
-    """Turn on PyTorch's transparent huge pages for large CPU tensors (Linux; fewer TLB misses over an update's
-    activations). PyTorch reads the switch at its first CPU allocation, so this runs when st_rl is imported; a
-    switch already set, or ``ST_RL_CPU_MALLOC=default``, is left alone."""
-    if sys.platform.startswith("linux") and os.environ.get(ENV_VAR, "").lower() != "default":
-        os.environ.setdefault(THP_VAR, "1")

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from st_rl.utils.cpu_memory import ENV_VAR, THP_VAR
+from st_rl.utils.cpu_memory import ENV_VAR
+
+THP_VAR = "THP_MEM_ALLOC_ENABLE"  # PyTorch's switch, set by `import st_rl`
 
 # Page faults of the 5th to 8th of eight 64 MiB allocations, each freed before the next; PPO on the CPU applies
 # the setting. (The first allocations may fault: a freed block followed by a small live one is too small for the
