@@ -32,16 +32,21 @@ print(sum(faults[4:]))
 """
 
 
-def _faults(**env: str) -> int:
+def _run(probe: str, **env: str) -> str:
+    """The last line a fresh process running ``probe`` prints (without this process's own huge-page switch)."""
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        env={k: v for k, v in {**os.environ, **env}.items() if k != THP_VAR},  # this process's import set it
+        [sys.executable, "-c", probe],
+        env={k: v for k, v in {**os.environ, **env}.items() if k != THP_VAR},
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return int(proc.stdout.strip().splitlines()[-1])
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def _faults(**env: str) -> int:
+    return int(_run(PROBE, **env))
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
@@ -79,16 +84,5 @@ def _thp_mode() -> str:
     _thp_mode() != "madvise", reason="transparent huge pages on request only ('madvise' mode)"
 )
 def test_importing_st_rl_puts_large_cpu_tensors_on_huge_pages():
-    def eligible(**env: str) -> str:
-        proc = subprocess.run(
-            [sys.executable, "-c", HUGE_PAGE_PROBE],
-            env={k: v for k, v in {**os.environ, **env}.items() if k != THP_VAR},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        return proc.stdout.strip().splitlines()[-1]
-
-    assert eligible() == "1"
-    assert eligible(**{ENV_VAR: "default"}) == "0"
+    assert _run(HUGE_PAGE_PROBE) == "1"
+    assert _run(HUGE_PAGE_PROBE, **{ENV_VAR: "default"}) == "0"
