@@ -174,15 +174,12 @@ def test_config_accepts_the_wait_keys(tmp_path):
     assert (ds.wait_for_data_s, ds.poll_interval_s) == (5.0, 1.0)
 
 
-def test_two_stage_runner_starts_before_its_collector_writes(tmp_path):
-    """A TwoStageRunner whose DAgger collector has not written yet waits, then pretrains from the data."""
+def two_stage_cfg(tmp_path, pretrain_dataset: dict, num_envs: int) -> dict:
+    """A velocity_tracking TPPO config for a TwoStageRunner (an untrained privileged teacher, saved)."""
     from st_rl.configs import get_preset
-    from st_rl.runners import OnPolicyRunner, build_runner
-    from st_rl.runners.two_stage_runner import TwoStageRunner
+    from st_rl.runners import OnPolicyRunner
     from st_rl.tasks import make_env
 
-    torch.manual_seed(0)
-    num_envs = 4
     teacher_cfg = get_preset("velocity_tracking").train.to_dict()
     teacher_cfg.update(logger="none", num_steps_per_env=4)
     teacher_cfg["obs_groups"] = {"policy": ["critic"], "critic": ["critic"]}  # the teacher is privileged
@@ -202,14 +199,27 @@ def test_two_stage_runner_starts_before_its_collector_writes(tmp_path):
         "teacher_act_prob": 0.0,
         "using_ppo": True,
     }
+    cfg["pretrain_dataset"] = pretrain_dataset
+    return cfg
+
+
+def test_two_stage_runner_starts_before_its_collector_writes(tmp_path):
+    """A TwoStageRunner whose DAgger collector has not written yet waits, then pretrains from the data."""
+    from st_rl.runners import build_runner
+    from st_rl.runners.two_stage_runner import TwoStageRunner
+    from st_rl.tasks import make_env
+
+    torch.manual_seed(0)
+    num_envs = 4
     data_dir = str(tmp_path / "dagger")  # does not exist yet: the collector has not started writing
-    cfg["pretrain_iterations"] = 1
-    cfg["pretrain_dataset"] = {
+    dataset_cfg = {
         "data_dir": data_dir,
         "dataset_loops": -1,
         "wait_for_data_s": 3600,  # the collector starts after the trainer
         "poll_interval_s": LONG_POLL,
     }
+    cfg = two_stage_cfg(tmp_path, dataset_cfg, num_envs)
+    cfg["pretrain_iterations"] = 1
     env = make_env("velocity_tracking", num_envs=num_envs, seed=2)
     runner = build_runner("TwoStageRunner", env, cfg)
     assert isinstance(runner, TwoStageRunner)
@@ -244,3 +254,28 @@ def test_two_stage_runner_starts_before_its_collector_writes(tmp_path):
     assert not errors
     assert runner.current_learning_iteration == 2
     assert dataset.num_trajectories == 1
+
+
+def test_a_seeded_two_stage_runner_replays_its_dataset_in_one_order(tmp_path):
+    """The runner's ``seed`` seeds a shuffled dataset that gives none (CI once failed on an unseeded order)."""
+    from st_rl.runners import build_runner
+    from st_rl.tasks import make_env
+
+    root = str(tmp_path / "data")
+    for k in range(8):
+        write_trajectory(root, k, 3)
+
+    def first_trajectories(run_seed: int, dataset_seed: int | None = None) -> list[int]:
+        dataset_cfg = {"data_dir": root, "random_shuffle_traj_order": True}
+        if dataset_seed is not None:
+            dataset_cfg["seed"] = dataset_seed
+        cfg = two_stage_cfg(tmp_path, dataset_cfg, num_envs=4)
+        cfg["seed"] = run_seed
+        runner = build_runner("TwoStageRunner", make_env("velocity_tracking", num_envs=4, seed=2), cfg)
+        return runner.rollout_dataset.get_batch().observation[:, 0].int().tolist()
+
+    order = first_trajectories(3)
+    assert order == first_trajectories(3)
+    assert order == first_trajectories(4, dataset_seed=3)  # the dataset's own seed wins
+    assert order != first_trajectories(4)
+    assert sorted(set(order)) == sorted(order)  # four different trajectories out of eight
