@@ -46,11 +46,7 @@ _INJECTED = frozenset({"self", "actor_critic", "device", "parts"})
 # Runner keys: name -> (type, default, meaning). Documented in docs/configuration.md.
 _R, _MAP = RUNNER_DEFAULTS, Mapping[str, Any] | None
 RUNNER_FIELDS: dict[str, tuple[Any, Any, str]] = {
-    "seed": (
-        int | None,
-        None,
-        "global RNG seed set when the runner is built, and a pretrain_dataset's if it gives none (None: leave the RNGs alone)",
-    ),
+    "seed": (int | None, None, "global RNG seed set when the runner is built (None: leave the RNGs alone)"),
     "device": (str | None, None, "informational; the runner's device argument decides"),
     "num_steps_per_env": (int, _R.num_steps_per_env, "rollout length T per iteration"),
     "max_iterations": (int | None, None, "number of learning iterations the CLI and training scripts run"),

@@ -14,7 +14,8 @@ from st_rl.storage.rollout_files.rollout_dataset import rollout_dataset_from_con
 class TwoStageRunner(OnPolicyRunner):
     """:class:`OnPolicyRunner` whose first ``pretrain_iterations`` iterations (``< 0``: while the data lasts)
     replay the runner config's ``pretrain_dataset`` (its actions are the labels: the TPPO family), then step the
-    environment afresh. ``log_interval`` defaults to 50; dataset statistics are logged as ``Perf/dataset_<key>``. The dataset's ``seed`` defaults to the runner's."""
+    environment afresh. ``log_interval`` defaults to 50; dataset statistics are logged as ``Perf/dataset_<key>``.
+    The dataset's ``seed`` (its replay order) defaults to the runner's."""
 
     def __init__(
         self, env: Any, train_cfg: Any, log_dir: str | None = None, device: str | torch.device = "cpu"
