@@ -14,8 +14,7 @@ from st_rl.storage.rollout_files.rollout_dataset import rollout_dataset_from_con
 class TwoStageRunner(OnPolicyRunner):
     """:class:`OnPolicyRunner` whose first ``pretrain_iterations`` iterations (``< 0``: while the data lasts)
     replay the runner config's ``pretrain_dataset`` (its actions are the labels: the TPPO family), then step the
-    environment afresh. ``log_interval`` defaults to 50; dataset statistics are logged as ``Perf/dataset_<key>``.
-    The dataset's ``seed`` (its replay order) defaults to the runner's."""
+    environment afresh. ``log_interval`` defaults to 50; dataset statistics are logged as ``Perf/dataset_<key>``."""
 
     def __init__(
         self, env: Any, train_cfg: Any, log_dir: str | None = None, device: str | torch.device = "cpu"
@@ -32,11 +31,8 @@ class TwoStageRunner(OnPolicyRunner):
             raise ValueError(
                 f"TwoStageRunner needs a TPPO-family algorithm (action labels); got {type(self.alg).__name__}"
             )
-        dataset_cfg = dict(self.cfg["pretrain_dataset"])
-        if dataset_cfg.get("seed") is None and self.cfg.get("seed") is not None:
-            dataset_cfg["seed"] = int(self.cfg["seed"]) + self.dist.rank  # a seeded run replays in one order
         self.rollout_dataset = rollout_dataset_from_config(
-            dataset_cfg, self.env_adapter.num_envs, self.device
+            self.cfg["pretrain_dataset"], self.env_adapter.num_envs, self.device
         )
         self._from_dataset = False
         self._dataset_started = False  # the first batch may wait for a collector

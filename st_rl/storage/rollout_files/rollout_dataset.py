@@ -58,6 +58,8 @@ class RolloutDataset(RolloutFileBase):
     only the newest n. ``wait_for_data_s``: seconds to wait while fewer than ``max(1, keep_latest_n_trajs)``
     trajectories exist (``None``: :data:`DEFAULT_WAIT_FOR_DATA_S` if a collector has started writing there,
     else raise; ``math.inf``: no limit; ``0``: never), rescanning every ``poll_interval_s`` or on :meth:`wake`.
+    ``seed`` (shuffle order, starting frames): ``None`` draws it from NumPy's global generator, which a runner's
+    ``seed`` sets.
     """
 
     Transition = namedarraytuple("Transition", list(_FIELD_SOURCES))
@@ -100,7 +102,9 @@ class RolloutDataset(RolloutFileBase):
         self.num_dataset_looped = 0
         self.metadata: dict[str, Any] | None = None
         self.trajectories: list[Trajectory] = []
-        self._rng = np.random.default_rng(seed)
+        self._rng = np.random.default_rng(
+            np.random.randint(2**63 - 1, dtype=np.int64) if seed is None else seed
+        )
         self._queue: deque[Trajectory] = deque()
         self._slots: dict[str, torch.Tensor] | None = None
         self._traj: list[Trajectory | None] = [None] * self.num_envs
