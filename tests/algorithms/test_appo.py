@@ -658,8 +658,8 @@ def test_amp_train_config_sets_the_tuned_defaults_and_leaves_the_users_config_al
     kept = amp_train_config(base, learning_rate=None, amp_replay_buffer_size=0)
     assert kept["algorithm"]["learning_rate"] == base["algorithm"]["learning_rate"]
     # the tuned defaults bring the update settings of their study (4 minibatches, KL 0.01, entropy 0.01), not the
-    # preset's 8, 0.02, 0.005
+    # preset's 8, 0.02, 0.0025
     update = ("num_mini_batches", "desired_kl", "entropy_coef")
     assert tuple(cfg["algorithm"][k] for k in update) == (4, 0.01, 0.01)
-    assert tuple(kept["algorithm"][k] for k in update) == (8, 0.02, 0.005)
+    assert tuple(kept["algorithm"][k] for k in update) == (8, 0.02, 0.0025)
     assert kept["algorithm"]["amp_replay_buffer_size"] == 0
