@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import subprocess
 import sys
 
@@ -14,21 +15,22 @@ from st_rl.utils.cpu_memory import ENV_VAR
 
 THP_VAR = "THP_MEM_ALLOC_ENABLE"  # PyTorch's switch, set by `import st_rl`
 
-# Page faults of the 5th to 8th of eight 64 MiB allocations, each freed before the next; PPO on the CPU applies
-# the setting. (The first allocations may fault: a freed block followed by a small live one is too small for the
-# next aligned request of the same size, so the heap grows once or twice before its top is reused.)
+# Page faults of each of twelve 64 MiB allocations, each freed before the next; PPO on the CPU applies the setting.
+# (The first allocations may fault: a freed block followed by a small live one is too small for the next aligned
+# request of the same size, so the heap grows once or twice before its top is reused. A reused allocation can
+# also fault now and then when the kernel migrates its pages, so the test reads the median of the last eight.)
 PROBE = """
 import resource, torch
 from st_rl.algorithms import PPO
 from st_rl.modules import ActorCritic
 PPO(ActorCritic(3, 3, 1, actor_hidden_dims=[8], critic_hidden_dims=[8]), device="cpu")
 faults = []
-for _ in range(8):
+for _ in range(12):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     x = torch.ones(16 * 2**20)
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
     del x
-print(sum(faults[4:]))
+print(*faults)
 """
 
 
@@ -45,14 +47,15 @@ def _run(probe: str, **env: str) -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
-def _faults(**env: str) -> int:
-    return int(_run(PROBE, **env))
+def _faults(**env: str) -> float:
+    """Median page faults of one allocation after the first four."""
+    return statistics.median(int(v) for v in _run(PROBE, **env).split()[4:])
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
 def test_ppo_on_the_cpu_keeps_freed_memory_for_the_next_allocation():
     pages = 64 * 2**20 // 4096
-    assert _faults(**{ENV_VAR: "default"}) > 3 * pages  # malloc maps the 64 MiB afresh: one fault per page
+    assert _faults(**{ENV_VAR: "default"}) > pages // 2  # malloc maps the 64 MiB afresh: one fault per page
     assert _faults() < pages // 20  # reused
 
 
