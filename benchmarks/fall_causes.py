@@ -14,13 +14,10 @@ import argparse
 
 import torch
 
+from st_rl.evaluation.metrics import actor_observations
 from st_rl.evaluation.runs import load_run
 
 WINDOW_S = 1.0  # a fall this soon after an event is put down to it
-
-
-def _obs(observations: object) -> torch.Tensor:
-    return observations if isinstance(observations, torch.Tensor) else observations["policy"]  # type: ignore[index]
 
 
 def main() -> None:
@@ -42,12 +39,11 @@ def main() -> None:
 
     causes = {"push": 0, "command change": 0, "first second": 0, "other": 0}
     last_push = torch.full((env.num_envs,), -(10**9))
-    kick = torch.zeros(env.num_envs, 2)
     pushes: list[tuple[float, float, bool]] = []  # kick x, kick y (body frame), fell within the window
     open_push: dict[int, int] = {}  # env -> index into pushes
     with torch.inference_mode():
         env.reset()
-        obs = _obs(env.get_observations()[0])
+        obs = env.get_observations()
         for t in range(steps):
             episode_step = env.episode_length_buf.clone()
             pushed = (
@@ -56,9 +52,9 @@ def main() -> None:
                 else torch.zeros_like(episode_step, dtype=torch.bool)
             )
             v_before = env.base_lin_vel[:, :2].clone()
-            observations, _, dones, extras = env.step(policy(obs))
-            obs = _obs(observations)
-            kick = torch.where(pushed[:, None], env.base_lin_vel[:, :2] - v_before, kick)
+            obs, _, dones, extras = env.step(policy(actor_observations(obs)))
+            policy.reset(dones.bool())  # a recurrent policy forgets finished episodes
+            kick = env.base_lin_vel[:, :2] - v_before
             fell = dones.bool() & ~extras["time_outs"].bool()
             for i in pushed.nonzero().flatten().tolist():
                 if not fell[i]:

@@ -19,7 +19,7 @@ import torch
 
 from st_rl.env.adapter import ObservationGroups
 
-__all__ = ["SUMMARY_KEYS", "VelocityCommandTask", "evaluate_policy", "format_summary"]
+__all__ = ["SUMMARY_KEYS", "VelocityCommandTask", "actor_observations", "evaluate_policy", "format_summary"]
 
 
 @runtime_checkable
@@ -47,11 +47,12 @@ SUMMARY_KEYS = (
 )
 
 
-def _actor_obs(obs: Any) -> torch.Tensor:
+def actor_observations(obs: Any) -> torch.Tensor:
+    """The actor's tensor of what ``get_observations()`` / ``step()`` return (a tensor, groups or a pair)."""
     if isinstance(obs, torch.Tensor):
         return obs
     if isinstance(obs, (tuple, list)):  # (obs, extras)
-        return _actor_obs(obs[0])
+        return actor_observations(obs[0])
     if isinstance(obs, ObservationGroups):
         return obs["policy"]
     raise TypeError(f"cannot read actor observations from a {type(obs).__name__}")
@@ -192,7 +193,7 @@ def evaluate_policy(
             render(env)
         for t in range(num_steps):
             cmd = env.commands.clone()
-            obs, rewards, dones, extras = env.step(policy(_actor_obs(obs)))
+            obs, rewards, dones, extras = env.step(policy(actor_observations(obs)))
             dones = dones.to(dev).bool()
             if reset_policy is not None:
                 reset_policy(dones)  # forget finished episodes
